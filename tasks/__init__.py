@@ -1,0 +1,8 @@
+"""Daybreak: business-date partitioned pipelines for QSR and hotel data on Luigi.
+
+Importing this package registers every task family, so ``luigi --module tasks <Family>`` finds them.
+"""
+
+__version__ = "0.1.0"
+
+from tasks.qsr import StgQsrPos  # noqa: E402,F401  (registers the task family)

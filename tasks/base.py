@@ -1,0 +1,271 @@
+"""PartitionedTask: one business date, one hive folder, and a completeness check that sees staleness.
+
+A partition is complete when, and only when (docs/run-semantics.md):
+1. its folder holds the data file and a manifest that describes it (size and mtime);
+2. the manifest's rules fingerprint equals the current one (transform version + settings);
+3. the manifest's input fingerprint equals a fresh one over the raw files it reads (name, size, mtime);
+4. every upstream partition is itself complete and still has the data version recorded at build time.
+
+``complete()`` and ``bulk_complete()`` share one code path (:meth:`PartitionedTask.state`) with a
+:class:`CheckCache`, so a range check lists each dataset folder and each raw folder once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import luigi
+import pyarrow as pa
+
+import tasks
+from tasks import settings
+from tasks.partitions import PartitionStore
+from tasks.rawzone import RawFile, RawFolderTarget, RawZone
+
+logger = logging.getLogger("luigi-interface")
+
+
+class RawFolder(luigi.ExternalTask):
+    """One export folder of the raw zone (``<raw_root>/<source>/<date>/``), written by a source system."""
+
+    source = luigi.Parameter(description="Raw source folder name, e.g. qsr_pos")
+    date = luigi.DateParameter(description="Export date of the folder (the day the source wrote it)")
+
+    def output(self):
+        return RawFolderTarget(RawZone.from_uri(settings.raw_root()), self.source, self.date)
+
+
+class PartitionTarget(luigi.Target):
+    """The hive folder of one partition; ``exists()`` means a manifest is there (not that it is fresh)."""
+
+    def __init__(self, store: PartitionStore, date: dt.date):
+        self.store, self.date = store, date
+        self.path = store.path(date)
+
+    def exists(self) -> bool:
+        return (self.path / "_manifest.json").is_file()
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    state: str  # ok | stale | missing
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+@dataclass
+class CheckCache:
+    """Memo for one completeness pass: each raw folder and dataset folder is listed at most once."""
+
+    raw: dict = field(default_factory=dict)
+    listed: dict = field(default_factory=dict)
+    manifests: dict = field(default_factory=dict)
+    states: dict = field(default_factory=dict)
+
+    def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> list[RawFile] | None:
+        key = (zone.describe(), source, date)
+        if key not in self.raw:
+            self.raw[key] = zone.list_folder(source, date)
+        return self.raw[key]
+
+    def list_dataset(self, store: PartitionStore) -> None:
+        if store.root not in self.listed:
+            self.listed[store.root] = store.listed_dates()
+
+    def manifest(self, store: PartitionStore, date: dt.date) -> dict | None:
+        key = (store.root, date)
+        if key not in self.manifests:
+            listed = self.listed.get(store.root)
+            self.manifests[key] = None if listed is not None and date not in listed else store.read_manifest(date)
+        return self.manifests[key]
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a task's build step hands back to the run() template."""
+
+    table: pa.Table
+    rejected: pa.Table | None = None
+    stats: dict = field(default_factory=dict)
+
+
+def fingerprint(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def input_fingerprint(files: list[RawFile]) -> str:
+    return fingerprint([[f.relpath, f.size, f.mtime_ns] for f in files])
+
+
+class PartitionedTask(luigi.Task):
+    """Base of every business-date partitioned task. Subclasses set ``dataset`` and define
+    ``requires()`` (RawFolder and/or PartitionedTask instances), ``rules()`` and ``build()``."""
+
+    date = luigi.DateParameter(description="Business date of the partition")
+
+    dataset: ClassVar[str] = ""
+
+    # -- to define in subclasses -------------------------------------------------------------------
+    def rules(self) -> dict:
+        """Transform version and every setting that changes the output."""
+        raise NotImplementedError
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        raise NotImplementedError
+
+    def select_inputs(self, files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
+        """(files the partition reads, files it refuses to read). Default: read all."""
+        return files, []
+
+    def check_built(self, built: Built) -> None:
+        """Raise to fail the partition after the quarantine is written (e.g. too many rejects)."""
+
+    # -- wiring ------------------------------------------------------------------------------------
+    def store(self) -> PartitionStore:
+        return PartitionStore(settings.data_root(), self.dataset)
+
+    def zone(self) -> RawZone:
+        return RawZone.from_uri(settings.raw_root())
+
+    def output(self) -> PartitionTarget:
+        return PartitionTarget(self.store(), self.date)
+
+    def raw_folders(self) -> list[RawFolder]:
+        return [t for t in luigi.task.flatten(self.requires()) if isinstance(t, RawFolder)]
+
+    def upstream(self) -> list[PartitionedTask]:
+        return [t for t in luigi.task.flatten(self.requires()) if isinstance(t, PartitionedTask)]
+
+    def input_files(self, cache: CheckCache) -> tuple[list[RawFile], list[RawFile]] | None:
+        """(read, refused) raw files of the dependency window; None while a raw folder is missing."""
+        zone, files = self.zone(), []
+        for folder in self.raw_folders():
+            listing = cache.raw_folder(zone, folder.source, folder.date)
+            if listing is None:
+                return None
+            files.extend(listing)
+        return self.select_inputs(files)
+
+    # -- completeness ------------------------------------------------------------------------------
+    def complete(self) -> bool:
+        return self.state(CheckCache()).ok
+
+    @classmethod
+    def bulk_complete(cls, parameter_tuples: Iterable) -> list[dt.date]:
+        """The dates of ``parameter_tuples`` that are complete; same answers as ``complete()``.
+
+        Luigi's RangeDaily calls this with a ``functools.partial`` of the class (its of_params bound)
+        and a one-pass iterator of dates.
+        """
+        factory = cls
+        cache = CheckCache()
+        done = []
+        for value in parameter_tuples:
+            task = factory(date=value)
+            if not cache.listed:
+                cache.list_dataset(task.store())
+            if task.state(cache).ok:
+                done.append(task.date)
+        return done
+
+    def state(self, cache: CheckCache) -> PartitionState:
+        if self.task_id not in cache.states:
+            cache.states[self.task_id] = self._state(cache)
+        return cache.states[self.task_id]
+
+    def _state(self, cache: CheckCache) -> PartitionState:
+        store = self.store()
+        manifest = cache.manifest(store, self.date)
+        if manifest is None:
+            return PartitionState("missing", "no partition")
+        if manifest.get("_corrupt") or not store.data_matches(self.date, manifest):
+            return PartitionState("stale", "data file does not match its manifest (interrupted write?)")
+        if manifest.get("rules_fingerprint") != fingerprint(self.rules()):
+            return PartitionState("stale", "rules changed: " + _diff_rules(manifest.get("rules", {}), self.rules()))
+        inputs = self.input_files(cache)
+        if inputs is None:
+            return PartitionState("stale", "a raw folder it read is gone")
+        if manifest.get("input_fingerprint") != input_fingerprint(inputs[0]):
+            return PartitionState("stale", "input changed: " + _diff_inputs(manifest.get("inputs", []), inputs[0]))
+        recorded = manifest.get("upstream", {})
+        for up in self.upstream():
+            up_state = up.state(cache)
+            if not up_state.ok:
+                return PartitionState("stale", f"upstream {up.task_id} is {up_state.state}")
+            version = (cache.manifest(up.store(), up.date) or {}).get("data_version")
+            if recorded.get(up.task_id) != version:
+                return PartitionState("stale", f"upstream {up.task_id} changed")
+        return PartitionState("ok")
+
+    # -- the run template --------------------------------------------------------------------------
+    def run(self) -> None:
+        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        cache = CheckCache()
+        window = self.input_files(cache)
+        if window is None:
+            raise RuntimeError(f"{self.task_id}: a raw folder of its dependency window disappeared; rerun later")
+        inputs, refused = window
+        upstream = {u.task_id: (cache.manifest(u.store(), u.date) or {}).get("data_version") for u in self.upstream()}
+        built = self.build(inputs)
+        store = self.store()
+        if built.rejected is not None:
+            store.write_quarantine(self.date, built.rejected)
+        self.check_built(built)
+        manifest = {
+            "dataset": self.dataset,
+            "business_date": self.date.isoformat(),
+            "rules": self.rules(),
+            "rules_fingerprint": fingerprint(self.rules()),
+            "inputs": [[f.relpath, f.size, f.mtime_ns] for f in inputs],
+            "input_fingerprint": input_fingerprint(inputs),
+            "refused_inputs": [f.relpath for f in refused],
+            "upstream": upstream,
+            "row_count": built.table.num_rows,
+            "rejected_count": 0 if built.rejected is None else built.rejected.num_rows,
+            "stats": built.stats,
+            "task_id": self.task_id,
+            "package_version": tasks.__version__,
+            "started_at": started.isoformat(),
+        }
+        finished = dt.datetime.now(dt.UTC)
+        manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
+        store.write(self.date, built.table, manifest)
+        store.clear_failure(self.date)
+
+    def on_failure(self, exception: BaseException) -> str:
+        try:
+            self.store().record_failure(
+                self.date,
+                {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id},
+            )
+        except OSError as exc:  # the failure record must never hide the real error
+            logger.warning("could not record the failure of %s: %s", self.task_id, exc)
+        return super().on_failure(exception)
+
+
+def _diff_rules(old: dict, new: dict) -> str:
+    keys = sorted(set(old) | set(new))
+    changed = [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+    return ", ".join(changed) or "fingerprint differs"
+
+
+def _diff_inputs(old: list, new: list[RawFile]) -> str:
+    before = {p: (s, m) for p, s, m in old}
+    after = {f.relpath: (f.size, f.mtime_ns) for f in new}
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    changed = sorted(p for p in set(after) & set(before) if after[p] != before[p])
+    parts = [
+        f"{what} {p}" for what, ps in (("new file", added), ("removed", removed), ("changed", changed)) for p in ps
+    ]
+    return ", ".join(parts[:3]) + (f" (+{len(parts) - 3} more)" if len(parts) > 3 else "")

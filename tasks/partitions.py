@@ -1,0 +1,196 @@
+"""Partition storage: hive paths, atomic whole replacement, manifests, failure records.
+
+The only module that writes Parquet and manifests. Layout of one dataset::
+
+    <data_root>/<dataset>/business_date=YYYY-MM-DD/data.parquet
+    <data_root>/<dataset>/business_date=YYYY-MM-DD/_manifest.json
+    <data_root>/quarantine/<dataset>/business_date=YYYY-MM-DD/rejected.parquet
+    <data_root>/_state/failures/<dataset>/business_date=YYYY-MM-DD.json
+
+A write never leaves a reader a mix: a new partition is built in a hidden sibling folder and renamed
+into place; an existing one has its data file replaced with ``os.replace`` and then its manifest.
+A crash between the two leaves a manifest that no longer describes the data file, so the partition
+counts as stale and is rebuilt; the data file itself is always whole.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MANIFEST = "_manifest.json"
+DATA_FILE = "data.parquet"
+PARTITION_PREFIX = "business_date="
+
+
+def partition_name(date: dt.date) -> str:
+    if not isinstance(date, dt.date):
+        raise TypeError(f"partition key must be a date, got {date!r}")
+    return f"{PARTITION_PREFIX}{date.isoformat()}"
+
+
+def parse_partition_name(name: str) -> dt.date | None:
+    if not name.startswith(PARTITION_PREFIX):
+        return None
+    try:
+        return dt.date.fromisoformat(name[len(PARTITION_PREFIX) :])
+    except ValueError:
+        return None
+
+
+def _safe_relpath(dataset: str) -> str:
+    parts = dataset.split("/")
+    if not dataset or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p for p in parts):
+        raise ValueError(f"dataset path {dataset!r} could escape the data root")
+    return dataset
+
+
+class PartitionStore:
+    """One dataset's partitions under ``data_root``."""
+
+    def __init__(self, data_root: str | os.PathLike, dataset: str):
+        self.data_root = Path(data_root)
+        self.dataset = _safe_relpath(dataset)
+        self.root = self.data_root / dataset
+
+    def path(self, date: dt.date) -> Path:
+        return self.root / partition_name(date)
+
+    def quarantine_path(self, date: dt.date) -> Path:
+        return self.data_root / "quarantine" / self.dataset / partition_name(date) / "rejected.parquet"
+
+    def failure_path(self, date: dt.date) -> Path:
+        return self.data_root / "_state" / "failures" / self.dataset / f"{partition_name(date)}.json"
+
+    # -- reading -------------------------------------------------------------------------------
+    def listed_dates(self) -> set[dt.date]:
+        """Dates that have a partition folder, from one listing of the dataset folder."""
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return set()
+        return {d for d in map(parse_partition_name, names) if d is not None}
+
+    def read_manifest(self, date: dt.date) -> dict | None:
+        try:
+            with open(self.path(date) / MANIFEST, encoding="utf-8") as fh:
+                return json.load(fh)
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return {"_corrupt": True}
+
+    def data_matches(self, date: dt.date, manifest: dict) -> bool:
+        """True when every data file the manifest lists is there with the recorded size and mtime."""
+        folder = self.path(date)
+        for f in manifest.get("data_files", []):
+            try:
+                st = os.stat(folder / f["name"])
+            except FileNotFoundError:
+                return False
+            if st.st_size != f["size"] or st.st_mtime_ns != f["mtime_ns"]:
+                return False
+        return bool(manifest.get("data_files"))
+
+    def read_table(self, date: dt.date) -> pa.Table:
+        return pq.read_table(self.path(date) / DATA_FILE)
+
+    def read_failure(self, date: dt.date) -> dict | None:
+        try:
+            return json.loads(self.failure_path(date).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+
+    # -- writing -------------------------------------------------------------------------------
+    def write(self, date: dt.date, table: pa.Table, manifest: dict) -> dict:
+        """Replace partition ``date`` with ``table`` and return the manifest as written."""
+        final = self.path(date)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if final.is_dir():
+            return self._write_files(final, table, manifest)
+        staging = self.root / f".{final.name}.tmp-{uuid.uuid4().hex}"
+        staging.mkdir()
+        try:
+            written = self._write_files(staging, table, manifest)
+            os.rename(staging, final)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not final.is_dir():
+                raise
+            return self._write_files(final, table, manifest)  # a concurrent run created it first
+        _fsync_dir(self.root)
+        return written
+
+    def _write_files(self, folder: Path, table: pa.Table, manifest: dict) -> dict:
+        tmp = folder / f".{DATA_FILE}.tmp-{uuid.uuid4().hex}"
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            digest = _sha256(tmp)
+            os.replace(tmp, folder / DATA_FILE)
+        finally:
+            tmp.unlink(missing_ok=True)
+        st = os.stat(folder / DATA_FILE)
+        manifest = dict(manifest)
+        manifest["data_files"] = [{"name": DATA_FILE, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}]
+        manifest["data_version"] = digest
+        atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str))
+        return manifest
+
+    def write_quarantine(self, date: dt.date, rejected: pa.Table) -> Path | None:
+        """Rejected rows of the latest attempt at ``date`` (removed when an attempt rejects nothing)."""
+        path = self.quarantine_path(date)
+        if rejected.num_rows == 0:
+            path.unlink(missing_ok=True)
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+        try:
+            pq.write_table(rejected, tmp)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path
+
+    def record_failure(self, date: dt.date, record: dict) -> None:
+        path = self.failure_path(date)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(record, indent=1, default=str))
+
+    def clear_failure(self, date: dt.date) -> None:
+        self.failure_path(date).unlink(missing_ok=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,68 @@
+"""QSR point-of-sale tasks (contract section 2)."""
+
+from __future__ import annotations
+
+import logging
+
+from tasks import settings
+from tasks.base import Built, PartitionedTask, RawFolder
+from tasks.calendar import qsr_dependency_window
+from tasks.rawzone import RawFile, split_store_files
+from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines
+from tasks.transforms.rawcsv import parse_csv
+
+logger = logging.getLogger("luigi-interface")
+
+
+class RejectShareExceeded(RuntimeError):
+    """Too many rows of a partition failed the type rules: the partition fails, the old one is kept."""
+
+
+class StgQsrPos(PartitionedTask):
+    """stg_qsr_pos: one row per POS line (store_id, order_id, line_no) per business date.
+
+    Reads raw folders ``qsr_pos/<date>/`` and ``qsr_pos/<date+1>/`` (the business day ends at 04:59:59
+    local, after the POS's midnight file split), keeps lines whose business date is ``date``, drops
+    duplicates (last read wins) and VOIDED lines, computes net_amount and is_suspicious. Rejected rows
+    go to ``quarantine/staging/qsr_pos/business_date=<date>/rejected.parquet``.
+    """
+
+    dataset = "staging/qsr_pos"
+
+    def requires(self):
+        return [RawFolder(source="qsr_pos", date=d) for d in qsr_dependency_window(self.date)]
+
+    def qsr_rules(self) -> QsrRules:
+        cfg = settings.qsr()
+        return QsrRules(cfg.suspicious_qty_threshold, cfg.timezone, cfg.day_start_hour)
+
+    def rules(self) -> dict:
+        return self.qsr_rules().as_dict()
+
+    def select_inputs(self, files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
+        return split_store_files(files)
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        zone = self.zone()
+        parsed = [parse_csv(zone.read_bytes(f), f.relpath, RAW_COLUMNS) for f in inputs]
+        folders = [f.folder_date for f in inputs]
+        result = clean_pos_lines(parsed, folders, self.date, self.qsr_rules())
+        stats = {
+            "raw_files": len(inputs),
+            "attributed_rows": result.attributed_rows,
+            "duplicates_dropped": result.duplicates_dropped,
+            "voided_dropped": result.voided_dropped,
+        }
+        return Built(result.table, result.rejected, stats)
+
+    def check_built(self, built: Built) -> None:
+        rejected, attributed = built.rejected.num_rows, built.stats["attributed_rows"]
+        limit = settings.qsr().max_reject_share
+        if attributed and rejected / attributed > limit:
+            rows = built.rejected.slice(0, 5).to_pylist()
+            examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
+            raise RejectShareExceeded(
+                f"stg_qsr_pos {self.date}: {rejected} of {attributed} rows rejected "
+                f"({rejected / attributed:.1%} > max_reject_share {limit:.1%}), e.g. {examples}. "
+                f"All rejected rows: {self.store().quarantine_path(self.date)}. The previous partition is kept."
+            )

@@ -1,0 +1,97 @@
+"""The raw zone: list, stat and read raw files. The only module that touches raw files.
+
+The raw zone is read-only for the pipeline: nothing here writes, moves or deletes a raw file.
+``raw_root`` is a local folder (the embedded default). A raw file is identified by its path
+relative to the root (``qsr_pos/2026-09-15/S001.csv``), its size and its mtime in nanoseconds:
+that triple is what input fingerprints are made of.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import luigi
+
+STORE_ID_PATTERN = re.compile(r"^[A-Z0-9][A-Z0-9_-]{0,31}$")
+
+
+@dataclass(frozen=True, order=True)
+class RawFile:
+    """One raw file as listed: path relative to the raw root, size in bytes, mtime in ns."""
+
+    relpath: str
+    size: int
+    mtime_ns: int
+
+    @property
+    def folder_date(self) -> dt.date:
+        """Export date of the folder that holds the file (``<source>/<date>/<name>``)."""
+        return dt.date.fromisoformat(self.relpath.split("/")[-2])
+
+
+class RawZone:
+    """A raw zone on local disk. ``folder(source, date)`` lists one export folder."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    @classmethod
+    def from_uri(cls, uri: str) -> RawZone:
+        if "://" in uri:
+            scheme = uri.split("://", 1)[0]
+            raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported yet (use a local folder)")
+        return cls(uri)
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    @staticmethod
+    def folder_relpath(source: str, date: dt.date) -> str:
+        return f"{source}/{date.isoformat()}"
+
+    def folder_exists(self, source: str, date: dt.date) -> bool:
+        return (self.root / self.folder_relpath(source, date)).is_dir()
+
+    def list_folder(self, source: str, date: dt.date) -> list[RawFile] | None:
+        """Every regular file of one folder, sorted by name; None when the folder does not exist."""
+        rel = self.folder_relpath(source, date)
+        try:
+            entries = list(os.scandir(self.root / rel))
+        except FileNotFoundError:
+            return None
+        files = []
+        for entry in entries:
+            if entry.is_file():
+                st = entry.stat()
+                files.append(RawFile(f"{rel}/{entry.name}", st.st_size, st.st_mtime_ns))
+        return sorted(files)
+
+    def read_bytes(self, raw: RawFile) -> bytes:
+        return (self.root / raw.relpath).read_bytes()
+
+
+def split_store_files(files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
+    """(store files that may be read, files that must not be read) by the contract's store id pattern."""
+    good, bad = [], []
+    for f in files:
+        name = f.relpath.rsplit("/", 1)[-1]
+        ok = name.endswith(".csv") and STORE_ID_PATTERN.match(name[: -len(".csv")]) is not None
+        (good if ok else bad).append(f)
+    return good, bad
+
+
+class RawFolderTarget(luigi.Target):
+    """Exists when one export folder of the raw zone exists."""
+
+    def __init__(self, zone: RawZone, source: str, date: dt.date):
+        self.zone, self.source, self.date = zone, source, date
+
+    def exists(self) -> bool:
+        return self.zone.folder_exists(self.source, self.date)
+
+    def __repr__(self) -> str:
+        return f"RawFolderTarget({self.zone.describe()}/{self.zone.folder_relpath(self.source, self.date)})"

@@ -1,0 +1,47 @@
+"""Every setting Daybreak reads, with its default.
+
+Luigi maps each ``luigi.Config`` class to the ``luigi.cfg`` section of the same name, so
+``[qsr] suspicious_qty_threshold = 30`` sets :attr:`qsr.suspicious_qty_threshold`.
+A luigi.cfg that sets nothing works: every value here has a default. Relative paths are taken
+from the working directory, as Luigi itself does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import luigi
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = PROJECT_ROOT / "config"
+
+
+class daybreak(luigi.Config):  # noqa: N801 - the class name is the luigi.cfg section name
+    raw_root = luigi.Parameter(default="data/raw", description="Raw zone: a local folder or sftp://user@host:port/path")
+    data_root = luigi.Parameter(default="data", description="Folder that holds staging/, marts/, quarantine/")
+    start_date = luigi.DateParameter(
+        default=dt.date(2026, 9, 1), description="First business date that exists (inclusive)"
+    )
+
+
+class qsr(luigi.Config):  # noqa: N801
+    suspicious_qty_threshold = luigi.IntParameter(
+        default=20, description="A POS line with qty above this (exclusive) is flagged is_suspicious"
+    )
+    max_reject_share = luigi.FloatParameter(
+        default=0.05,
+        description="A partition fails when rejected rows exceed this share of the rows attributed to it",
+    )
+    timezone = luigi.Parameter(default="America/Toronto", description="IANA timezone of the QSR business day")
+    day_start_hour = luigi.IntParameter(
+        default=5, description="Local hour at which a QSR business day starts (the day ends at HH-1:59:59)"
+    )
+
+
+def data_root() -> Path:
+    return Path(daybreak().data_root)
+
+
+def raw_root() -> str:
+    return str(daybreak().raw_root)
