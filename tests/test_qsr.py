@@ -1,0 +1,219 @@
+"""StgQsrPos through Luigi on a temporary raw zone: what runs, what is skipped, what is kept."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.base import CheckCache
+from tasks.qsr import StgQsrPos
+
+START = dt.date(2026, 9, 10)
+
+
+def dates(start: dt.date, n: int) -> set[dt.date]:
+    return {start + dt.timedelta(days=i) for i in range(n)}
+
+
+def test_partition_content_worked_by_hand(lab):
+    lab.qsr_days(START, 2, stores=("S001",))
+    assert lab.range(START, START + dt.timedelta(days=1)) == 0
+    got = duckdb.sql(
+        f"select order_id, line_no, net_amount::varchar, business_date from read_parquet("
+        f"'{lab.data}/staging/qsr_pos/*/*.parquet', hive_partitioning=true) order by order_id, line_no"
+    ).fetchall()
+    # business date 09-10: B and C from folder 09-10 (after 05:00), A lines from folder 09-11 (01:15)
+    assert got == [
+        ("S001-2026-09-10-B", 1, "5.97", START),
+        ("S001-2026-09-10-C", 1, "-6.50", START),
+        ("S001-2026-09-11-A", 1, "6.50", START),
+        ("S001-2026-09-11-A", 2, "4.00", START),
+    ]
+
+
+def test_complete_range_reruns_nothing_and_touches_no_file(lab):
+    lab.qsr_days(START, 5)
+    assert lab.range(START, START + dt.timedelta(days=5)) == 0
+    before = lab.files()
+    assert lab.range(START, START + dt.timedelta(days=5)) == 0
+    assert lab.files() == before
+    table = ds.dataset(
+        lab.data / "staging/qsr_pos",
+        format="parquet",
+        partitioning=ds.partitioning(pa.schema([("business_date", pa.date32())]), flavor="hive"),
+    ).to_table()
+    assert table.num_rows == 5 * 2 * 4  # five dates, two stores, four lines each: nothing appended twice
+    assert table.schema.field("business_date").type == pa.date32()
+
+
+def test_deleting_a_partition_rebuilds_only_that_date(lab):
+    lab.qsr_days(START, 6)
+    lab.range(START, START + dt.timedelta(days=6))
+    victim = START + dt.timedelta(days=3)
+    shutil.rmtree(lab.partition(victim))
+    assert lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=6))) == {victim}
+
+
+def test_changing_the_suspicious_threshold_rebuilds_every_partition(lab, qsr_setting):
+    lab.qsr_days(START, 4)
+    lab.range(START, START + dt.timedelta(days=4))
+    qsr_setting("suspicious_qty_threshold", 2)
+    assert lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=4))) == dates(START, 4)
+    flagged = pq.read_table(lab.partition(START) / "data.parquet").to_pylist()
+    assert {(r["sku"], r["is_suspicious"]) for r in flagged} == {("COLA", True), ("BURGER", False), ("FRIES", False)}
+
+
+def test_late_store_file_rebuilds_exactly_the_two_partitions_that_read_its_folder(lab):
+    lab.qsr_days(START, 8)
+    lab.range(START, START + dt.timedelta(days=8))
+    late = START + dt.timedelta(days=4)
+    lab.qsr_file(late.isoformat(), "S777", [r.replace("S001", "S777") for r in lab_rows("S001", late)])
+    rebuilt = lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=8)))
+    assert rebuilt == {late - dt.timedelta(days=1), late}
+    stores = pq.read_table(lab.partition(late) / "data.parquet")["store_id"].unique().to_pylist()
+    assert sorted(stores) == ["S001", "S002", "S777"]
+
+
+def test_resent_file_with_new_content_rebuilds_its_window(lab):
+    lab.qsr_days(START, 4)
+    lab.range(START, START + dt.timedelta(days=4))
+    folder = START + dt.timedelta(days=2)
+    path = lab.raw / "qsr_pos" / folder.isoformat() / "S002.csv"
+    path.write_text(path.read_text().replace(",COLA,3,", ",COLA,4,"))
+    assert lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=4))) == {
+        folder - dt.timedelta(days=1),
+        folder,
+    }
+
+
+def test_more_than_50_dates_with_gaps_in_the_second_half_are_filled(lab):
+    lab.qsr_days(START, 70, stores=("S001",))
+    stop = START + dt.timedelta(days=70)
+    assert lab.range(START, stop) == 0
+    gaps = {START + dt.timedelta(days=n) for n in (55, 61, 69)}
+    for g in gaps:
+        shutil.rmtree(lab.partition(g))
+    # Luigi's default cap of 50 tasks: with a correct bulk_complete only the 3 gaps are missing
+    assert lab.rebuilt_by(lambda: lab.range(START, stop, "--task-limit", "50")) == gaps
+
+
+def test_bad_rows_are_quarantined_and_the_partition_succeeds(lab):
+    lab.qsr_days(START, 1, stores=("S001",))
+    rows = lab_rows("S001", START) + [
+        f"X{i},1,S001,2026-09-10T12:00:00-04:00,COLA,{q},1.00,,COMPLETED" for i, q in enumerate("1" * 40)
+    ]
+    rows.append("BAD,1,S001,2026-09-10T12:00:00-04:00,COLA,abc,1.00,,COMPLETED")
+    lab.qsr_file(START.isoformat(), "S001", rows)
+    assert lab.range(START, START + dt.timedelta(days=1)) == 0
+    quarantine = lab.data / "quarantine/staging/qsr_pos/business_date=2026-09-10/rejected.parquet"
+    got = duckdb.sql(f"select source_file, row_number, reason, qty from '{quarantine}'").fetchall()
+    assert got == [("qsr_pos/2026-09-10/S001.csv", 46, "qty is not an integer >= 1", "abc")]
+    manifest = StgQsrPos(date=START).store().read_manifest(START)
+    assert manifest["rejected_count"] == 1
+
+
+@pytest.mark.parametrize("kind", ["too_many_rejects", "missing_column"])
+def test_a_failing_partition_exits_non_zero_names_the_problem_and_keeps_the_old_partition(lab, kind):
+    lab.qsr_days(START, 2, stores=("S001",))
+    lab.range(START, START + dt.timedelta(days=2))
+    old = {p.name: p.read_bytes() for p in lab.partition(START).iterdir()}
+    folder = START.isoformat()
+    if kind == "too_many_rejects":
+        lab.qsr_file(
+            folder, "S001", lab_rows("S001", START) + ["Q,1,S001,2026-09-10T12:00:00-04:00,COLA,zero,1.00,,COMPLETED"]
+        )
+        expected = r"qsr_pos/2026-09-10/S001.csv row 6: qty is not an integer >= 1"
+    else:
+        header = "order_id,line_no,store_id,ordered_at,sku,quantity,unit_price,discount,status"
+        lab.qsr_file(folder, "S001", lab_rows("S001", START), header=header)
+        expected = r"qsr_pos/2026-09-10/S001.csv: missing column 'qty'"
+    cfg = lab.write_cfg(lab.root / "luigi.cfg")
+    proc = lab.cli("StgQsrPos", "--date", folder, "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 30, proc.stderr[-2000:]
+    assert expected in proc.stderr
+    assert {p.name: p.read_bytes() for p in lab.partition(START).iterdir()} == old
+    failure = StgQsrPos(date=START).store().read_failure(START)
+    assert expected in failure["error"]
+
+
+def test_missing_next_folder_is_missing_data_not_half_a_day(lab):
+    lab.qsr_days(START, 3)
+    shutil.rmtree(lab.raw / "qsr_pos" / (START + dt.timedelta(days=3)).isoformat())
+    assert lab.range(START, START + dt.timedelta(days=3)) == 20  # [retcode] missing_data
+    assert set(lab.built_at()) == dates(START, 2)
+
+
+def test_crash_between_data_and_manifest_reads_whole_and_counts_stale(lab, monkeypatch):
+    lab.qsr_days(START, 1)
+    lab.range(START, START + dt.timedelta(days=1))
+    path = lab.raw / "qsr_pos" / START.isoformat() / "S001.csv"
+    path.write_text(path.read_text().replace(",COLA,3,", ",COLA,5,"))
+
+    import tasks.partitions
+
+    def crash(*_args, **_kwargs):
+        raise KeyboardInterrupt("simulated crash before the manifest")
+
+    monkeypatch.setattr(tasks.partitions, "atomic_write_text", crash)
+    with pytest.raises(KeyboardInterrupt):
+        StgQsrPos(date=START).run()
+    monkeypatch.undo()
+    table = pq.read_table(lab.partition(START) / "data.parquet")  # whole: the new content
+    assert 5 in table["qty"].to_pylist()
+    assert StgQsrPos(date=START).state(CheckCache()).reason.startswith("data file does not match its manifest")
+    assert lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=1))) == {START}
+    assert StgQsrPos(date=START).complete()
+
+
+def test_bulk_complete_agrees_with_complete(lab, qsr_setting):
+    lab.qsr_days(START, 8)
+    lab.range(START, START + dt.timedelta(days=8))
+    shutil.rmtree(lab.partition(START + dt.timedelta(days=1)))  # missing
+    lab.qsr_file((START + dt.timedelta(days=4)).isoformat(), "S009", [])  # stale inputs for days 3 and 4
+    os.utime(lab.partition(START + dt.timedelta(days=6)) / "data.parquet", ns=(1, 1))  # data/manifest mismatch
+    candidates = sorted(dates(START, 8))
+    single = [d for d in candidates if StgQsrPos(date=d).complete()]
+    assert single == [START + dt.timedelta(days=n) for n in (0, 2, 5, 7)]
+    assert StgQsrPos.bulk_complete(iter(candidates)) == single
+    qsr_setting("suspicious_qty_threshold", 99)
+    assert StgQsrPos.bulk_complete(iter(candidates)) == [d for d in candidates if StgQsrPos(date=d).complete()] == []
+
+
+def test_invalid_store_file_names_are_never_read(lab):
+    lab.qsr_days(START, 1, stores=("S001",))
+    lab.range(START, START + dt.timedelta(days=1))
+    folder = lab.raw / "qsr_pos" / START.isoformat()
+    for name in ("s001.csv", "S001 copy.csv", "S002.txt", ".S003.csv", "S00%.csv"):
+        (folder / name).write_text("not,a,pos,file\n")
+    assert lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=1))) == set()
+    shutil.rmtree(lab.partition(START))
+    lab.range(START, START + dt.timedelta(days=1))
+    manifest = StgQsrPos(date=START).store().read_manifest(START)
+    assert sorted(p.rsplit("/", 1)[1] for p in manifest["refused_inputs"]) == sorted(
+        [".S003.csv", "S00%.csv", "S001 copy.csv", "S002.txt", "s001.csv"]
+    )
+    assert [p for p, _, _ in manifest["inputs"]] == ["qsr_pos/2026-09-10/S001.csv", "qsr_pos/2026-09-11/S001.csv"]
+
+
+def test_cli_from_another_working_directory(lab, tmp_path):
+    lab.qsr_days(START, 2)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cfg = lab.write_cfg(elsewhere / "luigi.cfg")
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=2))]
+    proc = lab.cli(*args, "--local-scheduler", cwd=elsewhere, env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert set(lab.built_at()) == dates(START, 2)
+
+
+def lab_rows(store: str, folder: dt.date) -> list[str]:
+    from tests.conftest import qsr_rows
+
+    return qsr_rows(store, folder)

@@ -1,0 +1,168 @@
+"""clean_pos_lines on tiny inline files, values worked out by hand from the contract."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines
+from tasks.transforms.rawcsv import RawSchemaError, parse_csv
+
+HEADER = ",".join(RAW_COLUMNS)
+D15, D16 = dt.date(2026, 9, 15), dt.date(2026, 9, 16)
+
+
+def parsed(folder: dt.date, rows: list[str], store: str = "S001", header: str = HEADER):
+    text = "\n".join([header, *rows]) + "\n"
+    return parse_csv(text.encode(), f"qsr_pos/{folder}/{store}.csv", RAW_COLUMNS)
+
+
+def clean(date: dt.date, files: list[tuple[dt.date, list[str]]], rules: QsrRules | None = None):
+    return clean_pos_lines([parsed(f, rows) for f, rows in files], [f for f, _ in files], date, rules or QsrRules())
+
+
+def line(
+    order: str, ts: str, qty: str = "1", price: str = "5.00", discount: str = "", status: str = "COMPLETED", n="1"
+):
+    return f"{order},{n},S001,{ts},SKU1,{qty},{price},{discount},{status}"
+
+
+@pytest.mark.parametrize(
+    ("folder", "ts", "business_date"),
+    [
+        (D15, "2026-09-15T04:59:59-04:00", dt.date(2026, 9, 14)),
+        (D15, "2026-09-15T05:00:00-04:00", D15),
+        (D15, "2026-09-15T08:59:59Z", dt.date(2026, 9, 14)),  # 04:59:59 EDT
+        (D15, "2026-09-15T09:00:00Z", D15),  # 05:00:00 EDT
+        (D16, "2026-09-16T04:59:59-04:00", D15),
+        (D15, "2026-09-15T23:59:59-04:00", D15),
+        (dt.date(2026, 11, 1), "2026-11-01T01:30:00-04:00", dt.date(2026, 10, 31)),  # first 01:30, EDT
+        (dt.date(2026, 11, 1), "2026-11-01T01:30:00-05:00", dt.date(2026, 10, 31)),  # second 01:30, EST
+        (dt.date(2026, 11, 1), "2026-11-01T04:59:59-05:00", dt.date(2026, 10, 31)),
+        (dt.date(2026, 11, 1), "2026-11-01T05:00:00-05:00", dt.date(2026, 11, 1)),
+    ],
+)
+def test_business_date_cutoff_at_0500_toronto(folder, ts, business_date):
+    for date in (business_date - dt.timedelta(days=1), business_date, business_date + dt.timedelta(days=1)):
+        result = clean(date, [(folder, [line("O1", ts)])])
+        assert result.table.num_rows == (1 if date == business_date else 0), (ts, date)
+
+
+def test_business_day_across_fall_back_is_25_hours():
+    # Lines every 30 minutes from 2026-10-31T04:00Z to 2026-11-01T12:00Z (UTC); exactly those in
+    # [2026-10-31 05:00 EDT, 2026-11-01 05:00 EST) = [09:00Z, 10:00Z next day) are business date 10-31.
+    start = dt.datetime(2026, 10, 31, 4, 0, tzinfo=dt.UTC)
+    stamps = [start + dt.timedelta(minutes=30 * i) for i in range(65)]
+    by_folder: dict[dt.date, list[str]] = {}
+    for i, s in enumerate(stamps):
+        by_folder.setdefault(dt.date(2026, 10, 31) if s.day == 31 else dt.date(2026, 11, 1), []).append(
+            line(f"O{i}", s.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        )
+    result = clean(dt.date(2026, 10, 31), sorted(by_folder.items()))
+    times = sorted(result.table["ordered_at"].to_pylist())
+    assert times[0] == dt.datetime(2026, 10, 31, 9, 0, tzinfo=dt.UTC)
+    assert times[-1] == dt.datetime(2026, 11, 1, 9, 30, tzinfo=dt.UTC)
+    assert len(times) == 50  # 25 hours of half-hour slots
+
+
+def test_duplicates_keep_last_valid_read_and_voided_after_dedup():
+    result = clean(
+        D15,
+        [
+            (D15, [line("O1", "2026-09-15T12:00:00-04:00", qty="1"), line("O1", "2026-09-15T12:00:00-04:00", qty="2")]),
+            (D16, [line("O1", "2026-09-15T12:00:00-04:00", qty="3"), line("O1", "2026-09-15T12:00:00-04:00", qty="x")]),
+        ],
+    )
+    assert result.table["qty"].to_pylist() == [3]  # the last *valid* one read: folder d+1 after folder d
+    assert result.duplicates_dropped == 2
+
+    voided = clean(
+        D15,
+        [(D15, [line("O2", "2026-09-15T12:00:00-04:00"), line("O2", "2026-09-15T12:00:00-04:00", status="VOIDED")])],
+    )
+    assert voided.table.num_rows == 0
+    assert voided.voided_dropped == 1
+
+
+@pytest.mark.parametrize(
+    ("qty", "price", "discount", "status", "net"),
+    [
+        ("2", "2.25", "0.50", "COMPLETED", Decimal("4.00")),
+        ("3", "1.99", "", "COMPLETED", Decimal("5.97")),
+        ("3", "1.99", "", "REFUNDED", Decimal("-5.97")),
+        ("1", "0.00", "", "COMPLETED", Decimal("0.00")),
+    ],
+)
+def test_net_amount(qty, price, discount, status, net):
+    result = clean(D15, [(D15, [line("O1", "2026-09-15T12:00:00-04:00", qty, price, discount, status)])])
+    assert result.table["net_amount"].to_pylist() == [net]
+
+
+@pytest.mark.parametrize(("threshold", "qty", "suspicious"), [(20, "20", False), (20, "21", True), (5, "6", True)])
+def test_is_suspicious_follows_the_threshold(threshold, qty, suspicious):
+    rules = QsrRules(suspicious_qty_threshold=threshold)
+    result = clean(D15, [(D15, [line("O1", "2026-09-15T12:00:00-04:00", qty=qty)])], rules)
+    assert result.table["is_suspicious"].to_pylist() == [suspicious]
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        (line("", "2026-09-15T12:00:00-04:00"), "order_id is empty"),
+        (line("O1", "2026-09-15T12:00:00-04:00", n="0"), "line_no is not an integer >= 1"),
+        (line("O1", "2026-09-15T12:00:00"), "ordered_at is not ISO 8601 with a UTC offset"),
+        (line("O1", "yesterday"), "ordered_at is not ISO 8601 with a UTC offset"),
+        (line("O1", "2026-09-15T12:00:00-04:00", qty="abc"), "qty is not an integer >= 1"),
+        (line("O1", "2026-09-15T12:00:00-04:00", qty="-1"), "qty is not an integer >= 1"),
+        (line("O1", "2026-09-15T12:00:00-04:00", price="-1.00"), "unit_price is not a decimal >= 0 (2 dp)"),
+        (line("O1", "2026-09-15T12:00:00-04:00", price="1.234"), "unit_price is not a decimal >= 0 (2 dp)"),
+        (line("O1", "2026-09-15T12:00:00-04:00", discount="x"), "discount is not blank or a decimal >= 0 (2 dp)"),
+        (line("O1", "2026-09-15T12:00:00-04:00", status="PENDING"), "status is not COMPLETED, VOIDED or REFUNDED"),
+        ("O1,1,S999,2026-09-15T12:00:00-04:00,SKU1,1,5.00,,COMPLETED", "store_id does not match the file name"),
+        ("O1,1,S001", "row has 3 fields, header has 9"),
+    ],
+)
+def test_bad_rows_are_rejected_with_file_row_and_reason(row, reason):
+    good = line("G1", "2026-09-15T12:00:00-04:00")
+    result = clean(D15, [(D15, [good, row, good.replace("G1", "G2")])])
+    assert result.table["order_id"].to_pylist() == ["G1", "G2"]
+    rejected = result.rejected.to_pylist()
+    assert [(r["source_file"], r["row_number"], r["reason"]) for r in rejected] == [
+        ("qsr_pos/2026-09-15/S001.csv", 3, reason)
+    ]
+    assert result.attributed_rows == 3
+
+
+def test_rejects_are_attributed_to_one_partition_only():
+    # an unparseable timestamp belongs to its folder's date; a parseable one to its business date
+    folder16 = [line("O1", "garbage"), line("O2", "2026-09-16T04:00:00-04:00", qty="x")]
+    d15 = clean(D15, [(D15, []), (D16, folder16)])
+    d16 = clean(D16, [(D16, folder16)])
+    assert [r["order_id"] for r in d15.rejected.to_pylist()] == ["O2"]
+    assert [r["order_id"] for r in d16.rejected.to_pylist()] == ["O1"]
+
+
+def test_fractional_seconds_are_accepted():
+    result = clean(D15, [(D15, [line("O1", "2026-09-15T12:00:00.750-04:00")])])
+    assert result.table["ordered_at"].to_pylist() == [dt.datetime(2026, 9, 15, 16, 0, 0, tzinfo=dt.UTC)]
+
+
+@pytest.mark.parametrize("missing", ["qty", "status"])
+def test_missing_column_names_file_and_column(missing):
+    header = ",".join(c for c in RAW_COLUMNS if c != missing)
+    with pytest.raises(RawSchemaError, match=rf"qsr_pos/2026-09-15/S001.csv: missing column '{missing}'"):
+        parsed(D15, [], header=header)
+
+
+def test_misspelled_column_is_missing():
+    with pytest.raises(RawSchemaError, match="missing column 'unit_price'"):
+        parsed(D15, [], header=HEADER.replace("unit_price", "unitprice"))
+
+
+def test_input_tables_are_not_mutated():
+    f = parsed(D15, [line("O1", "2026-09-15T12:00:00-04:00")])
+    before = f.table.to_pydict()
+    clean_pos_lines([f], [D15], D15, QsrRules())
+    assert f.table.to_pydict() == before
