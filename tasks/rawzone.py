@@ -70,6 +70,20 @@ class RawZone:
                 files.append(RawFile(f"{rel}/{entry.name}", st.st_size, st.st_mtime_ns))
         return sorted(files)
 
+    def newest_folder_date(self, source: str) -> dt.date | None:
+        """Latest folder date of a source, or None when it has no dated folder."""
+        try:
+            names = os.listdir(self.root / source)
+        except FileNotFoundError:
+            return None
+        dates = []
+        for name in names:
+            try:
+                dates.append(dt.date.fromisoformat(name))
+            except ValueError:
+                continue
+        return max(dates, default=None)
+
     def read_bytes(self, raw: RawFile) -> bytes:
         return (self.root / raw.relpath).read_bytes()
 

@@ -1,0 +1,83 @@
+"""Partition status view: ok / stale (with the reason) / missing / waiting for raw / failed, per day.
+
+It reads manifests, failure records and raw folder listings only (never Luigi's state), through the
+same :meth:`PartitionedTask.state` check that decides what a backfill runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass
+
+from tasks import settings
+from tasks.base import CheckCache, PartitionedTask
+from tasks.calendar import date_range
+from tasks.qsr import StgQsrPos
+
+DATASETS: dict[str, type[PartitionedTask]] = {"stg_qsr_pos": StgQsrPos}
+SYMBOLS = {"ok": "#", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
+
+
+@dataclass(frozen=True)
+class DayStatus:
+    dataset: str
+    date: dt.date
+    state: str  # ok | stale | missing | waiting | failed
+    reason: str = ""
+    rows: int | None = None
+    duration_s: float | None = None
+
+
+def day_status(task: PartitionedTask, cache: CheckCache, name: str) -> DayStatus:
+    state = task.state(cache)
+    store = task.store()
+    manifest = cache.manifest(store, task.date) or {}
+    failure = store.read_failure(task.date)
+    if not state.ok and failure and failure.get("failed_at", "") > manifest.get("finished_at", ""):
+        return DayStatus(name, task.date, "failed", failure.get("error", "").splitlines()[0][:300])
+    rows, duration = manifest.get("row_count"), manifest.get("duration_s")
+    if state.state == "missing" and task.input_files(cache) is None:
+        waiting = [f"{f.source}/{f.date}" for f in task.raw_folders() if f.output().exists() is False]
+        return DayStatus(name, task.date, "waiting", "raw folder missing: " + ", ".join(waiting))
+    return DayStatus(name, task.date, state.state, state.reason if not state.ok else "", rows, duration)
+
+
+def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> list[DayStatus]:
+    """Status of every (dataset, date) with ``start`` <= date < ``stop``."""
+    cache = CheckCache()
+    out = []
+    for name in datasets or list(DATASETS):
+        cls = DATASETS[name]
+        first = cls(date=start)
+        cache.list_dataset(first.store())
+        out.extend(day_status(cls(date=d), cache, name) for d in date_range(start, stop))
+    return out
+
+
+def default_stop() -> dt.date:
+    """The day after the newest raw folder of any source (so its partition shows as waiting or done)."""
+    from tasks.rawzone import RawZone
+
+    zone = RawZone.from_uri(settings.raw_root())
+    newest = zone.newest_folder_date("qsr_pos")
+    return (newest or settings.daybreak().start_date) + dt.timedelta(days=1)
+
+
+def render_text(rows: list[DayStatus]) -> str:
+    lines = [f"legend: {'  '.join(f'{v} {k}' for k, v in SYMBOLS.items())}"]
+    for name in dict.fromkeys(r.dataset for r in rows):
+        mine = [r for r in rows if r.dataset == name]
+        counts = {k: sum(r.state == k for r in mine) for k in SYMBOLS}
+        lines.append(f"{name}  {mine[0].date} .. {mine[-1].date}")
+        bar = "".join(SYMBOLS[r.state] for r in mine)
+        lines.extend(f"  {bar[i : i + 70]}" for i in range(0, len(bar), 70))
+        lines.append("  " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+        for r in mine:
+            if r.state in ("stale", "failed", "waiting"):
+                lines.append(f"  {r.date} {r.state}: {r.reason}")
+    return "\n".join(lines)
+
+
+def render_json(rows: list[DayStatus]) -> str:
+    return json.dumps([{**asdict(r), "date": r.date.isoformat()} for r in rows], indent=1)
