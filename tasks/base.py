@@ -71,6 +71,16 @@ class CheckCache:
     listed: dict = field(default_factory=dict)
     manifests: dict = field(default_factory=dict)
     states: dict = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)
+
+    def once(self, key, compute):
+        """``compute()`` the first time ``key`` is asked for in this pass, the remembered value after."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return self.memo[key]
+
+    def zone(self) -> RawZone:
+        return self.once("zone", lambda: RawZone.from_uri(settings.raw_root()))
 
     def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> list[RawFile] | None:
         key = (zone.describe(), source, date)
@@ -130,6 +140,9 @@ class PartitionedTask(luigi.Task):
     def check_built(self, built: Built) -> None:
         """Raise to fail the partition after the quarantine is written (e.g. too many rejects)."""
 
+    def rules_fingerprint(self) -> str:
+        return fingerprint(self.rules())
+
     # -- wiring ------------------------------------------------------------------------------------
     def store(self) -> PartitionStore:
         return PartitionStore(settings.data_root(), self.dataset)
@@ -140,25 +153,52 @@ class PartitionedTask(luigi.Task):
     def output(self) -> PartitionTarget:
         return PartitionTarget(self.store(), self.date)
 
+    def raw_window(self) -> list[tuple[str, dt.date]]:
+        """(source, export date) of every raw folder the partition reads: its dependency window."""
+        return []
+
     def raw_folders(self) -> list[RawFolder]:
-        return [t for t in luigi.task.flatten(self.requires()) if isinstance(t, RawFolder)]
+        return [RawFolder(source=source, date=date) for source, date in self.raw_window()]
 
     def upstream(self) -> list[PartitionedTask]:
         return [t for t in luigi.task.flatten(self.requires()) if isinstance(t, PartitionedTask)]
 
     def input_files(self, cache: CheckCache) -> tuple[list[RawFile], list[RawFile]] | None:
         """(read, refused) raw files of the dependency window; None while a raw folder is missing."""
-        zone, files = self.zone(), []
-        for folder in self.raw_folders():
-            listing = cache.raw_folder(zone, folder.source, folder.date)
+        zone, read, refused = cache.zone(), [], []
+        for source, date in self.raw_window():
+            listing = cache.raw_folder(zone, source, date)
             if listing is None:
                 return None
-            files.extend(listing)
-        return self.select_inputs(files)
+            key = ("select", type(self), source, date)
+            good, bad = cache.once(key, lambda listing=listing: self.select_inputs(listing))
+            read.extend(good)
+            refused.extend(bad)
+        return read, refused
 
     # -- completeness ------------------------------------------------------------------------------
     def complete(self) -> bool:
-        return self.state(CheckCache()).ok
+        done = self.state(CheckCache()).ok
+        if not done:
+            type(self).prepare_to_run()
+        return done
+
+    _prepared: ClassVar[bool] = False
+
+    @classmethod
+    def prepare_to_run(cls) -> None:
+        """Called in the scheduling process once something of this class will run, before Luigi forks.
+
+        Subclasses warm up what their transform loads lazily (kernels, timezone data), so that forked
+        worker processes (``--workers`` > 1) do not each pay for it. A no-op run pays nothing.
+        """
+        if not cls._prepared:
+            cls._prepared = True
+            cls.warm_up()
+
+    @classmethod
+    def warm_up(cls) -> None:
+        """Load what the transform initialises lazily. Default: nothing."""
 
     @classmethod
     def bulk_complete(cls, parameter_tuples: Iterable) -> list[dt.date]:
@@ -169,13 +209,17 @@ class PartitionedTask(luigi.Task):
         """
         factory = cls
         cache = CheckCache()
-        done = []
+        done, incomplete = [], None
         for value in parameter_tuples:
             task = factory(date=value)
             if not cache.listed:
-                cache.list_dataset(task.store())
+                cache.list_dataset(cache.once(("store", task.dataset), task.store))
             if task.state(cache).ok:
                 done.append(task.date)
+            else:
+                incomplete = type(task)
+        if incomplete is not None:
+            incomplete.prepare_to_run()
         return done
 
     def state(self, cache: CheckCache) -> PartitionState:
@@ -184,13 +228,13 @@ class PartitionedTask(luigi.Task):
         return cache.states[self.task_id]
 
     def _state(self, cache: CheckCache) -> PartitionState:
-        store = self.store()
+        store = cache.once(("store", self.dataset), self.store)
         manifest = cache.manifest(store, self.date)
         if manifest is None:
             return PartitionState("missing", "no partition")
         if manifest.get("_corrupt") or not store.data_matches(self.date, manifest):
             return PartitionState("stale", "data file does not match its manifest (interrupted write?)")
-        if manifest.get("rules_fingerprint") != fingerprint(self.rules()):
+        if manifest.get("rules_fingerprint") != cache.once(("rules", self.task_family), self.rules_fingerprint):
             return PartitionState("stale", "rules changed: " + _diff_rules(manifest.get("rules", {}), self.rules()))
         inputs = self.input_files(cache)
         if inputs is None:
@@ -202,7 +246,7 @@ class PartitionedTask(luigi.Task):
             up_state = up.state(cache)
             if not up_state.ok:
                 return PartitionState("stale", f"upstream {up.task_id} is {up_state.state}")
-            version = (cache.manifest(up.store(), up.date) or {}).get("data_version")
+            version = (cache.manifest(cache.once(("store", up.dataset), up.store), up.date) or {}).get("data_version")
             if recorded.get(up.task_id) != version:
                 return PartitionState("stale", f"upstream {up.task_id} changed")
         return PartitionState("ok")
@@ -225,7 +269,7 @@ class PartitionedTask(luigi.Task):
             "dataset": self.dataset,
             "business_date": self.date.isoformat(),
             "rules": self.rules(),
-            "rules_fingerprint": fingerprint(self.rules()),
+            "rules_fingerprint": self.rules_fingerprint(),
             "inputs": [[f.relpath, f.size, f.mtime_ns] for f in inputs],
             "input_fingerprint": input_fingerprint(inputs),
             "refused_inputs": [f.relpath for f in refused],

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, RawFolder
+from tasks.base import Built, PartitionedTask
 from tasks.calendar import qsr_dependency_window
 from tasks.rawzone import RawFile, split_store_files
-from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines
+from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines, warm_up
 from tasks.transforms.rawcsv import parse_csv
 
 logger = logging.getLogger("luigi-interface")
@@ -29,8 +30,15 @@ class StgQsrPos(PartitionedTask):
 
     dataset = "staging/qsr_pos"
 
+    def raw_window(self) -> list[tuple[str, dt.date]]:
+        return [("qsr_pos", d) for d in qsr_dependency_window(self.date)]
+
     def requires(self):
-        return [RawFolder(source="qsr_pos", date=d) for d in qsr_dependency_window(self.date)]
+        return self.raw_folders()
+
+    @classmethod
+    def warm_up(cls) -> None:
+        warm_up()
 
     def qsr_rules(self) -> QsrRules:
         cfg = settings.qsr()
@@ -44,9 +52,8 @@ class StgQsrPos(PartitionedTask):
 
     def build(self, inputs: list[RawFile]) -> Built:
         zone = self.zone()
-        parsed = [parse_csv(zone.read_bytes(f), f.relpath, RAW_COLUMNS) for f in inputs]
-        folders = [f.folder_date for f in inputs]
-        result = clean_pos_lines(parsed, folders, self.date, self.qsr_rules())
+        files = ((parse_csv(zone.read_bytes(f), f.relpath, RAW_COLUMNS), f.folder_date) for f in inputs)
+        result = clean_pos_lines(files, self.date, self.qsr_rules())
         stats = {
             "raw_files": len(inputs),
             "attributed_rows": result.attributed_rows,

@@ -11,16 +11,15 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import luigi
 
 STORE_ID_PATTERN = re.compile(r"^[A-Z0-9][A-Z0-9_-]{0,31}$")
 
 
-@dataclass(frozen=True, order=True)
-class RawFile:
+class RawFile(NamedTuple):
     """One raw file as listed: path relative to the raw root, size in bytes, mtime in ns."""
 
     relpath: str
@@ -65,10 +64,11 @@ class RawZone:
             return None
         files = []
         for entry in entries:
-            if entry.is_file():
-                st = entry.stat()
+            if entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
                 files.append(RawFile(f"{rel}/{entry.name}", st.st_size, st.st_mtime_ns))
-        return sorted(files)
+        files.sort()
+        return files
 
     def newest_folder_date(self, source: str) -> dt.date | None:
         """Latest folder date of a source, or None when it has no dated folder."""

@@ -44,7 +44,7 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
 
     table = pcsv.read_csv(
         pa.BufferReader(data),
-        read_options=pcsv.ReadOptions(use_threads=False, block_size=1 << 26),
+        read_options=pcsv.ReadOptions(use_threads=False),
         parse_options=pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
         convert_options=pcsv.ConvertOptions(
             column_types={c: pa.string() for c in header},
