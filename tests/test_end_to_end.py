@@ -1,0 +1,65 @@
+"""The sample raw zone through RangeDaily, read back with DuckDB as a user would."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+import tasks
+from tasks import sample
+from tasks.base import PartitionedTask
+
+START = dt.date(2026, 10, 30)
+
+
+def test_sample_backfill_across_the_dst_change(lab):
+    sample.generate(lab.raw, START, 4, stores=4, seed=3, mean_lines_per_store=150)
+    assert lab.range(START, START + dt.timedelta(days=4), "--workers", "2") == 0
+    glob = f"{lab.data}/staging/qsr_pos/*/*.parquet"
+    con = duckdb.connect()
+    dupes = con.execute(
+        f"select count(*) from (select business_date, store_id, order_id, line_no, count(*) n "
+        f"from read_parquet('{glob}', hive_partitioning=true) group by all having n > 1)"
+    ).fetchone()[0]
+    assert dupes == 0  # key uniqueness
+    # every row sits in the partition of its business date (local Toronto time minus 5 hours)
+    wrong = con.execute(
+        f"select count(*) from read_parquet('{glob}', hive_partitioning=true) "
+        f"where cast(timezone('America/Toronto', ordered_at) - interval 5 hour as date) <> business_date"
+    ).fetchone()[0]
+    assert wrong == 0
+    assert con.execute(f"select count(*) from read_parquet('{glob}') where status = 'VOIDED'").fetchone()[0] == 0
+    # conservation: every raw row attributed to a date is kept, rejected, a replaced duplicate or voided
+    for d in (START + dt.timedelta(days=i) for i in range(4)):
+        m = json.loads((lab.partition(d) / "_manifest.json").read_text())
+        assert m["row_count"] + m["rejected_count"] + m["stats"]["voided_dropped"] <= m["stats"]["attributed_rows"]
+        assert m["row_count"] > 0
+    table = ds.dataset(
+        lab.data / "staging/qsr_pos",
+        partitioning=ds.partitioning(pa.schema([("business_date", pa.date32())]), flavor="hive"),
+    ).to_table()
+    assert sorted(set(table["business_date"].to_pylist())) == [START + dt.timedelta(days=i) for i in range(4)]
+    # 2026-10-31 is a 25-hour business day: its lines span more than 24 hours of instants
+    span = con.execute(
+        f"select max(ordered_at) - min(ordered_at) from read_parquet('{glob}', hive_partitioning=true) "
+        f"where business_date = DATE '2026-10-31'"
+    ).fetchone()[0]
+    assert span > dt.timedelta(hours=24)
+
+
+def test_every_task_declares_its_contract_dataset_path():
+    expected = {"StgQsrPos": "staging/qsr_pos"}
+    families = {cls.__name__: cls.dataset for cls in _subclasses(PartitionedTask) if cls.__module__.startswith("tasks")}
+    assert families == expected
+    assert all(hasattr(tasks, name) for name in expected)
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.extend([sub, *_subclasses(sub)])
+    return out
