@@ -80,6 +80,8 @@ def tiny_zone(raw: Path, days: int, stores: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         for s in range(1, stores + 1):
             sid = f"S{s:03d}"
+            if (folder / f"{sid}.csv").exists():  # never rewrite: that would make every partition stale
+                continue
             (folder / f"{sid}.csv").write_text(f"{header}{sid}-{d},1,{sid},{d}T12:00:00-04:00,COLA,1,1.99,,COMPLETED\n")
 
 
