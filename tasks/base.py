@@ -119,7 +119,8 @@ def input_fingerprint(files: list[RawFile]) -> str:
 
 class PartitionedTask(luigi.Task):
     """Base of every business-date partitioned task. Subclasses set ``dataset`` and define
-    ``requires()`` (RawFolder and/or PartitionedTask instances), ``rules()`` and ``build()``."""
+    ``raw_window()`` (the raw folders they read), ``requires()`` (those RawFolders and any upstream
+    PartitionedTasks), ``rules()`` and ``build()``."""
 
     date = luigi.DateParameter(description="Business date of the partition")
 

@@ -26,16 +26,6 @@ def business_dates(instants: pa.Array, timezone: str, day_start_hour: int) -> pa
     return shifted.cast(pa.timestamp("s")).cast(pa.date32())
 
 
-def business_day_bounds(date: dt.date, timezone: str, day_start_hour: int) -> tuple[dt.datetime, dt.datetime]:
-    """[start, end) of a business day as aware datetimes (23 or 25 hours long across DST changes)."""
-    from zoneinfo import ZoneInfo
-
-    tz = ZoneInfo(timezone)
-    start = dt.datetime.combine(date, dt.time(day_start_hour), tzinfo=tz)
-    end = dt.datetime.combine(date + dt.timedelta(days=1), dt.time(day_start_hour), tzinfo=tz)
-    return start, end
-
-
 def date_range(start: dt.date, stop: dt.date) -> Iterable[dt.date]:
     """Dates from ``start`` (inclusive) to ``stop`` (exclusive)."""
     for i in range((stop - start).days):

@@ -38,7 +38,8 @@ def day_status(task: PartitionedTask, cache: CheckCache, name: str) -> DayStatus
         return DayStatus(name, task.date, "failed", failure.get("error", "").splitlines()[0][:300])
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
     if state.state == "missing" and task.input_files(cache) is None:
-        waiting = [f"{f.source}/{f.date}" for f in task.raw_folders() if f.output().exists() is False]
+        zone = cache.zone()
+        waiting = [f"{s}/{d}" for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None]
         return DayStatus(name, task.date, "waiting", "raw folder missing: " + ", ".join(waiting))
     return DayStatus(name, task.date, state.state, state.reason if not state.ok else "", rows, duration)
 
