@@ -95,7 +95,8 @@ import datetime as dt, json, time, luigi.configuration
 luigi.configuration.get_config().add_config_path({str(cfg)!r})
 from tasks.qsr import StgQsrPos
 dates = [dt.date(2026, 9, 1) + dt.timedelta(days=i) for i in range({days})]
-missing = [d for d in dates if d not in set(StgQsrPos.bulk_complete(iter(dates)))]
+complete = set(StgQsrPos.bulk_complete(iter(dates)))
+missing = [d for d in dates if d not in complete]
 for d in missing:
     StgQsrPos(date=d).run()
 t0 = time.perf_counter(); done = StgQsrPos.bulk_complete(iter(dates)); t1 = time.perf_counter()
