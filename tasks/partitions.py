@@ -100,9 +100,6 @@ class PartitionStore:
                 return False
         return bool(manifest.get("data_files"))
 
-    def read_table(self, date: dt.date) -> pa.Table:
-        return pq.read_table(self.path(date) / DATA_FILE)
-
     def read_failure(self, date: dt.date) -> dict | None:
         try:
             return json.loads(self.failure_path(date).read_text(encoding="utf-8"))
