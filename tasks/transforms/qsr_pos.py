@@ -107,19 +107,17 @@ def clean_pos_lines(files: Iterable[tuple[ParsedCsv, dt.date]], date: dt.date, r
     keys = _concat([p.keys for p in parts], _KEYS_SCHEMA)
     rejected = _concat([p.rejected for p in parts], REJECT_SCHEMA)
     winners = _last_per_key(keys)
-    keep = pc.and_(pc.is_in(rows["seq"], winners), pc.not_equal(rows["status"], "VOIDED"))
-    voided = _count(pc.and_(pc.is_in(rows["seq"], winners), pc.equal(rows["status"], "VOIDED")))
+    is_last = pc.is_in(rows["seq"], winners)
+    is_void = pc.equal(rows["status"], "VOIDED")
+    keep = pc.and_(is_last, pc.invert(is_void))
+    voided = _count(pc.and_(is_last, is_void))
     result = _finish(rows.filter(keep), rules)
     attributed = sum(p.attributed for p in parts)
     return CleanResult(result, rejected, attributed, keys.num_rows - len(winners), voided)
 
 
 def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: QsrRules, offset: int) -> _FolderRows:
-    raw = (
-        pa.concat_tables([f.table for f in files])
-        if files
-        else pa.schema([(c, pa.string()) for c in RAW_COLUMNS]).empty_table()
-    )
+    raw = pa.concat_tables([f.table for f in files])  # chunked, no copy; groupby never yields an empty folder
     n = raw.num_rows
     source = _per_file(files, lambda f: f.source_file)
     stem = _per_file(files, lambda f: f.source_file.rsplit("/", 1)[-1].removesuffix(".csv"))
