@@ -127,13 +127,7 @@ class PartitionStore:
         return written
 
     def _write_files(self, folder: Path, table: pa.Table, manifest: dict) -> dict:
-        tmp = folder / f".{DATA_FILE}.tmp-{uuid.uuid4().hex}"
-        try:
-            pq.write_table(table, tmp, compression="zstd")
-            digest = _sha256(tmp)
-            os.replace(tmp, folder / DATA_FILE)
-        finally:
-            tmp.unlink(missing_ok=True)
+        digest = atomic_write_parquet(folder / DATA_FILE, table)
         st = os.stat(folder / DATA_FILE)
         manifest = dict(manifest)
         manifest["data_files"] = [{"name": DATA_FILE, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}]
@@ -148,12 +142,7 @@ class PartitionStore:
             path.unlink(missing_ok=True)
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
-        try:
-            pq.write_table(rejected, tmp)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write_parquet(path, rejected)
         return path
 
     def record_failure(self, date: dt.date, record: dict) -> None:
@@ -163,6 +152,18 @@ class PartitionStore:
 
     def clear_failure(self, date: dt.date) -> None:
         self.failure_path(date).unlink(missing_ok=True)
+
+
+def atomic_write_parquet(path: Path, table: pa.Table) -> str:
+    """Write ``table`` to a hidden temporary name beside ``path``, ``os.replace`` it; return its sha256."""
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        digest = _sha256(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return digest
 
 
 def atomic_write_text(path: Path, text: str) -> None:
