@@ -11,7 +11,6 @@ Side by side in one run:
 from __future__ import annotations
 
 import argparse
-import configparser
 import datetime as dt
 import json
 import os
@@ -28,13 +27,10 @@ START = dt.date(2026, 9, 1)
 
 
 def write_cfg(path: Path, raw: Path, data: Path) -> Path:
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(REPO / "luigi.cfg")
-    parser["daybreak"].update(raw_root=str(raw), data_root=str(data), start_date=str(START))
-    parser.setdefault("core", {})["log_level"] = "WARNING"
-    with open(path, "w") as fh:
-        parser.write(fh)
-    return path
+    from tasks.settings import write_config
+
+    roots = {"raw_root": raw, "data_root": data, "start_date": START}
+    return write_config(path, {"daybreak": roots, "core": {"log_level": "WARNING"}})
 
 
 def luigi_range(cfg: Path, days: int, workers: int) -> float:

@@ -8,7 +8,6 @@ docs/backfills.md and README.md between ``<!-- demo:start -->`` and ``<!-- demo:
 
 from __future__ import annotations
 
-import configparser
 import datetime as dt
 import json
 import os
@@ -39,14 +38,8 @@ class DemoLab:
         self.raw, self.data, self.cfg = workdir / "raw", workdir / "data", workdir / "luigi.cfg"
 
     def write_cfg(self, **qsr: object) -> None:
-        parser = configparser.ConfigParser(interpolation=None)
-        parser.read(settings.PROJECT_ROOT / "luigi.cfg")
-        for section in ("daybreak", "qsr"):
-            parser.setdefault(section, {})
-        parser["daybreak"].update(raw_root=str(self.raw), data_root=str(self.data), start_date=str(self.start))
-        parser["qsr"].update({k: str(v) for k, v in qsr.items()})
-        with open(self.cfg, "w") as fh:
-            parser.write(fh)
+        roots = {"raw_root": self.raw, "data_root": self.data, "start_date": self.start}
+        settings.write_config(self.cfg, {"daybreak": roots, "qsr": qsr})
 
     def manifests(self) -> dict[str, str]:
         root = self.data / "staging" / "qsr_pos"

@@ -8,6 +8,7 @@ from the working directory, as Luigi itself does.
 
 from __future__ import annotations
 
+import configparser
 import datetime as dt
 from pathlib import Path
 
@@ -45,3 +46,19 @@ def data_root() -> Path:
 
 def raw_root() -> str:
     return str(daybreak().raw_root)
+
+
+def write_config(path: Path, overrides: dict[str, dict[str, object]]) -> Path:
+    """Write the project's luigi.cfg with ``{section: {key: value}}`` overrides to ``path``.
+
+    For a run against another raw zone or data root (tests, the demo, benchmarks) that keeps every
+    other setting of the project's luigi.cfg: point ``LUIGI_CONFIG_PATH`` at the result.
+    """
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(PROJECT_ROOT / "luigi.cfg")
+    for section, values in overrides.items():
+        parser.setdefault(section, {})
+        parser[section].update({key: str(value) for key, value in values.items()})
+    with open(path, "w") as fh:
+        parser.write(fh)
+    return path

@@ -6,7 +6,6 @@ subprocess) with the project's luigi.cfg, on files written to a temporary raw zo
 
 from __future__ import annotations
 
-import configparser
 import datetime as dt
 import os
 import shutil
@@ -18,6 +17,8 @@ import luigi
 import luigi.configuration
 import luigi.retcodes
 import pytest
+
+from tasks.settings import write_config
 
 REPO = Path(__file__).resolve().parent.parent
 QSR_HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status"
@@ -95,15 +96,8 @@ class Lab:
 
     def write_cfg(self, path: Path, **qsr) -> Path:
         """The project's luigi.cfg with this lab's roots (and any [qsr] overrides), written to ``path``."""
-        parser = configparser.ConfigParser(interpolation=None)
-        parser.read(REPO / "luigi.cfg")
-        parser["daybreak"]["raw_root"] = str(self.raw)
-        parser["daybreak"]["data_root"] = str(self.data)
-        for key, value in qsr.items():
-            parser["qsr"][key] = str(value)
-        with open(path, "w") as fh:
-            parser.write(fh)
-        return path
+        roots = {"raw_root": self.raw, "data_root": self.data}
+        return write_config(path, {"daybreak": roots, "qsr": qsr})
 
 
 def qsr_rows(store: str, folder: dt.date) -> list[str]:
