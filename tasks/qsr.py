@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
+from collections import deque
+from collections.abc import Iterator
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask
 from tasks.calendar import qsr_dependency_window
 from tasks.rawzone import RawFile, split_store_files
 from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines, warm_up
-from tasks.transforms.rawcsv import parse_csv
+from tasks.transforms.rawcsv import ParsedCsv, parse_csv_many
 
 logger = logging.getLogger("luigi-interface")
 
@@ -51,9 +54,7 @@ class StgQsrPos(PartitionedTask):
         return split_store_files(files)
 
     def build(self, inputs: list[RawFile]) -> Built:
-        zone = self.zone()
-        files = ((parse_csv(zone.read_bytes(f), f.relpath, RAW_COLUMNS), f.folder_date) for f in inputs)
-        result = clean_pos_lines(files, self.date, self.qsr_rules())
+        result = clean_pos_lines(self._parsed(inputs), self.date, self.qsr_rules())
         stats = {
             "raw_files": len(inputs),
             "attributed_rows": result.attributed_rows,
@@ -61,6 +62,14 @@ class StgQsrPos(PartitionedTask):
             "voided_dropped": result.voided_dropped,
         }
         return Built(result.table, result.rejected, stats)
+
+    def _parsed(self, inputs: list[RawFile]) -> Iterator[tuple[ParsedCsv, dt.date]]:
+        """(parsed file, folder date) in read order, one folder parsed at a time."""
+        zone = self.zone()
+        for folder, files in itertools.groupby(inputs, key=lambda f: f.folder_date):
+            parsed = deque(parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS))
+            while parsed:  # hand each file over without keeping a reference here
+                yield parsed.popleft(), folder
 
     def check_built(self, built: Built) -> None:
         rejected, attributed = built.rejected.num_rows, built.stats["attributed_rows"]

@@ -6,6 +6,7 @@ Pure: parsed raw files in, one partition's table and its rejected rows out.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,7 +42,6 @@ REJECT_SCHEMA = pa.schema(
     [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
     + [(c, pa.string()) for c in RAW_COLUMNS]
 )
-_MONEY = r"^[0-9]{1,15}(\.[0-9]{1,2})?$"
 _ISO = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$"
 
 
@@ -103,63 +103,84 @@ def clean_pos_lines(files: Iterable[tuple[ParsedCsv, dt.date]], date: dt.date, r
         parsed = [p for p, _ in batch]
         parts.append(_folder_rows(parsed, folder, date, rules, offset))
         offset += sum(p.table.num_rows for p in parsed)
+        del parsed  # free this folder's raw rows before the next folder is parsed
     rows = _concat([p.rows for p in parts], _ROWS_SCHEMA)
     keys = _concat([p.keys for p in parts], _KEYS_SCHEMA)
-    rejected = _concat([p.rejected for p in parts], REJECT_SCHEMA)
+    rejected = _concat([p.rejected for p in parts], REJECT_SCHEMA).combine_chunks()
+    attributed = sum(p.attributed for p in parts)
+    del parts
     winners = _last_per_key(keys)
+    duplicates = keys.num_rows - len(winners)
+    del keys
     is_last = pc.is_in(rows["seq"], winners)
     is_void = pc.equal(rows["status"], "VOIDED")
     keep = pc.and_(is_last, pc.invert(is_void))
     voided = _count(pc.and_(is_last, is_void))
     result = _finish(rows.filter(keep), rules)
-    attributed = sum(p.attributed for p in parts)
-    return CleanResult(result, rejected, attributed, keys.num_rows - len(winners), voided)
+    return CleanResult(result, rejected, attributed, duplicates, voided)
 
 
 def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: QsrRules, offset: int) -> _FolderRows:
     raw = pa.concat_tables([f.table for f in files])  # chunked, no copy; groupby never yields an empty folder
-    n = raw.num_rows
-    source = _per_file(files, lambda f: f.source_file)
-    stem = _per_file(files, lambda f: f.source_file.rsplit("/", 1)[-1].removesuffix(".csv"))
-    row_numbers = pa.chunked_array([f.row_numbers for f in files], pa.int64())
+    names = pa.array([f.source_file for f in files], pa.string())
+    file_index = pa.array(np.repeat(np.arange(len(files), dtype="int32"), [f.table.num_rows for f in files]))
     ordered_at = _parse_instants(raw["ordered_at"])
     bdate = business_dates(ordered_at, rules.timezone, rules.day_start_hour)
-    code = _failed_rule(raw, ordered_at, stem)
+    code = _failed_rule(raw, ordered_at, _store_id_is_not_stem(raw, files, file_index))
     valid = pc.equal(code, 0)
     mine = pc.if_else(pc.is_null(bdate), pa.scalar(folder == date), pc.equal(bdate, pa.scalar(date, pa.date32())))
-    typed = pa.table(
+    seq = pa.array(np.arange(offset, offset + raw.num_rows, dtype="int64"))
+    # copy only what is kept, then cast: every kept value already passed its type rule
+    keep = pc.and_(valid, mine)
+    picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "unit_price", "discount", "status"])
+    picked = picked.filter(keep)
+    rows = pa.table(
         {
-            "store_id": raw["store_id"],
-            "order_id": raw["order_id"],
-            "line_no": _to_int(raw["line_no"], valid),
-            "ordered_at": ordered_at,
-            "sku": raw["sku"],
-            "qty": _to_int(raw["qty"], valid),
-            "unit_price": _to_money(raw["unit_price"], valid),
-            "discount": _to_money(pc.if_else(_blank(raw["discount"]), "0", raw["discount"]), valid),
-            "status": raw["status"],
-            "source_file": source,
-            "seq": pa.array(np.arange(offset, offset + n, dtype="int64")),
-        }
+            "store_id": picked["store_id"],
+            "order_id": picked["order_id"],
+            "line_no": pc.cast(picked["line_no"], pa.int32()),
+            "ordered_at": pc.filter(ordered_at, keep),
+            "sku": picked["sku"],
+            "qty": pc.cast(picked["qty"], pa.int32()),
+            "unit_price": pc.cast(picked["unit_price"], MONEY),
+            "discount": pc.cast(pc.if_else(_blank(picked["discount"]), "0", picked["discount"]), MONEY),
+            "status": picked["status"],
+            "source_file": pc.take(names, pc.filter(file_index, keep)),
+            "seq": pc.filter(seq, keep),
+        },
+        schema=_ROWS_SCHEMA,
     )
-    rows = typed.filter(pc.and_(valid, mine))
-    keys = typed.select(["order_id", "line_no", "store_id", "seq"]).filter(valid)
+    valid_keys = raw.select(["order_id", "line_no", "store_id"]).filter(valid)
+    keys = pa.table(
+        {
+            "order_id": valid_keys["order_id"],
+            "line_no": pc.cast(valid_keys["line_no"], pa.int32()),
+            "store_id": valid_keys["store_id"],
+            "seq": pc.filter(seq, valid),
+        },
+        schema=_KEYS_SCHEMA,
+    )
     bad = pc.and_(pc.invert(valid), mine)
-    reject_cols = {"source_file": source, "row_number": row_numbers, "reason": pc.take(pa.array(REASONS), code)}
-    reject_cols.update({c: raw[c] for c in RAW_COLUMNS})
-    rejected = pa.table(reject_cols, schema=REJECT_SCHEMA).filter(bad)
+    row_numbers = pa.chunked_array([f.row_numbers for f in files], pa.int64())
+    reject_cols = {
+        "source_file": pc.take(names, pc.filter(file_index, bad)),
+        "row_number": pc.filter(row_numbers, bad),
+        "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
+    }
+    reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
+    rejected = pa.table(reject_cols, schema=REJECT_SCHEMA)
     malformed = [_malformed(f) for f in files if f.malformed] if folder == date else []
     if malformed:
-        rejected = pa.concat_tables([rejected, *malformed]).sort_by(
-            [("source_file", "ascending"), ("row_number", "ascending")]
-        )
+        by_position = [("source_file", "ascending"), ("row_number", "ascending")]
+        rejected = pa.concat_tables([rejected, *malformed]).sort_by(by_position)
     attributed = _count(mine) + sum(len(f.malformed) for f in files if folder == date)
     return _FolderRows(rows, keys, rejected, attributed)
 
 
-def _per_file(files: list[ParsedCsv], value) -> pa.ChunkedArray:
-    """A string column holding ``value(file)`` on every row of that file."""
-    return pa.chunked_array([pa.repeat(pa.scalar(value(f), pa.string()), f.table.num_rows) for f in files], pa.string())
+def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
+    """Per row: its store_id differs from its file's name (store ids are short: cheap to spell out per row)."""
+    stems = pa.array([f.source_file.rsplit("/", 1)[-1].removesuffix(".csv") for f in files], pa.string())
+    return pc.not_equal(raw["store_id"], pc.take(stems, file_index))
 
 
 def _malformed(parsed: ParsedCsv) -> pa.Table:
@@ -175,16 +196,16 @@ def _malformed(parsed: ParsedCsv) -> pa.Table:
     return pa.table(cols, schema=REJECT_SCHEMA)
 
 
-def _failed_rule(raw: pa.Table, ordered_at: pa.Array, stem: pa.ChunkedArray) -> pa.Array:
+def _failed_rule(raw: pa.Table, ordered_at: pa.Array, wrong_store: pa.Array) -> pa.Array:
     """Per row, the index in REASONS of the first rule it fails (0 when it passes them all)."""
     checks = [
         _blank(raw["order_id"]),
         _not_int_ge1(raw["line_no"]),
-        pc.not_equal(raw["store_id"], stem),
+        wrong_store,
         pc.is_null(ordered_at),
         _blank(raw["sku"]),
         _not_int_ge1(raw["qty"]),
-        pc.invert(pc.match_substring_regex(raw["unit_price"], _MONEY)),
+        pc.invert(_is_money(raw["unit_price"])),
         _bad_discount(raw["discount"]),
         pc.invert(pc.is_in(raw["status"], pa.array(STATUSES))),
     ]
@@ -195,7 +216,8 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, stem: pa.ChunkedArray) -> 
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    return pa.concat_tables(tables).combine_chunks() if tables else schema.empty_table()
+    """Tables stacked without copying (chunked)."""
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def _count(mask: pa.Array) -> int:
@@ -206,47 +228,69 @@ def _last_per_key(keys: pa.Table) -> pa.Array:
     """``seq`` of the last valid row read per (store_id, order_id, line_no)."""
     if keys.num_rows == 0:
         return pa.array([], pa.int64())
-    last = keys.group_by(["store_id", "order_id", "line_no"], use_threads=False).aggregate([("seq", "max")])
-    return last["seq_max"].combine_chunks()
+    # Sort-based: a hash group_by costs about 4x the keys in transient memory, a sort about 0.4x.
+    by = [("store_id", "ascending"), ("order_id", "ascending"), ("line_no", "ascending"), ("seq", "ascending")]
+    order = pc.sort_indices(keys, sort_keys=by)
+    same_as_next = None
+    for column in ("store_id", "order_id", "line_no"):
+        values = _array(pc.take(keys[column], order))
+        equal = pc.equal(values[:-1], values[1:])
+        same_as_next = equal if same_as_next is None else pc.and_(same_as_next, equal)
+    is_last = pa.concat_arrays([pc.invert(same_as_next), pa.array([True])])
+    return pc.filter(_array(pc.take(keys["seq"], order)), is_last)
 
 
 def _blank(col) -> pa.Array:
-    return pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0)
+    """Empty or only whitespace (utf8_is_space is false for an empty string)."""
+    return pc.or_(pc.equal(pc.utf8_length(col), 0), pc.utf8_is_space(col))
 
 
 def _not_int_ge1(col) -> pa.Array:
-    digits = pc.and_(pc.utf8_is_digit(col), pc.less_equal(pc.utf8_length(col), 9))
-    value = pc.cast(pc.if_else(digits, col, "0"), pa.int64())
-    return pc.invert(pc.and_(digits, pc.greater_equal(value, 1)))
+    """Not 1 to 9 ASCII digits with at least one of them non-zero (so >= 1 and fits int32)."""
+    digits = pc.and_(pc.ascii_is_decimal(col), pc.less_equal(pc.utf8_length(col), 9))
+    nonzero = pc.greater(pc.utf8_length(pc.utf8_ltrim(col, characters="0")), 0)
+    return pc.invert(pc.and_(digits, nonzero))
+
+
+def _is_money(col) -> pa.Array:
+    """1 to 15 ASCII digits, optionally a dot and 1 or 2 more digits (a decimal >= 0 with 2 dp at most).
+
+    Kernels instead of a regular expression: several times faster on a POS day.
+    """
+    dot = pc.find_substring(col, ".")  # -1 when there is none
+    length = pc.utf8_length(col)
+    no_dot = pc.equal(dot, -1)
+    whole = pc.if_else(no_dot, length, dot)
+    fraction = pc.subtract(pc.subtract(length, dot), 1)
+    checks = [
+        pc.ascii_is_decimal(pc.replace_substring(col, ".", "", max_replacements=1)),
+        pc.greater_equal(whole, 1),
+        pc.less_equal(whole, 15),
+        pc.or_(no_dot, pc.and_(pc.greater_equal(fraction, 1), pc.less_equal(fraction, 2))),
+    ]
+    return functools.reduce(pc.and_, checks)
 
 
 def _bad_discount(col) -> pa.Array:
-    return pc.invert(pc.or_(_blank(col), pc.match_substring_regex(col, _MONEY)))
-
-
-def _to_int(col, ok) -> pa.Array:
-    return pc.cast(pc.if_else(ok, col, "0"), pa.int32())
-
-
-def _to_money(col, ok) -> pa.Array:
-    return pc.cast(pc.if_else(ok, col, "0"), MONEY)
+    return pc.invert(pc.or_(_blank(col), _is_money(col)))
 
 
 def _parse_instants(col) -> pa.Array:
     """UTC instants from ISO 8601 strings that carry an offset (or Z); null for anything else."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     fast = pc.strptime(col, format="%Y-%m-%dT%H:%M:%S%z", unit="s", error_is_null=True)
-    retry = pc.and_(pc.is_null(fast), pc.match_substring_regex(col, _ISO))
-    if not pc.any(retry).as_py():
+    failed = _array(pc.is_null(fast))
+    if not pc.any(failed).as_py():
         return fast
-    import pandas as pd
+    import pandas as pd  # rare: fractional seconds and other ISO forms strptime does not take
 
-    idx = pc.indices_nonzero(retry)
-    slow = pd.to_datetime(pc.take(col, idx).to_pandas(), utc=True, format="ISO8601", errors="coerce")
-    values = fast.to_pylist()
-    for i, v in zip(idx.to_pylist(), slow, strict=True):
-        values[i] = None if pd.isna(v) else v.floor("s").to_pydatetime()
-    return pa.array(values, pa.timestamp("s", tz="UTC"))
+    retry = pc.match_substring_regex(pc.filter(col, failed), _ISO)
+    slow = pd.to_datetime(pc.filter(col, failed).to_pandas(), utc=True, format="ISO8601", errors="coerce")
+    slow = pa.array(slow.dt.floor("s"), pa.timestamp("s", tz="UTC"))
+    return pc.replace_with_mask(_array(fast), failed, _array(pc.if_else(retry, slow, pa.scalar(None, slow.type))))
+
+
+def _array(x) -> pa.Array:
+    return x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x
 
 
 def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
@@ -271,7 +315,7 @@ def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
         },
         schema=OUTPUT_SCHEMA,
     )
-    return out.combine_chunks()
+    return out
 
 
 def warm_up() -> None:

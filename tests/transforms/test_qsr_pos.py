@@ -166,3 +166,46 @@ def test_input_tables_are_not_mutated():
     before = f.table.to_pydict()
     clean_pos_lines([(f, D15)], D15, QsrRules())
     assert f.table.to_pydict() == before
+
+
+@pytest.mark.parametrize(
+    ("price", "ok"),
+    [
+        ("0", True),
+        ("12", True),
+        ("12.5", True),
+        ("12.50", True),
+        ("123456789012345.99", True),
+        ("12.505", False),
+        ("1.", False),
+        (".5", False),
+        ("", False),
+        ("1.2.3", False),
+        ("١٢", False),
+        (" 1", False),
+        ("1234567890123456", False),
+    ],
+)
+def test_unit_price_format(price, ok):
+    result = clean(D15, [(D15, [line("O1", "2026-09-15T12:00:00-04:00", price=price)])])
+    assert (result.table.num_rows, result.rejected.num_rows) == ((1, 0) if ok else (0, 1))
+
+
+@pytest.mark.parametrize(
+    ("qty", "ok"),
+    [
+        ("1", True),
+        ("01", True),
+        ("123456789", True),
+        ("0", False),
+        ("000", False),
+        ("1234567890", False),
+        ("1.0", False),
+        ("١", False),
+        ("", False),
+        (" 1", False),
+    ],
+)
+def test_qty_format(qty, ok):
+    result = clean(D15, [(D15, [line("O1", "2026-09-15T12:00:00-04:00", qty=qty)])])
+    assert (result.table.num_rows, result.rejected.num_rows) == ((1, 0) if ok else (0, 1))
