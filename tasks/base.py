@@ -19,15 +19,17 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import luigi
-import pyarrow as pa
 
 import tasks
-from tasks import settings
+from tasks import partitions, settings
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawFolderTarget, RawZone
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 logger = logging.getLogger("luigi-interface")
 
@@ -114,13 +116,16 @@ def fingerprint(obj) -> str:
 
 
 def input_fingerprint(files: list[RawFile]) -> str:
-    return fingerprint([[f.relpath, f.size, f.mtime_ns] for f in files])
+    """Hash of (path, size, mtime_ns) of every file, in order."""
+    text = "\n".join(f"{f.relpath}\t{f.size}\t{f.mtime_ns}" for f in files)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 class PartitionedTask(luigi.Task):
     """Base of every business-date partitioned task. Subclasses set ``dataset`` and define
-    ``raw_window()`` (the raw folders they read), ``requires()`` (those RawFolders and any upstream
-    PartitionedTasks), ``rules()`` and ``build()``."""
+    ``raw_window()`` (the raw folders they read) and/or ``upstream()`` (the partitions they read),
+    ``rules()`` and ``build()``; ``requires()`` is derived from the first two, so the completeness
+    check never has to instantiate Luigi tasks to know the window."""
 
     date = luigi.DateParameter(description="Business date of the partition")
 
@@ -162,7 +167,12 @@ class PartitionedTask(luigi.Task):
         return [RawFolder(source=source, date=date) for source, date in self.raw_window()]
 
     def upstream(self) -> list[PartitionedTask]:
-        return [t for t in luigi.task.flatten(self.requires()) if isinstance(t, PartitionedTask)]
+        """Upstream partitions this one reads (look-back and downstream tasks override it). Default: none."""
+        return []
+
+    def requires(self) -> list[luigi.Task]:
+        """The dependency window's raw folders, then the upstream partitions."""
+        return [*self.raw_folders(), *self.upstream()]
 
     def input_files(self, cache: CheckCache) -> tuple[list[RawFile], list[RawFile]] | None:
         """(read, refused) raw files of the dependency window; None while a raw folder is missing."""
@@ -195,6 +205,7 @@ class PartitionedTask(luigi.Task):
         """
         if not cls._prepared:
             cls._prepared = True
+            partitions.warm_up()
             cls.warm_up()
 
     @classmethod

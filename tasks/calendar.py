@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def qsr_dependency_window(date: dt.date) -> list[dt.date]:
@@ -21,6 +22,9 @@ def qsr_dependency_window(date: dt.date) -> list[dt.date]:
 
 def business_dates(instants: pa.Array, timezone: str, day_start_hour: int) -> pa.Array:
     """Business date (date32) of each UTC instant: local wall date of (local time - day_start_hour)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     local = pc.local_timestamp(instants.cast(pa.timestamp("s", tz=timezone)))
     shifted = pc.subtract(local, pa.scalar(dt.timedelta(hours=day_start_hour), pa.duration("s")))
     return shifted.cast(pa.timestamp("s")).cast(pa.date32())

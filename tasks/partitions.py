@@ -22,9 +22,10 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:  # pyarrow is imported where data is written: a completeness check never needs it
+    import pyarrow as pa
 
 MANIFEST = "_manifest.json"
 DATA_FILE = "data.parquet"
@@ -154,8 +155,18 @@ class PartitionStore:
         self.failure_path(date).unlink(missing_ok=True)
 
 
+def warm_up() -> None:
+    """Initialise the Parquet writer and its zstd codec (in memory), so forked workers inherit them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [1]}), pa.BufferOutputStream(), compression="zstd")
+
+
 def atomic_write_parquet(path: Path, table: pa.Table) -> str:
     """Write ``table`` to a hidden temporary name beside ``path``, ``os.replace`` it; return its sha256."""
+    import pyarrow.parquet as pq
+
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
     try:
         pq.write_table(table, tmp, compression="zstd")

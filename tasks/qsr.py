@@ -7,13 +7,16 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask
 from tasks.calendar import qsr_dependency_window
 from tasks.rawzone import RawFile, split_store_files
-from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines, warm_up
-from tasks.transforms.rawcsv import ParsedCsv, parse_csv_many
+from tasks.transforms.qsr_rules import QsrRules
+
+if TYPE_CHECKING:
+    from tasks.transforms.rawcsv import ParsedCsv
 
 logger = logging.getLogger("luigi-interface")
 
@@ -36,11 +39,10 @@ class StgQsrPos(PartitionedTask):
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [("qsr_pos", d) for d in qsr_dependency_window(self.date)]
 
-    def requires(self):
-        return self.raw_folders()
-
     @classmethod
     def warm_up(cls) -> None:
+        from tasks.transforms.qsr_pos import warm_up
+
         warm_up()
 
     def qsr_rules(self) -> QsrRules:
@@ -54,6 +56,8 @@ class StgQsrPos(PartitionedTask):
         return split_store_files(files)
 
     def build(self, inputs: list[RawFile]) -> Built:
+        from tasks.transforms.qsr_pos import clean_pos_lines  # pyarrow loads only where data is built
+
         result = clean_pos_lines(self._parsed(inputs), self.date, self.qsr_rules())
         stats = {
             "raw_files": len(inputs),
@@ -65,6 +69,9 @@ class StgQsrPos(PartitionedTask):
 
     def _parsed(self, inputs: list[RawFile]) -> Iterator[tuple[ParsedCsv, dt.date]]:
         """(parsed file, folder date) in read order, one folder parsed at a time."""
+        from tasks.transforms.qsr_pos import RAW_COLUMNS
+        from tasks.transforms.rawcsv import parse_csv_many
+
         zone = self.zone()
         for folder, files in itertools.groupby(inputs, key=lambda f: f.folder_date):
             parsed = deque(parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import stat
 from pathlib import Path
 from typing import NamedTuple
 
@@ -59,14 +60,17 @@ class RawZone:
         """Every regular file of one folder, sorted by name; None when the folder does not exist."""
         rel = self.folder_relpath(source, date)
         try:
-            entries = list(os.scandir(self.root / rel))
-        except FileNotFoundError:
+            fd = os.open(self.root / rel, os.O_RDONLY | os.O_DIRECTORY)
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        files = []
-        for entry in entries:
-            if entry.is_file(follow_symlinks=False):
-                st = entry.stat(follow_symlinks=False)
-                files.append(RawFile(f"{rel}/{entry.name}", st.st_size, st.st_mtime_ns))
+        try:  # stat relative to the open folder: one path component to resolve per file
+            files = []
+            for name in os.listdir(fd):
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode):
+                    files.append(RawFile(f"{rel}/{name}", st.st_size, st.st_mtime_ns))
+        finally:
+            os.close(fd)
         files.sort()
         return files
 

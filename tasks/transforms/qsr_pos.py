@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.calendar import business_dates
+from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
 from tasks.transforms.rawcsv import ParsedCsv
 
-VERSION = "stg_qsr_pos/1"
 RAW_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
 STATUSES = ["COMPLETED", "VOIDED", "REFUNDED"]
 MONEY = pa.decimal128(18, 2)
@@ -43,18 +43,6 @@ REJECT_SCHEMA = pa.schema(
     + [(c, pa.string()) for c in RAW_COLUMNS]
 )
 _ISO = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$"
-
-
-@dataclass(frozen=True)
-class QsrRules:
-    """Settings that change the output; with VERSION they make the rules fingerprint."""
-
-    suspicious_qty_threshold: int = 20
-    timezone: str = "America/Toronto"
-    day_start_hour: int = 5
-
-    def as_dict(self) -> dict:
-        return {"version": VERSION, **self.__dict__}
 
 
 @dataclass(frozen=True)

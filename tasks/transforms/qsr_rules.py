@@ -1,0 +1,23 @@
+"""The identity of stg_qsr_pos's rules: transform version and the settings that change its output.
+
+Kept apart from the transform (no pyarrow import), so that a completeness check, which needs the
+rules fingerprint but never runs the transform, stays cheap to import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VERSION = "stg_qsr_pos/1"
+
+
+@dataclass(frozen=True)
+class QsrRules:
+    """Settings that change the output; with VERSION they make the rules fingerprint."""
+
+    suspicious_qty_threshold: int = 20
+    timezone: str = "America/Toronto"
+    day_start_hour: int = 5
+
+    def as_dict(self) -> dict:
+        return {"version": VERSION, **self.__dict__}
