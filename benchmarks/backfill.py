@@ -103,7 +103,8 @@ print(json.dumps({{"built": len(missing), "complete": len(done), "bulk_complete_
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    manifests = sorted((data / "staging" / "qsr_pos").glob("*/_manifest.json"))
+    in_range = {f"business_date={NOOP_START + dt.timedelta(days=i)}" for i in range(days)}
+    manifests = sorted(p for p in (data / "staging" / "qsr_pos").glob("*/_manifest.json") if p.parent.name in in_range)
     before = [p.stat().st_mtime_ns for p in manifests]
     result["cli_noop_s"] = luigi_range(cfg, days, 1, NOOP_START)
     if [p.stat().st_mtime_ns for p in manifests] != before or len(manifests) != days:
