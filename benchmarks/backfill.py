@@ -138,7 +138,7 @@ def measure_one(cfg: str, date: str) -> None:
 
     StgQsrPos.prepare_to_run()  # what the scheduling process does before Luigi forks a task
     task = StgQsrPos(date=dt.date.fromisoformat(date))
-    inputs = task.input_files(CheckCache())[0]
+    inputs = task.input_files(CheckCache()).read
     base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
     pool = pa.default_memory_pool()
     arrow_before = pool.max_memory()

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import luigi
 
 STORE_ID_PATTERN = re.compile(r"^[A-Z0-9][A-Z0-9_-]{0,31}$")
+STORE_FILE_PATTERN = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}\.csv")  # <store_id>.csv, matched whole
 
 
 class RawFile(NamedTuple):
@@ -68,7 +69,7 @@ class RawZone:
             for name in os.listdir(fd):
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 if stat.S_ISREG(st.st_mode):
-                    files.append(RawFile(f"{rel}/{name}", st.st_size, st.st_mtime_ns))
+                    files.append(_new_raw_file((f"{rel}/{name}", st.st_size, st.st_mtime_ns)))
         finally:
             os.close(fd)
         files.sort()
@@ -92,13 +93,16 @@ class RawZone:
         return (self.root / raw.relpath).read_bytes()
 
 
+def _new_raw_file(values: tuple[str, int, int]) -> RawFile:
+    """RawFile without NamedTuple's Python-level constructor: listing 100,000 files builds 100,000 of them."""
+    return tuple.__new__(RawFile, values)
+
+
 def split_store_files(files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
     """(store files that may be read, files that must not be read) by the contract's store id pattern."""
     good, bad = [], []
     for f in files:
-        name = f.relpath.rsplit("/", 1)[-1]
-        ok = name.endswith(".csv") and STORE_ID_PATTERN.match(name[: -len(".csv")]) is not None
-        (good if ok else bad).append(f)
+        (good if STORE_FILE_PATTERN.fullmatch(f.relpath.rpartition("/")[2]) else bad).append(f)
     return good, bad
 
 
