@@ -101,7 +101,9 @@ for d in missing:
 t0 = time.perf_counter(); done = StgQsrPos.bulk_complete(iter(dates)); t1 = time.perf_counter()
 print(json.dumps({{"built": len(missing), "complete": len(done), "bulk_complete_s": t1 - t0}}))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"building the no-op range failed:\n{proc.stderr[-3000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     in_range = {f"business_date={NOOP_START + dt.timedelta(days=i)}" for i in range(days)}
     manifests = sorted(p for p in (data / "staging" / "qsr_pos").glob("*/_manifest.json") if p.parent.name in in_range)

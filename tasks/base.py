@@ -330,8 +330,9 @@ def _diff_rules(old: dict, new: dict) -> str:
     return ", ".join(changed) or "fingerprint differs"
 
 
-def _parse_input_line(line: str) -> tuple[str, tuple[int, int]]:
-    path, size, mtime_ns = line.rsplit(" ", 2)
+def _parse_input_line(line: str | list) -> tuple[str, tuple[int, int]]:
+    """One manifest input; manifests written before 0.1.0's final format hold ``[path, size, mtime_ns]``."""
+    path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
     return path, (int(size), int(mtime_ns))
 
 

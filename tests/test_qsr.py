@@ -220,3 +220,18 @@ def lab_rows(store: str, folder: dt.date) -> list[str]:
     from tests.conftest import qsr_rows
 
     return qsr_rows(store, folder)
+
+
+def test_a_manifest_in_the_earlier_inputs_format_reads_as_stale_with_a_reason(lab):
+    import json
+
+    lab.qsr_days(START, 1, stores=("S001",))
+    lab.range(START, START + dt.timedelta(days=1))
+    path = lab.partition(START) / "_manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["inputs"] = [line.rsplit(" ", 2) for line in manifest["inputs"]]
+    manifest["inputs"][0][1] = "1"  # the size the earlier build saw
+    manifest["input_fingerprint"] = "from-an-earlier-format"
+    path.write_text(json.dumps(manifest))
+    state = StgQsrPos(date=START).state(CheckCache())
+    assert (state.state, state.reason) == ("stale", "input changed: changed qsr_pos/2026-09-10/S001.csv")
