@@ -60,12 +60,12 @@ def bare_loop(raw: Path, out: Path, days: int) -> tuple[float, int]:
     t0 = time.perf_counter()
     for i in range(days):
         d = START + dt.timedelta(days=i)
-        parsed = []
+        folders = []
         for w in qsr_dependency_window(d):  # the same read path as StgQsrPos: one parser call per folder
             files = split_store_files(zone.list_folder("qsr_pos", w))[0]
-            parsed += [(p, w) for p in parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS)]
-        lines += sum(p.table.num_rows for p, _ in parsed)
-        result = clean_pos_lines(iter(parsed), d, rules)
+            folders.append((w, parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS)))
+        lines += sum(p.table.num_rows for _, parsed in folders for p in parsed)
+        result = clean_pos_lines(folders, d, rules)
         pq.write_table(result.table, out / f"{d}.parquet", compression="zstd")
     return time.perf_counter() - t0, lines
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
-from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -67,16 +66,16 @@ class StgQsrPos(PartitionedTask):
         }
         return Built(result.table, result.rejected, stats)
 
-    def _parsed(self, inputs: list[RawFile]) -> Iterator[tuple[ParsedCsv, dt.date]]:
-        """(parsed file, folder date) in read order, one folder parsed at a time."""
+    def _parsed(self, inputs: list[RawFile]) -> Iterator[tuple[dt.date, list[ParsedCsv]]]:
+        """(folder date, its parsed files) in read order, one folder parsed at a time."""
         from tasks.transforms.qsr_pos import RAW_COLUMNS
         from tasks.transforms.rawcsv import parse_csv_many
 
         zone = self.zone()
         for folder, files in itertools.groupby(inputs, key=lambda f: f.folder_date):
-            parsed = deque(parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS))
-            while parsed:  # hand each file over without keeping a reference here
-                yield parsed.popleft(), folder
+            parsed = parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS)
+            yield folder, parsed
+            del parsed  # drop this folder before the next one is parsed
 
     def check_built(self, built: Built) -> None:
         rejected, attributed = built.rejected.num_rows, built.stats["attributed_rows"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -78,19 +77,19 @@ class _FolderRows:
     attributed: int
 
 
-def clean_pos_lines(files: Iterable[tuple[ParsedCsv, dt.date]], date: dt.date, rules: QsrRules) -> CleanResult:
+def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt.date, rules: QsrRules) -> CleanResult:
     """One business date of POS lines from the files of its dependency window, in read order.
 
-    ``files`` yields (parsed file, its export folder date), folder by folder; it is consumed once, so a
+    ``folders`` yields (export folder date, its parsed files) in read order; it is consumed once, so a
     generator keeps one folder's raw rows in memory at a time. A rejected row whose ``ordered_at``
     parses belongs to its business date, one whose timestamp does not parse to its folder date.
     The output keeps read order: folder ``date`` before ``date+1``, files by name, rows as written.
     """
     parts, offset = [], 0
-    for folder, batch in itertools.groupby(files, key=lambda item: item[1]):
-        parsed = [p for p, _ in batch]
-        parts.append(_folder_rows(parsed, folder, date, rules, offset))
-        offset += sum(p.table.num_rows for p in parsed)
+    for folder, parsed in folders:
+        if parsed:
+            parts.append(_folder_rows(parsed, folder, date, rules, offset))
+            offset += sum(p.table.num_rows for p in parsed)
         del parsed  # free this folder's raw rows before the next folder is parsed
     rows = _concat([p.rows for p in parts], _ROWS_SCHEMA)
     keys = _concat([p.keys for p in parts], _KEYS_SCHEMA)
@@ -100,7 +99,9 @@ def clean_pos_lines(files: Iterable[tuple[ParsedCsv, dt.date]], date: dt.date, r
     winners = _last_per_key(keys)
     duplicates = keys.num_rows - len(winners)
     del keys
-    is_last = pc.is_in(rows["seq"], winners)
+    last_by_seq = np.zeros(offset, dtype=bool)  # seq numbers every row read: mark the winners, look rows up
+    last_by_seq[winners.to_numpy()] = True
+    is_last = pa.array(last_by_seq[rows["seq"].to_numpy()])
     is_void = pc.equal(rows["status"], "VOIDED")
     keep = pc.and_(is_last, pc.invert(is_void))
     voided = _count(pc.and_(is_last, is_void))
@@ -109,7 +110,7 @@ def clean_pos_lines(files: Iterable[tuple[ParsedCsv, dt.date]], date: dt.date, r
 
 
 def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: QsrRules, offset: int) -> _FolderRows:
-    raw = pa.concat_tables([f.table for f in files])  # chunked, no copy; groupby never yields an empty folder
+    raw = pa.concat_tables([f.table for f in files])  # chunked, no copy
     names = pa.array([f.source_file for f in files], pa.string())
     file_index = pa.array(np.repeat(np.arange(len(files), dtype="int32"), [f.table.num_rows for f in files]))
     ordered_at = _parse_instants(raw["ordered_at"])
@@ -217,7 +218,8 @@ def _last_per_key(keys: pa.Table) -> pa.Array:
     if keys.num_rows == 0:
         return pa.array([], pa.int64())
     # Sort-based: a hash group_by costs about 4x the keys in transient memory, a sort about 0.4x.
-    by = [("store_id", "ascending"), ("order_id", "ascending"), ("line_no", "ascending"), ("seq", "ascending")]
+    # sort_indices is stable, and keys are in read order: within a run of equal keys the last is the latest.
+    by = [("store_id", "ascending"), ("order_id", "ascending"), ("line_no", "ascending")]
     order = pc.sort_indices(keys, sort_keys=by)
     same_as_next = None
     for column in ("store_id", "order_id", "line_no"):
@@ -307,21 +309,18 @@ def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
 
 
 def warm_up() -> None:
-    """Run the transform once on two lines, so that pyarrow kernels and timezone data are loaded.
+    """Run the read and the transform once on a few lines, so that pyarrow kernels and timezone data load.
 
-    Luigi forks a process per task when ``--workers`` > 1; warming in the parent (at import of
-    tasks.qsr) means no forked task pays this again.
+    Luigi forks a process per task when ``--workers`` > 1; warming in the scheduling process, once
+    work is found (``PartitionedTask.prepare_to_run``), means no forked task pays this again.
     """
-    from tasks.transforms.rawcsv import parse_csv
+    from tasks.transforms.rawcsv import parse_csv_many
 
-    text = (
-        ",".join(RAW_COLUMNS)
-        + "\nO1,1,S1,2026-09-15T12:00:00-04:00,X,1,1.00,,COMPLETED\nO1,1,S1,bad,X,1,1.00,,VOIDED\n"
-    )
+    day = dt.date(2026, 9, 15)
+    rows = ["O1,1,S1,2026-09-15T12:00:00-04:00,X,1,1.00,,COMPLETED", "O1,1,S1,2026-09-15T12:00:00.5Z,X,1,1.00,,VOIDED"]
+    text = "\n".join([",".join(RAW_COLUMNS), *rows, "O2,x"]) + "\n"
     clean_pos_lines(
-        [(parse_csv(text.encode(), "qsr_pos/2026-09-15/S1.csv", RAW_COLUMNS), dt.date(2026, 9, 15))],
-        dt.date(2026, 9, 15),
-        QsrRules(),
+        [(day, parse_csv_many([(text.encode(), "qsr_pos/2026-09-15/S1.csv")], RAW_COLUMNS))], day, QsrRules()
     )
 
 

@@ -20,7 +20,7 @@ def parsed(folder: dt.date, rows: list[str], store: str = "S001", header: str = 
 
 
 def clean(date: dt.date, files: list[tuple[dt.date, list[str]]], rules: QsrRules | None = None):
-    return clean_pos_lines([(parsed(f, rows), f) for f, rows in files], date, rules or QsrRules())
+    return clean_pos_lines([(f, [parsed(f, rows)]) for f, rows in files], date, rules or QsrRules())
 
 
 def line(
@@ -164,7 +164,7 @@ def test_misspelled_column_is_missing():
 def test_input_tables_are_not_mutated():
     f = parsed(D15, [line("O1", "2026-09-15T12:00:00-04:00")])
     before = f.table.to_pydict()
-    clean_pos_lines([(f, D15)], D15, QsrRules())
+    clean_pos_lines([(D15, [f])], D15, QsrRules())
     assert f.table.to_pydict() == before
 
 
