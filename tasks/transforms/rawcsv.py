@@ -51,8 +51,7 @@ def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> li
     for i, (data, name) in enumerate(files):
         _check_header(data, name, columns)
         end = data.find(b"\n")
-        body = data[end + 1 :] if end >= 0 else b""
-        if end >= 0 and _plain(body):
+        if end >= 0 and _plain(data, end + 1):
             batches.setdefault(data[:end], []).append(i)
         else:
             out[i] = parse_csv(data, name, columns)
@@ -66,18 +65,27 @@ def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> li
     return out
 
 
-def _plain(body: bytes) -> bool:
-    return b'"' not in body and b"\r" not in body and b"\n\n" not in body and not body.startswith(b"\n")
+def _plain(data: bytes, start: int) -> bool:
+    """One record per line from ``start`` on: no quote, no carriage return, no empty line."""
+    return (
+        data.find(b'"', start) < 0
+        and data.find(b"\r", start) < 0
+        and data.find(b"\n\n", start) < 0
+        and not data.startswith(b"\n", start)
+    )
 
 
 def _parse_batch(header_line: bytes, files: list[tuple[bytes, str]], columns: list[str]) -> list[ParsedCsv]:
     header = _check_header(files[0][0], files[0][1], columns)
-    bodies = []
-    for data, _ in files:
-        body = data[data.find(b"\n") + 1 :]
-        bodies.append(body if not body or body.endswith(b"\n") else body + b"\n")
-    counts = [b.count(b"\n") for b in bodies]
-    table, malformed = _read(header_line + b"\n" + b"".join(bodies), header, columns)
+    pieces, counts = [header_line + b"\n"], []
+    for data, _ in files:  # memoryview slices: the bodies are copied once, into the joined buffer
+        start = data.find(b"\n") + 1
+        pieces.append(memoryview(data)[start:])
+        if len(data) > start and not data.endswith(b"\n"):
+            pieces.append(b"\n")
+        counts.append(data.count(b"\n", start) + (len(data) > start and not data.endswith(b"\n")))
+    table, malformed = _read(b"".join(pieces), header, columns)
+    del pieces
     starts = np.concatenate([[0], np.cumsum(counts)]).tolist()  # lines before each file's body
     bad: list[list[tuple[int, str, str]]] = [[] for _ in files]
     for number, reason, text in malformed:  # batch row numbers: header = 1, first body line = 2
