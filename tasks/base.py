@@ -75,19 +75,20 @@ class CheckCache:
     states: dict = field(default_factory=dict)
     memo: dict = field(default_factory=dict)
 
-    def once(self, key, compute):
-        """``compute()`` the first time ``key`` is asked for in this pass, the remembered value after."""
+    def once(self, key, compute, *args):
+        """``compute(*args)`` the first time ``key`` is asked for in this pass, the remembered value after."""
         if key not in self.memo:
-            self.memo[key] = compute()
+            self.memo[key] = compute(*args)
         return self.memo[key]
 
     def zone(self) -> RawZone:
         return self.once("zone", lambda: RawZone.from_uri(settings.raw_root()))
 
-    def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> list[RawFile] | None:
+    def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> list[tuple[str, int, int]] | None:
+        """``zone.scan_folder`` of one folder, scanned once per pass even when two partitions read it."""
         key = (zone.describe(), source, date)
         if key not in self.raw:
-            self.raw[key] = zone.list_folder(source, date)
+            self.raw[key] = zone.scan_folder(source, date)
         return self.raw[key]
 
     def list_dataset(self, store: PartitionStore) -> None:
@@ -121,13 +122,32 @@ def input_line(f: RawFile) -> str:
 
 
 @dataclass(frozen=True)
-class Window:
-    """The raw files a partition reads (and refuses) now, with the input fingerprint over them:
-    a hash, per folder in window order, of each read file's path, size and mtime."""
+class FolderInputs:
+    """One raw folder as a partition sees it: the entries it reads, the names it refuses, a digest."""
 
-    read: list[RawFile]
-    refused: list[RawFile]
-    fingerprint: str
+    relpath: str  # <source>/<date>
+    read: list[tuple[str, int, int]]  # (name, size, mtime_ns)
+    refused: list[str]
+    digest: str  # over the read entries' names, sizes and mtimes
+
+
+@dataclass(frozen=True)
+class Window:
+    """The raw files a partition reads (and refuses) now, and the input fingerprint over them."""
+
+    folders: list[FolderInputs]
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256("\n".join(f.digest for f in self.folders).encode()).hexdigest()[:32]
+
+    @property
+    def read(self) -> list[RawFile]:
+        return [RawFile(f"{f.relpath}/{n}", size, mtime) for f in self.folders for n, size, mtime in f.read]
+
+    @property
+    def refused(self) -> list[str]:
+        return [f"{f.relpath}/{name}" for f in self.folders for name in f.refused]
 
 
 class PartitionedTask(luigi.Task):
@@ -148,9 +168,9 @@ class PartitionedTask(luigi.Task):
     def build(self, inputs: list[RawFile]) -> Built:
         raise NotImplementedError
 
-    def select_inputs(self, files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
-        """(files the partition reads, files it refuses to read). Default: read all."""
-        return files, []
+    def accepts_input(self, name: str) -> bool:
+        """Whether a file of the window (by name) may be read; refused ones are reported. Default: all."""
+        return True
 
     def check_built(self, built: Built) -> None:
         """Raise to fail the partition after the quarantine is written (e.g. too many rejects)."""
@@ -185,22 +205,19 @@ class PartitionedTask(luigi.Task):
 
     def input_files(self, cache: CheckCache) -> Window | None:
         """The raw files of the dependency window, read and refused; None while a raw folder is missing."""
-        zone, read, refused, digests = cache.zone(), [], [], []
+        zone, folders = cache.zone(), []
         for source, date in self.raw_window():
-            listing = cache.raw_folder(zone, source, date)
-            if listing is None:
+            entries = cache.raw_folder(zone, source, date)
+            if entries is None:
                 return None
             key = ("select", type(self), source, date)
-            good, bad, digest = cache.once(key, lambda listing=listing: self._select_folder(listing))
-            read.extend(good)
-            refused.extend(bad)
-            digests.append(digest)
-        return Window(read, refused, hashlib.sha256("\n".join(digests).encode()).hexdigest()[:32])
+            folders.append(cache.once(key, self._select, zone.folder_relpath(source, date), entries))
+        return Window(folders)
 
-    def _select_folder(self, listing: list[RawFile]) -> tuple[list[RawFile], list[RawFile], str]:
-        """One folder's files to read, to refuse, and a digest of the read ones (memoised per check pass)."""
-        good, bad = self.select_inputs(listing)
-        return good, bad, hashlib.sha256("\n".join(map(input_line, good)).encode()).hexdigest()
+    def _select(self, relpath: str, entries: list[tuple[str, int, int]]) -> FolderInputs:
+        read = [e for e in entries if self.accepts_input(e[0])]
+        refused = [e[0] for e in entries if not self.accepts_input(e[0])]
+        return FolderInputs(relpath, read, refused, hashlib.sha256(repr(read).encode()).hexdigest())
 
     # -- completeness ------------------------------------------------------------------------------
     def complete(self) -> bool:
@@ -299,7 +316,7 @@ class PartitionedTask(luigi.Task):
             "rules_fingerprint": self.rules_fingerprint(),
             "inputs": [input_line(f) for f in inputs],
             "input_fingerprint": window.fingerprint,
-            "refused_inputs": [f.relpath for f in window.refused],
+            "refused_inputs": window.refused,
             "upstream": upstream,
             "row_count": built.table.num_rows,
             "rejected_count": 0 if built.rejected is None else built.rejected.num_rows,

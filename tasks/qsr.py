@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tasks import settings
 from tasks.base import Built, PartitionedTask
 from tasks.calendar import qsr_dependency_window
-from tasks.rawzone import RawFile, split_store_files
+from tasks.rawzone import RawFile, is_store_file
 from tasks.transforms.qsr_rules import QsrRules
 
 if TYPE_CHECKING:
@@ -51,8 +51,8 @@ class StgQsrPos(PartitionedTask):
     def rules(self) -> dict:
         return self.qsr_rules().as_dict()
 
-    def select_inputs(self, files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
-        return split_store_files(files)
+    def accepts_input(self, name: str) -> bool:
+        return is_store_file(name)
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.qsr_pos import clean_pos_lines  # pyarrow loads only where data is built

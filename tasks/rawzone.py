@@ -57,23 +57,29 @@ class RawZone:
     def folder_exists(self, source: str, date: dt.date) -> bool:
         return (self.root / self.folder_relpath(source, date)).is_dir()
 
-    def list_folder(self, source: str, date: dt.date) -> list[RawFile] | None:
-        """Every regular file of one folder, sorted by name; None when the folder does not exist."""
-        rel = self.folder_relpath(source, date)
+    def scan_folder(self, source: str, date: dt.date) -> list[tuple[str, int, int]] | None:
+        """(name, size, mtime_ns) of every regular file of one folder, sorted by name; None when the
+        folder does not exist. Plain tuples: a completeness check scans a hundred thousand files."""
         try:
-            fd = os.open(self.root / rel, os.O_RDONLY | os.O_DIRECTORY)
+            fd = os.open(self.root / self.folder_relpath(source, date), os.O_RDONLY | os.O_DIRECTORY)
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:  # stat relative to the open folder: one path component to resolve per file
-            files = []
+            entries = []
             for name in os.listdir(fd):
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 if stat.S_ISREG(st.st_mode):
-                    files.append(_new_raw_file((f"{rel}/{name}", st.st_size, st.st_mtime_ns)))
+                    entries.append((name, st.st_size, st.st_mtime_ns))
         finally:
             os.close(fd)
-        files.sort()
-        return files
+        entries.sort()
+        return entries
+
+    def list_folder(self, source: str, date: dt.date) -> list[RawFile] | None:
+        """Every regular file of one folder as RawFile, sorted by name; None when the folder does not exist."""
+        entries = self.scan_folder(source, date)
+        rel = self.folder_relpath(source, date)
+        return None if entries is None else [RawFile(f"{rel}/{n}", size, mtime) for n, size, mtime in entries]
 
     def newest_folder_date(self, source: str) -> dt.date | None:
         """Latest folder date of a source, or None when it has no dated folder."""
@@ -93,16 +99,16 @@ class RawZone:
         return (self.root / raw.relpath).read_bytes()
 
 
-def _new_raw_file(values: tuple[str, int, int]) -> RawFile:
-    """RawFile without NamedTuple's Python-level constructor: listing 100,000 files builds 100,000 of them."""
-    return tuple.__new__(RawFile, values)
+def is_store_file(name: str) -> bool:
+    """``<store_id>.csv`` with a store id of the contract's pattern: the only QSR files ever read."""
+    return STORE_FILE_PATTERN.fullmatch(name) is not None
 
 
 def split_store_files(files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
     """(store files that may be read, files that must not be read) by the contract's store id pattern."""
     good, bad = [], []
     for f in files:
-        (good if STORE_FILE_PATTERN.fullmatch(f.relpath.rpartition("/")[2]) else bad).append(f)
+        (good if is_store_file(f.relpath.rpartition("/")[2]) else bad).append(f)
     return good, bad
 
 
