@@ -6,7 +6,6 @@ Pure: parsed raw files in, one partition's table and its rejected rows out.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.calendar import business_dates
+from tasks.transforms.checks import blank, count, first_failed, is_money, malformed_rejects
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
 from tasks.transforms.rawcsv import ParsedCsv
 
@@ -104,7 +104,7 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
     is_last = pa.array(last_by_seq[rows["seq"].to_numpy()])
     is_void = pc.equal(rows["status"], "VOIDED")
     keep = pc.and_(is_last, pc.invert(is_void))
-    voided = _count(pc.and_(is_last, is_void))
+    voided = count(pc.and_(is_last, is_void))
     result = _finish(rows.filter(keep), rules)
     return CleanResult(result, rejected, attributed, duplicates, voided)
 
@@ -132,7 +132,7 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
             "sku": picked["sku"],
             "qty": pc.cast(picked["qty"], pa.int32()),
             "unit_price": pc.cast(picked["unit_price"], MONEY),
-            "discount": pc.cast(pc.if_else(_blank(picked["discount"]), "0", picked["discount"]), MONEY),
+            "discount": pc.cast(pc.if_else(blank(picked["discount"]), "0", picked["discount"]), MONEY),
             "status": picked["status"],
             "source_file": pc.take(names, pc.filter(file_index, keep)),
             "seq": pc.filter(seq, keep),
@@ -158,11 +158,15 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
     }
     reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
     rejected = pa.table(reject_cols, schema=REJECT_SCHEMA)
-    malformed = [_malformed(f) for f in files if f.malformed] if folder == date else []
+    malformed = (
+        [malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id") for f in files if f.malformed]
+        if folder == date
+        else []
+    )
     if malformed:
         by_position = [("source_file", "ascending"), ("row_number", "ascending")]
         rejected = pa.concat_tables([rejected, *malformed]).sort_by(by_position)
-    attributed = _count(mine) + sum(len(f.malformed) for f in files if folder == date)
+    attributed = count(mine) + sum(len(f.malformed) for f in files if folder == date)
     return _FolderRows(rows, keys, rejected, attributed)
 
 
@@ -172,45 +176,25 @@ def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.
     return pc.not_equal(raw["store_id"], pc.take(stems, file_index))
 
 
-def _malformed(parsed: ParsedCsv) -> pa.Table:
-    """Rows the CSV parser could not split, as rejects (their text kept in order_id)."""
-    m = parsed.malformed
-    cols = {c: pa.array([""] * len(m), pa.string()) for c in RAW_COLUMNS}
-    cols["order_id"] = pa.array([text[:200] for _, _, text in m], pa.string())
-    cols.update(
-        source_file=pa.array([parsed.source_file] * len(m), pa.string()),
-        row_number=pa.array([n for n, _, _ in m], pa.int64()),
-        reason=pa.array([r for _, r, _ in m], pa.string()),
-    )
-    return pa.table(cols, schema=REJECT_SCHEMA)
-
-
 def _failed_rule(raw: pa.Table, ordered_at: pa.Array, wrong_store: pa.Array) -> pa.Array:
     """Per row, the index in REASONS of the first rule it fails (0 when it passes them all)."""
     checks = [
-        _blank(raw["order_id"]),
+        blank(raw["order_id"]),
         _not_int_ge1(raw["line_no"]),
         wrong_store,
         pc.is_null(ordered_at),
-        _blank(raw["sku"]),
+        blank(raw["sku"]),
         _not_int_ge1(raw["qty"]),
-        pc.invert(_is_money(raw["unit_price"])),
+        pc.invert(is_money(raw["unit_price"])),
         _bad_discount(raw["discount"]),
         pc.invert(pc.is_in(raw["status"], pa.array(STATUSES))),
     ]
-    code = pa.scalar(0, pa.int8())
-    for i in range(len(checks), 0, -1):  # the first failing rule wins
-        code = pc.if_else(checks[i - 1], pa.scalar(i, pa.int8()), code)
-    return code
+    return first_failed(checks)
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     """Tables stacked without copying (chunked)."""
     return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
-def _count(mask: pa.Array) -> int:
-    return pc.sum(mask.cast(pa.int64())).as_py() or 0
 
 
 def _last_per_key(keys: pa.Table) -> pa.Array:
@@ -230,11 +214,6 @@ def _last_per_key(keys: pa.Table) -> pa.Array:
     return pc.filter(_array(pc.take(keys["seq"], order)), is_last)
 
 
-def _blank(col) -> pa.Array:
-    """Empty or only whitespace (utf8_is_space is false for an empty string)."""
-    return pc.or_(pc.equal(pc.utf8_length(col), 0), pc.utf8_is_space(col))
-
-
 def _not_int_ge1(col) -> pa.Array:
     """Not 1 to 9 ASCII digits with at least one of them non-zero (so >= 1 and fits int32)."""
     digits = pc.and_(pc.ascii_is_decimal(col), pc.less_equal(pc.utf8_length(col), 9))
@@ -242,27 +221,8 @@ def _not_int_ge1(col) -> pa.Array:
     return pc.invert(pc.and_(digits, nonzero))
 
 
-def _is_money(col) -> pa.Array:
-    """1 to 15 ASCII digits, optionally a dot and 1 or 2 more digits (a decimal >= 0 with 2 dp at most).
-
-    Kernels instead of a regular expression: several times faster on a POS day.
-    """
-    dot = pc.find_substring(col, ".")  # -1 when there is none
-    length = pc.utf8_length(col)
-    no_dot = pc.equal(dot, -1)
-    whole = pc.if_else(no_dot, length, dot)
-    fraction = pc.subtract(pc.subtract(length, dot), 1)
-    checks = [
-        pc.ascii_is_decimal(pc.replace_substring(col, ".", "", max_replacements=1)),
-        pc.greater_equal(whole, 1),
-        pc.less_equal(whole, 15),
-        pc.or_(no_dot, pc.and_(pc.greater_equal(fraction, 1), pc.less_equal(fraction, 2))),
-    ]
-    return functools.reduce(pc.and_, checks)
-
-
 def _bad_discount(col) -> pa.Array:
-    return pc.invert(pc.or_(_blank(col), _is_money(col)))
+    return pc.invert(pc.or_(blank(col), is_money(col)))
 
 
 def _parse_instants(col) -> pa.Array:
