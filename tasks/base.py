@@ -203,15 +203,25 @@ class PartitionedTask(luigi.Task):
         """The dependency window's raw folders, then the upstream partitions."""
         return [*self.raw_folders(), *self.upstream()]
 
+    def optional_raw_window(self) -> list[tuple[str, dt.date]]:
+        """Raw folders read when present (not Luigi requirements): their arrival or change makes the
+        partition stale, their absence does not block it (e.g. later ad exports). Default: none."""
+        return []
+
     def input_files(self, cache: CheckCache) -> Window | None:
-        """The raw files of the dependency window, read and refused; None while a raw folder is missing."""
+        """The raw files of the dependency window, read and refused; None while a required folder is missing."""
         zone, folders = cache.zone(), []
-        for source, date in self.raw_window():
+        optional = self.optional_raw_window()
+        for source, date in [*self.raw_window(), *optional]:
             entries = cache.raw_folder(zone, source, date)
+            relpath = zone.folder_relpath(source, date)
             if entries is None:
-                return None
+                if (source, date) not in optional:
+                    return None
+                folders.append(FolderInputs(relpath, [], [], "absent"))
+                continue
             key = ("select", type(self), source, date)
-            folders.append(cache.once(key, self._select, zone.folder_relpath(source, date), entries))
+            folders.append(cache.once(key, self._select, relpath, entries))
         return Window(folders)
 
     def _select(self, relpath: str, entries: list[tuple[str, int, int]]) -> FolderInputs:
@@ -299,6 +309,12 @@ class PartitionedTask(luigi.Task):
     def run(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         cache = CheckCache()
+        if self.state(cache).ok:
+            # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
+            # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
+            logger.info("%s: up to date now that its upstream is rebuilt; nothing written", self.task_id)
+            self.store().clear_failure(self.date)
+            return
         window = self.input_files(cache)
         if window is None:
             raise RuntimeError(f"{self.task_id}: a raw folder of its dependency window disappeared; rerun later")

@@ -101,6 +101,12 @@ class PartitionStore:
                 return False
         return bool(manifest.get("data_files"))
 
+    def read_table(self, date: dt.date) -> pa.Table:
+        """The data of one partition, as written (without the hive column)."""
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path(date) / DATA_FILE)
+
     def read_failure(self, date: dt.date) -> dict | None:
         try:
             return json.loads(self.failure_path(date).read_text(encoding="utf-8"))

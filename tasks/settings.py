@@ -40,6 +40,16 @@ class qsr(luigi.Config):  # noqa: N801
     )
 
 
+class ads(luigi.Config):  # noqa: N801
+    restatement_days = luigi.IntParameter(
+        default=7,
+        description="An ad export of day E restates dates E-N .. E-1; date d is final once export d+N arrived",
+    )
+    rolling_window_days = luigi.IntParameter(
+        default=7, description="Length of the ads look-back: AdsRolling7d for d covers d-N+1 .. d (inclusive)"
+    )
+
+
 def data_root() -> Path:
     return Path(daybreak().data_root)
 

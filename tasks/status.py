@@ -11,11 +11,16 @@ import json
 from dataclasses import asdict, dataclass
 
 from tasks import settings
+from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import CheckCache, PartitionedTask
 from tasks.calendar import date_range
 from tasks.qsr import StgQsrPos
 
-DATASETS: dict[str, type[PartitionedTask]] = {"stg_qsr_pos": StgQsrPos}
+DATASETS: dict[str, type[PartitionedTask]] = {
+    "stg_qsr_pos": StgQsrPos,
+    "ads_daily": AdsDaily,
+    "ads_rolling_7d": AdsRolling7d,
+}
 SYMBOLS = {"ok": "#", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
 
 

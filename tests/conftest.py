@@ -40,6 +40,13 @@ class Lab:
         path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
         return path
 
+    def ads_export(self, export: dt.date, first_date: dt.date, rows: list[str] | None = None) -> Path:
+        path = self.raw / "ads" / export.isoformat() / "ads.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = "date,campaign_id,channel,impressions,clicks,spend,conversions,conversion_value"
+        path.write_text("\n".join([header, *(rows if rows is not None else ads_rows(export, first_date))]) + "\n")
+        return path
+
     def qsr_days(self, start: dt.date, days: int, stores: tuple[str, ...] = ("S001", "S002")) -> None:
         """Folders start .. start+days, each store with a few valid lines around the clock."""
         for i in range(days + 1):
@@ -78,13 +85,13 @@ class Lab:
             return int(exc.code or 0)
         return 0
 
-    def range(self, start: dt.date, stop: dt.date, *extra: str) -> int:
-        return self.luigi("RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(stop), *extra)
+    def range(self, start: dt.date, stop: dt.date, *extra: str, of: str = "StgQsrPos") -> int:
+        return self.luigi("RangeDaily", "--of", of, "--start", str(start), "--stop", str(stop), *extra)
 
-    def rebuilt_by(self, action) -> set[dt.date]:
-        before = self.built_at()
+    def rebuilt_by(self, action, dataset: str = "staging/qsr_pos") -> set[dt.date]:
+        before = self.built_at(dataset)
         action()
-        after = self.built_at()
+        after = self.built_at(dataset)
         return {d for d, t in after.items() if before.get(d) != t}
 
     def cli(self, *args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -128,16 +135,40 @@ def lab(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def qsr_setting():
-    """Change a [qsr] setting for one test."""
+def setting():
+    """Change a luigi.cfg setting for one test: ``setting("qsr", "suspicious_qty_threshold", 5)``."""
     cfg = luigi.configuration.get_config()
     changed = []
 
-    def set_(key: str, value) -> None:
-        cfg.set("qsr", key, str(value))
-        changed.append(key)
+    def set_(section: str, key: str, value) -> None:
+        cfg.set(section, key, str(value))
+        changed.append((section, key))
 
     yield set_
-    for key in changed:
-        cfg.remove_option("qsr", key)
+    for section, key in changed:
+        cfg.remove_option(section, key)
     cfg.reload()
+
+
+@pytest.fixture
+def qsr_setting(setting):
+    """Change a [qsr] setting for one test."""
+    return lambda key, value: setting("qsr", key, value)
+
+
+def ads_rows(export: dt.date, first_date: dt.date, campaigns: tuple[str, ...] = ("C1", "C2")) -> list[str]:
+    """Export ``export`` restating dates export-7 .. export-1 (not before ``first_date``).
+
+    C1 spends 10.00 a day, C2 nothing; conversions of date d as export E reports them: (E - d) days,
+    so a newer export reports more; conversion_value = 5.00 per conversion.
+    """
+    rows = []
+    for k in range(7, 0, -1):
+        d = export - dt.timedelta(days=k)
+        if d < first_date:
+            continue
+        for c in campaigns:
+            spend = "10.00" if c == "C1" else "0.00"
+            conversions = (export - d).days
+            rows.append(f"{d},{c},google,1000,50,{spend},{conversions},{conversions * 5}.00")
+    return rows

@@ -52,7 +52,7 @@ def test_sample_backfill_across_the_dst_change(lab):
 
 
 def test_every_task_declares_its_contract_dataset_path():
-    expected = {"StgQsrPos": "staging/qsr_pos"}
+    expected = {"StgQsrPos": "staging/qsr_pos", "AdsDaily": "staging/ads_daily", "AdsRolling7d": "marts/ads_rolling_7d"}
     families = {cls.__name__: cls.dataset for cls in _subclasses(PartitionedTask) if cls.__module__.startswith("tasks")}
     assert families == expected
     assert all(hasattr(tasks, name) for name in expected)

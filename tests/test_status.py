@@ -21,7 +21,7 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
     assert lab.range(START, START + dt.timedelta(days=1)) == 30  # day 0 fails: 1 of 3 rows rejected
     shutil.rmtree(lab.raw / "qsr_pos" / (START + dt.timedelta(days=6)).isoformat())  # day 5 waits for raw
 
-    rows = status.collect(START, START + dt.timedelta(days=6))
+    rows = status.collect(START, START + dt.timedelta(days=6), ["stg_qsr_pos"])
     got = {(r.date - START).days: (r.state, r.reason) for r in rows}
     assert got[0][0] == "failed" and "row 2: qty is not an integer >= 1" in got[0][1]
     assert got[1] == ("missing", "no partition")
@@ -31,15 +31,32 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
     assert got[5] == ("waiting", "raw folder missing: qsr_pos/2026-09-16")
 
     qsr_setting("suspicious_qty_threshold", 7)
-    assert status.collect(START + dt.timedelta(days=4), START + dt.timedelta(days=5))[0].reason == (
+    assert status.collect(START + dt.timedelta(days=4), START + dt.timedelta(days=5), ["stg_qsr_pos"])[0].reason == (
         "rules changed: suspicious_qty_threshold 20 -> 7"
     )
 
-    assert main(["status", "--start", str(START), "--stop", str(START + dt.timedelta(days=6)), "--json"]) == 0
+    assert (
+        main(
+            [
+                "status",
+                "--dataset",
+                "stg_qsr_pos",
+                "--start",
+                str(START),
+                "--stop",
+                str(START + dt.timedelta(days=6)),
+                "--json",
+            ]
+        )
+        == 0
+    )
     as_json = json.loads(capsys.readouterr().out)
     assert [r["state"] for r in as_json] == ["failed", "missing", "stale", "stale", "stale", "waiting"]
 
-    assert main(["status", "--start", str(START), "--stop", str(START + dt.timedelta(days=6))]) == 0
+    assert (
+        main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + dt.timedelta(days=6))])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "FPsssw" in text.replace(".", "P")  # one character per day, in date order
     assert "1 failed" in text and "3 stale" in text
@@ -50,8 +67,8 @@ def test_a_later_success_clears_the_failure(lab):
     good = (lab.raw / "qsr_pos" / START.isoformat() / "S001.csv").read_text()
     lab.qsr_file(START.isoformat(), "S001", ["Q,1,S001,2026-09-10T12:00:00-04:00,COLA,zero,1.00,,COMPLETED"])
     assert lab.range(START, START + dt.timedelta(days=1)) == 30
-    assert status.collect(START, START + dt.timedelta(days=1))[0].state == "failed"
+    assert status.collect(START, START + dt.timedelta(days=1), ["stg_qsr_pos"])[0].state == "failed"
     (lab.raw / "qsr_pos" / START.isoformat() / "S001.csv").write_text(good)
     assert lab.range(START, START + dt.timedelta(days=1)) == 0
-    assert [r.state for r in status.collect(START, START + dt.timedelta(days=1))] == ["ok"]
+    assert [r.state for r in status.collect(START, START + dt.timedelta(days=1), ["stg_qsr_pos"])] == ["ok"]
     assert not (lab.data / "_state/failures/staging/qsr_pos/business_date=2026-09-10.json").exists()

@@ -1,0 +1,87 @@
+"""Ad-platform tasks (contract section 4): restated days and the 7-day look-back."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tasks import settings
+from tasks.base import Built, PartitionedTask
+from tasks.rawzone import RawFile
+
+DAY = dt.timedelta(days=1)
+
+
+class AdsDaily(PartitionedTask):
+    """ads_daily: one row per campaign per date, as the newest export that holds the date reports it.
+
+    Export ``E`` restates dates ``E-7 .. E-1``. Partition ``d`` requires export ``d+1`` (it is built once
+    that arrives) and reads exports ``d+2 .. d+7`` when present: each new one makes it stale, so a new
+    export rebuilds exactly the 7 dates it restates. ``source_export_date`` says which export won; the
+    manifest's ``stats.is_final`` says whether export ``d+7`` has arrived (final) or not (provisional).
+    """
+
+    dataset = "staging/ads_daily"
+
+    def restatement_days(self) -> int:
+        return settings.ads().restatement_days
+
+    def raw_window(self) -> list[tuple[str, dt.date]]:
+        return [("ads", self.date + DAY)]
+
+    def optional_raw_window(self) -> list[tuple[str, dt.date]]:
+        return [("ads", self.date + k * DAY) for k in range(2, self.restatement_days() + 1)]
+
+    def accepts_input(self, name: str) -> bool:
+        return name == "ads.csv"
+
+    def rules(self) -> dict:
+        from tasks.transforms.ads import DAILY_VERSION
+
+        return {"version": DAILY_VERSION, "restatement_days": self.restatement_days()}
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        from tasks.transforms.ads import RAW_COLUMNS, newest_restatement
+        from tasks.transforms.rawcsv import parse_csv_many
+
+        zone = self.zone()
+        parsed = parse_csv_many(((zone.read_bytes(f), f.relpath) for f in inputs), RAW_COLUMNS)
+        result = newest_restatement([(f.folder_date, p) for f, p in zip(inputs, parsed, strict=True)], self.date)
+        final_export = self.date + self.restatement_days() * DAY
+        stats = {
+            "source_export_date": result.source_export_date,
+            "exports_read": [f.folder_date.isoformat() for f in inputs],
+            "is_final": any(f.folder_date == final_export for f in inputs),
+        }
+        return Built(result.table, result.rejected, stats)
+
+
+class AdsRolling7d(PartitionedTask):
+    """ads_rolling_7d: one row per campaign per date, summed over the look-back ``d-6 .. d`` (inclusive).
+
+    Requires the AdsDaily partitions of its window (``[ads] rolling_window_days``, default 7). Dates
+    before ``[daybreak] start_date`` do not exist, so the first windows are shorter and
+    ``days_in_window`` says so. It is stale whenever one of its upstream partitions changed.
+    """
+
+    dataset = "marts/ads_rolling_7d"
+
+    def window_dates(self) -> list[dt.date]:
+        start, days = settings.daybreak().start_date, settings.ads().rolling_window_days
+        return [d for d in (self.date - k * DAY for k in range(days - 1, -1, -1)) if d >= start]
+
+    def upstream(self) -> list[PartitionedTask]:
+        return [AdsDaily(date=d) for d in self.window_dates()]
+
+    def rules(self) -> dict:
+        from tasks.transforms.ads import ROLLING_VERSION
+
+        cfg = settings.ads()
+        start = settings.daybreak().start_date
+        return {"version": ROLLING_VERSION, "window_days": cfg.rolling_window_days, "start_date": start.isoformat()}
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        from tasks.transforms.ads import rolling_window
+
+        days = [(u.date, u.store().read_table(u.date)) for u in self.upstream()]
+        table = rolling_window(days, len(days))
+        return Built(table, None, {"window": [d.isoformat() for d, _ in days], "days_in_window": len(days)})

@@ -1,0 +1,169 @@
+"""ads_daily and ads_rolling_7d: restated ad-platform days and their 7-day look-back (contract section 4).
+
+Pure: parsed exports (or upstream tables) in, one partition's table out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.transforms.checks import blank, count, first_failed, is_money, malformed_rejects
+from tasks.transforms.rawcsv import ParsedCsv
+
+DAILY_VERSION = "ads_daily/1"
+ROLLING_VERSION = "ads_rolling_7d/1"
+RAW_COLUMNS = ["date", "campaign_id", "channel", "impressions", "clicks", "spend", "conversions", "conversion_value"]
+MONEY = pa.decimal128(18, 2)
+DAILY_SCHEMA = pa.schema(
+    [
+        ("campaign_id", pa.string()),
+        ("channel", pa.string()),
+        ("impressions", pa.int64()),
+        ("clicks", pa.int64()),
+        ("spend", MONEY),
+        ("conversions", pa.int64()),
+        ("conversion_value", MONEY),
+        ("source_export_date", pa.date32()),
+    ]
+)
+ROLLING_SCHEMA = pa.schema(
+    [
+        ("campaign_id", pa.string()),
+        ("spend_7d", MONEY),
+        ("conversions_7d", pa.int64()),
+        ("conversion_value_7d", MONEY),
+        ("roas_7d", pa.float64()),
+        ("cpa_7d", pa.float64()),
+        ("days_in_window", pa.int32()),
+    ]
+)
+REJECT_SCHEMA = pa.schema(
+    [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
+    + [(c, pa.string()) for c in RAW_COLUMNS]
+)
+REASONS = [
+    "",
+    "date is not an ISO date",
+    "campaign_id is empty",
+    "channel is empty",
+    "impressions is not an integer >= 0",
+    "clicks is not an integer >= 0",
+    "spend is not a decimal >= 0 (2 dp)",
+    "conversions is not an integer >= 0",
+    "conversion_value is not a decimal >= 0 (2 dp)",
+]
+
+
+@dataclass(frozen=True)
+class DailyResult:
+    table: pa.Table  # DAILY_SCHEMA: the rows of the date from the newest export that holds it
+    rejected: pa.Table  # REJECT_SCHEMA: rows of the date, from any export of its window, that failed a rule
+    source_export_date: dt.date | None
+
+
+def newest_restatement(exports: list[tuple[dt.date, ParsedCsv]], date: dt.date) -> DailyResult:
+    """Date ``date`` as the newest export that holds it reports it (exports in any order).
+
+    A row whose ``date`` does not parse is rejected into the partition of its export's day before
+    (the most recent day an export restates), so it is quarantined exactly once.
+    """
+    holding, rejected = [], []
+    for export_date, parsed in sorted(exports, key=lambda e: e[0]):
+        rows, bad = _export_rows(parsed, export_date, date)
+        rejected.append(bad)
+        if rows.num_rows:
+            holding.append((export_date, rows))
+    rejects = pa.concat_tables(rejected) if rejected else REJECT_SCHEMA.empty_table()
+    if not holding:
+        return DailyResult(DAILY_SCHEMA.empty_table(), rejects, None)
+    export_date, rows = holding[-1]
+    table = rows.append_column("source_export_date", pa.repeat(pa.scalar(export_date, pa.date32()), rows.num_rows))
+    return DailyResult(table.cast(DAILY_SCHEMA), rejects, export_date)
+
+
+def _export_rows(parsed: ParsedCsv, export_date: dt.date, date: dt.date) -> tuple[pa.Table, pa.Table]:
+    raw = parsed.table
+    day = pc.strptime(raw["date"], format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
+    checks = [
+        pc.is_null(day),
+        blank(raw["campaign_id"]),
+        blank(raw["channel"]),
+        _not_count(raw["impressions"]),
+        _not_count(raw["clicks"]),
+        pc.invert(is_money(raw["spend"])),
+        _not_count(raw["conversions"]),
+        pc.invert(is_money(raw["conversion_value"])),
+    ]
+    code = first_failed(checks)
+    valid = pc.equal(code, 0)
+    target = pa.scalar(date, pa.date32())
+    mine = pc.if_else(pc.is_null(day), pa.scalar(export_date - dt.timedelta(days=1) == date), pc.equal(day, target))
+    keep = pc.and_(valid, mine)
+    picked = raw.filter(keep)
+    rows = pa.table(
+        {
+            "campaign_id": picked["campaign_id"],
+            "channel": picked["channel"],
+            "impressions": pc.cast(picked["impressions"], pa.int64()),
+            "clicks": pc.cast(picked["clicks"], pa.int64()),
+            "spend": pc.cast(picked["spend"], MONEY),
+            "conversions": pc.cast(picked["conversions"], pa.int64()),
+            "conversion_value": pc.cast(picked["conversion_value"], MONEY),
+        }
+    )
+    bad = pc.and_(pc.invert(valid), mine)
+    n = count(bad)
+    cols = {
+        "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), n),
+        "row_number": pc.filter(parsed.row_numbers, bad),
+        "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
+    }
+    cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
+    rejected = pa.table(cols, schema=REJECT_SCHEMA)
+    if parsed.malformed and export_date - dt.timedelta(days=1) == date:
+        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, RAW_COLUMNS, REJECT_SCHEMA, "campaign_id")])
+    return rows, rejected
+
+
+def rolling_window(days: list[tuple[dt.date, pa.Table]], days_in_window: int) -> pa.Table:
+    """Per campaign, the sums over ``days`` (ads_daily tables) and their ratios.
+
+    roas_7d = conversion_value_7d / spend_7d and cpa_7d = spend_7d / conversions_7d, null when the
+    divisor is 0. ``days_in_window`` is how many dates of the look-back exist (fewer than the window
+    length only before the first business date).
+    """
+    tables = [t.select(["campaign_id", "spend", "conversions", "conversion_value"]) for _, t in days]
+    if not tables or sum(t.num_rows for t in tables) == 0:
+        return ROLLING_SCHEMA.empty_table()
+    sums = (
+        pa.concat_tables(tables)
+        .group_by("campaign_id", use_threads=False)
+        .aggregate([("spend", "sum"), ("conversions", "sum"), ("conversion_value", "sum")])
+        .sort_by("campaign_id")
+    )
+    spend = pc.cast(sums["spend_sum"], MONEY)
+    conversions = sums["conversions_sum"]
+    value = pc.cast(sums["conversion_value_sum"], MONEY)
+    spend_f, conv_f, value_f = (pc.cast(c, pa.float64()) for c in (spend, conversions, value))
+    null = pa.scalar(None, pa.float64())
+    return pa.table(
+        {
+            "campaign_id": sums["campaign_id"],
+            "spend_7d": spend,
+            "conversions_7d": conversions,
+            "conversion_value_7d": value,
+            "roas_7d": pc.if_else(pc.equal(spend_f, 0), null, pc.divide(value_f, spend_f)),
+            "cpa_7d": pc.if_else(pc.equal(conv_f, 0), null, pc.divide(spend_f, conv_f)),
+            "days_in_window": pa.repeat(pa.scalar(days_in_window, pa.int32()), sums.num_rows),
+        },
+        schema=ROLLING_SCHEMA,
+    )
+
+
+def _not_count(col) -> pa.Array:
+    """Not 1 to 15 ASCII digits (an integer >= 0)."""
+    return pc.invert(pc.and_(pc.ascii_is_decimal(col), pc.less_equal(pc.utf8_length(col), 15)))

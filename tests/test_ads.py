@@ -1,0 +1,133 @@
+"""AdsDaily and AdsRolling7d through Luigi: restatements, the look-back, and what a new export rebuilds."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+
+import duckdb
+import pytest
+
+from tests.conftest import ads_rows
+
+FIRST = dt.date(2026, 9, 20)  # [daybreak] start_date in these tests
+DAY = dt.timedelta(days=1)
+
+
+def days(a: dt.date, b: dt.date) -> set[dt.date]:
+    """a .. b inclusive."""
+    return {a + k * DAY for k in range((b - a).days + 1)}
+
+
+@pytest.fixture
+def ads_lab(lab, setting):
+    setting("daybreak", "start_date", FIRST)
+    for k in range(1, 15):  # exports 09-21 .. 10-04
+        lab.ads_export(FIRST + k * DAY, FIRST)
+    return lab
+
+
+def snapshot(lab) -> dict:
+    return {ds: lab.built_at(ds) for ds in ("staging/ads_daily", "marts/ads_rolling_7d")}
+
+
+def changed(before: dict, after: dict) -> dict:
+    return {ds: {d for d, t in after[ds].items() if before[ds].get(d) != t} for ds in after}
+
+
+def rolling(lab, date: dt.date) -> list[tuple]:
+    glob = f"{lab.data}/marts/ads_rolling_7d/*/*.parquet"
+    return duckdb.execute(
+        f"select campaign_id, spend_7d::varchar, conversions_7d, conversion_value_7d::varchar, roas_7d, cpa_7d, "
+        f"days_in_window from read_parquet('{glob}', hive_partitioning=true) where business_date = ? "
+        f"order by campaign_id",
+        [date],
+    ).fetchall()
+
+
+def test_look_back_across_a_month_end_worked_by_hand(ads_lab):
+    assert ads_lab.range(FIRST, dt.date(2026, 10, 4), of="AdsRolling7d") == 0
+    # window 09-27 .. 10-03; the newest export is min(d+7, 10-04): conversions 7,6,5,4,3,2,1 = 28
+    assert rolling(ads_lab, dt.date(2026, 10, 3)) == [
+        ("C1", "70.00", 28, "140.00", 2.0, 2.5, 7),
+        ("C2", "0.00", 28, "140.00", None, 0.0, 7),  # zero spend: no ROAS
+    ]
+    # before start_date nothing exists: the window of 09-22 holds 3 days, and says so
+    assert rolling(ads_lab, dt.date(2026, 9, 22)) == [
+        ("C1", "30.00", 21, "105.00", 3.5, 30 / 21, 3),
+        ("C2", "0.00", 21, "105.00", None, 0.0, 3),
+    ]
+
+
+def test_restatement_takes_the_newest_export_and_knows_when_it_is_final(ads_lab):
+    assert ads_lab.range(FIRST, dt.date(2026, 10, 4), of="AdsDaily") == 0
+    glob = f"{ads_lab.data}/staging/ads_daily/*/*.parquet"
+    got = duckdb.execute(
+        f"select business_date, source_export_date, conversions from read_parquet('{glob}', hive_partitioning=true) "
+        f"where campaign_id = 'C1' and business_date in (DATE '2026-09-25', DATE '2026-10-01') order by 1"
+    ).fetchall()
+    assert got == [(dt.date(2026, 9, 25), dt.date(2026, 10, 2), 7), (dt.date(2026, 10, 1), dt.date(2026, 10, 4), 3)]
+    final = {
+        d: _manifest(ads_lab, "staging/ads_daily", d)["stats"]["is_final"] for d in days(FIRST, dt.date(2026, 10, 3))
+    }
+    assert {d for d, f in final.items() if f} == days(FIRST, dt.date(2026, 9, 27))  # export d+7 is in
+
+
+def test_a_new_export_rebuilds_its_7_dates_then_the_windows_that_read_them(ads_lab):
+    stop = dt.date(2026, 10, 5)  # rolling built for 09-20 .. 10-04 (needs export 10-05 for 10-04)
+    ads_lab.ads_export(dt.date(2026, 10, 5), FIRST)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    before = snapshot(ads_lab)
+    ads_lab.ads_export(dt.date(2026, 10, 6), FIRST)  # restates 09-29 .. 10-05 with more conversions
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert changed(before, snapshot(ads_lab)) == {
+        "staging/ads_daily": days(dt.date(2026, 9, 29), dt.date(2026, 10, 4)),  # 10-05 was never built
+        "marts/ads_rolling_7d": days(dt.date(2026, 9, 29), dt.date(2026, 10, 4)),
+    }
+    before = snapshot(ads_lab)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert changed(before, snapshot(ads_lab)) == {"staging/ads_daily": set(), "marts/ads_rolling_7d": set()}
+
+
+def test_a_resent_export_with_the_same_numbers_rebuilds_the_daily_dates_only(ads_lab):
+    stop = dt.date(2026, 10, 4)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    before = snapshot(ads_lab)
+    path = ads_lab.ads_export(dt.date(2026, 10, 1), FIRST)  # the same content, written again (new mtime)
+    assert path.exists()
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    got = changed(before, snapshot(ads_lab))
+    # dates that export 10-01 restates and for which it can be the newest export read: 09-24 .. 09-30
+    assert got["staging/ads_daily"] == days(dt.date(2026, 9, 24), dt.date(2026, 9, 30))
+    assert got["marts/ads_rolling_7d"] == set()  # their data did not change: no window is rebuilt
+
+
+def test_an_export_missing_in_the_middle(ads_lab):
+    shutil.rmtree(ads_lab.raw / "ads" / "2026-10-04")
+    shutil.rmtree(ads_lab.raw / "ads" / "2026-10-02")
+    assert ads_lab.range(FIRST, dt.date(2026, 10, 1), of="AdsDaily") == 0
+    m = _manifest(ads_lab, "staging/ads_daily", dt.date(2026, 9, 28))
+    assert m["stats"]["source_export_date"] == "2026-10-03"  # 10-04 missing: the newest present wins
+    assert m["stats"]["exports_read"] == ["2026-09-29", "2026-09-30", "2026-10-01", "2026-10-03"]
+    # 10-01 needs export 10-02, which is missing: reported as missing data, not built
+    assert ads_lab.range(dt.date(2026, 10, 1), dt.date(2026, 10, 2), of="AdsDaily") == 20
+
+
+def test_bad_ad_rows_are_quarantined(ads_lab):
+    rows = ads_rows(dt.date(2026, 10, 1), FIRST) + [
+        "2026-09-30,C3,google,-5,1,1.00,1,1.00",
+        "yesterday,C4,meta,1,1,1.00,1,1.00",
+    ]
+    ads_lab.ads_export(dt.date(2026, 10, 1), FIRST, rows)
+    assert ads_lab.range(dt.date(2026, 9, 30), dt.date(2026, 10, 1), of="AdsDaily") == 0
+    q = ads_lab.data / "quarantine/staging/ads_daily/business_date=2026-09-30/rejected.parquet"
+    got = duckdb.execute(f"select source_file, row_number, reason from '{q}' order by row_number").fetchall()
+    assert got == [
+        ("ads/2026-10-01/ads.csv", 16, "impressions is not an integer >= 0"),
+        ("ads/2026-10-01/ads.csv", 17, "date is not an ISO date"),  # unparseable: the export's day before
+    ]
+
+
+def _manifest(lab, dataset: str, date: dt.date) -> dict:
+    return json.loads((lab.partition(date, dataset) / "_manifest.json").read_text())
