@@ -1,0 +1,108 @@
+"""newest_restatement and rolling_window on tiny inline exports."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from tasks.transforms.ads import DAILY_SCHEMA, RAW_COLUMNS, newest_restatement, rolling_window
+from tasks.transforms.rawcsv import parse_csv
+
+D = dt.date(2026, 9, 30)
+HEADER = ",".join(RAW_COLUMNS)
+
+
+def export(e: dt.date, rows: list[str]):
+    return e, parse_csv(("\n".join([HEADER, *rows]) + "\n").encode(), f"ads/{e}/ads.csv", RAW_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("present", "winner"),
+    [
+        ([1, 2, 3, 4, 5, 6, 7], 7),
+        ([1, 2, 4], 4),  # an export missing in the middle
+        ([1], 1),
+        ([3, 1, 2], 3),  # order of the list does not matter
+    ],
+)
+def test_the_newest_export_holding_the_date_wins(present, winner):
+    exports = [export(D + dt.timedelta(days=k), [f"{D},C1,google,100,5,10.00,{k},{k * 3}.00"]) for k in present]
+    result = newest_restatement(exports, D)
+    assert result.source_export_date == D + dt.timedelta(days=winner)
+    assert result.table.to_pylist() == [
+        {
+            "campaign_id": "C1",
+            "channel": "google",
+            "impressions": 100,
+            "clicks": 5,
+            "spend": Decimal("10.00"),
+            "conversions": winner,
+            "conversion_value": Decimal(f"{winner * 3}.00"),
+            "source_export_date": D + dt.timedelta(days=winner),
+        }
+    ]
+
+
+def test_an_export_that_does_not_hold_the_date_is_not_the_truth():
+    other_day = D - dt.timedelta(days=1)
+    exports = [
+        export(D + dt.timedelta(days=1), [f"{D},C1,google,1,1,1.00,1,1.00"]),
+        export(D + dt.timedelta(days=2), [f"{other_day},C1,google,9,9,9.00,9,9.00"]),
+    ]
+    assert newest_restatement(exports, D).source_export_date == D + dt.timedelta(days=1)
+
+
+def test_no_export_holds_the_date():
+    result = newest_restatement([export(D + dt.timedelta(days=1), [])], D)
+    assert (result.table.num_rows, result.source_export_date) == (0, None)
+
+
+def daily(rows: list[tuple[str, str, int, str]]) -> pa.Table:
+    return pa.table(
+        {
+            "campaign_id": [r[0] for r in rows],
+            "channel": ["google"] * len(rows),
+            "impressions": [1] * len(rows),
+            "clicks": [1] * len(rows),
+            "spend": [Decimal(r[1]) for r in rows],
+            "conversions": [r[2] for r in rows],
+            "conversion_value": [Decimal(r[3]) for r in rows],
+            "source_export_date": [D] * len(rows),
+        },
+        schema=DAILY_SCHEMA,
+    )
+
+
+def test_rolling_sums_and_ratios():
+    days = [
+        (D, daily([("C1", "10.00", 2, "30.00"), ("C2", "0.00", 0, "0.00")])),
+        (D, daily([("C1", "5.50", 1, "4.50")])),
+    ]
+    got = rolling_window(days, 2).to_pylist()
+    assert got == [
+        {
+            "campaign_id": "C1",
+            "spend_7d": Decimal("15.50"),
+            "conversions_7d": 3,
+            "conversion_value_7d": Decimal("34.50"),
+            "roas_7d": pytest.approx(34.5 / 15.5),
+            "cpa_7d": pytest.approx(15.5 / 3),
+            "days_in_window": 2,
+        },
+        {
+            "campaign_id": "C2",
+            "spend_7d": Decimal("0.00"),
+            "conversions_7d": 0,
+            "conversion_value_7d": Decimal("0.00"),
+            "roas_7d": None,
+            "cpa_7d": None,
+            "days_in_window": 2,
+        },
+    ]
+
+
+def test_rolling_over_nothing_is_empty():
+    assert rolling_window([], 0).num_rows == 0
