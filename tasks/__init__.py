@@ -6,4 +6,5 @@ Importing this package registers every task family, so ``luigi --module tasks <F
 __version__ = "0.1.0"
 
 from tasks.ads import AdsDaily, AdsRolling7d  # noqa: E402,F401  (registers the task families)
+from tasks.backfill import MorningRefresh  # noqa: E402,F401
 from tasks.qsr import StgQsrPos  # noqa: E402,F401
