@@ -42,11 +42,24 @@ def day_status(task: PartitionedTask, cache: CheckCache, name: str) -> DayStatus
     if not state.ok and failure and failure.get("failed_at", "") > manifest.get("finished_at", ""):
         return DayStatus(name, task.date, "failed", failure.get("error", "").splitlines()[0][:300])
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
-    if state.state == "missing" and task.input_files(cache) is None:
-        zone = cache.zone()
-        waiting = [f"{s}/{d}" for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None]
-        return DayStatus(name, task.date, "waiting", "raw folder missing: " + ", ".join(waiting))
+    if state.state == "missing":
+        waiting = _waiting_for(task, cache)
+        if waiting:
+            return DayStatus(name, task.date, "waiting", waiting)
     return DayStatus(name, task.date, state.state, state.reason if not state.ok else "", rows, duration)
+
+
+def _waiting_for(task: PartitionedTask, cache: CheckCache) -> str:
+    """Why a missing partition cannot be built yet: a raw folder of its window, or an upstream partition
+    that itself waits for one. Empty when nothing is in the way (it is simply not built)."""
+    if task.input_files(cache) is None:
+        zone = cache.zone()
+        folders = [f"{s}/{d}" for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None]
+        return "raw folder missing: " + ", ".join(folders)
+    for up in task.upstream():
+        if not up.state(cache).ok and _waiting_for(up, cache):
+            return f"upstream {up.dataset} {up.date} waits for raw data"
+    return ""
 
 
 def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> list[DayStatus]:

@@ -146,3 +146,17 @@ def test_morning_refresh_builds_the_last_days_and_then_runs_nothing(ads_lab):
     assert ads_lab.luigi("MorningRefresh", "--today", str(today)) == 0
     assert ads_lab.files() == files  # an unchanged morning runs nothing and writes nothing
     assert {ds: ads_lab.built_at(ds) for ds in before} == before
+
+
+def test_status_shows_a_window_waiting_for_its_upstream(ads_lab):
+    from tasks import status
+
+    assert ads_lab.range(dt.date(2026, 10, 2), dt.date(2026, 10, 4), of="AdsRolling7d") == 0
+    rows = status.collect(dt.date(2026, 10, 2), dt.date(2026, 10, 5), ["ads_daily", "ads_rolling_7d"])
+    got = {(r.dataset, r.date): (r.state, r.reason) for r in rows}
+    assert got[("ads_daily", dt.date(2026, 10, 4))] == ("waiting", "raw folder missing: ads/2026-10-05")
+    assert got[("ads_rolling_7d", dt.date(2026, 10, 4))] == (
+        "waiting",
+        "upstream staging/ads_daily 2026-10-04 waits for raw data",
+    )
+    assert got[("ads_rolling_7d", dt.date(2026, 10, 3))] == ("ok", "")
