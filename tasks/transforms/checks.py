@@ -7,6 +7,8 @@ import functools
 import pyarrow as pa
 import pyarrow.compute as pc
 
+ISO_INSTANT = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$"
+
 
 def blank(col) -> pa.Array:
     """Empty or only whitespace (utf8_is_space is false for an empty string)."""
@@ -55,3 +57,28 @@ def malformed_rejects(parsed, raw_columns: list[str], schema: pa.Schema, text_co
         reason=pa.array([r for _, r, _ in m], pa.string()),
     )
     return pa.table(cols, schema=schema)
+
+
+def not_int_ge1(col) -> pa.Array:
+    """Not 1 to 9 ASCII digits with at least one of them non-zero (so >= 1 and fits int32)."""
+    digits = pc.and_(pc.ascii_is_decimal(col), pc.less_equal(pc.utf8_length(col), 9))
+    nonzero = pc.greater(pc.utf8_length(pc.utf8_ltrim(col, characters="0")), 0)
+    return pc.invert(pc.and_(digits, nonzero))
+
+
+def parse_instants(col) -> pa.Array:
+    """UTC instants from ISO 8601 strings that carry an offset (or Z); null for anything else."""
+    fast = pc.strptime(col, format="%Y-%m-%dT%H:%M:%S%z", unit="s", error_is_null=True)
+    failed = as_array(pc.is_null(fast))
+    if not pc.any(failed).as_py():
+        return fast
+    import pandas as pd  # rare: fractional seconds and other ISO forms strptime does not take
+
+    retry = pc.match_substring_regex(pc.filter(col, failed), ISO_INSTANT)
+    slow = pd.to_datetime(pc.filter(col, failed).to_pandas(), utc=True, format="ISO8601", errors="coerce")
+    slow = pa.array(slow.dt.floor("s"), pa.timestamp("s", tz="UTC"))
+    return pc.replace_with_mask(as_array(fast), failed, as_array(pc.if_else(retry, slow, pa.scalar(None, slow.type))))
+
+
+def as_array(x) -> pa.Array:
+    return x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x

@@ -14,7 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.calendar import business_dates
-from tasks.transforms.checks import blank, count, first_failed, is_money, malformed_rejects
+from tasks.transforms.checks import (
+    as_array,
+    blank,
+    count,
+    first_failed,
+    is_money,
+    malformed_rejects,
+    not_int_ge1,
+    parse_instants,
+)
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
 from tasks.transforms.rawcsv import ParsedCsv
 
@@ -41,7 +50,6 @@ REJECT_SCHEMA = pa.schema(
     [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
     + [(c, pa.string()) for c in RAW_COLUMNS]
 )
-_ISO = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$"
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,7 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
     raw = pa.concat_tables([f.table for f in files])  # chunked, no copy
     names = pa.array([f.source_file for f in files], pa.string())
     file_index = pa.array(np.repeat(np.arange(len(files), dtype="int32"), [f.table.num_rows for f in files]))
-    ordered_at = _parse_instants(raw["ordered_at"])
+    ordered_at = parse_instants(raw["ordered_at"])
     bdate = business_dates(ordered_at, rules.timezone, rules.day_start_hour)
     code = _failed_rule(raw, ordered_at, _store_id_is_not_stem(raw, files, file_index))
     valid = pc.equal(code, 0)
@@ -180,11 +188,11 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, wrong_store: pa.Array) -> 
     """Per row, the index in REASONS of the first rule it fails (0 when it passes them all)."""
     checks = [
         blank(raw["order_id"]),
-        _not_int_ge1(raw["line_no"]),
+        not_int_ge1(raw["line_no"]),
         wrong_store,
         pc.is_null(ordered_at),
         blank(raw["sku"]),
-        _not_int_ge1(raw["qty"]),
+        not_int_ge1(raw["qty"]),
         pc.invert(is_money(raw["unit_price"])),
         _bad_discount(raw["discount"]),
         pc.invert(pc.is_in(raw["status"], pa.array(STATUSES))),
@@ -207,40 +215,15 @@ def _last_per_key(keys: pa.Table) -> pa.Array:
     order = pc.sort_indices(keys, sort_keys=by)
     same_as_next = None
     for column in ("store_id", "order_id", "line_no"):
-        values = _array(pc.take(keys[column], order))
+        values = as_array(pc.take(keys[column], order))
         equal = pc.equal(values[:-1], values[1:])
         same_as_next = equal if same_as_next is None else pc.and_(same_as_next, equal)
     is_last = pa.concat_arrays([pc.invert(same_as_next), pa.array([True])])
-    return pc.filter(_array(pc.take(keys["seq"], order)), is_last)
-
-
-def _not_int_ge1(col) -> pa.Array:
-    """Not 1 to 9 ASCII digits with at least one of them non-zero (so >= 1 and fits int32)."""
-    digits = pc.and_(pc.ascii_is_decimal(col), pc.less_equal(pc.utf8_length(col), 9))
-    nonzero = pc.greater(pc.utf8_length(pc.utf8_ltrim(col, characters="0")), 0)
-    return pc.invert(pc.and_(digits, nonzero))
+    return pc.filter(as_array(pc.take(keys["seq"], order)), is_last)
 
 
 def _bad_discount(col) -> pa.Array:
     return pc.invert(pc.or_(blank(col), is_money(col)))
-
-
-def _parse_instants(col) -> pa.Array:
-    """UTC instants from ISO 8601 strings that carry an offset (or Z); null for anything else."""
-    fast = pc.strptime(col, format="%Y-%m-%dT%H:%M:%S%z", unit="s", error_is_null=True)
-    failed = _array(pc.is_null(fast))
-    if not pc.any(failed).as_py():
-        return fast
-    import pandas as pd  # rare: fractional seconds and other ISO forms strptime does not take
-
-    retry = pc.match_substring_regex(pc.filter(col, failed), _ISO)
-    slow = pd.to_datetime(pc.filter(col, failed).to_pandas(), utc=True, format="ISO8601", errors="coerce")
-    slow = pa.array(slow.dt.floor("s"), pa.timestamp("s", tz="UTC"))
-    return pc.replace_with_mask(_array(fast), failed, _array(pc.if_else(retry, slow, pa.scalar(None, slow.type))))
-
-
-def _array(x) -> pa.Array:
-    return x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x
 
 
 def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
