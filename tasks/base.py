@@ -95,10 +95,10 @@ class CheckCache:
         if store.root not in self.listed:
             self.listed[store.root] = store.listed_dates()
 
-    def manifest(self, store: PartitionStore, date: dt.date) -> dict | None:
+    def manifest(self, store: PartitionStore, date: dt.date | None) -> dict | None:
         key = (store.root, date)
         if key not in self.manifests:
-            listed = self.listed.get(store.root)
+            listed = self.listed.get(store.root) if date is not None else None
             self.manifests[key] = None if listed is not None and date not in listed else store.read_manifest(date)
         return self.manifests[key]
 
@@ -150,15 +150,18 @@ class Window:
         return [f"{f.relpath}/{name}" for f in self.folders for name in f.refused]
 
 
-class PartitionedTask(luigi.Task):
-    """Base of every business-date partitioned task. Subclasses set ``dataset`` and define
-    ``raw_window()`` (the raw folders they read) and/or ``upstream()`` (the partitions they read),
-    ``rules()`` and ``build()``; ``requires()`` is derived from the first two, so the completeness
-    check never has to instantiate Luigi tasks to know the window."""
+class MaterializedTask(luigi.Task):
+    """A task whose output is one folder of Parquet + manifest, complete only while fresh (see module doc).
 
-    date = luigi.DateParameter(description="Business date of the partition")
+    Subclasses: :class:`PartitionedTask` (one folder per business date) and :class:`SnapshotTask`
+    (one unpartitioned folder)."""
 
     dataset: ClassVar[str] = ""
+
+    @property
+    def key(self) -> dt.date | None:
+        """The partition's business date; None for an unpartitioned dataset."""
+        raise NotImplementedError
 
     # -- to define in subclasses -------------------------------------------------------------------
     def rules(self) -> dict:
@@ -186,7 +189,7 @@ class PartitionedTask(luigi.Task):
         return RawZone.from_uri(settings.raw_root())
 
     def output(self) -> PartitionTarget:
-        return PartitionTarget(self.store(), self.date)
+        return PartitionTarget(self.store(), self.key)
 
     def raw_window(self) -> list[tuple[str, dt.date]]:
         """(source, export date) of every raw folder the partition reads: its dependency window."""
@@ -254,6 +257,99 @@ class PartitionedTask(luigi.Task):
     def warm_up(cls) -> None:
         """Load what the transform initialises lazily. Default: nothing."""
 
+    def state(self, cache: CheckCache) -> PartitionState:
+        if self.task_id not in cache.states:
+            cache.states[self.task_id] = self._state(cache)
+        return cache.states[self.task_id]
+
+    def _state(self, cache: CheckCache) -> PartitionState:
+        store = cache.once(("store", self.dataset), self.store)
+        manifest = cache.manifest(store, self.key)
+        if manifest is None:
+            return PartitionState("missing", "no partition")
+        if manifest.get("_corrupt") or not store.data_matches(self.key, manifest):
+            return PartitionState("stale", "data file does not match its manifest (interrupted write?)")
+        if manifest.get("rules_fingerprint") != cache.once(("rules", self.task_family), self.rules_fingerprint):
+            return PartitionState("stale", "rules changed: " + _diff_rules(manifest.get("rules", {}), self.rules()))
+        window = self.input_files(cache)
+        if window is None:
+            return PartitionState("stale", "a raw folder it read is gone")
+        if manifest.get("input_fingerprint") != window.fingerprint:
+            return PartitionState("stale", "input changed: " + _diff_inputs(manifest.get("inputs", []), window.read))
+        recorded = manifest.get("upstream", {})
+        for up in self.upstream():
+            up_state = up.state(cache)
+            if not up_state.ok:
+                return PartitionState("stale", f"upstream {up.task_id} is {up_state.state}")
+            version = (cache.manifest(cache.once(("store", up.dataset), up.store), up.key) or {}).get("data_version")
+            if recorded.get(up.task_id) != version:
+                return PartitionState("stale", f"upstream {up.task_id} changed")
+        return PartitionState("ok")
+
+    # -- the run template --------------------------------------------------------------------------
+    def run(self) -> None:
+        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        cache = CheckCache()
+        if self.state(cache).ok:
+            # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
+            # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
+            logger.info("%s: up to date now that its upstream is rebuilt; nothing written", self.task_id)
+            self.store().clear_failure(self.key)
+            return
+        window = self.input_files(cache)
+        if window is None:
+            raise RuntimeError(f"{self.task_id}: a raw folder of its dependency window disappeared; rerun later")
+        inputs = window.read
+        upstream = {u.task_id: (cache.manifest(u.store(), u.key) or {}).get("data_version") for u in self.upstream()}
+        built = self.build(inputs)
+        store = self.store()
+        if built.rejected is not None:
+            store.write_quarantine(self.key, built.rejected)
+        self.check_built(built)
+        manifest = {
+            "dataset": self.dataset,
+            "business_date": self.key.isoformat() if self.key else None,
+            "rules": self.rules(),
+            "rules_fingerprint": self.rules_fingerprint(),
+            "inputs": [input_line(f) for f in inputs],
+            "input_fingerprint": window.fingerprint,
+            "refused_inputs": window.refused,
+            "upstream": upstream,
+            "row_count": built.table.num_rows,
+            "rejected_count": 0 if built.rejected is None else built.rejected.num_rows,
+            "stats": built.stats,
+            "task_id": self.task_id,
+            "package_version": tasks.__version__,
+            "started_at": started.isoformat(),
+        }
+        finished = dt.datetime.now(dt.UTC)
+        manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
+        store.write(self.key, built.table, manifest)
+        store.clear_failure(self.key)
+
+    def on_failure(self, exception: BaseException) -> str:
+        try:
+            self.store().record_failure(
+                self.key,
+                {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id},
+            )
+        except OSError as exc:  # the failure record must never hide the real error
+            logger.warning("could not record the failure of %s: %s", self.task_id, exc)
+        return super().on_failure(exception)
+
+
+class PartitionedTask(MaterializedTask):
+    """Base of every business-date partitioned task. Subclasses set ``dataset`` and define
+    ``raw_window()`` (the raw folders they read) and/or ``upstream()`` (the partitions they read),
+    ``rules()`` and ``build()``; ``requires()`` is derived from the first two, so the completeness
+    check never has to instantiate Luigi tasks to know the window."""
+
+    date = luigi.DateParameter(description="Business date of the partition")
+
+    @property
+    def key(self) -> dt.date:
+        return self.date
+
     @classmethod
     def bulk_complete(cls, parameter_tuples: Iterable) -> list[dt.date]:
         """The dates of ``parameter_tuples`` that are complete; same answers as ``complete()``.
@@ -276,85 +372,13 @@ class PartitionedTask(luigi.Task):
             incomplete.prepare_to_run()
         return done
 
-    def state(self, cache: CheckCache) -> PartitionState:
-        if self.task_id not in cache.states:
-            cache.states[self.task_id] = self._state(cache)
-        return cache.states[self.task_id]
 
-    def _state(self, cache: CheckCache) -> PartitionState:
-        store = cache.once(("store", self.dataset), self.store)
-        manifest = cache.manifest(store, self.date)
-        if manifest is None:
-            return PartitionState("missing", "no partition")
-        if manifest.get("_corrupt") or not store.data_matches(self.date, manifest):
-            return PartitionState("stale", "data file does not match its manifest (interrupted write?)")
-        if manifest.get("rules_fingerprint") != cache.once(("rules", self.task_family), self.rules_fingerprint):
-            return PartitionState("stale", "rules changed: " + _diff_rules(manifest.get("rules", {}), self.rules()))
-        window = self.input_files(cache)
-        if window is None:
-            return PartitionState("stale", "a raw folder it read is gone")
-        if manifest.get("input_fingerprint") != window.fingerprint:
-            return PartitionState("stale", "input changed: " + _diff_inputs(manifest.get("inputs", []), window.read))
-        recorded = manifest.get("upstream", {})
-        for up in self.upstream():
-            up_state = up.state(cache)
-            if not up_state.ok:
-                return PartitionState("stale", f"upstream {up.task_id} is {up_state.state}")
-            version = (cache.manifest(cache.once(("store", up.dataset), up.store), up.date) or {}).get("data_version")
-            if recorded.get(up.task_id) != version:
-                return PartitionState("stale", f"upstream {up.task_id} changed")
-        return PartitionState("ok")
+class SnapshotTask(MaterializedTask):
+    """Base of an unpartitioned dataset: one folder, ``<data_root>/<dataset>/``, rebuilt whole."""
 
-    # -- the run template --------------------------------------------------------------------------
-    def run(self) -> None:
-        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
-        cache = CheckCache()
-        if self.state(cache).ok:
-            # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
-            # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
-            logger.info("%s: up to date now that its upstream is rebuilt; nothing written", self.task_id)
-            self.store().clear_failure(self.date)
-            return
-        window = self.input_files(cache)
-        if window is None:
-            raise RuntimeError(f"{self.task_id}: a raw folder of its dependency window disappeared; rerun later")
-        inputs = window.read
-        upstream = {u.task_id: (cache.manifest(u.store(), u.date) or {}).get("data_version") for u in self.upstream()}
-        built = self.build(inputs)
-        store = self.store()
-        if built.rejected is not None:
-            store.write_quarantine(self.date, built.rejected)
-        self.check_built(built)
-        manifest = {
-            "dataset": self.dataset,
-            "business_date": self.date.isoformat(),
-            "rules": self.rules(),
-            "rules_fingerprint": self.rules_fingerprint(),
-            "inputs": [input_line(f) for f in inputs],
-            "input_fingerprint": window.fingerprint,
-            "refused_inputs": window.refused,
-            "upstream": upstream,
-            "row_count": built.table.num_rows,
-            "rejected_count": 0 if built.rejected is None else built.rejected.num_rows,
-            "stats": built.stats,
-            "task_id": self.task_id,
-            "package_version": tasks.__version__,
-            "started_at": started.isoformat(),
-        }
-        finished = dt.datetime.now(dt.UTC)
-        manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
-        store.write(self.date, built.table, manifest)
-        store.clear_failure(self.date)
-
-    def on_failure(self, exception: BaseException) -> str:
-        try:
-            self.store().record_failure(
-                self.date,
-                {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id},
-            )
-        except OSError as exc:  # the failure record must never hide the real error
-            logger.warning("could not record the failure of %s: %s", self.task_id, exc)
-        return super().on_failure(exception)
+    @property
+    def key(self) -> None:
+        return None
 
 
 def _diff_rules(old: dict, new: dict) -> str:

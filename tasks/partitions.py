@@ -62,14 +62,19 @@ class PartitionStore:
         self.dataset = _safe_relpath(dataset)
         self.root = self.data_root / dataset
 
-    def path(self, date: dt.date) -> Path:
-        return self.root / partition_name(date)
+    def path(self, date: dt.date | None) -> Path:
+        """The partition's folder; the dataset folder itself for an unpartitioned dataset (None)."""
+        return self.root if date is None else self.root / partition_name(date)
 
-    def quarantine_path(self, date: dt.date) -> Path:
-        return self.data_root / "quarantine" / self.dataset / partition_name(date) / "rejected.parquet"
+    def quarantine_path(self, date: dt.date | None) -> Path:
+        folder = self.data_root / "quarantine" / self.dataset
+        return (folder if date is None else folder / partition_name(date)) / "rejected.parquet"
 
-    def failure_path(self, date: dt.date) -> Path:
-        return self.data_root / "_state" / "failures" / self.dataset / f"{partition_name(date)}.json"
+    def failure_path(self, date: dt.date | None) -> Path:
+        folder = self.data_root / "_state" / "failures"
+        return (
+            folder / f"{self.dataset}.json" if date is None else folder / self.dataset / f"{partition_name(date)}.json"
+        )
 
     # -- reading -------------------------------------------------------------------------------
     def listed_dates(self) -> set[dt.date]:
@@ -80,7 +85,7 @@ class PartitionStore:
             return set()
         return {d for d in map(parse_partition_name, names) if d is not None}
 
-    def read_manifest(self, date: dt.date) -> dict | None:
+    def read_manifest(self, date: dt.date | None) -> dict | None:
         try:
             with open(self.path(date) / MANIFEST, encoding="utf-8") as fh:
                 return json.load(fh)
@@ -89,7 +94,7 @@ class PartitionStore:
         except (json.JSONDecodeError, UnicodeDecodeError):
             return {"_corrupt": True}
 
-    def data_matches(self, date: dt.date, manifest: dict) -> bool:
+    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         """True when every data file the manifest lists is there with the recorded size and mtime."""
         folder = self.path(date)
         for f in manifest.get("data_files", []):
@@ -101,26 +106,26 @@ class PartitionStore:
                 return False
         return bool(manifest.get("data_files"))
 
-    def read_table(self, date: dt.date) -> pa.Table:
+    def read_table(self, date: dt.date | None) -> pa.Table:
         """The data of one partition, as written (without the hive column)."""
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path(date) / DATA_FILE)
 
-    def read_failure(self, date: dt.date) -> dict | None:
+    def read_failure(self, date: dt.date | None) -> dict | None:
         try:
             return json.loads(self.failure_path(date).read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
 
     # -- writing -------------------------------------------------------------------------------
-    def write(self, date: dt.date, table: pa.Table, manifest: dict) -> dict:
+    def write(self, date: dt.date | None, table: pa.Table, manifest: dict) -> dict:
         """Replace partition ``date`` with ``table`` and return the manifest as written."""
         final = self.path(date)
-        self.root.mkdir(parents=True, exist_ok=True)
+        final.parent.mkdir(parents=True, exist_ok=True)
         if final.is_dir():
             return self._write_files(final, table, manifest)
-        staging = self.root / f".{final.name}.tmp-{uuid.uuid4().hex}"
+        staging = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex}"
         staging.mkdir()
         try:
             written = self._write_files(staging, table, manifest)
@@ -130,7 +135,7 @@ class PartitionStore:
             if not final.is_dir():
                 raise
             return self._write_files(final, table, manifest)  # a concurrent run created it first
-        _fsync_dir(self.root)
+        _fsync_dir(final.parent)
         return written
 
     def _write_files(self, folder: Path, table: pa.Table, manifest: dict) -> dict:
@@ -142,7 +147,7 @@ class PartitionStore:
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str))
         return manifest
 
-    def write_quarantine(self, date: dt.date, rejected: pa.Table) -> Path | None:
+    def write_quarantine(self, date: dt.date | None, rejected: pa.Table) -> Path | None:
         """Rejected rows of the latest attempt at ``date`` (removed when an attempt rejects nothing)."""
         path = self.quarantine_path(date)
         if rejected.num_rows == 0:
@@ -152,12 +157,12 @@ class PartitionStore:
         atomic_write_parquet(path, rejected)
         return path
 
-    def record_failure(self, date: dt.date, record: dict) -> None:
+    def record_failure(self, date: dt.date | None, record: dict) -> None:
         path = self.failure_path(date)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(record, indent=1, default=str))
 
-    def clear_failure(self, date: dt.date) -> None:
+    def clear_failure(self, date: dt.date | None) -> None:
         self.failure_path(date).unlink(missing_ok=True)
 
 
