@@ -55,6 +55,10 @@ class PartitionTarget(luigi.Target):
         return (self.path / "_manifest.json").is_file()
 
 
+class RejectShareExceeded(RuntimeError):
+    """Too many rows of a partition failed the type rules: the partition fails, the old one is kept."""
+
+
 @dataclass(frozen=True)
 class PartitionState:
     state: str  # ok | stale | missing
@@ -175,8 +179,27 @@ class MaterializedTask(luigi.Task):
         """Whether a file of the window (by name) may be read; refused ones are reported. Default: all."""
         return True
 
+    def max_reject_share(self) -> float | None:
+        """Fail the partition when rejected rows exceed this share of ``stats["attributed_rows"]``
+        (checked after the quarantine is written; the previous partition is kept). None: never."""
+        return None
+
     def check_built(self, built: Built) -> None:
-        """Raise to fail the partition after the quarantine is written (e.g. too many rejects)."""
+        limit = self.max_reject_share()
+        rejected, attributed = (
+            (0 if built.rejected is None else built.rejected.num_rows),
+            built.stats.get("attributed_rows"),
+        )
+        if limit is None or not attributed or rejected / attributed <= limit:
+            return
+        rows = built.rejected.slice(0, 5).to_pylist()
+        examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
+        where = f"{self.dataset} {self.key}" if self.key else self.dataset
+        raise RejectShareExceeded(
+            f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
+            f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
+            f"{self.store().quarantine_path(self.key)}. The previous partition is kept."
+        )
 
     def rules_fingerprint(self) -> str:
         return fingerprint(self.rules())

@@ -20,10 +20,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("luigi-interface")
 
 
-class RejectShareExceeded(RuntimeError):
-    """Too many rows of a partition failed the type rules: the partition fails, the old one is kept."""
-
-
 class StgQsrPos(PartitionedTask):
     """stg_qsr_pos: one row per POS line (store_id, order_id, line_no) per business date.
 
@@ -77,14 +73,5 @@ class StgQsrPos(PartitionedTask):
             yield folder, parsed
             del parsed  # drop this folder before the next one is parsed
 
-    def check_built(self, built: Built) -> None:
-        rejected, attributed = built.rejected.num_rows, built.stats["attributed_rows"]
-        limit = settings.qsr().max_reject_share
-        if attributed and rejected / attributed > limit:
-            rows = built.rejected.slice(0, 5).to_pylist()
-            examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
-            raise RejectShareExceeded(
-                f"stg_qsr_pos {self.date}: {rejected} of {attributed} rows rejected "
-                f"({rejected / attributed:.1%} > max_reject_share {limit:.1%}), e.g. {examples}. "
-                f"All rejected rows: {self.store().quarantine_path(self.date)}. The previous partition is kept."
-            )
+    def max_reject_share(self) -> float:
+        return settings.qsr().max_reject_share
