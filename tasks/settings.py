@@ -50,6 +50,12 @@ class ads(luigi.Config):  # noqa: N801
     )
 
 
+class hotels(luigi.Config):  # noqa: N801
+    max_reject_share = luigi.FloatParameter(
+        default=0.05, description="A hotel staging partition fails when more of its rows are rejected"
+    )
+
+
 def data_root() -> Path:
     return Path(daybreak().data_root)
 

@@ -1,0 +1,92 @@
+"""Hotel tasks (contract section 3): booking events by business date, and on-the-books by stay date."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tasks import settings
+from tasks.base import Built, PartitionedTask, SnapshotTask
+from tasks.rawzone import RawFile, RawZone, is_store_file
+from tasks.reference import hotels
+
+SOURCE = "hotel_bookings"
+
+
+class UnknownHotelError(ValueError):
+    """An extract whose hotel is not in config/hotels.csv: refused, never read."""
+
+
+class StgHotelBookingsDaily(PartitionedTask):
+    """stg_hotel_bookings_daily: one row per booking event of business date ``date``, all hotels.
+
+    The business date of an event is its local calendar date at the hotel (config/hotels.csv gives each
+    hotel's IANA timezone). Reads raw ``hotel_bookings/<date>/<hotel_id>.csv``; an event whose local
+    date is not the folder's is rejected as misfiled; an extract of a hotel not in config fails the
+    partition, naming the file, and is never read.
+    """
+
+    dataset = "staging/hotel_bookings_daily"
+
+    def raw_window(self) -> list[tuple[str, dt.date]]:
+        return [(SOURCE, self.date)]
+
+    def accepts_input(self, name: str) -> bool:
+        return is_store_file(name)  # <id>.csv with a safe id; whether the hotel is known is checked on build
+
+    def rules(self) -> dict:
+        from tasks.transforms.hotels import DAILY_VERSION
+
+        return {"version": DAILY_VERSION, "timezones": {h.hotel_id: h.timezone for h in hotels().values()}}
+
+    def max_reject_share(self) -> float:
+        return settings.hotels().max_reject_share
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        from tasks.transforms.hotels import RAW_COLUMNS, clean_booking_events
+        from tasks.transforms.rawcsv import parse_csv_many
+
+        known = hotels()
+        unknown = [f.relpath for f in inputs if f.relpath.rsplit("/", 1)[-1].removesuffix(".csv") not in known]
+        if unknown:
+            raise UnknownHotelError(
+                f"{', '.join(unknown)}: hotel not in config/hotels.csv; the file was not read. "
+                "Add the hotel (id, name, timezone, rooms) to config/hotels.csv or remove the file."
+            )
+        zone = self.zone()
+        parsed = parse_csv_many(((zone.read_bytes(f), f.relpath) for f in inputs), RAW_COLUMNS)
+        timezones = [known[f.relpath.rsplit("/", 1)[-1].removesuffix(".csv")].timezone for f in inputs]
+        result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date)
+        stats = {"raw_files": len(inputs), "attributed_rows": result.rows_read}
+        return Built(result.table, result.rejected, stats)
+
+
+class OtbByStayDate(SnapshotTask):
+    """otb_by_stay_date: one row per hotel and stay date with rooms, revenue and bookings on the books.
+
+    Unpartitioned: it replays every booking's latest state across all stg_hotel_bookings_daily
+    partitions from ``[daybreak] start_date`` to the newest extract folder, because a cancellation on
+    one day changes stay dates booked on another (docs/run-semantics.md). It requires every one of
+    those partitions (a missing date blocks it) and is stale when any of them changed.
+    """
+
+    dataset = "marts/otb_by_stay_date"
+
+    def dates(self) -> list[dt.date]:
+        start = settings.daybreak().start_date
+        newest = RawZone.from_uri(settings.raw_root()).newest_folder_date(SOURCE)
+        return [] if newest is None else [start + dt.timedelta(days=k) for k in range((newest - start).days + 1)]
+
+    def upstream(self) -> list[PartitionedTask]:
+        return [StgHotelBookingsDaily(date=d) for d in self.dates()]
+
+    def rules(self) -> dict:
+        from tasks.transforms.hotels import OTB_VERSION
+
+        return {"version": OTB_VERSION}
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        from tasks.transforms.hotels import on_the_books
+
+        events = [(u.date, u.store().read_table(u.date)) for u in self.upstream()]
+        table = on_the_books(events)
+        return Built(table, None, {"partitions_read": len(events), "events": sum(t.num_rows for _, t in events)})

@@ -1,0 +1,211 @@
+"""stg_hotel_bookings_daily and otb_by_stay_date (contract section 3).
+
+Pure: parsed extracts (or staging tables) in, tables out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.transforms.checks import blank, count, first_failed, is_money, malformed_rejects, not_int_ge1, parse_instants
+from tasks.transforms.rawcsv import ParsedCsv
+
+DAILY_VERSION = "stg_hotel_bookings_daily/1"
+OTB_VERSION = "otb_by_stay_date/1"
+RAW_COLUMNS = [
+    "booking_id",
+    "hotel_id",
+    "event_at",
+    "event",
+    "arrival_date",
+    "departure_date",
+    "rooms",
+    "rate",
+    "channel",
+]
+EVENTS = ["CREATED", "MODIFIED", "CANCELLED"]
+MONEY = pa.decimal128(18, 2)
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("hotel_id", pa.string()),
+        ("booking_id", pa.string()),
+        ("event", pa.string()),
+        ("event_at", pa.timestamp("s", tz="UTC")),
+        ("arrival_date", pa.date32()),
+        ("departure_date", pa.date32()),
+        ("rooms", pa.int32()),
+        ("rate", MONEY),
+        ("channel", pa.string()),
+        ("source_file", pa.string()),
+        ("row_number", pa.int64()),
+    ]
+)
+OTB_SCHEMA = pa.schema(
+    [
+        ("hotel_id", pa.string()),
+        ("stay_date", pa.date32()),
+        ("rooms_on_books", pa.int64()),
+        ("room_revenue", MONEY),
+        ("bookings", pa.int64()),
+    ]
+)
+REJECT_SCHEMA = pa.schema(
+    [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
+    + [(c, pa.string()) for c in RAW_COLUMNS]
+)
+REASONS = [
+    "",
+    "booking_id is empty",
+    "hotel_id does not match the file name",
+    "event_at is not ISO 8601 with a UTC offset",
+    "event_at is not on the folder's date at the hotel",
+    "event is not CREATED, MODIFIED or CANCELLED",
+    "arrival_date is not an ISO date",
+    "departure_date is not an ISO date after arrival_date",
+    "rooms is not an integer >= 1",
+    "rate is not a decimal >= 0 (2 dp)",
+    "channel is empty",
+]
+
+
+@dataclass(frozen=True)
+class EventsResult:
+    table: pa.Table  # EVENTS_SCHEMA
+    rejected: pa.Table  # REJECT_SCHEMA
+    rows_read: int
+
+
+def clean_booking_events(files: list[tuple[ParsedCsv, str]], date: dt.date) -> EventsResult:
+    """Every valid booking event of business date ``date``: the extracts of folder ``date``, each given
+    with its hotel's IANA timezone. An event whose local date at the hotel is not ``date`` is rejected
+    (misfiled), so nothing is counted on two dates."""
+    tables, rejects, rows_read = [], [], 0
+    for parsed, timezone in files:
+        rows, bad = _file_events(parsed, timezone, date)
+        tables.append(rows)
+        rejects.append(bad)
+        rows_read += parsed.table.num_rows + len(parsed.malformed)
+    table = pa.concat_tables(tables) if tables else EVENTS_SCHEMA.empty_table()
+    rejected = pa.concat_tables(rejects) if rejects else REJECT_SCHEMA.empty_table()
+    return EventsResult(table.combine_chunks(), rejected.combine_chunks(), rows_read)
+
+
+def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date) -> tuple[pa.Table, pa.Table]:
+    raw = parsed.table
+    stem = parsed.source_file.rsplit("/", 1)[-1].removesuffix(".csv")
+    event_at = parse_instants(raw["event_at"])
+    local_day = (
+        pc.local_timestamp(event_at.cast(pa.timestamp("s", tz=timezone))).cast(pa.timestamp("s")).cast(pa.date32())
+    )
+    arrival = _parse_date(raw["arrival_date"])
+    departure = _parse_date(raw["departure_date"])
+    checks = [
+        blank(raw["booking_id"]),
+        pc.not_equal(raw["hotel_id"], stem),
+        pc.is_null(event_at),
+        pc.not_equal(local_day, pa.scalar(date, pa.date32())),
+        pc.invert(pc.is_in(raw["event"], pa.array(EVENTS))),
+        pc.is_null(arrival),
+        pc.or_kleene(pc.is_null(departure), pc.less_equal(departure, arrival)),
+        not_int_ge1(raw["rooms"]),
+        pc.invert(is_money(raw["rate"])),
+        blank(raw["channel"]),
+    ]
+    code = first_failed([pc.fill_null(c, True) for c in checks])
+    valid = pc.equal(code, 0)
+    picked = raw.filter(valid)
+    rows = pa.table(
+        {
+            "hotel_id": picked["hotel_id"],
+            "booking_id": picked["booking_id"],
+            "event": picked["event"],
+            "event_at": pc.filter(event_at, valid),
+            "arrival_date": pc.filter(arrival, valid),
+            "departure_date": pc.filter(departure, valid),
+            "rooms": pc.cast(picked["rooms"], pa.int32()),
+            "rate": pc.cast(picked["rate"], MONEY),
+            "channel": picked["channel"],
+            "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), picked.num_rows),
+            "row_number": pc.filter(parsed.row_numbers, valid),
+        },
+        schema=EVENTS_SCHEMA,
+    )
+    bad = pc.invert(valid)
+    n = count(bad)
+    cols = {
+        "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), n),
+        "row_number": pc.filter(parsed.row_numbers, bad),
+        "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
+    }
+    cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
+    rejected = pa.table(cols, schema=REJECT_SCHEMA)
+    if parsed.malformed:
+        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, RAW_COLUMNS, REJECT_SCHEMA, "booking_id")])
+    return rows, rejected
+
+
+def on_the_books(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
+    """Rooms, revenue and bookings on the books per hotel and stay date, from every booking event.
+
+    A booking's state is its latest event by event_at; ties go to the later row read (business date,
+    then file, then row). MODIFIED carries the full new state; a booking whose latest event is
+    CANCELLED is off the books. A booking of arrival A and departure D occupies nights A .. D-1.
+    """
+    if not events or sum(t.num_rows for _, t in events) == 0:
+        return OTB_SCHEMA.empty_table()
+    all_events = pa.concat_tables(
+        [t.append_column("business_date", pa.repeat(pa.scalar(d, pa.date32()), t.num_rows)) for d, t in events]
+    )
+    order = [("booking_id", "ascending"), ("event_at", "ascending"), ("business_date", "ascending")]
+    order += [("source_file", "ascending"), ("row_number", "ascending")]
+    ordered = all_events.take(pc.sort_indices(all_events, sort_keys=order))
+    booking = ordered["booking_id"].combine_chunks()
+    last = np.ones(len(booking), dtype=bool)  # the last row of each booking's run is its latest state
+    if len(booking) > 1:
+        last[:-1] = pc.not_equal(booking[:-1], booking[1:]).to_numpy(zero_copy_only=False)
+    latest = ordered.filter(pa.array(last))
+    live = latest.filter(pc.not_equal(latest["event"], "CANCELLED"))
+    return _nights(live)
+
+
+def _nights(bookings: pa.Table) -> pa.Table:
+    arrival = bookings["arrival_date"].to_numpy().astype("datetime64[D]")
+    departure = bookings["departure_date"].to_numpy().astype("datetime64[D]")
+    nights = (departure - arrival).astype(np.int64)
+    idx = np.repeat(np.arange(len(nights)), nights)
+    offset = np.arange(len(idx)) - np.repeat(np.cumsum(nights) - nights, nights)
+    rooms = bookings["rooms"].take(idx)
+    stays = pa.table(
+        {
+            "hotel_id": bookings["hotel_id"].take(idx),
+            "stay_date": pa.array(arrival[idx] + offset.astype("timedelta64[D]"), pa.date32()),
+            "rooms": pc.cast(rooms, pa.int64()),
+            "revenue": pc.multiply(
+                pc.cast(bookings["rooms"].take(idx), pa.decimal128(10, 0)), bookings["rate"].take(idx)
+            ),
+            "booking_id": bookings["booking_id"].take(idx),
+        }
+    )
+    grouped = stays.group_by(["hotel_id", "stay_date"], use_threads=False).aggregate(
+        [("rooms", "sum"), ("revenue", "sum"), ("booking_id", "count_distinct")]
+    )
+    out = pa.table(
+        {
+            "hotel_id": grouped["hotel_id"],
+            "stay_date": grouped["stay_date"],
+            "rooms_on_books": grouped["rooms_sum"],
+            "room_revenue": pc.cast(grouped["revenue_sum"], MONEY),
+            "bookings": grouped["booking_id_count_distinct"],
+        },
+        schema=OTB_SCHEMA,
+    )
+    return out.sort_by([("hotel_id", "ascending"), ("stay_date", "ascending")])
+
+
+def _parse_date(col) -> pa.Array:
+    return pc.strptime(col, format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
