@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 
 import tasks
 from tasks import sample
-from tasks.base import PartitionedTask
+from tasks.base import MaterializedTask
 
 START = dt.date(2026, 10, 30)
 
@@ -52,8 +52,18 @@ def test_sample_backfill_across_the_dst_change(lab):
 
 
 def test_every_task_declares_its_contract_dataset_path():
-    expected = {"StgQsrPos": "staging/qsr_pos", "AdsDaily": "staging/ads_daily", "AdsRolling7d": "marts/ads_rolling_7d"}
-    families = {cls.__name__: cls.dataset for cls in _subclasses(PartitionedTask) if cls.__module__.startswith("tasks")}
+    expected = {  # the contract's task families and dataset paths
+        "StgQsrPos": "staging/qsr_pos",
+        "StgHotelBookingsDaily": "staging/hotel_bookings_daily",
+        "AdsDaily": "staging/ads_daily",
+        "AdsRolling7d": "marts/ads_rolling_7d",
+        "OtbByStayDate": "marts/otb_by_stay_date",
+    }
+    families = {
+        cls.__name__: cls.dataset
+        for cls in _subclasses(MaterializedTask)
+        if cls.__module__.startswith("tasks.") and cls.dataset
+    }
     assert families == expected
     assert all(hasattr(tasks, name) for name in expected)
 

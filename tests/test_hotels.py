@@ -1,0 +1,88 @@
+"""Hotel staging and on-the-books through Luigi on a temporary raw zone."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+
+import duckdb
+import pytest
+
+FIRST = dt.date(2026, 9, 10)
+HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
+
+
+def write(lab, day: dt.date, hotel: str, rows: list[str]):
+    path = lab.raw / "hotel_bookings" / day.isoformat() / f"{hotel}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    return path
+
+
+@pytest.fixture
+def hotel_lab(lab, setting):
+    setting("daybreak", "start_date", FIRST)
+    for k in range(4):  # extracts 09-10 .. 09-13; H1 Toronto, H2 Vancouver
+        day = FIRST + dt.timedelta(days=k)
+        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+        write(lab, day, "H2", [f"V{k},H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])
+    return lab
+
+
+def otb(lab) -> list[tuple]:
+    return duckdb.execute(
+        f"select hotel_id, stay_date, rooms_on_books, room_revenue::varchar, bookings "
+        f"from read_parquet('{lab.data}/marts/otb_by_stay_date/*.parquet') order by 1, 2"
+    ).fetchall()
+
+
+def test_on_the_books_and_a_resent_old_extract(hotel_lab):
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    assert otb(hotel_lab) == [
+        ("H1", dt.date(2026, 10, 1), 4, "400.00", 4),
+        ("H1", dt.date(2026, 10, 2), 4, "400.00", 4),
+        ("H2", dt.date(2026, 10, 2), 8, "400.00", 4),
+    ]
+    staging = "staging/hotel_bookings_daily"
+    before, files = hotel_lab.built_at(staging), hotel_lab.files()
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    assert hotel_lab.files() == files  # nothing changed: nothing runs, nothing is written
+    # the extract of 09-11 is re-sent: T1 is cancelled the same day
+    day = FIRST + dt.timedelta(days=1)
+    write(
+        hotel_lab,
+        day,
+        "H1",
+        [
+            f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct",
+            f"T1,H1,{day}T13:00:00-04:00,CANCELLED,2026-10-01,2026-10-03,1,100.00,direct",
+        ],
+    )
+    manifest = hotel_lab.data / "marts/otb_by_stay_date/_manifest.json"
+    otb_mtime = manifest.stat().st_mtime_ns
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    after = hotel_lab.built_at(staging)
+    assert {d for d in after if after[d] != before.get(d)} == {day}  # only that staging date
+    assert manifest.stat().st_mtime_ns != otb_mtime
+    assert otb(hotel_lab)[:2] == [
+        ("H1", dt.date(2026, 10, 1), 3, "300.00", 3),
+        ("H1", dt.date(2026, 10, 2), 3, "300.00", 3),
+    ]
+
+
+def test_a_missing_date_inside_the_range_blocks_on_the_books(hotel_lab):
+    shutil.rmtree(hotel_lab.raw / "hotel_bookings" / "2026-09-11")
+    assert hotel_lab.luigi("OtbByStayDate") == 20  # missing data, never skipped silently
+    assert not (hotel_lab.data / "marts/otb_by_stay_date").exists()
+
+
+def test_an_unknown_hotel_file_is_refused_naming_it(hotel_lab):
+    write(hotel_lab, FIRST, "H9", ["this is not even a valid row"])
+    cfg = hotel_lab.write_cfg(hotel_lab.root / "luigi.cfg")
+    text = cfg.read_text().replace("start_date = 2026-09-01", f"start_date = {FIRST}")
+    cfg.write_text(text)
+    proc = hotel_lab.cli(
+        "StgHotelBookingsDaily", "--date", str(FIRST), "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)}
+    )
+    assert proc.returncode == 30
+    assert "hotel_bookings/2026-09-10/H9.csv: hotel not in config/hotels.csv; the file was not read" in proc.stderr

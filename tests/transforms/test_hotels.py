@@ -1,0 +1,143 @@
+"""clean_booking_events and on_the_books on inline extracts, values worked out by hand."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from tasks.transforms.hotels import RAW_COLUMNS, clean_booking_events, on_the_books
+from tasks.transforms.rawcsv import parse_csv
+
+D = dt.date(2026, 9, 15)
+TORONTO, VANCOUVER = "America/Toronto", "America/Vancouver"
+
+
+def extract(hotel: str, rows: list[str], folder: dt.date = D):
+    text = "\n".join([",".join(RAW_COLUMNS), *rows]) + "\n"
+    return parse_csv(text.encode(), f"hotel_bookings/{folder}/{hotel}.csv", RAW_COLUMNS)
+
+
+def ev(
+    booking: str,
+    hotel: str,
+    at: str,
+    event: str = "CREATED",
+    arr="2026-10-01",
+    dep="2026-10-03",
+    rooms="1",
+    rate="100.00",
+):
+    return f"{booking},{hotel},{at},{event},{arr},{dep},{rooms},{rate},direct"
+
+
+@pytest.mark.parametrize(
+    ("hotel", "tz", "at", "kept"),
+    [
+        ("H1", TORONTO, "2026-09-15T23:59:59-04:00", True),
+        ("H1", TORONTO, "2026-09-16T00:00:00-04:00", False),  # the next local day: misfiled here
+        ("H1", TORONTO, "2026-09-15T00:00:00-04:00", True),
+        ("H2", VANCOUVER, "2026-09-15T23:59:59-07:00", True),
+        ("H2", VANCOUVER, "2026-09-16T06:59:59Z", True),  # 23:59:59 in Vancouver, already the 16th in UTC
+        ("H2", VANCOUVER, "2026-09-16T07:00:00Z", False),
+        ("H1", TORONTO, "2026-09-16T03:59:59Z", True),  # 23:59:59 in Toronto
+    ],
+)
+def test_business_date_is_the_local_date_at_the_hotel(hotel, tz, at, kept):
+    result = clean_booking_events([(extract(hotel, [ev("B1", hotel, at)]), tz)], D)
+    assert result.table.num_rows == (1 if kept else 0)
+    if not kept:
+        assert result.rejected["reason"].to_pylist() == ["event_at is not on the folder's date at the hotel"]
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        (ev("B1", "H9", "2026-09-15T12:00:00-04:00"), "hotel_id does not match the file name"),
+        (ev("B1", "H1", "2026-09-15T12:00:00-04:00", event="BOOKED"), "event is not CREATED, MODIFIED or CANCELLED"),
+        (
+            ev("B1", "H1", "2026-09-15T12:00:00-04:00", dep="2026-10-01"),
+            "departure_date is not an ISO date after arrival_date",
+        ),
+        (ev("B1", "H1", "2026-09-15T12:00:00-04:00", rooms="0"), "rooms is not an integer >= 1"),
+        (ev("", "H1", "2026-09-15T12:00:00-04:00"), "booking_id is empty"),
+    ],
+)
+def test_bad_events_are_rejected_with_a_reason(row, reason):
+    result = clean_booking_events([(extract("H1", [row]), TORONTO)], D)
+    assert (result.table.num_rows, result.rejected["reason"].to_pylist()) == (0, [reason])
+
+
+def events_of(day: dt.date, hotel: str, rows: list[str]):
+    return day, clean_booking_events([(extract(hotel, rows, day), TORONTO)], day).table
+
+
+def test_modified_then_cancelled_is_off_the_books_and_modified_carries_the_new_state():
+    d1, d2 = D, D + dt.timedelta(days=1)
+    otb = on_the_books(
+        [
+            events_of(
+                d1,
+                "H1",
+                [
+                    ev("B1", "H1", "2026-09-15T10:00:00-04:00"),  # 2 nights, 1 room at 100
+                    ev(
+                        "B2",
+                        "H1",
+                        "2026-09-15T11:00:00-04:00",
+                        rooms="2",
+                        rate="80.00",
+                        arr="2026-10-02",
+                        dep="2026-10-03",
+                    ),
+                ],
+            ),
+            events_of(
+                d2,
+                "H1",
+                [
+                    ev(
+                        "B1",
+                        "H1",
+                        "2026-09-16T09:00:00-04:00",
+                        "MODIFIED",
+                        arr="2026-10-02",
+                        dep="2026-10-04",
+                        rate="120.00",
+                    ),
+                    ev("B2", "H1", "2026-09-16T10:00:00-04:00", "MODIFIED", rooms="3"),
+                    ev("B2", "H1", "2026-09-16T12:00:00-04:00", "CANCELLED"),
+                ],
+            ),
+        ]
+    )
+    assert otb.to_pylist() == [
+        {
+            "hotel_id": "H1",
+            "stay_date": dt.date(2026, 10, 2),
+            "rooms_on_books": 1,
+            "room_revenue": Decimal("120.00"),
+            "bookings": 1,
+        },
+        {
+            "hotel_id": "H1",
+            "stay_date": dt.date(2026, 10, 3),
+            "rooms_on_books": 1,
+            "room_revenue": Decimal("120.00"),
+            "bookings": 1,
+        },
+    ]
+
+
+def test_ties_on_event_at_go_to_the_later_row_read():
+    at = "2026-09-15T10:00:00-04:00"
+    rows = [ev("B1", "H1", at, rooms="1"), ev("B1", "H1", at, "MODIFIED", rooms="4")]
+    otb = on_the_books([events_of(D, "H1", rows)])
+    assert otb["rooms_on_books"].to_pylist() == [4, 4]  # two nights, the second row's state
+    cancelled_last = on_the_books([events_of(D, "H1", [ev("B1", "H1", at), ev("B1", "H1", at, "CANCELLED")])])
+    assert cancelled_last.num_rows == 0
+
+
+def test_nothing_on_the_books():
+    assert on_the_books([]).num_rows == 0
