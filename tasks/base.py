@@ -114,6 +114,7 @@ class Built:
     table: pa.Table
     rejected: pa.Table | None = None
     stats: dict = field(default_factory=dict)
+    extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
 
 
 def fingerprint(obj) -> str:
@@ -205,8 +206,13 @@ class MaterializedTask(luigi.Task):
         return fingerprint(self.rules())
 
     # -- wiring ------------------------------------------------------------------------------------
+    def dataset_path(self) -> str:
+        """Folder of the dataset under the data root; a task with a static partition key (a hotel)
+        puts it here (``exports/otb/hotel_id=H1``). Default: ``dataset``."""
+        return self.dataset
+
     def store(self) -> PartitionStore:
-        return PartitionStore(settings.data_root(), self.dataset)
+        return PartitionStore(settings.data_root(), self.dataset_path())
 
     def zone(self) -> RawZone:
         return RawZone.from_uri(settings.raw_root())
@@ -286,7 +292,7 @@ class MaterializedTask(luigi.Task):
         return cache.states[self.task_id]
 
     def _state(self, cache: CheckCache) -> PartitionState:
-        store = cache.once(("store", self.dataset), self.store)
+        store = cache.once(("store", self.dataset_path()), self.store)
         manifest = cache.manifest(store, self.key)
         if manifest is None:
             return PartitionState("missing", "no partition")
@@ -304,7 +310,9 @@ class MaterializedTask(luigi.Task):
             up_state = up.state(cache)
             if not up_state.ok:
                 return PartitionState("stale", f"upstream {up.task_id} is {up_state.state}")
-            version = (cache.manifest(cache.once(("store", up.dataset), up.store), up.key) or {}).get("data_version")
+            version = (cache.manifest(cache.once(("store", up.dataset_path()), up.store), up.key) or {}).get(
+                "data_version"
+            )
             if recorded.get(up.task_id) != version:
                 return PartitionState("stale", f"upstream {up.task_id} changed")
         return PartitionState("ok")
@@ -347,7 +355,7 @@ class MaterializedTask(luigi.Task):
         }
         finished = dt.datetime.now(dt.UTC)
         manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
-        store.write(self.key, built.table, manifest)
+        store.write(self.key, built.table, manifest, built.extras)
         store.clear_failure(self.key)
 
     def on_failure(self, exception: BaseException) -> str:
@@ -386,7 +394,7 @@ class PartitionedTask(MaterializedTask):
         for value in parameter_tuples:
             task = factory(date=value)
             if not cache.listed:
-                cache.list_dataset(cache.once(("store", task.dataset), task.store))
+                cache.list_dataset(cache.once(("store", task.dataset_path()), task.store))
             if task.state(cache).ok:
                 done.append(task.date)
             else:

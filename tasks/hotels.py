@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import luigi
+
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask
 from tasks.rawzone import RawFile, RawZone, is_store_file
@@ -90,3 +92,32 @@ class OtbByStayDate(SnapshotTask):
         events = [(u.date, u.store().read_table(u.date)) for u in self.upstream()]
         table = on_the_books(events)
         return Built(table, None, {"partitions_read": len(events), "events": sum(t.num_rows for _, t in events)})
+
+
+class HotelOtbExport(SnapshotTask):
+    """exports/otb/hotel_id=H: one hotel's on-the-books for its revenue-management system.
+
+    A static partition per hotel: ``data.parquet`` and the same rows as ``otb.csv`` (hotel_id,
+    stay_date, rooms_on_books, room_revenue, bookings). Rebuilt when OtbByStayDate changed.
+    """
+
+    hotel = luigi.Parameter(description="hotel_id, one of config/hotels.csv")
+    dataset = "exports/otb"
+
+    def dataset_path(self) -> str:
+        if self.hotel not in hotels():  # also keeps the partition name inside its folder
+            raise UnknownHotelError(f"hotel {self.hotel!r} is not in config/hotels.csv")
+        return f"{self.dataset}/hotel_id={self.hotel}"
+
+    def upstream(self) -> list[OtbByStayDate]:
+        return [OtbByStayDate()]
+
+    def rules(self) -> dict:
+        return {"version": "hotel_otb_export/1"}
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        from tasks.transforms.hotels import hotel_rows, to_csv
+
+        otb = OtbByStayDate().store().read_table(None)
+        table = hotel_rows(otb, self.hotel)
+        return Built(table, None, {"rows": table.num_rows}, extras={"otb.csv": to_csv(table)})

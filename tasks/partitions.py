@@ -119,31 +119,41 @@ class PartitionStore:
             return None
 
     # -- writing -------------------------------------------------------------------------------
-    def write(self, date: dt.date | None, table: pa.Table, manifest: dict) -> dict:
+    def write(
+        self, date: dt.date | None, table: pa.Table, manifest: dict, extras: dict[str, bytes] | None = None
+    ) -> dict:
         """Replace partition ``date`` with ``table`` and return the manifest as written."""
         final = self.path(date)
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.is_dir():
-            return self._write_files(final, table, manifest)
+            return self._write_files(final, table, manifest, extras or {})
         staging = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex}"
         staging.mkdir()
         try:
-            written = self._write_files(staging, table, manifest)
+            written = self._write_files(staging, table, manifest, extras or {})
             os.rename(staging, final)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
             if not final.is_dir():
                 raise
-            return self._write_files(final, table, manifest)  # a concurrent run created it first
+            return self._write_files(final, table, manifest, extras or {})  # a concurrent run created it first
         _fsync_dir(final.parent)
         return written
 
-    def _write_files(self, folder: Path, table: pa.Table, manifest: dict) -> dict:
-        digest = atomic_write_parquet(folder / DATA_FILE, table)
-        st = os.stat(folder / DATA_FILE)
+    def _write_files(self, folder: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes]) -> dict:
+        files = [(DATA_FILE, atomic_write_parquet(folder / DATA_FILE, table))]
+        for name, content in extras.items():  # e.g. a CSV copy for a system that cannot read Parquet
+            if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
+                raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
+            files.append((name, atomic_write_bytes(folder / name, content)))
         manifest = dict(manifest)
-        manifest["data_files"] = [{"name": DATA_FILE, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}]
-        manifest["data_version"] = digest
+        manifest["data_files"] = []
+        for name, digest in files:
+            st = os.stat(folder / name)
+            manifest["data_files"].append(
+                {"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+            )
+        manifest["data_version"] = files[0][1] if len(files) == 1 else _sha256_text("".join(d for _, d in files))
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str))
         return manifest
 
@@ -186,6 +196,21 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> str:
     finally:
         tmp.unlink(missing_ok=True)
     return digest
+
+
+def atomic_write_bytes(path: Path, content: bytes) -> str:
+    """Write ``content`` beside ``path`` under a hidden name, ``os.replace`` it; return its sha256."""
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        tmp.write_bytes(content)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return hashlib.sha256(content).hexdigest()
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -14,10 +14,12 @@ from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import CheckCache, PartitionedTask
 from tasks.calendar import date_range
+from tasks.hotels import StgHotelBookingsDaily
 from tasks.qsr import StgQsrPos
 
 DATASETS: dict[str, type[PartitionedTask]] = {
     "stg_qsr_pos": StgQsrPos,
+    "stg_hotel_bookings_daily": StgHotelBookingsDaily,
     "ads_daily": AdsDaily,
     "ads_rolling_7d": AdsRolling7d,
 }

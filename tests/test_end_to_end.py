@@ -58,6 +58,7 @@ def test_every_task_declares_its_contract_dataset_path():
         "AdsDaily": "staging/ads_daily",
         "AdsRolling7d": "marts/ads_rolling_7d",
         "OtbByStayDate": "marts/otb_by_stay_date",
+        "HotelOtbExport": "exports/otb",  # + /hotel_id=H
     }
     families = {
         cls.__name__: cls.dataset

@@ -86,3 +86,36 @@ def test_an_unknown_hotel_file_is_refused_naming_it(hotel_lab):
     )
     assert proc.returncode == 30
     assert "hotel_bookings/2026-09-10/H9.csv: hotel not in config/hotels.csv; the file was not read" in proc.stderr
+
+
+def test_a_hotel_export_as_parquet_and_csv_follows_on_the_books(hotel_lab):
+    import csv
+
+    assert hotel_lab.luigi("HotelOtbExport", "--hotel", "H2") == 0
+    folder = hotel_lab.data / "exports/otb/hotel_id=H2"
+    rows = list(csv.DictReader((folder / "otb.csv").open()))
+    assert rows == [
+        {"hotel_id": "H2", "stay_date": "2026-10-02", "rooms_on_books": "8", "room_revenue": "400.00", "bookings": "4"}
+    ]
+    parquet = duckdb.execute(f"select stay_date, rooms_on_books from '{folder}/data.parquet'").fetchall()
+    assert parquet == [(dt.date(2026, 10, 2), 8)]
+    day = FIRST + dt.timedelta(days=2)  # V2 is modified: 3 rooms instead of 2
+    write(
+        hotel_lab,
+        day,
+        "H2",
+        [
+            f"V2,H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota",
+            f"V2,H2,{day}T23:40:00-07:00,MODIFIED,2026-10-02,2026-10-03,3,50.00,ota",
+        ],
+    )
+    assert hotel_lab.luigi("HotelOtbExport", "--hotel", "H2") == 0
+    assert list(csv.DictReader((folder / "otb.csv").open()))[0]["rooms_on_books"] == "9"
+
+
+@pytest.mark.parametrize("hotel", ["H9", "../../etc", "H1/../H2"])
+def test_an_export_for_an_unknown_or_escaping_hotel_is_refused(hotel_lab, hotel):
+    from tasks.hotels import HotelOtbExport, UnknownHotelError
+
+    with pytest.raises(UnknownHotelError, match="is not in config/hotels.csv"):
+        HotelOtbExport(hotel=hotel).store()

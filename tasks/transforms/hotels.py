@@ -209,3 +209,17 @@ def _nights(bookings: pa.Table) -> pa.Table:
 
 def _parse_date(col) -> pa.Array:
     return pc.strptime(col, format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
+
+
+def hotel_rows(otb: pa.Table, hotel_id: str) -> pa.Table:
+    """One hotel's rows of otb_by_stay_date, by stay date."""
+    return otb.filter(pc.equal(otb["hotel_id"], hotel_id)).sort_by("stay_date")
+
+
+def to_csv(table: pa.Table) -> bytes:
+    """CSV with a header, ISO dates, decimals as written (what a revenue-management import expects)."""
+    import pyarrow.csv as pcsv
+
+    sink = pa.BufferOutputStream()
+    pcsv.write_csv(table, sink, pcsv.WriteOptions(quoting_style="needed"))
+    return sink.getvalue().to_pybytes()
