@@ -202,6 +202,11 @@ class MaterializedTask(luigi.Task):
             f"{self.store().quarantine_path(self.key)}. The previous partition is kept."
         )
 
+    def upstream_version(self, manifest: dict | None) -> str | None:
+        """What of an upstream partition this one depends on, from its manifest: by default its whole
+        data version; a task that reads a slice of it (one hotel) narrows this to that slice's version."""
+        return (manifest or {}).get("data_version")
+
     def rules_fingerprint(self) -> str:
         return fingerprint(self.rules())
 
@@ -310,9 +315,8 @@ class MaterializedTask(luigi.Task):
             up_state = up.state(cache)
             if not up_state.ok:
                 return PartitionState("stale", f"upstream {up.task_id} is {up_state.state}")
-            version = (cache.manifest(cache.once(("store", up.dataset_path()), up.store), up.key) or {}).get(
-                "data_version"
-            )
+            up_store = cache.once(("store", up.dataset_path()), up.store)
+            version = self.upstream_version(cache.manifest(up_store, up.key))
             if recorded.get(up.task_id) != version:
                 return PartitionState("stale", f"upstream {up.task_id} changed")
         return PartitionState("ok")
@@ -331,7 +335,7 @@ class MaterializedTask(luigi.Task):
         if window is None:
             raise RuntimeError(f"{self.task_id}: a raw folder of its dependency window disappeared; rerun later")
         inputs = window.read
-        upstream = {u.task_id: (cache.manifest(u.store(), u.key) or {}).get("data_version") for u in self.upstream()}
+        upstream = {u.task_id: self.upstream_version(cache.manifest(u.store(), u.key)) for u in self.upstream()}
         built = self.build(inputs)
         store = self.store()
         if built.rejected is not None:

@@ -57,24 +57,31 @@ def _safe_relpath(dataset: str) -> str:
 class PartitionStore:
     """One dataset's partitions under ``data_root``."""
 
-    def __init__(self, data_root: str | os.PathLike, dataset: str):
+    def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
+        """``subpartition`` is a second hive level under each date, e.g. ``hotel_id=H1``."""
         self.data_root = Path(data_root)
         self.dataset = _safe_relpath(dataset)
         self.root = self.data_root / dataset
+        if subpartition is not None and ("/" in subpartition or _safe_relpath(subpartition) != subpartition):
+            raise ValueError(f"subpartition {subpartition!r} could escape its folder")
+        self.sub = subpartition
+
+    def _levels(self, date: dt.date | None) -> list[str]:
+        return [] if date is None else [partition_name(date), *([self.sub] if self.sub else [])]
 
     def path(self, date: dt.date | None) -> Path:
         """The partition's folder; the dataset folder itself for an unpartitioned dataset (None)."""
-        return self.root if date is None else self.root / partition_name(date)
+        return self.root.joinpath(*self._levels(date))
 
     def quarantine_path(self, date: dt.date | None) -> Path:
-        folder = self.data_root / "quarantine" / self.dataset
-        return (folder if date is None else folder / partition_name(date)) / "rejected.parquet"
+        return (self.data_root / "quarantine" / self.dataset).joinpath(*self._levels(date)) / "rejected.parquet"
 
     def failure_path(self, date: dt.date | None) -> Path:
         folder = self.data_root / "_state" / "failures"
-        return (
-            folder / f"{self.dataset}.json" if date is None else folder / self.dataset / f"{partition_name(date)}.json"
-        )
+        if date is None:
+            return folder / f"{self.dataset}.json"
+        *parents, last = self._levels(date)
+        return (folder / self.dataset).joinpath(*parents) / f"{last}.json"
 
     # -- reading -------------------------------------------------------------------------------
     def listed_dates(self) -> set[dt.date]:
