@@ -7,5 +7,11 @@ __version__ = "0.1.0"
 
 from tasks.ads import AdsDaily, AdsRolling7d  # noqa: E402,F401  (registers the task families)
 from tasks.backfill import MorningRefresh  # noqa: E402,F401
-from tasks.hotels import HotelOtbExport, OtbByStayDate, StgHotelBookingsDaily  # noqa: E402,F401
+from tasks.hotels import (  # noqa: E402,F401
+    AllHotelsPickup,
+    HotelOtbExport,
+    HotelPickup,
+    OtbByStayDate,
+    StgHotelBookingsDaily,
+)
 from tasks.qsr import StgQsrPos  # noqa: E402,F401

@@ -100,7 +100,7 @@ class CheckCache:
             self.listed[store.root] = store.listed_dates()
 
     def manifest(self, store: PartitionStore, date: dt.date | None) -> dict | None:
-        key = (store.root, date)
+        key = store.path(date)  # unique per partition, hotel sub-partitions included
         if key not in self.manifests:
             listed = self.listed.get(store.root) if date is not None else None
             self.manifests[key] = None if listed is not None and date not in listed else store.read_manifest(date)

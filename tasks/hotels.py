@@ -8,6 +8,7 @@ import luigi
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask
+from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone, is_store_file
 from tasks.reference import hotels
 
@@ -44,7 +45,7 @@ class StgHotelBookingsDaily(PartitionedTask):
         return settings.hotels().max_reject_share
 
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.hotels import RAW_COLUMNS, clean_booking_events
+        from tasks.transforms.hotels import RAW_COLUMNS, clean_booking_events, slice_digests
         from tasks.transforms.rawcsv import parse_csv_many
 
         known = hotels()
@@ -59,6 +60,7 @@ class StgHotelBookingsDaily(PartitionedTask):
         timezones = [known[f.relpath.rsplit("/", 1)[-1].removesuffix(".csv")].timezone for f in inputs]
         result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date)
         stats = {"raw_files": len(inputs), "attributed_rows": result.rows_read}
+        stats["hotel_versions"] = slice_digests(result.table, "hotel_id")  # what HotelPickup depends on
         return Built(result.table, result.rejected, stats)
 
 
@@ -121,3 +123,62 @@ class HotelOtbExport(SnapshotTask):
         otb = OtbByStayDate().store().read_table(None)
         table = hotel_rows(otb, self.hotel)
         return Built(table, None, {"rows": table.num_rows}, extras={"otb.csv": to_csv(table)})
+
+
+class HotelPickup(PartitionedTask):
+    """hotel_pickup: for one hotel and booking date d, rooms and revenue picked up per stay date.
+
+    Net of the day's modifications and cancellations: on-the-books after d's events minus before,
+    for the bookings d's events touched. Multi partitions at ``marts/hotel_pickup/business_date=D/
+    hotel_id=H/``. It reads the hotel's events of every date up to d (a MODIFIED event needs the state
+    it replaces) and depends only on that hotel's slice of each staging partition, so a re-sent extract
+    of one hotel rebuilds only that hotel's pickup.
+    """
+
+    hotel = luigi.Parameter(description="hotel_id, one of config/hotels.csv")
+    dataset = "marts/hotel_pickup"
+
+    def dataset_path(self) -> str:
+        return f"{self.dataset}/*/hotel_id={self.hotel}"  # identity of this hotel's store (not a real path)
+
+    def store(self) -> PartitionStore:
+        if self.hotel not in hotels():  # also keeps the partition name inside its folder
+            raise UnknownHotelError(f"hotel {self.hotel!r} is not in config/hotels.csv")
+        return PartitionStore(settings.data_root(), self.dataset, subpartition=f"hotel_id={self.hotel}")
+
+    def upstream(self) -> list[PartitionedTask]:
+        start = settings.daybreak().start_date
+        return [StgHotelBookingsDaily(date=start + dt.timedelta(days=k)) for k in range((self.date - start).days + 1)]
+
+    def upstream_version(self, manifest: dict | None) -> str | None:
+        return (manifest or {}).get("stats", {}).get("hotel_versions", {}).get(self.hotel, "no events")
+
+    def rules(self) -> dict:
+        from tasks.transforms.hotels import PICKUP_VERSION
+
+        return {"version": PICKUP_VERSION}
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        import pyarrow.compute as pc
+
+        from tasks.transforms.hotels import pickup
+
+        events = []
+        for u in self.upstream():
+            table = u.store().read_table(u.date)
+            events.append((u.date, table.filter(pc.equal(table["hotel_id"], self.hotel))))
+        table = pickup(events, self.date)
+        return Built(table, None, {"dates_read": len(events)})
+
+
+class AllHotelsPickup(luigi.WrapperTask):
+    """Backfill HotelPickup for every hotel in config/hotels.csv over [start, stop) (stop exclusive)."""
+
+    start = luigi.DateParameter(description="First booking date, inclusive")
+    stop = luigi.DateParameter(description="Last booking date, exclusive")
+
+    def requires(self):
+        from luigi.tools.range import RangeDaily
+
+        for hotel in hotels():
+            yield RangeDaily(of=HotelPickup, of_params={"hotel": hotel}, start=self.start, stop=self.stop)

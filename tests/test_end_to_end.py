@@ -59,6 +59,7 @@ def test_every_task_declares_its_contract_dataset_path():
         "AdsRolling7d": "marts/ads_rolling_7d",
         "OtbByStayDate": "marts/otb_by_stay_date",
         "HotelOtbExport": "exports/otb",  # + /hotel_id=H
+        "HotelPickup": "marts/hotel_pickup",  # business_date=D/hotel_id=H
     }
     families = {
         cls.__name__: cls.dataset

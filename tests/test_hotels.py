@@ -119,3 +119,63 @@ def test_an_export_for_an_unknown_or_escaping_hotel_is_refused(hotel_lab, hotel)
 
     with pytest.raises(UnknownHotelError, match="is not in config/hotels.csv"):
         HotelOtbExport(hotel=hotel).store()
+
+
+def pickups(lab) -> dict:
+    """finished_at of every (business date, hotel) pickup partition."""
+    import json
+
+    out = {}
+    for p in (lab.data / "marts/hotel_pickup").glob("business_date=*/hotel_id=*/_manifest.json"):
+        key = (dt.date.fromisoformat(p.parent.parent.name.split("=")[1]), p.parent.name.split("=")[1])
+        out[key] = json.loads(p.read_text())["finished_at"]
+    return out
+
+
+def test_pickup_adds_up_to_the_books_and_a_resent_extract_rebuilds_one_hotel(hotel_lab):
+    day = FIRST + dt.timedelta(days=2)  # T1 (booked on 09-11) is modified on 09-12: 2 rooms from 1
+    write(
+        hotel_lab,
+        day,
+        "H1",
+        [
+            f"T2,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct",
+            f"T1,H1,{day}T14:00:00-04:00,MODIFIED,2026-10-01,2026-10-03,2,100.00,direct",
+        ],
+    )
+    stop = FIRST + dt.timedelta(days=4)
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    glob = f"{hotel_lab.data}/marts/hotel_pickup/*/*/*.parquet"
+    summed = duckdb.execute(
+        f"select hotel_id, stay_date, sum(rooms_picked_up), sum(revenue_picked_up)::varchar from "
+        f"read_parquet('{glob}', hive_partitioning=true) group by all order by 1, 2"
+    ).fetchall()
+    assert summed == [row[:4] for row in otb(hotel_lab)]  # every day's pickup adds up to the books
+    day_rows = duckdb.execute(
+        f"select stay_date, rooms_picked_up, revenue_picked_up::varchar from read_parquet('{glob}', "
+        f"hive_partitioning=true) where business_date = ? and hotel_id = 'H1' order by 1",
+        [day],
+    ).fetchall()
+    assert day_rows == [(dt.date(2026, 10, 1), 2, "200.00"), (dt.date(2026, 10, 2), 2, "200.00")]  # T2 + 1 more for T1
+
+    before = pickups(hotel_lab)
+    last = FIRST + dt.timedelta(days=3)  # the newest H2 extract is re-sent with one more booking
+    write(
+        hotel_lab,
+        last,
+        "H2",
+        [
+            f"V3,H2,{last}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota",
+            f"V9,H2,{last}T23:50:00-07:00,CREATED,2026-10-05,2026-10-06,1,80.00,ota",
+        ],
+    )
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    after = pickups(hotel_lab)
+    assert {k for k in after if after[k] != before.get(k)} == {(last, "H2")}  # exactly one (date, hotel)
+
+
+def test_one_hotel_through_rangedaily_of_params(hotel_lab):
+    args = ["RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H2"}']
+    assert hotel_lab.luigi(*args, "--start", str(FIRST), "--stop", str(FIRST + dt.timedelta(days=4))) == 0
+    assert {h for _, h in pickups(hotel_lab)} == {"H2"} and len(pickups(hotel_lab)) == 4

@@ -17,6 +17,7 @@ from tasks.transforms.rawcsv import ParsedCsv
 
 DAILY_VERSION = "stg_hotel_bookings_daily/1"
 OTB_VERSION = "otb_by_stay_date/1"
+PICKUP_VERSION = "hotel_pickup/1"
 RAW_COLUMNS = [
     "booking_id",
     "hotel_id",
@@ -54,6 +55,7 @@ OTB_SCHEMA = pa.schema(
         ("bookings", pa.int64()),
     ]
 )
+PICKUP_SCHEMA = pa.schema([("stay_date", pa.date32()), ("rooms_picked_up", pa.int64()), ("revenue_picked_up", MONEY)])
 REJECT_SCHEMA = pa.schema(
     [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
     + [(c, pa.string()) for c in RAW_COLUMNS]
@@ -156,41 +158,9 @@ def on_the_books(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
     then file, then row). MODIFIED carries the full new state; a booking whose latest event is
     CANCELLED is off the books. A booking of arrival A and departure D occupies nights A .. D-1.
     """
-    if not events or sum(t.num_rows for _, t in events) == 0:
+    stays = _stays(_live_bookings(events))
+    if stays.num_rows == 0:
         return OTB_SCHEMA.empty_table()
-    all_events = pa.concat_tables(
-        [t.append_column("business_date", pa.repeat(pa.scalar(d, pa.date32()), t.num_rows)) for d, t in events]
-    )
-    order = [("booking_id", "ascending"), ("event_at", "ascending"), ("business_date", "ascending")]
-    order += [("source_file", "ascending"), ("row_number", "ascending")]
-    ordered = all_events.take(pc.sort_indices(all_events, sort_keys=order))
-    booking = ordered["booking_id"].combine_chunks()
-    last = np.ones(len(booking), dtype=bool)  # the last row of each booking's run is its latest state
-    if len(booking) > 1:
-        last[:-1] = pc.not_equal(booking[:-1], booking[1:]).to_numpy(zero_copy_only=False)
-    latest = ordered.filter(pa.array(last))
-    live = latest.filter(pc.not_equal(latest["event"], "CANCELLED"))
-    return _nights(live)
-
-
-def _nights(bookings: pa.Table) -> pa.Table:
-    arrival = bookings["arrival_date"].to_numpy().astype("datetime64[D]")
-    departure = bookings["departure_date"].to_numpy().astype("datetime64[D]")
-    nights = (departure - arrival).astype(np.int64)
-    idx = np.repeat(np.arange(len(nights)), nights)
-    offset = np.arange(len(idx)) - np.repeat(np.cumsum(nights) - nights, nights)
-    rooms = bookings["rooms"].take(idx)
-    stays = pa.table(
-        {
-            "hotel_id": bookings["hotel_id"].take(idx),
-            "stay_date": pa.array(arrival[idx] + offset.astype("timedelta64[D]"), pa.date32()),
-            "rooms": pc.cast(rooms, pa.int64()),
-            "revenue": pc.multiply(
-                pc.cast(bookings["rooms"].take(idx), pa.decimal128(10, 0)), bookings["rate"].take(idx)
-            ),
-            "booking_id": bookings["booking_id"].take(idx),
-        }
-    )
     grouped = stays.group_by(["hotel_id", "stay_date"], use_threads=False).aggregate(
         [("rooms", "sum"), ("revenue", "sum"), ("booking_id", "count_distinct")]
     )
@@ -205,6 +175,73 @@ def _nights(bookings: pa.Table) -> pa.Table:
         schema=OTB_SCHEMA,
     )
     return out.sort_by([("hotel_id", "ascending"), ("stay_date", "ascending")])
+
+
+def pickup(events: list[tuple[dt.date, pa.Table]], date: dt.date) -> pa.Table:
+    """One hotel's pickup on business date ``date``: per stay date, the rooms and revenue on the books
+    after that day's events minus before them, so net of the day's modifications and cancellations.
+    ``events`` are the hotel's staged events of every business date up to ``date``."""
+    touched = pa.concat_arrays(
+        [t["booking_id"].combine_chunks() for d, t in events if d == date] or [pa.array([], pa.string())]
+    )
+    mine = [(d, t.filter(pc.is_in(t["booking_id"], touched))) for d, t in events]
+    before = _stays(_live_bookings([(d, t) for d, t in mine if d < date]))
+    after = _stays(_live_bookings(mine))
+    before = before.set_column(2, "rooms", pc.negate(before["rooms"])).set_column(
+        3, "revenue", pc.negate(before["revenue"])
+    )
+    both = pa.concat_tables([after, before])
+    if both.num_rows == 0:
+        return PICKUP_SCHEMA.empty_table()
+    grouped = both.group_by("stay_date", use_threads=False).aggregate([("rooms", "sum"), ("revenue", "sum")])
+    out = pa.table(
+        {
+            "stay_date": grouped["stay_date"],
+            "rooms_picked_up": grouped["rooms_sum"],
+            "revenue_picked_up": pc.cast(grouped["revenue_sum"], MONEY),
+        },
+        schema=PICKUP_SCHEMA,
+    )
+    changed = pc.or_(
+        pc.not_equal(out["rooms_picked_up"], 0), pc.not_equal(out["revenue_picked_up"], pa.scalar(0, MONEY))
+    )
+    return out.filter(changed).sort_by("stay_date")
+
+
+def _live_bookings(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
+    """Each booking's latest state (latest event_at; ties: later business date, file, row), not cancelled."""
+    tables = [t.append_column("business_date", pa.repeat(pa.scalar(d, pa.date32()), t.num_rows)) for d, t in events]
+    if not tables or sum(t.num_rows for t in tables) == 0:
+        return EVENTS_SCHEMA.append(pa.field("business_date", pa.date32())).empty_table()
+    all_events = pa.concat_tables(tables)
+    order = [("booking_id", "ascending"), ("event_at", "ascending"), ("business_date", "ascending")]
+    order += [("source_file", "ascending"), ("row_number", "ascending")]
+    ordered = all_events.take(pc.sort_indices(all_events, sort_keys=order))
+    booking = ordered["booking_id"].combine_chunks()
+    last = np.ones(len(booking), dtype=bool)  # the last row of each booking's run is its latest state
+    if len(booking) > 1:
+        last[:-1] = pc.not_equal(booking[:-1], booking[1:]).to_numpy(zero_copy_only=False)
+    latest = ordered.filter(pa.array(last))
+    return latest.filter(pc.not_equal(latest["event"], "CANCELLED"))
+
+
+def _stays(bookings: pa.Table) -> pa.Table:
+    """One row per booked night: hotel_id, stay_date, rooms, revenue (rooms x rate), booking_id."""
+    arrival = bookings["arrival_date"].to_numpy().astype("datetime64[D]")
+    departure = bookings["departure_date"].to_numpy().astype("datetime64[D]")
+    nights = (departure - arrival).astype(np.int64)
+    idx = np.repeat(np.arange(len(nights)), nights)
+    offset = np.arange(len(idx)) - np.repeat(np.cumsum(nights) - nights, nights)
+    rooms = bookings["rooms"].take(idx)
+    return pa.table(
+        {
+            "hotel_id": bookings["hotel_id"].take(idx),
+            "stay_date": pa.array(arrival[idx] + offset.astype("timedelta64[D]"), pa.date32()),
+            "rooms": pc.cast(rooms, pa.int64()),
+            "revenue": pc.cast(pc.multiply(pc.cast(rooms, pa.decimal128(10, 0)), bookings["rate"].take(idx)), MONEY),
+            "booking_id": bookings["booking_id"].take(idx),
+        }
+    )
 
 
 def _parse_date(col) -> pa.Array:
@@ -223,3 +260,17 @@ def to_csv(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     pcsv.write_csv(table, sink, pcsv.WriteOptions(quoting_style="needed"))
     return sink.getvalue().to_pybytes()
+
+
+def slice_digests(table: pa.Table, column: str) -> dict[str, str]:
+    """sha256 of each value's rows (Arrow IPC bytes, in table order): the version of one hotel's slice."""
+    import hashlib
+
+    out = {}
+    for value in sorted(pc.unique(table[column]).to_pylist()):
+        rows = table.filter(pc.equal(table[column], value))
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, rows.schema) as writer:
+            writer.write_table(rows)
+        out[value] = hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+    return out
