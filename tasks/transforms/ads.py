@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.transforms.checks import blank, count, first_failed, is_money, malformed_rejects
+from tasks.transforms.checks import blank, file_rejects, first_failed, is_money, reject_schema
 from tasks.transforms.rawcsv import ParsedCsv
 
 DAILY_VERSION = "ads_daily/1"
@@ -41,10 +41,7 @@ ROLLING_SCHEMA = pa.schema(
         ("days_in_window", pa.int32()),
     ]
 )
-REJECT_SCHEMA = pa.schema(
-    [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
-    + [(c, pa.string()) for c in RAW_COLUMNS]
-)
+REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
 REASONS = [
     "",
     "date is not an ISO date",
@@ -116,16 +113,10 @@ def _export_rows(parsed: ParsedCsv, export_date: dt.date, date: dt.date) -> tupl
         }
     )
     bad = pc.and_(pc.invert(valid), mine)
-    n = count(bad)
-    cols = {
-        "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), n),
-        "row_number": pc.filter(parsed.row_numbers, bad),
-        "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
-    }
-    cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
-    rejected = pa.table(cols, schema=REJECT_SCHEMA)
-    if parsed.malformed and export_date - dt.timedelta(days=1) == date:
-        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, RAW_COLUMNS, REJECT_SCHEMA, "campaign_id")])
+    malformed_here = export_date - dt.timedelta(days=1) == date  # unsplittable rows: the export's day before
+    rejected = file_rejects(
+        parsed, code, bad, REASONS, REJECT_SCHEMA, malformed_text="campaign_id" if malformed_here else None
+    )
     return rows, rejected
 
 

@@ -82,3 +82,27 @@ def parse_instants(col) -> pa.Array:
 
 def as_array(x) -> pa.Array:
     return x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x
+
+
+def reject_schema(raw_columns: list[str]) -> pa.Schema:
+    """Quarantine rows: where they came from, why, and the raw values as strings."""
+    head = [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
+    return pa.schema(head + [(c, pa.string()) for c in raw_columns])
+
+
+def file_rejects(
+    parsed, code: pa.Array, bad: pa.Array, reasons: list[str], schema: pa.Schema, *, malformed_text: str | None
+) -> pa.Table:
+    """The rows of one parsed file that ``bad`` marks, with ``reasons[code]``; plus the rows the parser
+    could not split (their text in column ``malformed_text``), unless that is None."""
+    raw_columns = schema.names[3:]
+    cols = {
+        "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), count(bad)),
+        "row_number": pc.filter(parsed.row_numbers, bad),
+        "reason": pc.take(pa.array(reasons), pc.filter(code, bad)),
+    }
+    cols.update({c: pc.filter(parsed.table[c], bad) for c in raw_columns})
+    rejected = pa.table(cols, schema=schema)
+    if parsed.malformed and malformed_text is not None:
+        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, raw_columns, schema, malformed_text)])
+    return rejected

@@ -12,7 +12,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.transforms.checks import blank, count, first_failed, is_money, malformed_rejects, not_int_ge1, parse_instants
+from tasks.transforms.checks import (
+    blank,
+    file_rejects,
+    first_failed,
+    is_money,
+    not_int_ge1,
+    parse_instants,
+    reject_schema,
+)
 from tasks.transforms.rawcsv import ParsedCsv
 
 DAILY_VERSION = "stg_hotel_bookings_daily/1"
@@ -56,10 +64,7 @@ OTB_SCHEMA = pa.schema(
     ]
 )
 PICKUP_SCHEMA = pa.schema([("stay_date", pa.date32()), ("rooms_picked_up", pa.int64()), ("revenue_picked_up", MONEY)])
-REJECT_SCHEMA = pa.schema(
-    [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
-    + [(c, pa.string()) for c in RAW_COLUMNS]
-)
+REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
 REASONS = [
     "",
     "booking_id is empty",
@@ -137,17 +142,7 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date) -> tuple[pa.Ta
         },
         schema=EVENTS_SCHEMA,
     )
-    bad = pc.invert(valid)
-    n = count(bad)
-    cols = {
-        "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), n),
-        "row_number": pc.filter(parsed.row_numbers, bad),
-        "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
-    }
-    cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
-    rejected = pa.table(cols, schema=REJECT_SCHEMA)
-    if parsed.malformed:
-        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, RAW_COLUMNS, REJECT_SCHEMA, "booking_id")])
+    rejected = file_rejects(parsed, code, pc.invert(valid), REASONS, REJECT_SCHEMA, malformed_text="booking_id")
     return rows, rejected
 
 

@@ -23,6 +23,7 @@ from tasks.transforms.checks import (
     malformed_rejects,
     not_int_ge1,
     parse_instants,
+    reject_schema,
 )
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
 from tasks.transforms.rawcsv import ParsedCsv
@@ -46,10 +47,7 @@ OUTPUT_SCHEMA = pa.schema(
         ("source_file", pa.string()),
     ]
 )
-REJECT_SCHEMA = pa.schema(
-    [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
-    + [(c, pa.string()) for c in RAW_COLUMNS]
-)
+REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
 
 
 @dataclass(frozen=True)
