@@ -35,20 +35,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# the contract's column lists, from the transforms that read them
+from tasks.transforms.ads import RAW_COLUMNS as ADS_COLUMNS
+from tasks.transforms.hotels import RAW_COLUMNS as HOTEL_COLUMNS
+from tasks.transforms.qsr_pos import RAW_COLUMNS as QSR_COLUMNS
+
 QSR_TZ = "America/Toronto"
-QSR_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
-HOTEL_COLUMNS = [
-    "booking_id",
-    "hotel_id",
-    "event_at",
-    "event",
-    "arrival_date",
-    "departure_date",
-    "rooms",
-    "rate",
-    "channel",
-]
-ADS_COLUMNS = ["date", "campaign_id", "channel", "impressions", "clicks", "spend", "conversions", "conversion_value"]
 HOTELS_CSV = Path(__file__).resolve().parent.parent / "config" / "hotels.csv"
 
 # rng stream tags (second element of every seed key)
