@@ -229,6 +229,14 @@ class MaterializedTask(luigi.Task):
         """(source, export date) of every raw folder the partition reads: its dependency window."""
         return []
 
+    @property
+    def resources(self) -> dict[str, int]:
+        """One ``sftp`` resource while it reads an SFTP raw zone: ``[resources] sftp`` caps the
+        concurrent SFTP sessions of all workers sharing a scheduler."""
+        if settings.raw_root().startswith("sftp://") and (self.raw_window() or self.optional_raw_window()):
+            return {"sftp": 1}
+        return {}
+
     def raw_folders(self) -> list[RawFolder]:
         return [RawFolder(source=source, date=date) for source, date in self.raw_window()]
 

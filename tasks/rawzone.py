@@ -42,9 +42,14 @@ class RawZone:
 
     @classmethod
     def from_uri(cls, uri: str) -> RawZone:
+        """A local folder, or ``sftp://user@host:port/path`` (read with paramiko, settings from [sftp])."""
+        if uri.startswith("sftp://"):
+            from tasks.sftp import SftpRawZone
+
+            return SftpRawZone.from_settings(uri)
         if "://" in uri:
             scheme = uri.split("://", 1)[0]
-            raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported yet (use a local folder)")
+            raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported (a local folder or sftp://)")
         return cls(uri)
 
     def describe(self) -> str:

@@ -56,6 +56,15 @@ class hotels(luigi.Config):  # noqa: N801
     )
 
 
+class sftp(luigi.Config):  # noqa: N801
+    key_filename = luigi.Parameter(default="", description="Private key for SFTP (never stored in the repo)")
+    known_hosts = luigi.Parameter(
+        default="~/.ssh/known_hosts", description="Host keys to trust; an unknown or changed key is refused"
+    )
+    timeout = luigi.FloatParameter(default=15.0, description="Seconds to connect, authenticate and per operation")
+    retries = luigi.IntParameter(default=3, description="Retries of a transient failure (reset, timeout), with backoff")
+
+
 def data_root() -> Path:
     return Path(daybreak().data_root)
 

@@ -1,0 +1,190 @@
+"""The raw zone over SFTP (paramiko): the only module that talks to an SFTP server.
+
+Host keys are verified against ``[sftp] known_hosts``, never auto-accepted. One connection per
+worker process is reused for every listing and read; Luigi forks a process per task when
+``--workers`` > 1, so a cached connection remembers the pid that opened it and is never used by a
+child. Transient failures (reset, timeout, EOF) are retried with backoff; authentication and host-key
+failures are not.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import stat
+import time
+from urllib.parse import urlsplit
+
+import paramiko
+
+from tasks.rawzone import RawFile, RawZone
+
+logger = logging.getLogger("luigi-interface")
+_CONNECTIONS: dict[tuple, tuple[int, paramiko.SSHClient, paramiko.SFTPClient]] = {}
+
+
+class SftpError(RuntimeError):
+    """An SFTP failure that retrying will not fix (host key, authentication) or that outlasted the retries."""
+
+
+class SftpRawZone(RawZone):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        user: str,
+        path: str,
+        *,
+        key_filename: str,
+        known_hosts: str,
+        timeout: float = 15.0,
+        retries: int = 3,
+    ):
+        self.host, self.port, self.user, self.base = host, port, user, path.rstrip("/") or "/"
+        self.key_filename = os.path.expanduser(key_filename) if key_filename else None
+        self.known_hosts = os.path.expanduser(known_hosts)
+        self.timeout, self.retries = timeout, retries
+        self.root = self.base  # for messages; never used as a local path
+
+    @classmethod
+    def from_settings(cls, uri: str) -> SftpRawZone:
+        from tasks import settings
+
+        parts = urlsplit(uri)
+        if not parts.hostname or not parts.username:
+            raise ValueError(f"raw_root {uri!r}: expected sftp://user@host:port/path")
+        cfg = settings.sftp()
+        return cls(
+            parts.hostname,
+            parts.port or 22,
+            parts.username,
+            parts.path or "/",
+            key_filename=cfg.key_filename,
+            known_hosts=cfg.known_hosts,
+            timeout=cfg.timeout,
+            retries=cfg.retries,
+        )
+
+    def describe(self) -> str:
+        return f"sftp://{self.user}@{self.host}:{self.port}{self.base}"
+
+    # -- the RawZone interface -----------------------------------------------------------------
+    def folder_exists(self, source: str, date: dt.date) -> bool:
+        return self.scan_folder(source, date) is not None
+
+    def scan_folder(self, source: str, date: dt.date) -> list[tuple[str, int, int]] | None:
+        """(name, size, mtime_ns) of each regular file; SFTP gives whole-second mtimes."""
+        attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{self.folder_relpath(source, date)}"))
+        if attrs is None:
+            return None
+        entries = [(a.filename, a.st_size, int(a.st_mtime) * 10**9) for a in attrs if stat.S_ISREG(a.st_mode or 0)]
+        return sorted(entries)
+
+    def newest_folder_date(self, source: str) -> dt.date | None:
+        attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{source}")) or []
+        dates = []
+        for a in attrs:
+            try:
+                dates.append(dt.date.fromisoformat(a.filename))
+            except ValueError:
+                continue
+        return max(dates, default=None)
+
+    def read_bytes(self, raw: RawFile) -> bytes:
+        def read(sftp: paramiko.SFTPClient) -> bytes:
+            with sftp.open(f"{self.base}/{raw.relpath}", "rb") as fh:
+                fh.prefetch()
+                return fh.read()
+
+        return self._call(read)
+
+    # -- connections ---------------------------------------------------------------------------
+    def _call(self, operation):
+        """``operation(sftp)`` on this process's connection, reconnecting and retrying transient failures."""
+        for attempt in range(self.retries + 1):
+            try:
+                return operation(self._sftp())
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                if isinstance(exc, paramiko.AuthenticationException | paramiko.BadHostKeyException | SftpError):
+                    raise
+                self._drop()
+                if attempt == self.retries:
+                    raise SftpError(f"{self.describe()}: {exc!r} after {self.retries + 1} attempts") from exc
+                wait = 0.5 * 2**attempt
+                logger.warning("%s: %r, retrying in %.1f s", self.describe(), exc, wait)
+                time.sleep(wait)
+
+    def _key(self) -> tuple:
+        return (self.host, self.port, self.user, self.key_filename, self.known_hosts)
+
+    def _sftp(self) -> paramiko.SFTPClient:
+        cached = _CONNECTIONS.get(self._key())
+        if cached and cached[0] == os.getpid() and cached[1].get_transport() and cached[1].get_transport().is_active():
+            return cached[2]
+        if cached and cached[0] != os.getpid():
+            _CONNECTIONS.pop(self._key())  # the parent's: never used, never closed here
+        client = self._connect()
+        sftp = client.open_sftp()
+        sftp.get_channel().settimeout(self.timeout)
+        _CONNECTIONS[self._key()] = (os.getpid(), client, sftp)
+        return sftp
+
+    def _connect(self) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        try:
+            client.load_host_keys(self.known_hosts)
+        except FileNotFoundError as exc:
+            raise SftpError(
+                f"{self.describe()}: known_hosts file {self.known_hosts} not found; "
+                f"no host key to verify {self.host}:{self.port} against"
+            ) from exc
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(
+                self.host,
+                self.port,
+                username=self.user,
+                key_filename=self.key_filename,
+                timeout=self.timeout,
+                banner_timeout=self.timeout,
+                auth_timeout=self.timeout,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except paramiko.BadHostKeyException as exc:
+            raise SftpError(
+                f"host key of {self.host}:{self.port} changed (it is not the one in "
+                f"{self.known_hosts}): refusing to connect. Check the server, then update known_hosts."
+            ) from exc
+        except paramiko.AuthenticationException as exc:
+            raise SftpError(
+                f"{self.describe()}: authentication failed for user {self.user!r} with key "
+                f"{self.key_filename} ({exc}); not retried"
+            ) from exc
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                raise SftpError(
+                    f"unknown host key for {self.host}:{self.port}: it is not in {self.known_hosts}, "
+                    "and host keys are never accepted automatically. Add it (ssh-keyscan, checked "
+                    "out of band) to known_hosts."
+                ) from exc
+            raise
+        except TimeoutError as exc:
+            raise OSError(f"timeout connecting to {self.host}:{self.port}") from exc
+        return client
+
+    def _drop(self) -> None:
+        cached = _CONNECTIONS.pop(self._key(), None)
+        if cached and cached[0] == os.getpid():
+            try:
+                cached[1].close()
+            except Exception:  # noqa: BLE001 - closing a broken connection must not hide the real error
+                pass
+
+
+def _listdir_attr(sftp: paramiko.SFTPClient, path: str):
+    try:
+        return sftp.listdir_attr(path)
+    except FileNotFoundError:
+        return None

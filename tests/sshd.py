@@ -1,0 +1,72 @@
+"""A real OpenSSH server on 127.0.0.1 for the SFTP tests (Debian's openssh-server; .ci/run installs it)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+class Sshd:
+    """sshd -D on 127.0.0.1 with a temporary host key and one authorized client key."""
+
+    def __init__(self, folder: Path):
+        if not os.path.exists(SSHD):
+            raise RuntimeError("sshd not found: install Debian's openssh-server (.ci/run does)")
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.host_key = keygen(folder / "host_key")
+        self.client_key = keygen(folder / "client_key")
+        (folder / "authorized_keys").write_text((folder / "client_key.pub").read_text())
+        self.port = free_port()
+        self.user = getpass.getuser()
+        self.known_hosts = folder / "known_hosts"
+        host_pub = (folder / "host_key.pub").read_text().split()
+        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n")
+        self.config = folder / "sshd_config"
+        self.config.write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.host_key}\n"
+            f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"
+            f"StrictModes no\nUsePAM no\nPidFile {folder / 'sshd.pid'}\nSubsystem sftp internal-sftp\n"
+            "MaxStartups 100\nMaxSessions 100\nLogLevel VERBOSE\n"
+        )
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Sshd:
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
+        self.log = open(self.folder / "sshd.log", "ab")
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)], stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.05)
+        raise RuntimeError(f"sshd did not start: {(self.folder / 'sshd.log').read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        subprocess.run(["pkill", "-f", f"sshd.*{self.config}"], check=False)  # its session children too
+
+    def uri(self, path: Path) -> str:
+        return f"sftp://{self.user}@127.0.0.1:{self.port}{path}"

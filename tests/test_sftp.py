@@ -1,0 +1,124 @@
+"""The raw zone over SFTP, against a real OpenSSH server on 127.0.0.1 (no mock, no in-process fake)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.settings import write_config
+from tests.sshd import Sshd, keygen
+
+START = dt.date(2026, 9, 10)
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    server = Sshd(tmp_path / "sshd").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def over_sftp(lab, sshd, setting):
+    """The lab's raw zone served by sshd; raw_root points at it."""
+    setting("daybreak", "raw_root", sshd.uri(lab.raw))
+    setting("sftp", "key_filename", sshd.client_key)
+    setting("sftp", "known_hosts", sshd.known_hosts)
+    setting("sftp", "retries", 1)
+    return lab
+
+
+def cli_with(lab, sshd, *args, **sftp):
+    values = {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts, "retries": 1, **sftp}
+    cfg = write_config(
+        lab.root / "sftp.cfg",
+        {
+            "daybreak": {"raw_root": sshd.uri(lab.raw), "data_root": lab.data},
+            "sftp": values,
+        },
+    )
+    return lab.cli(*args, "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
+
+
+def test_sftp_and_local_give_identical_partitions_and_the_same_staleness(over_sftp, sshd, setting):
+    from tests.conftest import qsr_rows
+
+    lab = over_sftp
+    lab.qsr_days(START, 4)
+    stop = START + dt.timedelta(days=4)
+    assert lab.range(START, stop) == 0  # over SFTP, into lab.data
+    local_data = lab.root / "local-data"
+    setting("daybreak", "raw_root", lab.raw)
+    setting("daybreak", "data_root", local_data)
+    assert lab.range(START, stop) == 0  # the same files, read locally
+    for k in range(4):
+        name = f"staging/qsr_pos/business_date={START + dt.timedelta(days=k)}/data.parquet"
+        assert pq.read_table(lab.data / name).equals(pq.read_table(local_data / name))
+    # back over SFTP: a late file in folder D rebuilds exactly D-1 and D, as it does locally
+    setting("daybreak", "raw_root", sshd.uri(lab.raw))
+    setting("daybreak", "data_root", lab.data)
+    late = START + dt.timedelta(days=2)
+    lab.qsr_file(late.isoformat(), "S777", [r.replace("S001", "S777") for r in qsr_rows("S001", late)])
+    assert lab.rebuilt_by(lambda: lab.range(START, stop)) == {late - dt.timedelta(days=1), late}
+    assert lab.rebuilt_by(lambda: lab.range(START, stop)) == set()
+
+
+def test_an_unknown_host_key_is_refused_naming_host_and_port(lab, sshd):
+    lab.qsr_days(START, 1)
+    empty = lab.root / "empty_known_hosts"
+    empty.write_text("")
+    proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), known_hosts=empty)
+    assert proc.returncode != 0
+    assert f"unknown host key for 127.0.0.1:{sshd.port}" in proc.stderr
+
+
+def test_a_changed_host_key_is_refused(lab, sshd):
+    lab.qsr_days(START, 1)
+    other = keygen(lab.root / "impostor")
+    changed = lab.root / "changed_known_hosts"
+    key_type, key = (lab.root / "impostor.pub").read_text().split()[:2]
+    changed.write_text(f"[127.0.0.1]:{sshd.port} {key_type} {key}\n")
+    assert other.exists()
+    proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), known_hosts=changed)
+    assert proc.returncode != 0
+    assert f"host key of 127.0.0.1:{sshd.port} changed" in proc.stderr
+
+
+def test_an_authentication_failure_says_so_and_is_not_retried(lab, sshd):
+    lab.qsr_days(START, 1)
+    stranger = keygen(lab.root / "stranger")
+    proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), key_filename=stranger, retries=3)
+    assert proc.returncode != 0
+    assert "authentication failed" in proc.stderr
+    assert "retrying" not in proc.stderr
+
+
+def test_the_server_going_away_fails_cleanly_and_the_next_run_finishes(lab, sshd):
+    lab.qsr_days(START, 3)
+    assert (
+        cli_with(
+            lab,
+            sshd,
+            "RangeDaily",
+            "--of",
+            "StgQsrPos",
+            "--start",
+            str(START),
+            "--stop",
+            str(START + dt.timedelta(days=2)),
+        ).returncode
+        == 0
+    )
+    kept = {p: p.read_bytes() for p in (lab.data / "staging/qsr_pos").rglob("*") if p.is_file()}
+    path = lab.raw / "qsr_pos" / START.isoformat() / "S001.csv"
+    path.write_text(path.read_text().replace(",COLA,3,", ",COLA,4,"))  # makes the first date stale
+    sshd.stop()
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=3))]
+    down = cli_with(lab, sshd, *args)
+    assert down.returncode != 0
+    assert {p: p.read_bytes() for p in kept} == kept  # old partitions intact
+    sshd.start()
+    assert cli_with(lab, sshd, *args).returncode == 0
+    assert set(lab.built_at()) == {START, START + dt.timedelta(days=1), START + dt.timedelta(days=2)}
