@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -53,7 +54,9 @@ class Sshd:
     def start(self) -> Sshd:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
         self.log = open(self.folder / "sshd.log", "ab")
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.config)], stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.config)], stdout=self.log, stderr=self.log, start_new_session=True
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as s:
@@ -63,10 +66,17 @@ class Sshd:
         raise RuntimeError(f"sshd did not start: {(self.folder / 'sshd.log').read_text()[-2000:]}")
 
     def stop(self) -> None:
+        """Stop the server and its per-connection children (one process group)."""
         if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
+            os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(timeout=10)
-        subprocess.run(["pkill", "-f", f"sshd.*{self.config}"], check=False)  # its session children too
+
+    def established(self) -> int:
+        """Server-side count of established TCP connections to the port (from /proc/net/tcp)."""
+        port = f"{self.port:04X}"
+        with open("/proc/net/tcp") as fh:
+            rows = [line.split() for line in fh.readlines()[1:]]
+        return sum(1 for r in rows if r[1] == f"0100007F:{port}" and r[3] == "01")
 
     def uri(self, path: Path) -> str:
         return f"sftp://{self.user}@127.0.0.1:{self.port}{path}"

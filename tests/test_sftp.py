@@ -122,3 +122,45 @@ def test_the_server_going_away_fails_cleanly_and_the_next_run_finishes(lab, sshd
     sshd.start()
     assert cli_with(lab, sshd, *args).returncode == 0
     assert set(lab.built_at()) == {START, START + dt.timedelta(days=1), START + dt.timedelta(days=2)}
+
+
+def test_the_sftp_resource_caps_sessions_across_workers_of_a_real_luigid(lab, sshd, tmp_path):
+    import threading
+    import time
+    import urllib.request
+
+    from tests.luigid import Luigid
+
+    scheduler = Luigid(tmp_path / "luigid").start()
+    try:
+        lab.qsr_days(START, 20)
+        cfg = write_config(
+            lab.root / "cap.cfg",
+            {
+                "daybreak": {"raw_root": sshd.uri(lab.raw), "data_root": lab.data},
+                "sftp": {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts},
+                "resources": {"sftp": 2},
+                "core": {"scheduler_host": "127.0.0.1", "scheduler_port": scheduler.port},
+            },
+        )
+        peak, done = [0], threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], sshd.established())
+                time.sleep(0.005)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=20))]
+        proc = lab.cli(*args, "--workers", "8", env={"LUIGI_CONFIG_PATH": str(cfg)})
+        done.set()
+        watcher.join()
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert len(lab.built_at()) == 20
+        # at most 2 task sessions, plus the scheduling process's own connection (completeness checks)
+        assert 2 <= peak[0] <= 3, peak[0]
+        tasks = urllib.request.urlopen(f"http://127.0.0.1:{scheduler.port}/api/task_list?data=%7B%7D").read()
+        assert b"StgQsrPos" in tasks  # the run went through this luigid
+    finally:
+        scheduler.stop()
