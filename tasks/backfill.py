@@ -10,6 +10,7 @@ from luigi.tools.range import RangeDaily
 
 from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
+from tasks.hotels import StgHotelBookingsDaily
 from tasks.qsr import StgQsrPos
 
 
@@ -21,7 +22,7 @@ def business_today() -> dt.date:
 
 class MorningRefresh(luigi.WrapperTask):
     """Each morning: the last N ad dates (ads_daily and ads_rolling_7d, N = [ads] restatement_days),
-    because a new export restates them, and yesterday's QSR staging. Each range is Luigi's RangeDaily,
+    because a new export restates them, and yesterday's QSR and hotel staging. Each range is Luigi's RangeDaily,
     so only partitions that are missing or stale run; on a day nothing changed, nothing runs.
 
     Yesterday's QSR partition needs today's POS folder (its business day ends at 04:59 today); until
@@ -42,6 +43,7 @@ class MorningRefresh(luigi.WrapperTask):
         yield RangeDaily(of=AdsDaily, start=ads_start, **common)
         yield RangeDaily(of=AdsRolling7d, start=ads_start, **common)
         yield RangeDaily(of=StgQsrPos, start=today - dt.timedelta(days=1), **common)
+        yield RangeDaily(of=StgHotelBookingsDaily, start=today - dt.timedelta(days=1), **common)
 
 
 def _epoch(day: dt.date) -> int:

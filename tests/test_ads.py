@@ -136,12 +136,20 @@ def _manifest(lab, dataset: str, date: dt.date) -> dict:
 def test_morning_refresh_builds_the_last_days_and_then_runs_nothing(ads_lab):
     today = dt.date(2026, 10, 4)
     ads_lab.qsr_days(dt.date(2026, 10, 2), 2)  # POS folders 10-02 .. 10-04
+    extract = ads_lab.raw / "hotel_bookings" / "2026-10-03" / "H1.csv"
+    extract.parent.mkdir(parents=True)
+    extract.write_text(
+        "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel\n"
+        "B1,H1,2026-10-03T12:00:00-04:00,CREATED,2026-10-10,2026-10-11,1,100.00,direct\n"
+    )
     assert ads_lab.luigi("MorningRefresh", "--today", str(today)) == 0
     # the last 7 dates, and on a first morning the ads_daily dates their windows read (from 09-21)
     assert set(ads_lab.built_at("staging/ads_daily")) == days(dt.date(2026, 9, 21), dt.date(2026, 10, 3))
     assert set(ads_lab.built_at("marts/ads_rolling_7d")) == days(dt.date(2026, 9, 27), dt.date(2026, 10, 3))
     assert set(ads_lab.built_at("staging/qsr_pos")) == {dt.date(2026, 10, 3)}  # yesterday
-    before = {ds: ads_lab.built_at(ds) for ds in ("staging/ads_daily", "marts/ads_rolling_7d", "staging/qsr_pos")}
+    assert set(ads_lab.built_at("staging/hotel_bookings_daily")) == {dt.date(2026, 10, 3)}
+    datasets = ("staging/ads_daily", "marts/ads_rolling_7d", "staging/qsr_pos", "staging/hotel_bookings_daily")
+    before = {ds: ads_lab.built_at(ds) for ds in datasets}
     files = ads_lab.files()
     assert ads_lab.luigi("MorningRefresh", "--today", str(today)) == 0
     assert ads_lab.files() == files  # an unchanged morning runs nothing and writes nothing
