@@ -187,10 +187,8 @@ class MaterializedTask(luigi.Task):
 
     def check_built(self, built: Built) -> None:
         limit = self.max_reject_share()
-        rejected, attributed = (
-            (0 if built.rejected is None else built.rejected.num_rows),
-            built.stats.get("attributed_rows"),
-        )
+        rejected = 0 if built.rejected is None else built.rejected.num_rows
+        attributed = built.stats.get("attributed_rows")
         if limit is None or not attributed or rejected / attributed <= limit:
             return
         rows = built.rejected.slice(0, 5).to_pylist()
@@ -270,8 +268,12 @@ class MaterializedTask(luigi.Task):
         return Window(folders)
 
     def _select(self, relpath: str, entries: list[tuple[str, int, int]]) -> FolderInputs:
-        read = [e for e in entries if self.accepts_input(e[0])]
-        refused = [e[0] for e in entries if not self.accepts_input(e[0])]
+        read, refused = [], []
+        for entry in entries:
+            if self.accepts_input(entry[0]):
+                read.append(entry)
+            else:
+                refused.append(entry[0])
         return FolderInputs(relpath, read, refused, hashlib.sha256(repr(read).encode()).hexdigest())
 
     # -- completeness ------------------------------------------------------------------------------
@@ -311,7 +313,8 @@ class MaterializedTask(luigi.Task):
             return PartitionState("missing", "no partition")
         if manifest.get("_corrupt") or not store.data_matches(self.key, manifest):
             return PartitionState("stale", "data file does not match its manifest (interrupted write?)")
-        if manifest.get("rules_fingerprint") != cache.once(("rules", self.task_family), self.rules_fingerprint):
+        static = tuple(sorted((k, str(v)) for k, v in self.param_kwargs.items() if k != "date"))
+        if manifest.get("rules_fingerprint") != cache.once(("rules", self.task_family, static), self.rules_fingerprint):
             return PartitionState("stale", "rules changed: " + _diff_rules(manifest.get("rules", {}), self.rules()))
         window = self.input_files(cache)
         if window is None:
