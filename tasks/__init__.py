@@ -15,3 +15,4 @@ from tasks.hotels import (  # noqa: E402,F401
     StgHotelBookingsDaily,
 )
 from tasks.qsr import StgQsrPos  # noqa: E402,F401
+from tasks.stores import AllStores, DiscoverStores, StoreDailySales  # noqa: E402,F401

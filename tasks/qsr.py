@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask
+from tasks.base import Built, PartitionedTask, fingerprint, input_line
 from tasks.calendar import qsr_dependency_window
 from tasks.rawzone import RawFile, is_store_file
 from tasks.transforms.qsr_rules import QsrRules
@@ -59,6 +59,7 @@ class StgQsrPos(PartitionedTask):
             "attributed_rows": result.attributed_rows,
             "duplicates_dropped": result.duplicates_dropped,
             "voided_dropped": result.voided_dropped,
+            "store_versions": store_versions(inputs, self.rules_fingerprint()),
         }
         return Built(result.table, result.rejected, stats)
 
@@ -75,3 +76,13 @@ class StgQsrPos(PartitionedTask):
 
     def max_reject_share(self) -> float:
         return settings.qsr().max_reject_share
+
+
+def store_versions(inputs: list[RawFile], rules_fingerprint: str) -> dict[str, str]:
+    """Per store, a version of what the partition read of it: its raw files (path, size, mtime) under
+    these rules. A late or re-sent file of one store changes that store's version only, so per-store
+    consumers (StoreDailySales) rebuild for that store alone."""
+    by_store: dict[str, list[str]] = {}
+    for f in inputs:
+        by_store.setdefault(f.relpath.rsplit("/", 1)[-1].removesuffix(".csv"), []).append(input_line(f))
+    return {s: fingerprint([rules_fingerprint, *lines]) for s, lines in sorted(by_store.items())}

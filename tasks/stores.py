@@ -1,0 +1,149 @@
+"""Stores discovered at run time: the DiscoverStores sensor, its registry, and per-store partitions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+
+import luigi
+
+from tasks import settings
+from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask
+from tasks.partitions import atomic_write_text
+from tasks.qsr import StgQsrPos
+from tasks.rawzone import RawFile, RawZone, is_store_file
+
+logger = logging.getLogger("luigi-interface")
+SOURCE = "qsr_pos"
+
+
+def registry_path() -> Path:
+    return settings.data_root() / "_state" / "stores.json"
+
+
+def read_registry() -> dict[str, str]:
+    """{store_id: first-seen folder date} of every registered store."""
+    try:
+        return json.loads(registry_path().read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+@contextmanager
+def _locked():
+    path = registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two sensors at once: one merges after the other
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def register(found: dict[str, str]) -> dict[str, str]:
+    """Merge ``found`` ({store: first-seen date}) into the registry, keeping the earliest date; atomic."""
+    with _locked():
+        registry = read_registry()
+        for store, first in found.items():
+            if store not in registry or first < registry[store]:
+                registry[store] = first
+        atomic_write_text(registry_path(), json.dumps(registry, indent=1, sort_keys=True))
+        return registry
+
+
+def scan_stores(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str]]:
+    """({store: first folder date it appears in}, invalid file names) over folders [start, stop). Names only:
+    no file is opened."""
+    found: dict[str, str] = {}
+    invalid: list[str] = []
+    for k in range((stop - start).days):
+        day = start + dt.timedelta(days=k)
+        for name, _, _ in zone.scan_folder(SOURCE, day) or []:
+            if is_store_file(name):
+                found.setdefault(name.removesuffix(".csv"), day.isoformat())
+            else:
+                invalid.append(f"{SOURCE}/{day}/{name}")
+    return found, invalid
+
+
+class DiscoverStores(luigi.Task):
+    """The sensor: registers every store with a file in the qsr_pos folders of [start, stop), with the
+    first date it was seen. Complete when every store there is already registered. Invalid names are
+    reported and never read."""
+
+    start = luigi.DateParameter(description="First folder date to scan (inclusive)")
+    stop = luigi.DateParameter(description="Last folder date to scan (exclusive)")
+
+    def _scan(self) -> tuple[dict[str, str], list[str]]:
+        return scan_stores(RawZone.from_uri(settings.raw_root()), self.start, self.stop)
+
+    def complete(self) -> bool:
+        found, _ = self._scan()
+        return set(found) <= set(read_registry())
+
+    def run(self) -> None:
+        found, invalid = self._scan()
+        for name in invalid:
+            logger.warning("%s: not a store file name (^[A-Z0-9][A-Z0-9_-]{0,31}.csv$); never read", name)
+        new = set(found) - set(read_registry())
+        register(found)
+        logger.info("DiscoverStores: %d stores, %d new: %s", len(found), len(new), ", ".join(sorted(new)))
+
+
+class StoreDailySales(SnapshotTask):
+    """store_daily_sales: one row per business date for one store (net sales, orders, suspicious lines),
+    over every stg_qsr_pos partition built so far. A static partition per registered store at
+    ``marts/store_daily_sales/store_id=S/``; stale when that store's slice of a staging partition
+    changed (per-store versions in the staging manifests), so a late file rebuilds one store only."""
+
+    store_id = luigi.Parameter(description="A store from the registry (data/_state/stores.json)")
+    dataset = "marts/store_daily_sales"
+
+    def dataset_path(self) -> str:
+        if not is_store_file(f"{self.store_id}.csv"):  # keeps the partition name inside its folder
+            raise ValueError(f"store id {self.store_id!r} does not match ^[A-Z0-9][A-Z0-9_-]{{0,31}}$")
+        return f"{self.dataset}/store_id={self.store_id}"
+
+    def upstream(self) -> list[PartitionedTask]:
+        staging = StgQsrPos(date=settings.daybreak().start_date).store()
+        return [StgQsrPos(date=d) for d in sorted(staging.listed_dates())]
+
+    def upstream_version(self, manifest: dict | None) -> str | None:
+        return (manifest or {}).get("stats", {}).get("store_versions", {}).get(self.store_id, "no files")
+
+    def rules(self) -> dict:
+        return {"version": "store_daily_sales/1"}
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        import pyarrow.compute as pc
+
+        from tasks.transforms.stores import daily_sales
+
+        days = []
+        for u in self.upstream():
+            table = u.store().read_table(u.date).select(["store_id", "order_id", "net_amount", "is_suspicious"])
+            days.append((u.date, table.filter(pc.equal(table["store_id"], self.store_id))))
+        table = daily_sales(days)
+        return Built(table, None, {"dates_read": len(days)})
+
+
+class AllStores(luigi.Task):
+    """Runs the sensor over every qsr_pos folder, then yields one StoreDailySales per registered store
+    (Luigi dynamic dependencies): a store registered during this run gets its partition in this run."""
+
+    def requires(self):
+        zone = RawZone.from_uri(settings.raw_root())
+        newest = zone.newest_folder_date(SOURCE) or settings.daybreak().start_date
+        return DiscoverStores(start=settings.daybreak().start_date, stop=newest + dt.timedelta(days=1))
+
+    def complete(self) -> bool:
+        cache = CheckCache()
+        return self.requires().complete() and all(StoreDailySales(store_id=s).state(cache).ok for s in read_registry())
+
+    def run(self):
+        yield [StoreDailySales(store_id=s) for s in sorted(read_registry())]
