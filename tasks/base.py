@@ -55,6 +55,10 @@ class PartitionTarget(luigi.Target):
         return (self.path / "_manifest.json").is_file()
 
 
+class RawInputChanged(RuntimeError):
+    """A raw file of the window changed between the listing and the end of the read."""
+
+
 class RejectShareExceeded(RuntimeError):
     """Too many rows of a partition failed the type rules: the partition fails, the old one is kept."""
 
@@ -348,6 +352,7 @@ class MaterializedTask(luigi.Task):
         inputs = window.read
         upstream = {u.task_id: self.upstream_version(cache.manifest(u.store(), u.key)) for u in self.upstream()}
         built = self.build(inputs)
+        self._check_inputs_unchanged(window)
         store = self.store()
         if built.rejected is not None:
             store.write_quarantine(self.key, built.rejected)
@@ -372,6 +377,21 @@ class MaterializedTask(luigi.Task):
         manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
         store.write(self.key, built.table, manifest, built.extras)
         store.clear_failure(self.key)
+
+    def _check_inputs_unchanged(self, before: Window) -> None:
+        """Fail, writing nothing, when a raw file changed while the partition read it (still being
+        uploaded, re-sent mid-read): a fresh listing must give the fingerprint taken before reading."""
+        after = self.input_files(CheckCache())
+        if after is None or after.fingerprint != before.fingerprint:
+            changed = (
+                "a raw folder disappeared"
+                if after is None
+                else _diff_inputs([input_line(f) for f in before.read], after.read)
+            )
+            raise RawInputChanged(
+                f"{self.task_id}: raw input changed while it was read ({changed}); nothing was written, "
+                "the previous partition is kept. Rerun once the upload is complete."
+            )
 
     def on_failure(self, exception: BaseException) -> str:
         try:
