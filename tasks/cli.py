@@ -11,6 +11,8 @@ import luigi.configuration
 
 from tasks import settings
 
+DATASET_NAMES = ["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d"]
+
 
 def _date(text: str) -> dt.date:
     return dt.date.fromisoformat(text)
@@ -33,6 +35,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = status.collect(start, stop, [args.dataset] if args.dataset else None)
     print(status.render_json(rows) if args.json else status.render_text(rows))
     return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from tasks import plan
+
+    result = plan.make_plan(args.dataset, args.start, args.stop, args.workers)
+    print(plan.render(result))
+    return 1 if result.runs or result.blocked else 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -61,11 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("status", help="ok / stale / missing / waiting / failed per dataset and day")
-    p.add_argument("--dataset", choices=["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d"])
+    p.add_argument("--dataset", choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
     p.add_argument("--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("plan", help="dry run of a backfill: what would run and why; exit 0 when nothing would")
+    p.add_argument("dataset", choices=DATASET_NAMES)
+    p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
+    p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
+    p.add_argument("--workers", type=int, default=1, help="for the time estimate")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("demo", help="measure backfills after each kind of change; writes docs/backfills.md")
     p.add_argument("--workdir", default="data/demo", help="scratch folder (deleted and rebuilt)")

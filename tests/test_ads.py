@@ -168,3 +168,24 @@ def test_status_shows_a_window_waiting_for_its_upstream(ads_lab):
         "upstream staging/ads_daily 2026-10-04 waits for raw data",
     )
     assert got[("ads_rolling_7d", dt.date(2026, 10, 3))] == ("ok", "")
+
+
+def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_lab, capsys):
+    from tasks import status
+    from tasks.cli import DATASET_NAMES, main
+
+    assert DATASET_NAMES == list(status.DATASETS)
+    stop = dt.date(2026, 10, 5)
+    ads_lab.ads_export(dt.date(2026, 10, 5), FIRST)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 0  # nothing to do
+    ads_lab.ads_export(dt.date(2026, 10, 6), FIRST)
+    capsys.readouterr()
+    assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop), "--workers", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "ads_daily: 6 partitions would run, 0 wait for raw data" in out  # 09-29 .. 10-04
+    assert "run   2026-09-29  stale: input changed: new file ads/2026-10-06/ads.csv" in out
+    # the built windows that read them: 09-29 .. 10-04 (10-05 reads 10-04 too, but was never built)
+    days_listed = "2026-09-29, 2026-09-30, 2026-10-01, 2026-10-02, 2026-10-03, 2026-10-04"
+    assert f"then stale downstream: ads_rolling_7d {days_listed}\n" in out
+    assert "/ 2 workers" in out

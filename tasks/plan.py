@@ -1,0 +1,88 @@
+"""Backfill plans: what a range run would rebuild and why, what it would make stale downstream, and
+how long it should take. A dry run: it reads manifests and listings, runs and writes nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+
+from tasks.base import CheckCache, MaterializedTask
+from tasks.calendar import date_range
+from tasks.status import DATASETS, day_status
+
+
+@dataclass
+class Plan:
+    dataset: str
+    runs: list[tuple[dt.date, str, str]]  # (date, state, reason) of each partition the run would build
+    blocked: list[tuple[dt.date, str]]  # waiting for raw data: the run would exit 20 for these
+    downstream: dict[str, list[str]]  # dataset -> partitions that would become stale
+    seconds_each: float | None  # mean recorded build time of the dataset's partitions
+    workers: int
+
+    @property
+    def estimate_s(self) -> float | None:
+        if self.seconds_each is None:
+            return None
+        return math.ceil(len(self.runs) / self.workers) * self.seconds_each
+
+
+def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, horizon_days: int = 7) -> Plan:
+    """The plan of ``RangeDaily --of <dataset> --start start --stop stop`` (stop exclusive)."""
+    cache = CheckCache()
+    cls = DATASETS[dataset]
+    tasks = [cls(date=d) for d in date_range(start, stop)]
+    runs, blocked, durations = [], [], []
+    for task in tasks:
+        row = day_status(task, cache, dataset)
+        if row.state in ("stale", "missing", "failed"):
+            runs.append((task.date, row.state, row.reason))
+        elif row.state == "waiting":
+            blocked.append((task.date, row.reason))
+        manifest = cache.manifest(task.store(), task.date)
+        if manifest and manifest.get("duration_s") is not None:
+            durations.append(float(manifest["duration_s"]))
+    rebuilt = {cls(date=d).task_id for d, _, _ in runs}
+    downstream = _downstream(rebuilt, start, stop + dt.timedelta(days=horizon_days), cls)
+    seconds = sum(durations) / len(durations) if durations else None
+    return Plan(dataset, runs, blocked, downstream, seconds, workers)
+
+
+def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type) -> dict[str, list[str]]:
+    """Built partitions (of every known dataset, and the snapshots) that read one of ``rebuilt``:
+    the ones the backfill would make stale."""
+    from tasks.hotels import OtbByStayDate
+
+    out: dict[str, list[str]] = {}
+    candidates: list[tuple[str, MaterializedTask]] = [
+        (name, cls(date=d)) for name, cls in DATASETS.items() if cls is not of for d in date_range(start, stop)
+    ]
+    candidates.append(("otb_by_stay_date", OtbByStayDate()))
+    cache = CheckCache()
+    for name, task in candidates:
+        if any(up.task_id in rebuilt for up in task.upstream()) and _is_built(task, cache):
+            out.setdefault(name, []).append(str(task.key) if task.key else "(all)")
+    return out
+
+
+def _is_built(task: MaterializedTask, cache: CheckCache) -> bool:
+    return cache.manifest(task.store(), task.key) is not None
+
+
+def render(plan: Plan) -> str:
+    lines = [f"{plan.dataset}: {len(plan.runs)} partitions would run, {len(plan.blocked)} wait for raw data"]
+    lines += [f"  run   {d}  {state}: {reason}" for d, state, reason in plan.runs]
+    lines += [f"  wait  {d}  {reason}" for d, reason in plan.blocked]
+    for name, keys in plan.downstream.items():
+        lines.append(f"  then stale downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
+    if plan.runs:
+        if plan.estimate_s is None:
+            lines.append("  estimate: no recorded durations yet")
+        else:
+            lines.append(
+                f"  estimate: {len(plan.runs)} partitions x {plan.seconds_each:.1f} s / {plan.workers} workers "
+                f"= {plan.estimate_s:.0f} s (mean of recorded build times)"
+            )
+    lines.append("  mode: one Luigi task per date (RangeDaily)")
+    return "\n".join(lines)
