@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
 
 import pyarrow.parquet as pq
 import pytest
@@ -124,95 +132,77 @@ def test_the_server_going_away_fails_cleanly_and_the_next_run_finishes(lab, sshd
     assert set(lab.built_at()) == {START, START + dt.timedelta(days=1), START + dt.timedelta(days=2)}
 
 
-def test_the_sftp_resource_caps_sessions_across_workers_of_a_real_luigid(lab, sshd, tmp_path):
-    import threading
-    import time
-    import urllib.request
-
+@pytest.fixture
+def scheduler(tmp_path):
     from tests.luigid import Luigid
 
-    scheduler = Luigid(tmp_path / "luigid").start()
+    server = Luigid(tmp_path / "luigid").start()
+    yield server
+    server.stop()
+
+
+def capped_config(lab, sshd, scheduler, cap: int):
+    """A luigi.cfg for runs through ``scheduler`` that read ``sshd`` with at most ``cap`` task sessions."""
+    return write_config(
+        lab.root / "capped.cfg",
+        {
+            "daybreak": {"raw_root": sshd.uri(lab.raw), "data_root": lab.data},
+            "sftp": {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts},
+            "resources": {"sftp": cap},
+            "core": {"scheduler_host": "127.0.0.1", "scheduler_port": scheduler.port},
+        },
+    )
+
+
+@contextlib.contextmanager
+def peak_connections(sshd):
+    """Yields a list whose only item ends as the most established connections seen server-side."""
+    peak, done = [0], threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], sshd.established())
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     try:
-        lab.qsr_days(START, 20)
-        cfg = write_config(
-            lab.root / "cap.cfg",
-            {
-                "daybreak": {"raw_root": sshd.uri(lab.raw), "data_root": lab.data},
-                "sftp": {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts},
-                "resources": {"sftp": 2},
-                "core": {"scheduler_host": "127.0.0.1", "scheduler_port": scheduler.port},
-            },
-        )
-        peak, done = [0], threading.Event()
-
-        def watch() -> None:
-            while not done.is_set():
-                peak[0] = max(peak[0], sshd.established())
-                time.sleep(0.005)
-
-        watcher = threading.Thread(target=watch)
-        watcher.start()
-        args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=20))]
-        proc = lab.cli(*args, "--workers", "8", env={"LUIGI_CONFIG_PATH": str(cfg)})
+        yield peak
+    finally:
         done.set()
         watcher.join()
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert len(lab.built_at()) == 20
-        # at most 2 task sessions, plus the scheduling process's own connection (completeness checks)
-        assert 2 <= peak[0] <= 3, peak[0]
-        tasks = urllib.request.urlopen(f"http://127.0.0.1:{scheduler.port}/api/task_list?data=%7B%7D").read()
-        assert b"StgQsrPos" in tasks  # the run went through this luigid
-    finally:
-        scheduler.stop()
 
 
-def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_once(lab, sshd, tmp_path):
-    import json
-    import os
-    import subprocess
-    import sys
-    import threading
-    import time
+def test_the_sftp_resource_caps_sessions_across_workers_of_a_real_luigid(lab, sshd, scheduler):
+    lab.qsr_days(START, 20)
+    cfg = capped_config(lab, sshd, scheduler, 2)
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=20))]
+    with peak_connections(sshd) as peak:
+        proc = lab.cli(*args, "--workers", "8", env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(lab.built_at()) == 20
+    # at most 2 task sessions, plus the scheduling process's own connection (completeness checks)
+    assert 2 <= peak[0] <= 3, peak[0]
+    tasks = urllib.request.urlopen(f"http://127.0.0.1:{scheduler.port}/api/task_list?data=%7B%7D").read()
+    assert b"StgQsrPos" in tasks  # the run went through this luigid
 
-    from tests.luigid import Luigid
 
-    scheduler = Luigid(tmp_path / "luigid").start()
-    try:
-        lab.qsr_days(START, 16)
-        cfg = write_config(
-            lab.root / "two.cfg",
-            {
-                "daybreak": {"raw_root": sshd.uri(lab.raw), "data_root": lab.data},
-                "sftp": {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts},
-                "resources": {"sftp": 2},
-                "core": {"scheduler_host": "127.0.0.1", "scheduler_port": scheduler.port},
-            },
-        )
-        peak, done = [0], threading.Event()
-
-        def watch() -> None:
-            while not done.is_set():
-                peak[0] = max(peak[0], sshd.established())
-                time.sleep(0.005)
-
-        watcher = threading.Thread(target=watch)
-        watcher.start()
-        args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=16))]
-        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--workers", "4", "--no-lock"]
-        env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_once(lab, sshd, scheduler):
+    lab.qsr_days(START, 16)
+    cfg = capped_config(lab, sshd, scheduler, 2)
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=16))]
+    cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--workers", "4", "--no-lock"]
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+    with peak_connections(sshd) as peak:
         procs = [
             subprocess.Popen(cmd, cwd=lab.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             for _ in range(2)
         ]
         codes = [p.wait(timeout=300) for p in procs]
-        done.set()
-        watcher.join()
-        # keep_alive is off: a process that finds the cap taken exits 25 (not run) and leaves its dates to
-        # the other one, which finishes them (docs/operations.md)
-        assert sorted(codes)[0] == 0 and set(codes) <= {0, 25}, codes
-        manifests = [json.loads(p.read_text()) for p in (lab.data / "staging/qsr_pos").glob("*/_manifest.json")]
-        assert len(manifests) == 16  # every date built, each exactly once (one manifest, one task id)
-        assert len({m["task_id"] for m in manifests}) == 16
-        assert peak[0] <= 2 + 2, peak[0]  # the shared cap, plus each process's scheduling connection
-    finally:
-        scheduler.stop()
+    # keep_alive is off: a process that finds the cap taken exits 25 (not run) and leaves its dates to
+    # the other one, which finishes them (docs/operations.md)
+    assert sorted(codes)[0] == 0 and set(codes) <= {0, 25}, codes
+    manifests = [json.loads(p.read_text()) for p in (lab.data / "staging/qsr_pos").glob("*/_manifest.json")]
+    assert len(manifests) == 16  # every date built, each exactly once (one manifest, one task id)
+    assert len({m["task_id"] for m in manifests}) == 16
+    assert peak[0] <= 2 + 2, peak[0]  # the shared cap, plus each process's scheduling connection
