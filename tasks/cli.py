@@ -45,6 +45,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 1 if result.runs or result.blocked else 0
 
 
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    from tasks import scheduler
+
+    return scheduler.run(args.address, args.port)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tasks import demo
 
@@ -83,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
     p.add_argument("--workers", type=int, default=1, help="for the time estimate")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser(
+        "scheduler", help="run luigid on 127.0.0.1 with state, logs and SQLite history under the data root"
+    )
+    p.add_argument("--address", default="127.0.0.1", help="bind address (luigid has no authentication)")
+    p.add_argument("--port", type=int, default=8082)
+    p.set_defaults(func=cmd_scheduler)
 
     p = sub.add_parser("demo", help="measure backfills after each kind of change; writes docs/backfills.md")
     p.add_argument("--workdir", default="data/demo", help="scratch folder (deleted and rebuilt)")

@@ -1,0 +1,59 @@
+"""``daybreak scheduler``: Luigi's central scheduler (luigid) as Daybreak runs it.
+
+luigid binds to every interface by default and has no authentication; here it binds to 127.0.0.1
+unless told otherwise. Its state, logs and task history (SQLite) live under the data root:
+
+    <data_root>/_state/luigid/state.pickle   scheduler state across restarts
+    <data_root>/_state/luigid/logs/          luigid's log folder (luigid needs it to exist)
+    <data_root>/_state/luigid/history.db     task history, browsable at /history
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from tasks import settings
+
+
+def scheduler_files(data_root: Path) -> dict[str, Path]:
+    folder = data_root / "_state" / "luigid"
+    return {
+        "folder": folder,
+        "state": folder / "state.pickle",
+        "logs": folder / "logs",
+        "history": folder / "history.db",
+    }
+
+
+def luigid_command(address: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """The luigid command line and environment (a luigi.cfg that turns SQLite task history on)."""
+    files = scheduler_files(settings.data_root().resolve())
+    files["logs"].mkdir(parents=True, exist_ok=True)
+    cfg = settings.write_config(
+        files["folder"] / "luigid.cfg",
+        {
+            "scheduler": {"record_task_history": "true", "state_path": files["state"]},
+            "task_history": {"db_connection": f"sqlite:///{files['history']}"},
+        },
+    )
+    cmd = [sys.executable, "-c", "from luigi.cmdline import luigid; luigid()"]
+    cmd += [
+        "--address",
+        address,
+        "--port",
+        str(port),
+        "--state-path",
+        str(files["state"]),
+        "--logdir",
+        str(files["logs"]),
+    ]
+    return cmd, {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+
+
+def run(address: str = "127.0.0.1", port: int = 8082) -> int:
+    cmd, env = luigid_command(address, port)
+    print(f"luigid on http://{address}:{port} (visualiser; history at /history); state under {Path(cmd[-3]).parent}")
+    os.execvpe(cmd[0], cmd, env)
+    return 0  # not reached

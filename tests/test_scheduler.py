@@ -1,0 +1,68 @@
+"""daybreak scheduler: a real luigid on 127.0.0.1 with its state and SQLite history under the data root."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+
+from tasks.settings import write_config
+from tests.sshd import free_port
+
+START = dt.date(2026, 9, 10)
+
+
+def listening_on(port: int) -> set[str]:
+    """Local addresses (hex, as /proc/net/tcp gives them) listening on ``port``."""
+    with open("/proc/net/tcp") as fh:
+        rows = [line.split() for line in fh.readlines()[1:]]
+    return {r[1].split(":")[0] for r in rows if r[1].endswith(f":{port:04X}") and r[3] == "0A"}
+
+
+def test_a_backfill_through_daybreak_scheduler_is_in_its_task_list_and_history(lab):
+    lab.qsr_days(START, 3)
+    port = free_port()
+    cfg = write_config(
+        lab.root / "sched.cfg",
+        {
+            "daybreak": {"raw_root": lab.raw, "data_root": lab.data},
+            "core": {"scheduler_host": "127.0.0.1", "scheduler_port": port},
+        },
+    )
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+    code = f"from tasks.cli import main; main(['scheduler', '--port', '{port}'])"
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=lab.root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        assert listening_on(port) == {"0100007F"}  # 127.0.0.1 only, not every interface
+        args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=3))]
+        proc = subprocess.run(
+            [sys.executable, "-m", "luigi", "--module", "tasks", *args],
+            cwd=lab.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        listed = urllib.request.urlopen(f"http://127.0.0.1:{port}/api/task_list?data=%7B%7D").read().decode()
+        assert all(f"StgQsrPos(date={START + dt.timedelta(days=k)})" in listed for k in range(3))
+        history = lab.data / "_state/luigid/history.db"
+        names = {row[0] for row in sqlite3.connect(history).execute("select name from tasks")}
+        assert "StgQsrPos" in names
+        assert (lab.data / "_state/luigid/logs").is_dir()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
