@@ -33,6 +33,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     start = args.start or settings.daybreak().start_date
     stop = args.stop or status.default_stop()
     rows = status.collect(start, stop, [args.dataset] if args.dataset else None)
+    if args.html:
+        Path(args.html).write_text(status.render_html(rows), encoding="utf-8")
+        print(f"wrote {args.html}")
     print(status.render_json(rows) if args.json else status.render_text(rows))
     return 0
 
@@ -81,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
     p.add_argument("--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML grid to FILE")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("plan", help="dry run of a backfill: what would run and why; exit 0 when nothing would")
