@@ -338,6 +338,13 @@ class MaterializedTask(luigi.Task):
 
     # -- the run template --------------------------------------------------------------------------
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            # hand back this task's raw-zone session (SFTP) before Luigi frees its resource slot
+            self.zone().close()
+
+    def _run(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         cache = CheckCache()
         if self.state(cache).ok:

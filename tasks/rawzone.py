@@ -55,6 +55,9 @@ class RawZone:
     def describe(self) -> str:
         return str(self.root)
 
+    def close(self) -> None:
+        """Release this process's connection to the raw zone, if it has one (local disk: nothing)."""
+
     @staticmethod
     def folder_relpath(source: str, date: dt.date) -> str:
         return f"{source}/{date.isoformat()}"

@@ -71,6 +71,9 @@ class SftpRawZone(RawZone):
     def describe(self) -> str:
         return f"sftp://{self.user}@{self.host}:{self.port}{self.base}"
 
+    def close(self) -> None:
+        self._drop()
+
     # -- the RawZone interface -----------------------------------------------------------------
     def folder_exists(self, source: str, date: dt.date) -> bool:
         return self.scan_folder(source, date) is not None
