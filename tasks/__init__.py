@@ -6,7 +6,7 @@ Importing this package registers every task family, so ``luigi --module tasks <F
 __version__ = "0.1.0"
 
 from tasks.ads import AdsDaily, AdsRolling7d  # noqa: E402,F401  (registers the task families)
-from tasks.backfill import MorningRefresh  # noqa: E402,F401
+from tasks.backfill import MorningRefresh, RangeSingleRun  # noqa: E402,F401
 from tasks.hotels import (  # noqa: E402,F401
     AllHotelsPickup,
     HotelOtbExport,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask
+from tasks.base import Built, PartitionedTask, input_line, reuse
 from tasks.rawzone import RawFile
 
 DAY = dt.timedelta(days=1)
@@ -41,10 +41,14 @@ class AdsDaily(PartitionedTask):
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.ads import RAW_COLUMNS, newest_restatement
-        from tasks.transforms.rawcsv import parse_csv_many
+        from tasks.transforms.rawcsv import parse_csv
 
         zone = self.zone()
-        parsed = parse_csv_many(((zone.read_bytes(f), f.relpath) for f in inputs), RAW_COLUMNS)
+        # each export is read by 7 consecutive dates: a single-run range parses it once
+        parsed = [
+            reuse(("ads parsed", input_line(f)), lambda f=f: parse_csv(zone.read_bytes(f), f.relpath, RAW_COLUMNS))
+            for f in inputs
+        ]
         result = newest_restatement([(f.folder_date, p) for f, p in zip(inputs, parsed, strict=True)], self.date)
         final_export = self.date + self.restatement_days() * DAY
         stats = {

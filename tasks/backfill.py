@@ -1,4 +1,5 @@
-"""Backfill wrappers over Luigi's RangeDaily: the morning refresh of what late data can still change."""
+"""Backfills: the morning refresh of what late data can still change (RangeDaily wrappers), and the
+single-run range (one Luigi task, one process, one raw-zone session for a whole range of dates)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from zoneinfo import ZoneInfo
 import luigi
 from luigi.tools.range import RangeDaily
 
-from tasks import settings
+from tasks import progress, settings
 from tasks.ads import AdsDaily, AdsRolling7d
+from tasks.base import CheckCache, PartitionedTask, RawFolder, reusing
+from tasks.calendar import date_range
 from tasks.hotels import StgHotelBookingsDaily
 from tasks.qsr import StgQsrPos
 
@@ -50,3 +53,123 @@ def _epoch(day: dt.date) -> int:
     """RangeDaily's ``now`` (seconds since the epoch): the start of ``day`` in UTC, so that its range
     ends at ``day`` whatever the clock says (and a test can run as of any date)."""
     return int(dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC).timestamp())
+
+
+class RangeSingleRun(luigi.WrapperTask):
+    """Every stale or missing date of ``[start, stop)`` of one dataset, built in one run.
+
+    The counterpart of Dagster's ``BackfillPolicy.single_run()`` next to ``RangeDaily``'s one task per
+    date: one Luigi task (:class:`SingleRunBuild`) builds the whole range, so one process and one
+    raw-zone session (one SFTP connection, one ``sftp`` resource slot). Each date is still its own
+    partition with its own manifest, written as soon as it is built, so status, staleness and reruns
+    stay per date:
+
+    * a date that fails is recorded (``_state/failures``) and the build goes on with the next ones; it
+      fails at the end (exit 30) naming every failed date, and the dates written are kept;
+    * a date whose raw folders have not arrived is skipped; this wrapper requires those folders, so
+      the run ends "missing data" (exit 20) like RangeDaily, and a later run builds just those dates;
+    * the upstream datasets' dates it reads are single-run builds of their own, required first.
+
+    ``stop`` is exclusive, like RangeDaily's; dates from today (business timezone) on are left out, as
+    RangeDaily leaves them out. See docs/backfills.md, "One run per date or one run per range".
+    """
+
+    of = luigi.TaskParameter(description="The partitioned task family, e.g. StgQsrPos")
+    of_params = luigi.DictParameter(default={}, description='Its other parameters, e.g. {"hotel": "H1"}')
+    start = luigi.DateParameter(description="First business date, inclusive")
+    stop = luigi.DateParameter(description="Last business date, exclusive")
+
+    def requires(self) -> list[luigi.Task]:
+        build = SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)
+        cache = CheckCache()
+        missing = sorted({f for t in build.partitions() if not t.state(cache).ok for f in missing_raw(t, cache)})
+        return [build, *(RawFolder(source=source, date=date) for source, date in missing)]
+
+    def complete(self) -> bool:
+        cache = CheckCache()
+        return all(
+            t.state(cache).ok
+            for t in SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop).partitions()
+        )
+
+
+class SingleRunBuild(luigi.Task):
+    """The one task of a :class:`RangeSingleRun`: builds, in this process, every date of the range
+    that is stale or missing and not waiting for raw data. Complete when no such date is left."""
+
+    of = luigi.TaskParameter()
+    of_params = luigi.DictParameter(default={})
+    start = luigi.DateParameter()
+    stop = luigi.DateParameter()
+
+    @property
+    def resources(self) -> dict[str, int]:
+        """One ``sftp`` slot for the whole range when the dataset reads an SFTP raw zone."""
+        parts = self.partitions()
+        return parts[0].resources if parts else {}
+
+    def partitions(self) -> list[PartitionedTask]:
+        if not (isinstance(self.of, type) and issubclass(self.of, PartitionedTask)):
+            raise TypeError(f"a single-run range builds a PartitionedTask family, not {self.of!r}")
+        stop = min(self.stop, business_today())
+        return [self.of(date=d, **self.of_params) for d in date_range(self.start, stop)]
+
+    def todo(self, cache: CheckCache) -> list[PartitionedTask]:
+        return [t for t in self.partitions() if not t.state(cache).ok and not missing_raw(t, cache)]
+
+    def requires(self) -> list[SingleRunBuild]:
+        """One single-run build per upstream family (and static parameters), over the dates read."""
+        groups: dict[tuple, list[dt.date]] = {}
+        for task in self.partitions():
+            for up in task.upstream():
+                static = tuple(sorted((k, v) for k, v in up.param_kwargs.items() if k != "date"))
+                groups.setdefault((type(up), static), []).append(up.date)
+        return [
+            SingleRunBuild(of=cls, of_params=dict(static), start=min(dates), stop=max(dates) + dt.timedelta(days=1))
+            for (cls, static), dates in groups.items()
+        ]
+
+    def complete(self) -> bool:
+        todo = self.todo(CheckCache())
+        if todo:
+            self.of.prepare_to_run()
+        return not todo
+
+    def run(self) -> None:
+        todo = self.todo(CheckCache())
+        meter, failed = progress.Progress(len(todo)), []
+        try:
+            with reusing() as memo:
+                for task in todo:
+                    memo.next_date()
+                    try:
+                        task._run()
+                    except Exception as exc:  # one bad date must not lose the others: record it, go on
+                        progress.logger.exception("%s failed; the rest of the range goes on", task.task_id)
+                        task.on_failure(exc)
+                        failed.append((task.date, (str(exc) or type(exc).__name__).splitlines()[0]))
+                    meter.step(task.task_id)
+                    self.set_progress_percentage(round(100 * meter.done / len(todo)))
+                    self.set_status_message(f"{meter.done}/{len(todo)} dates, {len(failed)} failed")
+        finally:
+            if todo:  # the one raw-zone session of the whole range (SFTP: one connection)
+                todo[0].zone().close()
+        if failed:
+            listed = "; ".join(f"{d}: {err}" for d, err in failed[:5]) + (" ..." if len(failed) > 5 else "")
+            raise RuntimeError(
+                f"{len(failed)} of {len(todo)} dates of {self.of.__name__} failed ({listed}); the other "
+                f"{len(todo) - len(failed)} are written and kept. See daybreak status."
+            )
+
+
+def missing_raw(task: PartitionedTask, cache: CheckCache) -> set[tuple[str, dt.date]]:
+    """The raw folders, of its own window or its stale upstream partitions' windows, that keep a
+    partition from being built now (source, export date). Empty when it can be built."""
+    zone = cache.zone()
+    if task.input_files(cache) is None:
+        return {(s, d) for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None}
+    out: set[tuple[str, dt.date]] = set()
+    for up in task.upstream():
+        if not up.state(cache).ok:
+            out |= missing_raw(up, cache)
+    return out

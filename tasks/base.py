@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, ClassVar
 import luigi
 
 import tasks
-from tasks import partitions, settings
+from tasks import partitions, progress, settings
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawFolderTarget, RawZone
 
@@ -109,6 +109,48 @@ class CheckCache:
             listed = self.listed.get(store.root) if date is not None else None
             self.manifests[key] = None if listed is not None and date not in listed else store.read_manifest(date)
         return self.manifests[key]
+
+
+class Reuse:
+    """What one date of a single-run range read and parsed, offered to the next date.
+
+    Consecutive dates share raw folders (StgQsrPos reads folders d and d+1, so d+1 is read again for
+    date d+1). Inside :func:`reusing`, :func:`reuse` keeps each value for the date that computed it
+    and the next one, keyed by what it was computed from (file names, sizes and mtimes): two
+    generations, so memory holds at most two dates' worth. Outside it, :func:`reuse` just computes.
+    """
+
+    def __init__(self):
+        self.previous: dict = {}
+        self.current: dict = {}
+
+    def next_date(self) -> None:
+        self.previous, self.current = self.current, {}
+
+
+_reuse: Reuse | None = None
+
+
+def reuse(key, compute):
+    """``compute()``, or its value from the previous date of a single-run range (same key)."""
+    if _reuse is None:
+        return compute()
+    if key not in _reuse.current:
+        _reuse.current[key] = _reuse.previous.pop(key) if key in _reuse.previous else compute()
+    return _reuse.current[key]
+
+
+class reusing:
+    """Context manager for a single-run range: :func:`reuse` remembers across consecutive dates."""
+
+    def __enter__(self) -> Reuse:
+        global _reuse
+        _reuse = Reuse()
+        return _reuse
+
+    def __exit__(self, *exc) -> None:
+        global _reuse
+        _reuse = None
 
 
 @dataclass(frozen=True)
@@ -285,6 +327,7 @@ class MaterializedTask(luigi.Task):
         done = self.state(CheckCache()).ok
         if not done:
             type(self).prepare_to_run()
+            progress.expect([self.task_id])
         return done
 
     _prepared: ClassVar[bool] = False
@@ -411,6 +454,21 @@ class MaterializedTask(luigi.Task):
         return super().on_failure(exception)
 
 
+@MaterializedTask.event_handler(luigi.Event.START)
+def _progress_start(task: MaterializedTask) -> None:
+    progress.started(task.task_id)
+
+
+@MaterializedTask.event_handler(luigi.Event.SUCCESS)
+def _progress_success(task: MaterializedTask) -> None:
+    progress.finished(task.task_id)
+
+
+@MaterializedTask.event_handler(luigi.Event.FAILURE)
+def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
+    progress.finished(task.task_id)
+
+
 class PartitionedTask(MaterializedTask):
     """Base of every business-date partitioned task. Subclasses set ``dataset`` and define
     ``raw_window()`` (the raw folders they read) and/or ``upstream()`` (the partitions they read),
@@ -432,7 +490,7 @@ class PartitionedTask(MaterializedTask):
         """
         factory = cls
         cache = CheckCache()
-        done, incomplete = [], None
+        done, incomplete = [], []
         for value in parameter_tuples:
             task = factory(date=value)
             if not cache.listed:
@@ -440,9 +498,10 @@ class PartitionedTask(MaterializedTask):
             if task.state(cache).ok:
                 done.append(task.date)
             else:
-                incomplete = type(task)
-        if incomplete is not None:
-            incomplete.prepare_to_run()
+                incomplete.append(task)
+        if incomplete:
+            type(incomplete[0]).prepare_to_run()
+            progress.expect(t.task_id for t in incomplete)
         return done
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, fingerprint, input_line
+from tasks.base import Built, PartitionedTask, fingerprint, input_line, reuse
 from tasks.calendar import qsr_dependency_window
 from tasks.rawzone import RawFile, is_store_file
 from tasks.transforms.qsr_rules import QsrRules
@@ -69,8 +69,13 @@ class StgQsrPos(PartitionedTask):
         from tasks.transforms.rawcsv import parse_csv_many
 
         zone = self.zone()
-        for folder, files in itertools.groupby(inputs, key=lambda f: f.folder_date):
-            parsed = parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS)
+        for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
+            files = list(group)
+            # a single-run range parses folder d+1 once for dates d and d+1 (same names, sizes, mtimes)
+            parsed = reuse(
+                ("qsr_pos parsed", *map(input_line, files)),
+                lambda files=files: parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS),
+            )
             yield folder, parsed
             del parsed  # drop this folder before the next one is parsed
 

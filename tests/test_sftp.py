@@ -6,6 +6,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -209,3 +210,36 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
     assert len({m["task_id"] for m in manifests}) == 16
     # the shared cap, plus each process's scheduling connection, plus the unexplained hand-over one
     assert peak[0] <= 2 + 2 + 1, peak[0]
+
+
+def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(over_sftp, sshd, monkeypatch):
+    from tasks.sftp import SftpRawZone
+
+    lab = over_sftp
+    lab.qsr_days(START, 6)  # folders START .. START+6, two stores each; dates START .. START+5
+    log = sshd.folder / "sshd.log"
+    reads: list[str] = []
+    real_read = SftpRawZone.read_bytes
+
+    def counted(zone, raw):  # a spy: the real read over the real server, counted
+        reads.append(raw.relpath)
+        return real_read(zone, raw)
+
+    monkeypatch.setattr(SftpRawZone, "read_bytes", counted)
+    stop = START + dt.timedelta(days=6)
+    from tasks.plan import make_plan
+
+    assert make_plan("stg_qsr_pos", START, stop, workers=4).mode[0] == "RangeSingleRun"  # what plan says
+    mark = len(log.read_text())
+    assert lab.luigi("RangeSingleRun", "--of", "StgQsrPos", "--start", str(START), "--stop", str(stop)) == 0
+    assert len(lab.built_at()) == 6
+    # the range's one session, plus the scheduling checks' own before the task runs
+    assert log.read_text()[mark:].count("Accepted publickey") <= 2
+    assert len(reads) == len(set(reads)) == 14  # folder d+1 is read once for dates d and d+1
+    # one task per date, for contrast: a session per date, and every inner folder read twice
+    shutil.rmtree(lab.data)
+    reads.clear()
+    mark = len(log.read_text())
+    assert lab.range(START, stop) == 0
+    assert log.read_text()[mark:].count("Accepted publickey") >= 6
+    assert len(reads) == 24

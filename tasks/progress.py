@@ -1,0 +1,92 @@
+"""Backfill progress on the terminal: partitions done of the total, the rate and the time left.
+
+Two sources feed it:
+
+* a range of Luigi tasks (``RangeDaily``, one task per date): the scheduling process counts the
+  partitions it finds incomplete while it checks completeness (:func:`expect`), before any worker
+  forks; every finished partition task, in whichever worker process, adds one to a counter in shared
+  memory and logs one line (:func:`finished`);
+* a single-run range (:class:`tasks.backfill.RangeSingleRun`): the task itself, date by date, through
+  :class:`Progress`, and Luigi's progress percentage and status message for the visualiser.
+
+Lines go to the ``luigi-interface`` logger, so they appear on the terminal and in worker logs::
+
+    progress: 12/60 partitions (20%), 2.4/s, about 20 s left - done StgQsrPos(date=2026-09-12)
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+
+logger = logging.getLogger("luigi-interface")
+
+
+def _seconds(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def line(done: int, total: int, elapsed: float, what: str = "") -> str:
+    """``done/total (pct), rate, time left`` with rate and time left from the wall time so far."""
+    total = max(total, done)
+    pct = 100 * done / total if total else 100
+    text = f"progress: {done}/{total} partitions ({pct:.0f}%)"
+    if done and elapsed > 0:
+        rate = done / elapsed
+        text += f", {rate:.1f}/s, about {_seconds((total - done) / rate)} left"
+    return text + (f" - {what}" if what else "")
+
+
+class Progress:
+    """Progress of one process walking a known list of partitions (a single-run range)."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.t0 = total, 0, time.monotonic()
+
+    def step(self, what: str = "") -> str:
+        self.done += 1
+        text = line(self.done, self.total, time.monotonic() - self.t0, what)
+        logger.info(text)
+        return text
+
+
+# -- a range of Luigi tasks across worker processes -----------------------------------------------------
+_expected: set[str] = set()
+_shared = None  # (done counter, start time) in shared memory, created before Luigi forks workers
+
+
+def expect(task_ids) -> None:
+    """Called in the scheduling process for partitions that will run (found incomplete)."""
+    global _shared
+    _expected.update(task_ids)
+    if _shared is None:
+        _shared = (multiprocessing.Value("i", 0), multiprocessing.Value("d", 0.0))
+
+
+def finished(task_id: str) -> str | None:
+    """One expected partition task ended (built, found already up to date, or failed)."""
+    if _shared is None or task_id not in _expected:
+        return None
+    done, started = _shared
+    with done.get_lock():
+        done.value += 1
+        count = done.value
+    elapsed = time.time() - started.value if started.value else 0.0
+    text = line(count, len(_expected), elapsed, task_id)
+    logger.info(text)
+    return text
+
+
+def started(task_id: str) -> None:
+    """A partition task starts: the clock of the rate starts with the first one."""
+    if _shared is None or task_id not in _expected:
+        return
+    _done, start = _shared
+    with start.get_lock():
+        if not start.value:
+            start.value = time.time()

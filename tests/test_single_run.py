@@ -1,0 +1,113 @@
+"""Single-run backfills (RangeSingleRun): one Luigi task for a range, still one partition per date."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+
+import pyarrow.parquet as pq
+
+from tasks.qsr import StgQsrPos
+from tests.conftest import qsr_rows
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+
+
+def single(lab, of: str, start: dt.date, stop: dt.date, *extra: str) -> int:
+    return lab.luigi("RangeSingleRun", "--of", of, "--start", str(start), "--stop", str(stop), *extra)
+
+
+def tables(root, dataset: str) -> dict[str, object]:
+    return {p.parent.name: pq.read_table(p) for p in sorted((root / dataset).glob("*/data.parquet"))}
+
+
+def test_one_run_writes_the_same_partitions_as_one_task_per_date(lab, setting):
+    lab.qsr_days(START, 6)
+    assert lab.range(START, START + 6 * DAY) == 0
+    per_date = tables(lab.data, "staging/qsr_pos")
+    setting("daybreak", "data_root", lab.root / "single")
+    assert single(lab, "StgQsrPos", START, START + 6 * DAY) == 0
+    one_run = tables(lab.root / "single", "staging/qsr_pos")
+    assert list(one_run) == list(per_date) and len(one_run) == 6
+    assert all(one_run[k].equals(per_date[k]) for k in per_date)
+    manifests = [json.loads(p.read_text()) for p in (lab.root / "single/staging/qsr_pos").glob("*/_manifest.json")]
+    assert sorted(m["business_date"] for m in manifests) == [str(START + k * DAY) for k in range(6)]
+    # staleness stays per date: a late file in folder D rebuilds D-1 and D only, in one run again
+    late = START + 3 * DAY
+    lab.qsr_file(late.isoformat(), "S777", [r.replace("S001", "S777") for r in qsr_rows("S001", late)])
+    rebuilt = lab.rebuilt_by(lambda: single(lab, "StgQsrPos", START, START + 6 * DAY), "../single/staging/qsr_pos")
+    assert rebuilt == {late - DAY, late}
+    assert (
+        lab.rebuilt_by(lambda: single(lab, "StgQsrPos", START, START + 6 * DAY), "../single/staging/qsr_pos") == set()
+    )
+
+
+def test_dates_waiting_for_raw_data_end_the_run_as_missing_data_and_the_rest_is_built(lab):
+    lab.qsr_days(START, 5)
+    shutil.rmtree(lab.raw / "qsr_pos" / (START + 3 * DAY).isoformat())  # dates 2 and 3 read folder 3
+    assert single(lab, "StgQsrPos", START, START + 5 * DAY) == 20  # [retcode] missing_data, like RangeDaily
+    assert set(lab.built_at()) == {START, START + DAY, START + 4 * DAY}
+    assert single(lab, "StgQsrPos", START, START + 5 * DAY) == 20  # still waiting: same answer, nothing run
+    lab.qsr_file((START + 3 * DAY).isoformat(), "S001", qsr_rows("S001", START + 3 * DAY))
+    assert lab.rebuilt_by(lambda: single(lab, "StgQsrPos", START, START + 5 * DAY)) == {
+        START + 2 * DAY,
+        START + 3 * DAY,
+    }
+
+
+def test_a_failing_date_is_recorded_and_does_not_lose_the_others(lab):
+    lab.qsr_days(START, 5)
+    bad = START + 2 * DAY  # folder `bad` has a bad quantity on every line: dates bad-1 and bad fail
+    for store in ("S001", "S002"):
+        lab.qsr_file(
+            bad.isoformat(), store, [re.sub(r",\d,(\d+\.\d\d),", r",lots,\1,", r) for r in qsr_rows(store, bad)]
+        )
+    assert single(lab, "StgQsrPos", START, START + 5 * DAY) == 30  # [retcode] task_failed
+    assert set(lab.built_at()) == {START, START + 3 * DAY, START + 4 * DAY}  # written, kept
+    for date in (bad - DAY, bad):
+        failure = StgQsrPos(date=date).store().read_failure(date)
+        assert "rejected" in failure["error"] and f"qsr_pos/{bad}/S00" in failure["error"]
+    # fixed at the source: the rerun builds exactly the failed date, and clears its failure record
+    lab.qsr_file(bad.isoformat(), "S001", qsr_rows("S001", bad))
+    lab.qsr_file(bad.isoformat(), "S002", qsr_rows("S002", bad))
+    assert lab.rebuilt_by(lambda: single(lab, "StgQsrPos", START, START + 5 * DAY)) == {bad - DAY, bad}
+    assert StgQsrPos(date=bad).store().read_failure(bad) is None
+
+
+def test_a_look_back_range_builds_its_upstream_range_first_with_the_same_results(lab, setting):
+    first = dt.date(2026, 9, 20)
+    setting("daybreak", "start_date", first)
+    for k in range(1, 12):
+        lab.ads_export(first + k * DAY, first)
+    stop = first + 10 * DAY
+    assert single(lab, "AdsRolling7d", first + 3 * DAY, stop) == 0
+    assert set(lab.built_at("staging/ads_daily")) == {first + k * DAY for k in range(10)}  # d-6 .. stop-1
+    single_run = tables(lab.data, "marts/ads_rolling_7d")
+    setting("daybreak", "data_root", lab.root / "per-date")
+    assert lab.range(first + 3 * DAY, stop, of="AdsRolling7d") == 0
+    per_date = tables(lab.root / "per-date", "marts/ads_rolling_7d")
+    assert list(single_run) == list(per_date) and all(single_run[k].equals(per_date[k]) for k in per_date)
+
+
+def test_progress_shows_done_of_total_rate_and_time_left_across_worker_processes(lab):
+    lab.qsr_days(START, 6)
+    cfg = lab.write_cfg(lab.root / "luigi.cfg")
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + 6 * DAY)]
+    proc = lab.cli(*args, "--workers", "2", "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = re.findall(r"progress: (\d+)/(\d+) partitions \(\d+%\), [\d.]+/s, about \d+ s left", proc.stderr)
+    assert sorted(int(done) for done, _ in lines) == list(range(1, 7))  # one line per partition, both workers
+    assert {total for _, total in lines} == {"6"}
+    for k in (1, 4):
+        shutil.rmtree(lab.partition(START + k * DAY))
+    args[0] = "RangeSingleRun"
+    proc = lab.cli(*args, "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.findall(r"progress: (\d+)/(\d+) partitions", proc.stderr) == [("1", "2"), ("2", "2")]
+
+
+def test_a_family_without_dates_is_refused(lab):
+    assert single(lab, "OtbByStayDate", START, START + DAY) not in (0, 20)
