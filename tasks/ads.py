@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, input_line, reuse
+from tasks.base import Built, CheckCache, PartitionedTask, input_line, reuse
 from tasks.rawzone import RawFile
 
 DAY = dt.timedelta(days=1)
@@ -38,6 +38,11 @@ class AdsDaily(PartitionedTask):
         from tasks.transforms.ads import DAILY_VERSION
 
         return {"version": DAILY_VERSION, "restatement_days": self.restatement_days()}
+
+    def provisional(self, cache: CheckCache) -> bool:
+        """Up to date, but export d+7 has not arrived: a later export may still restate it."""
+        manifest = cache.manifest(cache.once(("store", self.dataset_path()), self.store), self.date) or {}
+        return manifest.get("stats", {}).get("is_final") is False
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.ads import RAW_COLUMNS, newest_restatement
@@ -75,6 +80,10 @@ class AdsRolling7d(PartitionedTask):
 
     def upstream(self) -> list[PartitionedTask]:
         return [AdsDaily(date=d) for d in self.window_dates()]
+
+    def provisional(self, cache: CheckCache) -> bool:
+        """Provisional while a day of its window is."""
+        return any(up.provisional(cache) for up in self.upstream())
 
     def rules(self) -> dict:
         from tasks.transforms.ads import ROLLING_VERSION

@@ -251,6 +251,11 @@ class MaterializedTask(luigi.Task):
         data version; a task that reads a slice of it (one hotel) narrows this to that slice's version."""
         return (manifest or {}).get("data_version")
 
+    def provisional(self, cache: CheckCache) -> bool:
+        """An up-to-date partition that later data is still expected to change (ads before export
+        d+7). The status view shows it as provisional. Default: never."""
+        return False
+
     def rules_fingerprint(self) -> str:
         return fingerprint(self.rules())
 

@@ -11,7 +11,8 @@ import luigi.configuration
 
 from tasks import settings
 
-DATASET_NAMES = ["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d"]
+DATASET_NAMES = ["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d"]  # one date each
+STATUS_NAMES = [*DATASET_NAMES, "hotel_pickup"]  # and date x hotel
 
 
 def _date(text: str) -> dt.date:
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("status", help="ok / stale / missing / waiting / failed per dataset and day")
-    p.add_argument("--dataset", choices=DATASET_NAMES)
+    p.add_argument("--dataset", choices=STATUS_NAMES)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
     p.add_argument("--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

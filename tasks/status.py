@@ -1,4 +1,5 @@
-"""Partition status view: ok / stale (with the reason) / missing / waiting for raw / failed, per day.
+"""Partition status view: ok / provisional / stale (with the reason) / missing / waiting for raw /
+failed, per dataset and day.
 
 It reads manifests, failure records and raw folder listings only (never Luigi's state), through the
 same :meth:`PartitionedTask.state` check that decides what a backfill runs.
@@ -14,7 +15,8 @@ from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import CheckCache, PartitionedTask
 from tasks.calendar import date_range
-from tasks.hotels import StgHotelBookingsDaily
+from tasks.hotels import HotelPickup, StgHotelBookingsDaily
+from tasks.partitions import PartitionStore
 from tasks.qsr import StgQsrPos
 
 DATASETS: dict[str, type[PartitionedTask]] = {
@@ -23,14 +25,17 @@ DATASETS: dict[str, type[PartitionedTask]] = {
     "ads_daily": AdsDaily,
     "ads_rolling_7d": AdsRolling7d,
 }
-SYMBOLS = {"ok": "#", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
+# Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
+MULTI: dict[str, tuple[type[PartitionedTask], str]] = {"hotel_pickup": (HotelPickup, "hotel")}
+SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
+WORST_FIRST = ["failed", "stale", "waiting", "missing", "provisional", "ok"]
 
 
 @dataclass(frozen=True)
 class DayStatus:
     dataset: str
     date: dt.date
-    state: str  # ok | stale | missing | waiting | failed
+    state: str  # ok | provisional | stale | missing | waiting | failed
     reason: str = ""
     rows: int | None = None
     duration_s: float | None = None
@@ -48,7 +53,24 @@ def day_status(task: PartitionedTask, cache: CheckCache, name: str) -> DayStatus
         waiting = _waiting_for(task, cache)
         if waiting:
             return DayStatus(name, task.date, "waiting", waiting)
+    if state.ok and task.provisional(cache):
+        return DayStatus(name, task.date, "provisional", "later exports may still restate it", rows, duration)
     return DayStatus(name, task.date, state.state, state.reason if not state.ok else "", rows, duration)
+
+
+def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: CheckCache, name: str) -> DayStatus:
+    """One day of a date x key dataset: the worst state of its keys, the keys in that state in the
+    reason, rows summed over the keys."""
+    from tasks.reference import hotels
+
+    rows = {k: day_status(cls(date=day, **{key: k}), cache, name) for k in hotels()}
+    worst = min((r.state for r in rows.values()), key=WORST_FIRST.index)
+    keys = [k for k, r in rows.items() if r.state == worst]
+    first = rows[keys[0]]
+    reason = "" if worst == "ok" else f"{key} {', '.join(keys)}: {first.reason}".rstrip(": ")
+    counts = [r.rows for r in rows.values() if r.rows is not None]
+    took = [r.duration_s for r in rows.values() if r.duration_s is not None]
+    return DayStatus(name, day, worst, reason, sum(counts) if counts else None, round(sum(took), 4) if took else None)
 
 
 def _waiting_for(task: PartitionedTask, cache: CheckCache) -> str:
@@ -68,7 +90,12 @@ def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) ->
     """Status of every (dataset, date) with ``start`` <= date < ``stop``."""
     cache = CheckCache()
     out = []
-    for name in datasets or list(DATASETS):
+    for name in datasets or [*DATASETS, *MULTI]:
+        if name in MULTI:
+            cls, key = MULTI[name]
+            cache.list_dataset(PartitionStore(settings.data_root(), cls.dataset))
+            out.extend(multi_day_status(cls, key, d, cache, name) for d in date_range(start, stop))
+            continue
         cls = DATASETS[name]
         first = cls(date=start)
         cache.list_dataset(first.store())
@@ -95,7 +122,7 @@ def render_text(rows: list[DayStatus]) -> str:
         lines.extend(f"  {bar[i : i + 70]}" for i in range(0, len(bar), 70))
         lines.append("  " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
         for r in mine:
-            if r.state in ("stale", "failed", "waiting"):
+            if r.state in ("stale", "failed", "waiting"):  # provisional: a count, not a line per day
                 lines.append(f"  {r.date} {r.state}: {r.reason}")
     return "\n".join(lines)
 
@@ -104,7 +131,14 @@ def render_json(rows: list[DayStatus]) -> str:
     return json.dumps([{**asdict(r), "date": r.date.isoformat()} for r in rows], indent=1)
 
 
-COLOURS = {"ok": "#2e7d32", "stale": "#f9a825", "missing": "#bdbdbd", "waiting": "#90caf9", "failed": "#c62828"}
+COLOURS = {
+    "ok": "#2e7d32",
+    "provisional": "#81c784",
+    "stale": "#f9a825",
+    "missing": "#bdbdbd",
+    "waiting": "#90caf9",
+    "failed": "#c62828",
+}
 
 
 def render_html(rows: list[DayStatus]) -> str:

@@ -159,15 +159,21 @@ def test_morning_refresh_builds_the_last_days_and_then_runs_nothing(ads_lab):
 def test_status_shows_a_window_waiting_for_its_upstream(ads_lab):
     from tasks import status
 
-    assert ads_lab.range(dt.date(2026, 10, 2), dt.date(2026, 10, 4), of="AdsRolling7d") == 0
-    rows = status.collect(dt.date(2026, 10, 2), dt.date(2026, 10, 5), ["ads_daily", "ads_rolling_7d"])
+    assert ads_lab.range(FIRST, dt.date(2026, 10, 4), of="AdsRolling7d") == 0
+    rows = status.collect(FIRST, dt.date(2026, 10, 5), ["ads_daily", "ads_rolling_7d"])
     got = {(r.dataset, r.date): (r.state, r.reason) for r in rows}
     assert got[("ads_daily", dt.date(2026, 10, 4))] == ("waiting", "raw folder missing: ads/2026-10-05")
     assert got[("ads_rolling_7d", dt.date(2026, 10, 4))] == (
         "waiting",
         "upstream staging/ads_daily 2026-10-04 waits for raw data",
     )
-    assert got[("ads_rolling_7d", dt.date(2026, 10, 3))] == ("ok", "")
+    # final once export d+7 is in (exports run to 10-04): ads_daily up to 09-27, and the windows of
+    # only final days; later ones are up to date but provisional
+    assert got[("ads_daily", dt.date(2026, 9, 27))] == ("ok", "")
+    assert got[("ads_daily", dt.date(2026, 9, 28))] == ("provisional", "later exports may still restate it")
+    assert got[("ads_rolling_7d", dt.date(2026, 9, 27))] == ("ok", "")
+    assert got[("ads_rolling_7d", dt.date(2026, 10, 3))] == ("provisional", "later exports may still restate it")
+    assert [r.state for r in rows].count("provisional") == 2 * 6  # 09-28 .. 10-03 of each
 
 
 def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_lab, capsys):

@@ -179,3 +179,28 @@ def test_one_hotel_through_rangedaily_of_params(hotel_lab):
     args = ["RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H2"}']
     assert hotel_lab.luigi(*args, "--start", str(FIRST), "--stop", str(FIRST + dt.timedelta(days=4))) == 0
     assert {h for _, h in pickups(hotel_lab)} == {"H2"} and len(pickups(hotel_lab)) == 4
+
+
+def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(hotel_lab):
+    from tasks import status
+    from tasks.reference import hotels
+
+    stop = FIRST + dt.timedelta(days=4)
+    args = ["RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H2"}']
+    assert hotel_lab.luigi(*args, "--start", str(FIRST), "--stop", str(stop)) == 0
+    others = ", ".join(h for h in hotels() if h != "H2")
+    rows = status.collect(FIRST, stop, ["hotel_pickup"])
+    assert {(r.state, r.reason) for r in rows} == {("missing", f"hotel {others}: no partition")}
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    rows = status.collect(FIRST, stop, ["hotel_pickup"])
+    assert [r.state for r in rows] == ["ok"] * 4 and all(r.rows is not None for r in rows)
+    last = FIRST + dt.timedelta(days=3)  # H2's newest extract re-sent: that day's H2 pickup is stale
+    write(hotel_lab, last, "H2", [f"V9,H2,{last}T23:50:00-07:00,CREATED,2026-10-05,2026-10-06,1,80.00,ota"])
+    rows = status.collect(FIRST, stop, ["hotel_pickup"])
+    assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
+    assert rows[-1].reason.startswith(f"hotel {', '.join(hotels())}: upstream StgHotelBookingsDaily")
+    assert rows[-1].reason.endswith("is stale")  # staging not rebuilt yet: which hotel changed is unknown
+    assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(last)) == 0
+    rows = status.collect(FIRST, stop, ["hotel_pickup"])
+    assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
+    assert rows[-1].reason.startswith("hotel H2: upstream StgHotelBookingsDaily") and "changed" in rows[-1].reason
