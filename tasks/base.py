@@ -393,6 +393,10 @@ class MaterializedTask(luigi.Task):
             self.zone().close()
 
     def _run(self) -> None:
+        with self.store().locked(self.key):  # a second run building this partition waits, then finds it done
+            self._build_and_write()
+
+    def _build_and_write(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         cache = CheckCache()
         if self.state(cache).ok:
@@ -432,6 +436,13 @@ class MaterializedTask(luigi.Task):
         manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
         store.write(self.key, built.table, manifest, built.extras)
         store.clear_failure(self.key)
+        logger.info(
+            "%s: wrote %s rows (%s rejected) in %.2f s",
+            self.task_id,
+            manifest["row_count"],
+            manifest["rejected_count"],
+            manifest["duration_s"],
+        )
 
     def _check_inputs_unchanged(self, before: Window) -> None:
         """Fail, writing nothing, when a raw file changed while the partition read it (still being

@@ -6,6 +6,7 @@ The only module that writes Parquet and manifests. Layout of one dataset::
     <data_root>/<dataset>/business_date=YYYY-MM-DD/_manifest.json
     <data_root>/quarantine/<dataset>/business_date=YYYY-MM-DD/rejected.parquet
     <data_root>/_state/failures/<dataset>/business_date=YYYY-MM-DD.json
+    <data_root>/_state/locks/<dataset>/business_date=YYYY-MM-DD.lock
 
 A write never leaves a reader a mix: a new partition is built in a hidden sibling folder and renamed
 into place; an existing one has its data file replaced with ``os.replace`` and then its manifest.
@@ -16,11 +17,15 @@ counts as stale and is rebuilt; the data file itself is always whole.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,6 +87,18 @@ class PartitionStore:
             return folder / f"{self.dataset}.json"
         *parents, last = self._levels(date)
         return (folder / self.dataset).joinpath(*parents) / f"{last}.json"
+
+    def lock_path(self, date: dt.date | None) -> Path:
+        """``_state/locks/`` mirrors ``_state/failures/``: one lock file per partition."""
+        state = self.data_root / "_state"
+        return (state / "locks" / self.failure_path(date).relative_to(state / "failures")).with_suffix(".lock")
+
+    @contextmanager
+    def locked(self, date: dt.date | None) -> Iterator[None]:
+        """Hold partition ``date``'s lock: two runs that would build the same partition at once (two
+        backfills of one range, started by hand and by cron) take turns instead of both writing."""
+        with exclusive(self.lock_path(date), f"{self.dataset} {date or ''}".strip()):
+            yield
 
     # -- reading -------------------------------------------------------------------------------
     def listed_dates(self) -> set[dt.date]:
@@ -246,3 +263,19 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def exclusive(path: Path, what: str = "") -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if needed) for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logging.getLogger("luigi-interface").info("%s: another run holds it, waiting", what or path)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

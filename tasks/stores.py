@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
 import logging
 from contextlib import contextmanager
@@ -13,7 +12,7 @@ import luigi
 
 from tasks import settings
 from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask
-from tasks.partitions import atomic_write_text
+from tasks.partitions import atomic_write_text, exclusive
 from tasks.qsr import StgQsrPos
 from tasks.rawzone import RawFile, RawZone, is_store_file
 
@@ -37,12 +36,8 @@ def read_registry() -> dict[str, str]:
 def _locked():
     path = registry_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two sensors at once: one merges after the other
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with exclusive(path.with_suffix(".lock"), "the store registry"):  # two sensors: one merges after the other
+        yield
 
 
 def register(found: dict[str, str]) -> dict[str, str]:
