@@ -190,10 +190,11 @@ def test_the_sftp_resource_caps_sessions_across_workers_of_a_real_luigid(lab, ss
     assert b"StgQsrPos" in tasks  # the run went through this luigid
 
 
-def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_once(lab, sshd, scheduler):
-    lab.qsr_days(START, 16)
+def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_once(over_sftp, sshd, scheduler):
+    lab = over_sftp
+    lab.qsr_days(START, 30)
     cfg = capped_config(lab, sshd, scheduler, 2)
-    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=16))]
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=30))]
     cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--workers", "4", "--no-lock"]
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
     with peak_connections(sshd) as peak:
@@ -201,13 +202,19 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
             subprocess.Popen(cmd, cwd=lab.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             for _ in range(2)
         ]
-        codes = [p.wait(timeout=300) for p in procs]
-    # keep_alive is off: a process that finds the cap taken exits 25 (not run) and leaves its dates to
-    # the other one, which finishes them (docs/operations.md)
-    assert sorted(codes)[0] == 0 and set(codes) <= {0, 25}, codes
+        logs = [p.communicate(timeout=300)[1].decode() for p in procs]
+    codes = [p.returncode for p in procs]
+    # a process that got no date (the other one held both slots) exits 25 "not run" (or 10): Luigi's
+    # exit code says what this process ran. The range's outcome is `daybreak plan`'s exit status:
+    # 0, nothing left to do (docs/operations.md, "Several worker machines")
+    assert 0 in codes and set(codes) <= {0, 10, 25}, codes
+    from tasks.cli import main
+
+    assert main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + dt.timedelta(days=30))]) == 0
     manifests = [json.loads(p.read_text()) for p in (lab.data / "staging/qsr_pos").glob("*/_manifest.json")]
-    assert len(manifests) == 16  # every date built, each exactly once (one manifest, one task id)
-    assert len({m["task_id"] for m in manifests}) == 16
+    assert len(manifests) == 30 and len({m["task_id"] for m in manifests}) == 30
+    writes = [line for log in logs for line in log.splitlines() if ": wrote " in line]
+    assert len(writes) == 30, writes  # every date built exactly once, by one process or the other
     # the shared cap, plus each process's scheduling connection, plus the unexplained hand-over one
     assert peak[0] <= 2 + 2 + 1, peak[0]
 
