@@ -35,7 +35,7 @@ class AdsDaily(PartitionedTask):
         return name == "ads.csv"
 
     def rules(self) -> dict:
-        from tasks.transforms.ads import DAILY_VERSION
+        from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION
 
         return {"version": DAILY_VERSION, "restatement_days": self.restatement_days()}
 
@@ -86,7 +86,7 @@ class AdsRolling7d(PartitionedTask):
         return any(up.provisional(cache) for up in self.upstream())
 
     def rules(self) -> dict:
-        from tasks.transforms.ads import ROLLING_VERSION
+        from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION
 
         cfg = settings.ads()
         start = settings.daybreak().start_date

@@ -115,7 +115,8 @@ class SingleRunBuild(luigi.Task):
         return [self.of(date=d, **self.of_params) for d in date_range(self.start, stop)]
 
     def todo(self, cache: CheckCache) -> list[PartitionedTask]:
-        return [t for t in self.partitions() if not t.state(cache).ok and not missing_raw(t, cache)]
+        with settings.snapshot():
+            return [t for t in self.partitions() if not t.state(cache).ok and not missing_raw(t, cache)]
 
     def requires(self) -> list[SingleRunBuild]:
         """One single-run build per upstream family (and static parameters), over the dates read."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import luigi
+from luigi.task_register import Register
 
 import tasks
 from tasks import partitions, progress, settings
@@ -104,7 +105,7 @@ class CheckCache:
             self.listed[store.root] = store.listed_dates()
 
     def manifest(self, store: PartitionStore, date: dt.date | None) -> dict | None:
-        key = store.path(date)  # unique per partition, hotel sub-partitions included
+        key = (store.root, store.sub, date)  # unique per partition, hotel sub-partitions included
         if key not in self.manifests:
             listed = self.listed.get(store.root) if date is not None else None
             self.manifests[key] = None if listed is not None and date not in listed else store.read_manifest(date)
@@ -201,13 +202,45 @@ class Window:
         return [f"{f.relpath}/{name}" for f in self.folders for name in f.refused]
 
 
-class MaterializedTask(luigi.Task):
+class _Instances(Register):
+    """Luigi's task metaclass, with a faster path to the instance it already caches.
+
+    A status view or a range check instantiates each partition task many times (a look-back's seven
+    upstream days, a pickup's whole history); Luigi resolves every parameter against the config on
+    each call (about 40 us) only to return its cached instance. Partition tasks take explicit
+    parameters only (date, hotel, ...), so the same keyword arguments give the same task: this maps
+    them straight to it. Positional arguments and unhashable values take Luigi's path."""
+
+    _cache: ClassVar[dict] = {}
+
+    def __call__(cls, *args, **kwargs):
+        if args:
+            return super().__call__(*args, **kwargs)
+        try:
+            key = (cls, *sorted(kwargs.items()))
+            return _Instances._cache[key]
+        except KeyError:
+            task = _Instances._cache[key] = super().__call__(**kwargs)
+            return task
+        except TypeError:  # an unhashable or unorderable value
+            return super().__call__(**kwargs)
+
+
+class MaterializedTask(luigi.Task, metaclass=_Instances):
     """A task whose output is one folder of Parquet + manifest, complete only while fresh (see module doc).
 
     Subclasses: :class:`PartitionedTask` (one folder per business date) and :class:`SnapshotTask`
     (one unpartitioned folder)."""
 
     dataset: ClassVar[str] = ""
+
+    @classmethod
+    def get_params(cls) -> list:
+        """Luigi's list of (name, Parameter), which it rebuilds with ``dir(cls)`` for every instance;
+        a class's parameters are fixed once it is defined, so each class keeps its list."""
+        if "_params" not in cls.__dict__:
+            cls._params = super().get_params()
+        return cls._params
 
     @property
     def key(self) -> dt.date | None:
@@ -250,6 +283,13 @@ class MaterializedTask(luigi.Task):
         """What of an upstream partition this one depends on, from its manifest: by default its whole
         data version; a task that reads a slice of it (one hotel) narrows this to that slice's version."""
         return (manifest or {}).get("data_version")
+
+    def waiting_upstream(self, cache: CheckCache) -> MaterializedTask | None:
+        """The first upstream partition that is not built and waits for raw data; None if none."""
+        for up in self.upstream():
+            if not up.state(cache).ok and waiting_for(up, cache):
+                return up
+        return None
 
     def provisional(self, cache: CheckCache) -> bool:
         """An up-to-date partition that later data is still expected to change (ads before export
@@ -507,14 +547,15 @@ class PartitionedTask(MaterializedTask):
         factory = cls
         cache = CheckCache()
         done, incomplete = [], []
-        for value in parameter_tuples:
-            task = factory(date=value)
-            if not cache.listed:
-                cache.list_dataset(cache.once(("store", task.dataset_path()), task.store))
-            if task.state(cache).ok:
-                done.append(task.date)
-            else:
-                incomplete.append(task)
+        with settings.snapshot():
+            for value in parameter_tuples:
+                task = factory(date=value)
+                if not cache.listed:
+                    cache.list_dataset(cache.once(("store", task.dataset_path()), task.store))
+                if task.state(cache).ok:
+                    done.append(task.date)
+                else:
+                    incomplete.append(task)
         if incomplete:
             type(incomplete[0]).prepare_to_run()
             progress.expect(t.task_id for t in incomplete)
@@ -527,6 +568,17 @@ class SnapshotTask(MaterializedTask):
     @property
     def key(self) -> None:
         return None
+
+
+def waiting_for(task: MaterializedTask, cache: CheckCache) -> str:
+    """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
+    partition waits for one. Empty when nothing is in the way."""
+    if task.input_files(cache) is None:
+        zone = cache.zone()
+        folders = [f"{s}/{d}" for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None]
+        return "raw folder missing: " + ", ".join(folders)
+    up = task.waiting_upstream(cache)
+    return f"upstream {up.dataset} {up.key} waits for raw data" if up is not None else ""
 
 
 def _diff_rules(old: dict, new: dict) -> str:

@@ -7,7 +7,7 @@ import datetime as dt
 import luigi
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, SnapshotTask
+from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask, waiting_for
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone, is_store_file
 from tasks.reference import hotels
@@ -37,7 +37,7 @@ class StgHotelBookingsDaily(PartitionedTask):
         return is_store_file(name)  # <id>.csv with a safe id; whether the hotel is known is checked on build
 
     def rules(self) -> dict:
-        from tasks.transforms.hotels import DAILY_VERSION
+        from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION
 
         return {"version": DAILY_VERSION, "timezones": {h.hotel_id: h.timezone for h in hotels().values()}}
 
@@ -84,7 +84,7 @@ class OtbByStayDate(SnapshotTask):
         return [StgHotelBookingsDaily(date=d) for d in self.dates()]
 
     def rules(self) -> dict:
-        from tasks.transforms.hotels import OTB_VERSION
+        from tasks.transforms.versions import OTB_VERSION
 
         return {"version": OTB_VERSION}
 
@@ -153,8 +153,25 @@ class HotelPickup(PartitionedTask):
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("hotel_versions", {}).get(self.hotel, "no events")
 
+    def waiting_upstream(self, cache: CheckCache) -> PartitionedTask | None:
+        """As the base class finds it, without scanning the whole history for every (date, hotel):
+        the upstream of date d is that of d-1 plus staging d, so each date adds one check."""
+        memo = cache.once(("pickup waiting upstream",), dict)  # date -> first waiting staging day or None
+        start, day, todo = settings.daybreak().start_date, self.date, []
+        while day >= start and day not in memo:
+            todo.append(day)
+            day -= dt.timedelta(days=1)
+        found = memo.get(day)
+        for d in reversed(todo):
+            if found is None:
+                up = StgHotelBookingsDaily(date=d)
+                if not up.state(cache).ok and waiting_for(up, cache):
+                    found = up
+            memo[d] = found
+        return memo.get(self.date)
+
     def rules(self) -> dict:
-        from tasks.transforms.hotels import PICKUP_VERSION
+        from tasks.transforms.versions import PICKUP_VERSION
 
         return {"version": PICKUP_VERSION}
 

@@ -53,6 +53,11 @@ class Plan:
 
 def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, horizon_days: int = 7) -> Plan:
     """The plan of ``RangeDaily --of <dataset> --start start --stop stop`` (stop exclusive)."""
+    with settings.snapshot():
+        return _make_plan(dataset, start, stop, workers, horizon_days)
+
+
+def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
     cache = CheckCache()
     cls = DATASETS[dataset]
     tasks = [cls(date=d) for d in date_range(start, stop)]
@@ -63,7 +68,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, hor
             runs.append((task.date, row.state, row.reason))
         elif row.state == "waiting":
             blocked.append((task.date, row.reason))
-        manifest = cache.manifest(task.store(), task.date)
+        manifest = cache.manifest(cache.once(("store", task.dataset_path()), task.store), task.date)
         if manifest and manifest.get("duration_s") is not None:
             durations.append(float(manifest["duration_s"]))
     rebuilt = {cls(date=d).task_id for d, _, _ in runs}

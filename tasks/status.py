@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
-from tasks.base import CheckCache, PartitionedTask
+from tasks.base import CheckCache, PartitionedTask, waiting_for
 from tasks.calendar import date_range
 from tasks.hotels import HotelPickup, StgHotelBookingsDaily
 from tasks.partitions import PartitionStore
@@ -43,19 +43,28 @@ class DayStatus:
 
 def day_status(task: PartitionedTask, cache: CheckCache, name: str) -> DayStatus:
     state = task.state(cache)
-    store = task.store()
+    store = cache.once(("store", task.dataset_path()), task.store)
     manifest = cache.manifest(store, task.date) or {}
-    failure = store.read_failure(task.date)
+    recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
+    failure = store.read_failure(task.date) if str(store.failure_path(task.date)) in recorded else None
     if not state.ok and failure and failure.get("failed_at", "") > manifest.get("finished_at", ""):
         return DayStatus(name, task.date, "failed", failure.get("error", "").splitlines()[0][:300])
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
     if state.state == "missing":
-        waiting = _waiting_for(task, cache)
+        waiting = waiting_for(task, cache)
         if waiting:
             return DayStatus(name, task.date, "waiting", waiting)
     if state.ok and task.provisional(cache):
         return DayStatus(name, task.date, "provisional", "later exports may still restate it", rows, duration)
     return DayStatus(name, task.date, state.state, state.reason if not state.ok else "", rows, duration)
+
+
+def _failure_records(data_root) -> set[str]:
+    """Paths of every failure record, from one walk of ``_state/failures`` (most days have none)."""
+    import os
+
+    top = os.path.join(data_root, "_state", "failures")
+    return {os.path.join(folder, name) for folder, _, names in os.walk(top) for name in names}
 
 
 def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: CheckCache, name: str) -> DayStatus:
@@ -73,21 +82,13 @@ def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: 
     return DayStatus(name, day, worst, reason, sum(counts) if counts else None, round(sum(took), 4) if took else None)
 
 
-def _waiting_for(task: PartitionedTask, cache: CheckCache) -> str:
-    """Why a missing partition cannot be built yet: a raw folder of its window, or an upstream partition
-    that itself waits for one. Empty when nothing is in the way (it is simply not built)."""
-    if task.input_files(cache) is None:
-        zone = cache.zone()
-        folders = [f"{s}/{d}" for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None]
-        return "raw folder missing: " + ", ".join(folders)
-    for up in task.upstream():
-        if not up.state(cache).ok and _waiting_for(up, cache):
-            return f"upstream {up.dataset} {up.date} waits for raw data"
-    return ""
-
-
 def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> list[DayStatus]:
     """Status of every (dataset, date) with ``start`` <= date < ``stop``."""
+    with settings.snapshot():
+        return _collect(start, stop, datasets)
+
+
+def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[DayStatus]:
     cache = CheckCache()
     out = []
     for name in datasets or [*DATASETS, *MULTI]:

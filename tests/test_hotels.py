@@ -204,3 +204,7 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
     rows = status.collect(FIRST, stop, ["hotel_pickup"])
     assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
     assert rows[-1].reason.startswith("hotel H2: upstream StgHotelBookingsDaily") and "changed" in rows[-1].reason
+    # the day after the newest extract: no raw folder yet, so every hotel's pickup waits for it
+    later = status.collect(stop, stop + dt.timedelta(days=2), ["hotel_pickup"])
+    waits = f"hotel {', '.join(hotels())}: upstream staging/hotel_bookings_daily {stop} waits for raw data"
+    assert [(r.state, r.reason) for r in later] == [("waiting", waits)] * 2

@@ -13,9 +13,9 @@ import pyarrow.compute as pc
 
 from tasks.transforms.checks import blank, file_rejects, first_failed, is_money, reject_schema
 from tasks.transforms.rawcsv import ParsedCsv
+from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
+from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION  # noqa: F401
 
-DAILY_VERSION = "ads_daily/1"
-ROLLING_VERSION = "ads_rolling_7d/1"
 RAW_COLUMNS = ["date", "campaign_id", "channel", "impressions", "clicks", "spend", "conversions", "conversion_value"]
 MONEY = pa.decimal128(18, 2)
 DAILY_SCHEMA = pa.schema(

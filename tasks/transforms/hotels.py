@@ -22,10 +22,9 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.rawcsv import ParsedCsv
+from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
+from tasks.transforms.versions import OTB_VERSION, PICKUP_VERSION  # noqa: F401
 
-DAILY_VERSION = "stg_hotel_bookings_daily/1"
-OTB_VERSION = "otb_by_stay_date/1"
-PICKUP_VERSION = "hotel_pickup/1"
 RAW_COLUMNS = [
     "booking_id",
     "hotel_id",
