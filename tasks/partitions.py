@@ -181,9 +181,11 @@ class PartitionStore:
         crash between the renames leaves a manifest that no longer describes the data (stale)."""
         tempnames.sweep(folder)
         pending: list[tuple[Path, Path]] = []
+        step = "before writing"  # named in the error
         try:
             files = []
             for name, content in [(DATA_FILE, table), *extras.items()]:
+                step = f"while writing {name}"
                 tmp = tempnames.temp_path(folder / name)
                 pending.append((tmp, folder / name))
                 digest = _write_parquet(tmp, content) if name == DATA_FILE else _write_bytes(tmp, content)
@@ -192,12 +194,17 @@ class PartitionStore:
             manifest = dict(manifest, data_files=files)
             digests = [f["sha256"] for f in files]
             manifest["data_version"] = digests[0] if len(files) == 1 else _sha256_text("".join(digests))
+            step = f"while writing {MANIFEST}"
             tmp = tempnames.temp_path(folder / MANIFEST)
             pending.append((tmp, folder / MANIFEST))
             _write_bytes(tmp, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+            step = "while renaming the written files into place"
             for tmp, path in pending:
                 os.replace(tmp, path)
             _fsync_dir(folder)
+        except OSError as exc:
+            exc.add_note(step)
+            raise
         finally:
             for tmp, _ in pending:
                 tmp.unlink(missing_ok=True)
@@ -207,9 +214,15 @@ class PartitionStore:
         where = self.dataset if date is None else f"{self.dataset} {'/'.join(self._levels(date))}"
         full = exc.errno == errno.ENOSPC or "no space left on device" in str(exc).lower()
         reason = "no space left on device" if full else (exc.strerror or type(exc).__name__).lower()
+        notes = getattr(exc, "__notes__", [])
+        kept = (
+            "Some files may be replaced already: the partition counts as stale until a run rebuilds it."
+            if any("renaming" in note for note in notes)
+            else "Nothing was replaced: the previous partition, if any, is kept."
+        )
         return (
-            f"{where}: could not write the partition: {reason} ({exc}). Nothing was replaced: the previous "
-            f"partition, if any, is kept. Free space under {self.data_root} (or fix the cause) and rerun."
+            f"{where}: could not write the partition: {reason} ({'; '.join([str(exc), *notes])}). {kept} "
+            f"Free space under {self.data_root} (or fix the cause) and rerun."
         )
 
     def write_quarantine(self, date: dt.date | None, rejected: pa.Table) -> Path | None:
@@ -282,10 +295,16 @@ def _write_parquet(path: Path, table: pa.Table) -> str:
 
 
 def _write_bytes(path: Path, content: bytes) -> str:
-    with open(path, "wb") as fh:
-        fh.write(content)
-        fh.flush()
-        os.fsync(fh.fileno())
+    """Write and fsync ``content`` unbuffered (a buffered file would raise a full disk twice: on
+    flush, then again on close)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return hashlib.sha256(content).hexdigest()
 
 

@@ -338,7 +338,11 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "--lazy", str(mnt)], check=True)
 
 
-def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions(lab, tmp_path, small_disk):
+@pytest.mark.parametrize("room, fails_on", [(0, "data.parquet"), (1, "_manifest.json")], ids=["data", "manifest"])
+def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions(
+    lab, tmp_path, small_disk, room, fails_on
+):
+    """``room``: pages left free, enough for a data file (under 4 KiB here) but not its manifest."""
     lab.qsr_days(START, DAYS)
     data = small_disk / "data"
 
@@ -349,16 +353,20 @@ def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions
         return lab.cli(*args, "--no-lock", env={"LUIGI_CONFIG_PATH": str(cfg)})
 
     assert run(OLD_RULES, STOP - dt.timedelta(days=1)).returncode == 0  # the last date stays new
-    before = {p: p.read_bytes() for p in data.rglob("*") if p.is_file()}
+    before = {p: p.read_bytes() for p in (data / DATASET).rglob("*") if p.is_file()}
     before_stat = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in before}
     old = tables(data)
     fill(small_disk / "filler")
+    os.truncate(small_disk / "filler", (small_disk / "filler").stat().st_size - room * 4096)
 
     failed = run(NEW_RULES)  # rewrites two partitions, creates one: every write hits ENOSPC
     log = failed.stderr
     assert failed.returncode == 30, log[-3000:]
     for d in DATES:
         assert f"staging/qsr_pos business_date={d}: could not write the partition: no space left on device" in log
+    # with a page free, the first partition's data file fits and its manifest does not; that page then
+    # goes to its failure record, and the later partitions fail on their data file
+    assert f"while writing {fails_on}). Nothing was replaced: the previous partition, if any, is kept" in log
     assert "could not record the failure" in log  # the failure record hit the full disk too, and hid nothing
     # the only tracebacks are Luigi's report of each failed task: the OSError, then the error naming it
     errors = [line for line in log.splitlines() if line.startswith("ERROR:")]
@@ -366,7 +374,7 @@ def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions
     assert log.count("Traceback (most recent call last)") == 2 * len(errors), log[-3000:]
     assert "unhandled" not in log.lower() and "Uncaught" not in log
     # the previous partitions are intact and still complete under the rules they were built with
-    assert {p: p.read_bytes() for p in data.rglob("*") if p.is_file()} == before
+    assert {p: p.read_bytes() for p in (data / DATASET).rglob("*") if p.is_file()} == before
     assert {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in before} == before_stat
     assert tables(data) == old and sorted(old) == DATES[:2]
     assert leftovers(data) == [] and os.listdir(data / "_state" / "staging") == []
