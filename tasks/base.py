@@ -433,7 +433,8 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
             self.zone().close()
 
     def _run(self) -> None:
-        with self.store().locked(self.key):  # a second run building this partition waits, then finds it done
+        # a second run building this partition waits (at most [daybreak] lock_wait_s), then finds it done
+        with self.store().locked(self.key, settings.daybreak().lock_wait_s):
             self._build_and_write()
 
     def _build_and_write(self) -> None:

@@ -8,26 +8,33 @@ The only module that writes Parquet and manifests. Layout of one dataset::
     <data_root>/_state/failures/<dataset>/business_date=YYYY-MM-DD.json
     <data_root>/_state/locks/<dataset>/business_date=YYYY-MM-DD.lock
 
-A write never leaves a reader a mix: a new partition is built in a hidden sibling folder and renamed
-into place; an existing one has its data file replaced with ``os.replace`` and then its manifest.
-A crash between the two leaves a manifest that no longer describes the data file, so the partition
-counts as stale and is rebuilt; the data file itself is always whole.
+A write never leaves a reader a mix. Every file is first written under a hidden temporary name
+(``tempnames``: it names the writer's host and process) and fsynced; only then are they renamed into
+place, data first and the manifest last. A new partition is assembled that way in a staging folder
+(``<data_root>/_state/staging/``, outside every dataset) and renamed into place whole. A crash
+between two renames leaves a manifest that no longer describes the data file, so the partition counts
+as stale and is rebuilt; each file itself is always whole. Temporary entries of a writer killed
+mid-write are swept by the next write to the same folder. A full disk fails the write before
+anything is renamed (:class:`PartitionWriteError`, naming the partition).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
-import uuid
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tasks import tempnames
 
 if TYPE_CHECKING:  # pyarrow is imported where data is written: a completeness check never needs it
     import pyarrow as pa
@@ -94,10 +101,10 @@ class PartitionStore:
         return (state / "locks" / self.failure_path(date).relative_to(state / "failures")).with_suffix(".lock")
 
     @contextmanager
-    def locked(self, date: dt.date | None) -> Iterator[None]:
+    def locked(self, date: dt.date | None, wait_s: float | None = None) -> Iterator[None]:
         """Hold partition ``date``'s lock: two runs that would build the same partition at once (two
         backfills of one range, started by hand and by cron) take turns instead of both writing."""
-        with exclusive(self.lock_path(date), f"{self.dataset} {date or ''}".strip()):
+        with exclusive(self.lock_path(date), f"{self.dataset} {date or ''}".strip(), wait_s):
             yield
 
     # -- reading -------------------------------------------------------------------------------
@@ -143,43 +150,98 @@ class PartitionStore:
             return None
 
     # -- writing -------------------------------------------------------------------------------
+    def staging_root(self) -> Path:
+        """Where new partitions are assembled before their rename into place: outside every dataset,
+        since DuckDB's ``<dataset>/*/*.parquet`` glob matches hidden folders too."""
+        return self.data_root / "_state" / "staging"
+
     def write(
         self, date: dt.date | None, table: pa.Table, manifest: dict, extras: dict[str, bytes] | None = None
     ) -> dict:
-        """Replace partition ``date`` with ``table`` and return the manifest as written."""
-        final = self.path(date)
+        """Replace partition ``date`` with ``table`` and return the manifest as written.
+
+        Raises :class:`PartitionWriteError`, naming the partition, when the disk is full (or another
+        OS error stops the write) before anything was replaced."""
+        for name in extras or {}:  # e.g. a CSV copy for a system that cannot read Parquet
+            if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
+                raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
+        try:
+            return self._write(self.path(date), table, manifest, extras or {})
+        except OSError as exc:
+            raise PartitionWriteError(self._write_error(date, exc)) from exc
+
+    def _write(self, final: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes]) -> dict:
         final.parent.mkdir(parents=True, exist_ok=True)
+        tempnames.sweep(final.parent)  # staging folders an earlier version left here
         if final.is_dir():
-            return self._write_files(final, table, manifest, extras or {})
-        staging = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex}"
+            return self._write_files(final, table, manifest, extras)
+        self.staging_root().mkdir(parents=True, exist_ok=True)
+        tempnames.sweep(self.staging_root())
+        staging = tempnames.temp_path(self.staging_root() / str(final.relative_to(self.data_root)).replace("/", "."))
         staging.mkdir()
         try:
-            written = self._write_files(staging, table, manifest, extras or {})
+            written = self._write_files(staging, table, manifest, extras)
             os.rename(staging, final)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
             if not final.is_dir():
                 raise
-            return self._write_files(final, table, manifest, extras or {})  # a concurrent run created it first
+            return self._write_files(final, table, manifest, extras)  # a concurrent run created it first
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         _fsync_dir(final.parent)
         return written
 
     def _write_files(self, folder: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes]) -> dict:
-        files = [(DATA_FILE, atomic_write_parquet(folder / DATA_FILE, table))]
-        for name, content in extras.items():  # e.g. a CSV copy for a system that cannot read Parquet
-            if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
-                raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
-            files.append((name, atomic_write_bytes(folder / name, content)))
-        manifest = dict(manifest)
-        manifest["data_files"] = []
-        for name, digest in files:
-            st = os.stat(folder / name)
-            manifest["data_files"].append(
-                {"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
-            )
-        manifest["data_version"] = files[0][1] if len(files) == 1 else _sha256_text("".join(d for _, d in files))
-        atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str))
+        """Write every file under a temporary name and fsync it, then rename them into place, data first
+        and the manifest last: a disk that fills up fails the write before anything is replaced, and a
+        crash between the renames leaves a manifest that no longer describes the data (stale)."""
+        tempnames.sweep(folder)
+        pending: list[tuple[Path, Path]] = []
+        step = "before writing"  # named in the error
+        try:
+            files = []
+            for name, content in [(DATA_FILE, table), *extras.items()]:
+                step = f"while writing {name}"
+                tmp = tempnames.temp_path(folder / name)
+                pending.append((tmp, folder / name))
+                digest = _write_parquet(tmp, content) if name == DATA_FILE else _write_bytes(tmp, content)
+                st = os.stat(tmp)  # a rename keeps size and mtime
+                files.append({"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
+            manifest = dict(manifest, data_files=files)
+            digests = [f["sha256"] for f in files]
+            manifest["data_version"] = digests[0] if len(files) == 1 else _sha256_text("".join(digests))
+            step = f"while writing {MANIFEST}"
+            tmp = tempnames.temp_path(folder / MANIFEST)
+            pending.append((tmp, folder / MANIFEST))
+            _write_bytes(tmp, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+            step = "while renaming the written files into place"
+            for tmp, path in pending:
+                os.replace(tmp, path)
+            _fsync_dir(folder)
+        except OSError as exc:
+            exc.add_note(step)
+            raise
+        finally:
+            for tmp, _ in pending:
+                tmp.unlink(missing_ok=True)
         return manifest
+
+    def _write_error(self, date: dt.date | None, exc: OSError) -> str:
+        where = self.dataset if date is None else f"{self.dataset} {'/'.join(self._levels(date))}"
+        full = exc.errno == errno.ENOSPC or "no space left on device" in str(exc).lower()
+        reason = "no space left on device" if full else (exc.strerror or type(exc).__name__).lower()
+        notes = getattr(exc, "__notes__", [])
+        kept = (
+            "Some files may be replaced already: the partition counts as stale until a run rebuilds it."
+            if any("renaming" in note for note in notes)
+            else "Nothing was replaced: the previous partition, if any, is kept."
+        )
+        return (
+            f"{where}: could not write the partition: {reason} ({'; '.join([str(exc), *notes])}). {kept} "
+            f"Free space under {self.data_root} (or fix the cause) and rerun."
+        )
 
     def write_quarantine(self, date: dt.date | None, rejected: pa.Table) -> Path | None:
         """Rejected rows of the latest attempt at ``date`` (removed when an attempt rejects nothing)."""
@@ -187,8 +249,11 @@ class PartitionStore:
         if rejected.num_rows == 0:
             path.unlink(missing_ok=True)
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_parquet(path, rejected)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_parquet(path, rejected)
+        except OSError as exc:
+            raise PartitionWriteError("quarantine of " + self._write_error(date, exc)) from exc
         return path
 
     def record_failure(self, date: dt.date | None, record: dict) -> None:
@@ -200,6 +265,10 @@ class PartitionStore:
         self.failure_path(date).unlink(missing_ok=True)
 
 
+class PartitionWriteError(RuntimeError):
+    """A partition (or its quarantine) could not be written: disk full, permissions. Names the partition."""
+
+
 def warm_up() -> None:
     """Initialise the Parquet writer and its zstd codec (in memory), so forked workers inherit them."""
     import pyarrow as pa
@@ -209,27 +278,51 @@ def warm_up() -> None:
 
 
 def atomic_write_parquet(path: Path, table: pa.Table) -> str:
-    """Write ``table`` to a hidden temporary name beside ``path``, ``os.replace`` it; return its sha256."""
-    import pyarrow.parquet as pq
-
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        digest = _sha256(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return digest
+    """Write ``table`` to a hidden temporary name beside ``path``, fsync, ``os.replace``; return its sha256."""
+    return _replace(path, lambda tmp: _write_parquet(tmp, table))
 
 
 def atomic_write_bytes(path: Path, content: bytes) -> str:
-    """Write ``content`` beside ``path`` under a hidden name, ``os.replace`` it; return its sha256."""
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+    """Write ``content`` beside ``path`` under a hidden name, fsync, ``os.replace``; return its sha256."""
+    return _replace(path, lambda tmp: _write_bytes(tmp, content))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    _replace(path, lambda tmp: _write_bytes(tmp, text.encode("utf-8")))
+
+
+def _replace(path: Path, write) -> str:
+    """``write(tmp)`` to a temporary name (see tempnames), rename it over ``path``, fsync the folder.
+    Orphaned temporary files of dead writers in the folder are swept first."""
+    tempnames.sweep(path.parent)
+    tmp = tempnames.temp_path(path)
     try:
-        tmp.write_bytes(content)
+        digest = write(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+    return digest
+
+
+def _write_parquet(path: Path, table: pa.Table) -> str:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path, compression="zstd")
+    return _sha256(path, fsync=True)
+
+
+def _write_bytes(path: Path, content: bytes) -> str:
+    """Write and fsync ``content`` unbuffered (a buffered file would raise a full disk twice: on
+    flush, then again on close)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return hashlib.sha256(content).hexdigest()
 
 
@@ -237,23 +330,14 @@ def _sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _sha256(path: Path) -> str:
+def _sha256(path: Path, fsync: bool = False) -> str:
+    """sha256 of a file; with ``fsync``, its content is also flushed to disk before this returns."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
+        if fsync:
+            os.fsync(fh.fileno())
     return h.hexdigest()
 
 
@@ -265,17 +349,42 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class PartitionBusy(RuntimeError):
+    """Another live run held a partition's lock for longer than ``[daybreak] lock_wait_s``."""
+
+
 @contextmanager
-def exclusive(path: Path, what: str = "") -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created if needed) for the duration of the block."""
+def exclusive(path: Path, what: str = "", wait_s: float | None = None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if needed) for the duration of the block.
+
+    The kernel releases it when its holder exits, ``kill -9`` included. A holder that is alive but
+    stuck (stopped, hung on a mount) is waited for ``wait_s`` seconds (None: for ever), then
+    :class:`PartitionBusy` names it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
+    with open(path, "a+b", buffering=0) as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            logging.getLogger("luigi-interface").info("%s: another run holds it, waiting", what or path)
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            holder = os.pread(fh.fileno(), 200, 0).decode(errors="replace").strip() or "another run"
+            logging.getLogger("luigi-interface").info("%s: %s holds it, waiting", what or path, holder)
+            deadline = None if wait_s is None else time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise PartitionBusy(
+                            f"{what or path}: {holder} has been writing it for over {wait_s:.0f} s (lock {path}); "
+                            "nothing was written by this run. Rerun once that run has finished."
+                        ) from None
+                    time.sleep(0.1)
         try:
+            try:  # who holds it, for the message of a run that waits; best effort (a full disk)
+                os.ftruncate(fh.fileno(), 0)
+                os.pwrite(fh.fileno(), f"pid {os.getpid()} on {tempnames.host()}\n".encode(), 0)
+            except OSError:
+                pass
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)

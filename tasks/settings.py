@@ -57,6 +57,10 @@ class daybreak(luigi.Config, metaclass=_Section):  # noqa: N801 - the class name
     start_date = luigi.DateParameter(
         default=dt.date(2026, 9, 1), description="First business date that exists (inclusive)"
     )
+    lock_wait_s = luigi.FloatParameter(
+        default=900.0,
+        description="How long a run waits for another run that is writing the same partition before it fails",
+    )
 
 
 class qsr(luigi.Config, metaclass=_Section):  # noqa: N801

@@ -156,12 +156,14 @@ def test_crash_between_data_and_manifest_reads_whole_and_counts_stale(lab, monke
     path = lab.raw / "qsr_pos" / START.isoformat() / "S001.csv"
     path.write_text(path.read_text().replace(",COLA,3,", ",COLA,5,"))
 
-    import tasks.partitions
+    real_replace = os.replace
 
-    def crash(*_args, **_kwargs):
-        raise KeyboardInterrupt("simulated crash before the manifest")
+    def crash(src, dst, **kwargs):
+        if os.path.basename(dst) == "_manifest.json":
+            raise KeyboardInterrupt("simulated crash before the manifest")
+        return real_replace(src, dst, **kwargs)
 
-    monkeypatch.setattr(tasks.partitions, "atomic_write_text", crash)
+    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
         StgQsrPos(date=START).run()
     monkeypatch.undo()

@@ -1,0 +1,114 @@
+"""Temporary names for atomic writes, and the sweep of those left behind by a dead writer.
+
+Every temporary file or staging folder is named ``.<target>.tmp-<host>-<pid>-<start>-<random>``:
+the writer's host name, process id and process start time (clock ticks since boot, from
+``/proc/<pid>/stat``; 0 where unknown). A writer killed mid-write (kill -9, OOM, power loss) leaves
+its temporary entry behind; :func:`sweep` removes it the next time anything is written to that
+folder, and never removes a live writer's entry:
+
+- written on this host: removed once no live process has that pid and start time (a pid reused by
+  another process does not keep it alive; a zombie counts as dead);
+- written on another host (a shared data root), or named by an older version (``.tmp-<uuid>``):
+  removed only when untouched for :data:`FOREIGN_MAX_AGE_S` (24 h), since its writer cannot be asked.
+
+The leading ``.`` hides every entry from readers: pyarrow's dataset discovery skips it, and no name
+ends in ``.parquet``, so DuckDB's ``*/*.parquet`` glob does not match it either. Staging folders live
+outside datasets (see partitions.py): DuckDB's glob does match hidden folders.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+
+logger = logging.getLogger("luigi-interface")
+
+FOREIGN_MAX_AGE_S = 24 * 3600
+_TEMP = re.compile(r"^\..+\.tmp-(?P<host>[A-Za-z0-9._-]+)-(?P<pid>\d+)-(?P<start>\d+)-[0-9a-f]+$")
+
+
+@functools.cache
+def host() -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "unknown"
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (state first); None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].decode().split()
+    except (OSError, IndexError):
+        return None
+
+
+@functools.cache
+def _start_of(pid: int) -> int:
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else 0
+
+
+def temp_path(path: Path) -> Path:
+    """A hidden temporary name beside ``path`` that names this writer (host, pid, start time)."""
+    pid = os.getpid()
+    return path.with_name(f".{path.name}.tmp-{host()}-{pid}-{_start_of(pid)}-{uuid.uuid4().hex[:12]}")
+
+
+def is_temp_name(name: str) -> bool:
+    return name.startswith(".") and ".tmp-" in name
+
+
+def writer_alive(pid: int, start: int) -> bool:
+    """Whether process ``pid`` of this host, started at ``start`` (0: unknown), is still running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's live process
+    fields = _stat_fields(pid)
+    if fields is None:
+        return True  # no /proc: the pid exists, assume it is the writer
+    if fields[0] in ("Z", "X"):
+        return False  # killed, not yet reaped by its parent
+    return start == 0 or int(fields[19]) == start
+
+
+def is_orphan(entry: os.DirEntry | Path, now: float | None = None) -> bool:
+    """Whether a temporary entry's writer is gone (see module doc)."""
+    match = _TEMP.match(entry.name)
+    if match and match["host"] == host():
+        return not writer_alive(int(match["pid"]), int(match["start"]))
+    try:
+        mtime = os.lstat(entry).st_mtime
+    except FileNotFoundError:
+        return False
+    return (now or time.time()) - mtime > FOREIGN_MAX_AGE_S
+
+
+def sweep(folder: Path) -> list[Path]:
+    """Remove the orphaned temporary files and staging folders directly in ``folder``; return them."""
+    removed = []
+    try:
+        entries = [e for e in os.scandir(folder) if is_temp_name(e.name)]
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if not is_orphan(entry):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except FileNotFoundError:
+            continue  # another sweeper got there first
+        removed.append(Path(entry.path))
+        logger.info("removed %s, left behind by a writer that is gone", entry.path)
+    return removed

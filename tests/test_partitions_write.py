@@ -1,0 +1,133 @@
+"""PartitionStore writes: durability order, what readers see mid-write, sweeping orphaned temporaries.
+
+The crash and disk-full scenarios through Luigi are in tests/test_reliability.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from tasks import tempnames
+from tasks.partitions import PartitionStore
+
+D1, D2 = dt.date(2026, 9, 10), dt.date(2026, 9, 11)
+
+
+def table(n: int) -> pa.Table:
+    return pa.table({"order_id": [f"o{i}" for i in range(n)], "qty": list(range(n))})
+
+
+def duck_rows(store: PartitionStore) -> list[tuple]:
+    glob = f"{store.root}/*/*.parquet"
+    sql = f"select business_date::varchar, order_id from read_parquet('{glob}', hive_partitioning=true) order by all"
+    return duckdb.sql(sql).fetchall()
+
+
+def test_data_is_fsynced_before_its_rename_and_the_folder_after(tmp_path, monkeypatch):
+    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store.write(D1, table(3), {"n": 1})
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))))
+        return real_fsync(fd)
+
+    def replace(src, dst, **kw):
+        events.append(("replace", os.path.basename(dst)))
+        return real_replace(src, dst, **kw)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    store.write(D1, table(4), {"n": 2}, extras={"data.csv": b"a,b\n"})
+    names = [(op, name.split(".tmp-")[0]) for op, name in events]
+    assert names == [
+        ("fsync", ".data.parquet"),
+        ("fsync", ".data.csv"),
+        ("fsync", "._manifest.json"),
+        ("replace", "data.parquet"),
+        ("replace", "data.csv"),
+        ("replace", "_manifest.json"),
+        ("fsync", "business_date=2026-09-10"),
+    ]
+
+
+def test_a_new_partition_being_assembled_is_invisible_to_duckdb_and_pyarrow(tmp_path, monkeypatch):
+    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store.write(D1, table(2), {})
+    seen = []
+    real_rename = os.rename
+
+    def rename(src, dst, **kw):  # the instant before the staging folder is renamed into place
+        seen.append((duck_rows(store), ds.dataset(store.root, partitioning="hive").to_table().num_rows))
+        return real_rename(src, dst, **kw)
+
+    monkeypatch.setattr(os, "rename", rename)
+    store.write(D2, table(3), {})
+    assert seen == [([("2026-09-10", "o0"), ("2026-09-10", "o1")], 2)]
+    assert len(duck_rows(store)) == 5
+    assert os.listdir(store.staging_root()) == []
+
+
+def aged(path: Path, hours: float) -> Path:
+    t = time.time() - hours * 3600
+    os.utime(path, (t, t))
+    return path
+
+
+def test_the_sweep_removes_dead_writers_temporaries_and_never_a_live_writers(tmp_path):
+    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store.write(D1, table(2), {})
+    folder, host = store.path(D1), tempnames.host()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        live_start = int(Path(f"/proc/{live.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        entries = {
+            f".data.parquet.tmp-{host}-{dead.pid}-0-aa": False,  # dead writer on this host
+            f".data.parquet.tmp-{host}-{live.pid}-{live_start}-bb": True,  # live writer
+            f".data.parquet.tmp-{host}-{live.pid}-{live_start + 1}-cc": False,  # its pid, another process
+            f".data.parquet.tmp-{host}-{os.getpid()}-0-dd": True,  # this very process
+            ".data.parquet.tmp-otherhost-1-0-ee": True,  # another host, fresh
+            ".data.parquet.tmp-0123456789abcdef0123456789abcdef": True,  # an older version's name, fresh
+        }
+        for name in entries:
+            (folder / name).write_bytes(b"PAR1 partial")
+        for name in (".data.parquet.tmp-otherhost-1-0-ff", ".data.parquet.tmp-fedcba9876543210fedcba9876543210"):
+            (folder / name).write_bytes(b"x")
+            aged(folder / name, 25)  # another host's, or an older version's, untouched for 25 h
+            entries[name] = False
+        dead_staging = store.root / f".business_date=2026-09-12.tmp-{host}-{dead.pid}-0-ab"
+        (dead_staging).mkdir()
+        (dead_staging / "data.parquet").write_bytes(b"PAR1 partial")
+        live_staging = store.staging_root() / f".staging.qsr_pos.business_date=2026-09-13.tmp-{host}-{live.pid}-0-ac"
+        live_staging.mkdir(parents=True)
+        store.write(D2, table(1), {})  # sweeps the dataset folder and the staging root
+        assert not dead_staging.exists() and live_staging.is_dir()
+        store.write(D1, table(1), {})  # sweeps the partition folder
+        assert {n: (folder / n).exists() for n in entries} == entries
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.mark.parametrize("state", ["Z"])
+def test_a_killed_writer_not_yet_reaped_counts_as_dead(tmp_path, state):
+    child = subprocess.Popen(["sleep", "60"])
+    child.kill()
+    for _ in range(100):  # killed, but not waited for: a zombie
+        if Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == state:
+            break
+        time.sleep(0.01)
+    assert not tempnames.writer_alive(child.pid, 0)
+    child.wait()

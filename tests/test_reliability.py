@@ -1,0 +1,397 @@
+"""Crashes and a full disk in the middle of partition writes (docs/reliability.md).
+
+kill -9: seeded trials crash a real Luigi run (tests/crash_driver.py) at a random write step, or
+SIGKILL a real ``luigi`` process after a random delay, on a fresh range and on a range rebuilt after
+a rules change, with one and two workers. After each crash: every partition reads whole (pyarrow
+and DuckDB), holds the old or the new content, is complete only if its write finished, temporary
+leftovers are invisible to readers; one rerun gives exactly the clean reference build and leaves no
+temporary entry behind. ``CRASH_SEED`` / ``CRASH_TRIALS`` explore other kill points.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import luigi.configuration
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.base import CheckCache
+from tasks.qsr import StgQsrPos
+from tasks.settings import write_config
+
+REPO = Path(__file__).resolve().parent.parent
+START, DAYS = dt.date(2026, 9, 10), 3
+STOP = START + dt.timedelta(days=DAYS)  # RangeDaily's --stop is exclusive
+DATES = [START + dt.timedelta(days=i) for i in range(DAYS)]
+OLD_RULES, NEW_RULES = {"suspicious_qty_threshold": 20}, {"suspicious_qty_threshold": 2}
+SEED = int(os.environ.get("CRASH_SEED", "20260910"))
+TRIALS = int(os.environ.get("CRASH_TRIALS", "24"))  # crash-driver trials; plus LUIGI_KILLS below
+LUIGI_KILLS = 6
+DATASET = "staging/qsr_pos"
+TIMESTAMPS = ("started_at", "finished_at", "duration_s")
+
+
+# -- what a data root holds -------------------------------------------------------------------------
+def tables(root: Path) -> dict[dt.date, list[dict]]:
+    """Every partition's data file, read whole with pyarrow (raises on a truncated or missing file)."""
+    out = {}
+    for folder in sorted((root / DATASET).glob("business_date=*")):
+        assert (folder / "data.parquet").is_file(), f"{folder} has no data file"
+        out[dt.date.fromisoformat(folder.name.split("=")[1])] = pq.read_table(folder / "data.parquet").to_pylist()
+    return out
+
+
+def manifests(root: Path) -> dict[dt.date, dict]:
+    """Every manifest without its timestamps (build times, data file mtimes)."""
+    out = {}
+    for path in sorted((root / DATASET).glob("business_date=*/_manifest.json")):
+        m = {k: v for k, v in json.loads(path.read_text()).items() if k not in TIMESTAMPS}
+        m["data_files"] = [{k: v for k, v in f.items() if k != "mtime_ns"} for f in m["data_files"]]
+        out[dt.date.fromisoformat(path.parent.name.split("=")[1])] = m
+    return out
+
+
+def leftovers(root: Path) -> list[Path]:
+    """Temporary files and staging folders anywhere under the data root."""
+    return sorted(p for p in root.rglob(".*") if ".tmp-" in p.name)
+
+
+def assert_readers_see_exactly(root: Path, data: dict[dt.date, list[dict]]) -> None:
+    """DuckDB's hive glob and pyarrow's dataset discovery of the dataset root see exactly the
+    partitions' data files: no temporary file, no staging folder, no error."""
+    expected = sorted((tuple(r.values()) + (d.isoformat(),) for d, rows in data.items() for r in rows), key=repr)
+    if not data:
+        return
+    glob = f"{root / DATASET}/*/*.parquet"
+    sql = (
+        f"select * exclude (business_date), business_date::varchar from read_parquet('{glob}', hive_partitioning=true)"
+    )
+    assert sorted(duckdb.sql(sql).fetchall(), key=repr) == expected
+    dataset = ds.dataset(root / DATASET, partitioning="hive", format="parquet").to_table()
+    assert dataset.num_rows == len(expected)
+    assert pq.read_table(root / DATASET).num_rows == len(expected)
+
+
+# -- runs ---------------------------------------------------------------------------------------------
+@dataclass
+class Trial:
+    name: str
+    scenario: str  # fresh | rebuild
+    workers: int
+    at: int = 0  # crash-driver step; 0 for a luigi process killed after `delay`
+    mode: str = "kill"
+    truncate: float = 0.5
+    delay: float = 0.0
+
+
+class Bench:
+    """A shared raw zone, an old build (old rules), and the clean reference build (new rules)."""
+
+    def __init__(self, lab, tmp: Path):
+        self.lab, self.tmp = lab, tmp
+        lab.qsr_days(START, DAYS, stores=("S001", "S002", "S003"))
+        self.old = tmp / "old"
+        self.build_in_process(self.old, OLD_RULES)
+        self.cfg = self.config("new", NEW_RULES)
+
+    def config(self, name: str, rules: dict, data_root: Path | None = None) -> Path:
+        roots = {"raw_root": self.lab.raw, "data_root": data_root or self.tmp / name}
+        return write_config(self.tmp / f"{name}.cfg", {"daybreak": roots, "qsr": rules})
+
+    def build_in_process(self, root: Path, rules: dict) -> int:
+        return build_in_process(self.lab, root, rules)
+
+    def data_root(self, trial: Trial) -> Path:
+        root = self.tmp / trial.name
+        if trial.scenario == "rebuild":
+            shutil.copytree(self.old, root)  # keeps mtimes: the old partitions stay valid for the old rules
+        return root
+
+    def start(self, trial: Trial, root: Path) -> subprocess.Popen:
+        args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(STOP)]
+        args += ["--local-scheduler", "--no-lock", "--workers", str(trial.workers)]
+        cfg = self.config(trial.name, NEW_RULES, root)
+        env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+        if trial.at:
+            plan = {"counter": str(self.tmp / f"{trial.name}.steps"), "root": str(root), "at": trial.at}
+            env["CRASH_PLAN"] = json.dumps({**plan, "mode": trial.mode, "truncate": trial.truncate})
+            cmd = [sys.executable, str(REPO / "tests" / "crash_driver.py"), *args]
+        else:
+            cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args]
+        return subprocess.Popen(
+            cmd, env=env, cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+
+    def steps(self, trial: Trial) -> int:
+        return (self.tmp / f"{trial.name}.steps").stat().st_size
+
+
+def writing(root: Path) -> bool:
+    """Whether a partition write is under way: a temporary entry in a partition or staging folder."""
+    for folder in [root / DATASET / f"business_date={d}" for d in DATES] + [root / "_state" / "staging"]:
+        try:
+            if any(".tmp-" in name for name in os.listdir(folder)):
+                return True
+        except FileNotFoundError:
+            continue
+    return False
+
+
+def first_write(proc: subprocess.Popen, root: Path) -> float:
+    """Wait until the run's first partition write is seen (or the run ends); return that time."""
+    while proc.poll() is None and not writing(root):
+        time.sleep(0.0005)
+    return time.perf_counter()
+
+
+def use(root: Path, rules: dict) -> None:
+    """Point this process's Luigi config at data root ``root`` and [qsr] ``rules`` (undone after each
+    test by the lab fixture and :func:`restore_rules`)."""
+    cfg = luigi.configuration.get_config()
+    cfg.set("daybreak", "data_root", str(root))
+    for key, value in rules.items():
+        cfg.set("qsr", key, str(value))
+
+
+def build_in_process(lab, root: Path, rules: dict) -> int:
+    """A normal RangeDaily backfill of the range, in this process, into ``root``."""
+    use(root, rules)
+    return lab.range(START, STOP)
+
+
+@pytest.fixture(autouse=True)
+def restore_rules(lab):
+    yield
+    cfg = luigi.configuration.get_config()
+    for key in NEW_RULES:
+        cfg.remove_option("qsr", key)
+    cfg.reload()
+
+
+@pytest.fixture
+def bench(lab, tmp_path):
+    return Bench(lab, tmp_path)
+
+
+# -- kill -9 ------------------------------------------------------------------------------------------
+def test_kill_9_at_random_write_steps_never_leaves_a_torn_partition(bench):
+    old_data = tables(bench.old)
+    # clean reference builds, through the crash driver with no crash point: they count the write
+    # steps, and time the write phase (first write seen .. exit; its second half is mostly Luigi
+    # finishing up) for the luigi kills below
+    steps, write_phase = {}, {}
+    for scenario in ("fresh", "rebuild"):
+        ref = Trial(f"ref-{scenario}", scenario, 1, at=10**9)
+        root = bench.data_root(ref)
+        proc = bench.start(ref, root)
+        t0 = first_write(proc, root)
+        assert proc.wait() == 0, proc.stderr.read()[-2000:]
+        write_phase[scenario] = time.perf_counter() - t0
+        steps[scenario] = bench.steps(ref)
+    new_data, new_manifests = tables(bench.tmp / "ref-fresh"), manifests(bench.tmp / "ref-fresh")
+    assert sorted(new_data) == DATES and new_data != old_data
+    assert tables(bench.tmp / "ref-rebuild") == new_data and manifests(bench.tmp / "ref-rebuild") == new_manifests
+
+    rng = random.Random(SEED)
+    trials = []
+    for i in range(TRIALS):
+        scenario, workers = ("fresh", "rebuild")[i % 2], 1 + (i // 2) % 2
+        mode = rng.choice(["kill", "killgroup"]) if workers == 2 else "kill"
+        at = rng.randint(1, steps[scenario] + 1)
+        trials.append(Trial(f"t{i:02d}", scenario, workers, at, mode, round(rng.random(), 2)))
+    results = []
+    for pair in (trials[i : i + 2] for i in range(0, len(trials), 2)):  # two at a time: two cores
+        roots = [bench.data_root(t) for t in pair]
+        procs = [bench.start(t, r) for t, r in zip(pair, roots, strict=True)]
+        for trial, root, proc in zip(pair, roots, procs, strict=True):
+            proc.wait()
+            results.append(check_trial(bench, trial, root, proc, old_data, new_data, new_manifests))
+    for i in range(LUIGI_KILLS):  # one at a time: the delay counts from the run's first write
+        scenario, workers = ("fresh", "rebuild")[i % 2], 1 + (i // 2) % 2
+        trial = Trial(f"k{i:02d}", scenario, workers, delay=round(rng.uniform(0, write_phase[scenario] / 2), 4))
+        root = bench.data_root(trial)
+        proc = bench.start(trial, root)
+        first_write(proc, root)
+        time.sleep(trial.delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # kill -9 of the run: Luigi and its task processes
+        proc.wait()
+        results.append(check_trial(bench, trial, root, proc, old_data, new_data, new_manifests))
+    summary = "\n".join(results)
+    print(f"\nsteps per run: {steps}\n{summary}")
+    assert any("leftovers" in r and "leftovers 0" not in r for r in results), "no trial left a temporary behind"
+    assert sum("incomplete" in r for r in results) >= len(results) // 2, "too few trials interrupted a write"
+
+
+def check_trial(bench, trial, root, proc, old_data, new_data, new_manifests) -> str:
+    """The four checks of one crashed run; returns a one-line account."""
+    where = f"{trial} (rc {proc.returncode}): {proc.stderr.read()[-1500:]}"
+    # (a) every partition reads whole, with the old or the new content, never a mix
+    data = tables(root)
+    for d, rows in data.items():
+        assert rows == new_data[d] or (trial.scenario == "rebuild" and rows == old_data[d]), f"{d} mixed: {where}"
+    # (d) leftovers are hidden from every reader, and never look like data
+    left = leftovers(root)
+    assert all(p.name.startswith(".") and not p.name.endswith(".parquet") for p in left), left
+    assert_readers_see_exactly(root, data)
+    # (b) a partition is complete only when its write finished (the new data with its new manifest)
+    states = states_under(root)
+    finished = manifests(root)
+    for d in DATES:
+        if states[d]:
+            assert data[d] == new_data[d] and finished[d] == new_manifests[d], f"{d} complete but unfinished: {where}"
+    incomplete = [d for d in DATES if not states[d]]
+    # (c) one normal backfill restores exactly the reference build, and sweeps every leftover
+    assert bench.build_in_process(root, NEW_RULES) == 0, where
+    assert tables(root) == new_data and manifests(root) == new_manifests, where
+    assert all(states_under(root).values()), where
+    assert leftovers(root) == [], f"not swept: {leftovers(root)} {where}"
+    kill = (
+        f"step {trial.at} {trial.mode} truncate {trial.truncate}"
+        if trial.at
+        else f"luigi killed {trial.delay * 1000:.1f} ms after its first write"
+    )
+    return (
+        f"{trial.name} {trial.scenario} w{trial.workers} {kill}: rc {proc.returncode}, "
+        + (f"incomplete {[d.day for d in incomplete]}" if incomplete else "all finished")
+        + f", leftovers {len(left)}"
+    )
+
+
+def states_under(root: Path) -> dict[dt.date, bool]:
+    """complete() of each date, checked in this process against ``root`` with the new rules."""
+    use(root, NEW_RULES)
+    out = {d: StgQsrPos(date=d).complete() for d in DATES}
+    assert out == {d: StgQsrPos(date=d).state(CheckCache()).ok for d in DATES}
+    return out
+
+
+def wait_stopped(proc: subprocess.Popen, marker: Path) -> None:
+    for _ in range(3000):
+        if marker.exists() and Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
+            return
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        time.sleep(0.01)
+    raise AssertionError("the writer never paused")
+
+
+@pytest.mark.parametrize("scenario", ["fresh", "rebuild"])
+def test_a_paused_writers_temporaries_survive_another_runs_sweep(bench, scenario, setting):
+    """A writer stopped (SIGSTOP) right after writing its first temporary file is alive: a whole
+    backfill of the same range, which sweeps the same folders, keeps its temporaries, and once
+    resumed the writer finishes its own run cleanly."""
+    trial = Trial(f"live-{scenario}", scenario, 1, at=1, mode="stop")
+    root = bench.data_root(trial)
+    proc = bench.start(trial, root)
+    try:
+        wait_stopped(proc, bench.tmp / f"{trial.name}.steps.stopped")
+        paused = leftovers(root)
+        assert paused, "the paused writer has no temporary file"
+        # the paused writer holds its partition's lock: the other backfill builds every other date,
+        # sweeping the shared folders, and gives up on that one after [daybreak] lock_wait_s
+        setting("daybreak", "lock_wait_s", 1)
+        assert bench.build_in_process(root, NEW_RULES) == 30
+        assert set(paused) <= set(leftovers(root)), "the sweep removed a live writer's temporaries"
+        busy = [d for d, ok in states_under(root).items() if not ok]
+        assert len(busy) == 1, busy  # only the paused writer's partition is not complete yet
+        error = StgQsrPos(date=busy[0]).store().read_failure(busy[0])["error"]
+        assert f"pid {proc.pid} on " in error and "has been writing it for over 1 s" in error, error
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    assert proc.wait() == 0, proc.stderr.read()[-2000:]
+    assert leftovers(root) == []
+    assert all(states_under(root).values())
+    bench.build_in_process(bench.tmp / "reference", NEW_RULES)
+    assert tables(root) == tables(bench.tmp / "reference")
+
+
+# -- disk full ----------------------------------------------------------------------------------------
+def fill(path: Path) -> None:
+    """Write ``path`` until the filesystem has no page left."""
+    with open(path, "wb", buffering=0) as fh:
+        for chunk in (1 << 20, 1 << 12):
+            try:
+                while True:
+                    fh.write(b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MB tmpfs, unmounted afterwards; the test is skipped where mounting is not permitted."""
+    mnt = tmp_path / "small_disk"
+    mnt.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here (needs root or CAP_SYS_ADMIN): {mount.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "--lazy", str(mnt)], check=True)
+
+
+@pytest.mark.parametrize("room, fails_on", [(0, "data.parquet"), (1, "_manifest.json")], ids=["data", "manifest"])
+def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions(
+    lab, tmp_path, small_disk, room, fails_on
+):
+    """``room``: pages left free, enough for a data file (under 4 KiB here) but not its manifest."""
+    lab.qsr_days(START, DAYS)
+    data = small_disk / "data"
+
+    def run(rules: dict, start: dt.date = START) -> subprocess.CompletedProcess:
+        roots = {"raw_root": lab.raw, "data_root": data}
+        cfg = write_config(tmp_path / "run.cfg", {"daybreak": roots, "qsr": rules})
+        args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(STOP), "--local-scheduler"]
+        return lab.cli(*args, "--no-lock", env={"LUIGI_CONFIG_PATH": str(cfg)})
+
+    # the first date stays new; Luigi runs the newest date first, so that rewrite meets the free page
+    assert run(OLD_RULES, START + dt.timedelta(days=1)).returncode == 0
+    before = {p: p.read_bytes() for p in (data / DATASET).rglob("*") if p.is_file()}
+    before_stat = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in before}
+    old = tables(data)
+    fill(small_disk / "filler")
+    os.truncate(small_disk / "filler", (small_disk / "filler").stat().st_size - room * 4096)
+
+    failed = run(NEW_RULES)  # rewrites two partitions, creates one: every write hits ENOSPC
+    log = failed.stderr
+    assert failed.returncode == 30, log[-3000:]
+    for d in DATES:
+        assert f"staging/qsr_pos business_date={d}: could not write the partition: no space left on device" in log
+    # with a page free, the first partition's data file fits and its manifest does not; that page then
+    # goes to its failure record, and the later partitions fail on their data file
+    assert f"while writing {fails_on}). Nothing was replaced: the previous partition, if any, is kept" in log
+    assert "could not record the failure" in log  # the failure record hit the full disk too, and hid nothing
+    # the only tracebacks are Luigi's report of each failed task: the OSError, then the error naming it
+    errors = [line for line in log.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 3 and all(" failed    StgQsrPos(date=" in line for line in errors), errors
+    assert log.count("Traceback (most recent call last)") == 2 * len(errors), log[-3000:]
+    assert "unhandled" not in log.lower() and "Uncaught" not in log
+    # the previous partitions are intact and still complete under the rules they were built with
+    assert {p: p.read_bytes() for p in (data / DATASET).rglob("*") if p.is_file()} == before
+    assert {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in before} == before_stat
+    assert tables(data) == old and sorted(old) == DATES[1:]
+    assert leftovers(data) == [] and os.listdir(data / "_state" / "staging") == []
+    use(data, OLD_RULES)
+    assert [StgQsrPos(date=d).complete() for d in DATES] == [False, True, True]
+
+    (small_disk / "filler").unlink()
+    assert run(NEW_RULES).returncode == 0  # once space is freed, a rerun rebuilds all three
+    assert leftovers(data) == [] and not any((data / "_state" / "failures").rglob("*.json"))
+    reference = tmp_path / "reference"
+    assert build_in_process(lab, reference, NEW_RULES) == 0
+    assert tables(data) == tables(reference) != old
