@@ -12,7 +12,7 @@ import luigi.configuration
 from tasks import settings
 
 DATASET_NAMES = ["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d"]  # one date each
-STATUS_NAMES = [*DATASET_NAMES, "hotel_pickup"]  # and date x hotel
+STATUS_NAMES = [*DATASET_NAMES, "hotel_pickup", "otb_by_stay_date"]  # date x hotel, unpartitioned
 
 
 def _date(text: str) -> dt.date:

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 
 from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
-from tasks.base import CheckCache, PartitionedTask, waiting_for
+from tasks.base import CheckCache, MaterializedTask, PartitionedTask, waiting_for
 from tasks.calendar import date_range
-from tasks.hotels import HotelPickup, StgHotelBookingsDaily
+from tasks.hotels import HotelPickup, OtbByStayDate, StgHotelBookingsDaily
 from tasks.partitions import PartitionStore
 from tasks.qsr import StgQsrPos
 
@@ -25,6 +25,8 @@ DATASETS: dict[str, type[PartitionedTask]] = {
     "ads_daily": AdsDaily,
     "ads_rolling_7d": AdsRolling7d,
 }
+# Unpartitioned datasets: one state each, shown after the daily ones.
+SNAPSHOTS: dict[str, type[MaterializedTask]] = {"otb_by_stay_date": OtbByStayDate}
 # Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
 MULTI: dict[str, tuple[type[PartitionedTask], str]] = {"hotel_pickup": (HotelPickup, "hotel")}
 SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
@@ -34,29 +36,30 @@ WORST_FIRST = ["failed", "stale", "waiting", "missing", "provisional", "ok"]
 @dataclass(frozen=True)
 class DayStatus:
     dataset: str
-    date: dt.date
+    date: dt.date | None  # None: an unpartitioned dataset (one state for all of it)
     state: str  # ok | provisional | stale | missing | waiting | failed
     reason: str = ""
     rows: int | None = None
     duration_s: float | None = None
 
 
-def day_status(task: PartitionedTask, cache: CheckCache, name: str) -> DayStatus:
-    state = task.state(cache)
+def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
+    """The state of one partition (``date`` None: an unpartitioned dataset)."""
+    state, day = task.state(cache), task.key
     store = cache.once(("store", task.dataset_path()), task.store)
-    manifest = cache.manifest(store, task.date) or {}
+    manifest = cache.manifest(store, day) or {}
     recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
-    failure = store.read_failure(task.date) if str(store.failure_path(task.date)) in recorded else None
+    failure = store.read_failure(day) if str(store.failure_path(day)) in recorded else None
     if not state.ok and failure and failure.get("failed_at", "") > manifest.get("finished_at", ""):
-        return DayStatus(name, task.date, "failed", failure.get("error", "").splitlines()[0][:300])
+        return DayStatus(name, day, "failed", failure.get("error", "").splitlines()[0][:300])
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
     if state.state == "missing":
         waiting = waiting_for(task, cache)
         if waiting:
-            return DayStatus(name, task.date, "waiting", waiting)
+            return DayStatus(name, day, "waiting", waiting)
     if state.ok and task.provisional(cache):
-        return DayStatus(name, task.date, "provisional", "later exports may still restate it", rows, duration)
-    return DayStatus(name, task.date, state.state, state.reason if not state.ok else "", rows, duration)
+        return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
+    return DayStatus(name, day, state.state, state.reason if not state.ok else "", rows, duration)
 
 
 def _failure_records(data_root) -> set[str]:
@@ -91,7 +94,10 @@ def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) ->
 def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[DayStatus]:
     cache = CheckCache()
     out = []
-    for name in datasets or [*DATASETS, *MULTI]:
+    for name in datasets or [*DATASETS, *MULTI, *SNAPSHOTS]:
+        if name in SNAPSHOTS:
+            out.append(day_status(SNAPSHOTS[name](), cache, name))
+            continue
         if name in MULTI:
             cls, key = MULTI[name]
             cache.list_dataset(PartitionStore(settings.data_root(), cls.dataset))
@@ -117,6 +123,11 @@ def render_text(rows: list[DayStatus]) -> str:
     lines = [f"legend: {'  '.join(f'{v} {k}' for k, v in SYMBOLS.items())}"]
     for name in dict.fromkeys(r.dataset for r in rows):
         mine = [r for r in rows if r.dataset == name]
+        if mine[0].date is None:  # unpartitioned: one state
+            lines.append(
+                f"{name}  (unpartitioned)  {mine[0].state}" + (f": {mine[0].reason}" if mine[0].reason else "")
+            )
+            continue
         counts = {k: sum(r.state == k for r in mine) for k in SYMBOLS}
         lines.append(f"{name}  {mine[0].date} .. {mine[-1].date}")
         bar = "".join(SYMBOLS[r.state] for r in mine)
@@ -129,7 +140,7 @@ def render_text(rows: list[DayStatus]) -> str:
 
 
 def render_json(rows: list[DayStatus]) -> str:
-    return json.dumps([{**asdict(r), "date": r.date.isoformat()} for r in rows], indent=1)
+    return json.dumps([{**asdict(r), "date": r.date and r.date.isoformat()} for r in rows], indent=1)
 
 
 COLOURS = {
@@ -147,6 +158,8 @@ def render_html(rows: list[DayStatus]) -> str:
     a cell shows its state, reason, rows and build time (from the manifests)."""
     from html import escape
 
+    snapshots = [r for r in rows if r.date is None]
+    rows = [r for r in rows if r.date is not None]
     datasets = list(dict.fromkeys(r.dataset for r in rows))
     dates = sorted({r.date for r in rows})
     cell = {(r.dataset, r.date): r for r in rows}
@@ -166,6 +179,11 @@ def render_html(rows: list[DayStatus]) -> str:
                 f'data-state="{r.state}" title="{escape(tip)}">{r.state[0].upper()}</td>'
             )
         body.append(f"<tr><th>{day}</th>{''.join(tds)}</tr>")
+    unpartitioned = "".join(
+        f'<p>{escape(r.dataset)} (unpartitioned): <span class="cell {r.state}" data-dataset="{escape(r.dataset)}" '
+        f'data-state="{r.state}" title="{escape(r.reason)}">{r.state}</span></p>'
+        for r in snapshots
+    )
     styles = "".join(f"td.{state}{{background:{colour}}}" for state, colour in COLOURS.items())
     legend = " ".join(f'<span class="cell {s}" style="padding:0 6px">{s}</span>' for s in COLOURS)
     return (
@@ -173,5 +191,6 @@ def render_html(rows: list[DayStatus]) -> str:
         "body{font:13px sans-serif;margin:16px}table{border-collapse:collapse}th,td{padding:2px 8px;"
         "text-align:center}td.cell{color:#fff;min-width:90px}span.cell{color:#fff}"
         f"{styles.replace('td.', '.cell.')}</style></head><body><h1>Partition status</h1><p>{legend}</p>"
-        f"<table><thead><tr><th>date</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></body></html>"
+        f"<table><thead><tr><th>date</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{unpartitioned}"
+        "</body></html>"
     )

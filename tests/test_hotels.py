@@ -60,7 +60,13 @@ def test_on_the_books_and_a_resent_old_extract(hotel_lab):
     )
     manifest = hotel_lab.data / "marts/otb_by_stay_date/_manifest.json"
     otb_mtime = manifest.stat().st_mtime_ns
+    from tasks import status
+
+    (snapshot,) = status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])
+    assert (snapshot.date, snapshot.state) == (None, "stale") and "upstream StgHotelBookingsDaily" in snapshot.reason
+    assert "otb_by_stay_date  (unpartitioned)  stale: upstream" in status.render_text([snapshot])
     assert hotel_lab.luigi("OtbByStayDate") == 0
+    assert [r.state for r in status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])] == ["ok"]
     after = hotel_lab.built_at(staging)
     assert {d for d in after if after[d] != before.get(d)} == {day}  # only that staging date
     assert manifest.stat().st_mtime_ns != otb_mtime
