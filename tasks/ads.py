@@ -54,12 +54,17 @@ class AdsDaily(PartitionedTask):
             reuse(("ads parsed", input_line(f)), lambda f=f: parse_csv(zone.read_bytes(f), f.relpath, RAW_COLUMNS))
             for f in inputs
         ]
-        result = newest_restatement([(f.folder_date, p) for f, p in zip(inputs, parsed, strict=True)], self.date)
+        exports = [(f.folder_date, p) for f, p in zip(inputs, parsed, strict=True)]
+        result = newest_restatement(exports, self.date, self.restatement_days())
         final_export = self.date + self.restatement_days() * DAY
         stats = {
             "source_export_date": result.source_export_date,
             "exports_read": [f.folder_date.isoformat() for f in inputs],
             "is_final": any(f.folder_date == final_export for f in inputs),
+            "rows_read": result.rows_read,
+            "other_date_rows": result.other_date_rows,
+            "superseded_rows": result.superseded_rows,
+            "duplicates_dropped": result.duplicates_dropped,
         }
         return Built(result.table, result.rejected, stats)
 

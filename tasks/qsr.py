@@ -59,6 +59,10 @@ class StgQsrPos(PartitionedTask):
             "attributed_rows": result.attributed_rows,
             "duplicates_dropped": result.duplicates_dropped,
             "voided_dropped": result.voided_dropped,
+            # rows_read == row_count + rejected_count + voided_dropped + duplicates_of_date + other_date_rows
+            "rows_read": result.rows_read,
+            "duplicates_of_date": result.duplicates_of_date,
+            "other_date_rows": result.other_date_rows,
             "store_versions": store_versions(inputs, self.rules_fingerprint()),
         }
         return Built(result.table, result.rejected, stats)

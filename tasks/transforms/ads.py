@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.transforms.checks import blank, file_rejects, first_failed, is_money, reject_schema
+from tasks.transforms.checks import blank, count, file_rejects, first_failed, is_money, reject_schema
 from tasks.transforms.rawcsv import ParsedCsv
 from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
 from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION  # noqa: F401
@@ -52,6 +52,7 @@ REASONS = [
     "spend is not a decimal >= 0 (2 dp)",
     "conversions is not an integer >= 0",
     "conversion_value is not a decimal >= 0 (2 dp)",
+    "date is not one the export restates (export date - restatement days .. export date - 1)",
 ]
 
 
@@ -60,31 +61,62 @@ class DailyResult:
     table: pa.Table  # DAILY_SCHEMA: the rows of the date from the newest export that holds it
     rejected: pa.Table  # REJECT_SCHEMA: rows of the date, from any export of its window, that failed a rule
     source_export_date: dt.date | None
+    rows_read: int = 0  # every data row of the exports read (rows the parser could not split included)
+    other_date_rows: int = 0  # rows of those exports attributed to another date
+    superseded_rows: int = 0  # valid rows of the date in an older export than the one that won
+    duplicates_dropped: int = 0  # valid rows of the date replaced by a later row of the same campaign, same export
+
+    # rows_read == table + rejected + superseded_rows + duplicates_dropped + other_date_rows
 
 
-def newest_restatement(exports: list[tuple[dt.date, ParsedCsv]], date: dt.date) -> DailyResult:
+def newest_restatement(
+    exports: list[tuple[dt.date, ParsedCsv]], date: dt.date, restatement_days: int = 7
+) -> DailyResult:
     """Date ``date`` as the newest export that holds it reports it (exports in any order).
 
-    A row whose ``date`` does not parse is rejected into the partition of its export's day before
-    (the most recent day an export restates), so it is quarantined exactly once.
+    Export ``E`` restates ``E - restatement_days .. E - 1``. A row whose ``date`` does not parse, or
+    is not one of those, is rejected into the partition of its export's day before (the most recent
+    day an export restates), so it is quarantined exactly once and never lost. A campaign listed
+    twice for the date in one export keeps its last valid row (as POS duplicates do).
     """
-    holding, rejected = [], []
+    holding, rejected, rows_read, attributed = [], [], 0, 0
     for export_date, parsed in sorted(exports, key=lambda e: e[0]):
-        rows, bad = _export_rows(parsed, export_date, date)
+        rows, bad, mine = _export_rows(parsed, export_date, date, restatement_days)
         rejected.append(bad)
+        rows_read += parsed.table.num_rows + len(parsed.malformed)
+        attributed += mine
         if rows.num_rows:
             holding.append((export_date, rows))
     rejects = pa.concat_tables(rejected) if rejected else REJECT_SCHEMA.empty_table()
+    counts = {"rows_read": rows_read, "other_date_rows": rows_read - attributed}
     if not holding:
-        return DailyResult(DAILY_SCHEMA.empty_table(), rejects, None)
+        return DailyResult(DAILY_SCHEMA.empty_table(), rejects, None, **counts)
     export_date, rows = holding[-1]
-    table = rows.append_column("source_export_date", pa.repeat(pa.scalar(export_date, pa.date32()), rows.num_rows))
-    return DailyResult(table.cast(DAILY_SCHEMA), rejects, export_date)
+    superseded = sum(t.num_rows for _, t in holding[:-1])
+    last = _last_per_campaign(rows)
+    table = last.append_column("source_export_date", pa.repeat(pa.scalar(export_date, pa.date32()), last.num_rows))
+    dropped = rows.num_rows - last.num_rows
+    return DailyResult(
+        table.cast(DAILY_SCHEMA), rejects, export_date, **counts, superseded_rows=superseded, duplicates_dropped=dropped
+    )
 
 
-def _export_rows(parsed: ParsedCsv, export_date: dt.date, date: dt.date) -> tuple[pa.Table, pa.Table]:
+def _last_per_campaign(rows: pa.Table) -> pa.Table:
+    """The last row of each campaign_id, in read order."""
+    numbered = rows.append_column("_i", pa.array(range(rows.num_rows), pa.int64()))
+    last = numbered.group_by("campaign_id", use_threads=False).aggregate([("_i", "max")])["_i_max"]
+    return rows.take(pc.take(last, pc.sort_indices(last)))  # the last rows, in read order
+
+
+def _export_rows(
+    parsed: ParsedCsv, export_date: dt.date, date: dt.date, restatement_days: int
+) -> tuple[pa.Table, pa.Table, int]:
+    """(valid rows of ``date``, rejects attributed to ``date``, rows attributed to ``date``) of one export."""
     raw = parsed.table
     day = pc.strptime(raw["date"], format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
+    day_before = export_date - dt.timedelta(days=1)
+    restated = pa.array([export_date - dt.timedelta(days=k) for k in range(1, restatement_days + 1)], pa.date32())
+    outside = pc.fill_null(pc.invert(pc.is_in(day, restated)), False)
     checks = [
         pc.is_null(day),
         blank(raw["campaign_id"]),
@@ -94,11 +126,13 @@ def _export_rows(parsed: ParsedCsv, export_date: dt.date, date: dt.date) -> tupl
         pc.invert(is_money(raw["spend"])),
         _not_count(raw["conversions"]),
         pc.invert(is_money(raw["conversion_value"])),
+        outside,
     ]
     code = first_failed(checks)
     valid = pc.equal(code, 0)
     target = pa.scalar(date, pa.date32())
-    mine = pc.if_else(pc.is_null(day), pa.scalar(export_date - dt.timedelta(days=1) == date), pc.equal(day, target))
+    by_export = pc.or_(pc.is_null(day), outside)  # no date this export restates: its day before owns it
+    mine = pc.if_else(by_export, pa.scalar(day_before == date), pc.equal(day, target))
     keep = pc.and_(valid, mine)
     picked = raw.filter(keep)
     rows = pa.table(
@@ -113,11 +147,11 @@ def _export_rows(parsed: ParsedCsv, export_date: dt.date, date: dt.date) -> tupl
         }
     )
     bad = pc.and_(pc.invert(valid), mine)
-    malformed_here = export_date - dt.timedelta(days=1) == date  # unsplittable rows: the export's day before
+    malformed_here = day_before == date  # unsplittable rows: the export's day before
     rejected = file_rejects(
         parsed, code, bad, REASONS, REJECT_SCHEMA, malformed_text="campaign_id" if malformed_here else None
     )
-    return rows, rejected
+    return rows, rejected, count(mine) + (len(parsed.malformed) if malformed_here else 0)
 
 
 def rolling_window(days: list[tuple[dt.date, pa.Table]], days_in_window: int) -> pa.Table:

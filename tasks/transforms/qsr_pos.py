@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +58,12 @@ class CleanResult:
     attributed_rows: int  # raw rows attributed to the date (valid + rejected), the base of the reject share
     duplicates_dropped: int  # valid rows of the window replaced by a later copy of the same line
     voided_dropped: int
+    rows_read: int = 0  # every data row of the window's files (rows the parser could not split included)
+    other_date_rows: int = 0  # rows of the window attributed to another business date
+    duplicates_of_date: int = 0  # valid rows of the date replaced by a later copy of the same line
+
+    # rows_read == table + rejected + voided_dropped + duplicates_of_date + other_date_rows
+    # attributed_rows == rows_read - other_date_rows
 
 
 REASONS = [
@@ -65,11 +72,13 @@ REASONS = [
     "line_no is not an integer >= 1",
     "store_id does not match the file name",
     "ordered_at is not ISO 8601 with a UTC offset",
+    "ordered_at is not on a business date its folder holds (folder date or the day before): misfiled",
     "sku is empty",
     "qty is not an integer >= 1",
     "unit_price is not a decimal >= 0 (2 dp)",
     "discount is not blank or a decimal >= 0 (2 dp)",
     "status is not COMPLETED, VOIDED or REFUNDED",
+    "net_amount (qty x unit_price) does not fit decimal(18,2)",
 ]
 
 
@@ -81,6 +90,7 @@ class _FolderRows:
     keys: pa.Table  # (order_id, line_no, store_id, seq) of every valid row, for de-duplication across the window
     rejected: pa.Table
     attributed: int
+    rows_read: int
 
 
 def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt.date, rules: QsrRules) -> CleanResult:
@@ -101,6 +111,7 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
     keys = _concat([p.keys for p in parts], _KEYS_SCHEMA)
     rejected = _concat([p.rejected for p in parts], REJECT_SCHEMA).combine_chunks()
     attributed = sum(p.attributed for p in parts)
+    rows_read = sum(p.rows_read for p in parts)
     del parts
     winners = _last_per_key(keys)
     duplicates = keys.num_rows - len(winners)
@@ -112,7 +123,16 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
     keep = pc.and_(is_last, pc.invert(is_void))
     voided = count(pc.and_(is_last, is_void))
     result = _finish(rows.filter(keep), rules)
-    return CleanResult(result, rejected, attributed, duplicates, voided)
+    return CleanResult(
+        result,
+        rejected,
+        attributed,
+        duplicates,
+        voided,
+        rows_read=rows_read,
+        other_date_rows=rows_read - attributed,
+        duplicates_of_date=rows.num_rows - count(is_last),
+    )
 
 
 def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: QsrRules, offset: int) -> _FolderRows:
@@ -121,9 +141,13 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
     file_index = pa.array(np.repeat(np.arange(len(files), dtype="int32"), [f.table.num_rows for f in files]))
     ordered_at = parse_instants(raw["ordered_at"])
     bdate = business_dates(ordered_at, rules.timezone, rules.day_start_hour)
-    code = _failed_rule(raw, ordered_at, _store_id_is_not_stem(raw, files, file_index))
+    # only partitions folder-1 and folder read this folder: a line of any other business date would be lost
+    held = pa.array([folder - dt.timedelta(days=1), folder], pa.date32())
+    misfiled = pc.fill_null(pc.invert(pc.is_in(bdate, held)), False)
+    code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index))
     valid = pc.equal(code, 0)
-    mine = pc.if_else(pc.is_null(bdate), pa.scalar(folder == date), pc.equal(bdate, pa.scalar(date, pa.date32())))
+    by_folder = pc.or_(pc.is_null(bdate), misfiled)  # no usable business date: the folder's date owns it
+    mine = pc.if_else(by_folder, pa.scalar(folder == date), pc.equal(bdate, pa.scalar(date, pa.date32())))
     seq = pa.array(np.arange(offset, offset + raw.num_rows, dtype="int64"))
     # copy only what is kept, then cast: every kept value already passed its type rule
     keep = pc.and_(valid, mine)
@@ -173,7 +197,7 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
         by_position = [("source_file", "ascending"), ("row_number", "ascending")]
         rejected = pa.concat_tables([rejected, *malformed]).sort_by(by_position)
     attributed = count(mine) + sum(len(f.malformed) for f in files if folder == date)
-    return _FolderRows(rows, keys, rejected, attributed)
+    return _FolderRows(rows, keys, rejected, attributed, raw.num_rows + sum(len(f.malformed) for f in files))
 
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
@@ -182,20 +206,37 @@ def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.
     return pc.not_equal(raw["store_id"], pc.take(stems, file_index))
 
 
-def _failed_rule(raw: pa.Table, ordered_at: pa.Array, wrong_store: pa.Array) -> pa.Array:
+def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_store: pa.Array) -> pa.Array:
     """Per row, the index in REASONS of the first rule it fails (0 when it passes them all)."""
+    bad_qty, bad_price = not_int_ge1(raw["qty"]), pc.invert(is_money(raw["unit_price"]))
     checks = [
         blank(raw["order_id"]),
         not_int_ge1(raw["line_no"]),
         wrong_store,
         pc.is_null(ordered_at),
+        misfiled,
         blank(raw["sku"]),
-        not_int_ge1(raw["qty"]),
-        pc.invert(is_money(raw["unit_price"])),
+        bad_qty,
+        bad_price,
         _bad_discount(raw["discount"]),
         pc.invert(pc.is_in(raw["status"], pa.array(STATUSES))),
+        _gross_too_big(raw["qty"], raw["unit_price"], pc.invert(pc.or_(bad_qty, bad_price))),
     ]
     return first_failed(checks)
+
+
+def _gross_too_big(qty, unit_price, typed: pa.Array) -> pa.Array:
+    """qty x unit_price >= 10**16, where net_amount's decimal(18,2) cannot hold it (rows ``typed`` only).
+
+    A product of an a-digit integer and a b-digit whole part is below 10**(a+b), so only rows whose
+    lengths add up to more than 16 need the exact product (a handful, if any)."""
+    dot = pc.find_substring(unit_price, ".")
+    whole = pc.if_else(pc.equal(dot, -1), pc.utf8_length(unit_price), dot)
+    maybe = pc.and_(typed, pc.greater(pc.add(pc.utf8_length(qty), whole), 16))
+    too_big = np.zeros(len(typed), dtype=bool)
+    for i in np.flatnonzero(pc.fill_null(maybe, False).to_numpy(zero_copy_only=False)):
+        too_big[i] = int(qty[int(i)].as_py()) * Decimal(unit_price[int(i)].as_py()) >= 10**16
+    return pa.array(too_big)
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERSION = "stg_qsr_pos/1"
+VERSION = "stg_qsr_pos/2"  # 2: misfiled lines and a net_amount overflow are rejected, not lost
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import csv
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -31,9 +32,11 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
     Rows with the wrong number of fields are not dropped: they come back in ``malformed``.
     """
     header = _check_header(data, source_file, columns)
+    if b"\n" not in data and b"\r" not in data:  # a header without a line end: the parser sees no row at all
+        data += b"\n"
     try:
         table, malformed = _read(data, header, columns)
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:  # KeyError: a header the parser reads otherwise
         raise RawSchemaError(f"{source_file}: cannot be read as UTF-8 CSV ({exc}). Fix or re-send the file.") from exc
     return ParsedCsv(source_file, table, _row_numbers(table.num_rows + len(malformed), malformed), malformed)
 
@@ -58,7 +61,7 @@ def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> li
     for header_line, members in batches.items():
         try:
             parsed = _parse_batch(header_line, [files[i] for i in members], columns)
-        except pa.ArrowInvalid:  # e.g. invalid UTF-8 in one file: parse one by one to name it
+        except (pa.ArrowInvalid, pa.ArrowKeyError):  # e.g. invalid UTF-8 in one file: one by one to name it
             parsed = [parse_csv(files[i][0], files[i][1], columns) for i in members]
         for i, p in zip(members, parsed, strict=True):
             out[i] = p
@@ -135,7 +138,7 @@ def _check_header(data: bytes, source_file: str, columns: list[str]) -> list[str
     if missing:
         raise RawSchemaError(
             f"{source_file}: missing column {', '.join(repr(c) for c in missing)} "
-            f"(header has {', '.join(header) or 'nothing'}; expected {', '.join(columns)}). "
+            f"(header has {', '.join(map(repr, header)) or 'nothing'}; expected {', '.join(columns)}). "
             "Fix or re-send the file; the previous partition is kept."
         )
     return header
@@ -152,4 +155,5 @@ def _header(data: bytes, source_file: str) -> list[str]:
         text = first.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RawSchemaError(f"{source_file}: header row is not UTF-8 ({exc})") from exc
-    return [c.strip().strip('"') for c in text.split(",")]
+    # the names exactly as the CSV parser will read them: unquoted, spaces kept (" qty" is not "qty")
+    return next(csv.reader([text]), [])

@@ -106,3 +106,25 @@ def test_rolling_sums_and_ratios():
 
 def test_rolling_over_nothing_is_empty():
     assert rolling_window([], 0).num_rows == 0
+
+
+@pytest.mark.parametrize("day", ["2026-10-01", "2026-10-05", "2026-09-22", "1999-01-01"])
+def test_row_of_a_date_the_export_does_not_restate_is_rejected_not_lost(day):
+    # found by fuzzing: export E restates E-7 .. E-1; a row of any other date was read by no partition
+    e = D + dt.timedelta(days=1)
+    exp = export(e, [f"{D},C1,google,100,5,10.00,1,3.00", f"{day},C2,google,100,5,10.00,1,3.00"])
+    result = newest_restatement([exp], D)
+    assert result.table["campaign_id"].to_pylist() == ["C1"]
+    assert [(r["row_number"], r["reason"][:40]) for r in result.rejected.to_pylist()] == [
+        (3, "date is not one the export restates (exp")
+    ]
+    other = dt.date.fromisoformat(day)
+    assert newest_restatement([exp], other).rows_read - newest_restatement([exp], other).other_date_rows == 0
+
+
+def test_a_campaign_listed_twice_for_a_date_keeps_its_last_row():
+    # found by fuzzing: both rows were staged, so (business_date, campaign_id) was not unique
+    rows = [f"{D},C1,google,100,5,10.00,1,3.00", f"{D},C2,google,1,1,1.00,1,1.00", f"{D},C1,google,200,5,20.00,2,6.00"]
+    result = newest_restatement([export(D + dt.timedelta(days=1), rows)], D)
+    assert [(r["campaign_id"], r["impressions"]) for r in result.table.to_pylist()] == [("C2", 1), ("C1", 200)]
+    assert (result.duplicates_dropped, result.rows_read) == (1, 3)

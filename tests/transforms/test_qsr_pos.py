@@ -209,3 +209,36 @@ def test_unit_price_format(price, ok):
 def test_qty_format(qty, ok):
     result = clean(D15, [(D15, [line("O1", "2026-09-15T12:00:00-04:00", qty=qty)])])
     assert (result.table.num_rows, result.rejected.num_rows) == ((1, 0) if ok else (0, 1))
+
+
+@pytest.mark.parametrize(
+    "ts", ["2020-01-01T12:00:00-04:00", "9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+14:00", "2026-09-17T12:00Z"]
+)
+def test_line_of_a_business_date_its_folder_does_not_hold_is_rejected_not_lost(ts):
+    # found by fuzzing: only partitions folder-1 and folder read a folder, so such a line was in none of them
+    folder15 = [line("G1", "2026-09-15T12:00:00-04:00"), line("O1", ts.replace("12:00Z", "12:00:00Z"))]
+    d15 = clean(D15, [(D15, folder15)])
+    assert [(r["row_number"], r["reason"]) for r in d15.rejected.to_pylist()] == [
+        (3, "ordered_at is not on a business date its folder holds (folder date or the day before): misfiled")
+    ]
+    assert d15.attributed_rows == 2
+    d14 = clean(D15 - dt.timedelta(days=1), [(D15 - dt.timedelta(days=1), []), (D15, folder15)])
+    assert (d14.table.num_rows, d14.rejected.num_rows, d14.other_date_rows) == (0, 0, 2)
+
+
+def test_net_amount_that_does_not_fit_decimal_18_2_is_rejected():
+    # found by fuzzing: 999999999 x 999999999999999.99 raised ArrowInvalid and failed the whole partition
+    big = line("O1", "2026-09-15T12:00:00-04:00", qty="999999999", price="999999999999999.99")
+    fits = line("O2", "2026-09-15T12:00:00-04:00", qty="9999", price="999999999999.99")  # 9999 x ... < 10**16
+    result = clean(D15, [(D15, [big, fits])])
+    assert result.table["order_id"].to_pylist() == ["O2"]
+    assert result.rejected["reason"].to_pylist() == ["net_amount (qty x unit_price) does not fit decimal(18,2)"]
+
+
+def test_counts_add_up_to_the_rows_read():
+    ts = "2026-09-15T12:00:00-04:00"
+    rows15 = [line("O1", ts), line("O1", ts), line("O2", ts, status="VOIDED"), line("O3", ts, qty="x")]
+    rows15.append(line("O4", "2026-09-15T01:00:00-04:00"))  # business date 09-14
+    result = clean(D15, [(D15, rows15), (D16, [line("O5", "2026-09-16T12:00:00-04:00"), "short,row"])])
+    assert (result.rows_read, result.table.num_rows, result.rejected.num_rows) == (7, 1, 1)
+    assert (result.duplicates_of_date, result.voided_dropped, result.other_date_rows) == (1, 1, 3)

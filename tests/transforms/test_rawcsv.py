@@ -41,3 +41,17 @@ def test_invalid_utf8_in_one_file_is_named():
 def test_missing_column_is_named_in_a_batch():
     with pytest.raises(RawSchemaError, match="f2.csv: missing column 'c'"):
         parse_csv_many([(b"a,b,c\n1,2,3\n", "f1.csv"), (b"a,b\n1,2\n", "f2.csv")], COLS)
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_header_only_file_without_final_newline_has_no_rows(bom):
+    # found by fuzzing: the parser saw no line end and refused the file as "cannot be read as UTF-8 CSV"
+    for parse in (lambda f: parse_csv(*f, COLS), lambda f: parse_csv_many([f], COLS)[0]):
+        p = parse((bom + b"a,b,c", "h.csv"))
+        assert (p.table.num_rows, p.malformed) == (0, [])
+
+
+def test_header_name_with_a_space_is_a_missing_column():
+    # found by fuzzing: " b" passed the header check (stripped) and the parser then raised ArrowKeyError
+    with pytest.raises(RawSchemaError, match=r"h.csv: missing column 'b' \(header has 'a', ' b', 'c'"):
+        parse_csv(b"a, b,c\n1,2,3\n", "h.csv", COLS)
