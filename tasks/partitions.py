@@ -77,13 +77,16 @@ class PartitionStore:
         if subpartition is not None and ("/" in subpartition or _safe_relpath(subpartition) != subpartition):
             raise ValueError(f"subpartition {subpartition!r} could escape its folder")
         self.sub = subpartition
+        self._paths: dict[dt.date | None, Path] = {}
 
     def _levels(self, date: dt.date | None) -> list[str]:
         return [] if date is None else [partition_name(date), *([self.sub] if self.sub else [])]
 
     def path(self, date: dt.date | None) -> Path:
         """The partition's folder; the dataset folder itself for an unpartitioned dataset (None)."""
-        return self.root.joinpath(*self._levels(date))
+        if date not in self._paths:  # a status view asks for each of a thousand folders several times
+            self._paths[date] = self.root.joinpath(*self._levels(date))
+        return self._paths[date]
 
     def quarantine_path(self, date: dt.date | None) -> Path:
         return (self.data_root / "quarantine" / self.dataset).joinpath(*self._levels(date)) / "rejected.parquet"

@@ -28,9 +28,9 @@ class Plan:
     def mode(self) -> tuple[str, str]:
         """(Luigi family, why): one run for the range over SFTP or with one worker, else one task per date.
 
-        benchmarks/single_run.py: over SFTP one run for 60 dates takes 0.6x the time of one task per
-        date (one connection instead of 61, each folder read once instead of twice), less than two
-        workers do; on local disk two workers win, one worker gains from reading each folder once."""
+        benchmarks/single_run.py (60 dates): over SFTP one run for the range takes 0.52x the time of
+        one task per date (2 connections instead of 61, each folder read once instead of twice), two
+        workers 0.63x; on local disk two workers take 0.76x, one run 0.88x (docs/backfills.md)."""
         if settings.raw_root().startswith("sftp://"):
             return "RangeSingleRun", "the raw zone is SFTP: one connection, each raw folder read once"
         if self.workers == 1:

@@ -49,7 +49,7 @@ def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatu
     store = cache.once(("store", task.dataset_path()), task.store)
     manifest = cache.manifest(store, day) or {}
     recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
-    failure = store.read_failure(day) if str(store.failure_path(day)) in recorded else None
+    failure = store.read_failure(day) if recorded and str(store.failure_path(day)) in recorded else None
     if not state.ok and failure and failure.get("failed_at", "") > manifest.get("finished_at", ""):
         return DayStatus(name, day, "failed", failure.get("error", "").splitlines()[0][:300])
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
