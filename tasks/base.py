@@ -242,6 +242,16 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
             cls._params = super().get_params()
         return cls._params
 
+    @classmethod
+    def get_param_values(cls, params, args, kwargs) -> list:
+        """Luigi's, without its config lookups when every parameter is given by keyword (the way
+        Daybreak builds partition tasks): given values win over config defaults anyway. The config
+        is still read, through Luigi's own path, for anything else."""
+        if not args and len(kwargs) == len(params) and all(name in kwargs for name, _ in params):
+            values = [(name, param.normalize(kwargs[name])) for name, param in params]
+            return [(name, tuple(v) if isinstance(v, list | set) else v) for name, v in values]
+        return super().get_param_values(params, args, kwargs)
+
     @property
     def key(self) -> dt.date | None:
         """The partition's business date; None for an unpartitioned dataset."""
