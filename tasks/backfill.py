@@ -11,7 +11,7 @@ from luigi.tools.range import RangeDaily
 
 from tasks import progress, settings
 from tasks.ads import AdsDaily, AdsRolling7d
-from tasks.base import CheckCache, PartitionedTask, RawFolder, reusing
+from tasks.base import CheckCache, PartitionedTask, RawFolder, missing_folders, reusing
 from tasks.calendar import date_range
 from tasks.hotels import StgHotelBookingsDaily
 from tasks.qsr import StgQsrPos
@@ -166,9 +166,8 @@ class SingleRunBuild(luigi.Task):
 def missing_raw(task: PartitionedTask, cache: CheckCache) -> set[tuple[str, dt.date]]:
     """The raw folders, of its own window or its stale upstream partitions' windows, that keep a
     partition from being built now (source, export date). Empty when it can be built."""
-    zone = cache.zone()
     if task.input_files(cache) is None:
-        return {(s, d) for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None}
+        return set(missing_folders(task, cache))
     out: set[tuple[str, dt.date]] = set()
     for up in task.upstream():
         if not up.state(cache).ok:

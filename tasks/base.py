@@ -581,13 +581,17 @@ class SnapshotTask(MaterializedTask):
         return None
 
 
+def missing_folders(task: MaterializedTask, cache: CheckCache) -> list[tuple[str, dt.date]]:
+    """(source, export date) of the required raw folders of the task's own window that are absent."""
+    zone = cache.zone()
+    return [(s, d) for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None]
+
+
 def waiting_for(task: MaterializedTask, cache: CheckCache) -> str:
     """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
     partition waits for one. Empty when nothing is in the way."""
     if task.input_files(cache) is None:
-        zone = cache.zone()
-        folders = [f"{s}/{d}" for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None]
-        return "raw folder missing: " + ", ".join(folders)
+        return "raw folder missing: " + ", ".join(f"{s}/{d}" for s, d in missing_folders(task, cache))
     up = task.waiting_upstream(cache)
     return f"upstream {up.dataset} {up.key} waits for raw data" if up is not None else ""
 

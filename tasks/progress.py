@@ -79,6 +79,9 @@ def finished(task_id: str) -> str | None:
     elapsed = time.time() - started.value if started.value else 0.0
     text = line(count, len(_expected), elapsed, task_id)
     logger.info(text)
+    if count >= len(_expected):  # all done: a later run in this process counts from zero
+        _expected.clear()
+        done.value, started.value = 0, 0.0
     return text
 
 

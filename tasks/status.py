@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import asdict, dataclass
 
 from tasks import settings
@@ -64,8 +65,6 @@ def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatu
 
 def _failure_records(data_root) -> set[str]:
     """Paths of every failure record, from one walk of ``_state/failures`` (most days have none)."""
-    import os
-
     top = os.path.join(data_root, "_state", "failures")
     return {os.path.join(folder, name) for folder, _, names in os.walk(top) for name in names}
 
