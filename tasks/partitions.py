@@ -364,11 +364,11 @@ def exclusive(path: Path, what: str = "", wait_s: float | None = None) -> Iterat
     stuck (stopped, hung on a mount) is waited for ``wait_s`` seconds (None: for ever), then
     :class:`PartitionBusy` names it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b", buffering=0) as fh:
+    with open(path, "a+b", buffering=0) as fh:  # an empty file: taking the lock writes nothing (a full disk)
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fh.fileno(), 200, 0).decode(errors="replace").strip() or "another run"
+            holder = _lock_holder(os.fstat(fh.fileno()))
             logging.getLogger("luigi-interface").info("%s: %s holds it, waiting", what or path, holder)
             deadline = None if wait_s is None else time.monotonic() + wait_s
             while True:
@@ -383,11 +383,20 @@ def exclusive(path: Path, what: str = "", wait_s: float | None = None) -> Iterat
                         ) from None
                     time.sleep(0.1)
         try:
-            try:  # who holds it, for the message of a run that waits; best effort (a full disk)
-                os.ftruncate(fh.fileno(), 0)
-                os.pwrite(fh.fileno(), f"pid {os.getpid()} on {tempnames.host()}\n".encode(), 0)
-            except OSError:
-                pass
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _lock_holder(st: os.stat_result) -> str:
+    """Who holds the flock of this file, from ``/proc/locks`` (this host's locks; Linux)."""
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == inode:
+                    return f"pid {fields[4]} on {tempnames.host()}"
+    except OSError:
+        pass
+    return "another run"
