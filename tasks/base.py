@@ -379,7 +379,8 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
 
     # -- completeness ------------------------------------------------------------------------------
     def complete(self) -> bool:
-        done = self.state(CheckCache()).ok
+        with settings.snapshot():  # a check of a chain asks for start_date and data_root at every link
+            done = self.state(CheckCache()).ok
         if not done:
             type(self).prepare_to_run()
             progress.expect([self.task_id])
@@ -485,7 +486,9 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
     def _build_and_write(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         cache = CheckCache()
-        if self.state(cache).ok:
+        with settings.snapshot():
+            up_to_date = self.state(cache).ok
+        if up_to_date:
             # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
             # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
             logger.info("%s: up to date now that its upstream is rebuilt; nothing written", self.task_id)

@@ -253,7 +253,11 @@ class AllHotelsPickup(luigi.WrapperTask):
     def requires(self):
         from luigi.tools.range import RangeDaily
 
+        # every date of the range (RangeDaily's default cap is 50 dates a run)
+        limit = max((self.stop - self.start).days, 1)
         # the booking state through stop - 1 too, so the next day's pickups read one partition
-        yield RangeDaily(of=HotelBookingState, start=self.start, stop=self.stop)
+        yield RangeDaily(of=HotelBookingState, start=self.start, stop=self.stop, task_limit=limit)
         for hotel in hotels():
-            yield RangeDaily(of=HotelPickup, of_params={"hotel": hotel}, start=self.start, stop=self.stop)
+            yield RangeDaily(
+                of=HotelPickup, of_params={"hotel": hotel}, start=self.start, stop=self.stop, task_limit=limit
+            )

@@ -298,3 +298,12 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
     later = status.collect(stop, stop + dt.timedelta(days=2), ["hotel_pickup"])
     waits = f"hotel {', '.join(hotels())}: upstream staging/hotel_bookings_daily {stop} waits for raw data"
     assert [(r.state, r.reason) for r in later] == [("waiting", waits)] * 2
+
+
+def test_all_hotels_pickup_asks_for_every_date_of_its_range(hotel_lab):
+    from tasks.hotels import AllHotelsPickup
+    from tasks.reference import hotels
+
+    ranges = list(AllHotelsPickup(start=FIRST, stop=FIRST + dt.timedelta(days=120)).requires())
+    assert len(ranges) == 1 + len(hotels())  # the booking state, then one range per hotel
+    assert {r.task_limit for r in ranges} == {120}  # not RangeDaily's default of 50
