@@ -9,6 +9,7 @@ from tasks.ads import AdsDaily, AdsRolling7d  # noqa: E402,F401  (registers the 
 from tasks.backfill import MorningRefresh, RangeSingleRun  # noqa: E402,F401
 from tasks.hotels import (  # noqa: E402,F401
     AllHotelsPickup,
+    HotelBookingState,
     HotelOtbExport,
     HotelPickup,
     OtbByStayDate,

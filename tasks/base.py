@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -379,7 +379,8 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
 
     # -- completeness ------------------------------------------------------------------------------
     def complete(self) -> bool:
-        done = self.state(CheckCache()).ok
+        with settings.snapshot():  # a check of a chain asks for start_date and data_root at every link
+            done = self.state(CheckCache()).ok
         if not done:
             type(self).prepare_to_run()
             progress.expect([self.task_id])
@@ -404,11 +405,46 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         """Load what the transform initialises lazily. Default: nothing."""
 
     def state(self, cache: CheckCache) -> PartitionState:
-        if self.task_id not in cache.states:
-            cache.states[self.task_id] = self._state(cache)
-        return cache.states[self.task_id]
+        """This partition's state (memoised in ``cache``).
+
+        Rule 4 needs the state of each upstream partition, and a chain (hotel_booking_state: every date
+        reads the day before) is as deep as the history, far deeper than Python's recursion limit after
+        a few years. So the check runs as an explicit stack of :meth:`_state_steps` generators instead of
+        recursing: a generator yields the upstream task whose state it needs next and is sent that state
+        back. Same checks in the same order (an upstream is only looked at when the checks before it
+        passed), so the answers and their cost are those of the recursive form."""
+        states = cache.states
+        if self.task_id in states:
+            return states[self.task_id]
+        stack = [(self, self._state_steps(cache))]
+        answer: PartitionState | None = None
+        while stack:
+            task, steps = stack[-1]
+            try:
+                up = steps.send(answer)
+            except StopIteration as done:
+                states[task.task_id] = answer = done.value
+                stack.pop()
+                continue
+            if up.task_id in states:
+                answer = states[up.task_id]
+            else:
+                stack.append((up, up._state_steps(cache)))
+                answer = None
+        return states[self.task_id]
 
     def _state(self, cache: CheckCache) -> PartitionState:
+        """This partition's state, computed (not memoised itself; upstream states go through ``cache``)."""
+        steps, answer = self._state_steps(cache), None
+        try:
+            while True:
+                answer = steps.send(answer).state(cache)
+        except StopIteration as done:
+            return done.value
+
+    def _state_steps(self, cache: CheckCache) -> Generator[MaterializedTask, PartitionState, PartitionState]:
+        """The completeness rules as a generator: yields an upstream task to be sent its state, returns
+        this partition's state."""
         store = cache.once(("store", self.dataset_path()), self.store)
         manifest = cache.manifest(store, self.key)
         if manifest is None:
@@ -425,7 +461,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
             return PartitionState("stale", "input changed: " + _diff_inputs(manifest.get("inputs", []), window.read))
         recorded = manifest.get("upstream", {})
         for up in self.upstream():
-            up_state = up.state(cache)
+            up_state = yield up
             if not up_state.ok:
                 return PartitionState("stale", f"upstream {up.task_id} is {up_state.state}")
             up_store = cache.once(("store", up.dataset_path()), up.store)
@@ -450,7 +486,9 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
     def _build_and_write(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         cache = CheckCache()
-        if self.state(cache).ok:
+        with settings.snapshot():
+            up_to_date = self.state(cache).ok
+        if up_to_date:
             # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
             # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
             logger.info("%s: up to date now that its upstream is rebuilt; nothing written", self.task_id)

@@ -125,14 +125,78 @@ class HotelOtbExport(SnapshotTask):
         return Built(table, None, {"rows": table.num_rows}, extras={"otb.csv": to_csv(table)})
 
 
+def _waiting_staging(date: dt.date, cache: CheckCache) -> PartitionedTask | None:
+    """The staging partition that hotel_booking_state ``date`` waits for (a raw folder not there yet),
+    found through the chain of states without recursing; None when nothing is in the way.
+
+    State ``d`` waits when the state of ``d-1`` is not built and waits, or when staging ``d`` is not built
+    and waits; what it waits for is named by the staging partition at the root of it. Memoised per pass,
+    so a status view over a range adds one check per date."""
+    start = settings.daybreak().start_date
+    memo = cache.once(("booking state waits for",), dict)  # date -> waiting staging partition or None
+    todo, day = [], date
+    while day not in memo:
+        todo.append(day)
+        if day <= start or HotelBookingState(date=day - dt.timedelta(days=1)).state(cache).ok:
+            break
+        day -= dt.timedelta(days=1)
+    for d in reversed(todo):
+        found = None
+        prev = d - dt.timedelta(days=1)
+        if d > start and not HotelBookingState(date=prev).state(cache).ok:
+            found = memo[prev]
+        if found is None:
+            stg = StgHotelBookingsDaily(date=d)
+            if not stg.state(cache).ok and waiting_for(stg, cache):
+                found = stg
+        memo[d] = found
+    return memo[date]
+
+
+class HotelBookingState(PartitionedTask):
+    """hotel_booking_state: each booking's latest event as of the end of business date ``date``, all hotels.
+
+    CANCELLED bookings included (a late event with an earlier event_at must not bring one back). A chain:
+    state ``d`` = latest per booking over state ``d-1`` and the staged events of ``d``, so each date reads
+    two partitions, whatever the length of the history. The manifest records a version per hotel
+    (``stats.hotel_versions``) so that a hotel's pickups depend on their hotel's slice only.
+    """
+
+    dataset = "marts/hotel_booking_state"
+
+    def upstream(self) -> list[PartitionedTask]:
+        previous = self.date - dt.timedelta(days=1)
+        chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
+        return [*chain, StgHotelBookingsDaily(date=self.date)]
+
+    def waiting_upstream(self, cache: CheckCache) -> PartitionedTask | None:
+        return _waiting_staging(self.date, cache)
+
+    def rules(self) -> dict:
+        from tasks.transforms.versions import BOOKING_STATE_VERSION
+
+        return {"version": BOOKING_STATE_VERSION}
+
+    def build(self, inputs: list[RawFile]) -> Built:
+        from tasks.transforms.hotels import booking_state, slice_digests
+
+        *chain, staging = self.upstream()
+        previous = chain[0].store().read_table(chain[0].date) if chain else None
+        events = staging.store().read_table(self.date)
+        table = booking_state(previous, events, self.date)
+        stats = {"events": events.num_rows, "bookings": table.num_rows}
+        stats["hotel_versions"] = slice_digests(table, "hotel_id")  # what HotelPickup depends on
+        return Built(table, None, stats)
+
+
 class HotelPickup(PartitionedTask):
     """hotel_pickup: for one hotel and booking date d, rooms and revenue picked up per stay date.
 
     Net of the day's modifications and cancellations: on-the-books after d's events minus before,
     for the bookings d's events touched. Multi partitions at ``marts/hotel_pickup/business_date=D/
-    hotel_id=H/``. It reads the hotel's events of every date up to d (a MODIFIED event needs the state
-    it replaces) and depends only on that hotel's slice of each staging partition, so a re-sent extract
-    of one hotel rebuilds only that hotel's pickup.
+    hotel_id=H/``. It reads the booking state of d-1 (a MODIFIED event needs the state it replaces) and
+    the staged events of d, and depends only on that hotel's slice of each, so a re-sent extract of one
+    hotel rebuilds only that hotel's pickups.
     """
 
     hotel = luigi.Parameter(description="hotel_id, one of config/hotels.csv")
@@ -147,28 +211,16 @@ class HotelPickup(PartitionedTask):
         return PartitionStore(settings.data_root(), self.dataset, subpartition=f"hotel_id={self.hotel}")
 
     def upstream(self) -> list[PartitionedTask]:
-        start = settings.daybreak().start_date
-        return [StgHotelBookingsDaily(date=start + dt.timedelta(days=k)) for k in range((self.date - start).days + 1)]
+        previous = self.date - dt.timedelta(days=1)
+        chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
+        return [*chain, StgHotelBookingsDaily(date=self.date)]
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("hotel_versions", {}).get(self.hotel, "no events")
 
     def waiting_upstream(self, cache: CheckCache) -> PartitionedTask | None:
-        """As the base class finds it, without scanning the whole history for every (date, hotel):
-        the upstream of date d is that of d-1 plus staging d, so each date adds one check."""
-        memo = cache.once(("pickup waiting upstream",), dict)  # date -> first waiting staging day or None
-        start, day, todo = settings.daybreak().start_date, self.date, []
-        while day >= start and day not in memo:
-            todo.append(day)
-            day -= dt.timedelta(days=1)
-        found = memo.get(day)
-        for d in reversed(todo):
-            if found is None:
-                up = StgHotelBookingsDaily(date=d)
-                if not up.state(cache).ok and waiting_for(up, cache):
-                    found = up
-            memo[d] = found
-        return memo.get(self.date)
+        """The staging partition in the way (as for the state of the day, which reads the same)."""
+        return _waiting_staging(self.date, cache)
 
     def rules(self) -> dict:
         from tasks.transforms.versions import PICKUP_VERSION
@@ -178,18 +230,22 @@ class HotelPickup(PartitionedTask):
     def build(self, inputs: list[RawFile]) -> Built:
         import pyarrow.compute as pc
 
-        from tasks.transforms.hotels import pickup
+        from tasks.transforms.hotels import STATE_SCHEMA, pickup_from_state
 
-        events = []
-        for u in self.upstream():
-            table = u.store().read_table(u.date)
-            events.append((u.date, table.filter(pc.equal(table["hotel_id"], self.hotel))))
-        table = pickup(events, self.date)
-        return Built(table, None, {"dates_read": len(events)})
+        *chain, staging = self.upstream()
+        state = chain[0].store().read_table(chain[0].date) if chain else STATE_SCHEMA.empty_table()
+        events = staging.store().read_table(self.date)
+        table = pickup_from_state(
+            state.filter(pc.equal(state["hotel_id"], self.hotel)),
+            events.filter(pc.equal(events["hotel_id"], self.hotel)),
+            self.date,
+        )
+        return Built(table, None, {"dates_read": 1 + len(chain)})
 
 
 class AllHotelsPickup(luigi.WrapperTask):
-    """Backfill HotelPickup for every hotel in config/hotels.csv over [start, stop) (stop exclusive)."""
+    """Backfill HotelPickup for every hotel in config/hotels.csv over [start, stop) (stop exclusive), and
+    HotelBookingState over the same dates."""
 
     start = luigi.DateParameter(description="First booking date, inclusive")
     stop = luigi.DateParameter(description="Last booking date, exclusive")
@@ -197,5 +253,11 @@ class AllHotelsPickup(luigi.WrapperTask):
     def requires(self):
         from luigi.tools.range import RangeDaily
 
+        # every date of the range (RangeDaily's default cap is 50 dates a run)
+        limit = max((self.stop - self.start).days, 1)
+        # the booking state through stop - 1 too, so the next day's pickups read one partition
+        yield RangeDaily(of=HotelBookingState, start=self.start, stop=self.stop, task_limit=limit)
         for hotel in hotels():
-            yield RangeDaily(of=HotelPickup, of_params={"hotel": hotel}, start=self.start, stop=self.stop)
+            yield RangeDaily(
+                of=HotelPickup, of_params={"hotel": hotel}, start=self.start, stop=self.stop, task_limit=limit
+            )

@@ -60,6 +60,7 @@ def test_every_task_declares_its_contract_dataset_path():
         "OtbByStayDate": "marts/otb_by_stay_date",
         "HotelOtbExport": "exports/otb",  # + /hotel_id=H
         "HotelPickup": "marts/hotel_pickup",  # business_date=D/hotel_id=H
+        "HotelBookingState": "marts/hotel_booking_state",
         "StoreDailySales": "marts/store_daily_sales",  # + /store_id=S
     }
     families = {

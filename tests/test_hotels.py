@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 FIRST = dt.date(2026, 9, 10)
+STATE = "marts/hotel_booking_state"
 HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 
 
@@ -165,7 +166,7 @@ def test_pickup_adds_up_to_the_books_and_a_resent_extract_rebuilds_one_hotel(hot
     ).fetchall()
     assert day_rows == [(dt.date(2026, 10, 1), 2, "200.00"), (dt.date(2026, 10, 2), 2, "200.00")]  # T2 + 1 more for T1
 
-    before = pickups(hotel_lab)
+    before, states = pickups(hotel_lab), hotel_lab.built_at(STATE)
     last = FIRST + dt.timedelta(days=3)  # the newest H2 extract is re-sent with one more booking
     write(
         hotel_lab,
@@ -179,6 +180,89 @@ def test_pickup_adds_up_to_the_books_and_a_resent_extract_rebuilds_one_hotel(hot
     assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
     after = pickups(hotel_lab)
     assert {k for k in after if after[k] != before.get(k)} == {(last, "H2")}  # exactly one (date, hotel)
+    assert {d for d, t in hotel_lab.built_at(STATE).items() if states.get(d) != t} == {last}  # and its state
+
+
+def test_a_resent_old_extract_rebuilds_the_states_from_its_date_and_only_its_hotels_pickups(hotel_lab):
+    stop = FIRST + dt.timedelta(days=4)
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    assert set(hotel_lab.built_at(STATE)) == {FIRST + dt.timedelta(days=k) for k in range(4)}
+    before, states = pickups(hotel_lab), hotel_lab.built_at(STATE)
+    day = FIRST + dt.timedelta(days=1)  # H1's extract of 09-11 re-sent: T0 (booked 09-10) cancelled, one more booking
+    write(
+        hotel_lab,
+        day,
+        "H1",
+        [
+            f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct",
+            f"T0,H1,{day}T13:00:00-04:00,CANCELLED,2026-10-01,2026-10-03,1,100.00,direct",
+            f"T9,H1,{day}T14:00:00-04:00,CREATED,2026-10-05,2026-10-06,3,90.00,direct",
+        ],
+    )
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    after = pickups(hotel_lab)
+    rebuilt = {k for k in after if after[k] != before.get(k)}
+    assert rebuilt == {(FIRST + dt.timedelta(days=k), "H1") for k in range(1, 4)}  # H2's slices did not change
+    assert {d for d, t in hotel_lab.built_at(STATE).items() if states.get(d) != t} == {
+        FIRST + dt.timedelta(days=k) for k in range(1, 4)
+    }
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    glob = f"{hotel_lab.data}/marts/hotel_pickup/*/*/*.parquet"
+    summed = duckdb.execute(
+        f"select hotel_id, stay_date, sum(rooms_picked_up), sum(revenue_picked_up)::varchar from "
+        f"read_parquet('{glob}', hive_partitioning=true) group by all having sum(rooms_picked_up) <> 0 order by 1, 2"
+    ).fetchall()
+    assert summed == [row[:4] for row in otb(hotel_lab)]
+    assert ("H1", dt.date(2026, 10, 5), 3, "270.00", 1) in otb(hotel_lab)
+    day_rows = duckdb.execute(
+        f"select stay_date, rooms_picked_up, revenue_picked_up::varchar from read_parquet('{glob}', "
+        f"hive_partitioning=true) where business_date = ? and hotel_id = 'H1' order by 1",
+        [day],
+    ).fetchall()
+    assert day_rows == [(dt.date(2026, 10, 5), 3, "270.00")]  # T1 booked and T0 cancelled on 10-01/02: net zero
+
+
+def test_the_completeness_check_of_a_long_chain_does_not_recurse(hotel_lab, setting):
+    import sys
+
+    from tasks.hotels import HotelBookingState
+
+    setting("daybreak", "start_date", FIRST - dt.timedelta(days=36))
+    for k in range(1, 37):  # 40 dates of extracts in all
+        day = FIRST - dt.timedelta(days=k)
+        write(hotel_lab, day, "H1", [f"E{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    last = FIRST + dt.timedelta(days=3)
+    assert (
+        hotel_lab.luigi(
+            "RangeDaily",
+            "--of",
+            "HotelBookingState",
+            "--start",
+            str(FIRST - dt.timedelta(days=36)),
+            "--stop",
+            str(last + dt.timedelta(days=1)),
+        )
+        == 0
+    )
+    assert len(hotel_lab.built_at(STATE)) == 40
+    depth = len(__import__("inspect").stack())
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + 60)  # far fewer frames than a recursive check of 40 dates needs
+    try:
+        assert HotelBookingState(date=last).complete()  # cold: a fresh cache, every date of the chain checked
+        assert not HotelBookingState(date=FIRST + dt.timedelta(days=1000)).complete()  # not built
+    finally:
+        sys.setrecursionlimit(limit)
+    manifest = hotel_lab.partition(FIRST - dt.timedelta(days=30), STATE) / "_manifest.json"
+    manifest.write_text(manifest.read_text().replace('"rules_fingerprint": "', '"rules_fingerprint": "x'))
+    assert not HotelBookingState(date=last).complete()  # an old link of the chain stale: every later one too
+
+
+def test_a_thousand_dates_of_state_on_an_empty_data_root(lab, setting):
+    from tasks.hotels import HotelBookingState
+
+    setting("daybreak", "start_date", FIRST)
+    assert not HotelBookingState(date=FIRST + dt.timedelta(days=1000)).complete()
 
 
 def test_one_hotel_through_rangedaily_of_params(hotel_lab):
@@ -214,3 +298,12 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
     later = status.collect(stop, stop + dt.timedelta(days=2), ["hotel_pickup"])
     waits = f"hotel {', '.join(hotels())}: upstream staging/hotel_bookings_daily {stop} waits for raw data"
     assert [(r.state, r.reason) for r in later] == [("waiting", waits)] * 2
+
+
+def test_all_hotels_pickup_asks_for_every_date_of_its_range(hotel_lab):
+    from tasks.hotels import AllHotelsPickup
+    from tasks.reference import hotels
+
+    ranges = list(AllHotelsPickup(start=FIRST, stop=FIRST + dt.timedelta(days=120)).requires())
+    assert len(ranges) == 1 + len(hotels())  # the booking state, then one range per hotel
+    assert {r.task_limit for r in ranges} == {120}  # not RangeDaily's default of 50

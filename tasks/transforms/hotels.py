@@ -22,8 +22,8 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.rawcsv import ParsedCsv
+from tasks.transforms.versions import BOOKING_STATE_VERSION, OTB_VERSION, PICKUP_VERSION  # noqa: F401
 from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
-from tasks.transforms.versions import OTB_VERSION, PICKUP_VERSION  # noqa: F401
 
 RAW_COLUMNS = [
     "booking_id",
@@ -62,6 +62,11 @@ OTB_SCHEMA = pa.schema(
         ("bookings", pa.int64()),
     ]
 )
+# hotel_booking_state: each booking's latest event (CANCELLED included) as of the end of a business date.
+# ``event_business_date`` is the business date of that event (the partition's own hive column,
+# business_date, is the as-of date); with event_at, source_file and row_number it orders two states of
+# one booking exactly as the events themselves, so merging states is associative.
+STATE_SCHEMA = EVENTS_SCHEMA.append(pa.field("event_business_date", pa.date32()))
 PICKUP_SCHEMA = pa.schema([("stay_date", pa.date32()), ("rooms_picked_up", pa.int64()), ("revenue_picked_up", MONEY)])
 REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
 REASONS = [
@@ -174,13 +179,73 @@ def on_the_books(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
 def pickup(events: list[tuple[dt.date, pa.Table]], date: dt.date) -> pa.Table:
     """One hotel's pickup on business date ``date``: per stay date, the rooms and revenue on the books
     after that day's events minus before them, so net of the day's modifications and cancellations.
-    ``events`` are the hotel's staged events of every business date up to ``date``."""
+    ``events`` are the hotel's staged events of every business date up to ``date``.
+
+    The full-history form (it reads every date); :func:`pickup_from_state` gives the same rows from
+    the booking state of the day before. Kept as the reference the state form is tested against."""
     touched = pa.concat_arrays(
         [t["booking_id"].combine_chunks() for d, t in events if d == date] or [pa.array([], pa.string())]
     )
     mine = [(d, t.filter(pc.is_in(t["booking_id"], touched))) for d, t in events]
-    before = _stays(_live_bookings([(d, t) for d, t in mine if d < date]))
-    after = _stays(_live_bookings(mine))
+    before = _live_bookings([(d, t) for d, t in mine if d < date])
+    after = _live_bookings(mine)
+    return _net_pickup(after, before)
+
+
+def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) -> pa.Table:
+    """hotel_booking_state as of the end of ``date``: each (hotel, booking)'s latest event over the state
+    of the day before (``previous``, None on the first date) and the staged events of ``date``.
+
+    CANCELLED bookings stay in the state, so a late event with an earlier event_at cannot resurrect one.
+    Rows are sorted by hotel and booking."""
+    tables = [_as_state(events, date)]
+    if previous is not None:
+        tables.insert(0, previous.select(STATE_SCHEMA.names).cast(STATE_SCHEMA))
+    return latest_per_booking(pa.concat_tables(tables))
+
+
+def pickup_from_state(before_state: pa.Table, events: pa.Table, date: dt.date) -> pa.Table:
+    """One hotel's pickup on ``date`` from the hotel's booking state of the day before and its staged
+    events of ``date``: same rows as :func:`pickup` over the full history, reading one state partition
+    instead of every date."""
+    touched = events["booking_id"].combine_chunks()
+    before = before_state.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
+    before = before.filter(pc.is_in(before["booking_id"], touched))
+    after = latest_per_booking(pa.concat_tables([before, _as_state(events, date)]))
+    return _net_pickup(_not_cancelled(after), _not_cancelled(before))
+
+
+def latest_per_booking(rows: pa.Table, keys: tuple[str, ...] = ("hotel_id", "booking_id")) -> pa.Table:
+    """The latest row of each booking (``keys``) in STATE_SCHEMA rows: by event_at, ties by the event's
+    business date, then source_file, then row_number (the later row read wins). CANCELLED ones kept."""
+    if rows.num_rows == 0:
+        return STATE_SCHEMA.empty_table()
+    order = [(k, "ascending") for k in keys] + [("event_at", "ascending"), ("event_business_date", "ascending")]
+    order += [("source_file", "ascending"), ("row_number", "ascending")]
+    ordered = rows.take(pc.sort_indices(rows, sort_keys=order))
+    last = np.ones(ordered.num_rows, dtype=bool)  # the last row of each booking's run is its latest state
+    if ordered.num_rows > 1:
+        differs = np.zeros(ordered.num_rows - 1, dtype=bool)
+        for k in keys:
+            col = ordered[k].combine_chunks()
+            differs |= pc.not_equal(col[:-1], col[1:]).to_numpy(zero_copy_only=False)
+        last[:-1] = differs
+    return ordered.filter(pa.array(last))
+
+
+def _as_state(events: pa.Table, date: dt.date) -> pa.Table:
+    """Staged events of ``date`` as state rows (their business date carried along)."""
+    rows = events.select(EVENTS_SCHEMA.names).cast(EVENTS_SCHEMA)
+    return rows.append_column("event_business_date", pa.repeat(pa.scalar(date, pa.date32()), rows.num_rows))
+
+
+def _not_cancelled(state: pa.Table) -> pa.Table:
+    return state.filter(pc.not_equal(state["event"], "CANCELLED"))
+
+
+def _net_pickup(after: pa.Table, before: pa.Table) -> pa.Table:
+    """Per stay date, nights of ``after`` minus nights of ``before`` (live bookings); zero rows dropped."""
+    after, before = _stays(after), _stays(before)
     before = before.set_column(2, "rooms", pc.negate(before["rooms"])).set_column(
         3, "revenue", pc.negate(before["revenue"])
     )
@@ -203,7 +268,10 @@ def pickup(events: list[tuple[dt.date, pa.Table]], date: dt.date) -> pa.Table:
 
 
 def _live_bookings(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
-    """Each booking's latest state (latest event_at; ties: later business date, file, row), not cancelled."""
+    """Each booking's latest state (latest event_at; ties: later business date, file, row), not cancelled.
+
+    Independent of :func:`latest_per_booking` on purpose: on_the_books and the reference :func:`pickup`
+    do not share the state code they are the check of."""
     tables = [t.append_column("business_date", pa.repeat(pa.scalar(d, pa.date32()), t.num_rows)) for d, t in events]
     if not tables or sum(t.num_rows for t in tables) == 0:
         return EVENTS_SCHEMA.append(pa.field("business_date", pa.date32())).empty_table()
