@@ -433,15 +433,6 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
                 answer = None
         return states[self.task_id]
 
-    def _state(self, cache: CheckCache) -> PartitionState:
-        """This partition's state, computed (not memoised itself; upstream states go through ``cache``)."""
-        steps, answer = self._state_steps(cache), None
-        try:
-            while True:
-                answer = steps.send(answer).state(cache)
-        except StopIteration as done:
-            return done.value
-
     def _state_steps(self, cache: CheckCache) -> Generator[MaterializedTask, PartitionState, PartitionState]:
         """The completeness rules as a generator: yields an upstream task to be sent its state, returns
         this partition's state."""
