@@ -11,7 +11,8 @@ import luigi.configuration
 
 from tasks import settings
 
-DATASET_NAMES = ["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d"]  # one date each
+# one date each
+DATASET_NAMES = ["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d", "hotel_booking_state"]
 STATUS_NAMES = [*DATASET_NAMES, "hotel_pickup", "otb_by_stay_date"]  # date x hotel, unpartitioned
 
 

@@ -16,7 +16,7 @@ from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import CheckCache, MaterializedTask, PartitionedTask, waiting_for
 from tasks.calendar import date_range
-from tasks.hotels import HotelPickup, OtbByStayDate, StgHotelBookingsDaily
+from tasks.hotels import HotelBookingState, HotelPickup, OtbByStayDate, StgHotelBookingsDaily
 from tasks.partitions import PartitionStore
 from tasks.qsr import StgQsrPos
 
@@ -25,6 +25,7 @@ DATASETS: dict[str, type[PartitionedTask]] = {
     "stg_hotel_bookings_daily": StgHotelBookingsDaily,
     "ads_daily": AdsDaily,
     "ads_rolling_7d": AdsRolling7d,
+    "hotel_booking_state": HotelBookingState,
 }
 # Unpartitioned datasets: one state each, shown after the daily ones.
 SNAPSHOTS: dict[str, type[MaterializedTask]] = {"otb_by_stay_date": OtbByStayDate}

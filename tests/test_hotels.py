@@ -290,6 +290,8 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
     assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
     assert rows[-1].reason.startswith(f"hotel {', '.join(hotels())}: upstream StgHotelBookingsDaily")
     assert rows[-1].reason.endswith("is stale")  # staging not rebuilt yet: which hotel changed is unknown
+    chain = status.collect(FIRST, stop, ["hotel_booking_state"])  # the state of that day reads it too
+    assert [r.state for r in chain] == ["ok", "ok", "ok", "stale"] and "StgHotelBookingsDaily" in chain[-1].reason
     assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(last)) == 0
     rows = status.collect(FIRST, stop, ["hotel_pickup"])
     assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
