@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from benchmarks._luigi import timed_luigi  # noqa: E402
 
 START = dt.date(2026, 9, 1)
 NOOP_START = dt.date(2023, 9, 1)  # 1,095 dates that all lie before today: RangeDaily drops dates from today on
@@ -36,14 +37,8 @@ def write_cfg(path: Path, raw: Path, data: Path) -> Path:
 
 def luigi_range(cfg: Path, days: int, workers: int, start: dt.date = START) -> float:
     stop = start + dt.timedelta(days=days)
-    cmd = [sys.executable, "-m", "luigi", "--module", "tasks", "RangeDaily", "--of", "StgQsrPos", "--start", str(start)]
-    cmd += ["--stop", str(stop), "--workers", str(workers), "--local-scheduler", "--no-lock"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"RangeDaily failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return wall
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(stop), "--workers", str(workers)]
+    return timed_luigi(cfg, *args)
 
 
 def bare_loop(raw: Path, out: Path, days: int) -> tuple[float, int]:

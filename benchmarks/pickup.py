@@ -11,28 +11,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks._luigi import timed_luigi  # noqa: E402
+
 START = dt.date(2025, 9, 1)  # RangeDaily leaves out dates from today on: the whole range in the past
-
-
-def luigi(cfg: Path, *args: str) -> float:
-    cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--local-scheduler", "--no-lock"]
-    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{args[:3]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return wall
 
 
 def main() -> None:
@@ -50,13 +38,13 @@ def main() -> None:
         cfg = write_config(root / "luigi.cfg", {"daybreak": roots, "core": {"log_level": "WARNING"}})
         stop = START + dt.timedelta(days=args.days)
         span = ["--start", str(START), "--stop", str(stop)]
-        staging = luigi(cfg, "RangeDaily", "--of", "StgHotelBookingsDaily", *span)
+        staging = timed_luigi(cfg, "RangeDaily", "--of", "StgHotelBookingsDaily", *span)
         of = ["RangeDaily", "--of", "HotelPickup", "--of-params", json.dumps({"hotel": args.hotel}), *span]
         of += ["--task-limit", str(args.days)]  # RangeDaily's default cap is 50 dates
-        backfill = luigi(cfg, *of)
+        backfill = timed_luigi(cfg, *of)
         built = len(list((root / "data/marts/hotel_pickup").glob(f"*/hotel_id={args.hotel}/_manifest.json")))
         assert built == args.days, built
-        noop = luigi(cfg, *of)
+        noop = timed_luigi(cfg, *of)
         print(
             f"{args.days} dates, hotel {args.hotel}: staging {staging:.1f} s (not counted), "
             f"pickup backfill {backfill:.1f} s, no-op rerun {noop:.1f} s"

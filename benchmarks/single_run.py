@@ -15,28 +15,23 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from benchmarks._luigi import timed_luigi  # noqa: E402
+
 START = dt.date(2026, 9, 1)
 
 
 def build(cfg: Path, family: str, days: int, workers: int) -> float:
-    cmd = [sys.executable, "-m", "luigi", "--module", "tasks", family, "--of", "StgQsrPos", "--start", str(START)]
-    cmd += ["--stop", str(START + dt.timedelta(days=days)), "--workers", str(workers), "--local-scheduler", "--no-lock"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env={**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{family} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return wall
+    stop = START + dt.timedelta(days=days)
+    args = ["--of", "StgQsrPos", "--start", str(START), "--stop", str(stop), "--workers", str(workers)]
+    return timed_luigi(cfg, family, *args)
 
 
 def main() -> None:
