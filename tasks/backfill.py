@@ -109,10 +109,19 @@ class SingleRunBuild(luigi.Task):
         return parts[0].resources if parts else {}
 
     def partitions(self) -> list[PartitionedTask]:
+        """The range's partitions in date order; for a chain (a date reads the same dataset's day
+        before, as hotel_booking_state does) from the chain's first link, so that one build covers
+        it instead of one build per day before ``start``."""
         if not (isinstance(self.of, type) and issubclass(self.of, PartitionedTask)):
             raise TypeError(f"a single-run range builds a PartitionedTask family, not {self.of!r}")
-        stop = min(self.stop, business_today())
-        return [self.of(date=d, **self.of_params) for d in date_range(self.start, stop)]
+        start, stop = self.start, min(self.stop, business_today())
+        while earlier := [u.date for u in self.of(date=start, **self.of_params).upstream() if self._same(u, start)]:
+            start = min(earlier)
+        return [self.of(date=d, **self.of_params) for d in date_range(start, stop)]
+
+    def _same(self, up: PartitionedTask, before: dt.date) -> bool:
+        """Whether ``up`` is a partition of this very dataset, dated before ``before``."""
+        return type(up) is self.of and up.date < before and up.param_kwargs == {**self.of_params, "date": up.date}
 
     def todo(self, cache: CheckCache) -> list[PartitionedTask]:
         with settings.snapshot():
@@ -123,6 +132,8 @@ class SingleRunBuild(luigi.Task):
         groups: dict[tuple, list[dt.date]] = {}
         for task in self.partitions():
             for up in task.upstream():
+                if type(up) is self.of and up.param_kwargs == {**self.of_params, "date": up.date}:
+                    continue  # the chain's earlier links are in this build's own range, built first
                 static = tuple(sorted((k, v) for k, v in up.param_kwargs.items() if k != "date"))
                 groups.setdefault((type(up), static), []).append(up.date)
         return [

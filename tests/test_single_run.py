@@ -111,3 +111,38 @@ def test_progress_shows_done_of_total_rate_and_time_left_across_worker_processes
 
 def test_a_family_without_dates_is_refused(lab):
     assert single(lab, "OtbByStayDate", START, START + DAY) not in (0, 20)
+
+
+def test_a_chain_is_one_build_from_its_first_link_and_pickups_match_one_task_per_date(lab, setting):
+    from tasks.backfill import SingleRunBuild
+    from tasks.hotels import HotelBookingState, StgHotelBookingsDaily
+
+    first = START
+    setting("daybreak", "start_date", first)
+    header = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
+    for k in range(7):  # H1 extracts: a booking a day, the one of the day before modified to 2 rooms
+        day = first + k * DAY
+        rows = [f"B{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"]
+        if k:
+            rows.append(f"B{k - 1},H1,{day}T13:00:00-04:00,MODIFIED,2026-10-01,2026-10-03,2,100.00,direct")
+        path = lab.raw / "hotel_bookings" / day.isoformat() / "H1.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join([header, *rows]) + "\n")
+    start, stop = first + 3 * DAY, first + 7 * DAY
+    # the state of date d reads the state of d-1: one build from the chain's first link, not one per day
+    build = SingleRunBuild(of=HotelBookingState, start=start - DAY, stop=stop - DAY)
+    assert [t.date for t in build.partitions()] == [first + k * DAY for k in range(6)]
+    assert [(b.of, b.start, b.stop) for b in build.requires()] == [(StgHotelBookingsDaily, first, stop - DAY)]
+    args = ["--of-params", '{"hotel": "H1"}']
+    assert lab.luigi("RangeSingleRun", "--of", "HotelPickup", "--start", str(start), "--stop", str(stop), *args) == 0
+
+    def pickups(root) -> dict:
+        found = sorted((root / "marts/hotel_pickup").glob("*/hotel_id=H1/data.parquet"))
+        return {p.parent.parent.name: pq.read_table(p) for p in found}
+
+    one_run = pickups(lab.data)
+    setting("daybreak", "data_root", lab.root / "per-date")
+    assert lab.range(start, stop, *args, of="HotelPickup") == 0
+    per_date = pickups(lab.root / "per-date")
+    assert list(one_run) == list(per_date) and len(per_date) == 4
+    assert all(one_run[k].equals(per_date[k]) for k in per_date)
