@@ -176,11 +176,26 @@ class SingleRunBuild(luigi.Task):
 
 def missing_raw(task: PartitionedTask, cache: CheckCache) -> set[tuple[str, dt.date]]:
     """The raw folders, of its own window or its stale upstream partitions' windows, that keep a
-    partition from being built now (source, export date). Empty when it can be built."""
-    if task.input_files(cache) is None:
-        return set(missing_folders(task, cache))
-    out: set[tuple[str, dt.date]] = set()
-    for up in task.upstream():
-        if not up.state(cache).ok:
-            out |= missing_raw(up, cache)
-    return out
+    partition from being built now (source, export date). Empty when it can be built.
+
+    Walked with an explicit stack and remembered per task in ``cache``: a chain (hotel_booking_state)
+    is as deep as the history, and every date of a range asks again."""
+    memo = cache.once(("missing raw",), dict)
+    stack = [task]
+    while stack:
+        current = stack[-1]
+        if current.task_id in memo:
+            stack.pop()
+            continue
+        if current.input_files(cache) is None:
+            memo[current.task_id] = set(missing_folders(current, cache))
+            stack.pop()
+            continue
+        stale = [up for up in current.upstream() if not up.state(cache).ok]
+        pending = [up for up in stale if up.task_id not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        memo[current.task_id] = set().union(*(memo[up.task_id] for up in stale))
+        stack.pop()
+    return memo[task.task_id]

@@ -146,3 +146,15 @@ def test_a_chain_is_one_build_from_its_first_link_and_pickups_match_one_task_per
     per_date = pickups(lab.root / "per-date")
     assert list(one_run) == list(per_date) and len(per_date) == 4
     assert all(one_run[k].equals(per_date[k]) for k in per_date)
+
+
+def test_the_raw_folders_a_long_chain_waits_for_are_found_without_recursing_through_it(lab, setting):
+    from tasks.backfill import missing_raw
+    from tasks.base import CheckCache
+    from tasks.hotels import HotelBookingState
+
+    setting("daybreak", "start_date", START)
+    # nothing built, no raw data: the state of day 1000 waits for every hotel extract since the start
+    last = START + 1000 * DAY
+    expected = {("hotel_bookings", START + k * DAY) for k in range(1001)}
+    assert missing_raw(HotelBookingState(date=last), CheckCache()) == expected
