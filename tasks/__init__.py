@@ -5,6 +5,12 @@ Importing this package registers every task family, so ``luigi --module tasks <F
 
 __version__ = "0.1.0"
 
+import luigi.tools.range  # noqa: E402,F401  (RangeDaily on the command line, even with autoload_range off)
+
+from tasks.settings import apply_luigi_defaults  # noqa: E402
+
+apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode] (tasks/settings.py)
+
 from tasks.ads import AdsDaily, AdsRolling7d  # noqa: E402,F401  (registers the task families)
 from tasks.backfill import MorningRefresh, RangeSingleRun  # noqa: E402,F401
 from tasks.hotels import (  # noqa: E402,F401

@@ -102,6 +102,41 @@ class sftp(luigi.Config, metaclass=_Section):  # noqa: N801
     retries = luigi.IntParameter(default=3, description="Retries of a transient failure (reset, timeout), with backoff")
 
 
+# Luigi settings Daybreak cannot run safely without, whatever config files exist and whatever the
+# working directory: a blocked or failed run must exit non-zero (Luigi's own retcodes are all 0),
+# and a range must never be cut short in silence (Luigi's RangeDaily keeps 50 tasks and looks back
+# 100 days). Applied when ``tasks`` is imported, to every option no config file sets; a value in
+# a luigi.cfg (the repository's, /etc/luigi/luigi.cfg, $LUIGI_CONFIG_PATH) still wins.
+LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
+    "retcode": {
+        "already_running": "10",
+        "missing_data": "20",
+        "not_run": "25",
+        "task_failed": "30",
+        "scheduling_error": "35",
+        "unhandled_exception": "40",
+    },
+    "RangeDaily": {"task_limit": "100000", "days_back": "36500"},
+    "RangeDailyBase": {"task_limit": "100000", "days_back": "36500"},
+}
+
+
+def apply_luigi_defaults(config=None) -> dict[str, dict[str, str]]:
+    """Set each of :data:`LUIGI_DEFAULTS` that no config file sets; return what was set."""
+    import luigi.configuration
+
+    config = config if config is not None else luigi.configuration.get_config()
+    applied: dict[str, dict[str, str]] = {}
+    for section, values in LUIGI_DEFAULTS.items():
+        for key, value in values.items():
+            if not config.has_option(section, key):
+                if not config.has_section(section):
+                    config.add_section(section)
+                config.set(section, key, value)
+                applied.setdefault(section, {})[key] = value
+    return applied
+
+
 def data_root() -> Path:
     return Path(daybreak().data_root)
 
