@@ -212,10 +212,10 @@ def _css(day_px: int) -> str:
         f"box-shadow:inset 0 0 0 1px {PANEL}}}.n{{color:{MUTED}}}"
         ".badge{display:inline-block;min-width:1.2em;text-align:center;color:#fff;border-radius:2px;"
         "font-weight:700;padding:0 2px}"
-        f"#detail{{background:{PANEL};border-radius:4px;padding:4px 10px;margin:6px 0;height:74px;overflow:auto}}"
+        f"#detail{{background:{PANEL};border-radius:4px;padding:4px 10px;margin:6px 0;height:96px;overflow:auto}}"
         "#detail p{margin:1px 0}"
         f".hint,.k{{color:{MUTED}}}code{{font:12px ui-monospace,monospace;user-select:all;overflow-wrap:anywhere}}"
-        f"#grid:focus{{outline:2px solid {TEXT};outline-offset:2px}}"
+        f"#grid:focus-visible{{outline:2px solid {TEXT};outline-offset:2px}}"
         ".band{margin-bottom:6px}.months,.bar{display:flex;align-items:flex-end;white-space:nowrap}"
         f".months{{color:{MUTED};font-size:11px;height:15px}}"
         f".lbl{{flex:0 0 {LABEL_PX}px;overflow:hidden;text-overflow:ellipsis;padding-right:6px;box-sizing:border-box}}"
@@ -246,7 +246,7 @@ SCRIPT = r"""
   const next = {
     ok: 'Up to date. To rebuild it anyway, delete it and run it:',
     provisional: 'Up to date for now; the next export restates it. To rebuild it now, delete it and run it:',
-    stale: 'Rebuild it:', missing: 'Build it:', failed: 'Fix the input named above, then rebuild it:',
+    stale: 'Rebuild it:', missing: 'Build it:', failed: 'Fix the input the reason names, then rebuild it:',
     waiting: 'Its raw data has not arrived; once it has, build it:',
   };
   const entities = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'};
@@ -257,12 +257,11 @@ SCRIPT = r"""
     const cmd = (state === 'ok' || state === 'provisional') ? rm + ' && ' + run : run;
     detail.innerHTML =
       '<p><strong>' + esc(title) + '</strong> <b class="badge ' + state + '">' + letters[state] + '</b> ' +
-      '<span class="state">' + state + '</span></p>' +
-      '<p><span class="k">reason:</span> <span class="reason">' + esc(reason || '-') + '</span></p>' +
-      '<p><span class="k">rows:</span> <span class="rows">' + (rows == null ? '-' : rows.toLocaleString('en')) +
-      '</span> &nbsp; <span class="k">build time:</span> <span class="took">' + (took == null ? '-' : took + ' s') +
-      '</span></p>' +
-      '<p><span class="k">' + next[state] + '</span> <code class="cmd">' + esc(cmd) + '</code></p>';
+      '<span class="state">' + state + '</span> &nbsp; <span class="k">rows:</span> <span class="rows">' +
+      (rows == null ? '-' : rows.toLocaleString('en')) + '</span> &nbsp; <span class="k">build time:</span> ' +
+      '<span class="took">' + (took == null ? '-' : took + ' s') + '</span></p>' +
+      '<p><span class="k">' + next[state] + '</span> <code class="cmd">' + esc(cmd) + '</code></p>' +
+      '<p><span class="k">reason:</span> <span class="reason">' + esc(reason || '-') + '</span></p>';
   }
 
   function select(line, day) {
@@ -283,6 +282,13 @@ SCRIPT = r"""
     if (!cell) return;
     const bar = cell.closest('.bar'), line = +bar.dataset.line;
     select(line, cells[line].indexOf(cell));
+  });
+  grid.addEventListener('mouseover', (e) => {  // a tooltip, made when first hovered
+    const cell = e.target.closest('i[data-d]');
+    if (!cell || cell.title) return;
+    const line = +cell.closest('.bar').dataset.line, L = data.lines[line];
+    const reason = L.reasons[cells[line].indexOf(cell)];
+    cell.title = L.label + ' ' + cell.dataset.d + ': ' + cell.dataset.state + (reason ? ' - ' + reason : '');
   });
   grid.addEventListener('keydown', (e) => {
     const last = cells[0] ? cells[0].length - 1 : -1;

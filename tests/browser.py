@@ -138,12 +138,21 @@ class Page:
         for kind in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
 
-    def click_on(self, selector: str) -> None:
-        box = self.eval(
-            f"(() => {{const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
-            "return [r.x + r.width / 2, r.y + r.height / 2];})()"
+    def centre(self, selector: str) -> tuple[float, float]:
+        """Viewport coordinates of the centre of the first element ``selector`` matches."""
+        return tuple(
+            self.eval(
+                f"(() => {{const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+                "return [r.x + r.width / 2, r.y + r.height / 2];})()"
+            )
         )
-        self.click(*box)
+
+    def click_on(self, selector: str) -> None:
+        self.click(*self.centre(selector))
+
+    def hover(self, selector: str) -> None:
+        x, y = self.centre(selector)
+        self.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
 
     def key(self, key: str) -> None:
         """A key press as a keyboard sends it (default actions such as Tab's focus move included)."""

@@ -105,7 +105,12 @@ def test_the_page_in_a_real_browser(lab, tmp_path):
         }
         assert page.eval("document.querySelector('.months').textContent") == "Sep 2026"
 
-        page.click_on('.bar[data-line="0"] i[data-d="2026-09-12"]')  # a real mouse click on the day
+        stale = '.bar[data-line="0"] i[data-d="2026-09-12"]'
+        page.hover(stale)  # hovering: a tooltip
+        assert page.eval(f"document.querySelector('{stale}').title") == (
+            "stg_qsr_pos 2026-09-12: stale - input changed: new file qsr_pos/2026-09-12/S042.csv"
+        )
+        page.click_on(stale)  # a real mouse click on the day
         shown = page.eval(DETAIL_JS)
         assert shown["state"] == "stale" and shown["title"] == "stg_qsr_pos  2026-09-12"
         assert shown["reason"] == "input changed: new file qsr_pos/2026-09-12/S042.csv"
