@@ -222,3 +222,35 @@ def test_three_years_fit_one_screen(lab, tmp_path):
                 "[...document.querySelectorAll('.bar i')].slice(0, 3).map((i) => i.getBoundingClientRect().width)"
             )
             assert min(widths) >= 3  # a day is a target a mouse can hit
+
+
+def test_a_bar_per_hotel_with_its_own_state(lab, setting, tmp_path):
+    """The text view's hotel_pickup day is the worst of the hotels (missing here: H2 alone is
+    built); the page has a bar per hotel, each with its own state."""
+    from tests.test_hotels import FIRST, write
+
+    setting("daybreak", "start_date", FIRST)
+    for k in range(4):  # extracts 09-10 .. 09-13 for H1 and H2
+        day = FIRST + dt.timedelta(days=k)
+        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+        write(lab, day, "H2", [f"V{k},H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])
+    stop = FIRST + dt.timedelta(days=4)
+    h2 = ["RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H2"}', "--start", str(FIRST)]
+    assert lab.luigi(*h2, "--stop", str(stop)) == 0
+    assert {r.state for r in status.collect(FIRST, stop, ["hotel_pickup"])} == {"missing"}
+    page_file = tmp_path / "pickup.html"
+    argv = ["status", "--dataset", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop), "--html", str(page_file)]
+    assert main(argv) == 0
+    with Browser(tmp_path / "profile") as browser:
+        page = browser.open(page_file.as_uri(), 1366, 768)
+        cells = page.eval(CELLS_JS)
+        page.click_on('.bar[data-line="1"] i[data-d="2026-09-12"]')
+        shown = page.eval(DETAIL_JS)
+    assert {label: [s for _, s in days] for label, days in cells.items()} == {
+        label: ["ok"] * 4 if label == "hotel_pickup H2" else ["missing"] * 4 for label in HOTELS
+    }
+    built = lab.partition(dt.date(2026, 9, 12), "marts/hotel_pickup") / "hotel_id=H2"
+    assert (shown["title"], shown["state"]) == ("hotel_pickup H2  2026-09-12", "ok")
+    assert shown["rows"] == str(pq.read_table(built / "data.parquet").num_rows)
+    run = "luigi --module tasks HotelPickup --date 2026-09-12 --hotel H2 --local-scheduler"
+    assert shown["cmd"] == f"rm -r {built} && {run}"
