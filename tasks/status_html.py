@@ -14,6 +14,7 @@ import calendar
 import datetime as dt
 import json
 import shlex
+from collections import Counter
 from dataclasses import dataclass
 from html import escape
 
@@ -95,7 +96,7 @@ def render(rows: list, lines: list[Line] | None = None) -> str:
     dates = sorted({d for line in lines for d in line.days})
     bands = _bands(dates)
     day_px = max(3, min(22, ROOM_PX // max((len(b) for b in bands), default=1)))
-    data = {"start": dates[0].isoformat() if dates else None, "lines": [], "snapshots": []}
+    data: dict[str, list] = {"lines": [], "snapshots": []}
     for line in lines:
         cells = [line.days.get(d) for d in dates]
         data["lines"].append(
@@ -121,12 +122,7 @@ def render(rows: list, lines: list[Line] | None = None) -> str:
                 "rm": f"rm -r {shlex.quote(str(cls().store().path(None)))}",
             }
         )
-    counts = {s: 0 for s in COLOURS}
-    for line in lines:
-        for c in line.days.values():
-            counts[c.state] += 1
-    for r in snapshots:
-        counts[r.state] += 1
+    counts = Counter(c.state for line in lines for c in line.days.values()) + Counter(r.state for r in snapshots)
     span = f"{dates[0]} .. {dates[-1]} ({len(dates):,} days)" if dates else "no dates"
     legend = "".join(
         f'<span class="key"><i data-state="{s}"></i><b class="badge {s}">{LETTERS[s]}</b> {s} '
@@ -198,11 +194,12 @@ def _css(day_px: int) -> str:
     shapes = []
     for state, (height, striped) in SHAPES.items():
         colour = COLOURS[state]
-        fill = f"repeating-linear-gradient(to top,{colour} 0 2px,transparent 2px 4px)" if striped else colour
-        fill = fill if striped else f"linear-gradient({colour},{colour})"
+        stripes = f"repeating-linear-gradient(to top,{colour} 0 2px,transparent 2px 4px)"
+        fill = stripes if striped else f"linear-gradient({colour},{colour})"
         shapes.append(f"i[data-state={state}]{{background:{fill} bottom/100% {height}px no-repeat}}")
         shapes.append(f".badge.{state}{{background:{colour}}}")
-    wide = "@media (min-width:1800px){:root{--d:4px}}" if day_px == 3 else ""
+    # a full band (a year) at 3 px a day needs 1,330 px: 4 px on wide screens, 2 px on narrow ones
+    wide = "@media (min-width:1800px){:root{--d:4px}}@media (max-width:1339px){:root{--d:2px}}" if day_px == 3 else ""
     return (
         f":root{{--d:{day_px}px}}{wide}"
         f"body{{font:12px/1.4 system-ui,sans-serif;margin:8px 12px;color:{TEXT};background:{PAGE}}}"
