@@ -182,7 +182,7 @@ def test_text_contrast_meets_wcag_aa(lab, tmp_path):
         pairs = page.eval(TEXT_PAIRS_JS)
         swatches = page.eval(
             "[...document.querySelectorAll('.key i')]"
-            ".map((i) => [i.dataset.state, getComputedStyle(i).backgroundImage])"
+            ".map((i) => [i.dataset.state, getComputedStyle(i).backgroundImage, getComputedStyle(i).backgroundSize])"
         )
         page_bg = page.eval("getComputedStyle(document.body).backgroundColor")
     for p in pairs:
@@ -194,9 +194,12 @@ def test_text_contrast_meets_wcag_aa(lab, tmp_path):
     assert {p["text"] for p in pairs} >= {"S", "F", "O", "W", "M", "P", "stale", "stg_qsr_pos", "reason:"}
     # The bars are graphics: 3:1 against the page (WCAG 1.4.11), in every state.
     assert len(swatches) == 6
-    for state, image in swatches:
+    for state, image, _ in swatches:
         colour = re.search(r"rgb\([^)]*\)", image).group(0)
         assert contrast(colour, page_bg) >= 3, f"{state} bar {colour} on {page_bg}"
+    # ... and no two states are told apart by colour alone: each has its own height or stripes
+    shapes = {(size, re.sub(r"rgb\([^)]*\)", "", image)) for _, image, size in swatches}
+    assert len(shapes) == 6, swatches
 
 
 def test_three_years_fit_one_screen(lab, tmp_path):
