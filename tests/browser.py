@@ -115,7 +115,11 @@ class Browser:
         )
         page.send("Page.enable")
         page.send("Page.navigate", {"url": url})
-        self.wait_event("Page.loadEventFired", session)
+        loaded = (
+            f"document.readyState === 'complete' && location.href.split('#')[0] === {json.dumps(url.split('#')[0])}"
+        )
+        while not page.eval(loaded):  # (a load event of the blank tab may come first)
+            self.wait_event("Page.loadEventFired", session)
         return page
 
 
