@@ -143,54 +143,9 @@ def render_json(rows: list[DayStatus]) -> str:
     return json.dumps([{**asdict(r), "date": r.date and r.date.isoformat()} for r in rows], indent=1)
 
 
-COLOURS = {
-    "ok": "#2e7d32",
-    "provisional": "#81c784",
-    "stale": "#f9a825",
-    "missing": "#bdbdbd",
-    "waiting": "#90caf9",
-    "failed": "#c62828",
-}
-
-
 def render_html(rows: list[DayStatus]) -> str:
-    """A self-contained page: the grid of dates x datasets, one coloured cell per partition; hovering
-    a cell shows its state, reason, rows and build time (from the manifests)."""
-    from html import escape
+    """A self-contained page: a bar per dataset (per hotel for hotel_pickup), days grouped by month;
+    a click on a day shows its state, reason, rows, build time and rebuild command (tasks/status_html.py)."""
+    from tasks import status_html
 
-    snapshots = [r for r in rows if r.date is None]
-    rows = [r for r in rows if r.date is not None]
-    datasets = list(dict.fromkeys(r.dataset for r in rows))
-    dates = sorted({r.date for r in rows})
-    cell = {(r.dataset, r.date): r for r in rows}
-    head = "".join(f"<th>{escape(name)}</th>" for name in datasets)
-    body = []
-    for day in dates:
-        tds = []
-        for name in datasets:
-            r = cell.get((name, day))
-            if r is None:
-                tds.append("<td></td>")
-                continue
-            tip = f"{name} {day}: {r.state}" + (f" - {r.reason}" if r.reason else "")
-            tip += f" ({r.rows} rows, {r.duration_s} s)" if r.rows is not None else ""
-            tds.append(
-                f'<td class="cell {r.state}" data-dataset="{escape(name)}" data-date="{day}" '
-                f'data-state="{r.state}" title="{escape(tip)}">{r.state[0].upper()}</td>'
-            )
-        body.append(f"<tr><th>{day}</th>{''.join(tds)}</tr>")
-    unpartitioned = "".join(
-        f'<p>{escape(r.dataset)} (unpartitioned): <span class="cell {r.state}" data-dataset="{escape(r.dataset)}" '
-        f'data-state="{r.state}" title="{escape(r.reason)}">{r.state}</span></p>'
-        for r in snapshots
-    )
-    styles = "".join(f"td.{state}{{background:{colour}}}" for state, colour in COLOURS.items())
-    legend = " ".join(f'<span class="cell {s}" style="padding:0 6px">{s}</span>' for s in COLOURS)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Daybreak partition status</title><style>"
-        "body{font:13px sans-serif;margin:16px}table{border-collapse:collapse}th,td{padding:2px 8px;"
-        "text-align:center}td.cell{color:#fff;min-width:90px}span.cell{color:#fff}"
-        f"{styles.replace('td.', '.cell.')}</style></head><body><h1>Partition status</h1><p>{legend}</p>"
-        f"<table><thead><tr><th>date</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{unpartitioned}"
-        "</body></html>"
-    )
+    return status_html.render(rows)
