@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import luigi
 from luigi.task_register import Register
@@ -257,12 +258,16 @@ def check_raw_root(uri: str) -> None:
     """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set."""
     if "://" in uri or Path(uri).is_dir():
         return
+    raw_root_missing(uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})")
+
+
+def raw_root_missing(shown: str, where_else: str = "") -> NoReturn:
+    """Exit 2: ``raw_root <shown> does not exist``, with where the setting comes from."""
     from tasks.guard import fail
 
-    shown = uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})"
     source = source_of("daybreak", "raw_root")
     where = f"[daybreak] raw_root in {source}" if source.startswith("/") else source
-    fail(f"raw_root {shown} does not exist (from {where})")
+    fail(f"raw_root {shown} does not exist{where_else} (from {where})")
 
 
 def write_config(path: Path, overrides: dict[str, dict[str, object]]) -> Path:
