@@ -19,7 +19,10 @@ STATUS_NAMES = [*DATASET_NAMES, "hotel_pickup", "otb_by_stay_date"]  # date x ho
 
 
 def _date(text: str) -> dt.date:
-    return dt.date.fromisoformat(text)
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
 def cmd_sample(args: argparse.Namespace) -> int:

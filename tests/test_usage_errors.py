@@ -231,6 +231,13 @@ def test_a_wrong_task_name_or_value_is_one_short_line_and_exit_2(lab, args, expe
     assert len(proc.stderr.splitlines()) <= 3, proc.stderr
 
 
+def test_a_bad_date_of_the_daybreak_command_is_named_as_such(lab, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "stg_qsr_pos", "--start", "2026-13-01", "--stop", str(START)])
+    assert exit_.value.code == 2
+    assert "argument --start: '2026-13-01' is not a date (YYYY-MM-DD)" in capsys.readouterr().err
+
+
 def test_status_into_a_closed_pipe_ends_quietly(lab):
     cron = folder_cfg(lab)
     env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
