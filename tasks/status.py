@@ -123,7 +123,8 @@ def default_stop() -> dt.date:
 
 def shorten(reason: str, width: int = 300) -> str:
     """A reason for display: whitespace collapsed, and cut at the last word boundary before ``width``
-    characters, with `` ...``. The failure record and ``--json`` keep the whole text."""
+    characters, with `` ...``. The failure record and ``--json`` keep the whole text. (Not
+    ``textwrap.shorten``: it drops a first word longer than ``width``, a long path, entirely.)"""
     text = " ".join(reason.split())
     if len(text) <= width:
         return text
