@@ -4,16 +4,20 @@ single-run range (one Luigi task, one process, one raw-zone session for a whole 
 from __future__ import annotations
 
 import datetime as dt
+import time
+import warnings
 from zoneinfo import ZoneInfo
 
 import luigi
-from luigi.tools.range import RangeDaily
+from luigi.tools.range import RangeDaily, RangeDailyBase
 
 from tasks import progress, settings
 from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import CheckCache, PartitionedTask, RawFolder, missing_folders, reusing
 from tasks.calendar import date_range
+from tasks.guard import check_range
 from tasks.hotels import StgHotelBookingsDaily
+from tasks.progress import logger
 from tasks.qsr import StgQsrPos
 
 
@@ -49,6 +53,55 @@ class MorningRefresh(luigi.WrapperTask):
         yield RangeDaily(of=StgHotelBookingsDaily, start=today - dt.timedelta(days=1), **common)
 
 
+def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> tuple[list[dt.date], str]:
+    """The dates of ``[start, stop)`` that a range run of ``family`` leaves out because they have not
+    begun or ended yet, and why. RangeSingleRun builds the business days before today ([qsr]
+    timezone); Luigi's RangeDaily every date whose midnight (UTC) is before now plus ``days_forward``
+    (0), computed with RangeDaily's own methods."""
+    if family == "RangeSingleRun":
+        today = business_today()
+        why = f"a business day is built once it is over: today is {today} ({settings.qsr().timezone})"
+        return list(date_range(max(start, today), stop)), why
+    with warnings.catch_warnings():  # Luigi's 'Parameter "param_name" with value "None"' on every RangeDaily
+        warnings.simplefilter("ignore", UserWarning)
+        task = RangeDaily(of=of, start=start, stop=stop, now=now)
+    moment = dt.datetime.fromtimestamp(time.time() if now is None else now, tz=dt.UTC).replace(tzinfo=None)
+    limit = task.moving_stop(moment)
+    why = (
+        f"RangeDaily builds only dates that have begun (before {limit:%Y-%m-%d %H:%M} UTC, [RangeDaily] "
+        f"days_forward {task.days_forward}); their raw data cannot have arrived"
+    )
+    return [d for d in date_range(start, stop) if task.parameter_to_datetime(d) >= limit], why
+
+
+def report_left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> str | None:
+    """Log (warning) how many dates a range run leaves out and why; return the line, None when none."""
+    dates, why = left_out(family, of, start, stop, now)
+    if not dates:
+        return None
+    text = f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}"
+    logger.warning(text)
+    return text
+
+
+def describe_left_out(dates: list[dt.date], why: str, total: int) -> str:
+    span = f"{dates[0]}" if len(dates) == 1 else f"{dates[0]} .. {dates[-1]}"
+    return f"{len(dates)} of {total} dates left out ({span}): {why}"
+
+
+_reported: set[str] = set()
+
+
+@RangeDailyBase.event_handler(luigi.Event.DEPENDENCY_PRESENT)
+@RangeDailyBase.event_handler(luigi.Event.DEPENDENCY_DISCOVERED)
+def _report_range(task: luigi.Task, *_) -> None:
+    """Once per RangeDaily, when Luigi has worked out its dates: the dates it left out, and why."""
+    if task.task_id in _reported or not isinstance(task.of, type) or task.start is None or task.stop is None:
+        return
+    _reported.add(task.task_id)
+    report_left_out("RangeDaily", task.of, task.start, task.stop, task.now)
+
+
 def _epoch(day: dt.date) -> int:
     """RangeDaily's ``now`` (seconds since the epoch): the start of ``day`` in UTC, so that its range
     ends at ``day`` whatever the clock says (and a test can run as of any date)."""
@@ -79,8 +132,15 @@ class RangeSingleRun(luigi.WrapperTask):
     start = luigi.DateParameter(description="First business date, inclusive")
     stop = luigi.DateParameter(description="Last business date, exclusive")
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        check_range(self.start, self.stop, type(self).__name__)  # exit 2, as RangeDaily's reversed range
+
     def requires(self) -> list[luigi.Task]:
         build = SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)
+        if self.task_id not in _reported:
+            _reported.add(self.task_id)
+            report_left_out("RangeSingleRun", self.of, self.start, self.stop)
         cache = CheckCache()
         missing = sorted({f for t in build.partitions() if not t.state(cache).ok for f in missing_raw(t, cache)})
         return [build, *(RawFolder(source=source, date=date) for source, date in missing)]

@@ -610,6 +610,32 @@ class SnapshotTask(MaterializedTask):
         return None
 
 
+_warned_future: set[str] = set()
+
+
+def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
+    """The newest folder date of a raw source, at most tomorrow (business timezone): a stray folder
+    dated later (``qsr_pos/2099-01-01/``) must not stretch a snapshot or the status view to 2099, so
+    it is clamped and named in a warning (once per process)."""
+    from tasks.backfill import business_today  # backfill imports the recipes, which import this module
+
+    newest = zone.newest_folder_date(source)
+    limit = business_today() + dt.timedelta(days=1)
+    if newest is None or newest <= limit:
+        return newest
+    folder = f"{zone.describe()}/{zone.folder_relpath(source, newest)}"
+    if folder not in _warned_future:
+        _warned_future.add(folder)
+        logger.warning(
+            "raw folder %s is dated after tomorrow (%s): ignored, dates are taken up to %s. A stray folder? "
+            "Move it out of the raw zone.",
+            folder,
+            limit,
+            limit,
+        )
+    return limit
+
+
 def missing_folders(task: MaterializedTask, cache: CheckCache) -> list[tuple[str, dt.date]]:
     """(source, export date) of the required raw folders of the task's own window that are absent."""
     zone = cache.zone()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 from pathlib import Path
 
 import luigi.configuration
 
 from tasks import settings
+from tasks.guard import UsageError
 
 # one date each
 DATASET_NAMES = ["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d", "hotel_booking_state"]
@@ -17,7 +19,10 @@ STATUS_NAMES = [*DATASET_NAMES, "hotel_pickup", "otb_by_stay_date"]  # date x ho
 
 
 def _date(text: str) -> dt.date:
-    return dt.date.fromisoformat(text)
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -34,6 +39,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     start = args.start or settings.daybreak().start_date
     stop = args.stop or status.default_stop()
+    if args.stop is None and start > stop:
+        stop = start  # --start after the newest raw folder: nothing to show, not a reversed range
     rows = status.collect(start, stop, [args.dataset] if args.dataset else None)
     if args.html:
         Path(args.html).write_text(status.render_html(rows), encoding="utf-8")
@@ -115,9 +122,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 2 for a usage error (argparse's own, or :class:`tasks.guard.UsageError`: a bad setting, a
+    missing raw_root, a reversed range), with one line on stderr. A closed pipe (``daybreak status |
+    head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
     args = build_parser().parse_args(argv)
     luigi.configuration.get_config()  # reads ./luigi.cfg and $LUIGI_CONFIG_PATH like the luigi command
-    return args.func(args)
+    try:
+        settings.check_config()
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except UsageError as exc:  # its message is on stderr already
+        return exc.code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import datetime as dt
 import luigi
 
 from tasks import settings
-from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask, waiting_for
+from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask, newest_raw_date, waiting_for
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone, is_store_file
 from tasks.reference import hotels
@@ -77,7 +77,7 @@ class OtbByStayDate(SnapshotTask):
 
     def dates(self) -> list[dt.date]:
         start = settings.daybreak().start_date
-        newest = RawZone.from_uri(settings.raw_root()).newest_folder_date(SOURCE)
+        newest = newest_raw_date(RawZone.from_uri(settings.raw_root()), SOURCE)
         return [] if newest is None else [start + dt.timedelta(days=k) for k in range((newest - start).days + 1)]
 
     def upstream(self) -> list[PartitionedTask]:

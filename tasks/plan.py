@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tasks import settings
 from tasks.base import CheckCache, MaterializedTask
 from tasks.calendar import date_range
-from tasks.status import DATASETS, day_status
+from tasks.guard import check_range
+from tasks.status import DATASETS, day_status, shorten
 
 
 @dataclass
@@ -23,6 +24,8 @@ class Plan:
     workers: int
     start: dt.date
     stop: dt.date
+    left_out: list[dt.date] = field(default_factory=list)  # not begun or not over: the run leaves them out
+    left_out_why: str = ""
 
     @property
     def mode(self) -> tuple[str, str]:
@@ -53,14 +56,19 @@ class Plan:
 
 def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, horizon_days: int = 7) -> Plan:
     """The plan of ``RangeDaily --of <dataset> --start start --stop stop`` (stop exclusive)."""
+    check_range(start, stop, "plan")
     with settings.snapshot():
         return _make_plan(dataset, start, stop, workers, horizon_days)
 
 
 def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
+    from tasks.backfill import left_out
+
     cache = CheckCache()
     cls = DATASETS[dataset]
-    tasks = [cls(date=d) for d in date_range(start, stop)]
+    family = Plan(dataset, [], [], {}, None, workers, start, stop).mode[0]
+    later, why = left_out(family, cls, start, stop)
+    tasks = [cls(date=d) for d in date_range(start, stop) if d not in set(later)]
     runs, blocked, durations = [], [], []
     for task in tasks:
         row = day_status(task, cache, dataset)
@@ -74,7 +82,7 @@ def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizo
     rebuilt = {cls(date=d).task_id for d, _, _ in runs}
     downstream = _downstream(rebuilt, start, stop + dt.timedelta(days=horizon_days), cls)
     seconds = sum(durations) / len(durations) if durations else None
-    return Plan(dataset, runs, blocked, downstream, seconds, workers, start, stop)
+    return Plan(dataset, runs, blocked, downstream, seconds, workers, start, stop, later, why)
 
 
 def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type) -> dict[str, list[str]]:
@@ -99,9 +107,13 @@ def _is_built(task: MaterializedTask, cache: CheckCache) -> bool:
 
 
 def render(plan: Plan) -> str:
+    from tasks.backfill import describe_left_out
+
     lines = [f"{plan.dataset}: {len(plan.runs)} partitions would run, {len(plan.blocked)} wait for raw data"]
-    lines += [f"  run   {d}  {state}: {reason}" for d, state, reason in plan.runs]
-    lines += [f"  wait  {d}  {reason}" for d, reason in plan.blocked]
+    if plan.left_out:
+        lines.append("  " + describe_left_out(plan.left_out, plan.left_out_why, (plan.stop - plan.start).days))
+    lines += [f"  run   {d}  {state}: {shorten(reason)}" for d, state, reason in plan.runs]
+    lines += [f"  wait  {d}  {shorten(reason)}" for d, reason in plan.blocked]
     for name, keys in plan.downstream.items():
         lines.append(f"  then stale downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
     if plan.runs:

@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import luigi
 from luigi.task_register import Register
@@ -143,6 +144,130 @@ def data_root() -> Path:
 
 def raw_root() -> str:
     return str(daybreak().raw_root)
+
+
+# -- where a setting comes from, and validation of every value ----------------------------------------
+
+SECTIONS: dict[str, type[luigi.Config]] = {"daybreak": daybreak, "qsr": qsr, "ads": ads, "hotels": hotels, "sftp": sftp}
+
+# Valid values, (lowest, highest) inclusive; None: no bound. docs/operations.md lists them.
+RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
+    ("daybreak", "lock_wait_s"): (0, None),
+    ("qsr", "suspicious_qty_threshold"): (0, None),
+    ("qsr", "max_reject_share"): (0, 1),
+    ("qsr", "day_start_hour"): (0, 23),
+    ("ads", "restatement_days"): (0, 366),
+    ("ads", "rolling_window_days"): (1, 366),
+    ("hotels", "max_reject_share"): (0, 1),
+    ("sftp", "timeout"): (0.001, None),
+    ("sftp", "retries"): (0, 100),
+}
+_KINDS = {
+    luigi.IntParameter: "a whole number",
+    luigi.FloatParameter: "a number",
+    luigi.DateParameter: "a date (YYYY-MM-DD)",
+}
+
+
+def source_of(section: str, key: str) -> str:
+    """Where the value of ``[section] key`` comes from: the command line, the config file that sets it
+    (the last one read wins, as in Luigi), a value set at run time, or the built-in default."""
+    import luigi.configuration
+    from luigi.cmdline_parser import CmdlineParser
+
+    cmdline = CmdlineParser.get_instance()
+    if cmdline is not None and getattr(cmdline.known_args, f"{section}_{key}", None) is not None:
+        return f"the command line (--{section}-{key.replace('_', '-')})"
+    config = luigi.configuration.get_config()
+    if not config.has_option(section, key):
+        return f"the built-in default (no config file sets [{section}] {key}; tasks/settings.py)"
+    for path in reversed(list(type(config)._config_paths)):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        if parser.has_option(section, key):
+            same = parser.get(section, key) == config.get(section, key)
+            return str(Path(path).resolve()) if same else "a value set at run time"
+    return "a value set at run time"
+
+
+def config_errors(config=None) -> list[str]:
+    """Every unknown key of a Daybreak section, and every value that does not parse or is out of
+    range (:data:`RANGES`), one message each naming the file, the section and the key."""
+    import luigi.configuration
+
+    config = config if config is not None else luigi.configuration.get_config()
+    errors = []
+    defaults = set(config.defaults())
+    for name, section in SECTIONS.items():
+        if not config.has_section(name):
+            continue
+        params = dict(section.get_params())
+        for key in config.options(name):
+            if key in defaults:
+                continue
+            where = source_of(name, key)
+            if key not in params:
+                from tasks.guard import nearest
+
+                errors.append(
+                    f"unknown setting [{name}] {key} in {where}{nearest(key, params)} (known: {', '.join(params)})"
+                )
+                continue
+            text = config.get(name, key)
+            error = _value_error(name, key, params[key], text)
+            if error:
+                errors.append(f"[{name}] {key} = {text!r} in {where}: {error}")
+    return errors
+
+
+def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> str | None:
+    kind = next((label for cls, label in _KINDS.items() if isinstance(param, cls)), None)
+    try:
+        value = param.parse(text)
+    except (ValueError, TypeError):
+        return f"expected {kind or 'another value'}"
+    low, high = RANGES.get((section, key), (None, None))
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
+        return f"out of range: expected {bounds}"
+    if (section, key) == ("qsr", "timezone"):
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            return "not an IANA timezone (e.g. America/Toronto)"
+    if isinstance(value, str) and not value and key in ("raw_root", "data_root"):
+        return "empty"
+    return None
+
+
+def check_config(config=None) -> None:
+    """Exit 2 (:func:`tasks.guard.fail`) when :func:`config_errors` finds anything."""
+    errors = config_errors(config)
+    if errors:
+        from tasks.guard import fail
+
+        fail("invalid settings:\n  " + "\n  ".join(errors) if len(errors) > 1 else errors[0])
+
+
+def check_raw_root(uri: str) -> None:
+    """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set."""
+    if "://" in uri or Path(uri).is_dir():
+        return
+    raw_root_missing(uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})")
+
+
+def raw_root_missing(shown: str, where_else: str = "") -> NoReturn:
+    """Exit 2: ``raw_root <shown> does not exist``, with where the setting comes from."""
+    from tasks.guard import fail
+
+    source = source_of("daybreak", "raw_root")
+    where = f"[daybreak] raw_root in {source}" if source.startswith("/") else source
+    fail(f"raw_root {shown} does not exist{where_else} (from {where})")
 
 
 def write_config(path: Path, overrides: dict[str, dict[str, object]]) -> Path:

@@ -132,8 +132,20 @@ class SftpRawZone(RawZone):
         client = self._connect()
         sftp = client.open_sftp()
         sftp.get_channel().settimeout(self.timeout)
+        self._check_base(client, sftp)
         _CONNECTIONS[self._key()] = (os.getpid(), client, sftp)
         return sftp
+
+    def _check_base(self, client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> None:
+        """On each new connection: a base path the server does not have is a setting to fix, not
+        folders to wait for (exit 2, like a missing local raw_root). One stat per connection."""
+        try:
+            sftp.stat(self.base)
+        except FileNotFoundError:
+            client.close()
+            from tasks.settings import raw_root_missing
+
+            raw_root_missing(self.describe(), " on the server")
 
     def _connect(self) -> paramiko.SSHClient:
         client = paramiko.SSHClient()

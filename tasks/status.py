@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 
 from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
-from tasks.base import CheckCache, MaterializedTask, PartitionedTask, waiting_for
+from tasks.base import CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
 from tasks.calendar import date_range
+from tasks.guard import check_range
 from tasks.hotels import HotelBookingState, HotelPickup, OtbByStayDate, StgHotelBookingsDaily
 from tasks.partitions import PartitionStore
 from tasks.qsr import StgQsrPos
@@ -53,7 +54,7 @@ def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatu
     recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
     failure = store.read_failure(day) if recorded and str(store.failure_path(day)) in recorded else None
     if not state.ok and failure and failure.get("failed_at", "") > manifest.get("finished_at", ""):
-        return DayStatus(name, day, "failed", failure.get("error", "").splitlines()[0][:300])
+        return DayStatus(name, day, "failed", failure.get("error", ""))  # whole: shortened only for display
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
     if state.state == "missing":
         waiting = waiting_for(task, cache)
@@ -87,6 +88,7 @@ def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: 
 
 def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> list[DayStatus]:
     """Status of every (dataset, date) with ``start`` <= date < ``stop``."""
+    check_range(start, stop, "status")
     with settings.snapshot():
         return _collect(start, stop, datasets)
 
@@ -115,8 +117,19 @@ def default_stop() -> dt.date:
     from tasks.rawzone import RawZone
 
     zone = RawZone.from_uri(settings.raw_root())
-    newest = zone.newest_folder_date("qsr_pos")
+    newest = newest_raw_date(zone, "qsr_pos")
     return (newest or settings.daybreak().start_date) + dt.timedelta(days=1)
+
+
+def shorten(reason: str, width: int = 300) -> str:
+    """A reason for display: whitespace collapsed, and cut at the last word boundary before ``width``
+    characters, with `` ...``. The failure record and ``--json`` keep the whole text. (Not
+    ``textwrap.shorten``: it drops a first word longer than ``width``, a long path, entirely.)"""
+    text = " ".join(reason.split())
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width - 3)
+    return (text[:cut] if cut > 0 else text[: width - 4]) + " ..."
 
 
 def render_text(rows: list[DayStatus]) -> str:
@@ -135,7 +148,7 @@ def render_text(rows: list[DayStatus]) -> str:
         lines.append("  " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
         for r in mine:
             if r.state in ("stale", "failed", "waiting"):  # provisional: a count, not a line per day
-                lines.append(f"  {r.date} {r.state}: {r.reason}")
+                lines.append(f"  {r.date} {r.state}: {shorten(r.reason)}")
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import luigi
 
 from tasks import settings
-from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask
+from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.partitions import atomic_write_text, exclusive
 from tasks.qsr import StgQsrPos
 from tasks.rawzone import RawFile, RawZone, is_store_file
@@ -133,7 +133,7 @@ class AllStores(luigi.Task):
 
     def requires(self):
         zone = RawZone.from_uri(settings.raw_root())
-        newest = zone.newest_folder_date(SOURCE) or settings.daybreak().start_date
+        newest = newest_raw_date(zone, SOURCE) or settings.daybreak().start_date
         return DiscoverStores(start=settings.daybreak().start_date, stop=newest + dt.timedelta(days=1))
 
     def complete(self) -> bool:

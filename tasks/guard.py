@@ -1,0 +1,155 @@
+"""Usage and configuration errors: one short message and exit 2, from every command.
+
+A mistake in how Daybreak is called or configured (an unknown task or dataset, a bad date, a reversed
+range, a ``raw_root`` that does not exist, an unknown or out-of-range setting) is not a failed
+partition: it gets one line on stderr, ``daybreak: error: ...``, and exit code 2 (argparse's code for
+a usage error), from ``luigi --module tasks ...`` and from ``daybreak ...`` alike (docs/operations.md,
+"Exit codes").
+
+:class:`UsageError` is a :class:`SystemExit`: raised inside a task's ``complete()`` or ``requires()``
+it passes through Luigi's scheduling (which turns any ``Exception`` there into a logged scheduling
+error, exit 35) and ends the command with code 2. The message is printed where it is raised
+(:func:`fail`), because the ``luigi`` command has no place of Daybreak's at the top to print it.
+
+Luigi raises its own usage errors (unknown task family, unparsable parameter value, missing
+parameter) where Daybreak's code never runs; :func:`install`, called at ``import tasks``, catches
+them on their way out through public hooks only: a filter on the ``luigi-interface`` logger (Luigi
+logs "Uncaught exception in luigi" with the exception, and "Will not run ... error in complete()"
+for RangeDaily's "Can't have start > stop"), and ``sys.excepthook`` for the unknown root task, which
+Luigi looks up before its own ``try``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import logging
+import re
+import sys
+from typing import NoReturn
+
+USAGE_EXIT = 2
+
+
+class UsageError(SystemExit):
+    """Daybreak was called or configured wrongly: exit 2 wherever it is raised; the message is in ``str()``."""
+
+    def __init__(self, message: str):
+        super().__init__(USAGE_EXIT)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``daybreak: error: <message>`` on stderr and exit 2 (raise :class:`UsageError`)."""
+    print(f"daybreak: error: {message}", file=sys.stderr, flush=True)
+    raise UsageError(message)
+
+
+def check_range(start: dt.date | None, stop: dt.date | None, what: str = "") -> None:
+    """A range ``[start, stop)`` with ``start`` after ``stop`` is a usage error (``start == stop`` is an
+    empty range, not an error)."""
+    if start is not None and stop is not None and start > stop:
+        fail(
+            f"{what + ': ' if what else ''}--start {start} is after --stop {stop}; a range runs from --start "
+            "(inclusive) to --stop (exclusive), so --start must not be after --stop"
+        )
+
+
+def nearest(name: str, known) -> str:
+    """``"; did you mean X?"`` for the closest of ``known`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+# -- Luigi's own usage errors -------------------------------------------------------------------------
+
+
+def _families() -> list[str]:
+    """The task families a user can name: the ones ``tasks`` exports, and RangeDaily."""
+    import luigi
+
+    import tasks
+
+    exported = [n for n, v in vars(tasks).items() if isinstance(v, type) and issubclass(v, luigi.Task)]
+    return sorted({*exported, "RangeDaily"})
+
+
+def _unknown_task(exc: Exception) -> str:
+    match = re.match(r"No task (\S+?)\.", str(exc))
+    name = match.group(1) if match else str(exc)
+    families = _families()
+    return f"no task {name}{nearest(name, families) or '.'} Daybreak's tasks: {', '.join(families)}"
+
+
+def describe(exc: BaseException, tb=None) -> str | None:
+    """One line for a Luigi usage error (unknown task, bad or missing parameter); None for anything else."""
+    from luigi.parameter import ParameterException
+    from luigi.task_register import TaskClassNotFoundException
+
+    param, value = _parsed_parameter(tb)
+    if isinstance(exc, TaskClassNotFoundException):
+        text = _unknown_task(exc)
+        return f"--{param.replace('_', '-')} {value}: {text}" if param else text
+    if param is not None:  # raised while Luigi parsed a command-line value
+        return f"--{param.replace('_', '-')} {value!r}: {exc}"
+    if isinstance(exc, ParameterException):
+        missing = re.match(r"(\w+)\[.*\]: requires the '(\w+)' parameter to be set", str(exc))
+        if missing:
+            return f"{missing.group(1)} needs --{missing.group(2).replace('_', '-')}"
+        return str(exc)
+    return None
+
+
+def _parsed_parameter(tb) -> tuple[str | None, object]:
+    """(name, command-line value) when the traceback went through Luigi parsing a command-line value."""
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "_get_task_kwargs" and "param_name" in frame.f_locals:
+            return frame.f_locals["param_name"], frame.f_locals.get("attr")
+        tb = tb.tb_next
+    return None, None
+
+
+_REVERSED = re.compile(
+    r"Will not run (\w+)\(.*?start=(\S+?), stop=(\S+?)[,)].*ParameterException: Can't have start > stop", re.S
+)
+
+
+class _UsageFilter(logging.Filter):
+    """On the ``luigi-interface`` logger: a usage error Luigi is about to log with a traceback exits 2
+    with one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None and record.getMessage() == "Uncaught exception in luigi":
+            text = describe(record.exc_info[1], record.exc_info[2])
+            if text is not None:
+                fail(text)
+        elif record.levelno == logging.WARNING and "Can't have start > stop" in str(record.msg):
+            reversed_range = _REVERSED.search(record.getMessage())
+            if reversed_range:
+                family, start, stop = reversed_range.groups()
+                check_range(dt.date.fromisoformat(start), dt.date.fromisoformat(stop), family)
+        return True
+
+
+def _excepthook(previous):
+    def hook(kind, exc, tb):
+        text = describe(exc, tb) if isinstance(exc, Exception) else None
+        if text is None:
+            return previous(kind, exc, tb)
+        fail(text)  # a SystemExit raised by the hook: Python exits with its code, 2
+
+    hook.daybreak = True
+    return hook
+
+
+def install() -> None:
+    """Hook the usage errors of the ``luigi`` command (see the module doc). Idempotent."""
+    logger = logging.getLogger("luigi-interface")
+    if not any(isinstance(f, _UsageFilter) for f in logger.filters):
+        logger.addFilter(_UsageFilter())
+    if not getattr(sys.excepthook, "daybreak", False):
+        sys.excepthook = _excepthook(sys.excepthook)

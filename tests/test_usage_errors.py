@@ -1,0 +1,276 @@
+"""Usage and configuration errors get one clear line and exit 2, from every command (issue 15, items
+6, 7, 8, 10, 12 and 14): a raw_root that does not exist, a reversed range, a misspelled or out-of-range
+setting, a wrong task name or date; dates left out of a range are counted, a stray future folder is
+clamped; a failure reason is kept whole and shortened only for display.
+
+The ``luigi`` and ``daybreak`` commands run as a user runs them: in a subprocess, from a folder of their
+own with its luigi.cfg (not the lab's root: the in-process tests' working directory).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks import plan, status
+from tasks.backfill import business_today
+from tasks.cli import main
+from tests.conftest import Lab
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+REVERSED = "--start 2026-09-15 is after --stop 2026-09-12"
+
+
+def folder_cfg(lab: Lab, text: str | None = None, name: str = "cron") -> Path:
+    """A working folder of its own with a luigi.cfg (``text``, default: the lab's two roots)."""
+    folder = lab.root / name
+    folder.mkdir(exist_ok=True)
+    if text is not None or name == "cron":
+        cfg = text if text is not None else f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n"
+        (folder / "luigi.cfg").write_text(cfg)
+    return folder
+
+
+def run(folder: Path, *args: str, luigi: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--local-scheduler"]
+    if not luigi:
+        cmd = [sys.executable, "-m", "tasks.cli", *args]
+    return subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+
+
+def one_line(proc: subprocess.CompletedProcess, expected: str) -> None:
+    """Exit 2, the message on stderr, no traceback."""
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert expected in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+# -- item 6: a raw_root that does not exist -----------------------------------------------------------
+
+COMMANDS = [
+    ("StgQsrPos", "--date", str(START)),
+    ("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + 3 * DAY)),
+    ("RangeSingleRun", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + 3 * DAY)),
+    ("OtbByStayDate",),
+    ("AllStores",),
+    ("MorningRefresh",),
+]
+
+
+def test_every_command_names_a_missing_raw_root_and_the_file_that_sets_it(lab):
+    nowhere = lab.root / "nowhere"
+    cron = folder_cfg(lab, f"[daybreak]\nraw_root = {nowhere}\ndata_root = {lab.data}\n")
+    expected = f"raw_root {nowhere} does not exist (from [daybreak] raw_root in {cron / 'luigi.cfg'})"
+    for args in COMMANDS:
+        one_line(run(cron, *args), expected)
+    one_line(run(cron, "plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY), luigi=False), expected)
+    one_line(run(cron, "status", luigi=False), expected)
+    assert not lab.data.exists()  # nothing ran
+
+
+def test_the_built_in_default_raw_root_is_named_as_such(lab):
+    bare = folder_cfg(lab, name="bare")  # no luigi.cfg: raw_root is data/raw of the working directory
+    expected = f"raw_root data/raw ({bare / 'data/raw'}) does not exist (from the built-in default"
+    one_line(run(bare, "StgQsrPos", "--date", str(START)), expected)
+    one_line(run(bare, "status", luigi=False), expected)
+
+
+def test_an_sftp_raw_root_is_checked_on_connect(lab, tmp_path):
+    from tasks.settings import write_config
+    from tests.sshd import Sshd
+
+    server = Sshd(tmp_path / "sshd").start()
+    try:
+        uri = server.uri(lab.root / "nowhere")
+        sftp = {"key_filename": server.client_key, "known_hosts": server.known_hosts, "retries": 1}
+        write_config(
+            folder_cfg(lab) / "luigi.cfg", {"daybreak": {"raw_root": uri, "data_root": lab.data}, "sftp": sftp}
+        )
+        proc = run(lab.root / "cron", "StgQsrPos", "--date", str(START))
+    finally:
+        server.stop()
+    one_line(proc, f"raw_root {uri} does not exist on the server (from [daybreak] raw_root in ")
+
+
+# -- item 7: a reversed range -------------------------------------------------------------------------
+
+
+def test_a_reversed_range_is_the_same_error_everywhere(lab, capsys):
+    lab.qsr_days(START, 6)
+    start, stop = START + 5 * DAY, START + 2 * DAY
+    assert lab.range(start, stop) == 2
+    assert REVERSED in capsys.readouterr().err
+    assert lab.luigi("RangeSingleRun", "--of", "StgQsrPos", "--start", str(start), "--stop", str(stop)) == 2
+    assert REVERSED in capsys.readouterr().err
+    assert main(["plan", "stg_qsr_pos", "--start", str(start), "--stop", str(stop)]) == 2
+    assert REVERSED in capsys.readouterr().err
+    assert main(["status", "--start", str(start), "--stop", str(stop)]) == 2
+    assert REVERSED in capsys.readouterr().err
+    assert not lab.data.exists()
+    assert lab.range(start, start) == 0  # start == stop: an empty range, not an error
+
+
+def test_a_reversed_range_from_the_luigi_command_is_one_line(lab):
+    lab.qsr_days(START, 6)
+    cron = folder_cfg(lab)
+    for family in ("RangeDaily", "RangeSingleRun"):
+        proc = run(cron, family, "--of", "StgQsrPos", "--start", str(START + 5 * DAY), "--stop", str(START + 2 * DAY))
+        one_line(proc, REVERSED)
+
+
+# -- item 8: settings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "suspicious_qty_treshold = 30",
+            "unknown setting [qsr] suspicious_qty_treshold in {cfg}; did you mean suspicious_qty_threshold?",
+        ),
+        ("max_reject_share = 2", "[qsr] max_reject_share = '2' in {cfg}: out of range: expected from 0 to 1"),
+        ("suspicious_qty_threshold = abc", "[qsr] suspicious_qty_threshold = 'abc' in {cfg}: expected a whole number"),
+        ("timezone = Mars/Olympus", "[qsr] timezone = 'Mars/Olympus' in {cfg}: not an IANA timezone"),
+    ],
+)
+def test_a_bad_setting_names_the_file_the_section_and_the_key(lab, line, expected):
+    lab.qsr_days(START, 2)
+    cron = folder_cfg(lab, f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n[qsr]\n{line}\n")
+    message = expected.format(cfg=cron / "luigi.cfg")
+    for proc in (
+        run(cron, "StgQsrPos", "--date", str(START)),
+        run(cron, "RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + DAY)),
+        run(cron, "status", luigi=False),
+    ):
+        one_line(proc, message)
+        assert "default" not in proc.stderr
+    assert not lab.data.exists()
+
+
+def test_every_unknown_key_of_every_daybreak_section_is_reported_at_once(lab):
+    cron = folder_cfg(
+        lab,
+        f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\nlock_wait = 5\n"
+        "[ads]\nrestatement_day = 3\n[hotels]\nmax_reject_shares = 0.1\n[sftp]\nretries = -1\n",
+    )
+    proc = run(cron, "status", luigi=False)
+    for text in (
+        "[daybreak] lock_wait in",
+        "did you mean lock_wait_s?",
+        "[ads] restatement_day in",
+        "did you mean restatement_days?",
+        "[hotels] max_reject_shares in",
+        "[sftp] retries = '-1' in",
+    ):
+        one_line(proc, text)
+
+
+# -- item 10: dates that have not begun or ended -------------------------------------------------------
+
+
+def test_plan_and_range_runs_say_how_many_future_dates_they_leave_out(lab):
+    today = business_today()
+    lab.qsr_days(today - 4 * DAY, 3)
+    single = plan.make_plan("stg_qsr_pos", today - 2 * DAY, today + 3 * DAY, workers=1)
+    assert single.left_out == [today + k * DAY for k in range(3)]
+    assert "3 of 5 dates left out" in plan.render(single) and f"today is {today}" in plan.render(single)
+
+    cron = folder_cfg(lab)
+    utc_today = dt.datetime.now(dt.UTC).date()  # RangeDaily keeps the dates whose midnight (UTC) has passed
+    proc = run(
+        cron, "RangeDaily", "--of", "StgQsrPos", "--start", str(utc_today - DAY), "--stop", str(utc_today + 4 * DAY)
+    )
+    assert f"RangeDaily StgQsrPos: 3 of 5 dates left out ({utc_today + DAY} .. {utc_today + 3 * DAY})" in proc.stderr
+    proc = run(cron, "RangeSingleRun", "--of", "StgQsrPos", "--start", str(today - DAY), "--stop", str(today + 2 * DAY))
+    assert f"RangeSingleRun StgQsrPos: 2 of 3 dates left out ({today} .. {today + DAY})" in proc.stderr
+
+
+def test_a_stray_future_folder_is_clamped_to_tomorrow_and_named(lab, caplog):
+    from tasks.hotels import OtbByStayDate
+    from tasks.stores import AllStores
+
+    tomorrow = business_today() + DAY
+    lab.qsr_days(START, 2)
+    lab.qsr_file("2099-01-01", "S001", [])
+    (lab.raw / "hotel_bookings" / "2099-01-01").mkdir(parents=True)
+    with caplog.at_level("WARNING", logger="luigi-interface"):
+        assert status.default_stop() == tomorrow + DAY
+        assert max(OtbByStayDate().dates()) == tomorrow
+        assert AllStores().requires().stop == tomorrow + DAY
+    assert "qsr_pos/2099-01-01 is dated after tomorrow" in caplog.text
+    assert "hotel_bookings/2099-01-01 is dated after tomorrow" in caplog.text
+
+
+# -- item 12: wrong names and values of the luigi command, and a closed pipe ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("StgQsrP", "--date", str(START)), "no task StgQsrP; did you mean StgQsrPos?"),
+        (
+            ("RangeDaily", "--of", "StgQsrPo", "--start", str(START), "--stop", str(START + DAY)),
+            "did you mean StgQsrPos?",
+        ),
+        (("StgQsrPos", "--date", "2026-13-01"), "--date '2026-13-01': time data"),
+        (("RangeDaily", "--of", "StgQsrPos", "--start", "2026-09-31", "--stop", str(START)), "--start '2026-09-31'"),
+        (("StgQsrPos",), "StgQsrPos needs --date"),
+    ],
+)
+def test_a_wrong_task_name_or_value_is_one_short_line_and_exit_2(lab, args, expected):
+    proc = run(folder_cfg(lab), *args)
+    one_line(proc, expected)
+    assert len(proc.stderr.splitlines()) <= 3, proc.stderr
+
+
+def test_a_bad_date_of_the_daybreak_command_is_named_as_such(lab, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "stg_qsr_pos", "--start", "2026-13-01", "--stop", str(START)])
+    assert exit_.value.code == 2
+    assert "argument --start: '2026-13-01' is not a date (YYYY-MM-DD)" in capsys.readouterr().err
+
+
+def test_status_into_a_closed_pipe_ends_quietly(lab):
+    cron = folder_cfg(lab)
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    cmd = [sys.executable, "-m", "tasks.cli", "status", "--start", "2026-01-01", "--stop", "2027-01-01", "--json"]
+    proc = subprocess.Popen(cmd, cwd=cron, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "["  # what `head -1` reads, then it closes the pipe
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141, err
+    assert "BrokenPipeError" not in err and "Traceback" not in err, err
+
+
+# -- item 14: a long failure reason -------------------------------------------------------------------
+
+
+def test_a_long_failure_reason_is_kept_whole_and_shortened_at_a_word_for_display(lab, capsys):
+    lab.qsr_days(START, 1, stores=("S001",))
+    bad = [f"Q{i},1,S001,2026-09-10T12:00:00-04:00,COLA,zero,1.00,,COMPLETED" for i in range(8)]
+    lab.qsr_file(START.isoformat(), "S001", bad)
+    assert lab.range(START, START + DAY) == 30
+    record = json.loads((lab.data / "_state/failures/staging/qsr_pos/business_date=2026-09-10.json").read_text())
+    whole = record["error"]
+    assert len(whole) > 400 and whole.rstrip().endswith("The previous partition is kept.")
+
+    assert (
+        main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY), "--json"]) == 0
+    )
+    assert json.loads(capsys.readouterr().out)[0]["reason"] == whole
+
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "failed:" in x)
+    shown = line.split("failed: ", 1)[1]
+    assert shown.endswith(" ...") and len(shown) <= 300
+    kept = shown.removesuffix(" ...")
+    flat = " ".join(whole.split())
+    assert flat.startswith(kept) and flat[len(kept)] == " "  # cut between two words
