@@ -283,7 +283,7 @@ def test_kill_9_at_random_write_steps_never_leaves_a_torn_partition(bench):
             results.append(check_trial(bench, trial, root, proc, old_data, new_data, new_manifests))
     for i in range(LUIGI_KILLS):  # one at a time: the delay counts from the run's first write
         scenario, workers = ("fresh", "rebuild")[i % 2], 1 + (i // 2) % 2
-        delay = round(rng.uniform(0, write_phase[scenario]), 4)
+        delay = round(rng.uniform(0, write_phase[scenario] / 2), 4)
         for attempt in range(3):  # the run may end before a write is caught after the delay: then none
             trial = Trial(f"k{i:02d}-{attempt}", scenario, workers, delay=delay if attempt == 0 else 0.0)
             root = bench.data_root(trial)
