@@ -285,11 +285,6 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> str:
     return _replace(path, lambda tmp: _write_parquet(tmp, table))
 
 
-def atomic_write_bytes(path: Path, content: bytes) -> str:
-    """Write ``content`` beside ``path`` under a hidden name, fsync, ``os.replace``; return its sha256."""
-    return _replace(path, lambda tmp: _write_bytes(tmp, content))
-
-
 def atomic_write_text(path: Path, text: str) -> None:
     _replace(path, lambda tmp: _write_bytes(tmp, text.encode("utf-8")))
 

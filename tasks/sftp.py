@@ -9,10 +9,12 @@ failures are not.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import logging
 import os
+import socket
 import stat
 import time
 from urllib.parse import urlsplit
@@ -196,6 +198,14 @@ class SftpRawZone(RawZone):
     def _drop(self) -> None:
         cached = _CONNECTIONS.pop(self._key(), None)
         if cached and cached[0] == os.getpid():
+            transport = cached[1].get_transport()
+            if transport is not None:
+                # End the session now. paramiko's reader thread sits in a recv() on the socket (0.1 s
+                # timeout), and a plain close() releases the socket only when that recv returns: the
+                # server saw the session end up to 0.1 s later, when Luigi may already have handed
+                # this task's sftp slot to the next task (one connection over the cap).
+                with contextlib.suppress(OSError):
+                    transport.sock.shutdown(socket.SHUT_RDWR)
             try:
                 cached[1].close()
             except Exception:  # noqa: BLE001 - closing a broken connection must not hide the real error

@@ -176,22 +176,6 @@ def on_the_books(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
     return out.sort_by([("hotel_id", "ascending"), ("stay_date", "ascending")])
 
 
-def pickup(events: list[tuple[dt.date, pa.Table]], date: dt.date) -> pa.Table:
-    """One hotel's pickup on business date ``date``: per stay date, the rooms and revenue on the books
-    after that day's events minus before them, so net of the day's modifications and cancellations.
-    ``events`` are the hotel's staged events of every business date up to ``date``.
-
-    The full-history form (it reads every date); :func:`pickup_from_state` gives the same rows from
-    the booking state of the day before. Kept as the reference the state form is tested against."""
-    touched = pa.concat_arrays(
-        [t["booking_id"].combine_chunks() for d, t in events if d == date] or [pa.array([], pa.string())]
-    )
-    mine = [(d, t.filter(pc.is_in(t["booking_id"], touched))) for d, t in events]
-    before = _live_bookings([(d, t) for d, t in mine if d < date])
-    after = _live_bookings(mine)
-    return _net_pickup(after, before)
-
-
 def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) -> pa.Table:
     """hotel_booking_state as of the end of ``date``: each (hotel, booking)'s latest event over the state
     of the day before (``previous``, None on the first date) and the staged events of ``date``.
@@ -205,9 +189,10 @@ def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) ->
 
 
 def pickup_from_state(before_state: pa.Table, events: pa.Table, date: dt.date) -> pa.Table:
-    """One hotel's pickup on ``date`` from the hotel's booking state of the day before and its staged
-    events of ``date``: same rows as :func:`pickup` over the full history, reading one state partition
-    instead of every date."""
+    """One hotel's pickup on ``date``: per stay date, the rooms and revenue on the books after that day's
+    events minus before them, so net of the day's modifications and cancellations. From the hotel's
+    booking state of the day before and its staged events of ``date``: one state partition instead of
+    every date (tests/transforms/test_hotel_state.py checks it against the full-history form)."""
     touched = events["booking_id"].combine_chunks()
     before = before_state.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
     before = before.filter(pc.is_in(before["booking_id"], touched))
@@ -270,8 +255,8 @@ def _net_pickup(after: pa.Table, before: pa.Table) -> pa.Table:
 def _live_bookings(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
     """Each booking's latest state (latest event_at; ties: later business date, file, row), not cancelled.
 
-    Independent of :func:`latest_per_booking` on purpose: on_the_books and the reference :func:`pickup`
-    do not share the state code they are the check of."""
+    Independent of :func:`latest_per_booking` on purpose: on_the_books and the full-history pickup the
+    tests check the state form against do not share the state code they are the check of."""
     tables = [t.append_column("business_date", pa.repeat(pa.scalar(d, pa.date32()), t.num_rows)) for d, t in events]
     if not tables or sum(t.num_rows for t in tables) == 0:
         return EVENTS_SCHEMA.append(pa.field("business_date", pa.date32())).empty_table()
