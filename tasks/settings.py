@@ -119,6 +119,8 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     },
     "RangeDaily": {"task_limit": "100000", "days_back": "36500"},
     "RangeDailyBase": {"task_limit": "100000", "days_back": "36500"},
+    # concurrent SFTP sessions of all workers sharing a scheduler; a scheduler without it gives 1 slot
+    "resources": {"sftp": "4"},
 }
 
 
