@@ -4,9 +4,11 @@ contract forbids, files that are not read. Every outcome is read back as a user 
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 
 FIRST = dt.date(2026, 9, 10)
 HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
@@ -68,3 +70,59 @@ def test_a_poisoned_booking_is_quarantined_and_blocks_no_hotel_mart(lab, setting
     assert len(otb) == 366  # H1's 365 nights and H2's one
     picked = read(lab, "marts/hotel_pickup/*/*/*.parquet", "sum(rooms_picked_up), sum(revenue_picked_up)::varchar")
     assert picked == [(8 + 365 * 1000 + 8, "36500001200.00")]  # every day's pickup adds up to the books
+
+
+def no_control_characters(lab, dataset: str) -> None:
+    """Not one control character in any string column of any data file of the dataset."""
+    cols = [
+        r[0]
+        for r in duckdb.execute(f"describe select * from read_parquet('{lab.data}/{dataset}/*/*.parquet')").fetchall()
+    ]
+    text = " or ".join(f"regexp_matches(coalesce({c}::varchar, ''), '[\\x00-\\x1f\\x7f]')" for c in cols)
+    found = duckdb.execute(f"select count(*) from read_parquet('{lab.data}/{dataset}/*/*.parquet') where {text}")
+    assert found.fetchone()[0] == 0
+
+
+SOURCES = {  # source -> (task, dataset, partition of the hostile row, its column, its row number)
+    "qsr_pos": ("StgQsrPos", "staging/qsr_pos", dt.date(2026, 9, 15), "sku", 3),
+    "hotel_bookings": ("StgHotelBookingsDaily", "staging/hotel_bookings_daily", dt.date(2026, 9, 15), "channel", 3),
+    "ads": ("AdsDaily", "staging/ads_daily", dt.date(2026, 9, 14), "campaign_id", 3),
+}
+
+
+def hostile_day(lab, source: str, value: str) -> None:
+    """Day 2026-09-15 of ``source`` (and 09-16 for QSR), with one row whose field holds ``value``."""
+    day = dt.date(2026, 9, 15)
+    if source == "qsr_pos":
+        rows = [f"O1,1,S001,{day}T12:00:00-04:00,BURGER,1,6.50,,COMPLETED"]
+        rows.append(f'O2,1,S001,{day}T12:05:00-04:00,"{value}",1,6.50,,COMPLETED')
+        rows += [f"O{k},1,S001,{day}T13:00:00-04:00,COLA,1,1.99,,COMPLETED" for k in range(3, 40)]
+        lab.qsr_file(str(day), "S001", rows)
+        lab.qsr_file(str(day + dt.timedelta(days=1)), "S001", [])
+    elif source == "hotel_bookings":
+        rows = [f"B1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"]
+        rows.append(f'B2,H1,{day}T12:05:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,"{value}"')
+        rows += [f"B{k},H1,{day}T13:00:00-04:00,CREATED,2026-10-01,2026-10-02,1,90.00,ota" for k in range(3, 40)]
+        hotel_extract(lab, day, "H1", rows)
+    else:
+        rows = [f"{day - dt.timedelta(days=1)},C1,google,1000,50,10.00,2,10.00"]
+        rows.append(f'{day - dt.timedelta(days=1)},"{value}",google,1000,50,10.00,2,10.00')
+        rows += [f"{day - dt.timedelta(days=1)},C{k},google,10,1,1.00,0,0.00" for k in range(3, 40)]
+        lab.ads_export(day, day, rows)
+
+
+@pytest.mark.parametrize("value", ["TE\x00A", "a\x07b", "x\x7f", "two\nlines", "tab\there", "cr\r"])
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_a_control_character_never_reaches_a_partition(lab, source, value):
+    task, dataset, date, column, row = SOURCES[source]
+    hostile_day(lab, source, value)
+    assert lab.luigi(task, "--date", str(date)) == 0
+    no_control_characters(lab, dataset)
+    manifest = json.loads((lab.partition(date, dataset) / "_manifest.json").read_text())
+    assert (manifest["row_count"], manifest["rejected_count"]) == (38, 1)
+    [rejected] = pq.read_table(lab.data / "quarantine" / dataset / f"business_date={date}/rejected.parquet").to_pylist()
+    assert rejected["row_number"] == row and rejected["source_file"].endswith(".csv")
+    first = next(c for c in value if ord(c) < 0x20 or ord(c) == 0x7F)
+    assert rejected["reason"].startswith(f"{column} holds a control character (U+{ord(first):04X} at character")
+    for v in rejected.values():  # the quarantine keeps the row's text, its control characters escaped
+        assert not isinstance(v, str) or not any(ord(c) < 0x20 or ord(c) == 0x7F for c in v)
