@@ -126,3 +126,29 @@ def test_a_control_character_never_reaches_a_partition(lab, source, value):
     assert rejected["reason"].startswith(f"{column} holds a control character (U+{ord(first):04X} at character")
     for v in rejected.values():  # the quarantine keeps the row's text, its control characters escaped
         assert not isinstance(v, str) or not any(ord(c) < 0x20 or ord(c) == 0x7F for c in v)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status,qty\n",
+            "S002.csv: column 'qty' appears more than once in the header",
+        ),
+        (
+            b"order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status,note\n"
+            b"O9,1,S002,2026-09-15T12:00:00-04:00,COLA,1,1.99,,COMPLETED,caf\xe9\n",
+            "S002.csv: cannot be read as UTF-8 CSV (invalid UTF-8 at byte 139 (line 2)",
+        ),
+    ],
+)
+def test_a_repeated_header_name_or_invalid_utf8_fails_the_partition_and_keeps_the_old_one(lab, content, message):
+    day = dt.date(2026, 9, 15)
+    lab.qsr_days(day, 1)
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    before = {k: v for k, v in lab.files().items() if k.startswith("data/staging/")}
+    (lab.raw / "qsr_pos" / str(day) / "S002.csv").write_bytes(content)
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 30
+    failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
+    assert f"qsr_pos/{day}/{message}" in failure["error"]
+    assert {k: v for k, v in lab.files().items() if k.startswith("data/staging/")} == before  # old partition kept
