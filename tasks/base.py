@@ -271,7 +271,8 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
 
     def max_reject_share(self) -> float | None:
         """Fail the partition when rejected rows exceed this share of ``stats["attributed_rows"]``
-        (checked after the quarantine is written; the previous partition is kept). None: never."""
+        (the previous partition and its quarantine are kept; the rejected rows of the failed build are
+        kept beside its failure record). None: never."""
         return None
 
     def check_built(self, built: Built) -> None:
@@ -286,7 +287,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         raise RejectShareExceeded(
             f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
             f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
-            f"{self.store().quarantine_path(self.key)}. The previous partition is kept."
+            f"{self.store().write_failed_rejects(self.key, built.rejected)}. The previous partition is kept."
         )
 
     def upstream_version(self, manifest: dict | None) -> str | None:
@@ -493,8 +494,6 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         built = self.build(inputs)
         self._check_inputs_unchanged(window)
         store = self.store()
-        if built.rejected is not None:
-            store.write_quarantine(self.key, built.rejected)
         self.check_built(built)
         manifest = {
             "dataset": self.dataset,
@@ -514,7 +513,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         }
         finished = dt.datetime.now(dt.UTC)
         manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
-        store.write(self.key, built.table, manifest, built.extras)
+        store.write(self.key, built.table, manifest, built.extras, rejected=built.rejected)
         store.clear_failure(self.key)
         logger.info(
             "%s: wrote %s rows (%s rejected) in %.2f s",

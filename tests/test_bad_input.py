@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+REPO = Path(__file__).resolve().parent.parent
 FIRST = dt.date(2026, 9, 10)
 HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 
@@ -152,3 +155,94 @@ def test_a_repeated_header_name_or_invalid_utf8_fails_the_partition_and_keeps_th
     failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
     assert f"qsr_pos/{day}/{message}" in failure["error"]
     assert {k: v for k, v in lab.files().items() if k.startswith("data/staging/")} == before  # old partition kept
+
+
+# -- the quarantine is written in the partition's write protocol ----------------------------------------
+def sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pos_day(lab, day: dt.date, bad: dict[int, str]) -> None:
+    """Store S001 on ``day``: 40 lines, line k replaced by ``bad[k]`` (a row that fails a type rule)."""
+    rows = [f"O{k},1,S001,{day}T13:00:00-04:00,COLA,1,1.99,,COMPLETED" for k in range(40)]
+    for k, row in bad.items():
+        rows[k] = row
+    lab.qsr_file(str(day), "S001", rows)
+    lab.qsr_file(str(day + dt.timedelta(days=1)), "S001", [])
+
+
+def test_a_crash_at_any_write_step_never_pairs_a_partition_with_another_builds_quarantine(lab):
+    import shutil
+    import subprocess
+    import sys
+
+    from tasks.settings import write_config
+
+    day = dt.date(2026, 9, 15)
+    runs = lab.root / "runs"  # configs and step counters; never a luigi.cfg in lab.root itself
+    runs.mkdir()
+
+    def run(root, at: int = 10**9) -> int:
+        """StgQsrPos of ``day`` into data root ``root`` through tests/crash_driver.py: SIGKILLed at write
+        step ``at`` (beyond the last step: a clean run). Returns the steps taken."""
+        cfg = write_config(runs / f"{root.name}.cfg", {"daybreak": {"raw_root": lab.raw, "data_root": root}})
+        counter = runs / f"{root.name}.steps"
+        plan = {"counter": str(counter), "root": str(root), "at": at, "mode": "kill"}
+        env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "CRASH_PLAN": json.dumps(plan)}
+        cmd = [sys.executable, str(REPO / "tests" / "crash_driver.py"), "StgQsrPos", "--date", str(day)]
+        subprocess.run([*cmd, "--local-scheduler", "--no-lock"], env=env, cwd=runs, capture_output=True, timeout=300)
+        return counter.stat().st_size
+
+    def partition(root) -> tuple[dict, Path]:
+        folder = root / f"staging/qsr_pos/business_date={day}"
+        return json.loads((folder / "_manifest.json").read_text()), folder / "data.parquet"
+
+    def quarantine(root) -> list[dict]:
+        path = root / f"quarantine/staging/qsr_pos/business_date={day}/rejected.parquet"
+        return pq.read_table(path).to_pylist() if path.exists() else []
+
+    pos_day(lab, day, {3: f"O3,1,S001,{day}T13:00:00-04:00,COLA,x,1.99,,COMPLETED"})
+    old = lab.root / "old"
+    run(old)
+    pos_day(lab, day, {5: f"O5,1,S001,{day}T13:00:00-04:00,,1,1.99,,COMPLETED"})  # another bad row, another reason
+    new = lab.root / "new"
+    shutil.copytree(old, new)
+    steps = run(new)
+    builds = {partition(r)[0]["data_version"]: quarantine(r) for r in (old, new)}
+    assert [[q["row_number"] for q in b] for b in builds.values()] == [[5], [7]]  # header = row 1
+    manifest, _ = partition(new)
+    path = lab.root / "new" / manifest["quarantine"]["path"]
+    assert (manifest["quarantine"]["sha256"], manifest["quarantine"]["rows"]) == (sha256(path), 1)
+
+    kept_old = 0
+    for at in range(1, steps + 1):
+        root = lab.root / f"crash{at}"
+        shutil.copytree(old, root)  # keeps mtimes: the old partition matches its manifest
+        run(root, at)
+        manifest, data = partition(root)
+        if sha256(data) == manifest["data_files"][0]["sha256"]:  # the data the manifest describes
+            assert quarantine(root) == builds[manifest["data_version"]], f"killed at step {at} of {steps}"
+            kept_old += manifest["data_version"] == partition(old)[0]["data_version"]
+        shutil.rmtree(root)
+    assert kept_old >= 3  # killed before the data was replaced: writing the data file, its fsync, ...
+
+
+def test_a_build_that_fails_on_too_many_rejects_keeps_the_partition_and_its_quarantine(lab):
+    day = dt.date(2026, 9, 15)
+    pos_day(lab, day, {3: f"O3,1,S001,{day}T13:00:00-04:00,COLA,x,1.99,,COMPLETED"})
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    kept = {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))}
+    pos_day(lab, day, {k: f"O{k},1,S001,{day}T13:00:00-04:00,COLA,x,1.99,,COMPLETED" for k in range(10)})
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 30
+    assert {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))} == kept
+    failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
+    failed = lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.rejected.parquet"
+    assert "10 of 40 rows rejected (25.0% > max_reject_share 5.0%)" in failure["error"]
+    assert f"All rejected rows: {failed}. The previous partition is kept." in failure["error"]
+    assert pq.read_table(failed)["row_number"].to_pylist() == list(range(2, 12))
+    pos_day(lab, day, {})
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    assert not failed.exists() and not list((lab.data / f"quarantine/staging/qsr_pos/business_date={day}").iterdir())
+    assert json.loads((lab.partition(day) / "_manifest.json").read_text())["quarantine"] is None
