@@ -33,6 +33,8 @@ class StgHotelBookingsDaily(PartitionedTask):
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [(SOURCE, self.date)]
 
+    input_names = "<hotel_id>.csv (hotel_id matching ^[A-Z0-9][A-Z0-9_-]{0,31}$)"
+
     def accepts_input(self, name: str) -> bool:
         return is_store_file(name)  # <id>.csv with a safe id; whether the hotel is known is checked on build
 

@@ -246,3 +246,77 @@ def test_a_build_that_fails_on_too_many_rejects_keeps_the_partition_and_its_quar
     assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
     assert not failed.exists() and not list((lab.data / f"quarantine/staging/qsr_pos/business_date={day}").iterdir())
     assert json.loads((lab.partition(day) / "_manifest.json").read_text())["quarantine"] is None
+
+
+# -- every raw file that is not read is reported -------------------------------------------------------
+@pytest.fixture
+def zone_kind(request, lab, setting, tmp_path):
+    """``local``, or ``sftp``: the lab's raw zone served by a real OpenSSH on 127.0.0.1."""
+    if request.param == "sftp":
+        from tests.sshd import Sshd
+
+        server = Sshd(tmp_path / "sshd").start()
+        request.addfinalizer(server.stop)
+        setting("daybreak", "raw_root", server.uri(lab.raw))
+        setting("sftp", "key_filename", server.client_key)
+        setting("sftp", "known_hosts", server.known_hosts)
+        setting("sftp", "retries", 1)
+    return request.param
+
+
+@pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
+def test_every_file_not_read_is_reported_in_the_manifest_the_log_and_status(lab, zone_kind, caplog):
+    from tasks import status
+    from tests.conftest import QSR_HEADER, qsr_rows
+
+    lab.qsr_days(FIRST, 1, stores=("S001",))
+    folder = lab.raw / "qsr_pos" / str(FIRST)
+    outside = lab.root / "outside"  # a store file outside the raw zone, linked into it
+    outside.mkdir()
+    (outside / "S002.csv").write_text("\n".join([QSR_HEADER, *qsr_rows("S002", FIRST)]) + "\n")
+    os.symlink(outside / "S002.csv", folder / "S002.csv")
+    (folder / "S003.csv").mkdir()
+    os.mkfifo(folder / "S004.csv")
+    (folder / "S 5.csv").write_text(QSR_HEADER + "\n")
+    with caplog.at_level("WARNING", logger="luigi-interface"):
+        assert lab.luigi("StgQsrPos", "--date", str(FIRST)) == 0
+    names = "name is not <store_id>.csv (store_id matching ^[A-Z0-9][A-Z0-9_-]{0,31}$)"
+    expected = [
+        (f"qsr_pos/{FIRST}/S 5.csv", names),
+        (f"qsr_pos/{FIRST}/S002.csv", "a symbolic link (never followed)"),
+        (f"qsr_pos/{FIRST}/S003.csv", "not a regular file"),
+        (f"qsr_pos/{FIRST}/S004.csv", "not a regular file"),
+    ]
+    manifest = json.loads((lab.partition(FIRST) / "_manifest.json").read_text())
+    assert [(r["path"], r["reason"]) for r in manifest["refused_inputs"]] == expected
+    assert read(lab, "staging/qsr_pos/*/*.parquet", "distinct store_id") == [("S001",)]  # nothing of S002
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("4 raw file(s) of its window not read" in w and "S002.csv (a symbolic link" in w for w in warnings)
+    rows = status.collect(FIRST, FIRST + dt.timedelta(days=1), ["stg_qsr_pos"])
+    assert rows[0].not_read == tuple(f"{path} ({reason})" for path, reason in expected)
+    text = status.render_text(rows)
+    assert "1 ok; 4 raw file(s) not read" in text
+    assert f"  {FIRST} not read: qsr_pos/{FIRST}/S 5.csv ({names}), qsr_pos/{FIRST}/S002.csv (a symbolic" in text
+    assert json.loads(status.render_json(rows))[0]["not_read"][1].endswith(
+        "S002.csv (a symbolic link (never followed))"
+    )
+
+
+def test_a_symbolic_link_is_never_followed_out_of_the_raw_zone(lab, tmp_path):
+    from tasks.rawzone import RawFile, RawFileUnreadable, RawZone
+
+    outside = tmp_path / "outside"
+    (outside / "2026-09-10").mkdir(parents=True)
+    (outside / "2026-09-10" / "S001.csv").write_text("secret\n")
+    (lab.raw / "qsr_pos").mkdir()
+    os.symlink(outside / "2026-09-10", lab.raw / "qsr_pos" / "2026-09-10")  # a linked date folder
+    os.symlink(outside, lab.raw / "ads")  # a linked source folder
+    zone = RawZone(lab.raw)
+    for source in ("qsr_pos", "ads"):
+        assert zone.scan_folder_all(source, FIRST) is None and not zone.folder_exists(source, FIRST)
+    lab.qsr_file("2026-09-11", "S001", [])  # listed as a file, then swapped for a link before it is read
+    listed = RawFile("qsr_pos/2026-09-11/S001.csv", 0, 0)
+    (lab.raw / listed.relpath).unlink()
+    os.symlink(outside / "2026-09-10" / "S001.csv", lab.raw / listed.relpath)
+    with pytest.raises(RawFileUnreadable, match="qsr_pos/2026-09-11/S001.csv: became a symbolic link"):
+        zone.read_bytes(listed)
