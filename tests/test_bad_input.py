@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -320,3 +321,31 @@ def test_a_symbolic_link_is_never_followed_out_of_the_raw_zone(lab, tmp_path):
     os.symlink(outside / "2026-09-10" / "S001.csv", lab.raw / listed.relpath)
     with pytest.raises(RawFileUnreadable, match="qsr_pos/2026-09-11/S001.csv: became a symbolic link"):
         zone.read_bytes(listed)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to list as nobody")
+def test_a_file_the_pipelines_user_cannot_read_is_refused_naming_the_reason(tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+
+    zone = Path(tempfile.mkdtemp(dir="/tmp", prefix="unreadable-"))  # a folder user nobody can reach
+    try:
+        zone.chmod(0o755)
+        folder = zone / "qsr_pos" / str(FIRST)
+        folder.mkdir(parents=True)
+        (folder / "S001.csv").write_text("x\n")
+        (folder / "S002.csv").write_text("y\n")
+        (folder / "S002.csv").chmod(0)
+        scan = (
+            "import datetime as d; from tasks.rawzone import RawZone; "
+            f"print(RawZone({str(zone)!r}).scan_folder_all('qsr_pos', d.date(2026, 9, 10)))"
+        )
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", scan]
+        out = subprocess.run(as_nobody, cwd=REPO, capture_output=True, text=True, check=True).stdout
+        assert (
+            "[('S001.csv', 2," in out
+            and "[Refused(name='S002.csv', reason=\"not readable by the pipeline's user\")]" in out
+        )
+    finally:
+        shutil.rmtree(zone)
