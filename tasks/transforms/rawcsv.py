@@ -119,7 +119,7 @@ def _read(data: bytes, header: list[str], columns: list[str]) -> tuple[pa.Table,
 
     def on_invalid(row: pcsv.InvalidRow) -> str:
         reason = f"row has {row.actual_columns} fields, header has {row.expected_columns}"
-        malformed.append((row.number or -1, reason, row.text))
+        malformed.append((row.number or -1, reason, _escape(row.text)))  # the quarantine holds no control character
         return "skip"
 
     table = pcsv.read_csv(

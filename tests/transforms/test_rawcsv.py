@@ -102,3 +102,9 @@ def test_invalid_utf8_anywhere_refuses_the_file_naming_byte_and_line(parse):
 def test_a_header_with_a_repeated_name_is_refused_naming_file_and_name(header):
     with pytest.raises(RawSchemaError, match=r"d.csv: column '\w' appears more than once in the header"):
         parse_csv_many([(header + b"\n1,2,3,4,5\n", "d.csv")], COLS)
+
+
+def test_the_text_of_a_row_the_parser_cannot_split_is_kept_with_its_control_characters_escaped():
+    # found by fuzzing: the quarantine held the raw text of an unsplittable row as it was
+    p = parse_csv(b'a,b,c\n1,2,3,"\x1f"\n', "f.csv", COLS)
+    assert p.malformed == [(2, "row has 4 fields, header has 3", '1,2,3,"\\x1f"')]
