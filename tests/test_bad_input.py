@@ -46,14 +46,13 @@ POISON = {  # booking -> (its row on 09-11 at H1, the reason it is quarantined)
 
 def test_a_poisoned_booking_is_quarantined_and_blocks_no_hotel_mart(lab, setting):
     setting("daybreak", "start_date", FIRST)
-    setting("hotels", "max_reject_share", 1.0)  # four bad rows of six: the share rule is not what is tested
     hotel_days(lab, 4)
-    day = FIRST + dt.timedelta(days=1)
+    day = FIRST + dt.timedelta(days=1)  # its H1 extract: 4 poisoned rows of 81, under [hotels] max_reject_share
     poisoned = [f"{b},H1,{day}T13:00:00-04:00,CREATED,{values},direct" for b, (values, _) in POISON.items()]
+    fillers = [f"F{k},H1,{day}T15:00:00-04:00,CREATED,2026-11-01,2026-11-02,1,10.00,ota" for k in range(75)]
     edge = f"E1,H1,{day}T14:00:00-04:00,CREATED,2026-10-01,2027-10-01,1000,100000.00,direct"  # every bound, exactly
-    hotel_extract(lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
-    with open(lab.raw / "hotel_bookings" / day.isoformat() / "H1.csv", "a") as fh:
-        fh.write("\n".join([*poisoned, edge]) + "\n")
+    first = f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"
+    hotel_extract(lab, day, "H1", [first, *poisoned, *fillers, edge])
     stop = FIRST + dt.timedelta(days=4)
     assert lab.luigi("OtbByStayDate") == 0
     assert lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
@@ -65,15 +64,17 @@ def test_a_poisoned_booking_is_quarantined_and_blocks_no_hotel_mart(lab, setting
     got = {r["booking_id"]: (r["row_number"], r["reason"]) for r in quarantine.to_pylist()}
     assert got == {b: (3 + i, reason) for i, (b, (_, reason)) in enumerate(POISON.items())}
     staged = read(lab, "staging/hotel_bookings_daily/*/*.parquet", "booking_id")
-    assert sorted(b for (b,) in staged) == sorted(["E1", *(f"T{k}" for k in range(4)), *(f"V{k}" for k in range(4))])
+    kept = ["E1", *(f"T{k}" for k in range(4)), *(f"V{k}" for k in range(4)), *(f"F{k}" for k in range(75))]
+    assert sorted(b for (b,) in staged) == sorted(kept)
     # the edge booking is on the books for its 365 nights, at 1000 rooms x 100000.00 a night
     otb = read(lab, "marts/otb_by_stay_date/*.parquet", "stay_date, rooms_on_books, room_revenue::varchar")
     h1 = read(lab, "exports/otb/hotel_id=H1/data.parquet", "stay_date, rooms_on_books, room_revenue::varchar")
     assert len(h1) == 365 and h1[0] == (dt.date(2026, 10, 1), 1004, "100000400.00")
+    assert h1[31] == (dt.date(2026, 11, 1), 1075, "100000750.00")
     assert h1[-1] == (dt.date(2027, 9, 30), 1000, "100000000.00")
     assert len(otb) == 366  # H1's 365 nights and H2's one
     picked = read(lab, "marts/hotel_pickup/*/*/*.parquet", "sum(rooms_picked_up), sum(revenue_picked_up)::varchar")
-    assert picked == [(8 + 365 * 1000 + 8, "36500001200.00")]  # every day's pickup adds up to the books
+    assert picked == [(8 + 365 * 1000 + 75 + 8, "36500001950.00")]  # every day's pickup adds up to the books
 
 
 def no_control_characters(lab, dataset: str) -> None:
