@@ -147,7 +147,10 @@ class RawZone:
         return None if entries is None else [RawFile(f"{rel}/{n}", size, mtime) for n, size, mtime in entries]
 
     def newest_folder_date(self, source: str) -> dt.date | None:
-        """Latest folder date of a source, or None when it has no dated folder."""
+        """Latest folder date of a source, or None when it has no dated folder (or the source folder is a
+        symbolic link: never followed, as :meth:`scan_folder_all`)."""
+        if (self.root / source).is_symlink():
+            return None
         try:
             names = os.listdir(self.root / source)
         except FileNotFoundError:

@@ -316,6 +316,7 @@ def test_a_symbolic_link_is_never_followed_out_of_the_raw_zone(lab, tmp_path):
     zone = RawZone(lab.raw)
     for source in ("qsr_pos", "ads"):
         assert zone.scan_folder_all(source, FIRST) is None and not zone.folder_exists(source, FIRST)
+    assert zone.newest_folder_date("ads") is None  # the linked source folder's dates are not listed
     lab.qsr_file("2026-09-11", "S001", [])  # listed as a file, then swapped for a link before it is read
     listed = RawFile("qsr_pos/2026-09-11/S001.csv", 0, 0)
     (lab.raw / listed.relpath).unlink()
