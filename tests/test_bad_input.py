@@ -351,3 +351,22 @@ def test_a_file_the_pipelines_user_cannot_read_is_refused_naming_the_reason(tmp_
         )
     finally:
         shutil.rmtree(zone)
+
+
+@pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
+def test_a_file_swapped_for_a_symbolic_link_after_its_listing_is_not_read(lab, zone_kind, tmp_path):
+    from tasks import settings
+    from tasks.rawzone import RawFileUnreadable, RawZone
+
+    (tmp_path / "secret.csv").write_text("not for the pipeline\n")
+    lab.qsr_file(str(FIRST), "S001", [])
+    zone = RawZone.from_uri(settings.raw_root())
+    [listed] = zone.list_folder("qsr_pos", FIRST)
+    (lab.raw / listed.relpath).unlink()
+    os.symlink(tmp_path / "secret.csv", lab.raw / listed.relpath)
+    try:
+        with pytest.raises(RawFileUnreadable, match=f"{listed.relpath}: (became a symbolic link|no longer a regular)"):
+            zone.read_bytes(listed)
+        assert zone.scan_folder_all("qsr_pos", FIRST)[1] == [("S001.csv", "a symbolic link (never followed)")]
+    finally:
+        zone.close()
