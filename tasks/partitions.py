@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # pyarrow is imported where data is written: a completeness c
 MANIFEST = "_manifest.json"
 DATA_FILE = "data.parquet"
 PARTITION_PREFIX = "business_date="
+# Called with (store, date) after every write of a partition, done or failed half-way: the freshness
+# engine drops what it remembers of that partition (tasks/freshness/engine.py registers itself).
+WRITE_HOOKS: list = []
 
 
 def partition_name(date: dt.date) -> str:
@@ -172,6 +175,9 @@ class PartitionStore:
             return self._write(self.path(date), table, manifest, extras or {})
         except OSError as exc:
             raise PartitionWriteError(self._write_error(date, exc)) from exc
+        finally:
+            for hook in WRITE_HOOKS:
+                hook(self, date)
 
     def _write(self, final: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes]) -> dict:
         final.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tasks import settings
 from tasks.base import CheckCache, MaterializedTask
 from tasks.calendar import date_range
+from tasks.freshness import engine as freshness
 from tasks.status import DATASETS, day_status
 
 
@@ -58,7 +59,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, hor
 
 
 def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
-    cache = CheckCache()
+    cache = freshness.new_pass()
     cls = DATASETS[dataset]
     tasks = [cls(date=d) for d in date_range(start, stop)]
     runs, blocked, durations = [], [], []
@@ -87,7 +88,7 @@ def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type) -> d
         (name, cls(date=d)) for name, cls in DATASETS.items() if cls is not of for d in date_range(start, stop)
     ]
     candidates.append(("otb_by_stay_date", OtbByStayDate()))
-    cache = CheckCache()
+    cache = freshness.new_pass()
     for name, task in candidates:
         if any(up.task_id in rebuilt for up in task.upstream()) and _is_built(task, cache):
             out.setdefault(name, []).append(str(task.key) if task.key else "(all)")

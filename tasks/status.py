@@ -16,6 +16,7 @@ from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import CheckCache, MaterializedTask, PartitionedTask, waiting_for
 from tasks.calendar import date_range
+from tasks.freshness import engine as freshness
 from tasks.hotels import HotelBookingState, HotelPickup, OtbByStayDate, StgHotelBookingsDaily
 from tasks.partitions import PartitionStore
 from tasks.qsr import StgQsrPos
@@ -92,7 +93,7 @@ def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) ->
 
 
 def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[DayStatus]:
-    cache = CheckCache()
+    cache = freshness.new_pass()
     out = []
     for name in datasets or [*DATASETS, *MULTI, *SNAPSHOTS]:
         if name in SNAPSHOTS:
