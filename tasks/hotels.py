@@ -115,7 +115,9 @@ class HotelOtbExport(SnapshotTask):
         return [OtbByStayDate()]
 
     def rules(self) -> dict:
-        return {"version": "hotel_otb_export/1"}
+        from tasks.transforms.versions import HOTEL_OTB_EXPORT_VERSION
+
+        return {"version": HOTEL_OTB_EXPORT_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.hotels import hotel_rows, to_csv

@@ -112,7 +112,9 @@ class StoreDailySales(SnapshotTask):
         return (manifest or {}).get("stats", {}).get("store_versions", {}).get(self.store_id, "no files")
 
     def rules(self) -> dict:
-        return {"version": "store_daily_sales/1"}
+        from tasks.transforms.versions import STORE_DAILY_SALES_VERSION
+
+        return {"version": STORE_DAILY_SALES_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
         import pyarrow.compute as pc
