@@ -1,29 +1,56 @@
 """Daybreak: business-date partitioned pipelines for QSR and hotel data on Luigi.
 
-Importing this package registers every task family, so ``luigi --module tasks <Family>`` finds them.
+Importing this package under Luigi (``luigi --module tasks <Family>``, or any program that imported
+Luigi first) registers every task family. Without Luigi loaded it registers nothing yet, so the
+pure parts (``tasks.freshness``, ``tasks.transforms``, ``tasks.partitions``) load no Luigi; a task
+family named as an attribute (``tasks.StgQsrPos``) loads them all.
 """
+
+import importlib
+import sys
 
 __version__ = "0.1.0"
 
-import luigi.tools.range  # noqa: E402,F401  (RangeDaily on the command line, even with autoload_range off)
+# family -> module that defines it
+FAMILIES = {
+    "AdsDaily": "tasks.ads",
+    "AdsRolling7d": "tasks.ads",
+    "MorningRefresh": "tasks.backfill",
+    "RangeSingleRun": "tasks.backfill",
+    "AllHotelsPickup": "tasks.hotels",
+    "HotelBookingState": "tasks.hotels",
+    "HotelOtbExport": "tasks.hotels",
+    "HotelPickup": "tasks.hotels",
+    "OtbByStayDate": "tasks.hotels",
+    "StgHotelBookingsDaily": "tasks.hotels",
+    "StgQsrPos": "tasks.qsr",
+    "AllStores": "tasks.stores",
+    "DiscoverStores": "tasks.stores",
+    "StoreDailySales": "tasks.stores",
+}
 
-from tasks import guard  # noqa: E402
-from tasks.settings import apply_luigi_defaults, check_config, options_in_full  # noqa: E402
 
-apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode] (tasks/settings.py)
-options_in_full()  # `--hotel` is not an abbreviation of the [hotels] settings' flags
-guard.install()  # Luigi's usage errors: one line and exit 2 (tasks/guard.py)
-check_config()  # an unknown key or a bad value in a Daybreak section: exit 2, naming file and key
+def register() -> None:
+    """Luigi's exit codes and uncapped ranges (tasks/settings.py), then every task family."""
+    import luigi.tools.range  # noqa: F401  (RangeDaily on the command line, even with autoload_range off)
 
-from tasks.ads import AdsDaily, AdsRolling7d  # noqa: E402,F401  (registers the task families)
-from tasks.backfill import MorningRefresh, RangeSingleRun  # noqa: E402,F401
-from tasks.hotels import (  # noqa: E402,F401
-    AllHotelsPickup,
-    HotelBookingState,
-    HotelOtbExport,
-    HotelPickup,
-    OtbByStayDate,
-    StgHotelBookingsDaily,
-)
-from tasks.qsr import StgQsrPos  # noqa: E402,F401
-from tasks.stores import AllStores, DiscoverStores, StoreDailySales  # noqa: E402,F401
+    from tasks import guard
+    from tasks.settings import apply_luigi_defaults, check_config, options_in_full
+
+    apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode]
+    options_in_full()  # `--hotel` is not an abbreviation of the [hotels] settings' flags
+    guard.install()  # Luigi's usage errors: one line and exit 2 (tasks/guard.py)
+    check_config()  # an unknown key or a bad value in a Daybreak section: exit 2, naming file and key
+    for module in dict.fromkeys(FAMILIES.values()):
+        importlib.import_module(module)
+
+
+def __getattr__(name: str):
+    if name in FAMILIES:
+        register()
+        return getattr(importlib.import_module(FAMILIES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if "luigi" in sys.modules:
+    register()

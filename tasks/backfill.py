@@ -13,8 +13,9 @@ from luigi.tools.range import RangeDaily, RangeDailyBase
 
 from tasks import progress, settings
 from tasks.ads import AdsDaily, AdsRolling7d
-from tasks.base import CheckCache, PartitionedTask, RawFolder, missing_folders, reusing
+from tasks.base import PartitionedTask, RawFolder, luigi_engine, reusing
 from tasks.calendar import date_range
+from tasks.freshness.engine import Engine
 from tasks.guard import check_range
 from tasks.hotels import StgHotelBookingsDaily
 from tasks.progress import logger
@@ -141,16 +142,17 @@ class RangeSingleRun(luigi.WrapperTask):
         if self.task_id not in _reported:
             _reported.add(self.task_id)
             report_left_out("RangeSingleRun", self.of, self.start, self.stop)
-        cache = CheckCache()
-        missing = sorted({f for t in build.partitions() if not t.state(cache).ok for f in missing_raw(t, cache)})
+        engine = luigi_engine()
+        with settings.snapshot():
+            parts = build.partitions()
+            missing = sorted({f for t in parts if not engine.state(t).ok for f in missing_raw(t, engine)})
         return [build, *(RawFolder(source=source, date=date) for source, date in missing)]
 
     def complete(self) -> bool:
-        cache = CheckCache()
-        return all(
-            t.state(cache).ok
-            for t in SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop).partitions()
-        )
+        engine = luigi_engine()
+        build = SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)
+        with settings.snapshot():
+            return all(engine.state(t).ok for t in build.partitions())
 
 
 class SingleRunBuild(luigi.Task):
@@ -183,9 +185,9 @@ class SingleRunBuild(luigi.Task):
         """Whether ``up`` is a partition of this very dataset, dated before ``before``."""
         return type(up) is self.of and up.date < before and up.param_kwargs == {**self.of_params, "date": up.date}
 
-    def todo(self, cache: CheckCache) -> list[PartitionedTask]:
+    def todo(self, cache: Engine) -> list[PartitionedTask]:
         with settings.snapshot():
-            return [t for t in self.partitions() if not t.state(cache).ok and not missing_raw(t, cache)]
+            return [t for t in self.partitions() if not cache.state(t).ok and not missing_raw(t, cache)]
 
     def requires(self) -> list[SingleRunBuild]:
         """One single-run build per upstream family (and static parameters), over the dates read."""
@@ -202,13 +204,13 @@ class SingleRunBuild(luigi.Task):
         ]
 
     def complete(self) -> bool:
-        todo = self.todo(CheckCache())
+        todo = self.todo(luigi_engine())
         if todo:
             self.of.prepare_to_run()
         return not todo
 
     def run(self) -> None:
-        todo = self.todo(CheckCache())
+        todo = self.todo(luigi_engine())
         meter, failed = progress.Progress(len(todo)), []
         try:
             with reusing() as memo:
@@ -234,28 +236,7 @@ class SingleRunBuild(luigi.Task):
             )
 
 
-def missing_raw(task: PartitionedTask, cache: CheckCache) -> set[tuple[str, dt.date]]:
+def missing_raw(task: PartitionedTask, cache: Engine) -> set[tuple[str, dt.date]]:
     """The raw folders, of its own window or its stale upstream partitions' windows, that keep a
-    partition from being built now (source, export date). Empty when it can be built.
-
-    Walked with an explicit stack and remembered per task in ``cache``: a chain (hotel_booking_state)
-    is as deep as the history, and every date of a range asks again."""
-    memo = cache.once(("missing raw",), dict)
-    stack = [task]
-    while stack:
-        current = stack[-1]
-        if current.task_id in memo:
-            stack.pop()
-            continue
-        if current.input_files(cache) is None:
-            memo[current.task_id] = set(missing_folders(current, cache))
-            stack.pop()
-            continue
-        stale = [up for up in current.upstream() if not up.state(cache).ok]
-        pending = [up for up in stale if up.task_id not in memo]
-        if pending:
-            stack.extend(pending)
-            continue
-        memo[current.task_id] = set().union(*(memo[up.task_id] for up in stale))
-        stack.pop()
-    return memo[task.task_id]
+    partition from being built now (source, export date). Empty when it can be built."""
+    return set(cache.blocked(task).missing)

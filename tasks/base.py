@@ -1,38 +1,72 @@
 """PartitionedTask: one business date, one hive folder, and a completeness check that sees staleness.
 
-A partition is complete when, and only when (docs/run-semantics.md):
-1. its folder holds the data file and a manifest that describes it (size and mtime);
-2. the manifest's rules fingerprint equals the current one (transform version + settings);
-3. the manifest's input fingerprint equals a fresh one over the raw files it reads (name, size, mtime);
-4. every upstream partition is itself complete and still has the data version recorded at build time.
-
-``complete()`` and ``bulk_complete()`` share one code path (:meth:`PartitionedTask.state`) with a
-:class:`CheckCache`, so a range check lists each dataset folder and each raw folder once.
+The Luigi side of a partition: parameters, requirements, the run template (lock, re-check, build,
+verify the inputs did not change, write) and failure records. Whether a partition is up to date is
+the freshness engine's question (:mod:`tasks.freshness.engine`, no Luigi there): ``complete()``,
+``bulk_complete()``, the status view, plans and single runs all ask the process's one engine, so a
+chain of partitions is walked once per process, not once per question.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import logging
+import threading
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import luigi
 from luigi.task_register import Register
+from luigi.worker import KeepAliveThread
 
 import tasks
 from tasks import partitions, progress, settings
+from tasks.freshness import engine as freshness
+from tasks.freshness.engine import Engine, FolderInputs, State, Window, diff_inputs, fingerprint, input_line
 from tasks.partitions import PartitionStore
-from tasks.rawzone import RawFile, RawFolderTarget, RawZone
+from tasks.rawzone import RawFile, RawZone
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+__all__ = ["CheckCache", "FolderInputs", "PartitionState", "Window", "fingerprint", "input_line"]
+
+# Names kept for the callers of the check before the engine: one pass of questions, and its answer.
+CheckCache = Engine
+PartitionState = State
+
 logger = logging.getLogger("luigi-interface")
+
+
+def luigi_run() -> threading.Thread | None:
+    """The Luigi run this process is in, if any: its worker's keep-alive thread, which Luigi starts
+    when a run (``luigi.build``, the ``luigi`` command) begins scheduling and stops when its last task
+    is done. tests/test_engine_luigi.py checks this against Luigi."""
+    for thread in threading.enumerate():
+        if isinstance(thread, KeepAliveThread):
+            return thread
+    return None
+
+
+def luigi_engine() -> Engine:
+    """The freshness engine for a question of the current Luigi run: one pass per run (see
+    :mod:`tasks.freshness.engine`); outside a run, a new pass per question."""
+    return freshness.asked(luigi_run())
+
+
+class RawFolderTarget(luigi.Target):
+    """Exists when one export folder of the raw zone exists."""
+
+    def __init__(self, zone: RawZone, source: str, date: dt.date):
+        self.zone, self.source, self.date = zone, source, date
+
+    def exists(self) -> bool:
+        return self.zone.folder_exists(self.source, self.date)
+
+    def __repr__(self) -> str:
+        return f"RawFolderTarget({self.zone.describe()}/{self.zone.folder_relpath(self.source, self.date)})"
 
 
 class RawFolder(luigi.ExternalTask):
@@ -62,55 +96,6 @@ class RawInputChanged(RuntimeError):
 
 class RejectShareExceeded(RuntimeError):
     """Too many rows of a partition failed the type rules: the partition fails, the old one is kept."""
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    state: str  # ok | stale | missing
-    reason: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "ok"
-
-
-@dataclass
-class CheckCache:
-    """Memo for one completeness pass: each raw folder and dataset folder is listed at most once."""
-
-    raw: dict = field(default_factory=dict)
-    listed: dict = field(default_factory=dict)
-    manifests: dict = field(default_factory=dict)
-    states: dict = field(default_factory=dict)
-    memo: dict = field(default_factory=dict)
-
-    def once(self, key, compute, *args):
-        """``compute(*args)`` the first time ``key`` is asked for in this pass, the remembered value after."""
-        if key not in self.memo:
-            self.memo[key] = compute(*args)
-        return self.memo[key]
-
-    def zone(self) -> RawZone:
-        return self.once("zone", lambda: RawZone.from_uri(settings.raw_root()))
-
-    def raw_folder(self, zone: RawZone, source: str, date: dt.date):
-        """``zone.scan_folder_all`` of one folder (files read, entries refused), scanned once per pass
-        even when two partitions read it; None when the folder does not exist."""
-        key = (zone.describe(), source, date)
-        if key not in self.raw:
-            self.raw[key] = zone.scan_folder_all(source, date)
-        return self.raw[key]
-
-    def list_dataset(self, store: PartitionStore) -> None:
-        if store.root not in self.listed:
-            self.listed[store.root] = store.listed_dates()
-
-    def manifest(self, store: PartitionStore, date: dt.date | None) -> dict | None:
-        key = (store.root, store.sub, date)  # unique per partition, hotel sub-partitions included
-        if key not in self.manifests:
-            listed = self.listed.get(store.root) if date is not None else None
-            self.manifests[key] = None if listed is not None and date not in listed else store.read_manifest(date)
-        return self.manifests[key]
 
 
 class Reuse:
@@ -163,45 +148,6 @@ class Built:
     rejected: pa.Table | None = None
     stats: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
-
-
-def fingerprint(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:32]
-
-
-def input_line(f: RawFile) -> str:
-    """How a manifest lists one input: ``"<path> <size> <mtime_ns>"`` (fast to load for a thousand manifests)."""
-    return f"{f.relpath} {f.size} {f.mtime_ns}"
-
-
-@dataclass(frozen=True)
-class FolderInputs:
-    """One raw folder as a partition sees it: the entries it reads, the names it refuses, a digest."""
-
-    relpath: str  # <source>/<date>
-    read: list[tuple[str, int, int]]  # (name, size, mtime_ns)
-    refused: list[tuple[str, str]]  # (name, reason): never read
-    digest: str  # over the read entries' names, sizes and mtimes
-
-
-@dataclass(frozen=True)
-class Window:
-    """The raw files a partition reads (and refuses) now, and the input fingerprint over them."""
-
-    folders: list[FolderInputs]
-
-    @property
-    def fingerprint(self) -> str:
-        return hashlib.sha256("\n".join(f.digest for f in self.folders).encode()).hexdigest()[:32]
-
-    @property
-    def read(self) -> list[RawFile]:
-        return [RawFile(f"{f.relpath}/{n}", size, mtime) for f in self.folders for n, size, mtime in f.read]
-
-    @property
-    def refused(self) -> list[dict[str, str]]:
-        """Every file of the window that is not read, and why (the manifest's ``refused_inputs``)."""
-        return [{"path": f"{f.relpath}/{name}", "reason": why} for f in self.folders for name, why in f.refused]
 
 
 class _Instances(Register):
@@ -299,13 +245,6 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         data version; a task that reads a slice of it (one hotel) narrows this to that slice's version."""
         return (manifest or {}).get("data_version")
 
-    def waiting_upstream(self, cache: CheckCache) -> MaterializedTask | None:
-        """The first upstream partition that is not built and waits for raw data; None if none."""
-        for up in self.upstream():
-            if not up.state(cache).ok and waiting_for(up, cache):
-                return up
-        return None
-
     def provisional(self, cache: CheckCache) -> bool:
         """An up-to-date partition that later data is still expected to change (ads before export
         d+7). The status view shows it as provisional. Default: never."""
@@ -313,6 +252,10 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
 
     def rules_fingerprint(self) -> str:
         return fingerprint(self.rules())
+
+    def rules_key(self) -> tuple:
+        """Partitions of one family and the same static parameters (a hotel) share their rules."""
+        return (self.task_family, *sorted((k, str(v)) for k, v in self.param_kwargs.items() if k != "date"))
 
     # -- wiring ------------------------------------------------------------------------------------
     def dataset_path(self) -> str:
@@ -357,36 +300,15 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         partition stale, their absence does not block it (e.g. later ad exports). Default: none."""
         return []
 
-    def input_files(self, cache: CheckCache) -> Window | None:
+    def input_files(self, cache: Engine) -> Window | None:
         """The raw files of the dependency window, read and refused; None while a required folder is missing."""
-        zone, folders = cache.zone(), []
-        optional = self.optional_raw_window()
-        for source, date in [*self.raw_window(), *optional]:
-            scanned = cache.raw_folder(zone, source, date)
-            relpath = zone.folder_relpath(source, date)
-            if scanned is None:
-                if (source, date) not in optional:
-                    return None
-                folders.append(FolderInputs(relpath, [], [], "absent"))
-                continue
-            key = ("select", type(self), source, date)
-            folders.append(cache.once(key, self._select, relpath, *scanned))
-        return Window(folders)
-
-    def _select(self, relpath: str, entries: list[tuple[str, int, int]], unread: list) -> FolderInputs:
-        read, refused = [], [(name, reason) for name, reason in unread]
-        for entry in entries:
-            if self.accepts_input(entry[0]):
-                read.append(entry)
-            else:
-                refused.append((entry[0], f"name is not {self.input_names or 'one this dataset reads'}"))
-        refused.sort()
-        return FolderInputs(relpath, read, refused, hashlib.sha256(repr(read).encode()).hexdigest())
+        return cache.window(self)
 
     # -- completeness ------------------------------------------------------------------------------
     def complete(self) -> bool:
+        engine = luigi_engine()
         with settings.snapshot():  # a check of a chain asks for start_date and data_root at every link
-            done = self.state(CheckCache()).ok
+            done = engine.state(self).ok
         if not done:
             type(self).prepare_to_run()
             progress.expect([self.task_id])
@@ -410,62 +332,9 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
     def warm_up(cls) -> None:
         """Load what the transform initialises lazily. Default: nothing."""
 
-    def state(self, cache: CheckCache) -> PartitionState:
-        """This partition's state (memoised in ``cache``).
-
-        Rule 4 needs the state of each upstream partition, and a chain (hotel_booking_state: every date
-        reads the day before) is as deep as the history, far deeper than Python's recursion limit after
-        a few years. So the check runs as an explicit stack of :meth:`_state_steps` generators instead of
-        recursing: a generator yields the upstream task whose state it needs next and is sent that state
-        back. Same checks in the same order (an upstream is only looked at when the checks before it
-        passed), so the answers and their cost are those of the recursive form."""
-        states = cache.states
-        if self.task_id in states:
-            return states[self.task_id]
-        stack = [(self, self._state_steps(cache))]
-        answer: PartitionState | None = None
-        while stack:
-            task, steps = stack[-1]
-            try:
-                up = steps.send(answer)
-            except StopIteration as done:
-                states[task.task_id] = answer = done.value
-                stack.pop()
-                continue
-            if up.task_id in states:
-                answer = states[up.task_id]
-            else:
-                stack.append((up, up._state_steps(cache)))
-                answer = None
-        return states[self.task_id]
-
-    def _state_steps(self, cache: CheckCache) -> Generator[MaterializedTask, PartitionState, PartitionState]:
-        """The completeness rules as a generator: yields an upstream task to be sent its state, returns
-        this partition's state."""
-        store = cache.once(("store", self.dataset_path()), self.store)
-        manifest = cache.manifest(store, self.key)
-        if manifest is None:
-            return PartitionState("missing", "no partition")
-        if manifest.get("_corrupt") or not store.data_matches(self.key, manifest):
-            return PartitionState("stale", "data file does not match its manifest (interrupted write?)")
-        static = tuple(sorted((k, str(v)) for k, v in self.param_kwargs.items() if k != "date"))
-        if manifest.get("rules_fingerprint") != cache.once(("rules", self.task_family, static), self.rules_fingerprint):
-            return PartitionState("stale", "rules changed: " + _diff_rules(manifest.get("rules", {}), self.rules()))
-        window = self.input_files(cache)
-        if window is None:
-            return PartitionState("stale", "a raw folder it read is gone")
-        if manifest.get("input_fingerprint") != window.fingerprint:
-            return PartitionState("stale", "input changed: " + _diff_inputs(manifest.get("inputs", []), window.read))
-        recorded = manifest.get("upstream", {})
-        for up in self.upstream():
-            up_state = yield up
-            if not up_state.ok:
-                return PartitionState("stale", f"upstream {up.task_id} is {up_state.state}")
-            up_store = cache.once(("store", up.dataset_path()), up.store)
-            version = self.upstream_version(cache.manifest(up_store, up.key))
-            if recorded.get(up.task_id) != version:
-                return PartitionState("stale", f"upstream {up.task_id} changed")
-        return PartitionState("ok")
+    def state(self, cache: Engine) -> State:
+        """This partition's state, as ``cache`` (an engine: :func:`freshness.shared` or a fresh one) sees it."""
+        return cache.state(self)
 
     # -- the run template --------------------------------------------------------------------------
     def run(self) -> None:
@@ -482,16 +351,17 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
 
     def _build_and_write(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
-        cache = CheckCache()
+        engine = luigi_engine()
         with settings.snapshot():
-            up_to_date = self.state(cache).ok
+            engine.refresh(self)  # under the lock: what this build reads, as it is now (not the memo)
+            up_to_date = engine.state(self).ok
         if up_to_date:
             # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
             # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
             logger.info("%s: up to date now that its upstream is rebuilt; nothing written", self.task_id)
             self.store().clear_failure(self.key)
             return
-        window = self.input_files(cache)
+        window = engine.window(self)
         if window is None:
             raise RuntimeError(f"{self.task_id}: a raw folder of its dependency window disappeared; rerun later")
         inputs = window.read
@@ -502,7 +372,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
                 len(window.refused),
                 "; ".join(f"{r['path']} ({r['reason']})" for r in window.refused),
             )
-        upstream = {u.task_id: self.upstream_version(cache.manifest(u.store(), u.key)) for u in self.upstream()}
+        upstream = engine.upstream_versions(self)
         built = self.build(inputs)
         self._check_inputs_unchanged(window)
         store = self.store()
@@ -538,12 +408,12 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
     def _check_inputs_unchanged(self, before: Window) -> None:
         """Fail, writing nothing, when a raw file changed while the partition read it (still being
         uploaded, re-sent mid-read): a fresh listing must give the fingerprint taken before reading."""
-        after = self.input_files(CheckCache())
+        after = Engine().window(self)
         if after is None or after.fingerprint != before.fingerprint:
             changed = (
                 "a raw folder disappeared"
                 if after is None
-                else _diff_inputs([input_line(f) for f in before.read], after.read)
+                else diff_inputs([input_line(f) for f in before.read], after.read)
             )
             raise RawInputChanged(
                 f"{self.task_id}: raw input changed while it was read ({changed}); nothing was written, "
@@ -596,14 +466,14 @@ class PartitionedTask(MaterializedTask):
         and a one-pass iterator of dates.
         """
         factory = cls
-        cache = CheckCache()
+        engine = luigi_engine()
         done, incomplete = [], []
         with settings.snapshot():
             for value in parameter_tuples:
                 task = factory(date=value)
-                if not cache.listed:
-                    cache.list_dataset(cache.once(("store", task.dataset_path()), task.store))
-                if task.state(cache).ok:
+                if not engine.listed:
+                    engine.list_dataset(engine.store(task))
+                if engine.state(task).ok:
                     done.append(task.date)
                 else:
                     incomplete.append(task)
@@ -647,40 +517,12 @@ def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
     return limit
 
 
-def missing_folders(task: MaterializedTask, cache: CheckCache) -> list[tuple[str, dt.date]]:
+def missing_folders(task: MaterializedTask, cache: Engine) -> list[tuple[str, dt.date]]:
     """(source, export date) of the required raw folders of the task's own window that are absent."""
-    zone = cache.zone()
-    return [(s, d) for s, d in task.raw_window() if cache.raw_folder(zone, s, d) is None]
+    return cache.missing_folders(task)
 
 
-def waiting_for(task: MaterializedTask, cache: CheckCache) -> str:
+def waiting_for(task: MaterializedTask, cache: Engine) -> str:
     """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
     partition waits for one. Empty when nothing is in the way."""
-    if task.input_files(cache) is None:
-        return "raw folder missing: " + ", ".join(f"{s}/{d}" for s, d in missing_folders(task, cache))
-    up = task.waiting_upstream(cache)
-    return f"upstream {up.dataset} {up.key} waits for raw data" if up is not None else ""
-
-
-def _diff_rules(old: dict, new: dict) -> str:
-    keys = sorted(set(old) | set(new))
-    changed = [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
-    return ", ".join(changed) or "fingerprint differs"
-
-
-def _parse_input_line(line: str | list) -> tuple[str, tuple[int, int]]:
-    """One manifest input; manifests written before 0.1.0's final format hold ``[path, size, mtime_ns]``."""
-    path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
-    return path, (int(size), int(mtime_ns))
-
-
-def _diff_inputs(old: list[str], new: list[RawFile]) -> str:
-    before = dict(map(_parse_input_line, old))
-    after = {f.relpath: (f.size, f.mtime_ns) for f in new}
-    added = sorted(set(after) - set(before))
-    removed = sorted(set(before) - set(after))
-    changed = sorted(p for p in set(after) & set(before) if after[p] != before[p])
-    parts = [
-        f"{what} {p}" for what, ps in (("new file", added), ("removed", removed), ("changed", changed)) for p in ps
-    ]
-    return ", ".join(parts[:3]) + (f" (+{len(parts) - 3} more)" if len(parts) > 3 else "")
+    return cache.waiting_for(task)

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import luigi.configuration
 
-from tasks import settings
+from tasks import catalogue, settings
 from tasks.guard import UsageError
 
-# one date each
-DATASET_NAMES = ["stg_qsr_pos", "stg_hotel_bookings_daily", "ads_daily", "ads_rolling_7d", "hotel_booking_state"]
-STATUS_NAMES = [*DATASET_NAMES, "hotel_pickup", "otb_by_stay_date"]  # date x hotel, unpartitioned
+DATASET_NAMES = catalogue.names("date")  # what `daybreak plan` plans: one partition per date
+STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
 
 
 def _date(text: str) -> dt.date:

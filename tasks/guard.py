@@ -69,12 +69,9 @@ def nearest(name: str, known) -> str:
 
 def _families() -> list[str]:
     """The task families a user can name: the ones ``tasks`` exports, and RangeDaily."""
-    import luigi
-
     import tasks
 
-    exported = [n for n, v in vars(tasks).items() if isinstance(v, type) and issubclass(v, luigi.Task)]
-    return sorted({*exported, "RangeDaily"})
+    return sorted({*tasks.FAMILIES, "RangeDaily"})
 
 
 def _unknown_task(exc: Exception) -> str:

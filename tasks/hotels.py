@@ -7,7 +7,7 @@ import datetime as dt
 import luigi
 
 from tasks import settings
-from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask, newest_raw_date, waiting_for
+from tasks.base import Built, PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone, is_store_file
 from tasks.reference import hotels
@@ -126,7 +126,9 @@ class HotelOtbExport(SnapshotTask):
         return [OtbByStayDate()]
 
     def rules(self) -> dict:
-        return {"version": "hotel_otb_export/1"}
+        from tasks.transforms.versions import HOTEL_OTB_EXPORT_VERSION
+
+        return {"version": HOTEL_OTB_EXPORT_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.hotels import hotel_rows, to_csv
@@ -134,34 +136,6 @@ class HotelOtbExport(SnapshotTask):
         otb = OtbByStayDate().store().read_table(None)
         table = hotel_rows(otb, self.hotel)
         return Built(table, None, {"rows": table.num_rows}, extras={"otb.csv": to_csv(table)})
-
-
-def _waiting_staging(date: dt.date, cache: CheckCache) -> PartitionedTask | None:
-    """The staging partition that hotel_booking_state ``date`` waits for (a raw folder not there yet),
-    found through the chain of states without recursing; None when nothing is in the way.
-
-    State ``d`` waits when the state of ``d-1`` is not built and waits, or when staging ``d`` is not built
-    and waits; what it waits for is named by the staging partition at the root of it. Memoised per pass,
-    so a status view over a range adds one check per date."""
-    start = settings.daybreak().start_date
-    memo = cache.once(("booking state waits for",), dict)  # date -> waiting staging partition or None
-    todo, day = [], date
-    while day not in memo:
-        todo.append(day)
-        if day <= start or HotelBookingState(date=day - dt.timedelta(days=1)).state(cache).ok:
-            break
-        day -= dt.timedelta(days=1)
-    for d in reversed(todo):
-        found = None
-        prev = d - dt.timedelta(days=1)
-        if d > start and not HotelBookingState(date=prev).state(cache).ok:
-            found = memo[prev]
-        if found is None:
-            stg = StgHotelBookingsDaily(date=d)
-            if not stg.state(cache).ok and waiting_for(stg, cache):
-                found = stg
-        memo[d] = found
-    return memo[date]
 
 
 class HotelBookingState(PartitionedTask):
@@ -179,9 +153,6 @@ class HotelBookingState(PartitionedTask):
         previous = self.date - dt.timedelta(days=1)
         chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
         return [*chain, StgHotelBookingsDaily(date=self.date)]
-
-    def waiting_upstream(self, cache: CheckCache) -> PartitionedTask | None:
-        return _waiting_staging(self.date, cache)
 
     def rules(self) -> dict:
         from tasks.transforms.versions import BOOKING_STATE_VERSION
@@ -228,10 +199,6 @@ class HotelPickup(PartitionedTask):
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("hotel_versions", {}).get(self.hotel, "no events")
-
-    def waiting_upstream(self, cache: CheckCache) -> PartitionedTask | None:
-        """The staging partition in the way (as for the state of the day, which reads the same)."""
-        return _waiting_staging(self.date, cache)
 
     def rules(self) -> dict:
         from tasks.transforms.versions import PICKUP_VERSION

@@ -45,6 +45,9 @@ if TYPE_CHECKING:  # pyarrow is imported where data is written: a completeness c
 MANIFEST = "_manifest.json"
 DATA_FILE = "data.parquet"
 PARTITION_PREFIX = "business_date="
+# Called with (store, date) after every write of a partition, done or failed half-way: the freshness
+# engine drops what it remembers of that partition (tasks/freshness/engine.py registers itself).
+WRITE_HOOKS: list = []
 
 
 def partition_name(date: dt.date) -> str:
@@ -188,6 +191,9 @@ class PartitionStore:
             return self._write(self.path(date), table, manifest, extras or {}, quarantine)
         except OSError as exc:
             raise PartitionWriteError(self._write_error(date, exc)) from exc
+        finally:
+            for hook in WRITE_HOOKS:
+                hook(self, date)
 
     def _write(self, final: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes], quarantine=None) -> dict:
         final.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from tasks import settings
 from tasks.base import CheckCache, MaterializedTask
 from tasks.calendar import date_range
+from tasks.freshness import engine as freshness
 from tasks.guard import check_range
 from tasks.status import DATASETS, day_status, shorten
 
@@ -64,7 +65,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, hor
 def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
     from tasks.backfill import left_out
 
-    cache = CheckCache()
+    cache = freshness.new_pass()
     cls = DATASETS[dataset]
     family = Plan(dataset, [], [], {}, None, workers, start, stop).mode[0]
     later, why = left_out(family, cls, start, stop)
@@ -95,7 +96,7 @@ def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type) -> d
         (name, cls(date=d)) for name, cls in DATASETS.items() if cls is not of for d in date_range(start, stop)
     ]
     candidates.append(("otb_by_stay_date", OtbByStayDate()))
-    cache = CheckCache()
+    cache = freshness.new_pass()
     for name, task in candidates:
         if any(up.task_id in rebuilt for up in task.upstream()) and _is_built(task, cache):
             out.setdefault(name, []).append(str(task.key) if task.key else "(all)")

@@ -17,8 +17,6 @@ import stat
 from pathlib import Path
 from typing import NamedTuple
 
-import luigi
-
 STORE_FILE_PATTERN = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}\.csv")  # <store_id>.csv, matched whole
 
 
@@ -192,14 +190,10 @@ def split_store_files(files: list[RawFile]) -> tuple[list[RawFile], list[RawFile
     return good, bad
 
 
-class RawFolderTarget(luigi.Target):
-    """Exists when one export folder of the raw zone exists."""
+def __getattr__(name: str):
+    """``RawFolderTarget`` (a Luigi target) lives in tasks.base, so that this module loads no Luigi."""
+    if name == "RawFolderTarget":
+        from tasks.base import RawFolderTarget
 
-    def __init__(self, zone: RawZone, source: str, date: dt.date):
-        self.zone, self.source, self.date = zone, source, date
-
-    def exists(self) -> bool:
-        return self.zone.folder_exists(self.source, self.date)
-
-    def __repr__(self) -> str:
-        return f"RawFolderTarget({self.zone.describe()}/{self.zone.folder_relpath(self.source, self.date)})"
+        return RawFolderTarget
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

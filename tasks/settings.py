@@ -319,3 +319,6 @@ def write_config(path: Path, overrides: dict[str, dict[str, object]]) -> Path:
     with open(path, "w") as fh:
         parser.write(fh)
     return path
+
+
+apply_luigi_defaults()  # whoever loads a task first (``import tasks`` with Luigi loaded does it too)

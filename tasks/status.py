@@ -12,26 +12,26 @@ import json
 import os
 from dataclasses import asdict, dataclass, replace
 
-from tasks import settings
-from tasks.ads import AdsDaily, AdsRolling7d
+from tasks import catalogue, settings
 from tasks.base import CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
 from tasks.calendar import date_range
+from tasks.freshness import engine as freshness
 from tasks.guard import check_range
-from tasks.hotels import HotelBookingState, HotelPickup, OtbByStayDate, StgHotelBookingsDaily
 from tasks.partitions import PartitionStore
-from tasks.qsr import StgQsrPos
 
-DATASETS: dict[str, type[PartitionedTask]] = {
-    "stg_qsr_pos": StgQsrPos,
-    "stg_hotel_bookings_daily": StgHotelBookingsDaily,
-    "ads_daily": AdsDaily,
-    "ads_rolling_7d": AdsRolling7d,
-    "hotel_booking_state": HotelBookingState,
+_CLASSES = {d.name: d.task_class() for d in catalogue.DATASETS}
+DATASETS: dict[str, type[PartitionedTask]] = {n: _CLASSES[n] for n in catalogue.names("date")}
+# Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
+MULTI: dict[str, tuple[type[PartitionedTask], str]] = {
+    n: (_CLASSES[n], "hotel") for n in catalogue.names("date x hotel")
 }
 # Unpartitioned datasets: one state each, shown after the daily ones.
-SNAPSHOTS: dict[str, type[MaterializedTask]] = {"otb_by_stay_date": OtbByStayDate}
-# Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
-MULTI: dict[str, tuple[type[PartitionedTask], str]] = {"hotel_pickup": (HotelPickup, "hotel")}
+SNAPSHOTS: dict[str, type[MaterializedTask]] = {n: _CLASSES[n] for n in catalogue.names("none")}
+# One partition per hotel or store: one state each, the worst of the keys' states.
+STATIC: dict[str, tuple[type[MaterializedTask], str]] = {
+    n: (_CLASSES[n], {"hotel": "hotel", "store": "store_id"}[catalogue.BY_NAME[n].partition])
+    for n in catalogue.names("hotel", "store")
+}
 SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
 WORST_FIRST = ["failed", "stale", "waiting", "missing", "provisional", "ok"]
 
@@ -86,7 +86,22 @@ def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: 
     reason, rows summed over the keys."""
     from tasks.reference import hotels
 
-    rows = {k: day_status(cls(date=day, **{key: k}), cache, name) for k in hotels()}
+    return _worst(name, day, key, {k: day_status(cls(date=day, **{key: k}), cache, name) for k in hotels()})
+
+
+def static_status(cls: type[MaterializedTask], key: str, cache: CheckCache, name: str) -> DayStatus:
+    """A dataset of one partition per hotel or store: the worst state of its keys (every hotel of
+    config/hotels.csv, every registered store)."""
+    from tasks.reference import hotels
+    from tasks.stores import read_registry
+
+    keys = sorted(hotels() if key == "hotel" else read_registry())
+    if not keys:
+        return DayStatus(name, None, "missing", f"no {key} known yet")
+    return _worst(name, None, key, {k: day_status(cls(**{key: k}), cache, name) for k in keys})
+
+
+def _worst(name: str, day: dt.date | None, key: str, rows: dict[str, DayStatus]) -> DayStatus:
     worst = min((r.state for r in rows.values()), key=WORST_FIRST.index)
     keys = [k for k, r in rows.items() if r.state == worst]
     first = rows[keys[0]]
@@ -104,11 +119,14 @@ def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) ->
 
 
 def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[DayStatus]:
-    cache = CheckCache()
+    cache = freshness.new_pass()
     out = []
-    for name in datasets or [*DATASETS, *MULTI, *SNAPSHOTS]:
+    for name in datasets or catalogue.names():
         if name in SNAPSHOTS:
             out.append(day_status(SNAPSHOTS[name](), cache, name))
+            continue
+        if name in STATIC:
+            out.append(static_status(*STATIC[name], cache, name))
             continue
         if name in MULTI:
             cls, key = MULTI[name]

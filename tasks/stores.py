@@ -11,7 +11,7 @@ from pathlib import Path
 import luigi
 
 from tasks import settings
-from tasks.base import Built, CheckCache, PartitionedTask, SnapshotTask, newest_raw_date
+from tasks.base import Built, PartitionedTask, SnapshotTask, luigi_engine, newest_raw_date
 from tasks.partitions import atomic_write_text, exclusive
 from tasks.qsr import StgQsrPos
 from tasks.rawzone import RawFile, RawZone, is_store_file
@@ -112,7 +112,9 @@ class StoreDailySales(SnapshotTask):
         return (manifest or {}).get("stats", {}).get("store_versions", {}).get(self.store_id, "no files")
 
     def rules(self) -> dict:
-        return {"version": "store_daily_sales/1"}
+        from tasks.transforms.versions import STORE_DAILY_SALES_VERSION
+
+        return {"version": STORE_DAILY_SALES_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
         import pyarrow.compute as pc
@@ -137,8 +139,8 @@ class AllStores(luigi.Task):
         return DiscoverStores(start=settings.daybreak().start_date, stop=newest + dt.timedelta(days=1))
 
     def complete(self) -> bool:
-        cache = CheckCache()
-        return self.requires().complete() and all(StoreDailySales(store_id=s).state(cache).ok for s in read_registry())
+        engine = luigi_engine()
+        return self.requires().complete() and all(engine.state(StoreDailySales(store_id=s)).ok for s in read_registry())
 
     def run(self):
         yield [StoreDailySales(store_id=s) for s in sorted(read_registry())]

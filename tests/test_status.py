@@ -64,8 +64,19 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
         "  F.sssw",  # one character per day, in date order
         "  3 stale, 1 missing, 1 waiting, 1 failed",
     ]
-    # then a line per day that needs attention, with its reason
-    assert lines[4:] == [f"  {r['date']} {r['state']}: {r['reason']}" for r in as_json if r["state"] != "missing"]
+    # then a line per day that needs attention, with its reason; a reason over 300 characters (the
+    # failure names the quarantine's full path) is cut at a word boundary for display, ` ...` after it
+    attention = [r for r in as_json if r["state"] != "missing"]
+    assert [line.split(":", 1)[0] for line in lines[4:]] == [f"  {r['date']} {r['state']}" for r in attention]
+    for line, r in zip(lines[4:], attention, strict=True):
+        shown = line.split(": ", 1)[1]
+        if len(r["reason"]) <= 300:
+            assert shown == r["reason"]
+        else:
+            assert len(shown) <= 300 and shown.endswith(" ...")
+            kept = shown.removesuffix(" ...")
+            assert r["reason"].startswith(kept) and r["reason"][len(kept)] == " "
+    assert len(as_json[0]["reason"]) > 300  # the failed day's reason, whole in JSON, is shortened here
 
 
 def test_a_later_success_clears_the_failure(lab):

@@ -11,3 +11,5 @@ HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/2"  # 2: stays, rooms, rates bo
 OTB_VERSION = "otb_by_stay_date/1"
 PICKUP_VERSION = "hotel_pickup/1"
 BOOKING_STATE_VERSION = "hotel_booking_state/1"
+HOTEL_OTB_EXPORT_VERSION = "hotel_otb_export/1"
+STORE_DAILY_SALES_VERSION = "store_daily_sales/1"

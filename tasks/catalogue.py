@@ -1,0 +1,147 @@
+"""One entry per dataset: its name, task family, path, partition kind, grain, key, transform version
+and dependency window. The status view, plans, the CLI's choices and the table in docs/datasets.md
+come from here (tests/test_catalogue.py checks the docs and every task against it). No Luigi here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from tasks.transforms import versions
+from tasks.transforms.qsr_rules import VERSION as QSR_VERSION
+
+# How a dataset is partitioned: one folder per business date, per date and hotel, per (static) hotel
+# or store, or one folder for all of it.
+KINDS = ("date", "date x hotel", "hotel", "store", "none")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str  # the public name (status, plan, docs)
+    family: str  # the Luigi task family that builds it
+    path: str  # folder under the data root
+    partition: str  # one of KINDS
+    grain: str  # what one row is
+    key: tuple[str, ...]  # unique per partition
+    version: str  # transform version: part of every partition's rules fingerprint
+    window: str  # what one partition reads
+
+    def task_class(self) -> type:
+        """The task class (loads Luigi and the recipes)."""
+        from tasks import FAMILIES
+
+        return getattr(importlib.import_module(FAMILIES[self.family]), self.family)
+
+
+DATASETS: tuple[DatasetSpec, ...] = (
+    DatasetSpec(
+        "stg_qsr_pos",
+        "StgQsrPos",
+        "staging/qsr_pos",
+        "date",
+        "one POS line",
+        ("business_date", "store_id", "order_id", "line_no"),
+        QSR_VERSION,
+        "raw qsr_pos/D and qsr_pos/D+1",
+    ),
+    DatasetSpec(
+        "stg_hotel_bookings_daily",
+        "StgHotelBookingsDaily",
+        "staging/hotel_bookings_daily",
+        "date",
+        "one booking event",
+        ("business_date", "source_file", "row_number"),
+        versions.HOTELS_DAILY_VERSION,
+        "raw hotel_bookings/D",
+    ),
+    DatasetSpec(
+        "ads_daily",
+        "AdsDaily",
+        "staging/ads_daily",
+        "date",
+        "one campaign on one date",
+        ("business_date", "campaign_id"),
+        versions.ADS_DAILY_VERSION,
+        "raw ads/D+1 (required), ads/D+2 .. D+7 when present",
+    ),
+    DatasetSpec(
+        "ads_rolling_7d",
+        "AdsRolling7d",
+        "marts/ads_rolling_7d",
+        "date",
+        "one campaign over the look-back D-6 .. D",
+        ("business_date", "campaign_id"),
+        versions.ADS_ROLLING_VERSION,
+        "ads_daily D-6 .. D",
+    ),
+    DatasetSpec(
+        "hotel_booking_state",
+        "HotelBookingState",
+        "marts/hotel_booking_state",
+        "date",
+        "one booking's latest event as of D",
+        ("business_date", "hotel_id", "booking_id"),
+        versions.BOOKING_STATE_VERSION,
+        "hotel_booking_state D-1 and stg_hotel_bookings_daily D",
+    ),
+    DatasetSpec(
+        "hotel_pickup",
+        "HotelPickup",
+        "marts/hotel_pickup",
+        "date x hotel",
+        "one stay date whose books changed on D at hotel H",
+        ("business_date", "hotel_id", "stay_date"),
+        versions.PICKUP_VERSION,
+        "hotel H's slice of hotel_booking_state D-1 and of stg_hotel_bookings_daily D",
+    ),
+    DatasetSpec(
+        "otb_by_stay_date",
+        "OtbByStayDate",
+        "marts/otb_by_stay_date",
+        "none",
+        "one hotel and stay date",
+        ("hotel_id", "stay_date"),
+        versions.OTB_VERSION,
+        "every stg_hotel_bookings_daily partition",
+    ),
+    DatasetSpec(
+        "hotel_otb_export",
+        "HotelOtbExport",
+        "exports/otb",
+        "hotel",
+        "one stay date of hotel H",
+        ("hotel_id", "stay_date"),
+        versions.HOTEL_OTB_EXPORT_VERSION,
+        "otb_by_stay_date",
+    ),
+    DatasetSpec(
+        "store_daily_sales",
+        "StoreDailySales",
+        "marts/store_daily_sales",
+        "store",
+        "one business date with sales at store S",
+        ("store_id", "business_date"),
+        versions.STORE_DAILY_SALES_VERSION,
+        "store S's slice of every stg_qsr_pos partition",
+    ),
+)
+
+BY_NAME: dict[str, DatasetSpec] = {d.name: d for d in DATASETS}
+
+
+def names(*kinds: str) -> list[str]:
+    """Dataset names of these partition kinds (all when none is given), in catalogue order."""
+    return [d.name for d in DATASETS if not kinds or d.partition in kinds]
+
+
+def markdown_table() -> str:
+    """The datasets table of docs/datasets.md."""
+    rows = [
+        "| Dataset | Task | Path | Partition | Grain | Key | Version | Reads |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for d in DATASETS:
+        cells = [d.name, f"`{d.family}`", f"`{d.path}`", d.partition, d.grain, ", ".join(d.key), f"`{d.version}`"]
+        rows.append("| " + " | ".join([*cells, d.window]) + " |")
+    return "\n".join(rows)

@@ -1,0 +1,471 @@
+"""The freshness engine: the state of a partition, the first reason it is not up to date, and every
+raw folder that keeps it from being built. It imports no Luigi: Luigi's ``complete()``, the status
+view, backfill plans and single-run ranges all ask one :class:`Engine` (docs/architecture.md).
+
+A partition is ok when, and only when (docs/run-semantics.md):
+
+1. its folder holds the data file and a manifest that describes it (size and mtime);
+2. the manifest's rules fingerprint equals the current one (transform version + settings);
+3. the manifest's input fingerprint equals a fresh one over the raw files it reads (name, size, mtime);
+4. every upstream partition is itself ok and still has the data version recorded at build time.
+
+The engine works on *nodes* (:class:`Node`): any object that says which partition it is, what raw
+folders and upstream nodes it reads and what rules it is built with. The Luigi tasks are nodes.
+
+The memo
+--------
+One engine per process (:func:`shared`) remembers what it read and concluded, so that a chain of
+partitions (every hotel_booking_state date reads the date before) is walked once per process, not
+once per question: Luigi asks ``complete()`` of every task of a backfill, and each answer needs the
+whole chain below it. The memo stays correct because
+
+* a manifest is remembered with the (inode, size, mtime_ns) of its file and read again when they
+  change, so a manifest rewritten by any process is seen; a state that is not ok is kept only while
+  its partition's manifest is the one it was found with, so a partition another process built since
+  (a worker sharing the scheduler) is seen at the next question;
+* a partition written by this process (``tasks.partitions`` calls :func:`written`) drops its own
+  state and the states of everything that read it (the reverse edges of the walk);
+* the raw zone and the states are a snapshot per *pass*: :meth:`Engine.new_pass` forgets them. A
+  pass lasts one Luigi run (``luigi.build``, one ``luigi`` command: from its scheduling to its last
+  task, as Luigi itself decides what to run once, at scheduling), one status view, one plan, or one
+  question asked outside any run. A forked worker process starts a pass that keeps only the ok
+  states (a partition another worker built since the fork was not ok before it);
+* a build re-checks its own partition under the partition lock with :meth:`Engine.refresh`: its own
+  manifest, raw folders and upstream manifests are read again, whatever the memo holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import weakref
+from collections.abc import Callable, Generator, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tasks import partitions
+from tasks.partitions import MANIFEST, PartitionStore
+from tasks.rawzone import RawFile, RawZone
+
+Entries = list[tuple[str, int, int]]  # (name, size, mtime_ns) of the files of one raw folder
+
+
+class Node(Protocol):
+    """What the engine needs of a partition. :class:`tasks.base.MaterializedTask` implements it."""
+
+    task_id: str  # unique per partition (family and parameters)
+    dataset: str
+
+    @property
+    def key(self) -> dt.date | None: ...  # the business date; None for an unpartitioned dataset
+    def store(self) -> PartitionStore: ...
+    def dataset_path(self) -> str: ...  # one store per dataset path (a hotel's pickups have their own)
+    def zone(self) -> RawZone: ...
+    def rules(self) -> dict: ...
+    def rules_fingerprint(self) -> str: ...
+    def rules_key(self) -> Hashable: ...  # nodes with the same rules_key have the same rules
+    def raw_window(self) -> list[tuple[str, dt.date]]: ...  # required raw folders (source, date)
+    def optional_raw_window(self) -> list[tuple[str, dt.date]]: ...  # read when present
+    def accepts_input(self, name: str) -> bool: ...
+
+    input_names: str  # the names accepts_input takes, for the reason a file is refused
+
+    def upstream(self) -> list[Node]: ...
+    def upstream_version(self, manifest: dict | None) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class State:
+    state: str  # ok | stale | missing
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """What keeps a partition from being built now: the missing raw folders (of its own window or of
+    its not-ok upstream partitions' windows), and the first partition that waits for one of them."""
+
+    missing: frozenset[tuple[str, dt.date]]
+    root: Node | None
+
+
+def fingerprint(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def input_line(f: RawFile) -> str:
+    """How a manifest lists one input: ``"<path> <size> <mtime_ns>"`` (fast to load for a thousand manifests)."""
+    return f"{f.relpath} {f.size} {f.mtime_ns}"
+
+
+@dataclass(frozen=True)
+class FolderInputs:
+    """One raw folder as a partition sees it: the entries it reads, the names it refuses, a digest."""
+
+    relpath: str  # <source>/<date>
+    read: Entries
+    refused: list[tuple[str, str]]  # (name, reason): never read
+    digest: str  # over the read entries' names, sizes and mtimes
+
+
+@dataclass(frozen=True)
+class Window:
+    """The raw files a partition reads (and refuses) now, and the input fingerprint over them."""
+
+    folders: list[FolderInputs]
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256("\n".join(f.digest for f in self.folders).encode()).hexdigest()[:32]
+
+    @property
+    def read(self) -> list[RawFile]:
+        return [RawFile(f"{f.relpath}/{n}", size, mtime) for f in self.folders for n, size, mtime in f.read]
+
+    @property
+    def refused(self) -> list[dict[str, str]]:
+        """Every file of the window that is not read, and why (the manifest's ``refused_inputs``)."""
+        return [{"path": f"{f.relpath}/{name}", "reason": why} for f in self.folders for name, why in f.refused]
+
+
+def _partition(store: PartitionStore, key: dt.date | None) -> tuple:
+    return (store.root, store.sub, key)
+
+
+def _stamp(store: PartitionStore, key: dt.date | None) -> tuple | None:
+    """(inode, size, mtime_ns) of the partition's manifest; None when it has none."""
+    try:
+        st = os.stat(store.path(key) / MANIFEST)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Engine:
+    """Answers for one process (:func:`shared`), or for one pass when made directly (``Engine()``)."""
+
+    def __init__(self):
+        self._parsed: dict[Path, tuple[tuple, dict | None]] = {}  # manifest path -> (stat, content)
+        self.passes = 0
+        self.new_pass()
+
+    # -- the memo ------------------------------------------------------------------------------------
+    def new_pass(self) -> None:
+        """Forget the raw zone and every state: the next questions look again (manifests whose files
+        did not change are not parsed again)."""
+        self.passes += 1
+        self.raw: dict[tuple, Entries | None] = {}
+        self.listed: dict[Path, set[dt.date]] = {}
+        self.manifests: dict[tuple, tuple[tuple | None, dict | None]] = {}
+        self.states: dict[str, State] = {}
+        self.memo: dict = {}
+        self._blocked: dict[str, Blocked] = {}
+        self._readers: dict[str, set[str]] = {}  # task id -> task ids whose state read its state
+        self._at: dict[tuple, set[str]] = {}  # partition -> task ids of its states
+        self._stamps: dict[str, tuple | None] = {}  # task id -> its manifest's stat when its state was found
+
+    def keep_ok_states(self) -> None:
+        """A new pass that keeps the ok states (a forked worker: what another worker built since the
+        fork was not ok before it, and a state that was ok reads only states that were ok)."""
+        ok = {k: v for k, v in self.states.items() if v.ok}
+        readers = {k: {r for r in v if r in ok} for k, v in self._readers.items() if k in ok}
+        at = {k: {t for t in v if t in ok} for k, v in self._at.items()}
+        stamps = {k: v for k, v in self._stamps.items() if k in ok}
+        self.new_pass()
+        self.states, self._readers, self._at, self._stamps = ok, readers, at, stamps
+
+    def once(self, key, compute: Callable, *args):
+        """``compute(*args)`` the first time ``key`` is asked for in this pass, the remembered value after."""
+        if key not in self.memo:
+            self.memo[key] = compute(*args)
+        return self.memo[key]
+
+    def forget(self, store: PartitionStore, key: dt.date | None) -> None:
+        """Partition ``key`` of ``store`` was (re)written: drop what was read of it, its state and the
+        state of every partition that read it, directly or not."""
+        part = _partition(store, key)
+        self.manifests.pop(part, None)
+        self.listed.pop(store.root, None)
+        self._blocked.clear()
+        todo = list(self._at.pop(part, ()))
+        while todo:
+            task_id = todo.pop()
+            self.states.pop(task_id, None)
+            todo.extend(self._readers.pop(task_id, ()))
+
+    def refresh(self, node: Node) -> None:
+        """Read ``node``'s own manifest, raw folders and upstream manifests again on the next question
+        (the re-check of a build under its partition lock: another process may have written since)."""
+        store = self.store(node)
+        for source, date in [*node.raw_window(), *node.optional_raw_window()]:
+            self.raw.pop((self.zone(node).describe(), source, date), None)
+            self.memo.pop(("select", type(node), source, date), None)
+        for up in node.upstream():
+            self.manifests.pop(_partition(self.store(up), up.key), None)
+        self.forget(store, node.key)
+
+    # -- what is read --------------------------------------------------------------------------------
+    def zone(self, node: Node) -> RawZone:
+        return self.once("zone", node.zone)
+
+    def store(self, node: Node) -> PartitionStore:
+        return self.once(("store", node.dataset_path()), node.store)
+
+    def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> tuple[Entries, list] | None:
+        """``zone.scan_folder_all`` of one folder (files read, entries refused), scanned once per pass
+        even when two partitions read it; None when the folder does not exist."""
+        key = (zone.describe(), source, date)
+        if key not in self.raw:
+            self.raw[key] = zone.scan_folder_all(source, date)
+        return self.raw[key]
+
+    def list_dataset(self, store: PartitionStore) -> None:
+        """List the dataset folder once, so that an absent partition costs no file lookup."""
+        if store.root not in self.listed:
+            self.listed[store.root] = store.listed_dates()
+
+    def manifest(self, store: PartitionStore, key: dt.date | None) -> dict | None:
+        return self._manifest(store, key)[1]
+
+    def _manifest(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
+        """(stat of the manifest file as read, its content), once per pass."""
+        part = _partition(store, key)
+        if part not in self.manifests:
+            listed = self.listed.get(store.root) if key is not None else None
+            self.manifests[part] = (None, None) if listed is not None and key not in listed else self._read(store, key)
+        return self.manifests[part]
+
+    def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
+        """The manifest, parsed again only when its file's (inode, size, mtime) changed."""
+        path = store.path(key) / MANIFEST
+        stamp = _stamp(store, key)
+        if stamp is None:
+            return None, None
+        known = self._parsed.get(path)
+        if known is None or known[0] != stamp:
+            known = self._parsed[path] = (stamp, store.read_manifest(key))
+        return known
+
+    def window(self, node: Node) -> Window | None:
+        """The raw files of the dependency window, read and refused; None while a required folder is missing."""
+        zone, folders = self.zone(node), []
+        optional = node.optional_raw_window()
+        for source, date in [*node.raw_window(), *optional]:
+            scanned = self.raw_folder(zone, source, date)
+            relpath = zone.folder_relpath(source, date)
+            if scanned is None:
+                if (source, date) not in optional:
+                    return None
+                folders.append(FolderInputs(relpath, [], [], "absent"))
+                continue
+            folders.append(self.once(("select", type(node), source, date), _select, node, relpath, *scanned))
+        return Window(folders)
+
+    def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:
+        """(source, date) of the required raw folders of the node's own window that are absent."""
+        zone = self.zone(node)
+        return [(s, d) for s, d in node.raw_window() if self.raw_folder(zone, s, d) is None]
+
+    # -- state ---------------------------------------------------------------------------------------
+    def state(self, node: Node) -> State:
+        """The node's state, from the memo or by one walk.
+
+        Rule 4 needs the state of each upstream partition, and a chain is as deep as the history,
+        far deeper than Python's recursion limit after a few years. So the check runs as an explicit
+        stack of :meth:`_steps` generators: a generator yields the upstream node whose state it needs
+        next and is sent that state back. An upstream is only looked at when the checks before it
+        passed, so the first reason is the one reported."""
+        states = self.states
+        known = self._known(node)
+        if known is not None:
+            return known
+        stack = [(node, self._steps(node))]
+        answer: State | None = None
+        while stack:
+            current, steps = stack[-1]
+            try:
+                up = steps.send(answer)
+            except StopIteration as done:
+                states[current.task_id] = answer = done.value
+                stack.pop()
+                continue
+            self._readers.setdefault(up.task_id, set()).add(current.task_id)
+            answer = self._known(up)
+            if answer is None:
+                stack.append((up, self._steps(up)))
+                answer = None
+        return states[node.task_id]
+
+    def _known(self, node: Node) -> State | None:
+        """The remembered state, if any. One that is not ok is kept only while the partition's manifest
+        is the one it was found with: another process (a worker sharing the scheduler) may have built
+        the partition since, and a run must not refuse to run what depends on it. (An ok state stays
+        for the pass: a partition that was ok is rebuilt only after the raw zone changes.)"""
+        state = self.states.get(node.task_id)
+        if state is None or state.ok:
+            return state
+        store = self.store(node)
+        if self._stamps.get(node.task_id) == _stamp(store, node.key):
+            return state
+        self.forget(store, node.key)
+        return None
+
+    def _steps(self, node: Node) -> Generator[Node, State, State]:
+        """The four rules as a generator: yields an upstream node to be sent its state, returns the state."""
+        store = self.store(node)
+        self._at.setdefault(_partition(store, node.key), set()).add(node.task_id)
+        self._stamps[node.task_id], manifest = self._manifest(store, node.key)
+        if manifest is None:
+            return State("missing", "no partition")
+        if manifest.get("_corrupt") or not store.data_matches(node.key, manifest):
+            return State("stale", "data file does not match its manifest (interrupted write?)")
+        if manifest.get("rules_fingerprint") != self.once(("rules", node.rules_key()), node.rules_fingerprint):
+            return State("stale", "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules()))
+        window = self.window(node)
+        if window is None:
+            return State("stale", "a raw folder it read is gone")
+        if manifest.get("input_fingerprint") != window.fingerprint:
+            return State("stale", "input changed: " + diff_inputs(manifest.get("inputs", []), window.read))
+        recorded = manifest.get("upstream", {})
+        for up in node.upstream():
+            up_state = yield up
+            if not up_state.ok:
+                return State("stale", f"upstream {up.task_id} is {up_state.state}")
+            version = node.upstream_version(self.manifest(self.store(up), up.key))
+            if recorded.get(up.task_id) != version:
+                return State("stale", f"upstream {up.task_id} changed")
+        return State("ok")
+
+    def upstream_versions(self, node: Node) -> dict[str, str | None]:
+        """What the node depends on of each upstream partition now (recorded in its manifest)."""
+        return {up.task_id: node.upstream_version(self.manifest(self.store(up), up.key)) for up in node.upstream()}
+
+    # -- what a partition waits for ------------------------------------------------------------------
+    def blocked(self, node: Node) -> Blocked:
+        """The raw folders that keep ``node`` from being built now, and the partition at the root of the
+        wait (the first not-ok upstream that waits, followed down to one whose own folder is missing).
+        Empty for a node that can be built or is ok. One walk, an explicit stack, remembered per pass."""
+        memo = self._blocked
+        stack = [node]
+        while stack:
+            current = stack[-1]
+            if current.task_id in memo:
+                stack.pop()
+                continue
+            if self.window(current) is None:
+                memo[current.task_id] = Blocked(frozenset(self.missing_folders(current)), current)
+                stack.pop()
+                continue
+            stale = [up for up in current.upstream() if not self.state(up).ok]
+            pending = [up for up in stale if up.task_id not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            missing = frozenset().union(*(memo[up.task_id].missing for up in stale))
+            root = next((memo[up.task_id].root for up in stale if memo[up.task_id].missing), None)
+            memo[current.task_id] = Blocked(missing, root)
+            stack.pop()
+        return memo[node.task_id]
+
+    def waiting_for(self, node: Node) -> str:
+        """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
+        partition waits for one. Empty when nothing is in the way."""
+        blocked = self.blocked(node)
+        if blocked.root is None:
+            return ""
+        if blocked.root.task_id == node.task_id:
+            return "raw folder missing: " + ", ".join(f"{s}/{d}" for s, d in self.missing_folders(node))
+        return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
+
+
+def _select(node: Node, relpath: str, entries: Entries, unread: list) -> FolderInputs:
+    read, refused = [], [(name, reason) for name, reason in unread]
+    for entry in entries:
+        if node.accepts_input(entry[0]):
+            read.append(entry)
+        else:
+            refused.append((entry[0], f"name is not {node.input_names or 'one this dataset reads'}"))
+    refused.sort()
+    return FolderInputs(relpath, read, refused, hashlib.sha256(repr(read).encode()).hexdigest())
+
+
+def diff_rules(old: dict, new: dict) -> str:
+    keys = sorted(set(old) | set(new))
+    changed = [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+    return ", ".join(changed) or "fingerprint differs"
+
+
+def _parse_input_line(line: str | list) -> tuple[str, tuple[int, int]]:
+    """One manifest input; manifests written before 0.1.0's final format hold ``[path, size, mtime_ns]``."""
+    path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
+    return path, (int(size), int(mtime_ns))
+
+
+def diff_inputs(old: list[str], new: list[RawFile]) -> str:
+    before = dict(map(_parse_input_line, old))
+    after = {f.relpath: (f.size, f.mtime_ns) for f in new}
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    changed = sorted(p for p in set(after) & set(before) if after[p] != before[p])
+    parts = [
+        f"{what} {p}" for what, ps in (("new file", added), ("removed", removed), ("changed", changed)) for p in ps
+    ]
+    return ", ".join(parts[:3]) + (f" (+{len(parts) - 3} more)" if len(parts) > 3 else "")
+
+
+# -- the process-wide engine ---------------------------------------------------------------------------
+_shared = Engine()
+_run: weakref.ref | None = None  # the run (of the caller's scheduler) that the current pass belongs to
+_inherited: weakref.ref | None = None  # in a forked worker process: the run it was forked from
+
+
+def shared() -> Engine:
+    """The engine of this process."""
+    return _shared
+
+
+def written(store: PartitionStore, key: dt.date | None) -> None:
+    """A partition was replaced (or a replacement failed half-way) in this process."""
+    _shared.forget(store, key)
+
+
+partitions.WRITE_HOOKS.append(written)
+
+
+def asked(run: object | None) -> Engine:
+    """The engine, for a question asked within ``run`` (an object that stands for one run of a
+    scheduler, e.g. one ``luigi.build``; None: no run). Questions of one run share one pass, from its
+    scheduling to its last task; a new run, or a question asked outside any run, starts a new pass.
+    A worker process forked from a run's process belongs to that run. (Runs are held by weak
+    reference: the engine keeps no finished run alive.)"""
+    global _run
+    if run is None and _inherited is not None:
+        run = _inherited()
+    if run is None or _run is None or _run() is not run:
+        _shared.new_pass()
+        _run = None if run is None else weakref.ref(run)
+    return _shared
+
+
+def new_pass() -> Engine:
+    """The engine, after forgetting the raw zone and every state (a status view, a plan)."""
+    global _run
+    _shared.new_pass()
+    _run = None
+    return _shared
+
+
+def _after_fork() -> None:
+    global _inherited
+    _shared.keep_ok_states()
+    _inherited = _run
+
+
+os.register_at_fork(after_in_child=_after_fork)

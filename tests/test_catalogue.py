@@ -1,0 +1,72 @@
+"""The dataset catalogue is the one place a dataset is declared: the docs, the tasks, the status view
+and the CLI's choices agree with it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from tasks import catalogue
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "datasets.md"
+DAY = dt.date(2026, 9, 10)
+
+
+def test_the_docs_table_is_the_catalogue():
+    text = DOCS.read_text(encoding="utf-8")
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    expected = catalogue.markdown_table().splitlines()
+    assert table == expected, (
+        "docs/datasets.md's datasets table differs from tasks/catalogue.py; paste catalogue.markdown_table()"
+    )
+
+
+def _instance(spec: catalogue.DatasetSpec):
+    """One partition task of the dataset, with whatever static key its kind needs."""
+    params = {
+        "date": {"date": DAY},
+        "date x hotel": {"date": DAY, "hotel": "H1"},
+        "hotel": {"hotel": "H1"},
+        "store": {"store_id": "S001"},
+        "none": {},
+    }[spec.partition]
+    return spec.task_class()(**params)
+
+
+@pytest.mark.parametrize("spec", catalogue.DATASETS, ids=lambda s: s.name)
+def test_every_task_is_what_its_catalogue_entry_says(spec):
+    task = _instance(spec)
+    assert type(task).__name__ == spec.family
+    assert task.dataset == spec.path
+    assert task.rules()["version"] == spec.version
+    assert (task.key is not None) == spec.partition.startswith("date")
+
+
+def test_every_dataset_has_a_status_line_and_the_cli_offers_each():
+    from tasks import cli, status
+
+    assert cli.STATUS_NAMES == catalogue.names()
+    assert cli.DATASET_NAMES == catalogue.names("date")  # daybreak plan: one partition per date
+    assert [*status.DATASETS, *status.MULTI, *status.SNAPSHOTS, *status.STATIC] == catalogue.names(
+        "date", "date x hotel", "none", "hotel", "store"
+    )
+
+
+def test_store_daily_sales_and_the_hotel_exports_have_status_lines(lab):
+    from tasks import status
+
+    start = dt.date(2026, 9, 1)
+    lab.qsr_days(start, 2)
+    assert lab.range(start, start + dt.timedelta(days=2)) == 0
+    before = status.collect(start, start + dt.timedelta(days=2), ["store_daily_sales", "hotel_otb_export"])
+    assert [(r.dataset, r.date, r.state) for r in before] == [
+        ("store_daily_sales", None, "missing"),
+        ("hotel_otb_export", None, "missing"),
+    ]
+    assert before[0].reason == "no store_id known yet"  # the sensor has not run
+    assert lab.luigi("AllStores") == 0
+    (after,) = status.collect(start, start + dt.timedelta(days=2), ["store_daily_sales"])
+    assert (after.state, after.reason) == ("ok", "") and after.rows == 4  # 2 stores x 2 business dates
+    assert "store_daily_sales  (unpartitioned)  ok" in status.render_text([after])

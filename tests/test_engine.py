@@ -1,0 +1,252 @@
+"""The freshness engine on its own: plain nodes over a real raw zone and data root, no Luigi task.
+
+The nodes below implement the engine's Node protocol the way the Luigi tasks do (a real
+PartitionStore, a real RawZone), so these tests exercise the engine's rules and memo directly:
+one walk per pass whatever the depth, a write forgetting what read it, a forked process not
+trusting what another process built since the fork.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tasks.freshness import engine as freshness
+from tasks.freshness.engine import Engine, fingerprint, input_line
+from tasks.partitions import PartitionStore
+from tasks.rawzone import RawZone
+
+REPO = Path(__file__).resolve().parent.parent
+DAY = dt.timedelta(days=1)
+START = dt.date(2026, 9, 1)
+
+
+@dataclass(eq=False)
+class Node:
+    """A dated partition of ``dataset`` that reads raw folder ``src/<date>`` (when ``source``) and the
+    previous date of the same dataset (when ``chain``): hotel_booking_state's shape."""
+
+    root: Path
+    dataset: str
+    date: dt.date
+    source: str | None = None
+    chain: bool = False
+    version: str = "v1"
+    calls: dict = field(default_factory=dict)  # upstream() calls per date, shared by a chain's nodes
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.dataset}({self.date})"
+
+    @property
+    def key(self) -> dt.date:
+        return self.date
+
+    def store(self) -> PartitionStore:
+        return PartitionStore(self.root / "data", self.dataset)
+
+    def dataset_path(self) -> str:
+        return self.dataset
+
+    def zone(self) -> RawZone:
+        return RawZone(self.root / "raw")
+
+    def rules(self) -> dict:
+        return {"version": self.version}
+
+    def rules_fingerprint(self) -> str:
+        return fingerprint(self.rules())
+
+    def rules_key(self) -> tuple:
+        return (self.dataset, self.version)
+
+    def raw_window(self) -> list[tuple[str, dt.date]]:
+        return [(self.source, self.date)] if self.source else []
+
+    def optional_raw_window(self) -> list[tuple[str, dt.date]]:
+        return []
+
+    def accepts_input(self, name: str) -> bool:
+        return name.endswith(".csv")
+
+    def upstream(self) -> list[Node]:
+        self.calls[self.date] = self.calls.get(self.date, 0) + 1
+        if not self.chain or self.date <= START:
+            return []
+        return [self.at(self.date - DAY)]
+
+    def at(self, date: dt.date) -> Node:
+        return Node(self.root, self.dataset, date, self.source, self.chain, self.version, self.calls)
+
+    def upstream_version(self, manifest: dict | None) -> str | None:
+        return (manifest or {}).get("data_version")
+
+
+def build(engine: Engine, node: Node, value: int = 1) -> dict:
+    """Write ``node``'s partition the way the run template does: inputs, rules and upstream recorded."""
+    window = engine.window(node)
+    manifest = {
+        "rules": node.rules(),
+        "rules_fingerprint": node.rules_fingerprint(),
+        "inputs": [input_line(f) for f in window.read],
+        "input_fingerprint": window.fingerprint,
+        "upstream": engine.upstream_versions(node),
+    }
+    return node.store().write(node.date, pa.table({"x": [value]}), manifest)
+
+
+def raw(tmp_path: Path, source: str, date: dt.date, name: str = "a.csv", text: str = "x\n1\n") -> Path:
+    path = tmp_path / "raw" / source / date.isoformat() / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def chain(tmp_path) -> list[Node]:
+    """A 40-date chain, every date built in order."""
+    first = Node(tmp_path, "marts/state", START, source="events", chain=True)
+    nodes = [first.at(START + k * DAY) for k in range(40)]
+    engine = Engine()
+    for node in nodes:
+        raw(tmp_path, "events", node.date)
+        build(engine, node)
+    return nodes
+
+
+def test_importing_the_engine_and_the_transforms_loads_no_luigi():
+    code = (
+        "import sys\n"
+        "import tasks.freshness.engine, tasks.partitions, tasks.rawzone, tasks.calendar\n"
+        "import tasks.transforms.qsr_pos, tasks.transforms.hotels, tasks.transforms.ads, tasks.transforms.stores\n"
+        "print(sorted(m for m in sys.modules if m == 'luigi' or m.startswith('luigi.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_one_pass_walks_a_chain_once_whatever_is_asked_first(chain):
+    engine = Engine()
+    chain[0].calls.clear()
+    for node in reversed(chain):  # the newest first: its answer needs the whole chain below it
+        assert engine.state(node).ok
+    for node in chain:
+        assert engine.state(node).ok
+    assert set(chain[0].calls.values()) == {1}  # each date's rules looked at once, not once per question
+
+
+def test_a_chain_deeper_than_the_recursion_limit_is_checked_without_recursing(tmp_path):
+    first = Node(tmp_path, "marts/deep", START, chain=True)
+    nodes = [first.at(START + k * DAY) for k in range(300)]
+    engine = Engine()
+    for node in nodes:
+        build(engine, node)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(__import__("inspect").stack()) + 100)  # far fewer frames than 300 links need
+    try:
+        state = Engine().state(nodes[-1])
+    finally:
+        sys.setrecursionlimit(limit)
+    assert state.ok
+
+
+def test_a_write_in_this_process_forgets_every_state_that_read_it(chain):
+    engine = freshness.shared()
+    engine.new_pass()
+    assert engine.state(chain[-1]).ok
+    build(engine, chain[10], value=2)  # another data version, written here: PartitionStore tells the engine
+    state = engine.state(chain[-1])  # same pass, no new look at anything else
+    assert state.state == "stale" and "changed" in engine.state(chain[11]).reason
+    assert engine.state(chain[9]).ok and engine.state(chain[10]).ok
+
+
+def test_a_manifest_rewritten_by_another_process_is_read_again_and_an_unchanged_one_is_not(chain, monkeypatch):
+    engine = Engine()
+    assert engine.state(chain[-1]).ok
+    other = Engine()  # another process: its write does not reach this engine
+    manifest = chain[5].store().read_manifest(chain[5].date)
+    chain[5].store().write(chain[5].date, pa.table({"x": [9]}), {**manifest, "rules_fingerprint": "old"})
+    assert engine.state(chain[-1]).ok  # a snapshot until the next pass
+    reads = []
+    real = PartitionStore.read_manifest
+    monkeypatch.setattr(PartitionStore, "read_manifest", lambda self, d: reads.append(d) or real(self, d))
+    engine.new_pass()
+    assert engine.state(chain[-1]).state == "stale"
+    assert engine.state(chain[5]).reason.startswith("rules changed")
+    assert reads == [chain[5].date]  # only the file that changed was parsed again
+    assert other.state(chain[5]).state == "stale"
+
+
+def test_refresh_reads_a_node_again_under_the_memo(chain, tmp_path):
+    engine = Engine()
+    assert engine.state(chain[3]).ok
+    raw(tmp_path, "events", chain[3].date, "late.csv")
+    assert engine.state(chain[3]).ok  # the pass's snapshot of the raw zone
+    engine.refresh(chain[3])
+    assert engine.state(chain[3]).reason == f"input changed: new file events/{chain[3].date}/late.csv"
+
+
+def test_blocked_names_the_missing_folder_and_the_partition_at_the_root_of_the_wait(tmp_path):
+    first = Node(tmp_path, "marts/state", START, source="events", chain=True)
+    nodes = [first.at(START + k * DAY) for k in range(6)]
+    for node in nodes:
+        if node.date != START + 2 * DAY:
+            raw(tmp_path, "events", node.date)
+    engine = Engine()
+    blocked = engine.blocked(nodes[5])
+    assert blocked.missing == {("events", START + 2 * DAY)}
+    assert blocked.root is not None and blocked.root.date == START + 2 * DAY
+    assert engine.waiting_for(nodes[5]) == f"upstream marts/state {START + 2 * DAY} waits for raw data"
+    assert engine.waiting_for(nodes[2]) == f"raw folder missing: events/{START + 2 * DAY}"
+    assert engine.blocked(nodes[1]).missing == frozenset() and engine.waiting_for(nodes[1]) == ""
+
+
+def test_a_forked_process_sees_what_another_built_since_the_fork_and_keeps_the_ok_states(chain):
+    """Luigi's workers are forked from the scheduling process: a worker must see a partition another
+    worker built since, or it would refuse to run what depends on it ("unfulfilled dependency")."""
+    engine = freshness.shared()
+    engine.new_pass()
+    missing = Node(chain[0].root, "staging/other", START, source="other")  # built by a first forked process
+    raw(chain[0].root, "other", START)
+    assert engine.state(missing).state == "missing" and engine.state(chain[-1]).ok
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            build(freshness.shared(), missing)
+        finally:
+            os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - a second worker, forked after the first one's write
+        ok = False
+        try:
+            child = freshness.shared()
+            ok = chain[-1].task_id in child.states and child.state(missing).ok  # ok states kept, not the rest
+        finally:
+            os._exit(0 if ok else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_what_another_process_built_since_it_was_found_missing_is_seen_in_the_same_pass(tmp_path):
+    """Two runs sharing a central scheduler: one builds what the other found missing while scheduling,
+    and the other then checks it before running what depends on it."""
+    first = Node(tmp_path, "marts/state", START, source="events", chain=True)
+    nodes = [first.at(START + k * DAY) for k in range(5)]
+    for node in nodes:
+        raw(tmp_path, "events", node.date)
+    engine = Engine()
+    engine.list_dataset(nodes[0].store())  # as a range check does
+    assert [engine.state(n).state for n in nodes] == ["missing"] * 5
+    other = Engine()  # the other process: its writes do not reach this engine
+    for node in nodes[:4]:
+        build(other, node)
+    assert engine.state(nodes[3]).ok  # the chain below it was missing too: each link looked at again
+    assert engine.state(nodes[4]).state == "missing"
+    assert engine.passes == 1
