@@ -23,6 +23,17 @@ def business_today() -> dt.date:
     return dt.datetime.now(ZoneInfo(settings.qsr().timezone)).date()
 
 
+class BusinessDateParameter(luigi.DateParameter):
+    """A date that defaults to :func:`business_today`, resolved when the task is created.
+
+    A default of None would stay None in the task's parameters, and Luigi's execution summary, which
+    ranges one-parameter tasks by their value, fails on it (TypeError, exit 40) whenever the task is
+    listed: the task id carries the date instead, ``MorningRefresh(today=2026-12-01)``."""
+
+    def normalize(self, x):
+        return super().normalize(business_today() if x is None else x)
+
+
 class MorningRefresh(luigi.WrapperTask):
     """Each morning: the last N ad dates (ads_daily and ads_rolling_7d, N = [ads] restatement_days),
     because a new export restates them, and yesterday's QSR and hotel staging. Each range is Luigi's RangeDaily,
@@ -32,12 +43,12 @@ class MorningRefresh(luigi.WrapperTask):
     that folder arrives the run exits 20 (missing data), which is the signal to rerun later.
     """
 
-    today = luigi.DateParameter(
+    today = BusinessDateParameter(
         default=None, description="Run as of this date (default: today in the business timezone)"
     )
 
     def as_of(self) -> dt.date:
-        return self.today or business_today()
+        return self.today
 
     def requires(self):
         today = self.as_of()
