@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import luigi
 from luigi.tools.range import RangeDaily
 
-from tasks import progress, settings
+from tasks import progress, runlog, settings
 from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import CheckCache, PartitionedTask, RawFolder, missing_folders, reusing
 from tasks.calendar import date_range
@@ -153,7 +153,10 @@ class SingleRunBuild(luigi.Task):
         ]
 
     def complete(self) -> bool:
-        todo = self.todo(CheckCache())
+        cache = CheckCache()
+        with settings.snapshot():
+            runlog.watch([(t, t.state(cache).ok) for t in self.partitions()])
+        todo = self.todo(cache)
         if todo:
             self.of.prepare_to_run()
         return not todo

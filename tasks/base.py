@@ -25,7 +25,7 @@ import luigi
 from luigi.task_register import Register
 
 import tasks
-from tasks import partitions, progress, settings
+from tasks import partitions, progress, runlog, settings
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawFolderTarget, RawZone
 
@@ -381,6 +381,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
     def complete(self) -> bool:
         with settings.snapshot():  # a check of a chain asks for start_date and data_root at every link
             done = self.state(CheckCache()).ok
+        runlog.watch([(self, done)])
         if not done:
             type(self).prepare_to_run()
             progress.expect([self.task_id])
@@ -593,13 +594,14 @@ class PartitionedTask(MaterializedTask):
                 if not cache.listed:
                     cache.list_dataset(cache.once(("store", task.dataset_path()), task.store))
                 if task.state(cache).ok:
-                    done.append(task.date)
+                    done.append(task)
                 else:
                     incomplete.append(task)
+        runlog.watch([(t, True) for t in done] + [(t, False) for t in incomplete])
         if incomplete:
             type(incomplete[0]).prepare_to_run()
             progress.expect(t.task_id for t in incomplete)
-        return done
+        return [t.date for t in done]
 
 
 class SnapshotTask(MaterializedTask):

@@ -118,6 +118,9 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     },
     "RangeDaily": {"task_limit": "100000", "days_back": "36500"},
     "RangeDailyBase": {"task_limit": "100000", "days_back": "36500"},
+    # NOTSET: Daybreak's default output, progress lines and a summary (tasks/runlog.py); --log-level
+    # DEBUG or INFO, or a [core] log_level in a config file, is Luigi's own logging at that level
+    "core": {"log_level": "NOTSET"},
 }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +39,7 @@ def test_morning_refresh_before_todays_exports_exits_20_and_names_the_folder(lab
     proc = luigi_cmd(cron_folder(lab), "MorningRefresh", "--local-scheduler")
     assert proc.returncode == 20, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
-    assert f"source=qsr_pos, date={today}" in proc.stderr or f"qsr_pos/{today}" in proc.stderr
+    assert f"waiting  for raw folder {lab.raw}/qsr_pos/{today}/ (not there yet): StgQsrPos {today - DAY}" in proc.stderr
 
 
 def shell(cwd: Path, command: str) -> subprocess.CompletedProcess:
@@ -87,3 +89,43 @@ def test_the_command_plan_prints_uses_a_running_or_configured_scheduler(lab):
     cwd = cron_folder(lab, FAST_RPC + "default_scheduler_host = 127.0.0.1\ndefault_scheduler_port = 1\n")
     lab.qsr_days(PLAN_START + 3 * DAY, 1)
     assert "--local-scheduler" not in planned_command(cwd, PLAN_START, PLAN_START + 4 * DAY)
+
+
+def test_a_60_date_backfill_prints_progress_and_a_short_summary_and_debug_prints_everything(lab):
+    """Issue 15, item 11: the README's first command printed 1,741 lines. 60 dates of sample data, two
+    partitions failing (a bad file in folder F is read by F-1 and F), the last one waiting for its
+    d+1 folder, three up to date from an earlier run."""
+    from tasks import sample
+
+    start = dt.date(2026, 9, 1)
+    stop = start + 60 * DAY
+    sample.generate(lab.raw, start, 60, stores=3, seed=1, mean_lines_per_store=20)
+    bad = lab.qsr_file(str(start + 20 * DAY), "S999", ["x,1,S999"], header="order_id,line_no,store_id")
+    shutil.rmtree(lab.raw / "qsr_pos" / str(stop))
+    cwd = cron_folder(lab)
+    assert luigi_cmd(cwd, "RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + 3 * DAY),
+                     "--local-scheduler").returncode == 0  # fmt: skip
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(stop), "--workers", "2"]
+    proc = luigi_cmd(cwd, *args, "--local-scheduler")
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    progress = [x for x in lines if "progress: " in x]
+    summary = lines[lines.index("INFO: summary of this run:") :]
+    assert 1 <= len(progress) <= 11  # the first, one per tenth, the last
+    assert len(summary) <= 40
+    assert len(lines) == len(progress) + len(summary), proc.stderr  # nothing else: no Luigi chatter, no warning
+    text = "\n".join(summary)
+    assert f"StgQsrPos {start} .. {stop - DAY}: 54 ran, 3 up to date, 2 failed, 1 waiting" in text
+    for d in (start + 19 * DAY, start + 20 * DAY):  # the file, the column and the reason
+        assert f"failed   StgQsrPos {d}: " in text
+        assert f"qsr_pos/{start + 20 * DAY}/{bad.name}" in text.split(f"StgQsrPos {d}: ")[1].splitlines()[0]
+    assert f"waiting  for raw folder {lab.raw}/qsr_pos/{stop}/ (not there yet): StgQsrPos {stop - DAY}" in text
+
+    proc = luigi_cmd(cwd, *args, "--local-scheduler", "--log-level", "DEBUG")
+    assert proc.returncode == 30
+    assert "DEBUG: Checking if StgQsrPos(date=" in proc.stderr
+    assert "===== Luigi Execution Summary =====" in proc.stderr and "summary of this run:" in proc.stderr
+    assert f"Data for RawFolder(source=qsr_pos, date={stop}) does not exist (yet?)" in proc.stderr
+    assert "Traceback" in proc.stderr  # the failed partitions' tracebacks
+    # a line per partition: the two failed ones ran again; the one waiting never ends
+    assert re.findall(r"progress: (\d+)/(\d+) partitions", proc.stderr) == [("1", "3"), ("2", "3")]
