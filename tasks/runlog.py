@@ -65,7 +65,11 @@ class _RunLog(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.msg if isinstance(record.msg, str) else ""
         if msg.startswith("\n" + LUIGI_SUMMARY) or msg.startswith(LUIGI_SUMMARY):
-            text = summary()
+            try:
+                text = summary()
+            except Exception as exc:  # the run is over: a summary that cannot be made must not change its exit
+                record.msg, record.args = f"{msg}\n(no Daybreak summary: {type(exc).__name__}: {exc})", ()
+                return True
             if text:
                 record.msg, record.args = (text if _default_mode else f"{msg}\n{text}"), ()
             return True
