@@ -122,7 +122,7 @@ def summary() -> str:
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
-        lines.append(f"  {family} {_span(keys)}: {parts}")
+        lines.append(f"  {_name(family, _span(keys) or None)}: {parts}")
     lines += _capped("  failed   ", failed)
     lines += _capped("  waiting  ", [_waiting(zone, source, waits) for source, waits in sorted(waiting.items())])
     lines += _capped("  not run  ", blocked, "(a partition it reads failed or waits; or see --log-level INFO)")

@@ -129,3 +129,17 @@ def test_a_60_date_backfill_prints_progress_and_a_short_summary_and_debug_prints
     assert "Traceback" in proc.stderr  # the failed partitions' tracebacks
     # a line per partition: the two failed ones ran again; the one waiting never ends
     assert re.findall(r"progress: (\d+)/(\d+) partitions", proc.stderr) == [("1", "3"), ("2", "3")]
+
+
+def test_a_single_run_range_prints_the_same_summary(lab):
+    start = dt.date(2026, 9, 1)
+    lab.qsr_days(start, 9)  # folders start .. start+9: dates start .. start+8 can be built
+    bad = lab.qsr_file(str(start + 4 * DAY), "S009", ["x,1,S009"], header="order_id,line_no,store_id")
+    args = ["RangeSingleRun", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + 10 * DAY)]
+    proc = luigi_cmd(cron_folder(lab), *args, "--local-scheduler")
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    text = proc.stderr[proc.stderr.index("summary of this run:") :]
+    assert f"StgQsrPos {start} .. {start + 9 * DAY}: 7 ran, 2 failed, 1 waiting" in text
+    assert f"failed   StgQsrPos {start + 3 * DAY}: qsr_pos/{start + 4 * DAY}/{bad.name}: missing column" in text
+    assert f"waiting  for raw folder {lab.raw}/qsr_pos/{start + 10 * DAY}/ (not there yet): StgQsrPos" in text
