@@ -112,6 +112,7 @@ class SingleRunBuild(luigi.Task):
     of_params = luigi.DictParameter(default={})
     start = luigi.DateParameter()
     stop = luigi.DateParameter()
+    failures_summarised = True  # each failed date has its failure record, which the run's summary reports
 
     @property
     def resources(self) -> dict[str, int]:

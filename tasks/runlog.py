@@ -51,11 +51,17 @@ def quiet() -> bool:
 def watch(tasks_and_states) -> None:
     """Partitions whose completeness the scheduling process checked, with the answer: the summary
     reports on them. Also turns the default mode on once Luigi has set up its logging (NOTSET)."""
-    global _default_mode, _started_at
+    global _started_at
     if _started_at is None:
         _started_at = dt.datetime.now(dt.UTC).isoformat()
     for task, ok in tasks_and_states:
         _watched.setdefault(task.task_id, (task, ok))
+    _set_mode()
+
+
+def _set_mode() -> None:
+    """Turn the default mode on once Luigi has set up its handler with the level NOTSET."""
+    global _default_mode
     if not _default_mode and logger.level == logging.NOTSET and logger.handlers:
         logger.setLevel(logging.INFO)  # records of INFO are made, and filtered below
         _default_mode = True
@@ -73,11 +79,20 @@ class _RunLog(logging.Filter):
             if text:
                 record.msg, record.args = (text if _default_mode else f"{msg}\n{text}"), ()
             return True
+        _set_mode()  # a warning or error before any partition was checked
         if not _default_mode:
             return True
         if record.levelno < logging.WARNING:
             return msg.startswith("progress: ")
+        if msg.startswith(REPLACED[1]) and len(record.args or ()) == 3:  # a failed task: its traceback
+            return not _summarised(record.args[2])  # stays unless the summary names the failure
         return not msg.startswith(REPLACED)
+
+
+def _summarised(task) -> bool:
+    """Whether the summary reports this task's failure: a watched partition (its failure record), or
+    a single-run build (the failure record of each date it failed)."""
+    return getattr(task, "task_id", None) in _watched or getattr(task, "failures_summarised", False)
 
 
 logger.addFilter(_RunLog())

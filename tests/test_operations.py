@@ -143,3 +143,13 @@ def test_a_single_run_range_prints_the_same_summary(lab):
     assert f"StgQsrPos {start} .. {start + 9 * DAY}: 7 ran, 2 failed, 1 waiting" in text
     assert f"failed   StgQsrPos {start + 3 * DAY}: qsr_pos/{start + 4 * DAY}/{bad.name}: missing column" in text
     assert f"waiting  for raw folder {lab.raw}/qsr_pos/{start + 10 * DAY}/ (not there yet): StgQsrPos" in text
+
+
+def test_a_failure_the_summary_cannot_name_keeps_its_traceback(lab):
+    """The default output leaves out the traceback of a failed partition (the summary gives its file
+    and reason), never that of another task: here the store sensor, whose registry lock is a folder."""
+    lab.qsr_days(dt.date(2026, 9, 1), 2)
+    (lab.data / "_state" / "stores.lock").mkdir(parents=True)
+    proc = luigi_cmd(cron_folder(lab), "AllStores", "--local-scheduler")
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    assert "DiscoverStores" in proc.stderr and "IsADirectoryError" in proc.stderr, proc.stderr[-3000:]
