@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
 
-from tasks import progress, settings
+from tasks import progress, runlog, settings
 from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import PartitionedTask, RawFolder, luigi_engine, reusing
 from tasks.calendar import date_range
@@ -28,6 +28,17 @@ def business_today() -> dt.date:
     return dt.datetime.now(ZoneInfo(settings.qsr().timezone)).date()
 
 
+class BusinessDateParameter(luigi.DateParameter):
+    """A date that defaults to :func:`business_today`, resolved when the task is created.
+
+    A default of None would stay None in the task's parameters, and Luigi's execution summary, which
+    ranges one-parameter tasks by their value, fails on it (TypeError, exit 40) whenever the task is
+    listed: the task id carries the date instead, ``MorningRefresh(today=2026-12-01)``."""
+
+    def normalize(self, x):
+        return super().normalize(business_today() if x is None else x)
+
+
 class MorningRefresh(luigi.WrapperTask):
     """Each morning: the last N ad dates (ads_daily and ads_rolling_7d, N = [ads] restatement_days),
     because a new export restates them, and yesterday's QSR and hotel staging. Each range is Luigi's RangeDaily,
@@ -37,12 +48,12 @@ class MorningRefresh(luigi.WrapperTask):
     that folder arrives the run exits 20 (missing data), which is the signal to rerun later.
     """
 
-    today = luigi.DateParameter(
+    today = BusinessDateParameter(
         default=None, description="Run as of this date (default: today in the business timezone)"
     )
 
     def as_of(self) -> dt.date:
-        return self.today or business_today()
+        return self.today
 
     def requires(self):
         today = self.as_of()
@@ -163,6 +174,7 @@ class SingleRunBuild(luigi.Task):
     of_params = luigi.DictParameter(default={})
     start = luigi.DateParameter()
     stop = luigi.DateParameter()
+    failures_summarised = True  # each failed date has its failure record, which the run's summary reports
 
     @property
     def resources(self) -> dict[str, int]:
@@ -204,7 +216,10 @@ class SingleRunBuild(luigi.Task):
         ]
 
     def complete(self) -> bool:
-        todo = self.todo(luigi_engine())
+        engine = luigi_engine()
+        with settings.snapshot():
+            runlog.watch([(t, engine.state(t).ok) for t in self.partitions()])
+        todo = self.todo(engine)
         if todo:
             self.of.prepare_to_run()
         return not todo

@@ -22,7 +22,7 @@ from luigi.task_register import Register
 from luigi.worker import KeepAliveThread
 
 import tasks
-from tasks import partitions, progress, settings
+from tasks import partitions, progress, runlog, settings
 from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine, FolderInputs, State, Window, diff_inputs, fingerprint, input_line
 from tasks.partitions import PartitionStore
@@ -309,6 +309,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         engine = luigi_engine()
         with settings.snapshot():  # a check of a chain asks for start_date and data_root at every link
             done = engine.state(self).ok
+        runlog.watch([(self, done)])
         if not done:
             type(self).prepare_to_run()
             progress.expect([self.task_id])
@@ -474,13 +475,14 @@ class PartitionedTask(MaterializedTask):
                 if not engine.listed:
                     engine.list_dataset(engine.store(task))
                 if engine.state(task).ok:
-                    done.append(task.date)
+                    done.append(task)
                 else:
                     incomplete.append(task)
+        runlog.watch([(t, True) for t in done] + [(t, False) for t in incomplete])
         if incomplete:
             type(incomplete[0]).prepare_to_run()
             progress.expect(t.task_id for t in incomplete)
-        return done
+        return [t.date for t in done]
 
 
 class SnapshotTask(MaterializedTask):

@@ -68,9 +68,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     steps = demo.run_demo(Path(args.workdir), args.start, args.days, args.stores, args.workers, args.seed)
     table = demo.render(steps, args.stores, args.days, args.workers)
     print(table)
-    for doc in (settings.PROJECT_ROOT / "docs" / "backfills.md", settings.PROJECT_ROOT / "README.md"):
-        if demo.write_table(doc, table):
-            print(f"wrote the table into {doc}")
+    for path in demo.write_output(Path(args.workdir), table, args.update_docs):
+        print(f"wrote the table into {path}")
     return 0 if all(s.exit_code == 0 for s in steps) else 1
 
 
@@ -109,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8082)
     p.set_defaults(func=cmd_scheduler)
 
-    p = sub.add_parser("demo", help="measure backfills after each kind of change; writes docs/backfills.md")
-    p.add_argument("--workdir", default="data/demo", help="scratch folder (deleted and rebuilt)")
+    p = sub.add_parser("demo", help="measure backfills after each kind of change; writes WORKDIR/backfills.md")
+    p.add_argument("--workdir", default="data/demo", help="scratch folder (deleted and rebuilt), holds the table")
+    p.add_argument("--update-docs", action="store_true", help="also write the table into README.md, docs/backfills.md")
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1))
     p.add_argument("--days", type=int, default=60)
     p.add_argument("--stores", type=int, default=50)

@@ -2,8 +2,9 @@
 
 Builds 10 days, changes the suspicious threshold and backfills all 60, deletes one partition, drops in
 one late file, and reruns with nothing to do. Every step is the real ``luigi ... RangeDaily`` command
-line; the partitions each step ran are counted from the manifests it rewrote. The table is written into
-docs/backfills.md and README.md between ``<!-- demo:start -->`` and ``<!-- demo:end -->``.
+line; the partitions each step ran are counted from the manifests it rewrote. The table is written to
+``<workdir>/backfills.md``; with ``--update-docs`` also into docs/backfills.md and README.md between
+``<!-- demo:start -->`` and ``<!-- demo:end -->``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Step:
 
 class DemoLab:
     def __init__(self, workdir: Path, start: dt.date, days: int, workers: int):
+        workdir = workdir.resolve()  # the steps run in workdir: a relative raw root would be taken from there
         self.workdir, self.start, self.days, self.workers = workdir, start, days, workers
         self.raw, self.data, self.cfg = workdir / "raw", workdir / "data", workdir / "luigi.cfg"
 
@@ -91,6 +93,15 @@ def render(steps: list[Step], stores: int, days: int, workers: int) -> str:
         "| step | partitions run | wall time (s) | exit |\n|---|---:|---:|---:|\n"
     )
     return head + "".join(f"| {s.name} | {s.partitions_run} | {s.wall_s:.2f} | {s.exit_code} |\n" for s in steps)
+
+
+def write_output(workdir: Path, table: str, update_docs: bool = False) -> list[Path]:
+    """Write the table to ``<workdir>/backfills.md``, and with ``update_docs`` into the tracked
+    docs/backfills.md and README.md (between the markers); return the files written."""
+    out = workdir / "backfills.md"
+    out.write_text(table, encoding="utf-8")
+    docs = (settings.PROJECT_ROOT / "docs" / "backfills.md", settings.PROJECT_ROOT / "README.md")
+    return [out, *(doc for doc in docs if update_docs and write_table(doc, table))]
 
 
 def write_table(path: Path, table: str) -> bool:

@@ -7,7 +7,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
-from tasks import settings
+from tasks import scheduler, settings
 from tasks.base import CheckCache, MaterializedTask
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
@@ -46,7 +46,8 @@ class Plan:
         family, _ = self.mode
         workers = f" --workers {self.workers}" if family == "RangeDaily" and self.workers > 1 else ""
         of = DATASETS[self.dataset].__name__
-        return f"luigi --module tasks {family} --of {of} --start {self.start} --stop {self.stop}{workers}"
+        local = "" if scheduler.central_scheduler() else " --local-scheduler"  # a command that works as pasted
+        return f"luigi --module tasks {family} --of {of} --start {self.start} --stop {self.stop}{workers}{local}"
 
     @property
     def estimate_s(self) -> float | None:

@@ -12,6 +12,9 @@ Two sources feed it:
 Lines go to the ``luigi-interface`` logger, so they appear on the terminal and in worker logs::
 
     progress: 12/60 partitions (20%), 2.4/s, about 20 s left - done StgQsrPos(date=2026-09-12)
+
+By default (tasks/runlog.py) a line each tenth of the range and at its end; with ``--log-level INFO``
+or ``DEBUG``, a line per partition.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import time
+
+from tasks import runlog
 
 logger = logging.getLogger("luigi-interface")
 
@@ -29,6 +34,14 @@ def _seconds(s: float) -> str:
     if s < 5400:
         return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h"
+
+
+def shown(done: int, total: int) -> bool:
+    """Whether the line of partition ``done`` of ``total`` is logged: every one when the log level
+    asks for detail, else the first, each one that starts a new tenth of the range, and the last."""
+    if not runlog.quiet() or done <= 1 or done >= total:
+        return True
+    return 10 * done // total > 10 * (done - 1) // total
 
 
 def line(done: int, total: int, elapsed: float, what: str = "") -> str:
@@ -51,7 +64,8 @@ class Progress:
     def step(self, what: str = "") -> str:
         self.done += 1
         text = line(self.done, self.total, time.monotonic() - self.t0, what)
-        logger.info(text)
+        if shown(self.done, self.total):
+            logger.info(text)
         return text
 
 
@@ -78,7 +92,8 @@ def finished(task_id: str) -> str | None:
         count = done.value
     elapsed = time.time() - started.value if started.value else 0.0
     text = line(count, len(_expected), elapsed, task_id)
-    logger.info(text)
+    if shown(count, len(_expected)):
+        logger.info(text)
     if count >= len(_expected):  # all done: a later run in this process counts from zero
         _expected.clear()
         done.value, started.value = 0, 0.0

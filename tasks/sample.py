@@ -1,4 +1,4 @@
-"""Deterministic, realistic sample raw zone for Daybreak (contract: shared spec ``raw-zone.md`` sections 1-4).
+"""Deterministic, realistic sample raw zone for Daybreak (contract: docs/raw-zone.md).
 
 ``generate()`` writes, for business dates ``start .. start+days-1``:
 

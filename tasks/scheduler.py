@@ -11,8 +11,10 @@ unless told otherwise. Its state, logs and task history (SQLite) live under the 
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import sys
+import urllib.request
 from pathlib import Path
 
 from tasks import settings
@@ -67,3 +69,25 @@ def run(address: str = "127.0.0.1", port: int = 8082) -> int:
     print(f"luigid on http://{address}:{port} (visualiser; history at /history); state under {Path(cmd[-3]).parent}")
     os.execvpe(cmd[0], cmd, env)
     return 0  # not reached
+
+
+def central_scheduler() -> str | None:
+    """The URL of the central scheduler that a ``luigi`` command without ``--local-scheduler`` would
+    use, if it would find one: one is configured (``[core] default_scheduler_host``/``_url``, or
+    ``scheduler_host``/``_url``), or a luigid answers at the configured (default) host and port.
+    None when such a command would retry for 30 s and exit with an RPCError."""
+    import luigi.configuration
+    import luigi.interface
+
+    core = luigi.interface.core()
+    url = core.scheduler_url or f"http://{core.scheduler_host}:{core.scheduler_port}/"
+    config = luigi.configuration.get_config()
+    keys = ("default_scheduler_host", "default_scheduler_url", "scheduler_host", "scheduler_url")
+    if any(config.has_option("core", key) for key in keys):
+        return url
+    try:  # a read-only call of luigid's API
+        with urllib.request.urlopen(url.rstrip("/") + "/api/worker_list?data=%7B%7D", timeout=2) as response:
+            json.load(response)
+    except (OSError, ValueError):
+        return None
+    return url

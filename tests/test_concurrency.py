@@ -23,6 +23,7 @@ def test_two_local_scheduler_backfills_at_once_build_each_partition_once(lab):
     def backfill(family: str, workers: int) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "luigi", "--module", "tasks", family, "--of", "StgQsrPos"]
         cmd += ["--start", str(START), "--stop", str(stop), "--workers", str(workers), "--local-scheduler"]
+        cmd += ["--log-level", "INFO"]  # each partition's "wrote" line
         return subprocess.Popen(cmd, cwd=lab.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     # two different commands (Luigi's own lock stops a second identical one), each with its own scheduler

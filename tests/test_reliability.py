@@ -428,7 +428,8 @@ def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions
         roots = {"raw_root": lab.raw, "data_root": data}
         cfg = write_config(tmp_path / "run.cfg", {"daybreak": roots, "qsr": rules})
         args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(STOP), "--local-scheduler"]
-        return lab.cli(*args, "--no-lock", env={"LUIGI_CONFIG_PATH": str(cfg)})
+        # INFO: Luigi's report of each failed task (the default output summarises them)
+        return lab.cli(*args, "--no-lock", "--log-level", "INFO", env={"LUIGI_CONFIG_PATH": str(cfg)})
 
     assert run(OLD_RULES, START + dt.timedelta(days=1)).returncode == 0  # the first date stays new
     before = {p: p.read_bytes() for p in (data / DATASET).rglob("*") if p.is_file()}

@@ -217,6 +217,7 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
     cfg = capped_config(lab, sshd, scheduler)
     args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=30))]
     cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--workers", "4", "--no-lock"]
+    cmd += ["--log-level", "INFO"]  # each partition's "wrote" line, Luigi's execution summary
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
     with peak_connections(sshd) as peak:
         procs = [

@@ -1,0 +1,189 @@
+"""What a run prints: by default progress lines and one summary, not Luigi's chatter.
+
+Daybreak sets Luigi's ``[core] log_level`` default to NOTSET (tasks/settings.py, LUIGI_DEFAULTS);
+Luigi then sets up its handler but no level of its own. Once it has, the first completeness check
+turns on the default mode (:func:`watch`): the ``luigi-interface`` logger passes
+
+* warnings and errors, except the two kinds the summary replaces: one "Data for RawFolder(...) does
+  not exist (yet?)" line per missing raw folder, and one traceback per failed partition;
+* the progress lines (tasks/progress.py, one per tenth of the range);
+* Daybreak's summary in place of Luigi's execution summary: per dataset what ran, what was up to
+  date (skipped), what failed (with the error, which names the file and the reason), what waits for
+  which raw folder, and what did not run because something it reads failed or waits.
+
+``--log-level DEBUG`` (or INFO, or a ``[core] log_level``) is Luigi's own logging, everything at that
+level, with Daybreak's summary after Luigi's. ``WARNING`` and above: warnings and errors only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import textwrap
+import warnings
+from collections import defaultdict
+
+logger = logging.getLogger("luigi-interface")
+
+LUIGI_SUMMARY = "===== Luigi Execution Summary ====="
+KINDS = ("ran", "up to date", "failed", "waiting", "not run")
+DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
+# messages of Luigi's (and of the single-run build) that the summary says better, one line per partition
+REPLACED = (
+    "Data for %s does not exist (yet?)",  # luigi.worker, one per missing raw folder
+    "[pid %s] Worker %s failed",  # luigi.worker, the traceback of each failed task
+    "%s failed; the rest of the range goes on",  # tasks.backfill.SingleRunBuild, each failed date
+)
+
+# RangeDaily's param_name (None: the first positional parameter) warns on every range run
+warnings.filterwarnings("ignore", message=r'Parameter "param_name" with value "None" is not of type string')
+
+_default_mode = False
+_watched: dict[str, tuple[object, bool]] = {}  # task id -> (task, complete when first checked)
+_started_at: str | None = None  # UTC, ISO: failure records from this time on are this run's
+
+
+def quiet() -> bool:
+    """True in the default mode: progress every tenth, not every partition."""
+    return _default_mode
+
+
+def watch(tasks_and_states) -> None:
+    """Partitions whose completeness the scheduling process checked, with the answer: the summary
+    reports on them. Also turns the default mode on once Luigi has set up its logging (NOTSET)."""
+    global _started_at
+    if _started_at is None:
+        _started_at = dt.datetime.now(dt.UTC).isoformat()
+    for task, ok in tasks_and_states:
+        _watched.setdefault(task.task_id, (task, ok))
+    _set_mode()
+
+
+def _set_mode() -> None:
+    """Turn the default mode on once Luigi has set up its handler with the level NOTSET."""
+    global _default_mode
+    if not _default_mode and logger.level == logging.NOTSET and logger.handlers:
+        logger.setLevel(logging.INFO)  # records of INFO are made, and filtered below
+        _default_mode = True
+
+
+class _RunLog(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg if isinstance(record.msg, str) else ""
+        if msg.startswith("\n" + LUIGI_SUMMARY) or msg.startswith(LUIGI_SUMMARY):
+            try:
+                text = summary()
+            except Exception as exc:  # the run is over: a summary that cannot be made must not change its exit
+                record.msg, record.args = f"{msg}\n(no Daybreak summary: {type(exc).__name__}: {exc})", ()
+                return True
+            if text:
+                record.msg, record.args = (text if _default_mode else f"{msg}\n{text}"), ()
+            return True
+        _set_mode()  # a warning or error before any partition was checked
+        if not _default_mode:
+            return True
+        if record.levelno < logging.WARNING:
+            return msg.startswith("progress: ")
+        if msg.startswith(REPLACED[1]) and len(record.args or ()) == 3:  # a failed task: its traceback
+            return not _summarised(record.args[2])  # stays unless the summary names the failure
+        return not msg.startswith(REPLACED)
+
+
+def _summarised(task) -> bool:
+    """Whether the summary reports this task's failure: a watched partition (its failure record), or
+    a single-run build (the failure record of each date it failed)."""
+    return getattr(task, "task_id", None) in _watched or getattr(task, "failures_summarised", False)
+
+
+logger.addFilter(_RunLog())
+
+
+def summary() -> str:
+    """The summary of the partitions watched since the last one (and forget them)."""
+    global _started_at
+    watched, started = list(_watched.values()), _started_at or ""
+    _watched.clear()
+    _started_at = None
+    if not watched:
+        return ""
+    from tasks import settings
+    from tasks.backfill import missing_raw
+    from tasks.base import CheckCache
+
+    cache = CheckCache()
+    counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    failed, waiting, blocked = [], defaultdict(list), []
+    with settings.snapshot():
+        zone = cache.zone()
+        for task, ok_at_check in watched:
+            family, key = task.task_family, task.key
+            if ok_at_check:
+                counts[family]["up to date"].append(key)
+                continue
+            record = task.store().read_failure(key)
+            if record and record.get("failed_at", "") >= started:
+                counts[family]["failed"].append(key)
+                failed.append(f"{_name(family, key)}: {_first_line(record.get('error', ''))}")
+            elif task.state(cache).ok:
+                counts[family]["ran"].append(key)
+            elif folders := missing_raw(task, cache):
+                counts[family]["waiting"].append(key)
+                for source, date in folders:
+                    waiting[source].append((date, family, key))
+            else:
+                counts[family]["not run"].append(key)
+                blocked.append(_name(family, key))
+    lines = ["summary of this run:"]
+    for family, kinds in counts.items():
+        keys = [k for ks in kinds.values() for k in ks]
+        parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
+        lines.append(f"  {_name(family, _span(keys) or None)}: {parts}")
+    lines += _capped("  failed   ", failed)
+    lines += _capped("  waiting  ", [_waiting(zone, source, waits) for source, waits in sorted(waiting.items())])
+    lines += _capped("  not run  ", blocked, "(a partition it reads failed or waits; or see --log-level INFO)")
+    if failed or blocked or waiting:
+        lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
+    return "\n".join(lines)
+
+
+def _waiting(zone, source: str, waits: list[tuple[dt.date, str, object]]) -> str:
+    """One line per raw source: the folders not there yet (full path) and the partitions waiting."""
+    folders = sorted({d for d, _, _ in waits})
+    first = f"{zone.describe()}/{zone.folder_relpath(source, folders[0])}/"
+    where = f"folder {first}" if len(folders) == 1 else f"folders {first} .. {folders[-1]}/ ({len(folders)})"
+    return f"for raw {where} (not there yet): {_names([(f, k) for _, f, k in waits])}"
+
+
+def _capped(prefix: str, items: list[str], note: str = "") -> list[str]:
+    shown = [prefix + item for item in items[:DETAIL_LINES]]
+    if len(items) > DETAIL_LINES:
+        shown.append(f"{prefix}... and {len(items) - DETAIL_LINES} more")
+    if shown and note:
+        shown[0] += f" {note}"
+    return shown
+
+
+def _first_line(error: str) -> str:
+    return textwrap.shorten((error.strip().splitlines() or ["(no message)"])[0], 240, placeholder=" ...")
+
+
+def _name(family: str, key) -> str:
+    return f"{family} {key}" if key is not None else family
+
+
+def _names(partitions: list[tuple[str, object]]) -> str:
+    by_family: dict[str, list] = defaultdict(list)
+    for family, key in partitions:
+        by_family[family].append(key)
+    return "; ".join(f"{family} {_span(keys)}".rstrip() for family, keys in by_family.items())
+
+
+def _span(keys: list) -> str:
+    """``2026-09-01 .. 2026-10-30`` (with the count of gaps, if any), or the one key; '' unpartitioned."""
+    dates = sorted({k for k in keys if isinstance(k, dt.date)})
+    if not dates:
+        return ""
+    if len(dates) == 1:
+        return str(dates[0])
+    gaps = (dates[-1] - dates[0]).days + 1 - len(dates)
+    return f"{dates[0]} .. {dates[-1]}" + (f" ({len(dates)} dates)" if gaps else "")

@@ -1,0 +1,44 @@
+"""``daybreak demo`` (issue 15, item 4): works with no arguments from any folder, writes its table to
+its own output, and touches the tracked README.md and docs/backfills.md only when asked to."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tasks import demo, settings
+from tests.conftest import REPO
+
+
+def test_demo_with_no_arguments_writes_its_table_to_its_own_output(tmp_path):
+    tracked = {p: p.read_bytes() for p in (REPO / "README.md", REPO / "docs" / "backfills.md")}
+    daybreak = Path(sys.executable).parent / "daybreak"
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    proc = subprocess.run([str(daybreak), "demo"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    table = (tmp_path / "data" / "demo" / "backfills.md").read_text()
+    rows = re.findall(r"^\| (\d)\. .*? \| (\d+) \| [\d.]+ \| (\d+) \|$", table, re.M)
+    # the counts docs/backfills.md promises: 10, 60 (10 stale + 50 missing), 1, 2 (a late file of
+    # folder D is read by partitions D-1 and D), 0
+    assert rows == [("1", "10", "0"), ("2", "60", "0"), ("3", "1", "0"), ("4", "2", "0"), ("5", "0", "0")]
+    assert not (tmp_path / "data" / "demo" / "data" / "demo").exists()
+    assert {p: p.read_bytes() for p in tracked} == tracked
+
+
+def test_update_docs_writes_the_table_between_the_markers(tmp_path, monkeypatch):
+    for rel in ("README.md", "docs/backfills.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, tmp_path / rel)
+    monkeypatch.setattr(settings, "PROJECT_ROOT", tmp_path)  # a copy of the tracked files, not the repository's
+    table = "| step | partitions run | wall time (s) | exit |\n|---|---:|---:|---:|\n| 1. x | 10 | 1.00 | 0 |\n"
+    (tmp_path / "out").mkdir()
+    assert demo.write_output(tmp_path / "out", table) == [tmp_path / "out" / "backfills.md"]
+    assert (tmp_path / "README.md").read_bytes() == (REPO / "README.md").read_bytes()
+    written = demo.write_output(tmp_path / "out", table, update_docs=True)
+    assert written == [tmp_path / "out" / "backfills.md", tmp_path / "docs" / "backfills.md", tmp_path / "README.md"]
+    for doc in written[1:]:
+        assert f"<!-- demo:start -->\n{table}<!-- demo:end -->" in doc.read_text()

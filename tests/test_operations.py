@@ -1,0 +1,155 @@
+"""Operations as a user runs them (issue 15): the morning refresh from cron, the command ``plan``
+prints, the volume and content of a backfill's output."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tasks.backfill import business_today
+from tests.conftest import Lab
+
+DAY = dt.timedelta(days=1)
+
+
+def cron_folder(lab: Lab, extra: str = "") -> Path:
+    """A folder of its own with a luigi.cfg that sets only the two roots, as docs/operations.md's cron
+    line uses (not the lab's root: the in-process tests' working directory)."""
+    cron = lab.root / "cron"
+    cron.mkdir(exist_ok=True)
+    (cron / "luigi.cfg").write_text(f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n{extra}")
+    return cron
+
+
+def luigi_cmd(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_morning_refresh_before_todays_exports_exits_20_and_names_the_folder(lab):
+    """The cron line's normal case at 06:30: yesterday's POS folder is there, today's is not yet."""
+    today = business_today()
+    lab.qsr_days(today - 2 * DAY, 1)  # folders today-2 and today-1
+    proc = luigi_cmd(cron_folder(lab), "MorningRefresh", "--local-scheduler")
+    assert proc.returncode == 20, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert f"waiting  for raw folder {lab.raw}/qsr_pos/{today}/ (not there yet): StgQsrPos {today - DAY}" in proc.stderr
+
+
+def shell(cwd: Path, command: str) -> subprocess.CompletedProcess:
+    """``command`` as a user pastes it into bash, with this virtualenv's scripts on the PATH."""
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def planned_command(cwd: Path, start: dt.date, stop: dt.date) -> str:
+    proc = shell(cwd, f"daybreak plan stg_qsr_pos --start {start} --stop {stop}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # work to do
+    (line,) = [x for x in proc.stdout.splitlines() if x.strip().startswith("run:")]
+    return line.split("run:", 1)[1].strip()
+
+
+PLAN_START = dt.date(2026, 9, 1)
+# Luigi retries an unreachable scheduler for 3 x 30 s by default; a broken command fails fast here
+FAST_RPC = "[core]\nrpc-retry-attempts = 1\nrpc-retry-wait = 1\n"
+
+
+def test_the_command_plan_prints_works_as_pasted_without_a_scheduler(lab):
+    lab.qsr_days(PLAN_START, 4)
+    cwd = cron_folder(lab, FAST_RPC)
+    command = planned_command(cwd, PLAN_START, PLAN_START + 4 * DAY)
+    proc = shell(cwd, command)
+    assert proc.returncode == 0, command + "\n" + proc.stderr[-3000:]
+    assert command.endswith("--local-scheduler")
+    assert set(lab.built_at()) == {PLAN_START + k * DAY for k in range(4)}
+
+
+def test_the_command_plan_prints_uses_a_running_or_configured_scheduler(lab):
+    from tests.luigid import Luigid
+
+    lab.qsr_days(PLAN_START, 3)
+    server = Luigid(lab.root / "luigid").start()
+    try:  # a luigid answers on the configured port: the command goes to it
+        cwd = cron_folder(lab, FAST_RPC + f"scheduler_port = {server.port}\n")
+        command = planned_command(cwd, PLAN_START, PLAN_START + 3 * DAY)
+        assert "--local-scheduler" not in command
+        proc = shell(cwd, command)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert set(lab.built_at()) == {PLAN_START + k * DAY for k in range(3)}
+    finally:
+        server.stop()
+    # configured, not running: the user runs a central scheduler; the command is for it
+    cwd = cron_folder(lab, FAST_RPC + "default_scheduler_host = 127.0.0.1\ndefault_scheduler_port = 1\n")
+    lab.qsr_days(PLAN_START + 3 * DAY, 1)
+    assert "--local-scheduler" not in planned_command(cwd, PLAN_START, PLAN_START + 4 * DAY)
+
+
+def test_a_60_date_backfill_prints_progress_and_a_short_summary_and_debug_prints_everything(lab):
+    """Issue 15, item 11: the README's first command printed 1,741 lines. 60 dates of sample data, two
+    partitions failing (a bad file in folder F is read by F-1 and F), the last one waiting for its
+    d+1 folder, three up to date from an earlier run."""
+    from tasks import sample
+
+    start = dt.date(2026, 9, 1)
+    stop = start + 60 * DAY
+    sample.generate(lab.raw, start, 60, stores=3, seed=1, mean_lines_per_store=20)
+    bad = lab.qsr_file(str(start + 20 * DAY), "S999", ["x,1,S999"], header="order_id,line_no,store_id")
+    shutil.rmtree(lab.raw / "qsr_pos" / str(stop))
+    cwd = cron_folder(lab)
+    assert luigi_cmd(cwd, "RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + 3 * DAY),
+                     "--local-scheduler").returncode == 0  # fmt: skip
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(stop), "--workers", "2"]
+    proc = luigi_cmd(cwd, *args, "--local-scheduler")
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    progress = [x for x in lines if "progress: " in x]
+    summary = lines[lines.index("INFO: summary of this run:") :]
+    assert 1 <= len(progress) <= 11  # the first, one per tenth, the last
+    assert len(summary) <= 40
+    assert len(lines) == len(progress) + len(summary), proc.stderr  # nothing else: no Luigi chatter, no warning
+    text = "\n".join(summary)
+    assert f"StgQsrPos {start} .. {stop - DAY}: 54 ran, 3 up to date, 2 failed, 1 waiting" in text
+    for d in (start + 19 * DAY, start + 20 * DAY):  # the file, the column and the reason
+        assert f"failed   StgQsrPos {d}: " in text
+        assert f"qsr_pos/{start + 20 * DAY}/{bad.name}" in text.split(f"StgQsrPos {d}: ")[1].splitlines()[0]
+    assert f"waiting  for raw folder {lab.raw}/qsr_pos/{stop}/ (not there yet): StgQsrPos {stop - DAY}" in text
+
+    proc = luigi_cmd(cwd, *args, "--local-scheduler", "--log-level", "DEBUG")
+    assert proc.returncode == 30
+    assert "DEBUG: Checking if StgQsrPos(date=" in proc.stderr
+    assert "===== Luigi Execution Summary =====" in proc.stderr and "summary of this run:" in proc.stderr
+    assert f"Data for RawFolder(source=qsr_pos, date={stop}) does not exist (yet?)" in proc.stderr
+    assert "Traceback" in proc.stderr  # the failed partitions' tracebacks
+    # a line per partition: the two failed ones ran again; the one waiting never ends
+    assert re.findall(r"progress: (\d+)/(\d+) partitions", proc.stderr) == [("1", "3"), ("2", "3")]
+
+
+def test_a_single_run_range_prints_the_same_summary(lab):
+    start = dt.date(2026, 9, 1)
+    lab.qsr_days(start, 9)  # folders start .. start+9: dates start .. start+8 can be built
+    bad = lab.qsr_file(str(start + 4 * DAY), "S009", ["x,1,S009"], header="order_id,line_no,store_id")
+    args = ["RangeSingleRun", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + 10 * DAY)]
+    proc = luigi_cmd(cron_folder(lab), *args, "--local-scheduler")
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    text = proc.stderr[proc.stderr.index("summary of this run:") :]
+    assert f"StgQsrPos {start} .. {start + 9 * DAY}: 7 ran, 2 failed, 1 waiting" in text
+    assert f"failed   StgQsrPos {start + 3 * DAY}: qsr_pos/{start + 4 * DAY}/{bad.name}: missing column" in text
+    assert f"waiting  for raw folder {lab.raw}/qsr_pos/{start + 10 * DAY}/ (not there yet): StgQsrPos" in text
+
+
+def test_a_failure_the_summary_cannot_name_keeps_its_traceback(lab):
+    """The default output leaves out the traceback of a failed partition (the summary gives its file
+    and reason), never that of another task: here the store sensor, whose registry lock is a folder."""
+    lab.qsr_days(dt.date(2026, 9, 1), 2)
+    (lab.data / "_state" / "stores.lock").mkdir(parents=True)
+    proc = luigi_cmd(cron_folder(lab), "AllStores", "--local-scheduler")
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    assert "DiscoverStores" in proc.stderr and "IsADirectoryError" in proc.stderr, proc.stderr[-3000:]
