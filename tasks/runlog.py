@@ -114,7 +114,7 @@ def summary() -> str:
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     failed, waiting, blocked = [], defaultdict(list), []
     with settings.snapshot():
-        zone = cache.zone()
+        zone = cache.zone(watched[0][0])
         for task, ok_at_check in watched:
             family, key = task.task_family, task.key
             if ok_at_check:
