@@ -24,6 +24,7 @@ from luigi.worker import KeepAliveThread
 import tasks
 from tasks import partitions, progress, settings
 from tasks.freshness import engine as freshness
+from tasks.freshness import identity
 from tasks.freshness.engine import Engine, FolderInputs, State, Window, diff_inputs, fingerprint, input_line
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone
@@ -349,6 +350,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
     def _build_and_write(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         engine = luigi_engine()
+        listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
         with settings.snapshot():
             engine.refresh(self)  # under the lock: what this build reads, as it is now (not the memo)
             up_to_date = engine.state(self).ok
@@ -365,7 +367,9 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         upstream = engine.upstream_versions(self)
         built = self.build(inputs)
         self._check_inputs_unchanged(window)
+        zone = self.zone()
         store = self.store()
+        previous = engine.manifest(store, self.key)
         if built.rejected is not None:
             store.write_quarantine(self.key, built.rejected)
         self.check_built(built)
@@ -376,6 +380,8 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
             "rules_fingerprint": self.rules_fingerprint(),
             "inputs": [input_line(f) for f in inputs],
             "input_fingerprint": window.fingerprint,
+            "input_hashes": {f.relpath: zone.digest(f) for f in inputs},
+            "inputs_listed_ns": listed_ns,
             "refused_inputs": window.refused,
             "upstream": upstream,
             "row_count": built.table.num_rows,
@@ -387,7 +393,14 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         }
         finished = dt.datetime.now(dt.UTC)
         manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
-        store.write(self.key, built.table, manifest, built.extras)
+        manifest.update(data_version=identity.logical_version(built.table), data_version_kind=identity.LOGICAL)
+        equivalent = identity.legacy_equivalents(store, self.key, previous, manifest["data_version"])
+        if equivalent:
+            manifest["equivalent_versions"] = equivalent
+        if identity.same_rows(store, self.key, previous, manifest["data_version"]) and not built.extras:
+            store.update_manifest(self.key, dict(manifest, data_files=previous["data_files"]))  # data kept as is
+        else:
+            store.write(self.key, built.table, manifest, built.extras)
         store.clear_failure(self.key)
         logger.info(
             "%s: wrote %s rows (%s rejected) in %.2f s",

@@ -56,7 +56,7 @@ class StgHotelBookingsDaily(PartitionedTask):
                 "Add the hotel (id, name, timezone, rooms) to config/hotels.csv or remove the file."
             )
         zone = self.zone()
-        parsed = parse_csv_many(((zone.read_bytes(f), f.relpath) for f in inputs), RAW_COLUMNS)
+        parsed = parse_csv_many(((zone.read_input(f), f.relpath) for f in inputs), RAW_COLUMNS)
         timezones = [known[f.relpath.rsplit("/", 1)[-1].removesuffix(".csv")].timezone for f in inputs]
         result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date)
         stats = {"raw_files": len(inputs), "attributed_rows": result.rows_read}
