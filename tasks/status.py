@@ -16,6 +16,7 @@ from tasks import catalogue, settings
 from tasks.base import CheckCache, MaterializedTask, PartitionedTask, waiting_for
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
+from tasks.freshness.identity import SAME_CONTENT
 from tasks.partitions import PartitionStore
 
 _CLASSES = {d.name: d.task_class() for d in catalogue.DATASETS}
@@ -61,7 +62,8 @@ def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatu
             return DayStatus(name, day, "waiting", waiting)
     if state.ok and task.provisional(cache):
         return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
-    return DayStatus(name, day, state.state, state.reason if not state.ok else "", rows, duration)
+    # an ok partition's reason is a note: its raw files' metadata changed, their content did not
+    return DayStatus(name, day, state.state, state.reason, rows, duration)
 
 
 def _failure_records(data_root) -> set[str]:
@@ -154,6 +156,9 @@ def render_text(rows: list[DayStatus]) -> str:
         for r in mine:
             if r.state in ("stale", "failed", "waiting"):  # provisional: a count, not a line per day
                 lines.append(f"  {r.date} {r.state}: {r.reason}")
+        same = [r.date for r in mine if r.state == "ok" and r.reason == SAME_CONTENT]
+        if same:
+            lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({same[0]} .. {same[-1]}): nothing to rebuild")
     return "\n".join(lines)
 
 

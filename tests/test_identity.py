@@ -1,0 +1,104 @@
+"""Identity by content (issue 14): touched or re-sent identical raw files rebuild nothing, a rebuild
+to identical rows stops the cascade, and the reasons say so."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+
+from tasks import cli, plan, status
+from tasks.partitions import PartitionStore
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+STOP = START + 4 * DAY  # staging 09-10 .. 09-13 reads folders 09-10 .. 09-14
+
+
+def touch_all(root) -> int:
+    """`touch` every raw file (as a re-copy that does not keep mtimes does)."""
+    files = [p for p in root.rglob("*") if p.is_file()]
+    for p in files:
+        before = p.stat().st_mtime_ns
+        os.utime(p)
+        assert p.stat().st_mtime_ns != before
+    return len(files)
+
+
+def test_touched_and_recopied_identical_files_rebuild_nothing_and_plan_says_why(lab, setting):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    assert lab.range(START, STOP) == 0
+    assert touch_all(lab.raw) == 10
+    one = lab.raw / "qsr_pos" / "2026-09-12" / "S001.csv"
+    shutil.copy(one, one.with_suffix(".tmp"))  # re-copied byte for byte: a new inode and mtime
+    os.replace(one.with_suffix(".tmp"), one)
+
+    shown = plan.render(plan.make_plan("stg_qsr_pos", START, STOP))
+    assert "0 partitions would run" in shown
+    assert f"keep  {START} .. {STOP - DAY}  4 partitions: metadata changed, content identical" in shown
+    text = status.render_text(status.collect(START, STOP, ["stg_qsr_pos"]))
+    assert "4 ok, metadata changed, content identical" in text
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()
+
+    # the new metadata is remembered beside the partition (never in its data or manifest): the next
+    # check compares metadata again, as cheap as before
+    from tasks.freshness import identity
+
+    store = PartitionStore(lab.data, "staging/qsr_pos")
+    side = json.loads(identity.sidecar_path(store, START + 2 * DAY).read_text())
+    assert f"qsr_pos/2026-09-12/S001.csv {one.stat().st_size} {one.stat().st_mtime_ns}" in side["inputs"]
+
+
+def test_a_changed_file_of_the_same_size_rebuilds_exactly_the_dates_that_read_it(lab, setting):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    assert lab.range(START, STOP) == 0
+    touch_all(lab.raw)
+    path = lab.raw / "qsr_pos" / "2026-09-12" / "S001.csv"
+    text = path.read_text()
+    path.write_text(text.replace(",COLA,3,", ",COLA,4,"))  # same size, new content
+    assert len(path.read_text()) == len(text)
+    got = plan.make_plan("stg_qsr_pos", START, STOP).runs
+    assert [(d, s) for d, s, _ in got] == [(START + DAY, "stale"), (START + 2 * DAY, "stale")]
+    assert "input content changed: qsr_pos/2026-09-12/S001.csv" in got[0][2]
+    # folder 09-12 is read by business dates 09-11 (lines before 05:00) and 09-12
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == {START + DAY, START + 2 * DAY}
+
+
+def test_rerunning_the_sample_with_the_same_arguments_rebuilds_nothing(lab, setting):
+    setting("daybreak", "start_date", START)
+    args = ["sample", "--start", str(START), "--days", "3", "--stores", "3", "--raw-root", str(lab.raw)]
+    assert cli.main(args) == 0
+    stop = START + 2 * DAY
+    assert lab.range(START, stop) == 0
+    assert lab.range(START, stop, of="AdsDaily") == 0
+    before = {p: p.stat().st_mtime_ns for p in lab.raw.rglob("*.csv")}
+    assert cli.main(args) == 0
+    assert all(p.stat().st_mtime_ns != m for p, m in before.items())  # every file written again
+    assert lab.rebuilt_by(lambda: lab.range(START, stop)) == set()
+    assert lab.rebuilt_by(lambda: lab.range(START, stop, of="AdsDaily"), "staging/ads_daily") == set()
+
+
+def test_a_rule_change_that_changes_no_row_of_a_store_rebuilds_nothing_of_it_downstream(lab, setting):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S007"))
+    path = lab.raw / "qsr_pos" / "2026-09-12" / "S007.csv"
+    path.write_text(path.read_text().replace(",COLA,3,", ",COLA,9,"))  # one line of qty 9, store S007 only
+
+    def build() -> None:
+        assert lab.range(START, STOP) == 0
+        assert lab.luigi("AllStores") == 0
+
+    build()
+    stores_before = {s: _finished(lab, s) for s in ("S001", "S007")}
+    setting("qsr", "suspicious_qty_threshold", 5)  # from 20: only S007's qty 9 line crosses it
+    assert lab.rebuilt_by(build) == {START + d * DAY for d in range(4)}  # the rules of every date changed
+    # S001's rows are the same on every date: its store_daily_sales is not rebuilt; S007's is
+    assert {s for s, t in stores_before.items() if _finished(lab, s) != t} == {"S007"}
+
+
+def _finished(lab, store: str) -> str:
+    path = lab.data / "marts/store_daily_sales" / f"store_id={store}" / "_manifest.json"
+    return json.loads(path.read_text())["finished_at"]
