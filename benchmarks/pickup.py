@@ -23,6 +23,12 @@ from benchmarks._luigi import timed_luigi  # noqa: E402
 START = dt.date(2025, 9, 1)  # RangeDaily leaves out dates from today on: the whole range in the past
 
 
+def pickup_args(hotel: str, start: dt.date, stop: dt.date) -> list[str]:
+    """The one-hotel backfill: ``RangeDaily --of HotelPickup`` over [start, stop)."""
+    span = ["--start", str(start), "--stop", str(stop), "--task-limit", str((stop - start).days)]
+    return ["RangeDaily", "--of", "HotelPickup", "--of-params", json.dumps({"hotel": hotel}), *span]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=int, default=60)
@@ -39,8 +45,7 @@ def main() -> None:
         stop = START + dt.timedelta(days=args.days)
         span = ["--start", str(START), "--stop", str(stop)]
         staging = timed_luigi(cfg, "RangeDaily", "--of", "StgHotelBookingsDaily", *span)
-        of = ["RangeDaily", "--of", "HotelPickup", "--of-params", json.dumps({"hotel": args.hotel}), *span]
-        of += ["--task-limit", str(args.days)]  # RangeDaily's default cap is 50 dates
+        of = pickup_args(args.hotel, START, stop)
         backfill = timed_luigi(cfg, *of)
         built = len(list((root / "data/marts/hotel_pickup").glob(f"*/hotel_id={args.hotel}/_manifest.json")))
         assert built == args.days, built

@@ -27,34 +27,53 @@ sys.path.insert(0, str(REPO))
 START = dt.date(2023, 9, 1)
 
 
-def main() -> None:
+def prepare(work: Path, days: int) -> tuple[Path, dict, dt.date]:
+    """The sample raw zone and every date-partitioned staging dataset and ads mart over ``days`` days
+    under ``work`` (kept for reruns): (luigi.cfg, environment for a subprocess, stop date)."""
     from tasks import sample
     from tasks.settings import write_config
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--days", type=int, default=1095)
-    ap.add_argument("--workdir", default=str(REPO / "data" / "bench" / "status"))
-    args = ap.parse_args()
-    work = Path(args.workdir)
     raw, data = work / "raw", work / "data"
     work.mkdir(parents=True, exist_ok=True)
-    stop = START + dt.timedelta(days=args.days)
+    stop = START + dt.timedelta(days=days)
     cfg = write_config(
         work / "luigi.cfg",
         {"daybreak": {"raw_root": raw, "data_root": data, "start_date": START}, "core": {"log_level": "WARNING"}},
     )
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
     if not raw.exists():
-        print(f"writing {args.days + 8} days of sample raw data to {raw} ...", flush=True)
-        sample.generate(raw, START, args.days + 8, stores=2, seed=1, mean_lines_per_store=20)
+        print(f"writing {days + 8} days of sample raw data to {raw} ...", flush=True)
+        sample.generate(raw, START, days + 8, stores=2, seed=1, mean_lines_per_store=20)
     t0 = time.perf_counter()
     for family in ("StgQsrPos", "StgHotelBookingsDaily", "AdsRolling7d"):  # AdsRolling7d builds AdsDaily first
         cmd = [sys.executable, "-m", "luigi", "--module", "tasks", "RangeSingleRun", "--of", family]
         cmd += ["--start", str(START), "--stop", str(stop), "--local-scheduler", "--no-lock"]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work)
         if proc.returncode != 0:
             raise SystemExit(f"{family} failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    print(f"built (or checked) 4 x {args.days} partitions in {time.perf_counter() - t0:.0f} s")
+    print(f"built (or checked) 4 x {days} partitions in {time.perf_counter() - t0:.0f} s")
+    return cfg, env, stop
+
+
+def status_cli(env: dict, work: Path, stop: dt.date) -> tuple[float, list[dict]]:
+    """``daybreak status --json`` over [START, stop) as a user runs it (a new process): (seconds, rows)."""
+    cmd = [sys.executable, "-m", "tasks.cli", "status", "--start", str(START), "--stop", str(stop), "--json"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work)
+    took = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr[-3000:])
+    return took, json.loads(proc.stdout[proc.stdout.index("[") :])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--days", type=int, default=1095)
+    ap.add_argument("--workdir", default=str(REPO / "data" / "bench" / "status"))
+    args = ap.parse_args()
+    work = Path(args.workdir)
+    data = work / "data"
+    cfg, env, stop = prepare(work, args.days)
 
     t0 = time.perf_counter()
     manifests = 0
@@ -66,13 +85,7 @@ def main() -> None:
                 manifests += 1
     baseline = time.perf_counter() - t0
 
-    cmd = [sys.executable, "-m", "tasks.cli", "status", "--start", str(START), "--stop", str(stop), "--json"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work)
-    cli = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(proc.stderr[-3000:])
-    rows = json.loads(proc.stdout[proc.stdout.index("[") :])
+    cli, rows = status_cli(env, work, stop)
     states: dict[str, dict[str, int]] = {}
     for r in rows:
         states.setdefault(r["dataset"], {}).setdefault(r["state"], 0)

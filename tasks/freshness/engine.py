@@ -38,6 +38,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import weakref
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -404,8 +405,8 @@ def diff_inputs(old: list[str], new: list[RawFile]) -> str:
 
 # -- the process-wide engine ---------------------------------------------------------------------------
 _shared = Engine()
-_run: object | None = None  # the run (of the caller's scheduler) that the current pass belongs to
-_inherited: object | None = None  # in a forked worker process: the run of the process it was forked from
+_run: weakref.ref | None = None  # the run (of the caller's scheduler) that the current pass belongs to
+_inherited: weakref.ref | None = None  # in a forked worker process: the run it was forked from
 
 
 def shared() -> Engine:
@@ -425,12 +426,14 @@ def asked(run: object | None) -> Engine:
     """The engine, for a question asked within ``run`` (an object that stands for one run of a
     scheduler, e.g. one ``luigi.build``; None: no run). Questions of one run share one pass, from its
     scheduling to its last task; a new run, or a question asked outside any run, starts a new pass.
-    A worker process forked from a run's process belongs to that run."""
+    A worker process forked from a run's process belongs to that run. (Runs are held by weak
+    reference: the engine keeps no finished run alive.)"""
     global _run
-    run = run if run is not None else _inherited
-    if run is None or run is not _run:
+    if run is None and _inherited is not None:
+        run = _inherited()
+    if run is None or _run is None or _run() is not run:
         _shared.new_pass()
-        _run = run
+        _run = None if run is None else weakref.ref(run)
     return _shared
 
 
