@@ -426,11 +426,14 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
             )
 
     def on_failure(self, exception: BaseException) -> str:
+        record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
+        try:  # what the attempt was made of: the record stops applying once any of it differs
+            with settings.snapshot():
+                record.update(identity.attempt(luigi_engine(), self))
+        except Exception as exc:  # noqa: BLE001 - the failure record must never hide the real error
+            logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
         try:
-            self.store().record_failure(
-                self.key,
-                {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id},
-            )
+            self.store().record_failure(self.key, record)
         except OSError as exc:  # the failure record must never hide the real error
             logger.warning("could not record the failure of %s: %s", self.task_id, exc)
         return super().on_failure(exception)

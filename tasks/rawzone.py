@@ -118,8 +118,12 @@ class RawZone:
 
     def digest(self, raw: RawFile) -> str:
         """The content hash of ``raw`` as this process read it for a build, else of its bytes now."""
-        known = _DIGESTS.get((self.describe(), raw))
+        known = self.known_digest(raw)
         return known if known is not None else self.digest_now(raw)
+
+    def known_digest(self, raw: RawFile) -> str | None:
+        """The content hash of ``raw`` as this process read it, if it did."""
+        return _DIGESTS.get((self.describe(), raw))
 
     def digest_now(self, raw: RawFile) -> str:
         """The content hash of ``raw``'s bytes now (a check: never a remembered value)."""

@@ -16,6 +16,7 @@ from tasks import catalogue, settings
 from tasks.base import CheckCache, MaterializedTask, PartitionedTask, waiting_for
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
+from tasks.freshness import identity
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.partitions import PartitionStore
 
@@ -53,7 +54,12 @@ def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatu
     manifest = cache.manifest(store, day) or {}
     recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
     failure = store.read_failure(day) if recorded and str(store.failure_path(day)) in recorded else None
-    if not state.ok and failure and failure.get("failed_at", "") > manifest.get("finished_at", ""):
+    if (
+        not state.ok
+        and failure
+        and failure.get("failed_at", "") > manifest.get("finished_at", "")
+        and identity.failure_applies(cache, task, failure)
+    ):
         return DayStatus(name, day, "failed", failure.get("error", "").splitlines()[0][:300])
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
     if state.state == "missing":

@@ -102,3 +102,21 @@ def test_a_rule_change_that_changes_no_row_of_a_store_rebuilds_nothing_of_it_dow
 def _finished(lab, store: str) -> str:
     path = lab.data / "marts/store_daily_sales" / f"store_id={store}" / "_manifest.json"
     return json.loads(path.read_text())["finished_at"]
+
+
+def test_a_failure_record_no_longer_applies_once_the_file_is_fixed_with_its_mtime_kept(lab):
+    lab.qsr_days(START, 1, stores=("S001",))
+    path = lab.raw / "qsr_pos" / START.isoformat() / "S001.csv"
+    good = path.read_text()
+    bad = good.replace(",COLA,3,", ",COLA,x,")  # one line of two: over max_reject_share, the partition fails
+    path.write_text(bad)
+    stamp = path.stat().st_mtime_ns
+    assert lab.range(START, START + DAY) == 30
+    assert status.collect(START, START + DAY, ["stg_qsr_pos"])[0].state == "failed"
+    path.write_text(bad)  # the same bad content again, new mtime: the failure still applies
+    assert status.collect(START, START + DAY, ["stg_qsr_pos"])[0].state == "failed"
+    path.write_text(good.replace(",COLA,3,", ",COLA,4,"))  # fixed, same size, mtime put back (cp -p, rsync -a)
+    os.utime(path, ns=(stamp, stamp))
+    row = status.collect(START, START + DAY, ["stg_qsr_pos"])[0]
+    assert row.state == "missing"  # the old error is not shown: the next run will build it
+    assert lab.range(START, START + DAY) == 0

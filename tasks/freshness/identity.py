@@ -201,3 +201,43 @@ def describe_changes(manifest: dict, files: list[RawFile]) -> str:
     from tasks.freshness.engine import diff_inputs
 
     return diff_inputs(manifest.get("inputs", []), files)
+
+
+# -- failure records -------------------------------------------------------------------------------
+def attempt(engine, node) -> dict:
+    """The identity of a build attempt, recorded with its failure: rules, inputs (metadata, and the
+    content hashes of the files it read before failing) and upstream versions."""
+    window = engine.window(node)
+    zone = engine.zone(node)
+    read = [] if window is None else window.read
+    return {
+        "rules_fingerprint": node.rules_fingerprint(),
+        "inputs": [f"{f.relpath} {f.size} {f.mtime_ns}" for f in read],
+        "input_hashes": {f.relpath: h for f in read if (h := zone.known_digest(f)) is not None},
+        "upstream": engine.upstream_versions(node),
+    }
+
+
+def failure_applies(engine, node, failure: dict) -> bool:
+    """Whether a failure record still describes the partition: same rules, same upstream versions,
+    the same raw files with the same content (hashed: a file fixed with its mtime kept is seen).
+    A record written before identities were recorded always applies."""
+    if "rules_fingerprint" not in failure:
+        return True
+    if failure["rules_fingerprint"] != node.rules_fingerprint():
+        return False
+    if failure.get("upstream") != engine.upstream_versions(node):
+        return False
+    window = engine.window(node)
+    if window is None:
+        return True  # its folder is gone again: nothing new to try
+    before, hashes, zone = parse_inputs(failure.get("inputs", [])), failure.get("input_hashes", {}), engine.zone(node)
+    if set(before) != {f.relpath for f in window.read}:
+        return False
+    for f in window.read:
+        if f.relpath in hashes:
+            if zone.digest_now(f) != hashes[f.relpath]:
+                return False
+        elif before[f.relpath] != (f.size, f.mtime_ns):
+            return False
+    return True
