@@ -120,3 +120,67 @@ def test_a_failure_record_no_longer_applies_once_the_file_is_fixed_with_its_mtim
     row = status.collect(START, START + DAY, ["stg_qsr_pos"])[0]
     assert row.state == "missing"  # the old error is not shown: the next run will build it
     assert lab.range(START, START + DAY) == 0
+
+
+def backdate(root) -> None:
+    """Every raw file written a minute ago: older than any clock resolution of the builds that follow
+    (a file modified within it of a build's listing is hashed anyway)."""
+    for p in root.rglob("*.csv"):
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
+
+
+def changed_behind_metadata(path) -> None:
+    """Change one number of a raw file, keeping its size and putting its mtime back (cp -p, rsync -a)."""
+    st = path.stat()
+    text = path.read_text()
+    path.write_text(text.replace(",COLA,3,", ",COLA,4,"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+def test_verify_finds_a_change_metadata_misses_and_the_next_run_rebuilds_what_read_it(lab, setting, capsys):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    backdate(lab.raw)
+    assert lab.range(START, STOP) == 0
+    span = ["--start", str(START), "--stop", str(STOP)]
+    assert cli.main(["verify", *span]) == 0
+    assert "0 mismatches" in capsys.readouterr().out
+    changed_behind_metadata(lab.raw / "qsr_pos" / "2026-09-12" / "S001.csv")
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()  # metadata alone cannot see it
+
+    assert cli.main(["verify", "--dataset", "stg_qsr_pos", *span]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH raw qsr_pos/2026-09-12/S001.csv: content differs" in out
+    assert "stale now: staging/qsr_pos 2026-09-11, staging/qsr_pos 2026-09-12" in out
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == {START + DAY, START + 2 * DAY}
+    assert cli.main(["verify", *span]) == 0
+
+
+def test_verify_finds_a_damaged_data_file_and_the_rebuild_rewrites_it(lab, setting, capsys):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2)
+    assert lab.range(START, START + DAY) == 0
+    data = lab.partition(START) / "data.parquet"
+    st, good = data.stat(), data.read_bytes()
+    data.write_bytes(good[:100] + bytes([good[100] ^ 1]) + good[101:])  # one flipped bit, same size and mtime
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert cli.main(["verify", "--start", str(START), "--stop", str(START + DAY)]) == 1
+    assert f"MISMATCH data {data}: content differs from its manifest" in capsys.readouterr().out
+    assert lab.range(START, START + DAY) == 0
+    assert data.read_bytes() == good  # rewritten whole, not kept for having the same rows on record
+
+
+def test_a_file_stamped_within_the_clock_resolution_of_its_build_is_hashed_not_trusted(lab, setting):
+    """An mtime not older than the build's listing (by the zone's resolution: SFTP's whole seconds)
+    cannot tell a same-size re-send in that instant: the check hashes such a file."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    path = lab.raw / "qsr_pos" / "2026-09-12" / "S001.csv"
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 3600 * 10**9))  # stamped after the build lists it
+    assert lab.range(START, STOP) == 0
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()  # hashed: the same content
+    changed_behind_metadata(path)
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == {START + DAY, START + 2 * DAY}

@@ -87,7 +87,9 @@ def version_matches(recorded: str | None, version: str | None, upstream: dict | 
 def same_rows(store: PartitionStore, key: dt.date | None, previous: dict | None, version: str) -> bool:
     """Whether the partition's current data file holds rows of ``version`` (and is intact): a rebuild
     that produced them again replaces the manifest only, and the data file is not rewritten."""
-    return bool(previous) and previous.get("data_version") == version and store.data_matches(key, previous)
+    if not previous or previous.get("verify_mismatch"):  # a data file that verify found damaged is rewritten
+        return False
+    return previous.get("data_version") == version and store.data_matches(key, previous)
 
 
 def legacy_equivalents(store: PartitionStore, key: dt.date | None, previous: dict | None, version: str) -> list[str]:
