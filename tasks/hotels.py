@@ -8,6 +8,7 @@ import luigi
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask
+from tasks.freshness import engine as freshness
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone, is_store_file
 from tasks.reference import hotels
@@ -36,10 +37,22 @@ class StgHotelBookingsDaily(PartitionedTask):
     def accepts_input(self, name: str) -> bool:
         return is_store_file(name)  # <id>.csv with a safe id; whether the hotel is known is checked on build
 
+    def hotels_read(self) -> list[str]:
+        """The hotels of the date's extracts: only their settings can change this partition (as the
+        freshness engine lists the folder, once per pass)."""
+        engine = freshness.shared()
+        entries = engine.raw_folder(engine.zone(self), SOURCE, self.date) or []
+        return sorted(name.removesuffix(".csv") for name, _, _ in entries if self.accepts_input(name))
+
     def rules(self) -> dict:
         from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION
 
-        return {"version": DAILY_VERSION, "timezones": {h.hotel_id: h.timezone for h in hotels().values()}}
+        known = hotels()  # a hotel not in config: None (its extract fails the partition until it is added)
+        timezones = {h: known[h].timezone if h in known else None for h in self.hotels_read()}
+        return {"version": DAILY_VERSION, "timezones": timezones}
+
+    def rules_key(self) -> tuple:
+        return (*super().rules_key(), *self.hotels_read())
 
     def max_reject_share(self) -> float:
         return settings.hotels().max_reject_share

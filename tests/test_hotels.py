@@ -309,3 +309,32 @@ def test_all_hotels_pickup_asks_for_every_date_of_its_range(hotel_lab):
     ranges = list(AllHotelsPickup(start=FIRST, stop=FIRST + dt.timedelta(days=120)).requires())
     assert len(ranges) == 1 + len(hotels())  # the booking state, then one range per hotel
     assert {r.task_limit for r in ranges} == {120}  # not RangeDaily's default of 50
+
+
+def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extracts(hotel_lab, tmp_path, monkeypatch):
+    from tasks import reference, status
+
+    day = FIRST + dt.timedelta(days=2)
+    write(hotel_lab, day, "H6", [f"W1,H6,{day}T09:00:00-04:00,CREATED,2026-10-05,2026-10-06,1,80.00,direct"])
+    stop = FIRST + dt.timedelta(days=4)
+    names = ["stg_hotel_bookings_daily", "hotel_booking_state"]
+    assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 30  # H6 is not in config: 09-12 fails
+    before = {(r.dataset, r.date): r.state for r in status.collect(FIRST, stop, names)}
+    config = tmp_path / "config"
+    config.mkdir()
+    text = (reference.CONFIG_DIR / "hotels.csv").read_text()
+    (config / "hotels.csv").write_text(text + "H6,Lakeshore Toronto,America/Toronto,90\n")
+    monkeypatch.setattr(reference, "CONFIG_DIR", config)
+    reference.hotels.cache_clear()
+    try:
+        after = {(r.dataset, r.date): r.state for r in status.collect(FIRST, stop, names)}
+        # 09-12 may now be built (its failure was under other rules); no other date changed state
+        assert {k for k in after if after[k] != before[k]} == {("stg_hotel_bookings_daily", day)}
+        assert (
+            before[("stg_hotel_bookings_daily", day)] == "failed"
+            and after[("stg_hotel_bookings_daily", day)] == "missing"
+        )
+        assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 0
+    finally:
+        monkeypatch.undo()
+        reference.hotels.cache_clear()
