@@ -227,3 +227,31 @@ def test_an_export_with_one_changed_number_rewrites_that_date_and_its_windows(ad
         "marts/ads_rolling_7d": days(dt.date(2026, 9, 30), dt.date(2026, 10, 3)),
     }
     assert rolling(ads_lab, dt.date(2026, 9, 30))[0][1] == "72.00"
+
+
+def test_manifests_of_before_logical_versions_rebuild_nothing_downstream_when_their_rows_are_the_same(ads_lab):
+    """The migration: an ads_daily manifest as older versions wrote it (data_version = sha256 of the
+    Parquet bytes, no input hashes) and windows that recorded that version. Rebuilt to the same rows,
+    its old version is kept as equivalent, and no window is rebuilt."""
+    stop = dt.date(2026, 10, 4)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    byte_versions = {}
+    for path in (ads_lab.data / "staging/ads_daily").glob("*/_manifest.json"):
+        m = json.loads(path.read_text())
+        byte_versions[m["task_id"]] = m["data_version"] = m["data_files"][0]["sha256"]
+        del m["data_version_kind"], m["input_hashes"], m["inputs_listed_ns"]
+        path.write_text(json.dumps(m))
+    for path in (ads_lab.data / "marts/ads_rolling_7d").glob("*/_manifest.json"):
+        m = json.loads(path.read_text())
+        m["upstream"] = {task_id: byte_versions[task_id] for task_id in m["upstream"]}
+        path.write_text(json.dumps(m))
+    assert ads_lab.rebuilt_by(lambda: None, "marts/ads_rolling_7d") == set()
+    before = snapshot(ads_lab)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert changed(before, snapshot(ads_lab)) == {"staging/ads_daily": set(), "marts/ads_rolling_7d": set()}
+    touched = ads_lab.ads_export(dt.date(2026, 10, 1), FIRST)  # same content, new mtime: no hashes to compare
+    assert touched.exists()
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    got = changed(before, snapshot(ads_lab))
+    assert got["staging/ads_daily"] == days(dt.date(2026, 9, 24), dt.date(2026, 9, 30))  # rebuilt once
+    assert got["marts/ads_rolling_7d"] == set()  # the same rows: the old byte versions are equivalent

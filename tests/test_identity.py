@@ -184,3 +184,25 @@ def test_a_file_stamped_within_the_clock_resolution_of_its_build_is_hashed_not_t
     assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()  # hashed: the same content
     changed_behind_metadata(path)
     assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == {START + DAY, START + 2 * DAY}
+
+
+def test_the_data_version_is_of_the_rows_not_of_the_writer_the_compression_or_the_chunks(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks.freshness.identity import logical_version
+
+    table = pa.table(
+        {"store_id": ["S1", "S2", None], "qty": pa.array([1, None, 3], pa.int32()), "amount": [1.5, 2.0, None]}
+    ).replace_schema_metadata({"pandas": "written by some library version"})
+    versions = set()
+    for compression in ("zstd", "snappy", "none"):
+        pq.write_table(table, tmp_path / f"{compression}.parquet", compression=compression, row_group_size=2)
+        read = pq.read_table(tmp_path / f"{compression}.parquet")
+        assert read.column("qty").num_chunks == 2  # two row groups: chunked unlike the original
+        versions.add(logical_version(read))
+    versions.add(logical_version(table))
+    assert len(versions) == 1
+    assert logical_version(table.slice(1)) == logical_version(table.take([1, 2]))  # a slice is its rows
+    changed = table.set_column(1, "qty", pa.array([1, None, 4], pa.int32()))
+    assert logical_version(changed) != logical_version(table)
