@@ -20,7 +20,9 @@ once per question: Luigi asks ``complete()`` of every task of a backfill, and ea
 whole chain below it. The memo stays correct because
 
 * a manifest is remembered with the (inode, size, mtime_ns) of its file and read again when they
-  change, so a manifest rewritten by any process is seen;
+  change, so a manifest rewritten by any process is seen; a state that is not ok is kept only while
+  its partition's manifest is the one it was found with, so a partition another process built since
+  (a worker sharing the scheduler) is seen at the next question;
 * a partition written by this process (``tasks.partitions`` calls :func:`written`) drops its own
   state and the states of everything that read it (the reverse edges of the walk);
 * the raw zone and the states are a snapshot per *pass*: :meth:`Engine.new_pass` forgets them. A
@@ -134,6 +136,15 @@ def _partition(store: PartitionStore, key: dt.date | None) -> tuple:
     return (store.root, store.sub, key)
 
 
+def _stamp(store: PartitionStore, key: dt.date | None) -> tuple | None:
+    """(inode, size, mtime_ns) of the partition's manifest; None when it has none."""
+    try:
+        st = os.stat(store.path(key) / MANIFEST)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class Engine:
     """Answers for one process (:func:`shared`), or for one pass when made directly (``Engine()``)."""
 
@@ -149,12 +160,13 @@ class Engine:
         self.passes += 1
         self.raw: dict[tuple, Entries | None] = {}
         self.listed: dict[Path, set[dt.date]] = {}
-        self.manifests: dict[tuple, dict | None] = {}
+        self.manifests: dict[tuple, tuple[tuple | None, dict | None]] = {}
         self.states: dict[str, State] = {}
         self.memo: dict = {}
         self._blocked: dict[str, Blocked] = {}
         self._readers: dict[str, set[str]] = {}  # task id -> task ids whose state read its state
         self._at: dict[tuple, set[str]] = {}  # partition -> task ids of its states
+        self._stamps: dict[str, tuple | None] = {}  # task id -> its manifest's stat when its state was found
 
     def keep_ok_states(self) -> None:
         """A new pass that keeps the ok states (a forked worker: what another worker built since the
@@ -162,8 +174,9 @@ class Engine:
         ok = {k: v for k, v in self.states.items() if v.ok}
         readers = {k: {r for r in v if r in ok} for k, v in self._readers.items() if k in ok}
         at = {k: {t for t in v if t in ok} for k, v in self._at.items()}
+        stamps = {k: v for k, v in self._stamps.items() if k in ok}
         self.new_pass()
-        self.states, self._readers, self._at = ok, readers, at
+        self.states, self._readers, self._at, self._stamps = ok, readers, at, stamps
 
     def once(self, key, compute: Callable, *args):
         """``compute(*args)`` the first time ``key`` is asked for in this pass, the remembered value after."""
@@ -215,26 +228,26 @@ class Engine:
             self.listed[store.root] = store.listed_dates()
 
     def manifest(self, store: PartitionStore, key: dt.date | None) -> dict | None:
+        return self._manifest(store, key)[1]
+
+    def _manifest(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
+        """(stat of the manifest file as read, its content), once per pass."""
         part = _partition(store, key)
         if part not in self.manifests:
             listed = self.listed.get(store.root) if key is not None else None
-            self.manifests[part] = None if listed is not None and key not in listed else self._read(store, key)
+            self.manifests[part] = (None, None) if listed is not None and key not in listed else self._read(store, key)
         return self.manifests[part]
 
-    def _read(self, store: PartitionStore, key: dt.date | None) -> dict | None:
+    def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
         """The manifest, parsed again only when its file's (inode, size, mtime) changed."""
         path = store.path(key) / MANIFEST
-        try:
-            st = os.stat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        stamp = _stamp(store, key)
+        if stamp is None:
+            return None, None
         known = self._parsed.get(path)
-        if known is not None and known[0] == stamp:
-            return known[1]
-        content = store.read_manifest(key)
-        self._parsed[path] = (stamp, content)
-        return content
+        if known is None or known[0] != stamp:
+            known = self._parsed[path] = (stamp, store.read_manifest(key))
+        return known
 
     def window(self, node: Node) -> Window | None:
         """The raw files of the dependency window, read and refused; None while a required folder is missing."""
@@ -266,8 +279,9 @@ class Engine:
         next and is sent that state back. An upstream is only looked at when the checks before it
         passed, so the first reason is the one reported."""
         states = self.states
-        if node.task_id in states:
-            return states[node.task_id]
+        known = self._known(node)
+        if known is not None:
+            return known
         stack = [(node, self._steps(node))]
         answer: State | None = None
         while stack:
@@ -279,18 +293,31 @@ class Engine:
                 stack.pop()
                 continue
             self._readers.setdefault(up.task_id, set()).add(current.task_id)
-            if up.task_id in states:
-                answer = states[up.task_id]
-            else:
+            answer = self._known(up)
+            if answer is None:
                 stack.append((up, self._steps(up)))
                 answer = None
         return states[node.task_id]
+
+    def _known(self, node: Node) -> State | None:
+        """The remembered state, if any. One that is not ok is kept only while the partition's manifest
+        is the one it was found with: another process (a worker sharing the scheduler) may have built
+        the partition since, and a run must not refuse to run what depends on it. (An ok state stays
+        for the pass: a partition that was ok is rebuilt only after the raw zone changes.)"""
+        state = self.states.get(node.task_id)
+        if state is None or state.ok:
+            return state
+        store = self.store(node)
+        if self._stamps.get(node.task_id) == _stamp(store, node.key):
+            return state
+        self.forget(store, node.key)
+        return None
 
     def _steps(self, node: Node) -> Generator[Node, State, State]:
         """The four rules as a generator: yields an upstream node to be sent its state, returns the state."""
         store = self.store(node)
         self._at.setdefault(_partition(store, node.key), set()).add(node.task_id)
-        manifest = self.manifest(store, node.key)
+        self._stamps[node.task_id], manifest = self._manifest(store, node.key)
         if manifest is None:
             return State("missing", "no partition")
         if manifest.get("_corrupt") or not store.data_matches(node.key, manifest):
