@@ -394,7 +394,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         finished = dt.datetime.now(dt.UTC)
         manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
         manifest.update(data_version=identity.logical_version(built.table), data_version_kind=identity.LOGICAL)
-        equivalent = identity.legacy_equivalents(store, self.key, previous, manifest["data_version"])
+        equivalent = identity.legacy_equivalents(store, self.key, previous, built.table)
         if equivalent:
             manifest["equivalent_versions"] = equivalent
         if identity.same_rows(store, self.key, previous, manifest["data_version"]) and not built.extras:

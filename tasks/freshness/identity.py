@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import itertools
 import json
 import time
 from pathlib import Path
@@ -42,31 +41,81 @@ def logical_version(table: pa.Table) -> str:
     """sha256 of the table's schema (names, types, nullability) and rows in order, as one Arrow IPC
     stream of a single record batch with no metadata: the same rows give the same version whatever
     wrote them, with which library version, and however they were chunked or compressed."""
+    import numpy as np
     import pyarrow as pa
 
     schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
-    # a copy of exactly the rows: Arrow's IPC writer keeps the unused tail of a sliced array's buffers
-    rows = table.take(pa.array(range(table.num_rows), pa.int64())) if table.num_rows else table
-    table = pa.Table.from_arrays(rows.combine_chunks().columns, schema=schema)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as writer:
+    table = table.combine_chunks()
+    if not all(_exact(c.chunks[0]) for c in table.columns if c.num_chunks):
+        # a copy of exactly the rows: Arrow's IPC writer keeps the unused tail of a sliced array's buffers
+        table = table.take(pa.array(np.arange(table.num_rows)))
+    return _ipc_sha256(pa.Table.from_arrays(table.columns, schema=schema))
+
+
+def _ipc_sha256(table: pa.Table) -> str:
+    import pyarrow as pa
+
+    digest = _Sha256Sink()
+    with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), table.schema) as writer:
         for batch in table.to_batches():
             writer.write_batch(batch)
-    return hashlib.sha256(sink.getvalue()).hexdigest()
+    return digest.sha.hexdigest()
+
+
+class _Sha256Sink:
+    """A write-only file that hashes what is written to it (no copy of the stream in memory)."""
+
+    closed = False
+
+    def __init__(self):
+        self.sha = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.sha.update(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def _exact(array) -> bool:
+    """Whether an array's buffers hold exactly its rows (offset 0, nothing after the last row), as a
+    freshly built array does; a slice does not. Types not looked into count as not exact."""
+    import numpy as np
+    import pyarrow as pa
+
+    if array.offset != 0:
+        return False
+    n, kind = len(array), array.type
+    validity, *rest = array.buffers()
+    if validity is not None and validity.size != (n + 7) // 8:
+        return False
+    if pa.types.is_boolean(kind):
+        return rest[0].size == (n + 7) // 8
+    if pa.types.is_string(kind) or pa.types.is_binary(kind):
+        offsets, data = rest
+        last = int(np.frombuffer(offsets, np.int32)[n]) if n else 0
+        return offsets.size == 4 * (n + 1) and (data.size if data is not None else 0) == last
+    if len(rest) == 1 and kind.bit_width % 8 == 0:  # fixed width: ints, floats, dates, timestamps, decimals
+        return rest[0].size == n * kind.bit_width // 8
+    return False
 
 
 def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, str]:
     """The logical version of each key's rows (``column == key``, in table order); a key without rows
-    gets the version of an empty slice. One stable sort of the table, not one filter per key."""
+    gets the version of an empty slice. One stable sort of the table, then each key's run copied out
+    (a fresh array, see :func:`logical_version`) and hashed."""
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     ordered = table.take(pc.sort_indices(table, sort_keys=[(column, "ascending")]))  # stable: keeps row order
-    values = ordered[column].to_pylist()
+    schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
     out, start = {}, 0
-    for key, run in itertools.groupby(values):
-        length = sum(1 for _ in run)
-        out[key] = logical_version(ordered.slice(start, length))
-        start += length
+    for run in pc.value_counts(ordered[column]).to_pylist():  # in order of appearance: the sorted order
+        rows = ordered.slice(start, run["counts"]).take(pa.array(np.arange(run["counts"])))
+        out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(rows.combine_chunks().columns, schema=schema))
+        start += run["counts"]
     empty = logical_version(table.slice(0, 0))
     return {k: out.get(k, empty) for k in sorted(keys | set(out))}
 
@@ -92,7 +141,7 @@ def same_rows(store: PartitionStore, key: dt.date | None, previous: dict | None,
     return previous.get("data_version") == version and store.data_matches(key, previous)
 
 
-def legacy_equivalents(store: PartitionStore, key: dt.date | None, previous: dict | None, version: str) -> list[str]:
+def legacy_equivalents(store: PartitionStore, key: dt.date | None, previous: dict | None, table: pa.Table) -> list[str]:
     """The migration of manifests written before logical versions (their ``data_version`` is the
     sha256 of the Parquet bytes). Their downstream partitions recorded that byte version, which
     stays valid as long as the partition is not rebuilt. When it is, the replaced data is read once
@@ -100,12 +149,22 @@ def legacy_equivalents(store: PartitionStore, key: dt.date | None, previous: dic
     so nothing downstream rebuilds for the change of version kind."""
     if not previous or previous.get("data_version_kind") == LOGICAL or not previous.get("data_version"):
         return []
-    try:
-        if not store.data_matches(key, previous) or logical_version(store.read_table(key)) != version:
+    try:  # the old rows as stored, against the new ones as Parquet will store them (seconds become ms)
+        if not store.data_matches(key, previous) or logical_version(store.read_table(key)) != _as_stored(table):
             return []
     except (OSError, ValueError):  # unreadable old data: nothing to be equivalent to
         return []
     return [previous["data_version"], *previous.get("equivalent_versions", [])]
+
+
+def _as_stored(table: pa.Table) -> str:
+    """The logical version of ``table`` once written to Parquet and read back (once per old manifest)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return logical_version(pq.read_table(pa.BufferReader(sink.getvalue())))
 
 
 # -- raw inputs by content -------------------------------------------------------------------------
