@@ -201,9 +201,13 @@ class Engine:
         """Read ``node``'s own manifest, raw folders and upstream manifests again on the next question
         (the re-check of a build under its partition lock: another process may have written since)."""
         store = self.store(node)
+        folders = set()
         for source, date in [*node.raw_window(), *node.optional_raw_window()]:
             self.raw.pop((self.zone(node).describe(), source, date), None)
             self.memo.pop(("select", type(node), source, date), None)
+            folders.add(self.zone(node).folder_relpath(source, date))
+        for key in [k for k in self.memo if k[0] == "digest" and k[2].relpath.rpartition("/")[0] in folders]:
+            del self.memo[key]  # hashed again too: a same-size re-send within the mtime resolution
         for up in node.upstream():
             self.manifests.pop(_partition(self.store(up), up.key), None)
         self.forget(store, node.key)
@@ -263,6 +267,10 @@ class Engine:
                 continue
             folders.append(self.once(("select", type(node), source, date), _select, node, relpath, entries))
         return Window(folders)
+
+    def digest(self, zone: RawZone, raw: RawFile) -> str:
+        """The content hash of a raw file, read once per pass (the raw zone is a snapshot per pass)."""
+        return self.once(("digest", zone.describe(), raw), zone.digest_now, raw)
 
     def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:
         """(source, date) of the required raw folders of the node's own window that are absent."""
@@ -329,7 +337,7 @@ class Engine:
             return State("stale", "a raw folder it read is gone")
         note = ""
         if manifest.get("input_fingerprint") != window.fingerprint or self._recent(node, manifest, window):
-            ok, note = identity.check_inputs(self.zone(node), store, node.key, manifest, window)
+            ok, note = identity.check_inputs(self.zone(node), store, node.key, manifest, window, self.digest)
             if not ok:
                 return State("stale", note)
         if manifest.get("verify_mismatch"):

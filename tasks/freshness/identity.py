@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
 
     from tasks.freshness.engine import Window
@@ -215,7 +217,9 @@ def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
     return out
 
 
-def check_inputs(zone: RawZone, store: PartitionStore, key, manifest: dict, window: Window) -> tuple[bool, str]:
+def check_inputs(
+    zone: RawZone, store: PartitionStore, key, manifest: dict, window: Window, digest: Callable
+) -> tuple[bool, str]:
     """Compare the window's files now with the ones the manifest was built from, by content where the
     metadata cannot be trusted. Returns ``(ok, reason)``: ``(True, SAME_CONTENT)`` when only metadata
     changed, ``(True, "")`` when nothing did, ``(False, what changed)`` otherwise."""
@@ -245,7 +249,7 @@ def check_inputs(zone: RawZone, store: PartitionStore, key, manifest: dict, wind
     if resized:
         return False, "input changed: " + ", ".join(f"changed {p}" for p in resized[:3]) + _more(resized)
     checked_ns = time.time_ns()
-    changed = [f.relpath for f in suspects if zone.digest_now(f) != hashes[f.relpath]]
+    changed = [f.relpath for f in suspects if digest(zone, f) != hashes[f.relpath]]
     if changed:
         return False, "input content changed: " + ", ".join(changed[:3]) + _more(changed)
     if newest_mtime(files) + resolution <= checked_ns:
