@@ -53,7 +53,7 @@ class AdsDaily(PartitionedTask):
         zone = self.zone()
         # each export is read by 7 consecutive dates: a single-run range parses it once
         parsed = [
-            reuse(("ads parsed", input_line(f)), lambda f=f: parse_csv(zone.read_bytes(f), f.relpath, RAW_COLUMNS))
+            reuse(("ads parsed", input_line(f)), lambda f=f: parse_csv(zone.read_input(f), f.relpath, RAW_COLUMNS))
             for f in inputs
         ]
         exports = [(f.folder_date, p) for f, p in zip(inputs, parsed, strict=True)]

@@ -24,6 +24,7 @@ from luigi.worker import KeepAliveThread
 import tasks
 from tasks import partitions, progress, runlog, settings
 from tasks.freshness import engine as freshness
+from tasks.freshness import identity
 from tasks.freshness.engine import Engine, FolderInputs, State, Window, diff_inputs, fingerprint, input_line
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone
@@ -353,6 +354,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
     def _build_and_write(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         engine = luigi_engine()
+        listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
         with settings.snapshot():
             engine.refresh(self)  # under the lock: what this build reads, as it is now (not the memo)
             up_to_date = engine.state(self).ok
@@ -376,7 +378,9 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         upstream = engine.upstream_versions(self)
         built = self.build(inputs)
         self._check_inputs_unchanged(window)
+        zone = self.zone()
         store = self.store()
+        previous = engine.manifest(store, self.key)
         self.check_built(built)
         manifest = {
             "dataset": self.dataset,
@@ -385,6 +389,8 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
             "rules_fingerprint": self.rules_fingerprint(),
             "inputs": [input_line(f) for f in inputs],
             "input_fingerprint": window.fingerprint,
+            "input_hashes": {f.relpath: zone.digest(f) for f in inputs},
+            "inputs_listed_ns": listed_ns,
             "refused_inputs": window.refused,
             "upstream": upstream,
             "row_count": built.table.num_rows,
@@ -396,7 +402,16 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         }
         finished = dt.datetime.now(dt.UTC)
         manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
-        store.write(self.key, built.table, manifest, built.extras, rejected=built.rejected)
+        manifest.update(data_version=identity.logical_version(built.table), data_version_kind=identity.LOGICAL)
+        equivalent = identity.legacy_equivalents(store, self.key, previous, built.table)
+        if equivalent:
+            manifest["equivalent_versions"] = equivalent
+        no_rejects = (built.rejected is None or built.rejected.num_rows == 0) and not (previous or {}).get("quarantine")
+        if no_rejects and not built.extras and identity.same_rows(store, self.key, previous, manifest["data_version"]):
+            # data and (empty) quarantine kept as they are; the manifest alone is replaced
+            store.update_manifest(self.key, dict(manifest, data_files=previous["data_files"], quarantine=None))
+        else:
+            store.write(self.key, built.table, manifest, built.extras, rejected=built.rejected)
         store.clear_failure(self.key)
         logger.info(
             "%s: wrote %s rows (%s rejected) in %.2f s",
@@ -422,11 +437,14 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
             )
 
     def on_failure(self, exception: BaseException) -> str:
+        record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
+        try:  # what the attempt was made of: the record stops applying once any of it differs
+            with settings.snapshot():
+                record.update(identity.attempt(luigi_engine(), self))
+        except Exception as exc:  # noqa: BLE001 - the failure record must never hide the real error
+            logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
         try:
-            self.store().record_failure(
-                self.key,
-                {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id},
-            )
+            self.store().record_failure(self.key, record)
         except OSError as exc:  # the failure record must never hide the real error
             logger.warning("could not record the failure of %s: %s", self.task_id, exc)
         return super().on_failure(exception)

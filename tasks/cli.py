@@ -56,6 +56,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 1 if result.runs or result.blocked else 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from tasks import status, verify
+
+    start = args.start or settings.daybreak().start_date
+    stop = args.stop or status.default_stop()
+    report = verify.verify(start, stop, [args.dataset] if args.dataset else None)
+    print(verify.render(report))
+    return 1 if report.mismatches else 0
+
+
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from tasks import scheduler
 
@@ -100,6 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
     p.add_argument("--workers", type=int, default=1, help="for the time estimate")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser(
+        "verify",
+        help="re-hash raw inputs and data files against their manifests; mark mismatches stale; exit 1 on any",
+    )
+    p.add_argument("--dataset", choices=catalogue.names("date", "date x hotel"))
+    p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
+    p.add_argument("--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder)")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(
         "scheduler", help="run luigid on 127.0.0.1 with state, logs and SQLite history under the data root"

@@ -8,6 +8,7 @@ import luigi
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, newest_raw_date
+from tasks.freshness import engine as freshness
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone, is_store_file
 from tasks.reference import hotels
@@ -38,17 +39,29 @@ class StgHotelBookingsDaily(PartitionedTask):
     def accepts_input(self, name: str) -> bool:
         return is_store_file(name)  # <id>.csv with a safe id; whether the hotel is known is checked on build
 
+    def hotels_read(self) -> list[str]:
+        """The hotels of the date's extracts: only their settings can change this partition (as the
+        freshness engine lists the folder, once per pass)."""
+        engine = freshness.shared()
+        entries, _ = engine.raw_folder(engine.zone(self), SOURCE, self.date) or ([], [])
+        return sorted(name.removesuffix(".csv") for name, _, _ in entries if self.accepts_input(name))
+
     def rules(self) -> dict:
         from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION
 
+        known = hotels()  # a hotel not in config: None (its extract fails the partition until it is added)
+        timezones = {h: known[h].timezone if h in known else None for h in self.hotels_read()}
         cfg = settings.hotels()
         return {
             "version": DAILY_VERSION,
-            "timezones": {h.hotel_id: h.timezone for h in hotels().values()},
+            "timezones": timezones,
             "max_stay_nights": cfg.max_stay_nights,
             "max_rooms": cfg.max_rooms,
             "max_rate": cfg.max_rate,
         }
+
+    def rules_key(self) -> tuple:
+        return (*super().rules_key(), *self.hotels_read())
 
     def max_reject_share(self) -> float:
         return settings.hotels().max_reject_share
@@ -67,7 +80,7 @@ class StgHotelBookingsDaily(PartitionedTask):
                 "Add the hotel (id, name, timezone, rooms) to config/hotels.csv or remove the file."
             )
         zone = self.zone()
-        parsed = parse_csv_many(((zone.read_bytes(f), f.relpath) for f in inputs), RAW_COLUMNS)
+        parsed = parse_csv_many(((zone.read_input(f), f.relpath) for f in inputs), RAW_COLUMNS)
         timezones = [known[f.relpath.rsplit("/", 1)[-1].removesuffix(".csv")].timezone for f in inputs]
         result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date, limits)
         stats = {"raw_files": len(inputs), "attributed_rows": result.rows_read}

@@ -195,6 +195,17 @@ class PartitionStore:
             for hook in WRITE_HOOKS:
                 hook(self, date)
 
+    def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
+        """Replace the manifest alone, atomically: the data files it lists are kept as they are (a
+        rebuild that produced the same rows; ``daybreak verify`` marking a partition stale)."""
+        try:
+            atomic_write_text(self.path(date) / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str))
+        except OSError as exc:
+            raise PartitionWriteError(self._write_error(date, exc)) from exc
+        finally:
+            for hook in WRITE_HOOKS:
+                hook(self, date)
+
     def _write(self, final: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes], quarantine=None) -> dict:
         final.parent.mkdir(parents=True, exist_ok=True)
         tempnames.sweep(final.parent)  # staging folders an earlier version left here
@@ -238,8 +249,10 @@ class PartitionStore:
                 st = os.stat(tmp)  # a rename keeps size and mtime
                 files.append({"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
             manifest = dict(manifest, data_files=files)
-            digests = [f["sha256"] for f in files]
-            manifest["data_version"] = digests[0] if len(files) == 1 else _sha256_text("".join(digests))
+            if "data_version" not in manifest:  # the rows, not the bytes: see tasks/freshness/identity.py
+                from tasks.freshness.identity import LOGICAL, logical_version
+
+                manifest.update(data_version=logical_version(table), data_version_kind=LOGICAL)
             drop = None  # an old quarantine the new build does not replace: removed before the manifest
             if quarantine is not None:
                 step = "while writing the quarantine"
@@ -372,10 +385,6 @@ def _write_bytes(path: Path, content: bytes) -> str:
     finally:
         os.close(fd)
     return hashlib.sha256(content).hexdigest()
-
-
-def _sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _sha256(path: Path, fsync: bool = False) -> str:

@@ -11,6 +11,7 @@ from tasks import scheduler, settings
 from tasks.base import CheckCache, MaterializedTask
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
+from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
 from tasks.status import DATASETS, day_status, shorten
 
@@ -20,6 +21,7 @@ class Plan:
     dataset: str
     runs: list[tuple[dt.date, str, str]]  # (date, state, reason) of each partition the run would build
     blocked: list[tuple[dt.date, str]]  # waiting for raw data: the run would exit 20 for these
+    same_content: list[dt.date]  # up to date although raw files' metadata changed: not rebuilt
     downstream: dict[str, list[str]]  # dataset -> partitions that would become stale
     seconds_each: float | None  # mean recorded build time of the dataset's partitions
     workers: int
@@ -68,14 +70,16 @@ def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizo
 
     cache = freshness.new_pass()
     cls = DATASETS[dataset]
-    family = Plan(dataset, [], [], {}, None, workers, start, stop).mode[0]
+    family = Plan(dataset, [], [], [], {}, None, workers, start, stop).mode[0]
     later, why = left_out(family, cls, start, stop)
     tasks = [cls(date=d) for d in date_range(start, stop) if d not in set(later)]
-    runs, blocked, durations = [], [], []
+    runs, blocked, same, durations = [], [], [], []
     for task in tasks:
         row = day_status(task, cache, dataset)
         if row.state in ("stale", "missing", "failed"):
             runs.append((task.date, row.state, row.reason))
+        elif row.reason == SAME_CONTENT:
+            same.append(task.date)
         elif row.state == "waiting":
             blocked.append((task.date, row.reason))
         manifest = cache.manifest(cache.once(("store", task.dataset_path()), task.store), task.date)
@@ -84,7 +88,7 @@ def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizo
     rebuilt = {cls(date=d).task_id for d, _, _ in runs}
     downstream = _downstream(rebuilt, start, stop + dt.timedelta(days=horizon_days), cls)
     seconds = sum(durations) / len(durations) if durations else None
-    return Plan(dataset, runs, blocked, downstream, seconds, workers, start, stop, later, why)
+    return Plan(dataset, runs, blocked, same, downstream, seconds, workers, start, stop, later, why)
 
 
 def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type) -> dict[str, list[str]]:
@@ -116,6 +120,9 @@ def render(plan: Plan) -> str:
         lines.append("  " + describe_left_out(plan.left_out, plan.left_out_why, (plan.stop - plan.start).days))
     lines += [f"  run   {d}  {state}: {shorten(reason)}" for d, state, reason in plan.runs]
     lines += [f"  wait  {d}  {shorten(reason)}" for d, reason in plan.blocked]
+    if plan.same_content:
+        first, last, n = plan.same_content[0], plan.same_content[-1], len(plan.same_content)
+        lines.append(f"  keep  {first} .. {last}  {n} partitions: {SAME_CONTENT}, nothing to rebuild")
     for name, keys in plan.downstream.items():
         lines.append(f"  then stale downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
     if plan.runs:

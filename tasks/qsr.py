@@ -9,12 +9,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, fingerprint, input_line, reuse
+from tasks.base import Built, PartitionedTask, input_line, reuse
 from tasks.calendar import qsr_dependency_window
 from tasks.rawzone import RawFile, is_store_file
 from tasks.transforms.qsr_rules import QsrRules
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from tasks.transforms.rawcsv import ParsedCsv
 
 logger = logging.getLogger("luigi-interface")
@@ -65,8 +67,8 @@ class StgQsrPos(PartitionedTask):
             "rows_read": result.rows_read,
             "duplicates_of_date": result.duplicates_of_date,
             "other_date_rows": result.other_date_rows,
-            "store_versions": store_versions(inputs, self.rules_fingerprint()),
         }
+        stats["store_versions"] = store_versions(inputs, result.table)
         return Built(result.table, result.rejected, stats)
 
     def _parsed(self, inputs: list[RawFile]) -> Iterator[tuple[dt.date, list[ParsedCsv]]]:
@@ -80,7 +82,7 @@ class StgQsrPos(PartitionedTask):
             # a single-run range parses folder d+1 once for dates d and d+1 (same names, sizes, mtimes)
             parsed = reuse(
                 ("qsr_pos parsed", *map(input_line, files)),
-                lambda files=files: parse_csv_many(((zone.read_bytes(f), f.relpath) for f in files), RAW_COLUMNS),
+                lambda files=files: parse_csv_many(((zone.read_input(f), f.relpath) for f in files), RAW_COLUMNS),
             )
             yield folder, parsed
             del parsed  # drop this folder before the next one is parsed
@@ -89,11 +91,10 @@ class StgQsrPos(PartitionedTask):
         return settings.qsr().max_reject_share
 
 
-def store_versions(inputs: list[RawFile], rules_fingerprint: str) -> dict[str, str]:
-    """Per store, a version of what the partition read of it: its raw files (path, size, mtime) under
-    these rules. A late or re-sent file of one store changes that store's version only, so per-store
-    consumers (StoreDailySales) rebuild for that store alone."""
-    by_store: dict[str, list[str]] = {}
-    for f in inputs:
-        by_store.setdefault(f.relpath.rsplit("/", 1)[-1].removesuffix(".csv"), []).append(input_line(f))
-    return {s: fingerprint([rules_fingerprint, *lines]) for s, lines in sorted(by_store.items())}
+def store_versions(inputs: list[RawFile], table: pa.Table) -> dict[str, str]:
+    """Per store, the logical version of its rows of the partition (every store with a file, rows or
+    not). Only a change of a store's rows changes its version, so per-store consumers (StoreDailySales)
+    rebuild for that store alone, and a rule change that alters no row of a store rebuilds nothing of it."""
+    from tasks.freshness.identity import slice_versions
+
+    return slice_versions(table, "store_id", {f.relpath.rsplit("/", 1)[-1].removesuffix(".csv") for f in inputs})

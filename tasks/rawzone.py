@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import hashlib
 import logging
 import os
 import re
@@ -175,6 +176,42 @@ class RawZone:
             raise RawFileUnreadable(f"{raw.relpath}: became {SYMLINK} after it was listed; rerun") from exc
         with os.fdopen(fd, "rb") as fh:
             return fh.read()
+
+    # -- content -----------------------------------------------------------------------------------
+    # A raw file's mtime is trusted only when it is older than this (the clock resolution of the zone:
+    # a local file system stamps files with a coarse kernel clock, about 10 ms; SFTP gives whole seconds).
+    mtime_resolution_ns = 10_000_000
+
+    def read_input(self, raw: RawFile) -> bytes:
+        """``read_bytes``, remembering the content hash of the bytes read (the manifest records it)."""
+        data = self.read_bytes(raw)
+        _DIGESTS[(self.describe(), raw)] = content_hash(data)
+        return data
+
+    def digest(self, raw: RawFile) -> str:
+        """The content hash of ``raw`` as this process read it for a build, else of its bytes now."""
+        known = self.known_digest(raw)
+        return known if known is not None else self.digest_now(raw)
+
+    def known_digest(self, raw: RawFile) -> str | None:
+        """The content hash of ``raw`` as this process read it, if it did."""
+        return _DIGESTS.get((self.describe(), raw))
+
+    def digest_now(self, raw: RawFile) -> str:
+        """The content hash of ``raw``'s bytes now (a check: never a remembered value)."""
+        return content_hash(self.read_bytes(raw))
+
+
+# (zone, raw file) -> content hash of what a build of this process read; bounded (a long backfill)
+_DIGESTS: dict[tuple[str, RawFile], str] = {}
+_DIGESTS_MAX = 200_000
+
+
+def content_hash(data: bytes) -> str:
+    """The content hash of a raw file (sha256: hardware-accelerated on current CPUs)."""
+    if len(_DIGESTS) > _DIGESTS_MAX:
+        _DIGESTS.clear()
+    return hashlib.sha256(data).hexdigest()
 
 
 def is_store_file(name: str) -> bool:

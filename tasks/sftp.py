@@ -33,6 +33,8 @@ class SftpError(RuntimeError):
 
 
 class SftpRawZone(RawZone):
+    mtime_resolution_ns = 10**9  # SFTP (v3) gives whole-second mtimes
+
     def __init__(
         self,
         host: str,

@@ -16,6 +16,8 @@ from tasks import catalogue, settings
 from tasks.base import CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
+from tasks.freshness import identity
+from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
 from tasks.partitions import PartitionStore
 
@@ -63,7 +65,12 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
     manifest = cache.manifest(store, day) or {}
     recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
     failure = store.read_failure(day) if recorded and str(store.failure_path(day)) in recorded else None
-    if not state.ok and failure and failure.get("failed_at", "") > manifest.get("finished_at", ""):
+    if (
+        not state.ok
+        and failure
+        and failure.get("failed_at", "") > manifest.get("finished_at", "")
+        and identity.failure_applies(cache, task, failure)
+    ):
         return DayStatus(name, day, "failed", failure.get("error", ""))  # whole: shortened only for display
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
     if state.state == "missing":
@@ -72,7 +79,8 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
             return DayStatus(name, day, "waiting", waiting)
     if state.ok and task.provisional(cache):
         return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
-    return DayStatus(name, day, state.state, state.reason if not state.ok else "", rows, duration)
+    # an ok partition's reason is a note: its raw files' metadata changed, their content did not
+    return DayStatus(name, day, state.state, state.reason, rows, duration)
 
 
 def _failure_records(data_root) -> set[str]:
@@ -184,6 +192,9 @@ def render_text(rows: list[DayStatus]) -> str:
                 lines.append(f"  {r.date} {r.state}: {shorten(r.reason)}")
             if r.not_read:
                 lines.append(f"  {r.date} not read: {', '.join(r.not_read)}")
+        same = [r.date for r in mine if r.state == "ok" and r.reason == SAME_CONTENT]
+        if same:
+            lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({same[0]} .. {same[-1]}): nothing to rebuild")
     return "\n".join(lines)
 
 

@@ -90,7 +90,7 @@ def test_a_new_export_rebuilds_its_7_dates_then_the_windows_that_read_them(ads_l
     assert changed(before, snapshot(ads_lab)) == {"staging/ads_daily": set(), "marts/ads_rolling_7d": set()}
 
 
-def test_a_resent_export_with_the_same_numbers_rebuilds_the_daily_dates_only(ads_lab):
+def test_a_resent_export_with_the_same_numbers_rebuilds_nothing(ads_lab):
     stop = dt.date(2026, 10, 4)
     assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
     before = snapshot(ads_lab)
@@ -98,9 +98,9 @@ def test_a_resent_export_with_the_same_numbers_rebuilds_the_daily_dates_only(ads
     assert path.exists()
     assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
     got = changed(before, snapshot(ads_lab))
-    # dates that export 10-01 restates and for which it can be the newest export read: 09-24 .. 09-30
-    assert got["staging/ads_daily"] == days(dt.date(2026, 9, 24), dt.date(2026, 9, 30))
-    assert got["marts/ads_rolling_7d"] == set()  # their data did not change: no window is rebuilt
+    # its content hash is the one recorded: no date that reads it is rebuilt, so no window either
+    assert got["staging/ads_daily"] == set()
+    assert got["marts/ads_rolling_7d"] == set()
 
 
 def test_an_export_missing_in_the_middle(ads_lab):
@@ -200,3 +200,58 @@ def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_l
     capsys.readouterr()
     assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 1
     assert "mode: one run for the range (RangeSingleRun): one worker" in capsys.readouterr().out
+
+
+def test_an_export_with_one_changed_number_rewrites_that_date_and_its_windows(ads_lab):
+    stop = dt.date(2026, 10, 4)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    data = {
+        ds: {d: (ads_lab.partition(d, ds) / "data.parquet").stat().st_mtime_ns for d in days(FIRST, stop - DAY)}
+        for ds in ("staging/ads_daily", "marts/ads_rolling_7d")
+    }
+    rows = ads_rows(dt.date(2026, 10, 4), FIRST)  # the newest export of 09-27 .. 10-03
+    rows = [
+        r.replace(",C1,google,1000,50,10.00,", ",C1,google,1000,50,12.00,") if r.startswith("2026-09-30") else r
+        for r in rows
+    ]
+    ads_lab.ads_export(dt.date(2026, 10, 4), FIRST, rows)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    rewritten = {
+        ds: {d for d, m in by_date.items() if (ads_lab.partition(d, ds) / "data.parquet").stat().st_mtime_ns != m}
+        for ds, by_date in data.items()
+    }
+    # the 7 dates that read the export are rebuilt; only 09-30's rows changed, so only its data file is
+    # rewritten, and only the windows that hold 09-30
+    assert rewritten == {
+        "staging/ads_daily": {dt.date(2026, 9, 30)},
+        "marts/ads_rolling_7d": days(dt.date(2026, 9, 30), dt.date(2026, 10, 3)),
+    }
+    assert rolling(ads_lab, dt.date(2026, 9, 30))[0][1] == "72.00"
+
+
+def test_manifests_of_before_logical_versions_rebuild_nothing_downstream_when_their_rows_are_the_same(ads_lab):
+    """The migration: an ads_daily manifest as older versions wrote it (data_version = sha256 of the
+    Parquet bytes, no input hashes) and windows that recorded that version. Rebuilt to the same rows,
+    its old version is kept as equivalent, and no window is rebuilt."""
+    stop = dt.date(2026, 10, 4)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    byte_versions = {}
+    for path in (ads_lab.data / "staging/ads_daily").glob("*/_manifest.json"):
+        m = json.loads(path.read_text())
+        byte_versions[m["task_id"]] = m["data_version"] = m["data_files"][0]["sha256"]
+        del m["data_version_kind"], m["input_hashes"], m["inputs_listed_ns"]
+        path.write_text(json.dumps(m))
+    for path in (ads_lab.data / "marts/ads_rolling_7d").glob("*/_manifest.json"):
+        m = json.loads(path.read_text())
+        m["upstream"] = {task_id: byte_versions[task_id] for task_id in m["upstream"]}
+        path.write_text(json.dumps(m))
+    assert ads_lab.rebuilt_by(lambda: None, "marts/ads_rolling_7d") == set()
+    before = snapshot(ads_lab)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert changed(before, snapshot(ads_lab)) == {"staging/ads_daily": set(), "marts/ads_rolling_7d": set()}
+    touched = ads_lab.ads_export(dt.date(2026, 10, 1), FIRST)  # same content, new mtime: no hashes to compare
+    assert touched.exists()
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    got = changed(before, snapshot(ads_lab))
+    assert got["staging/ads_daily"] == days(dt.date(2026, 9, 24), dt.date(2026, 9, 30))  # rebuilt once
+    assert got["marts/ads_rolling_7d"] == set()  # the same rows: the old byte versions are equivalent

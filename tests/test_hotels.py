@@ -341,3 +341,63 @@ def test_all_hotels_pickup_asks_for_every_date_of_its_range(hotel_lab):
     ranges = list(AllHotelsPickup(start=FIRST, stop=FIRST + dt.timedelta(days=120)).requires())
     assert len(ranges) == 1 + len(hotels())  # the booking state, then one range per hotel
     assert {r.task_limit for r in ranges} == {120}  # not RangeDaily's default of 50
+
+
+def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extracts(hotel_lab, tmp_path, monkeypatch):
+    from tasks import reference, status
+
+    day = FIRST + dt.timedelta(days=2)
+    write(hotel_lab, day, "H6", [f"W1,H6,{day}T09:00:00-04:00,CREATED,2026-10-05,2026-10-06,1,80.00,direct"])
+    stop = FIRST + dt.timedelta(days=4)
+    names = ["stg_hotel_bookings_daily", "hotel_booking_state"]
+    assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 30  # H6 is not in config: 09-12 fails
+    before = {(r.dataset, r.date): r.state for r in status.collect(FIRST, stop, names)}
+    config = tmp_path / "config"
+    config.mkdir()
+    text = (reference.CONFIG_DIR / "hotels.csv").read_text()
+    (config / "hotels.csv").write_text(text + "H6,Lakeshore Toronto,America/Toronto,90\n")
+    monkeypatch.setattr(reference, "CONFIG_DIR", config)
+    reference.hotels.cache_clear()
+    try:
+        after = {(r.dataset, r.date): r.state for r in status.collect(FIRST, stop, names)}
+        # 09-12 may now be built (its failure was under other rules); no other date changed state
+        assert {k for k in after if after[k] != before[k]} == {("stg_hotel_bookings_daily", day)}
+        assert (
+            before[("stg_hotel_bookings_daily", day)] == "failed"
+            and after[("stg_hotel_bookings_daily", day)] == "missing"
+        )
+        assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 0
+    finally:
+        monkeypatch.undo()
+        reference.hotels.cache_clear()
+
+
+def test_staging_manifests_of_before_logical_versions_keep_the_booking_state_when_rebuilt_to_the_same_rows(hotel_lab):
+    import json
+    import os
+
+    stop = FIRST + dt.timedelta(days=4)
+    assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 0
+    byte_versions = {}
+    for path in (hotel_lab.data / "staging/hotel_bookings_daily").glob("*/_manifest.json"):
+        m = json.loads(path.read_text())  # as versions before logical data versions wrote it
+        byte_versions[m["task_id"]] = m["data_version"] = m["data_files"][0]["sha256"]
+        del m["data_version_kind"], m["input_hashes"], m["inputs_listed_ns"]
+        path.write_text(json.dumps(m))
+    for path in (hotel_lab.data / STATE).glob("*/_manifest.json"):
+        m = json.loads(path.read_text())
+        m["upstream"] = {t: byte_versions.get(t, v) for t, v in m["upstream"].items()}
+        path.write_text(json.dumps(m))
+    for path in (hotel_lab.raw / "hotel_bookings").rglob("*.csv"):
+        os.utime(path)  # touched: without recorded hashes, metadata decides and staging is rebuilt
+    rebuilt = {}
+    states = hotel_lab.rebuilt_by(
+        lambda: rebuilt.update(
+            staging=hotel_lab.rebuilt_by(
+                lambda: hotel_lab.range(FIRST, stop, of="HotelBookingState"), "staging/hotel_bookings_daily"
+            )
+        ),
+        STATE,
+    )
+    assert rebuilt["staging"] == {FIRST + dt.timedelta(days=k) for k in range(4)}
+    assert states == set()  # the same rows (timestamps as Parquet stores them): the old versions are equivalent

@@ -245,9 +245,11 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
 
 def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(over_sftp, sshd, monkeypatch):
     from tasks.sftp import SftpRawZone
+    from tests.test_identity import backdate
 
     lab = over_sftp
     lab.qsr_days(START, 6)  # folders START .. START+6, two stores each; dates START .. START+5
+    backdate(lab.raw)  # not written within SFTP's one-second mtimes of the build: no check hashes them
     log = sshd.folder / "sshd.log"
     reads: list[str] = []
     real_read = SftpRawZone.read_bytes
@@ -274,3 +276,31 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
     assert lab.range(START, stop) == 0
     assert log.read_text()[mark:].count("Accepted publickey") >= 6
     assert len(reads) == 24
+
+
+def test_verify_over_sftp_finds_a_change_behind_kept_metadata_in_one_connection(over_sftp, sshd, capsys):
+    from tasks import cli
+    from tasks.sftp import _CONNECTIONS
+    from tests.test_identity import backdate, changed_behind_metadata
+
+    lab = over_sftp
+    lab.qsr_days(START, 4)
+    backdate(lab.raw)
+    stop = START + dt.timedelta(days=4)
+    assert lab.range(START, stop) == 0
+    changed_behind_metadata(lab.raw / "qsr_pos" / "2026-09-12" / "S002.csv")
+    assert lab.rebuilt_by(lambda: lab.range(START, stop)) == set()  # whole-second mtimes, same size: unseen
+    for _, client, _ in _CONNECTIONS.values():  # a connection of the runs above, to count verify's alone
+        client.close()
+    _CONNECTIONS.clear()
+    log = sshd.folder / "sshd.log"
+    logins = log.read_text().count("Accepted publickey")
+    assert cli.main(["verify", "--start", str(START), "--stop", str(stop)]) == 1
+    assert log.read_text().count("Accepted publickey") == logins + 1  # every raw file over one connection
+    out = capsys.readouterr().out
+    assert "MISMATCH raw qsr_pos/2026-09-12/S002.csv: content differs" in out
+    assert "stale now: staging/qsr_pos 2026-09-11, staging/qsr_pos 2026-09-12" in out
+    assert lab.rebuilt_by(lambda: lab.range(START, stop)) == {
+        START + dt.timedelta(days=1),
+        START + dt.timedelta(days=2),
+    }

@@ -34,6 +34,9 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
     assert status.collect(START + dt.timedelta(days=4), START + dt.timedelta(days=5), ["stg_qsr_pos"])[0].reason == (
         "rules changed: suspicious_qty_threshold 20 -> 7"
     )
+    # the failure of day 0 was under the old rules: under the new ones it no longer applies
+    assert status.collect(START, START + dt.timedelta(days=1), ["stg_qsr_pos"])[0].state == "stale"
+    qsr_setting("suspicious_qty_threshold", 20)  # back to the rules of the failed attempt
 
     assert (
         main(
@@ -51,7 +54,7 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
         == 0
     )
     as_json = json.loads(capsys.readouterr().out)
-    assert [r["state"] for r in as_json] == ["failed", "missing", "stale", "stale", "stale", "waiting"]
+    assert [r["state"] for r in as_json] == ["failed", "missing", "stale", "stale", "ok", "waiting"]
 
     assert (
         main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + dt.timedelta(days=6))])
@@ -61,8 +64,8 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
     assert lines[0] == "legend: # ok  p provisional  s stale  . missing  w waiting  F failed"
     assert lines[1:4] == [
         "stg_qsr_pos  2026-09-10 .. 2026-09-15",
-        "  F.sssw",  # one character per day, in date order
-        "  3 stale, 1 missing, 1 waiting, 1 failed",
+        "  F.ss#w",  # one character per day, in date order
+        "  1 ok, 2 stale, 1 missing, 1 waiting, 1 failed",
     ]
     # then a line per day that needs attention, with its reason; a reason over 300 characters (the
     # failure names the quarantine's full path) is cut at a word boundary for display, ` ...` after it

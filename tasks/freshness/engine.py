@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tasks import partitions
+from tasks.freshness import identity
 from tasks.partitions import MANIFEST, PartitionStore
 from tasks.rawzone import RawFile, RawZone
 
@@ -204,9 +205,13 @@ class Engine:
         """Read ``node``'s own manifest, raw folders and upstream manifests again on the next question
         (the re-check of a build under its partition lock: another process may have written since)."""
         store = self.store(node)
+        folders = set()
         for source, date in [*node.raw_window(), *node.optional_raw_window()]:
             self.raw.pop((self.zone(node).describe(), source, date), None)
             self.memo.pop(("select", type(node), source, date), None)
+            folders.add(self.zone(node).folder_relpath(source, date))
+        for key in [k for k in self.memo if k[0] == "digest" and k[2].relpath.rpartition("/")[0] in folders]:
+            del self.memo[key]  # hashed again too: a same-size re-send within the mtime resolution
         for up in node.upstream():
             self.manifests.pop(_partition(self.store(up), up.key), None)
         self.forget(store, node.key)
@@ -267,6 +272,10 @@ class Engine:
                 continue
             folders.append(self.once(("select", type(node), source, date), _select, node, relpath, *scanned))
         return Window(folders)
+
+    def digest(self, zone: RawZone, raw: RawFile) -> str:
+        """The content hash of a raw file, read once per pass (the raw zone is a snapshot per pass)."""
+        return self.once(("digest", zone.describe(), raw), zone.digest_now, raw)
 
     def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:
         """(source, date) of the required raw folders of the node's own window that are absent."""
@@ -331,17 +340,32 @@ class Engine:
         window = self.window(node)
         if window is None:
             return State("stale", "a raw folder it read is gone")
-        if manifest.get("input_fingerprint") != window.fingerprint:
-            return State("stale", "input changed: " + diff_inputs(manifest.get("inputs", []), window.read))
+        note = ""
+        if manifest.get("input_fingerprint") != window.fingerprint or self._recent(node, manifest, window):
+            ok, note = identity.check_inputs(self.zone(node), store, node.key, manifest, window, self.digest)
+            if not ok:
+                return State("stale", note)
+        if manifest.get("verify_mismatch"):
+            return State("stale", "daybreak verify: " + manifest["verify_mismatch"])
         recorded = manifest.get("upstream", {})
         for up in node.upstream():
             up_state = yield up
             if not up_state.ok:
                 return State("stale", f"upstream {up.task_id} is {up_state.state}")
-            version = node.upstream_version(self.manifest(self.store(up), up.key))
-            if recorded.get(up.task_id) != version:
+            up_manifest = self.manifest(self.store(up), up.key)
+            version = node.upstream_version(up_manifest)
+            if not identity.version_matches(recorded.get(up.task_id), version, up_manifest):
                 return State("stale", f"upstream {up.task_id} changed")
-        return State("ok")
+        return State("ok", note)
+
+    def _recent(self, node: Node, manifest: dict, window: Window) -> bool:
+        """Whether a file of the window was modified within the raw zone's clock resolution of the time
+        the build listed it: its metadata cannot tell a same-size re-send in that instant, so it is hashed."""
+        listed = manifest.get("inputs_listed_ns")
+        if listed is None:
+            return False
+        newest = max((e[2] for f in window.folders for e in f.read), default=0)
+        return newest + self.zone(node).mtime_resolution_ns > listed
 
     def upstream_versions(self, node: Node) -> dict[str, str | None]:
         """What the node depends on of each upstream partition now (recorded in its manifest)."""

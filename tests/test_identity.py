@@ -1,0 +1,208 @@
+"""Identity by content (issue 14): touched or re-sent identical raw files rebuild nothing, a rebuild
+to identical rows stops the cascade, and the reasons say so."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+
+from tasks import cli, plan, status
+from tasks.partitions import PartitionStore
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+STOP = START + 4 * DAY  # staging 09-10 .. 09-13 reads folders 09-10 .. 09-14
+
+
+def touch_all(root) -> int:
+    """`touch` every raw file (as a re-copy that does not keep mtimes does)."""
+    files = [p for p in root.rglob("*") if p.is_file()]
+    for p in files:
+        before = p.stat().st_mtime_ns
+        os.utime(p)
+        assert p.stat().st_mtime_ns != before
+    return len(files)
+
+
+def test_touched_and_recopied_identical_files_rebuild_nothing_and_plan_says_why(lab, setting):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    assert lab.range(START, STOP) == 0
+    assert touch_all(lab.raw) == 10
+    one = lab.raw / "qsr_pos" / "2026-09-12" / "S001.csv"
+    shutil.copy(one, one.with_suffix(".tmp"))  # re-copied byte for byte: a new inode and mtime
+    os.replace(one.with_suffix(".tmp"), one)
+
+    shown = plan.render(plan.make_plan("stg_qsr_pos", START, STOP))
+    assert "0 partitions would run" in shown
+    assert f"keep  {START} .. {STOP - DAY}  4 partitions: metadata changed, content identical" in shown
+    text = status.render_text(status.collect(START, STOP, ["stg_qsr_pos"]))
+    assert "4 ok, metadata changed, content identical" in text
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()
+
+    # the new metadata is remembered beside the partition (never in its data or manifest): the next
+    # check compares metadata again, as cheap as before
+    from tasks.freshness import identity
+
+    store = PartitionStore(lab.data, "staging/qsr_pos")
+    side = json.loads(identity.sidecar_path(store, START + 2 * DAY).read_text())
+    assert f"qsr_pos/2026-09-12/S001.csv {one.stat().st_size} {one.stat().st_mtime_ns}" in side["inputs"]
+
+
+def test_a_changed_file_of_the_same_size_rebuilds_exactly_the_dates_that_read_it(lab, setting):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    assert lab.range(START, STOP) == 0
+    touch_all(lab.raw)
+    path = lab.raw / "qsr_pos" / "2026-09-12" / "S001.csv"
+    text = path.read_text()
+    path.write_text(text.replace(",COLA,3,", ",COLA,4,"))  # same size, new content
+    assert len(path.read_text()) == len(text)
+    got = plan.make_plan("stg_qsr_pos", START, STOP).runs
+    assert [(d, s) for d, s, _ in got] == [(START + DAY, "stale"), (START + 2 * DAY, "stale")]
+    assert "input content changed: qsr_pos/2026-09-12/S001.csv" in got[0][2]
+    # folder 09-12 is read by business dates 09-11 (lines before 05:00) and 09-12
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == {START + DAY, START + 2 * DAY}
+
+
+def test_rerunning_the_sample_with_the_same_arguments_rebuilds_nothing(lab, setting):
+    setting("daybreak", "start_date", START)
+    args = ["sample", "--start", str(START), "--days", "3", "--stores", "3", "--raw-root", str(lab.raw)]
+    assert cli.main(args) == 0
+    stop = START + 2 * DAY
+    assert lab.range(START, stop) == 0
+    assert lab.range(START, stop, of="AdsDaily") == 0
+    before = {p: p.stat().st_mtime_ns for p in lab.raw.rglob("*.csv")}
+    assert cli.main(args) == 0
+    assert all(p.stat().st_mtime_ns != m for p, m in before.items())  # every file written again
+    assert lab.rebuilt_by(lambda: lab.range(START, stop)) == set()
+    assert lab.rebuilt_by(lambda: lab.range(START, stop, of="AdsDaily"), "staging/ads_daily") == set()
+
+
+def test_a_rule_change_that_changes_no_row_of_a_store_rebuilds_nothing_of_it_downstream(lab, setting):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S007"))
+    path = lab.raw / "qsr_pos" / "2026-09-12" / "S007.csv"
+    path.write_text(path.read_text().replace(",COLA,3,", ",COLA,9,"))  # one line of qty 9, store S007 only
+
+    def build() -> None:
+        assert lab.range(START, STOP) == 0
+        assert lab.luigi("AllStores") == 0
+
+    build()
+    stores_before = {s: _finished(lab, s) for s in ("S001", "S007")}
+    setting("qsr", "suspicious_qty_threshold", 5)  # from 20: only S007's qty 9 line crosses it
+    assert lab.rebuilt_by(build) == {START + d * DAY for d in range(4)}  # the rules of every date changed
+    # S001's rows are the same on every date: its store_daily_sales is not rebuilt; S007's is
+    assert {s for s, t in stores_before.items() if _finished(lab, s) != t} == {"S007"}
+
+
+def _finished(lab, store: str) -> str:
+    path = lab.data / "marts/store_daily_sales" / f"store_id={store}" / "_manifest.json"
+    return json.loads(path.read_text())["finished_at"]
+
+
+def test_a_failure_record_no_longer_applies_once_the_file_is_fixed_with_its_mtime_kept(lab):
+    lab.qsr_days(START, 1, stores=("S001",))
+    path = lab.raw / "qsr_pos" / START.isoformat() / "S001.csv"
+    good = path.read_text()
+    bad = good.replace(",COLA,3,", ",COLA,x,")  # one line of two: over max_reject_share, the partition fails
+    path.write_text(bad)
+    stamp = path.stat().st_mtime_ns
+    assert lab.range(START, START + DAY) == 30
+    assert status.collect(START, START + DAY, ["stg_qsr_pos"])[0].state == "failed"
+    path.write_text(bad)  # the same bad content again, new mtime: the failure still applies
+    assert status.collect(START, START + DAY, ["stg_qsr_pos"])[0].state == "failed"
+    path.write_text(good.replace(",COLA,3,", ",COLA,4,"))  # fixed, same size, mtime put back (cp -p, rsync -a)
+    os.utime(path, ns=(stamp, stamp))
+    row = status.collect(START, START + DAY, ["stg_qsr_pos"])[0]
+    assert row.state == "missing"  # the old error is not shown: the next run will build it
+    assert lab.range(START, START + DAY) == 0
+
+
+def backdate(root) -> None:
+    """Every raw file written a minute ago: older than any clock resolution of the builds that follow
+    (a file modified within it of a build's listing is hashed anyway)."""
+    for p in root.rglob("*.csv"):
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
+
+
+def changed_behind_metadata(path) -> None:
+    """Change one number of a raw file, keeping its size and putting its mtime back (cp -p, rsync -a)."""
+    st = path.stat()
+    text = path.read_text()
+    path.write_text(text.replace(",COLA,3,", ",COLA,4,"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+def test_verify_finds_a_change_metadata_misses_and_the_next_run_rebuilds_what_read_it(lab, setting, capsys):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    backdate(lab.raw)
+    assert lab.range(START, STOP) == 0
+    span = ["--start", str(START), "--stop", str(STOP)]
+    assert cli.main(["verify", *span]) == 0
+    assert "0 mismatches" in capsys.readouterr().out
+    changed_behind_metadata(lab.raw / "qsr_pos" / "2026-09-12" / "S001.csv")
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()  # metadata alone cannot see it
+
+    assert cli.main(["verify", "--dataset", "stg_qsr_pos", *span]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH raw qsr_pos/2026-09-12/S001.csv: content differs" in out
+    assert "stale now: staging/qsr_pos 2026-09-11, staging/qsr_pos 2026-09-12" in out
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == {START + DAY, START + 2 * DAY}
+    assert cli.main(["verify", *span]) == 0
+
+
+def test_verify_finds_a_damaged_data_file_and_the_rebuild_rewrites_it(lab, setting, capsys):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2)
+    assert lab.range(START, START + DAY) == 0
+    data = lab.partition(START) / "data.parquet"
+    st, good = data.stat(), data.read_bytes()
+    data.write_bytes(good[:100] + bytes([good[100] ^ 1]) + good[101:])  # one flipped bit, same size and mtime
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert cli.main(["verify", "--start", str(START), "--stop", str(START + DAY)]) == 1
+    assert f"MISMATCH data {data}: content differs from its manifest" in capsys.readouterr().out
+    assert lab.range(START, START + DAY) == 0
+    assert data.read_bytes() == good  # rewritten whole, not kept for having the same rows on record
+
+
+def test_a_file_stamped_within_the_clock_resolution_of_its_build_is_hashed_not_trusted(lab, setting):
+    """An mtime not older than the build's listing (by the zone's resolution: SFTP's whole seconds)
+    cannot tell a same-size re-send in that instant: the check hashes such a file."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    path = lab.raw / "qsr_pos" / "2026-09-12" / "S001.csv"
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 3600 * 10**9))  # stamped after the build lists it
+    assert lab.range(START, STOP) == 0
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()  # hashed: the same content
+    changed_behind_metadata(path)
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == {START + DAY, START + 2 * DAY}
+
+
+def test_the_data_version_is_of_the_rows_not_of_the_writer_the_compression_or_the_chunks(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks.freshness.identity import logical_version
+
+    table = pa.table(
+        {"store_id": ["S1", "S2", None], "qty": pa.array([1, None, 3], pa.int32()), "amount": [1.5, 2.0, None]}
+    ).replace_schema_metadata({"pandas": "written by some library version"})
+    versions = set()
+    for compression in ("zstd", "snappy", "none"):
+        pq.write_table(table, tmp_path / f"{compression}.parquet", compression=compression, row_group_size=2)
+        read = pq.read_table(tmp_path / f"{compression}.parquet")
+        assert read.column("qty").num_chunks == 2  # two row groups: chunked unlike the original
+        versions.add(logical_version(read))
+    versions.add(logical_version(table))
+    assert len(versions) == 1
+    assert logical_version(table.slice(1)) == logical_version(table.take([1, 2]))  # a slice is its rows
+    changed = table.set_column(1, "qty", pa.array([1, None, 4], pa.int32()))
+    assert logical_version(changed) != logical_version(table)
