@@ -69,7 +69,7 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
     ]
     # then a line per day that needs attention, with its reason; a reason over 300 characters (the
     # failure names the quarantine's full path) is cut at a word boundary for display, ` ...` after it
-    attention = [r for r in as_json if r["state"] != "missing"]
+    attention = [r for r in as_json if r["state"] in ("stale", "failed", "waiting")]
     assert [line.split(":", 1)[0] for line in lines[4:]] == [f"  {r['date']} {r['state']}" for r in attention]
     for line, r in zip(lines[4:], attention, strict=True):
         shown = line.split(": ", 1)[1]
