@@ -188,14 +188,14 @@ def test_a_crash_at_any_write_step_never_pairs_a_partition_with_another_builds_q
 
     def run(root, at: int = 10**9) -> int:
         """StgQsrPos of ``day`` into data root ``root`` through tests/crash_driver.py: SIGKILLed at write
-        step ``at`` (beyond the last step: a clean run). Returns the steps taken."""
+        step ``at`` of the partition (beyond its last step: a clean run). Returns the partition's steps taken."""
         cfg = write_config(runs / f"{root.name}.cfg", {"daybreak": {"raw_root": lab.raw, "data_root": root}})
         counter = runs / f"{root.name}.steps"
-        plan = {"counter": str(counter), "root": str(root), "at": at, "mode": "kill"}
+        plan = {"counter": str(counter), "root": str(root), "date": str(day), "at": at, "mode": "kill"}
         env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "CRASH_PLAN": json.dumps(plan)}
         cmd = [sys.executable, str(REPO / "tests" / "crash_driver.py"), "StgQsrPos", "--date", str(day)]
         subprocess.run([*cmd, "--local-scheduler", "--no-lock"], env=env, cwd=runs, capture_output=True, timeout=300)
-        return counter.stat().st_size
+        return (runs / f"{counter.name}.{day}").stat().st_size  # one byte a step of the partition
 
     def partition(root) -> tuple[dict, Path]:
         folder = root / f"staging/qsr_pos/business_date={day}"
