@@ -197,29 +197,52 @@ def main() -> None:
         print(f"sample: {info['qsr_lines']:,} POS lines, {time.perf_counter() - t0:.1f} s")
     lines = sum(sum(1 for _ in open(f, "rb")) - 1 for f in (raw / "qsr_pos").glob("*/*.csv"))
     runs: list[dict] = []
+    cpus: list[dict] = []
     for rep in range(args.repeat):
         order = SYSTEMS[rep % len(SYSTEMS) :] + SYSTEMS[: rep % len(SYSTEMS)]
-        times = {}
+        times, cpu = {}, {}
         for name in order:
             data = work / f"data-{name}"
             shutil.rmtree(data, ignore_errors=True)
             cfg = write_cfg(work / f"{name}.cfg", raw, data)
+            before = children_cpu()
             if name == "plain":
                 times[name] = timed_plain(raw, data, days)
             elif name == "single":
                 times[name] = single_run(cfg, days)
             else:
                 times[name] = luigi_range(cfg, days, int(name[1:]))
-        print(f"run {rep + 1} ({', '.join(order)}): " + ", ".join(f"{n} {times[n]:.2f} s" for n in SYSTEMS), flush=True)
+            cpu[name] = children_cpu() - before
+        print(
+            f"run {rep + 1} ({', '.join(order)}), wall (CPU): "
+            + ", ".join(f"{n} {times[n]:.2f} s ({cpu[n]:.2f})" for n in SYSTEMS),
+            flush=True,
+        )
         runs.append(times)
+        cpus.append(cpu)
     check = same_rows(work / "data-plain", work / "data-w1", days)
     noop = None if args.no_noop else noop_check(work, noop_days, 100)
     part = one_partition(work / "w1.cfg", START + dt.timedelta(days=days // 2))
-    report(runs, lines, days, check, noop, noop_days, part)
+    report(runs, cpus, lines, days, check, noop, noop_days, part)
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of every finished child process (and the children they waited for)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def report(
-    runs: list[dict], raw_lines: int, days: int, check: str, noop: dict | None, noop_days: int, part: dict
+    runs: list[dict],
+    cpus: list[dict],
+    raw_lines: int,
+    days: int,
+    check: str,
+    noop: dict | None,
+    noop_days: int,
+    part: dict,
 ) -> None:
     def row(label: str, value: str, target: str, ok: bool) -> None:
         print(f"{label:<58} {value:>16}   target {target:<10} {'ok' if ok else 'MISSED'}")
@@ -239,6 +262,8 @@ def report(
         row(f"(2) {a} / {b}", spread(values), f"<= {target:.2f}x", max(values) <= target)
     values = ratios("single", "w2")
     row("(2) single / w2", spread(values), "<= 1.00x", max(values) <= 1.0)
+    values = [c["w1"] / c["plain"] for c in cpus]
+    print(f"    CPU seconds, w1 / plain (less sensitive to the machine's load): {spread(values)}")
     if noop is not None:
         row(
             f"(3) no-op RangeDaily CLI over {noop_days} complete dates",
