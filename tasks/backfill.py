@@ -4,8 +4,13 @@ single-run range (one Luigi task, one process, one raw-zone session for a whole 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import multiprocessing
+import multiprocessing.connection
+import os
 import time
 import warnings
+from collections.abc import Iterator
 from zoneinfo import ZoneInfo
 
 import luigi
@@ -227,28 +232,85 @@ class SingleRunBuild(luigi.Task):
     def run(self) -> None:
         todo = self.todo(luigi_engine())
         meter, failed = progress.Progress(len(todo)), []
-        try:
-            with reusing() as memo:
-                for task in todo:
-                    memo.next_date()
-                    try:
-                        task._run()
-                    except Exception as exc:  # one bad date must not lose the others: record it, go on
-                        progress.logger.exception("%s failed; the rest of the range goes on", task.task_id)
-                        task.on_failure(exc)
-                        failed.append((task.date, (str(exc) or type(exc).__name__).splitlines()[0]))
-                    meter.step(task.task_id)
-                    self.set_progress_percentage(round(100 * meter.done / len(todo)))
-                    self.set_status_message(f"{meter.done}/{len(todo)} dates, {len(failed)} failed")
-        finally:
-            if todo:  # the one raw-zone session of the whole range (SFTP: one connection)
-                todo[0].zone().close()
+        processes = self.processes(todo)
+        for task, error in built_in_parallel(todo, processes) if processes > 1 else built_in_order(todo):
+            if error is not None:
+                failed.append((task.date, error))
+            meter.step(task.task_id)
+            self.set_progress_percentage(round(100 * meter.done / len(todo)))
+            self.set_status_message(f"{meter.done}/{len(todo)} dates, {len(failed)} failed")
         if failed:
+            failed.sort()
             listed = "; ".join(f"{d}: {err}" for d, err in failed[:5]) + (" ..." if len(failed) > 5 else "")
             raise RuntimeError(
                 f"{len(failed)} of {len(todo)} dates of {self.of.__name__} failed ({listed}); the other "
                 f"{len(todo) - len(failed)} are written and kept. See daybreak status."
             )
+
+    def processes(self, todo: list[PartitionedTask]) -> int:
+        """How many processes build the range: one per core on a local raw zone, each a contiguous
+        stretch of dates; one over SFTP (one connection), and one for a chain (date d reads d-1)."""
+        if settings.raw_root().startswith("sftp://") or any(self._same(u, t.date) for t in todo for u in t.upstream()):
+            return 1
+        return max(1, min(len(os.sched_getaffinity(0)), len(todo) // 2))
+
+
+def built_in_order(todo: list[PartitionedTask]) -> Iterator[tuple[PartitionedTask, str | None]]:
+    """Build ``todo`` in order in this process, a raw folder parsed once for consecutive dates; yield
+    each task with None, or the first line of its error (recorded, and the next dates go on)."""
+    try:
+        with reusing() as memo:
+            for task in todo:
+                memo.next_date()
+                error = None
+                try:
+                    task._run()
+                except Exception as exc:  # one bad date must not lose the others: record it, go on
+                    progress.logger.exception("%s failed; the rest of the range goes on", task.task_id)
+                    task.on_failure(exc)
+                    error = (str(exc) or type(exc).__name__).splitlines()[0]
+                yield task, error
+    finally:
+        if todo:  # the one raw-zone session of the whole range (SFTP: one connection)
+            todo[0].zone().close()
+
+
+def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[tuple[PartitionedTask, str | None]]:
+    """``built_in_order`` of ``processes`` contiguous stretches of ``todo``, each in a forked process;
+    yields as dates finish. The dates of a process that dies without reporting them are failed."""
+    context = multiprocessing.get_context("fork")
+
+    def build(stretch: list[PartitionedTask], pipe) -> None:
+        for task, error in built_in_order(stretch):
+            pipe.send((task.task_id, error))
+
+    by_id = {t.task_id: t for t in todo}
+    bounds = [len(todo) * i // processes for i in range(processes + 1)]
+    workers, readers = [], []
+    for a, b in itertools.pairwise(bounds):
+        reader, writer = context.Pipe(duplex=False)
+        workers.append(context.Process(target=build, args=(todo[a:b], writer), daemon=True))
+        workers[-1].start()
+        writer.close()  # the child holds the only writer: its exit ends the reader with EOFError
+        readers.append(reader)
+    try:
+        while readers:
+            for reader in multiprocessing.connection.wait(readers):
+                try:
+                    task_id, error = reader.recv()
+                except EOFError:
+                    readers.remove(reader)
+                    continue
+                yield by_id.pop(task_id), error
+        for w in workers:
+            w.join()
+        for task in by_id.values():  # killed, out of memory: never reported
+            yield task, f"its build process stopped (exit codes {[w.exitcode for w in workers]})"
+    finally:
+        for w in workers:
+            if w.is_alive():
+                w.terminate()
+            w.join()
 
 
 def missing_raw(task: PartitionedTask, cache: Engine) -> set[tuple[str, dt.date]]:

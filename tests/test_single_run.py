@@ -161,3 +161,22 @@ def test_the_raw_folders_a_long_chain_waits_for_are_found_without_recursing_thro
     last = START + 1000 * DAY
     expected = {("hotel_bookings", START + k * DAY) for k in range(1001)}
     assert missing_raw(HotelBookingState(date=last), CheckCache()) == expected
+
+
+def test_a_local_range_is_built_by_one_process_per_core_and_sftp_or_a_chain_by_one(lab, setting):
+    import os
+
+    from tasks.backfill import SingleRunBuild
+    from tasks.base import CheckCache
+    from tasks.hotels import HotelBookingState
+
+    lab.qsr_days(START, 6)
+    build = SingleRunBuild(of=StgQsrPos, start=START, stop=START + 6 * DAY)
+    todo = build.todo(CheckCache())
+    assert len(todo) == 6
+    assert build.processes(todo) == min(len(os.sched_getaffinity(0)), 3)  # both cores of this machine
+    assert build.processes(todo[:1]) == 1
+    chain = SingleRunBuild(of=HotelBookingState, start=START, stop=START + 4 * DAY)
+    assert chain.processes(chain.partitions()) == 1  # date d reads d-1: in order, in one process
+    setting("daybreak", "raw_root", "sftp://daybreak@127.0.0.1:2222/raw")
+    assert build.processes(todo) == 1  # one SFTP connection for the range

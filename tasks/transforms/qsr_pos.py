@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 
 from tasks.calendar import business_dates
 from tasks.transforms.checks import (
-    as_array,
     blank,
     count,
     first_failed,
@@ -248,17 +247,23 @@ def _last_per_key(keys: pa.Table) -> pa.Array:
     """``seq`` of the last valid row read per (store_id, order_id, line_no)."""
     if keys.num_rows == 0:
         return pa.array([], pa.int64())
-    # Sort-based: a hash group_by costs about 4x the keys in transient memory, a sort about 0.4x.
-    # sort_indices is stable, and keys are in read order: within a run of equal keys the last is the latest.
-    by = [("store_id", "ascending"), ("order_id", "ascending"), ("line_no", "ascending")]
-    order = pc.sort_indices(keys, sort_keys=by)
-    same_as_next = None
-    for column in ("store_id", "order_id", "line_no"):
-        values = as_array(pc.take(keys[column], order))
-        equal = pc.equal(values[:-1], values[1:])
-        same_as_next = equal if same_as_next is None else pc.and_(same_as_next, equal)
-    is_last = pa.concat_arrays([pc.invert(same_as_next), pa.array([True])])
-    return pc.filter(as_array(pc.take(keys["seq"], order)), is_last)
+    # Each string key as an integer code (one hash pass; one dictionary across chunks), then a stable
+    # sort of integers: several times faster than sorting the strings, and a few bytes per key.
+    store, order = (_codes(keys[c]) for c in ("store_id", "order_id"))
+    pair = order * (int(store.max()) + 1) + store  # < rows**2: fits int64
+    line = keys["line_no"].to_numpy()
+    seq = keys["seq"].to_numpy()
+    by = np.lexsort((seq, line, pair))  # last key first; seq breaks ties, so the last of a run is the latest
+    pair, line = pair[by], line[by]
+    is_last = np.ones(len(by), dtype=bool)
+    is_last[:-1] = (pair[1:] != pair[:-1]) | (line[1:] != line[:-1])
+    return pa.array(seq[by][is_last])
+
+
+def _codes(col: pa.ChunkedArray) -> np.ndarray:
+    """An int64 code per value, equal codes for equal values."""
+    encoded = pc.dictionary_encode(col)
+    return np.concatenate([c.indices.to_numpy() for c in encoded.chunks]).astype(np.int64)
 
 
 def _bad_discount(col) -> pa.Array:

@@ -57,26 +57,65 @@ def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> li
 
     Files whose header line is byte-identical and whose body is plain (one record per line: no quote,
     no carriage return, no empty line) are parsed as one buffer and split back by line counts; any
-    other file, or a batch the parser refuses as a whole, is parsed on its own.
+    other file, or a batch the parser refuses as a whole, is parsed on its own. A batch whose joined
+    buffer holds no quote, no empty line and no control byte but its line ends (the usual case) is
+    checked once, as a whole, and needs no per-column control-character scan.
     """
     files = list(files)
     out: list[ParsedCsv | None] = [None] * len(files)
-    batches: dict[bytes, list[int]] = {}
+    groups: dict[bytes, list[int]] = {}
     for i, (data, name) in enumerate(files):
         _check_header(data, name, columns)
         end = data.find(b"\n")
-        if end >= 0 and _plain(data, end + 1):
-            batches.setdefault(data[:end], []).append(i)
+        if end >= 0:
+            groups.setdefault(data[:end], []).append(i)
         else:
             out[i] = parse_csv(data, name, columns)
-    for header_line, members in batches.items():
-        try:
-            parsed = _parse_batch(header_line, [files[i] for i in members], columns)
-        except (pa.ArrowInvalid, pa.ArrowKeyError):  # e.g. invalid UTF-8 in one file: one by one to name it
-            parsed = [parse_csv(files[i][0], files[i][1], columns) for i in members]
-        for i, p in zip(members, parsed, strict=True):
-            out[i] = p
+    for header_line, members in groups.items():
+        joined = _join_bodies(header_line, [files[i][0] for i in members])
+        if _plain_text(joined[0]):
+            batches = [(members, joined, True)]
+        else:  # some file is not plain, or holds a control character: sort them out one by one
+            plain = [i for i in members if _plain(files[i][0], files[i][0].find(b"\n") + 1)]
+            for i in set(members) - set(plain):
+                out[i] = parse_csv(files[i][0], files[i][1], columns)
+            batches = [(plain, _join_bodies(header_line, [files[i][0] for i in plain]), False)] if plain else []
+        del joined
+        for batch, (buffer, counts), clean in batches:
+            group = [files[i] for i in batch]
+            try:
+                parsed = _parse_batch(buffer, counts, group, columns, clean)
+            except (pa.ArrowInvalid, pa.ArrowKeyError):  # e.g. invalid UTF-8 in one file: one by one to name it
+                parsed = [parse_csv(data, name, columns) for data, name in group]
+            for i, p in zip(batch, parsed, strict=True):
+                out[i] = p
     return out
+
+
+def _join_bodies(header_line: bytes, datas: list[bytes]) -> tuple[bytes, list[int]]:
+    """One buffer: the header line, then each file's body ending with a line end; and the body line counts."""
+    pieces, counts = [header_line + b"\n"], []
+    for data in datas:  # memoryview slices: the bodies are copied once, into the joined buffer
+        start = data.find(b"\n") + 1
+        pieces.append(memoryview(data)[start:])
+        if len(data) > start and not data.endswith(b"\n"):
+            pieces.append(b"\n")
+        counts.append(data.count(b"\n", start) + (len(data) > start and not data.endswith(b"\n")))
+    return b"".join(pieces), counts
+
+
+def _plain_text(buffer: bytes, step: int = 1 << 20) -> bool:
+    """No quote, no empty line, and no byte 0x00-0x1F or 0x7F but line feeds (so no carriage return and
+    no control character either): every line is one record of plain fields. Scanned in 1 MiB slices."""
+    if b'"' in buffer or b"\x7f" in buffer:
+        return False
+    view = np.frombuffer(buffer, np.uint8)
+    for start in range(0, len(view), step):
+        part = view[max(start - 1, 0) : start + step]  # one byte of overlap: an empty line across slices
+        newline = part == 10
+        if np.count_nonzero(part < 0x20) != np.count_nonzero(newline) or (newline[1:] & newline[:-1]).any():
+            return False
+    return True
 
 
 def _plain(data: bytes, start: int) -> bool:
@@ -89,27 +128,25 @@ def _plain(data: bytes, start: int) -> bool:
     )
 
 
-def _parse_batch(header_line: bytes, files: list[tuple[bytes, str]], columns: list[str]) -> list[ParsedCsv]:
+def _parse_batch(
+    buffer: bytes, counts: list[int], files: list[tuple[bytes, str]], columns: list[str], clean: bool
+) -> list[ParsedCsv]:
+    """Parse the joined ``buffer`` of plain ``files`` (``counts`` body lines each) and split it back;
+    ``clean``: the buffer holds no control character (see ``_plain_text``), so no field needs a scan."""
     header = _check_header(files[0][0], files[0][1], columns)
-    pieces, counts = [header_line + b"\n"], []
-    for data, _ in files:  # memoryview slices: the bodies are copied once, into the joined buffer
-        start = data.find(b"\n") + 1
-        pieces.append(memoryview(data)[start:])
-        if len(data) > start and not data.endswith(b"\n"):
-            pieces.append(b"\n")
-        counts.append(data.count(b"\n", start) + (len(data) > start and not data.endswith(b"\n")))
-    table, malformed = _read(b"".join(pieces), header, columns)
-    del pieces
+    table, malformed = _read(buffer, header, columns)
     starts = np.concatenate([[0], np.cumsum(counts)]).tolist()  # lines before each file's body
     bad: list[list[tuple[int, str, str]]] = [[] for _ in files]
     for number, reason, text in malformed:  # batch row numbers: header = 1, first body line = 2
         i = bisect.bisect_right(starts, number - 2) - 1
         bad[i].append((number - starts[i], reason, text))
+    if clean:
+        table = table.select(columns)
     out, offset = [], 0
     for (_, name), n, rejected in zip(files, counts, bad, strict=True):
         valid = n - len(rejected)
         parsed = ParsedCsv(name, table.slice(offset, valid), _row_numbers(n, rejected), rejected)
-        out.append(_without_control(parsed, columns))
+        out.append(parsed if clean else _without_control(parsed, columns))
         offset += valid
     return out
 

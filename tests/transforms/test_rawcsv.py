@@ -108,3 +108,20 @@ def test_the_text_of_a_row_the_parser_cannot_split_is_kept_with_its_control_char
     # found by fuzzing: the quarantine held the raw text of an unsplittable row as it was
     p = parse_csv(b'a,b,c\n1,2,3,"\x1f"\n', "f.csv", COLS)
     assert p.malformed == [(2, "row has 4 fields, header has 3", '1,2,3,"\\x1f"')]
+
+
+def test_a_batch_checked_as_a_whole_still_finds_each_control_character_in_any_column():
+    files = [
+        (b"a,b,c,x\n1,2,3,4\n", "g1.csv"),
+        (b"a,b,c,x\n5,6,7,\x01\n8,9,10,11\n", "g2.csv"),  # in an extra column
+        (b"a,b,c\n1,\x7f,3\n2,3,4", "g3.csv"),  # DEL, and no final newline, in a batch of its own
+        (b"a,b,c\n5,6,7\n", "g4.csv"),
+    ]
+    one_by_one = [as_tuple(parse_csv(data, name, COLS)) for data, name in files]
+    many = parse_csv_many(files, COLS)
+    assert [as_tuple(p) for p in many] == one_by_one
+    assert [(n, r.split(" (")[0]) for p in many for n, r, _ in p.malformed] == [
+        (2, "x holds a control character"),
+        (2, "b holds a control character"),
+    ]
+    assert [p.table.num_rows for p in many] == [1, 1, 1, 1]
