@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import paramiko
 
-from tasks.rawzone import RawFile, RawZone
+from tasks.rawzone import RawFile, RawZone, is_date_name
 
 logger = logging.getLogger("luigi-interface")
 WINDOW_BYTES = 64 * 1024 * 1024
@@ -95,6 +95,15 @@ class SftpRawZone(RawZone):
             except ValueError:
                 continue
         return max(dates, default=None)
+
+    def list_folders(self, source: str) -> dict[str, int]:
+        """{folder name: mtime_ns} of a source's dated folders (SFTP gives whole-second mtimes)."""
+        attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{source}")) or []
+        return {
+            a.filename: int(a.st_mtime) * 10**9
+            for a in attrs
+            if is_date_name(a.filename) and stat.S_ISDIR(a.st_mode or 0)
+        }
 
     def read_bytes(self, raw: RawFile) -> bytes:
         def read(sftp: paramiko.SFTPClient) -> bytes:

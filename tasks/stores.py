@@ -66,23 +66,73 @@ def scan_stores(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str,
     return found, invalid
 
 
+def seen_path() -> Path:
+    return settings.data_root() / "_state" / "stores_seen.json"
+
+
+def read_seen(zone: RawZone) -> dict[str, list]:
+    """{folder name: [its mtime_ns when listed, the stores it held]} of every qsr_pos folder the sensor has
+    listed in this raw zone; {} for another raw zone (the state names the zone it was made from)."""
+    try:
+        state = json.loads(seen_path().read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return state.get("folders", {}) if state.get("raw_root") == zone.describe() else {}
+
+
+def unseen_folders(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, int], dict[str, list]]:
+    """({name: mtime_ns} of the folders of [start, stop) not listed yet, or changed since: new, or a file
+    added or removed, which changes a folder's mtime; what was remembered of the others). One listing of
+    ``qsr_pos/``; no folder is listed."""
+    seen, listed = read_seen(zone), zone.list_folders(SOURCE)
+    new, known = {}, {}
+    for name, mtime_ns in sorted(listed.items()):
+        if start <= dt.date.fromisoformat(name) < stop:
+            if seen.get(name, [None])[0] == mtime_ns:
+                known[name] = seen[name]
+            else:
+                new[name] = mtime_ns
+    return new, known
+
+
+def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str]]:
+    """Like :func:`scan_stores` over [start, stop), but lists only the folders not seen before (and
+    remembers them in ``_state/stores_seen.json``); the stores of the others come from that state."""
+    new, known = unseen_folders(zone, start, stop)
+    fresh: dict[str, list] = {}
+    invalid: list[str] = []
+    for name, mtime_ns in new.items():
+        day = dt.date.fromisoformat(name)
+        found, bad = scan_stores(zone, day, day + dt.timedelta(days=1))
+        fresh[name], invalid = [mtime_ns, sorted(found)], invalid + bad
+    found = {}
+    for name, (_, folder_stores) in sorted({**known, **fresh}.items()):
+        for store in folder_stores:
+            found.setdefault(store, name)
+    with _locked():  # another sensor may have remembered other folders meanwhile
+        state = {"raw_root": zone.describe(), "folders": {**read_seen(zone), **fresh}}
+        atomic_write_text(seen_path(), json.dumps(state, indent=1, sort_keys=True))
+    return found, invalid
+
+
 class DiscoverStores(luigi.Task):
     """The sensor: registers every store with a file in the qsr_pos folders of [start, stop), with the
-    first date it was seen. Complete when every store there is already registered. Invalid names are
-    reported and never read."""
+    first date it was seen. It lists only the folders it has not listed before, or whose mtime changed
+    (``_state/stores_seen.json``). Complete when no folder of the range is new and every store of the
+    range is registered. Invalid names are reported (when their folder is listed) and never read."""
 
     start = luigi.DateParameter(description="First folder date to scan (inclusive)")
     stop = luigi.DateParameter(description="Last folder date to scan (exclusive)")
 
-    def _scan(self) -> tuple[dict[str, str], list[str]]:
-        return scan_stores(RawZone.from_uri(settings.raw_root()), self.start, self.stop)
+    def zone(self) -> RawZone:
+        return RawZone.from_uri(settings.raw_root())
 
     def complete(self) -> bool:
-        found, _ = self._scan()
-        return set(found) <= set(read_registry())
+        new, known = unseen_folders(self.zone(), self.start, self.stop)
+        return not new and {s for _, stores in known.values() for s in stores} <= set(read_registry())
 
     def run(self) -> None:
-        found, invalid = self._scan()
+        found, invalid = discover(self.zone(), self.start, self.stop)
         for name in invalid:
             logger.warning("%s: not a store file name (^[A-Z0-9][A-Z0-9_-]{0,31}.csv$); never read", name)
         new = set(found) - set(read_registry())

@@ -170,3 +170,41 @@ def test_staging_built_before_the_store_totals_existed_is_read_whole(lab, settin
     stats = store_manifest(lab, "S002")["stats"]
     assert stats["dates_read"] == 3 and stats["staging_rows_read"] == 3 * 8  # every line of both stores
     assert store_output(lab, "S002") == full_read(lab, "S002")
+
+
+class CountingZone(stores.RawZone):
+    """The real local raw zone, remembering which folders were listed."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.scanned: list[str] = []
+
+    def scan_folder(self, source, date):
+        self.scanned.append(date.isoformat())
+        return super().scan_folder(source, date)
+
+
+def test_the_sensor_lists_only_folders_it_has_not_seen(lab, setting, monkeypatch):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))  # folders 09-10 .. 09-14
+    zone = CountingZone(lab.raw)
+    monkeypatch.setattr(stores.RawZone, "from_uri", lambda uri: zone)  # the zone every task of this run reads
+    sensor = ("DiscoverStores", "--start", str(START), "--stop", str(START + dt.timedelta(days=30)))
+
+    def listed_by_run() -> list[str]:
+        zone.scanned.clear()
+        assert lab.luigi(*sensor) == 0
+        return sorted(zone.scanned)
+
+    assert listed_by_run() == [(START + dt.timedelta(days=k)).isoformat() for k in range(5)]
+    assert listed_by_run() == []  # nothing new: complete without listing a folder
+    new_day = (START + dt.timedelta(days=5)).isoformat()
+    lab.qsr_file(new_day, "S003", qsr_rows("S003", START + dt.timedelta(days=5)))
+    assert listed_by_run() == [new_day]
+    old_day = (START + dt.timedelta(days=1)).isoformat()
+    lab.qsr_file(old_day, "S004", qsr_rows("S004", START + dt.timedelta(days=1)))  # a late file: a new entry
+    assert listed_by_run() == [old_day]
+    assert stores.read_registry() == {"S001": "2026-09-10", "S002": "2026-09-10", "S003": new_day, "S004": old_day}
+    stores.registry_path().unlink()  # a lost registry is rebuilt from what the sensor remembers
+    assert listed_by_run() == []
+    assert stores.read_registry()["S004"] == old_day
