@@ -8,6 +8,6 @@ Bump a version when a change to its transform changes the output: every partitio
 ADS_DAILY_VERSION = "ads_daily/2"  # 2: dates outside an export's window rejected, one row per campaign
 ADS_ROLLING_VERSION = "ads_rolling_7d/1"
 HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/1"
-OTB_VERSION = "otb_by_stay_date/1"
+OTB_VERSION = "otb_by_stay_date/2"  # 2: from the newest booking state; one booking id in two hotels is two
 PICKUP_VERSION = "hotel_pickup/1"
 BOOKING_STATE_VERSION = "hotel_booking_state/1"
