@@ -218,8 +218,9 @@ class StoreDailySales(SnapshotTask):
 
 
 class AllStores(luigi.Task):
-    """Runs the sensor over every qsr_pos folder, then yields one StoreDailySales per registered store
-    (Luigi dynamic dependencies): a store registered during this run gets its partition in this run."""
+    """Runs the sensor over the qsr_pos folders (listing only new ones), then yields one StoreDailySales
+    per registered store (Luigi dynamic dependencies): a store registered during this run gets its
+    partition in this run."""
 
     def requires(self):
         zone = RawZone.from_uri(settings.raw_root())
