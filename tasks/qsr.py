@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tasks.transforms.rawcsv import ParsedCsv
 
 logger = logging.getLogger("luigi-interface")
-STORE_TOTALS_FILE = "store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
+STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
 
 
 class StgQsrPos(PartitionedTask):

@@ -167,7 +167,7 @@ class StoreDailySales(SnapshotTask):
     def build(self, inputs: list[RawFile]) -> Built:
         """Incremental: the rows of the previous build are kept for every date whose store version is the
         one recorded then; only the other dates are read, each from the staging partition's per-store
-        totals (``store_totals.arrow``), never from its lines. Same rows as a build from scratch."""
+        totals (``_store_totals.arrow``), never from its lines. Same rows as a build from scratch."""
         import pyarrow.compute as pc
 
         from tasks.transforms.stores import daily_sales

@@ -164,7 +164,7 @@ def test_staging_built_before_the_store_totals_existed_is_read_whole(lab, settin
         manifest = json.loads(manifest_path.read_text())  # as an older version wrote it: no totals file
         manifest["data_files"] = [f for f in manifest["data_files"] if f["name"] == "data.parquet"]
         manifest_path.write_text(json.dumps(manifest))
-        (manifest_path.parent / "store_totals.arrow").unlink()
+        (manifest_path.parent / "_store_totals.arrow").unlink()
     assert lab.luigi("AllStores") == 0
     assert sorted(p.name for p in lab.partition(START).iterdir()) == ["_manifest.json", "data.parquet"]  # not rebuilt
     stats = store_manifest(lab, "S002")["stats"]
