@@ -345,11 +345,16 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "--lazy", str(mnt)], check=True)
 
 
-@pytest.mark.parametrize("room, fails_on", [(0, "data.parquet"), (1, "_manifest.json")], ids=["data", "manifest"])
+@pytest.mark.parametrize(
+    "room, fails_on",
+    [(0, "data.parquet"), (1, "_store_totals.arrow"), (2, "_manifest.json")],
+    ids=["data", "extra", "manifest"],
+)
 def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions(
     lab, tmp_path, small_disk, room, fails_on
 ):
-    """``room``: pages left free, enough for a data file (under 4 KiB here) but not its manifest."""
+    """``room``: pages left free, enough for none, one or two of a partition's files (data.parquet, then
+    _store_totals.arrow, each under 4 KiB here; the manifest last)."""
     lab.qsr_days(START, DAYS)
     data = small_disk / "data"
 
@@ -372,8 +377,8 @@ def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions
     assert failed.returncode == 30, log[-3000:]
     for d in DATES:
         assert f"staging/qsr_pos business_date={d}: could not write the partition: no space left on device" in log
-    # with a page free, the first partition's data file fits and its manifest does not; that page then
-    # goes to its failure record, and the later partitions fail on their data file
+    # with pages free, the first partition's first files fit and the next does not (`fails_on`); the pages
+    # then go to its failure record and the later partitions' files, until one fails on its data file
     assert f"while writing {fails_on}). Nothing was replaced: the previous partition, if any, is kept" in log
     assert "could not record the failure" in log  # the failure record hit the full disk too, and hid nothing
     # the only tracebacks are Luigi's report of each failed task: the OSError, then the error naming it
