@@ -165,7 +165,11 @@ def on_the_books(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
 def on_the_books_from_state(state: pa.Table) -> pa.Table:
     """:func:`on_the_books` from a hotel_booking_state partition (each booking's latest event up to a
     date): the same rows as replaying every event up to that date, in memory the size of the state."""
-    return _books(_stays(_not_cancelled(state)))
+    live = _not_cancelled(state)
+    hotels = pc.unique(live["hotel_id"]).to_pylist()
+    # one hotel's nights at a time: memory holds the state and one hotel's nights, not every night
+    parts = [_books(_stays(live.filter(pc.equal(live["hotel_id"], h)))) for h in sorted(hotels)]
+    return pa.concat_tables(parts) if parts else OTB_SCHEMA.empty_table()
 
 
 def _books(stays: pa.Table) -> pa.Table:
