@@ -31,6 +31,8 @@ class AdsDaily(PartitionedTask):
     def optional_raw_window(self) -> list[tuple[str, dt.date]]:
         return [("ads", self.date + k * DAY) for k in range(2, self.restatement_days() + 1)]
 
+    input_names = "ads.csv"
+
     def accepts_input(self, name: str) -> bool:
         return name == "ads.csv"
 

@@ -93,11 +93,12 @@ class CheckCache:
     def zone(self) -> RawZone:
         return self.once("zone", lambda: RawZone.from_uri(settings.raw_root()))
 
-    def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> list[tuple[str, int, int]] | None:
-        """``zone.scan_folder`` of one folder, scanned once per pass even when two partitions read it."""
+    def raw_folder(self, zone: RawZone, source: str, date: dt.date):
+        """``zone.scan_folder_all`` of one folder (files read, entries refused), scanned once per pass
+        even when two partitions read it; None when the folder does not exist."""
         key = (zone.describe(), source, date)
         if key not in self.raw:
-            self.raw[key] = zone.scan_folder(source, date)
+            self.raw[key] = zone.scan_folder_all(source, date)
         return self.raw[key]
 
     def list_dataset(self, store: PartitionStore) -> None:
@@ -179,7 +180,7 @@ class FolderInputs:
 
     relpath: str  # <source>/<date>
     read: list[tuple[str, int, int]]  # (name, size, mtime_ns)
-    refused: list[str]
+    refused: list[tuple[str, str]]  # (name, reason): never read
     digest: str  # over the read entries' names, sizes and mtimes
 
 
@@ -198,8 +199,9 @@ class Window:
         return [RawFile(f"{f.relpath}/{n}", size, mtime) for f in self.folders for n, size, mtime in f.read]
 
     @property
-    def refused(self) -> list[str]:
-        return [f"{f.relpath}/{name}" for f in self.folders for name in f.refused]
+    def refused(self) -> list[dict[str, str]]:
+        """Every file of the window that is not read, and why (the manifest's ``refused_inputs``)."""
+        return [{"path": f"{f.relpath}/{name}", "reason": why} for f in self.folders for name, why in f.refused]
 
 
 class _Instances(Register):
@@ -269,9 +271,12 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         """Whether a file of the window (by name) may be read; refused ones are reported. Default: all."""
         return True
 
+    input_names: ClassVar[str] = ""  # the names accepts_input takes, for the reason a file is refused
+
     def max_reject_share(self) -> float | None:
         """Fail the partition when rejected rows exceed this share of ``stats["attributed_rows"]``
-        (checked after the quarantine is written; the previous partition is kept). None: never."""
+        (the previous partition and its quarantine are kept; the rejected rows of the failed build are
+        kept beside its failure record). None: never."""
         return None
 
     def check_built(self, built: Built) -> None:
@@ -286,7 +291,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         raise RejectShareExceeded(
             f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
             f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
-            f"{self.store().quarantine_path(self.key)}. The previous partition is kept."
+            f"{self.store().write_failed_rejects(self.key, built.rejected)}. The previous partition is kept."
         )
 
     def upstream_version(self, manifest: dict | None) -> str | None:
@@ -357,24 +362,25 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         zone, folders = cache.zone(), []
         optional = self.optional_raw_window()
         for source, date in [*self.raw_window(), *optional]:
-            entries = cache.raw_folder(zone, source, date)
+            scanned = cache.raw_folder(zone, source, date)
             relpath = zone.folder_relpath(source, date)
-            if entries is None:
+            if scanned is None:
                 if (source, date) not in optional:
                     return None
                 folders.append(FolderInputs(relpath, [], [], "absent"))
                 continue
             key = ("select", type(self), source, date)
-            folders.append(cache.once(key, self._select, relpath, entries))
+            folders.append(cache.once(key, self._select, relpath, *scanned))
         return Window(folders)
 
-    def _select(self, relpath: str, entries: list[tuple[str, int, int]]) -> FolderInputs:
-        read, refused = [], []
+    def _select(self, relpath: str, entries: list[tuple[str, int, int]], unread: list) -> FolderInputs:
+        read, refused = [], [(name, reason) for name, reason in unread]
         for entry in entries:
             if self.accepts_input(entry[0]):
                 read.append(entry)
             else:
-                refused.append(entry[0])
+                refused.append((entry[0], f"name is not {self.input_names or 'one this dataset reads'}"))
+        refused.sort()
         return FolderInputs(relpath, read, refused, hashlib.sha256(repr(read).encode()).hexdigest())
 
     # -- completeness ------------------------------------------------------------------------------
@@ -489,12 +495,17 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         if window is None:
             raise RuntimeError(f"{self.task_id}: a raw folder of its dependency window disappeared; rerun later")
         inputs = window.read
+        if window.refused:  # also in the manifest (refused_inputs) and in `daybreak status`
+            logger.warning(
+                "%s: %d raw file(s) of its window not read: %s",
+                self.task_id,
+                len(window.refused),
+                "; ".join(f"{r['path']} ({r['reason']})" for r in window.refused),
+            )
         upstream = {u.task_id: self.upstream_version(cache.manifest(u.store(), u.key)) for u in self.upstream()}
         built = self.build(inputs)
         self._check_inputs_unchanged(window)
         store = self.store()
-        if built.rejected is not None:
-            store.write_quarantine(self.key, built.rejected)
         self.check_built(built)
         manifest = {
             "dataset": self.dataset,
@@ -514,7 +525,7 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
         }
         finished = dt.datetime.now(dt.UTC)
         manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
-        store.write(self.key, built.table, manifest, built.extras)
+        store.write(self.key, built.table, manifest, built.extras, rejected=built.rejected)
         store.clear_failure(self.key)
         logger.info(
             "%s: wrote %s rows (%s rejected) in %.2f s",

@@ -33,21 +33,32 @@ class StgHotelBookingsDaily(PartitionedTask):
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [(SOURCE, self.date)]
 
+    input_names = "<hotel_id>.csv (hotel_id matching ^[A-Z0-9][A-Z0-9_-]{0,31}$)"
+
     def accepts_input(self, name: str) -> bool:
         return is_store_file(name)  # <id>.csv with a safe id; whether the hotel is known is checked on build
 
     def rules(self) -> dict:
         from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION
 
-        return {"version": DAILY_VERSION, "timezones": {h.hotel_id: h.timezone for h in hotels().values()}}
+        cfg = settings.hotels()
+        return {
+            "version": DAILY_VERSION,
+            "timezones": {h.hotel_id: h.timezone for h in hotels().values()},
+            "max_stay_nights": cfg.max_stay_nights,
+            "max_rooms": cfg.max_rooms,
+            "max_rate": cfg.max_rate,
+        }
 
     def max_reject_share(self) -> float:
         return settings.hotels().max_reject_share
 
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.hotels import RAW_COLUMNS, clean_booking_events, slice_digests
+        from tasks.transforms.hotels import RAW_COLUMNS, HotelLimits, clean_booking_events, slice_digests
         from tasks.transforms.rawcsv import parse_csv_many
 
+        cfg = settings.hotels()
+        limits = HotelLimits(cfg.max_stay_nights, cfg.max_rooms, cfg.max_rate)  # checked before any file is read
         known = hotels()
         unknown = [f.relpath for f in inputs if f.relpath.rsplit("/", 1)[-1].removesuffix(".csv") not in known]
         if unknown:
@@ -58,7 +69,7 @@ class StgHotelBookingsDaily(PartitionedTask):
         zone = self.zone()
         parsed = parse_csv_many(((zone.read_bytes(f), f.relpath) for f in inputs), RAW_COLUMNS)
         timezones = [known[f.relpath.rsplit("/", 1)[-1].removesuffix(".csv")].timezone for f in inputs]
-        result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date)
+        result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date, limits)
         stats = {"raw_files": len(inputs), "attributed_rows": result.rows_read}
         stats["hotel_versions"] = slice_digests(result.table, "hotel_id")  # what HotelPickup depends on
         return Built(result.table, result.rejected, stats)

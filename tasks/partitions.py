@@ -6,11 +6,14 @@ The only module that writes Parquet and manifests. Layout of one dataset::
     <data_root>/<dataset>/business_date=YYYY-MM-DD/_manifest.json
     <data_root>/quarantine/<dataset>/business_date=YYYY-MM-DD/rejected.parquet
     <data_root>/_state/failures/<dataset>/business_date=YYYY-MM-DD.json
+    <data_root>/_state/failures/<dataset>/business_date=YYYY-MM-DD.rejected.parquet  (a build failed on them)
     <data_root>/_state/locks/<dataset>/business_date=YYYY-MM-DD.lock
 
-A write never leaves a reader a mix. Every file is first written under a hidden temporary name
-(``tempnames``: it names the writer's host and process) and fsynced; only then are they renamed into
-place, data first and the manifest last. A new partition is assembled that way in a staging folder
+A write never leaves a reader a mix. Every file, the quarantine of rejected rows included, is first
+written under a hidden temporary name (``tempnames``: it names the writer's host and process) and
+fsynced; only then are they renamed into place, data first, then the quarantine, the manifest last
+(it records the quarantine's digest, so a partition's quarantine is always the one of its build).
+A new partition is assembled that way in a staging folder
 (``<data_root>/_state/staging/``, outside every dataset) and renamed into place whole. A crash
 between two renames leaves a manifest that no longer describes the data file, so the partition counts
 as stale and is rebuilt; each file itself is always whole. Temporary entries of a writer killed
@@ -129,11 +132,15 @@ class PartitionStore:
             return {"_corrupt": True}
 
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
-        """True when every data file the manifest lists is there with the recorded size and mtime."""
+        """True when every data file the manifest lists, and its quarantine if it lists one, is there
+        with the recorded size and mtime."""
         folder = self.path(date)
-        for f in manifest.get("data_files", []):
+        quarantine = manifest.get("quarantine")
+        files = [(folder / f["name"], f) for f in manifest.get("data_files", [])]
+        files += [(self.data_root / quarantine["path"], quarantine)] if quarantine else []
+        for path, f in files:
             try:
-                st = os.stat(folder / f["name"])
+                st = os.stat(path)
             except FileNotFoundError:
                 return False
             if st.st_size != f["size"] or st.st_mtime_ns != f["mtime_ns"]:
@@ -159,47 +166,59 @@ class PartitionStore:
         return self.data_root / "_state" / "staging"
 
     def write(
-        self, date: dt.date | None, table: pa.Table, manifest: dict, extras: dict[str, bytes] | None = None
+        self,
+        date: dt.date | None,
+        table: pa.Table,
+        manifest: dict,
+        extras: dict[str, bytes] | None = None,
+        rejected: pa.Table | None = None,
     ) -> dict:
         """Replace partition ``date`` with ``table`` and return the manifest as written.
 
+        ``rejected`` (when not None) replaces the partition's quarantine in the same write: written
+        and fsynced under a temporary name with the data, renamed into place before the manifest,
+        which records its path, rows, size, mtime and sha256; with no rows, the old one is removed.
         Raises :class:`PartitionWriteError`, naming the partition, when the disk is full (or another
         OS error stops the write) before anything was replaced."""
         for name in extras or {}:  # e.g. a CSV copy for a system that cannot read Parquet
             if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
                 raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
+        quarantine = None if rejected is None else (self.quarantine_path(date), rejected)
         try:
-            return self._write(self.path(date), table, manifest, extras or {})
+            return self._write(self.path(date), table, manifest, extras or {}, quarantine)
         except OSError as exc:
             raise PartitionWriteError(self._write_error(date, exc)) from exc
 
-    def _write(self, final: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes]) -> dict:
+    def _write(self, final: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes], quarantine=None) -> dict:
         final.parent.mkdir(parents=True, exist_ok=True)
         tempnames.sweep(final.parent)  # staging folders an earlier version left here
         if final.is_dir():
-            return self._write_files(final, table, manifest, extras)
+            return self._write_files(final, table, manifest, extras, quarantine)
         self.staging_root().mkdir(parents=True, exist_ok=True)
         tempnames.sweep(self.staging_root())
         staging = tempnames.temp_path(self.staging_root() / str(final.relative_to(self.data_root)).replace("/", "."))
         staging.mkdir()
         try:
-            written = self._write_files(staging, table, manifest, extras)
+            written = self._write_files(staging, table, manifest, extras, quarantine)
             os.rename(staging, final)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
             if not final.is_dir():
                 raise
-            return self._write_files(final, table, manifest, extras)  # a concurrent run created it first
+            return self._write_files(final, table, manifest, extras, quarantine)  # a concurrent run created it first
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         _fsync_dir(final.parent)
         return written
 
-    def _write_files(self, folder: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes]) -> dict:
-        """Write every file under a temporary name and fsync it, then rename them into place, data first
-        and the manifest last: a disk that fills up fails the write before anything is replaced, and a
-        crash between the renames leaves a manifest that no longer describes the data (stale)."""
+    def _write_files(
+        self, folder: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes], quarantine=None
+    ) -> dict:
+        """Write every file under a temporary name and fsync it, then rename them into place, data first,
+        then the quarantine (``(path, rejected rows)`` or None), the manifest last: a disk that fills up
+        fails the write before anything is replaced, and a crash between the renames leaves a manifest
+        that no longer describes the data (stale)."""
         tempnames.sweep(folder)
         pending: list[tuple[Path, Path]] = []
         step = "before writing"  # named in the error
@@ -215,13 +234,35 @@ class PartitionStore:
             manifest = dict(manifest, data_files=files)
             digests = [f["sha256"] for f in files]
             manifest["data_version"] = digests[0] if len(files) == 1 else _sha256_text("".join(digests))
+            drop = None  # an old quarantine the new build does not replace: removed before the manifest
+            if quarantine is not None:
+                step = "while writing the quarantine"
+                path, rejected = quarantine
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tempnames.sweep(path.parent)
+                manifest["quarantine"] = None
+                if rejected.num_rows:
+                    tmp = tempnames.temp_path(path)
+                    pending.append((tmp, path))
+                    digest, st = _write_parquet(tmp, rejected), os.stat(tmp)
+                    where = str(path.relative_to(self.data_root))
+                    manifest["quarantine"] = {
+                        "path": where, "rows": rejected.num_rows, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                        "sha256": digest,
+                    }  # fmt: skip
+                else:
+                    drop = path
             step = f"while writing {MANIFEST}"
             tmp = tempnames.temp_path(folder / MANIFEST)
             pending.append((tmp, folder / MANIFEST))
             _write_bytes(tmp, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
             step = "while renaming the written files into place"
             for tmp, path in pending:
+                if path.name == MANIFEST and drop is not None:
+                    drop.unlink(missing_ok=True)
                 os.replace(tmp, path)
+                if quarantine is not None and path == quarantine[0]:
+                    _fsync_dir(path.parent)
             _fsync_dir(folder)
         except OSError as exc:
             exc.add_note(step)
@@ -246,17 +287,19 @@ class PartitionStore:
             f"Free space under {self.data_root} (or fix the cause) and rerun."
         )
 
-    def write_quarantine(self, date: dt.date | None, rejected: pa.Table) -> Path | None:
-        """Rejected rows of the latest attempt at ``date`` (removed when an attempt rejects nothing)."""
-        path = self.quarantine_path(date)
-        if rejected.num_rows == 0:
-            path.unlink(missing_ok=True)
-            return None
+    def failed_rejects_path(self, date: dt.date | None) -> Path:
+        """Rejected rows of a build that failed on them (too many), beside its failure record."""
+        return self.failure_path(date).with_suffix(".rejected.parquet")
+
+    def write_failed_rejects(self, date: dt.date | None, rejected: pa.Table) -> Path:
+        """Keep the rejected rows of a build that failed on them for a person to read; the partition and
+        its quarantine are left as they were. Removed with the failure record."""
+        path = self.failed_rejects_path(date)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_parquet(path, rejected)
         except OSError as exc:
-            raise PartitionWriteError("quarantine of " + self._write_error(date, exc)) from exc
+            raise PartitionWriteError("rejected rows of " + self._write_error(date, exc)) from exc
         return path
 
     def record_failure(self, date: dt.date | None, record: dict) -> None:
@@ -266,6 +309,7 @@ class PartitionStore:
 
     def clear_failure(self, date: dt.date | None) -> None:
         self.failure_path(date).unlink(missing_ok=True)
+        self.failed_rejects_path(date).unlink(missing_ok=True)
 
 
 class PartitionWriteError(RuntimeError):
@@ -283,11 +327,6 @@ def warm_up() -> None:
 def atomic_write_parquet(path: Path, table: pa.Table) -> str:
     """Write ``table`` to a hidden temporary name beside ``path``, fsync, ``os.replace``; return its sha256."""
     return _replace(path, lambda tmp: _write_parquet(tmp, table))
-
-
-def atomic_write_bytes(path: Path, content: bytes) -> str:
-    """Write ``content`` beside ``path`` under a hidden name, fsync, ``os.replace``; return its sha256."""
-    return _replace(path, lambda tmp: _write_bytes(tmp, content))
 
 
 def atomic_write_text(path: Path, text: str) -> None:

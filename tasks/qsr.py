@@ -48,6 +48,8 @@ class StgQsrPos(PartitionedTask):
     def rules(self) -> dict:
         return self.qsr_rules().as_dict()
 
+    input_names = "<store_id>.csv (store_id matching ^[A-Z0-9][A-Z0-9_-]{0,31}$)"
+
     def accepts_input(self, name: str) -> bool:
         return is_store_file(name)
 

@@ -9,6 +9,8 @@ that triple is what input fingerprints are made of.
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import logging
 import os
 import re
 import stat
@@ -17,8 +19,31 @@ from typing import NamedTuple
 
 import luigi
 
-STORE_ID_PATTERN = re.compile(r"^[A-Z0-9][A-Z0-9_-]{0,31}$")
 STORE_FILE_PATTERN = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}\.csv")  # <store_id>.csv, matched whole
+
+
+SYMLINK = "a symbolic link (never followed)"
+NOT_REGULAR = "not a regular file"
+UNREADABLE = "not readable by the pipeline's user"
+
+
+class Refused(NamedTuple):
+    """An entry of a raw folder that is not read, and why."""
+
+    name: str
+    reason: str
+
+
+class RawFileUnreadable(RuntimeError):
+    """A listed raw file that could not be opened (permissions, or replaced by a symbolic link)."""
+
+
+def _not_followed(path: str, exc: OSError) -> None:
+    if exc.errno != errno.ELOOP:
+        raise exc
+    logging.getLogger("luigi-interface").warning(
+        "%s is a symbolic link: never followed out of the raw zone; its files are not read", path
+    )
 
 
 class RawFile(NamedTuple):
@@ -66,25 +91,56 @@ class RawZone:
         return f"{source}/{date.isoformat()}"
 
     def folder_exists(self, source: str, date: dt.date) -> bool:
-        return (self.root / self.folder_relpath(source, date)).is_dir()
+        """A real folder (no symbolic link on the way below the root), as :meth:`scan_folder_all` sees it."""
+        try:
+            return all(stat.S_ISDIR(os.lstat(p).st_mode) for p in (self.root / source, self.root / source / str(date)))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
 
     def scan_folder(self, source: str, date: dt.date) -> list[tuple[str, int, int]] | None:
-        """(name, size, mtime_ns) of every regular file of one folder, sorted by name; None when the
-        folder does not exist. Plain tuples: a completeness check scans a hundred thousand files."""
-        try:
-            fd = os.open(self.root / self.folder_relpath(source, date), os.O_RDONLY | os.O_DIRECTORY)
+        """(name, size, mtime_ns) of every regular, readable file of one folder, sorted by name; None when
+        the folder does not exist. Plain tuples: a completeness check scans a hundred thousand files."""
+        scanned = self.scan_folder_all(source, date)
+        return None if scanned is None else scanned[0]
+
+    def scan_folder_all(self, source: str, date: dt.date) -> tuple[list[tuple[str, int, int]], list[Refused]] | None:
+        """``scan_folder``'s entries, and the (name, reason) of every other entry of the folder, which is
+        never read: a symbolic link (never followed), not a regular file, or not readable. None when the
+        folder does not exist, or is itself a symbolic link (never followed out of the raw zone)."""
+        try:  # no symbolic link is followed below the root: not the source folder, not the date folder
+            top = os.open(self.root / source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as exc:  # ELOOP: a symbolic link
+            _not_followed(f"{self.root / source}", exc)
+            return None
+        try:
+            fd = os.open(date.isoformat(), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            _not_followed(f"{self.root / self.folder_relpath(source, date)}", exc)
+            return None
+        finally:
+            os.close(top)
+        root = os.geteuid() == 0  # root reads any file: no access check needed
         try:  # stat relative to the open folder: one path component to resolve per file
-            entries = []
+            entries, refused = [], []
             for name in os.listdir(fd):
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                if stat.S_ISREG(st.st_mode):
+                if stat.S_ISLNK(st.st_mode):
+                    refused.append(Refused(name, SYMLINK))
+                elif not stat.S_ISREG(st.st_mode):
+                    refused.append(Refused(name, NOT_REGULAR))
+                elif not (root or os.access(name, os.R_OK, dir_fd=fd, follow_symlinks=False)):
+                    refused.append(Refused(name, UNREADABLE))
+                else:
                     entries.append((name, st.st_size, st.st_mtime_ns))
         finally:
             os.close(fd)
         entries.sort()
-        return entries
+        refused.sort()
+        return entries, refused
 
     def list_folder(self, source: str, date: dt.date) -> list[RawFile] | None:
         """Every regular file of one folder as RawFile, sorted by name; None when the folder does not exist."""
@@ -93,7 +149,10 @@ class RawZone:
         return None if entries is None else [RawFile(f"{rel}/{n}", size, mtime) for n, size, mtime in entries]
 
     def newest_folder_date(self, source: str) -> dt.date | None:
-        """Latest folder date of a source, or None when it has no dated folder."""
+        """Latest folder date of a source, or None when it has no dated folder (or the source folder is a
+        symbolic link: never followed, as :meth:`scan_folder_all`)."""
+        if (self.root / source).is_symlink():
+            return None
         try:
             names = os.listdir(self.root / source)
         except FileNotFoundError:
@@ -118,7 +177,17 @@ class RawZone:
         }
 
     def read_bytes(self, raw: RawFile) -> bytes:
-        return (self.root / raw.relpath).read_bytes()
+        """The file's bytes; a file replaced by a symbolic link since it was listed is not followed."""
+        try:
+            fd = os.open(self.root / raw.relpath, os.O_RDONLY | os.O_NOFOLLOW)
+        except PermissionError as exc:
+            raise RawFileUnreadable(f"{raw.relpath}: {UNREADABLE} ({exc.strerror}); fix its permissions") from exc
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise RawFileUnreadable(f"{raw.relpath}: became {SYMLINK} after it was listed; rerun") from exc
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
 
 
 def is_date_name(name: str) -> bool:

@@ -10,6 +10,7 @@ unless told otherwise. Its state, logs and task history (SQLite) live under the 
 
 from __future__ import annotations
 
+import configparser
 import os
 import sys
 from pathlib import Path
@@ -28,16 +29,25 @@ def scheduler_files(data_root: Path) -> dict[str, Path]:
 
 
 def luigid_command(address: str, port: int) -> tuple[list[str], dict[str, str]]:
-    """The luigid command line and environment (a luigi.cfg that turns SQLite task history on)."""
+    """The luigid command line and environment: a config file read after the user's (luigid reads
+    ./luigi.cfg and /etc/luigi/luigi.cfg too) that turns SQLite task history on and gives luigid the
+    resource caps in force here (``[resources]``, e.g. ``sftp``: the user's, else the package's)."""
+    import luigi.configuration
+
     files = scheduler_files(settings.data_root().resolve())
     files["logs"].mkdir(parents=True, exist_ok=True)
-    cfg = settings.write_config(
-        files["folder"] / "luigid.cfg",
+    config = luigi.configuration.get_config()
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_dict(
         {
-            "scheduler": {"record_task_history": "true", "state_path": files["state"]},
+            "scheduler": {"record_task_history": "true", "state_path": str(files["state"])},
             "task_history": {"db_connection": f"sqlite:///{files['history']}"},
-        },
+            "resources": dict(config.items("resources")) if config.has_section("resources") else {},
+        }
     )
+    cfg = files["folder"] / "luigid.cfg"
+    with open(cfg, "w") as fh:
+        parser.write(fh)
     cmd = [sys.executable, "-c", "from luigi.cmdline import luigid; luigid()"]
     cmd += [
         "--address",

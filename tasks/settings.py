@@ -92,6 +92,15 @@ class hotels(luigi.Config, metaclass=_Section):  # noqa: N801
     max_reject_share = luigi.FloatParameter(
         default=0.05, description="A hotel staging partition fails when more of its rows are rejected"
     )
+    max_stay_nights = luigi.IntParameter(
+        default=365, description="A booking event whose stay (departure - arrival) is longer is rejected"
+    )
+    max_rooms = luigi.IntParameter(default=1000, description="A booking event of more rooms is rejected")
+    max_rate = luigi.FloatParameter(
+        default=100000.0,
+        description="A booking event whose nightly rate per room is higher is rejected; "
+        "max_rooms x max_rate is at most 10**10, so no revenue sum can overflow decimal(18,2)",
+    )
 
 
 class sftp(luigi.Config, metaclass=_Section):  # noqa: N801
@@ -119,6 +128,8 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     },
     "RangeDaily": {"task_limit": "100000", "days_back": "36500"},
     "RangeDailyBase": {"task_limit": "100000", "days_back": "36500"},
+    # concurrent SFTP sessions of all workers sharing a scheduler; a scheduler without it gives 1 slot
+    "resources": {"sftp": "4"},
 }
 
 
@@ -136,6 +147,27 @@ def apply_luigi_defaults(config=None) -> dict[str, dict[str, str]]:
                 config.set(section, key, value)
                 applied.setdefault(section, {})[key] = value
     return applied
+
+
+def options_in_full() -> None:
+    """Make Luigi's command line take options only as spelled in full (argparse ``allow_abbrev=False``).
+
+    Luigi parses the command line once before it knows the root task, and argparse then takes an option
+    by any unambiguous prefix: a task's ``--hotel H1`` is a prefix of every ``--hotels-...`` setting flag,
+    so with more than one ``[hotels]`` setting that parse stopped with "ambiguous option" (exit 2)."""
+    from luigi.cmdline_parser import CmdlineParser
+
+    build = CmdlineParser._build_parser
+    if getattr(build, "options_in_full", False):
+        return
+
+    def build_parser(root_task=None, help_all=False):
+        parser = build(root_task, help_all)
+        parser.allow_abbrev = False
+        return parser
+
+    build_parser.options_in_full = True
+    CmdlineParser._build_parser = staticmethod(build_parser)
 
 
 def data_root() -> Path:
@@ -159,6 +191,9 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("ads", "restatement_days"): (0, 366),
     ("ads", "rolling_window_days"): (1, 366),
     ("hotels", "max_reject_share"): (0, 1),
+    ("hotels", "max_stay_nights"): (1, None),
+    ("hotels", "max_rooms"): (1, None),
+    ("hotels", "max_rate"): (0.01, None),
     ("sftp", "timeout"): (0.001, None),
     ("sftp", "retries"): (0, 100),
 }

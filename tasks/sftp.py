@@ -9,17 +9,19 @@ failures are not.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import logging
 import os
+import socket
 import stat
 import time
 from urllib.parse import urlsplit
 
 import paramiko
 
-from tasks.rawzone import RawFile, RawZone, is_date_name
+from tasks.rawzone import NOT_REGULAR, SYMLINK, UNREADABLE, RawFile, RawFileUnreadable, RawZone, Refused, is_date_name
 
 logger = logging.getLogger("luigi-interface")
 WINDOW_BYTES = 64 * 1024 * 1024
@@ -78,13 +80,21 @@ class SftpRawZone(RawZone):
     def folder_exists(self, source: str, date: dt.date) -> bool:
         return self.scan_folder(source, date) is not None
 
-    def scan_folder(self, source: str, date: dt.date) -> list[tuple[str, int, int]] | None:
-        """(name, size, mtime_ns) of each regular file; SFTP gives whole-second mtimes."""
+    def scan_folder_all(self, source: str, date: dt.date) -> tuple[list[tuple[str, int, int]], list[Refused]] | None:
+        """(name, size, mtime_ns) of each regular file (SFTP gives whole-second mtimes), and the other
+        entries with the reason they are not read. The listing does not say whether a file is readable:
+        an unreadable one fails the partition when it is opened (:class:`RawFileUnreadable`)."""
         attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{self.folder_relpath(source, date)}"))
         if attrs is None:
             return None
-        entries = [(a.filename, a.st_size, int(a.st_mtime) * 10**9) for a in attrs if stat.S_ISREG(a.st_mode or 0)]
-        return sorted(entries)
+        entries, refused = [], []
+        for a in attrs:  # OpenSSH lists a folder with lstat: a symbolic link shows as one
+            mode = a.st_mode or 0
+            if stat.S_ISREG(mode):
+                entries.append((a.filename, a.st_size, int(a.st_mtime) * 10**9))
+            else:
+                refused.append(Refused(a.filename, SYMLINK if stat.S_ISLNK(mode) else NOT_REGULAR))
+        return sorted(entries), sorted(refused)
 
     def newest_folder_date(self, source: str) -> dt.date | None:
         attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{source}")) or []
@@ -106,10 +116,19 @@ class SftpRawZone(RawZone):
         }
 
     def read_bytes(self, raw: RawFile) -> bytes:
+        """The file's bytes; one replaced by a symbolic link since it was listed is not followed (the
+        server opens what a link points to, so the entry is checked with lstat first)."""
+        path = f"{self.base}/{raw.relpath}"
+
         def read(sftp: paramiko.SFTPClient) -> bytes:
-            with sftp.open(f"{self.base}/{raw.relpath}", "rb") as fh:
-                fh.prefetch()
-                return fh.read()
+            try:
+                if not stat.S_ISREG(sftp.lstat(path).st_mode or 0):
+                    raise RawFileUnreadable(f"{raw.relpath}: no longer a regular file (a symbolic link?); rerun")
+                with sftp.open(path, "rb") as fh:
+                    fh.prefetch()
+                    return fh.read()
+            except PermissionError as exc:  # not transient: never retried
+                raise RawFileUnreadable(f"{raw.relpath}: {UNREADABLE} ({exc}); fix its permissions") from exc
 
         return self._call(read)
 
@@ -205,6 +224,14 @@ class SftpRawZone(RawZone):
     def _drop(self) -> None:
         cached = _CONNECTIONS.pop(self._key(), None)
         if cached and cached[0] == os.getpid():
+            transport = cached[1].get_transport()
+            if transport is not None:
+                # End the session now. paramiko's reader thread sits in a recv() on the socket (0.1 s
+                # timeout), and a plain close() releases the socket only when that recv returns: the
+                # server saw the session end up to 0.1 s later, when Luigi may already have handed
+                # this task's sftp slot to the next task (one connection over the cap).
+                with contextlib.suppress(OSError):
+                    transport.sock.shutdown(socket.SHUT_RDWR)
             try:
                 cached[1].close()
             except Exception:  # noqa: BLE001 - closing a broken connection must not hide the real error

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
@@ -44,10 +44,20 @@ class DayStatus:
     reason: str = ""
     rows: int | None = None
     duration_s: float | None = None
+    not_read: tuple[str, ...] = ()  # raw files of its window that are not read: "path (reason)"
 
 
 def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
-    """The state of one partition (``date`` None: an unpartitioned dataset)."""
+    """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
+    window that are not read (as the raw zone is now)."""
+    status = _day_status(task, cache, name)
+    window = task.input_files(cache) if task.raw_window() else None
+    if window is None or not window.refused:
+        return status
+    return replace(status, not_read=tuple(f"{r['path']} ({r['reason']})" for r in window.refused))
+
+
+def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
     state, day = task.state(cache), task.key
     store = cache.once(("store", task.dataset_path()), task.store)
     manifest = cache.manifest(store, day) or {}
@@ -145,10 +155,17 @@ def render_text(rows: list[DayStatus]) -> str:
         lines.append(f"{name}  {mine[0].date} .. {mine[-1].date}")
         bar = "".join(SYMBOLS[r.state] for r in mine)
         lines.extend(f"  {bar[i : i + 70]}" for i in range(0, len(bar), 70))
-        lines.append("  " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+        unread = sum(len(r.not_read) for r in mine)
+        lines.append(
+            "  "
+            + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+            + (f"; {unread} raw file(s) not read" if unread else "")
+        )
         for r in mine:
             if r.state in ("stale", "failed", "waiting"):  # provisional: a count, not a line per day
                 lines.append(f"  {r.date} {r.state}: {shorten(r.reason)}")
+            if r.not_read:
+                lines.append(f"  {r.date} not read: {', '.join(r.not_read)}")
     return "\n".join(lines)
 
 

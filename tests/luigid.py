@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -12,8 +13,8 @@ from tests.sshd import free_port
 
 
 class Luigid:
-    def __init__(self, folder: Path):
-        self.folder = folder
+    def __init__(self, folder: Path, config: Path | None = None):
+        self.folder, self.config = folder, config
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -22,7 +23,8 @@ class Luigid:
         code = "from luigi.cmdline import luigid; luigid()"
         args = ["--address", "127.0.0.1", "--port", str(self.port), "--state-path", str(self.folder / "state.pickle")]
         self.log = open(self.folder / "luigid.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=self.log, stderr=self.log)
+        env = {**os.environ, "LUIGI_CONFIG_PATH": str(self.config)} if self.config else None
+        self.proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=self.log, stderr=self.log, env=env)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             with socket.socket() as s:

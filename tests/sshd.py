@@ -72,11 +72,14 @@ class Sshd:
             self.proc.wait(timeout=10)
 
     def established(self) -> int:
-        """Server-side count of established TCP connections to the port (from /proc/net/tcp)."""
+        """Server-side count of established TCP connections to the port (from /proc/net/tcp).
+
+        Counted by client address: /proc/net/tcp is not read as one snapshot, and while other
+        connections open and close (luigid's HTTP calls) a row can appear twice in one read."""
         port = f"{self.port:04X}"
         with open("/proc/net/tcp") as fh:
             rows = [line.split() for line in fh.readlines()[1:]]
-        return sum(1 for r in rows if r[1] == f"0100007F:{port}" and r[3] == "01")
+        return len({r[2] for r in rows if r[1] == f"0100007F:{port}" and r[3] == "01"})
 
     def uri(self, path: Path) -> str:
         return f"sftp://{self.user}@127.0.0.1:{self.port}{path}"

@@ -33,11 +33,24 @@ def test_sample_backfill_across_the_dst_change(lab):
     ).fetchone()[0]
     assert wrong == 0
     assert con.execute(f"select count(*) from read_parquet('{glob}') where status = 'VOIDED'").fetchone()[0] == 0
-    # conservation: every raw row attributed to a date is kept, rejected, a replaced duplicate or voided
+    # conservation: every raw row of the window (folders d and d+1) is staged, rejected, voided, a replaced
+    # duplicate, or attributed to the other date, and the manifest says which, exactly
+    duplicates = voided = rejected = 0
     for d in (START + dt.timedelta(days=i) for i in range(4)):
         m = json.loads((lab.partition(d) / "_manifest.json").read_text())
-        assert m["row_count"] + m["rejected_count"] + m["stats"]["voided_dropped"] <= m["stats"]["attributed_rows"]
-        assert m["row_count"] > 0
+        s = m["stats"]
+        folders = [f"'{lab.raw}/qsr_pos/{f}/*.csv'" for f in (d, d + dt.timedelta(days=1))]
+        window = con.execute(f"select count(*) from read_csv([{', '.join(folders)}], all_varchar=true)").fetchone()[0]
+        assert s["rows_read"] == window
+        assert (
+            m["row_count"] + m["rejected_count"] + s["voided_dropped"] + s["duplicates_of_date"]
+            == (s["attributed_rows"])
+        )
+        assert s["attributed_rows"] + s["other_date_rows"] == window
+        assert m["row_count"] > 0 and s["other_date_rows"] > 0
+        duplicates, voided = duplicates + s["duplicates_of_date"], voided + s["voided_dropped"]
+        rejected += m["rejected_count"]
+    assert duplicates > 0 and voided > 0 and rejected > 0  # the sample's dirt reaches every term
     table = ds.dataset(
         lab.data / "staging/qsr_pos",
         partitioning=ds.partitioning(pa.schema([("business_date", pa.date32())]), flavor="hive"),

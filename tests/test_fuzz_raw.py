@@ -125,8 +125,11 @@ def raw_file(draw, name: str, columns: list[str], row: st.SearchStrategy[dict[st
         header = draw(st.permutations(header))
     header += draw(st.lists(st.sampled_from(["extra", "note", "x"]), max_size=2, unique=True))
     error = None
-    header_trouble = draw(st.sampled_from(["none"] * 27 + ["missing", "misspelled", "padded"]))
-    if header_trouble != "none":
+    header_trouble = draw(st.sampled_from(["none"] * 27 + ["missing", "misspelled", "padded", "repeated"]))
+    if header_trouble == "repeated":  # a name twice: the contract (v2) wants unique names
+        error = "schema"
+        header.insert(draw(st.integers(0, len(header))), draw(st.sampled_from(header)))
+    elif header_trouble != "none":
         error = "schema"
         i = draw(st.integers(0, len(columns) - 1))
         j = header.index(columns[i])
@@ -146,8 +149,10 @@ def raw_file(draw, name: str, columns: list[str], row: st.SearchStrategy[dict[st
         records += text != ""  # a blank line is not a record
     body = newline.join(lines) + (newline if draw(st.booleans()) else "")
     data = (b"\xef\xbb\xbf" if draw(st.integers(0, 5)) == 0 else b"") + body.encode("utf-8")
-    if lines[1:] and draw(st.integers(0, 11)) == 0:  # invalid UTF-8 inside a row's contract field
+    if lines[1:] and draw(st.integers(0, 11)) == 0:  # invalid UTF-8 inside a row: its first or its last field
         at = len(data) - len(body.encode("utf-8")) + len((newline.join(lines[:-1]) + newline).encode("utf-8"))
+        if draw(st.booleans()):  # the end of the last line: an extra column's field when the header has one
+            at += len(lines[-1].encode("utf-8"))
         data = data[:at] + draw(st.sampled_from(INVALID_UTF8)) + data[at:]
         error = error or "schema"
     return RawFile(name, data, records, error)
@@ -196,6 +201,18 @@ def expect_refused(files: list[RawFile], columns: list[str]) -> None:
     assert any(f.name in str(caught.value) for f in files if f.error), str(caught.value)
 
 
+def no_control_characters(*tables) -> None:
+    """No string value of these tables holds a control character (contract v2): rows holding one are
+    quarantined with their text escaped, never written as they are."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for table in tables:
+        for name in table.column_names:
+            if pa.types.is_string(table.schema.field(name).type):
+                assert not pc.any(pc.match_substring_regex(table[name], r"[\x00-\x1f\x7f]")).as_py(), name
+
+
 def check_rejects(rejected, files: list[RawFile]) -> None:
     """Every quarantined row names its file and row (header = row 1) and gives a reason."""
     sizes = {f.name: f.rows for f in files}
@@ -231,6 +248,7 @@ def test_qsr_every_row_is_staged_quarantined_or_a_documented_drop(first, folders
         assert staged + rejected + r.voided_dropped + r.duplicates_of_date + r.other_date_rows == read
         assert r.attributed_rows == staged + rejected + r.voided_dropped + r.duplicates_of_date
         check_rejects(r.rejected, [f for d, _ in window for f in raw[d]])
+        no_control_characters(r.table, r.rejected)
         keys = r.table.select(["store_id", "order_id", "line_no"]).to_pylist()
         assert len({tuple(k.values()) for k in keys}) == len(keys)  # the partition's key is unique
         assert "VOIDED" not in r.table["status"].to_pylist()
@@ -282,6 +300,7 @@ def test_ads_every_row_is_staged_quarantined_or_a_documented_drop(first, data):
         assert r.rows_read == read
         assert staged + rejected + r.superseded_rows + r.duplicates_dropped + r.other_date_rows == read
         check_rejects(r.rejected, [raw[e] for e, _ in window])
+        no_control_characters(r.table, r.rejected)
         campaigns = r.table["campaign_id"].to_pylist()
         assert len(set(campaigns)) == len(campaigns)  # ads_daily's key (business_date, campaign_id) is unique
         landed += read - r.other_date_rows
@@ -294,17 +313,20 @@ HOTEL_TZ = {"H1": "America/Toronto", "H2": "America/Vancouver", "H5": "America/H
 
 
 def hotel_row(day: dt.date, hotel: str) -> st.SearchStrategy[dict[str, str]]:
+    """Around the bounds too: stays of 365 and 366 nights, 1000 and 1001 rooms, rates of 100000.00 and
+    100000.01, and the extremes that used to poison the marts (departure 9999-12-31, 999999999 rooms)."""
     dates = st.integers(-3, 400).map(lambda k: (day + dt.timedelta(days=k)).isoformat())
+    long_stays = st.sampled_from([365, 366, 367]).map(lambda k: (day + dt.timedelta(days=k)).isoformat())
     return rows(
         {
             "booking_id": (st.sampled_from(["B1", "B2"])),
             "hotel_id": st.sampled_from([hotel, hotel, "H9", ""]),
             "event_at": instants(day, HOTEL_TZ[hotel]),
             "event": (st.sampled_from(["CREATED", "MODIFIED", "CANCELLED"])),
-            "arrival_date": (dates),
-            "departure_date": (st.one_of(dates, st.just("9999-12-31"))),
-            "rooms": (st.sampled_from(["1", "2", "999999999"])),
-            "rate": (st.sampled_from(["0", "129.00", "999999999999999.99"])),
+            "arrival_date": (st.one_of(dates, st.just(day.isoformat()))),
+            "departure_date": (st.one_of(dates, long_stays, st.just("9999-12-31"))),
+            "rooms": (st.sampled_from(["1", "2", "1000", "1001", "999999999"])),
+            "rate": (st.sampled_from(["0", "129.00", "100000.00", "100000.01", "999999999999999.99"])),
             "channel": (st.sampled_from(["direct", "ota"])),
         }
     )
@@ -328,6 +350,14 @@ def test_hotels_every_row_is_staged_or_quarantined(day, data):
     assert len(set(zip(r.table["source_file"].to_pylist(), r.table["row_number"].to_pylist(), strict=True))) == (
         r.table.num_rows
     )
+    no_control_characters(r.table, r.rejected)
+    limits = hotels.HotelLimits()  # every staged event within the bounds, so the marts never overflow
+    for e in r.table.to_pylist():
+        assert (e["departure_date"] - e["arrival_date"]).days <= limits.max_stay_nights, e
+        assert e["rooms"] <= limits.max_rooms and e["rate"] <= limits.max_rate, e
+    event(f"a row beyond a bound {any('max_' in why for why in r.rejected['reason'].to_pylist())}")
+    books = hotels.on_the_books([(day, r.table)])  # never raises, never expands a booking past the bound
+    assert books.num_rows <= r.table.num_rows * limits.max_stay_nights
 
 
 @fuzz(80)

@@ -258,11 +258,43 @@ def test_the_completeness_check_of_a_long_chain_does_not_recurse(hotel_lab, sett
     assert not HotelBookingState(date=last).complete()  # an old link of the chain stale: every later one too
 
 
-def test_a_thousand_dates_of_state_on_an_empty_data_root(lab, setting):
-    from tasks.hotels import HotelBookingState
+def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursion_limit(lab, setting):
+    """State d reads state d-1: checking the newest of 3 years of built states walks all 1,095 links
+    down to the first, deeper than Python lets a recursive check go (it fails with RecursionError)."""
+    import json
+    import os
+    import sys
+
+    from tasks.hotels import HotelBookingState, StgHotelBookingsDaily
 
     setting("daybreak", "start_date", FIRST)
-    assert not HotelBookingState(date=FIRST + dt.timedelta(days=1000)).complete()
+    days = [FIRST + dt.timedelta(days=k) for k in range(3 * 365)]
+    for day in days:  # every extract is empty: every date's staging and state is the same empty table
+        (lab.raw / "hotel_bookings" / day.isoformat()).mkdir(parents=True)
+    assert lab.range(days[0], days[2], of="HotelBookingState") == 0  # two links built for real
+    # the other links: the second one's partitions under their own dates (same data, hard-linked, so the
+    # size and mtime its manifest records hold), with their own task ids and upstream links
+    staging_model = StgHotelBookingsDaily(date=days[1])
+    state_model = HotelBookingState(date=days[1])
+    for task, dataset in ((staging_model, "staging/hotel_bookings_daily"), (state_model, STATE)):
+        model = lab.partition(days[1], dataset)
+        manifest = json.loads((model / "_manifest.json").read_text())
+        version = {u.task_family: manifest["upstream"][u.task_id] for u in task.upstream()}  # of each upstream
+        for day in days[2:]:
+            folder = lab.partition(day, dataset)
+            folder.mkdir()
+            os.link(model / "data.parquet", folder / "data.parquet")
+            twin = type(task)(date=day)
+            upstream = {u.task_id: version[u.task_family] for u in twin.upstream()}
+            fields = {"business_date": day.isoformat(), "task_id": twin.task_id, "upstream": upstream}
+            (folder / "_manifest.json").write_text(json.dumps({**manifest, **fields}))
+    assert len(lab.built_at(STATE)) == len(days) == 1095
+    assert sys.getrecursionlimit() < len(days)  # Python's default (1,000): no room for one frame a link
+    last = HotelBookingState(date=days[-1])
+    assert last.complete()  # cold: a fresh cache, every link of the chain checked
+    first = lab.partition(days[0], STATE) / "_manifest.json"  # the first link goes stale ...
+    first.write_text(first.read_text().replace('"rules_fingerprint": "', '"rules_fingerprint": "x'))
+    assert not last.complete()  # ... so the newest one is stale too: the check reached the bottom
 
 
 def test_one_hotel_through_rangedaily_of_params(hotel_lab):

@@ -198,7 +198,7 @@ def test_invalid_store_file_names_are_never_read(lab):
     shutil.rmtree(lab.partition(START))
     lab.range(START, START + dt.timedelta(days=1))
     manifest = StgQsrPos(date=START).store().read_manifest(START)
-    assert sorted(p.rsplit("/", 1)[1] for p in manifest["refused_inputs"]) == sorted(
+    assert sorted(r["path"].rsplit("/", 1)[1] for r in manifest["refused_inputs"]) == sorted(
         [".S003.csv", "S00%.csv", "S001 copy.csv", "S002.txt", "s001.csv"]
     )
     assert [line.split(" ")[0] for line in manifest["inputs"]] == [

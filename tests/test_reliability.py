@@ -1,8 +1,10 @@
 """Crashes and a full disk in the middle of partition writes (docs/reliability.md).
 
-kill -9: seeded trials crash a real Luigi run (tests/crash_driver.py) at a random write step, or
-SIGKILL a real ``luigi`` process after a random delay, on a fresh range and on a range rebuilt after
-a rules change, with one and two workers. After each crash: every partition reads whole (pyarrow
+kill -9: seeded trials crash a real Luigi run (tests/crash_driver.py) at a random write step of a
+chosen partition, or SIGKILL a real ``luigi`` process while a write is under way (frozen first, to be
+sure of it), on a fresh range and on a range rebuilt after a rules change, with one and two workers.
+Every kill lands mid-write, whatever order Luigi runs the dates in. After each crash: the partition
+being written is not complete, every partition reads whole (pyarrow
 and DuckDB), holds the old or the new content, is complete only if its write finished, temporary
 leftovers are invisible to readers; one rerun gives exactly the clean reference build and leaves no
 temporary entry behind. ``CRASH_SEED`` / ``CRASH_TRIALS`` explore other kill points.
@@ -15,6 +17,7 @@ import errno
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -92,10 +95,11 @@ class Trial:
     name: str
     scenario: str  # fresh | rebuild
     workers: int
-    at: int = 0  # crash-driver step; 0 for a luigi process killed after `delay`
+    at: int = 0  # crash-driver step of partition `date`; 0 for a luigi process killed mid-write after `delay`
     mode: str = "kill"
     truncate: float = 0.5
     delay: float = 0.0
+    date: dt.date | None = None  # the partition the crash driver crashes in; None: no crash
 
 
 class Bench:
@@ -128,6 +132,7 @@ class Bench:
         env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
         if trial.at:
             plan = {"counter": str(self.tmp / f"{trial.name}.steps"), "root": str(root), "at": trial.at}
+            plan["date"] = trial.date and str(trial.date)
             env["CRASH_PLAN"] = json.dumps({**plan, "mode": trial.mode, "truncate": trial.truncate})
             cmd = [sys.executable, str(REPO / "tests" / "crash_driver.py"), *args]
         else:
@@ -136,26 +141,82 @@ class Bench:
             cmd, env=env, cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
         )
 
-    def steps(self, trial: Trial) -> int:
-        return (self.tmp / f"{trial.name}.steps").stat().st_size
+    def mid_write_steps(self, trial: Trial) -> dict[dt.date, int]:
+        """From a run without a crash: per date, how many of its partition's write steps come before
+        the write is over (up to its last rename; a crash before that call leaves it unfinished)."""
+        lines = (self.tmp / f"{trial.name}.steps").read_text().splitlines()
+        out = {}
+        for d in DATES:
+            mine = [line.split(" ", 1)[0] for line in lines if f"business_date={d}" in line]
+            out[d] = max(i for i, kind in enumerate(mine, 1) if kind in ("rename", "replace"))
+        return out
 
 
-def writing(root: Path) -> bool:
-    """Whether a partition write is under way: a temporary entry in a partition or staging folder."""
-    for folder in [root / DATASET / f"business_date={d}" for d in DATES] + [root / "_state" / "staging"]:
+def being_written(root: Path) -> set[dt.date]:
+    """Dates whose partition write is under way: a temporary entry in its folder, or its staging folder."""
+
+    def names(folder: Path) -> list[str]:
         try:
-            if any(".tmp-" in name for name in os.listdir(folder)):
-                return True
+            return os.listdir(folder)
         except FileNotFoundError:
-            continue
-    return False
+            return []
+
+    staging = names(root / "_state" / "staging")
+    return {
+        d
+        for d in DATES
+        if any(".tmp-" in n for n in names(root / DATASET / f"business_date={d}"))
+        or any(f"business_date={d}.tmp-" in n for n in staging)
+    }
 
 
-def first_write(proc: subprocess.Popen, root: Path) -> float:
-    """Wait until the run's first partition write is seen (or the run ends); return that time."""
-    while proc.poll() is None and not writing(root):
+def first_write(proc: subprocess.Popen, root: Path) -> None:
+    """Wait until a partition write of the run is seen (or the run ends)."""
+    while proc.poll() is None and not being_written(root):
         time.sleep(0.0005)
-    return time.perf_counter()
+
+
+def write_starts(proc: subprocess.Popen, root: Path) -> list[float]:
+    """Watch a run to its end; the times at which each partition's write was first seen."""
+    seen, times = set(), []
+    while proc.poll() is None:
+        if new := being_written(root) - seen:
+            seen |= new
+            times.append(time.perf_counter())
+        time.sleep(0.0005)
+    return times
+
+
+def group_stopped(pgid: int) -> bool:
+    """Whether every process of process group ``pgid`` is stopped (or gone)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in "TtZX":
+            return False
+    return True
+
+
+def kill_during_a_write(proc: subprocess.Popen, root: Path, delay: float) -> set[dt.date]:
+    """SIGKILL the run (Luigi and its task processes) while a partition write is under way, ``delay``
+    after its first write or at the first write after that: the run is frozen (SIGSTOP) and killed only
+    if a write is still under way, else resumed until the next one. Returns the dates being written
+    when it was killed; empty when the run ended first."""
+    first_write(proc, root)
+    time.sleep(delay)
+    while True:
+        first_write(proc, root)
+        if proc.poll() is not None:
+            return set()
+        os.killpg(proc.pid, signal.SIGSTOP)
+        while not group_stopped(proc.pid):
+            time.sleep(0.0005)
+        if writing := being_written(root):
+            os.killpg(proc.pid, signal.SIGKILL)
+            return writing
+        os.killpg(proc.pid, signal.SIGCONT)
 
 
 def use(root: Path, rules: dict) -> None:
@@ -190,18 +251,17 @@ def bench(lab, tmp_path):
 # -- kill -9 ------------------------------------------------------------------------------------------
 def test_kill_9_at_random_write_steps_never_leaves_a_torn_partition(bench):
     old_data = tables(bench.old)
-    # clean reference builds, through the crash driver with no crash point: they count the write
-    # steps, and time the write phase (first write seen .. exit; its second half is mostly Luigi
-    # finishing up) for the luigi kills below
+    # clean reference builds, through the crash driver with no crash point: they list each partition's
+    # write steps, and time the write phase (first write seen .. last write started) for the luigi kills
     steps, write_phase = {}, {}
     for scenario in ("fresh", "rebuild"):
         ref = Trial(f"ref-{scenario}", scenario, 1, at=10**9)
         root = bench.data_root(ref)
         proc = bench.start(ref, root)
-        t0 = first_write(proc, root)
+        starts = write_starts(proc, root)
         assert proc.wait() == 0, proc.stderr.read()[-2000:]
-        write_phase[scenario] = time.perf_counter() - t0
-        steps[scenario] = bench.steps(ref)
+        write_phase[scenario] = starts[-1] - starts[0]  # from the first write to the start of the last
+        steps[scenario] = bench.mid_write_steps(ref)
     new_data, new_manifests = tables(bench.tmp / "ref-fresh"), manifests(bench.tmp / "ref-fresh")
     assert sorted(new_data) == DATES and new_data != old_data
     assert tables(bench.tmp / "ref-rebuild") == new_data and manifests(bench.tmp / "ref-rebuild") == new_manifests
@@ -211,8 +271,9 @@ def test_kill_9_at_random_write_steps_never_leaves_a_torn_partition(bench):
     for i in range(TRIALS):
         scenario, workers = ("fresh", "rebuild")[i % 2], 1 + (i // 2) % 2
         mode = rng.choice(["kill", "killgroup"]) if workers == 2 else "kill"
-        at = rng.randint(1, steps[scenario] + 1)
-        trials.append(Trial(f"t{i:02d}", scenario, workers, at, mode, round(rng.random(), 2)))
+        date = rng.choice(DATES)
+        at = rng.randint(1, steps[scenario][date])  # any step before the partition's write is over
+        trials.append(Trial(f"t{i:02d}", scenario, workers, at, mode, round(rng.random(), 2), date=date))
     results = []
     for pair in (trials[i : i + 2] for i in range(0, len(trials), 2)):  # two at a time: two cores
         roots = [bench.data_root(t) for t in pair]
@@ -222,23 +283,25 @@ def test_kill_9_at_random_write_steps_never_leaves_a_torn_partition(bench):
             results.append(check_trial(bench, trial, root, proc, old_data, new_data, new_manifests))
     for i in range(LUIGI_KILLS):  # one at a time: the delay counts from the run's first write
         scenario, workers = ("fresh", "rebuild")[i % 2], 1 + (i // 2) % 2
-        trial = Trial(f"k{i:02d}", scenario, workers, delay=round(rng.uniform(0, write_phase[scenario] / 2), 4))
-        root = bench.data_root(trial)
-        proc = bench.start(trial, root)
-        first_write(proc, root)
-        time.sleep(trial.delay)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # kill -9 of the run: Luigi and its task processes
-        proc.wait()
-        results.append(check_trial(bench, trial, root, proc, old_data, new_data, new_manifests))
+        delay = round(rng.uniform(0, write_phase[scenario] / 2), 4)
+        for attempt in range(3):  # the run may end before a write is caught after the delay: then none
+            trial = Trial(f"k{i:02d}-{attempt}", scenario, workers, delay=delay if attempt == 0 else 0.0)
+            root = bench.data_root(trial)
+            proc = bench.start(trial, root)
+            writing = kill_during_a_write(proc, root, trial.delay)  # kill -9 of Luigi and its task processes
+            proc.wait()
+            if writing:
+                break
+        assert writing, f"{trial}: no write was ever caught under way"
+        results.append(check_trial(bench, trial, root, proc, old_data, new_data, new_manifests, writing))
     summary = "\n".join(results)
-    print(f"\nsteps per run: {steps}\n{summary}")
+    print(f"\nmid-write steps per date: {steps}\n{summary}")
     assert any("leftovers" in r and "leftovers 0" not in r for r in results), "no trial left a temporary behind"
-    assert sum("incomplete" in r for r in results) >= len(results) // 2, "too few trials interrupted a write"
 
 
-def check_trial(bench, trial, root, proc, old_data, new_data, new_manifests) -> str:
-    """The four checks of one crashed run; returns a one-line account."""
+def check_trial(bench, trial, root, proc, old_data, new_data, new_manifests, writing=frozenset()) -> str:
+    """The checks of one crashed run; returns a one-line account. ``writing``: the dates a luigi kill
+    caught being written."""
     where = f"{trial} (rc {proc.returncode}): {proc.stderr.read()[-1500:]}"
     # (a) every partition reads whole, with the old or the new content, never a mix
     data = tables(root)
@@ -255,15 +318,23 @@ def check_trial(bench, trial, root, proc, old_data, new_data, new_manifests) -> 
         if states[d]:
             assert data[d] == new_data[d] and finished[d] == new_manifests[d], f"{d} complete but unfinished: {where}"
     incomplete = [d for d in DATES if not states[d]]
+    # (e) the kill landed mid-write: the partition being written is not complete; a task process killed
+    # alone (two workers, `kill`) fails its task and Luigi finishes the others, else the whole run died
+    if trial.date:
+        alone = trial.workers == 2 and trial.mode == "kill"
+        assert (incomplete == [trial.date]) if alone else (trial.date in incomplete), where
+        assert proc.returncode == (30 if alone else -signal.SIGKILL), where
+    else:
+        assert writing <= set(incomplete) and proc.returncode == -signal.SIGKILL, where
     # (c) one normal backfill restores exactly the reference build, and sweeps every leftover
     assert bench.build_in_process(root, NEW_RULES) == 0, where
     assert tables(root) == new_data and manifests(root) == new_manifests, where
     assert all(states_under(root).values()), where
     assert leftovers(root) == [], f"not swept: {leftovers(root)} {where}"
     kill = (
-        f"step {trial.at} {trial.mode} truncate {trial.truncate}"
+        f"{trial.date} step {trial.at} {trial.mode} truncate {trial.truncate}"
         if trial.at
-        else f"luigi killed {trial.delay * 1000:.1f} ms after its first write"
+        else f"luigi killed writing {sorted(d.day for d in writing)}, {trial.delay * 1000:.1f} ms after its first write"
     )
     return (
         f"{trial.name} {trial.scenario} w{trial.workers} {kill}: rc {proc.returncode}, "
@@ -294,7 +365,7 @@ def test_a_paused_writers_temporaries_survive_another_runs_sweep(bench, scenario
     """A writer stopped (SIGSTOP) right after writing its first temporary file is alive: a whole
     backfill of the same range, which sweeps the same folders, keeps its temporaries, and once
     resumed the writer finishes its own run cleanly."""
-    trial = Trial(f"live-{scenario}", scenario, 1, at=1, mode="stop")
+    trial = Trial(f"live-{scenario}", scenario, 1, at=1, mode="stop", date=DATES[1])
     root = bench.data_root(trial)
     proc = bench.start(trial, root)
     try:
@@ -307,8 +378,8 @@ def test_a_paused_writers_temporaries_survive_another_runs_sweep(bench, scenario
         assert bench.build_in_process(root, NEW_RULES) == 30
         assert set(paused) <= set(leftovers(root)), "the sweep removed a live writer's temporaries"
         busy = [d for d, ok in states_under(root).items() if not ok]
-        assert len(busy) == 1, busy  # only the paused writer's partition is not complete yet
-        error = StgQsrPos(date=busy[0]).store().read_failure(busy[0])["error"]
+        assert busy == [trial.date]  # only the paused writer's partition is not complete yet
+        error = StgQsrPos(date=trial.date).store().read_failure(trial.date)["error"]
         assert f"pid {proc.pid} on " in error and "has been writing it for over 1 s" in error, error
     finally:
         os.kill(proc.pid, signal.SIGCONT)
@@ -364,8 +435,7 @@ def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions
         args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(STOP), "--local-scheduler"]
         return lab.cli(*args, "--no-lock", env={"LUIGI_CONFIG_PATH": str(cfg)})
 
-    # the first date stays new; Luigi runs the newest date first, so that rewrite meets the free page
-    assert run(OLD_RULES, START + dt.timedelta(days=1)).returncode == 0
+    assert run(OLD_RULES, START + dt.timedelta(days=1)).returncode == 0  # the first date stays new
     before = {p: p.read_bytes() for p in (data / DATASET).rglob("*") if p.is_file()}
     before_stat = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in before}
     old = tables(data)
@@ -375,11 +445,22 @@ def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions
     failed = run(NEW_RULES)  # rewrites two partitions, creates one: every write hits ENOSPC
     log = failed.stderr
     assert failed.returncode == 30, log[-3000:]
-    for d in DATES:
-        assert f"staging/qsr_pos business_date={d}: could not write the partition: no space left on device" in log
-    # with pages free, the first partition's first files fit and the next does not (`fails_on`); the pages
-    # then go to its failure record and the later partitions' files, until one fails on its data file
-    assert f"while writing {fails_on}). Nothing was replaced: the previous partition, if any, is kept" in log
+    # each partition fails on one file, nothing replaced: with `room` pages free, the first files of the
+    # first partition Luigi runs (whichever date that is) fit and the next one (`fails_on`) does not; the
+    # pages then go to its failure record and the later partitions' files, until they fail on a data file
+    failed_on = {
+        dt.date.fromisoformat(date): name
+        for date, name in re.findall(
+            r"staging/qsr_pos business_date=(\S+): could not write the partition: no space left on device "
+            r"\(\[Errno 28\] [^;]*; while writing (\S+)\)\. Nothing was replaced: the "
+            r"previous partition, if any, is kept",
+            log,
+        )
+    }
+    first = dt.date.fromisoformat(re.findall(r"running +StgQsrPos\(date=(\S+)\)", log)[0])
+    assert set(failed_on) == set(DATES) and failed_on[first] == fails_on, log[-3000:]
+    assert {failed_on[d] for d in DATES if d != first} <= {"data.parquet", "_store_totals.arrow"}, log[-3000:]
+    assert "data.parquet" in failed_on.values(), log[-3000:]
     assert "could not record the failure" in log  # the failure record hit the full disk too, and hid nothing
     # the only tracebacks are Luigi's report of each failed task: the OSError, then the error naming it
     errors = [line for line in log.splitlines() if line.startswith("ERROR:")]

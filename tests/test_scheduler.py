@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import socket
 import sqlite3
@@ -66,3 +67,35 @@ def test_a_backfill_through_daybreak_scheduler_is_in_its_task_list_and_history(l
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _resource_totals(lab, cfg_text: str) -> dict[str, int]:
+    """Start ``daybreak scheduler`` from a folder whose luigi.cfg is ``cfg_text`` (as cron or a systemd
+    unit would), and read the resource caps the real luigid reports."""
+    folder = lab.root / "sched"
+    folder.mkdir(exist_ok=True)
+    (folder / "luigi.cfg").write_text(cfg_text)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    code = f"from tasks.cli import main; main(['scheduler', '--port', '{port}'])"
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/api/resource_list", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        return {r["name"]: r["num_total"] for r in json.loads(body)["response"]}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_luigid_gets_the_sftp_cap_of_the_users_config_or_the_packages(lab):
+    roots = f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n"
+    assert _resource_totals(lab, roots + "[resources]\nsftp = 3\n") == {"sftp": 3}
+    assert _resource_totals(lab, roots) == {"sftp": 4}  # the package's default, not luigid's 1 slot

@@ -109,8 +109,11 @@ def test_progress_shows_done_of_total_rate_and_time_left_across_worker_processes
     assert re.findall(r"progress: (\d+)/(\d+) partitions", proc.stderr) == [("1", "2"), ("2", "2")]
 
 
-def test_a_family_without_dates_is_refused(lab):
-    assert single(lab, "OtbByStayDate", START, START + DAY) not in (0, 20)
+def test_a_family_without_dates_is_refused_as_a_scheduling_error_naming_it(lab, caplog):
+    assert single(lab, "OtbByStayDate", START, START + DAY) == 35  # [retcode] scheduling_error: nothing ran
+    refusal = "a single-run range builds a PartitionedTask family, not <class 'tasks.hotels.OtbByStayDate'>"
+    assert f"TypeError: {refusal}" in caplog.text
+    assert not (lab.data / "marts/otb_by_stay_date").exists()
 
 
 def test_a_chain_is_one_build_from_its_first_link_and_pickups_match_one_task_per_date(lab, setting):

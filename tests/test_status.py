@@ -57,9 +57,15 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
         main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + dt.timedelta(days=6))])
         == 0
     )
-    text = capsys.readouterr().out
-    assert "FPsssw" in text.replace(".", "P")  # one character per day, in date order
-    assert "1 failed" in text and "3 stale" in text
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "legend: # ok  p provisional  s stale  . missing  w waiting  F failed"
+    assert lines[1:4] == [
+        "stg_qsr_pos  2026-09-10 .. 2026-09-15",
+        "  F.sssw",  # one character per day, in date order
+        "  3 stale, 1 missing, 1 waiting, 1 failed",
+    ]
+    # then a line per day that needs attention, with its reason
+    assert lines[4:] == [f"  {r['date']} {r['state']}: {r['reason']}" for r in as_json if r["state"] != "missing"]
 
 
 def test_a_later_success_clears_the_failure(lab):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -69,19 +70,59 @@ OTB_SCHEMA = pa.schema(
 STATE_SCHEMA = EVENTS_SCHEMA.append(pa.field("event_business_date", pa.date32()))
 PICKUP_SCHEMA = pa.schema([("stay_date", pa.date32()), ("rooms_picked_up", pa.int64()), ("revenue_picked_up", MONEY)])
 REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
-REASONS = [
-    "",
-    "booking_id is empty",
-    "hotel_id does not match the file name",
-    "event_at is not ISO 8601 with a UTC offset",
-    "event_at is not on the folder's date at the hotel",
-    "event is not CREATED, MODIFIED or CANCELLED",
-    "arrival_date is not an ISO date",
-    "departure_date is not an ISO date after arrival_date",
-    "rooms is not an integer >= 1",
-    "rate is not a decimal >= 0 (2 dp)",
-    "channel is empty",
-]
+
+
+@dataclass(frozen=True)
+class HotelLimits:
+    """Bounds on a booking event ([hotels] settings), part of the rules fingerprint: a row beyond one is
+    rejected, so that no booking expands into millions of stay nights and no sum of revenue downstream
+    (on the books, pickups: decimal(18,2)) can overflow."""
+
+    max_stay_nights: int = 365
+    max_rooms: int = 1000
+    max_rate: float = 100000.0
+
+    # one booking-night is worth at most max_rooms x max_rate; this keeps that a millionth of what a
+    # decimal(18,2) sum holds (10**16), so a stay date overflows only past a million bookings at the bounds
+    MAX_NIGHT_VALUE: ClassVar[float] = 1e10
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_stay_nights < 1:
+            problems.append(f"max_stay_nights must be >= 1 (is {self.max_stay_nights})")
+        if not 1 <= self.max_rooms <= 999_999_999:
+            problems.append(f"max_rooms must be 1 .. 999999999 (is {self.max_rooms})")
+        if not 0 <= self.max_rate < 1e15:
+            problems.append(f"max_rate must be >= 0 and below 10**15 (is {self.max_rate})")
+        if self.max_rooms * self.max_rate > self.MAX_NIGHT_VALUE:
+            problems.append(
+                f"max_rooms x max_rate must be at most {self.MAX_NIGHT_VALUE:.0f} "
+                f"(is {self.max_rooms} x {self.max_rate:.2f}), or revenue sums could overflow decimal(18,2)"
+            )
+        if problems:
+            raise ValueError("[hotels] " + "; ".join(problems))
+
+    def reasons(self) -> list[str]:
+        """Reasons by check index (0: valid), worded with these bounds."""
+        return [
+            "",
+            "booking_id is empty",
+            "hotel_id does not match the file name",
+            "event_at is not ISO 8601 with a UTC offset",
+            "event_at is not on the folder's date at the hotel",
+            "event is not CREATED, MODIFIED or CANCELLED",
+            "arrival_date is not an ISO date",
+            "departure_date is not an ISO date after arrival_date",
+            f"stay is longer than max_stay_nights ({self.max_stay_nights} nights)",
+            "rooms is not an integer >= 1",
+            f"rooms is above max_rooms ({self.max_rooms})",
+            "rate is not a decimal >= 0 (2 dp)",
+            f"rate is above max_rate ({self.max_rate:.2f})",
+            "channel is empty",
+        ]
+
+
+REASONS = HotelLimits().reasons()  # with the default bounds
 
 
 @dataclass(frozen=True)
@@ -91,13 +132,16 @@ class EventsResult:
     rows_read: int
 
 
-def clean_booking_events(files: list[tuple[ParsedCsv, str]], date: dt.date) -> EventsResult:
+def clean_booking_events(
+    files: list[tuple[ParsedCsv, str]], date: dt.date, limits: HotelLimits | None = None
+) -> EventsResult:
     """Every valid booking event of business date ``date``: the extracts of folder ``date``, each given
     with its hotel's IANA timezone. An event whose local date at the hotel is not ``date`` is rejected
-    (misfiled), so nothing is counted on two dates."""
+    (misfiled), so nothing is counted on two dates; so is one beyond ``limits`` (default bounds if None)."""
+    limits = limits or HotelLimits()
     tables, rejects, rows_read = [], [], 0
     for parsed, timezone in files:
-        rows, bad = _file_events(parsed, timezone, date)
+        rows, bad = _file_events(parsed, timezone, date, limits)
         tables.append(rows)
         rejects.append(bad)
         rows_read += parsed.table.num_rows + len(parsed.malformed)
@@ -106,7 +150,7 @@ def clean_booking_events(files: list[tuple[ParsedCsv, str]], date: dt.date) -> E
     return EventsResult(table.combine_chunks(), rejected.combine_chunks(), rows_read)
 
 
-def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date) -> tuple[pa.Table, pa.Table]:
+def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelLimits) -> tuple[pa.Table, pa.Table]:
     raw = parsed.table
     stem = parsed.source_file.rsplit("/", 1)[-1].removesuffix(".csv")
     event_at = parse_instants(raw["event_at"])
@@ -115,6 +159,11 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date) -> tuple[pa.Ta
     )
     arrival = _parse_date(raw["arrival_date"])
     departure = _parse_date(raw["departure_date"])
+    nights = pc.subtract(departure.cast(pa.int32()), arrival.cast(pa.int32()))
+    rooms_ok, rate_ok = pc.invert(not_int_ge1(raw["rooms"])), is_money(raw["rate"])
+    # typed only where the type rule passed (the others are rejected by it first)
+    rooms = pc.cast(pc.if_else(rooms_ok, raw["rooms"], "1"), pa.int64())
+    rate = pc.cast(pc.if_else(rate_ok, raw["rate"], "0"), pa.float64())
     checks = [
         blank(raw["booking_id"]),
         pc.not_equal(raw["hotel_id"], stem),
@@ -123,8 +172,11 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date) -> tuple[pa.Ta
         pc.invert(pc.is_in(raw["event"], pa.array(EVENTS))),
         pc.is_null(arrival),
         pc.or_kleene(pc.is_null(departure), pc.less_equal(departure, arrival)),
-        not_int_ge1(raw["rooms"]),
-        pc.invert(is_money(raw["rate"])),
+        pc.greater(nights, limits.max_stay_nights),
+        pc.invert(rooms_ok),
+        pc.greater(rooms, limits.max_rooms),
+        pc.invert(rate_ok),
+        pc.greater(rate, limits.max_rate),
         blank(raw["channel"]),
     ]
     code = first_failed([pc.fill_null(c, True) for c in checks])
@@ -146,7 +198,8 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date) -> tuple[pa.Ta
         },
         schema=EVENTS_SCHEMA,
     )
-    rejected = file_rejects(parsed, code, pc.invert(valid), REASONS, REJECT_SCHEMA, malformed_text="booking_id")
+    reasons = limits.reasons()
+    rejected = file_rejects(parsed, code, pc.invert(valid), reasons, REJECT_SCHEMA, malformed_text="booking_id")
     return rows, rejected
 
 
@@ -192,22 +245,6 @@ def _books(stays: pa.Table) -> pa.Table:
     return out.sort_by([("hotel_id", "ascending"), ("stay_date", "ascending")])
 
 
-def pickup(events: list[tuple[dt.date, pa.Table]], date: dt.date) -> pa.Table:
-    """One hotel's pickup on business date ``date``: per stay date, the rooms and revenue on the books
-    after that day's events minus before them, so net of the day's modifications and cancellations.
-    ``events`` are the hotel's staged events of every business date up to ``date``.
-
-    The full-history form (it reads every date); :func:`pickup_from_state` gives the same rows from
-    the booking state of the day before. Kept as the reference the state form is tested against."""
-    touched = pa.concat_arrays(
-        [t["booking_id"].combine_chunks() for d, t in events if d == date] or [pa.array([], pa.string())]
-    )
-    mine = [(d, t.filter(pc.is_in(t["booking_id"], touched))) for d, t in events]
-    before = _live_bookings([(d, t) for d, t in mine if d < date])
-    after = _live_bookings(mine)
-    return _net_pickup(after, before)
-
-
 def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) -> pa.Table:
     """hotel_booking_state as of the end of ``date``: each (hotel, booking)'s latest event over the state
     of the day before (``previous``, None on the first date) and the staged events of ``date``.
@@ -221,9 +258,10 @@ def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) ->
 
 
 def pickup_from_state(before_state: pa.Table, events: pa.Table, date: dt.date) -> pa.Table:
-    """One hotel's pickup on ``date`` from the hotel's booking state of the day before and its staged
-    events of ``date``: same rows as :func:`pickup` over the full history, reading one state partition
-    instead of every date."""
+    """One hotel's pickup on ``date``: per stay date, the rooms and revenue on the books after that day's
+    events minus before them, so net of the day's modifications and cancellations. From the hotel's
+    booking state of the day before and its staged events of ``date``: one state partition instead of
+    every date (tests/transforms/test_hotel_state.py checks it against the full-history form)."""
     touched = events["booking_id"].combine_chunks()
     before = before_state.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
     before = before.filter(pc.is_in(before["booking_id"], touched))
@@ -286,8 +324,8 @@ def _net_pickup(after: pa.Table, before: pa.Table) -> pa.Table:
 def _live_bookings(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
     """Each booking's latest state (latest event_at; ties: later business date, file, row), not cancelled.
 
-    Independent of :func:`latest_per_booking` on purpose: on_the_books and the reference :func:`pickup`
-    do not share the state code they are the check of."""
+    Independent of :func:`latest_per_booking` on purpose: on_the_books and the full-history pickup the
+    tests check the state form against do not share the state code they are the check of."""
     tables = [t.append_column("business_date", pa.repeat(pa.scalar(d, pa.date32()), t.num_rows)) for d, t in events]
     if not tables or sum(t.num_rows for t in tables) == 0:
         return EVENTS_SCHEMA.append(pa.field("business_date", pa.date32())).empty_table()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERSION = "stg_qsr_pos/2"  # 2: misfiled lines and a net_amount overflow are rejected, not lost
+VERSION = "stg_qsr_pos/3"  # 2: misfiled lines, net_amount overflow rejected; 3: control characters rejected
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import bisect
 import csv
+import functools
+import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+
+CONTROL_CHARACTER = r"[\x00-\x1f\x7f]"  # U+0000..U+001F and U+007F: the contract forbids them in any field
 
 
 class RawSchemaError(ValueError):
@@ -27,9 +33,12 @@ class ParsedCsv:
 
 
 def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
-    """Parse CSV bytes with a header row. Every contract column must be in the header (extra ones are ignored).
+    """Parse CSV bytes with a header row. Every contract column must be in the header, once; extra
+    columns are checked (UTF-8, control characters) but not returned.
 
-    Rows with the wrong number of fields are not dropped: they come back in ``malformed``.
+    Rows with the wrong number of fields, and rows with a control character in any field, are not
+    dropped: they come back in ``malformed`` (the latter with their text escaped). A file that is not
+    UTF-8 anywhere raises :class:`RawSchemaError` naming the byte offset and line.
     """
     header = _check_header(data, source_file, columns)
     if b"\n" not in data and b"\r" not in data:  # a header without a line end: the parser sees no row at all
@@ -37,8 +46,10 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
     try:
         table, malformed = _read(data, header, columns)
     except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:  # KeyError: a header the parser reads otherwise
-        raise RawSchemaError(f"{source_file}: cannot be read as UTF-8 CSV ({exc}). Fix or re-send the file.") from exc
-    return ParsedCsv(source_file, table, _row_numbers(table.num_rows + len(malformed), malformed), malformed)
+        cause = _undecodable(data) or str(exc)
+        raise RawSchemaError(f"{source_file}: cannot be read as UTF-8 CSV ({cause}). Fix or re-send the file.") from exc
+    numbers = _row_numbers(table.num_rows + len(malformed), malformed)
+    return _without_control(ParsedCsv(source_file, table, numbers, malformed), columns)
 
 
 def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> list[ParsedCsv]:
@@ -97,7 +108,8 @@ def _parse_batch(header_line: bytes, files: list[tuple[bytes, str]], columns: li
     out, offset = [], 0
     for (_, name), n, rejected in zip(files, counts, bad, strict=True):
         valid = n - len(rejected)
-        out.append(ParsedCsv(name, table.slice(offset, valid), _row_numbers(n, rejected), rejected))
+        parsed = ParsedCsv(name, table.slice(offset, valid), _row_numbers(n, rejected), rejected)
+        out.append(_without_control(parsed, columns))
         offset += valid
     return out
 
@@ -107,16 +119,16 @@ def _read(data: bytes, header: list[str], columns: list[str]) -> tuple[pa.Table,
 
     def on_invalid(row: pcsv.InvalidRow) -> str:
         reason = f"row has {row.actual_columns} fields, header has {row.expected_columns}"
-        malformed.append((row.number or -1, reason, row.text))
+        malformed.append((row.number or -1, reason, _escape(row.text)))  # the quarantine holds no control character
         return "skip"
 
     table = pcsv.read_csv(
         pa.BufferReader(data),
         read_options=pcsv.ReadOptions(use_threads=False),  # 1 MiB blocks: larger ones parse no faster, peak higher
         parse_options=pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
-        convert_options=pcsv.ConvertOptions(
+        convert_options=pcsv.ConvertOptions(  # every column: extra ones are checked too (UTF-8, control characters)
             column_types={c: pa.string() for c in header},
-            include_columns=columns,
+            include_columns=header,
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
         ),
@@ -132,8 +144,80 @@ def _row_numbers(records: int, malformed: list[tuple[int, str, str]]) -> pa.Arra
     return pa.array(numbers)
 
 
+def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
+    """``parsed`` with its contract columns only, and the rows holding a control character in any
+    field (extra columns included) moved to ``malformed``: reason naming the column, text escaped."""
+    table = parsed.table
+    masks = {name: _control_mask(table[name]) for name in table.column_names}
+    masks = {name: mask for name, mask in masks.items() if mask is not None}
+    bad = functools.reduce(pc.or_, masks.values()) if masks else None
+    if bad is None or not pc.any(bad).as_py():
+        return ParsedCsv(parsed.source_file, table.select(columns), parsed.row_numbers, parsed.malformed)
+    flagged = []
+    for i in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
+        name = next(n for n, mask in masks.items() if mask[i].as_py())
+        value = table[name][i].as_py()
+        at = re.search(CONTROL_CHARACTER, value)
+        reason = (
+            f"{name} holds a control character (U+{ord(at.group()):04X} at character {at.start() + 1}); "
+            "the contract forbids U+0000..U+001F and U+007F in any field"
+        )
+        text = ",".join(_escape(table[c][i].as_py()) for c in table.column_names)
+        flagged.append((parsed.row_numbers[i].as_py(), reason, text))
+    keep = pc.invert(bad)
+    return ParsedCsv(
+        parsed.source_file,
+        table.select(columns).filter(keep),
+        pc.filter(parsed.row_numbers, keep),
+        sorted(parsed.malformed + flagged),
+    )
+
+
+def _control_mask(col: pa.ChunkedArray) -> pa.Array | None:
+    """Per row, whether the value holds a control character; None when no value can (the usual case,
+    found from the raw bytes of the column without a regular expression)."""
+    if not any(_holds_control_byte(chunk) for chunk in col.chunks):
+        return None
+    return pc.match_substring_regex(col, CONTROL_CHARACTER).combine_chunks()
+
+
+def _holds_control_byte(chunk: pa.Array, step: int = 1 << 20) -> bool:
+    """Whether the string data buffer behind ``chunk`` holds a byte 0x00-0x1F or 0x7F (scanned in 1 MiB
+    slices, so the scan costs no more memory than a slice; a sliced chunk scans its whole buffer)."""
+    data = chunk.buffers()[2]
+    if data is None:
+        return False
+    view = np.frombuffer(data, np.uint8)
+    for start in range(0, len(view), step):
+        part = view[start : start + step]
+        if ((part < 0x20) | (part == 0x7F)).any():
+            return True
+    return False
+
+
+def _escape(value: str) -> str:
+    """A field with its control characters spelled ``\\xNN``, for the quarantine."""
+    return re.sub(CONTROL_CHARACTER, lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
+def _undecodable(data: bytes) -> str | None:
+    """Where ``data`` stops being UTF-8: byte offset and line; None when it is UTF-8."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return f"invalid UTF-8 at byte {exc.start} (line {line}): {data[exc.start : exc.start + 4]!r}"
+    return None
+
+
 def _check_header(data: bytes, source_file: str, columns: list[str]) -> list[str]:
     header = _header(data, source_file)
+    repeated = [name for name, n in Counter(header).items() if n > 1]
+    if repeated:
+        raise RawSchemaError(
+            f"{source_file}: column {', '.join(map(repr, repeated))} appears more than once in the header "
+            "(the contract requires unique names). Fix or re-send the file; the previous partition is kept."
+        )
     missing = [c for c in columns if c not in header]
     if missing:
         raise RawSchemaError(

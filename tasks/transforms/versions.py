@@ -5,9 +5,9 @@ check or the status view, which need the fingerprint but never run a transform, 
 Bump a version when a change to its transform changes the output: every partition becomes stale.
 """
 
-ADS_DAILY_VERSION = "ads_daily/2"  # 2: dates outside an export's window rejected, one row per campaign
+ADS_DAILY_VERSION = "ads_daily/3"  # 2: dates outside the window rejected, one row per campaign; 3: control characters
 ADS_ROLLING_VERSION = "ads_rolling_7d/1"
-HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/1"
+HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/2"  # 2: stays, rooms, rates bounded; control characters
 OTB_VERSION = "otb_by_stay_date/2"  # 2: from the newest booking state; one booking id in two hotels is two
 PICKUP_VERSION = "hotel_pickup/1"
 BOOKING_STATE_VERSION = "hotel_booking_state/1"

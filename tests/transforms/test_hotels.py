@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from tasks.transforms.hotels import RAW_COLUMNS, clean_booking_events, on_the_books
+from tasks.transforms.hotels import RAW_COLUMNS, HotelLimits, clean_booking_events, on_the_books
 from tasks.transforms.rawcsv import parse_csv
 
 D = dt.date(2026, 9, 15)
@@ -141,3 +141,55 @@ def test_ties_on_event_at_go_to_the_later_row_read():
 
 def test_nothing_on_the_books():
     assert on_the_books([]).num_rows == 0
+
+
+@pytest.mark.parametrize(
+    ("arr", "dep", "rooms", "rate", "reason"),
+    [
+        ("2026-10-01", "9999-12-31", "1", "100.00", "stay is longer than max_stay_nights (365 nights)"),
+        ("2026-10-01", "2027-10-02", "1", "100.00", "stay is longer than max_stay_nights (365 nights)"),  # 366
+        ("2026-10-01", "2027-10-01", "1", "100.00", None),  # 365 nights: kept
+        ("2026-10-01", "2026-10-02", "999999999", "999999999999999.99", "rooms is above max_rooms (1000)"),
+        ("2026-10-01", "2026-10-02", "1001", "1.00", "rooms is above max_rooms (1000)"),
+        ("2026-10-01", "2026-10-02", "1000", "100000.00", None),
+        ("2026-10-01", "2026-10-02", "1", "100000.01", "rate is above max_rate (100000.00)"),
+        ("2026-10-01", "2026-10-02", "1", "999999999999999.99", "rate is above max_rate (100000.00)"),
+    ],
+)
+def test_stays_rooms_and_rates_beyond_their_bounds_are_rejected(arr, dep, rooms, rate, reason):
+    row = ev("B1", "H1", "2026-09-15T12:00:00-04:00", arr=arr, dep=dep, rooms=rooms, rate=rate)
+    result = clean_booking_events([(extract("H1", [row]), TORONTO)], D)
+    assert result.rejected["reason"].to_pylist() == ([reason] if reason else [])
+    assert result.table.num_rows == (0 if reason else 1)
+    on_the_books([(D, result.table)])  # whatever is staged, the books add up without an overflow
+
+
+def test_bounds_are_settings_and_worded_with_their_values():
+    limits = HotelLimits(max_stay_nights=2, max_rooms=5, max_rate=50.0)
+    rows = [
+        ev("B1", "H1", "2026-09-15T12:00:00-04:00", arr="2026-10-01", dep="2026-10-04"),
+        ev("B2", "H1", "2026-09-15T12:00:00-04:00", rooms="6", rate="1"),
+        ev("B3", "H1", "2026-09-15T12:00:00-04:00", rooms="5", rate="50.01"),
+        ev("B4", "H1", "2026-09-15T12:00:00-04:00", arr="2026-10-01", dep="2026-10-03", rooms="5", rate="50"),
+    ]
+    result = clean_booking_events([(extract("H1", rows), TORONTO)], D, limits)
+    assert result.rejected.select(["booking_id", "reason"]).to_pylist() == [
+        {"booking_id": "B1", "reason": "stay is longer than max_stay_nights (2 nights)"},
+        {"booking_id": "B2", "reason": "rooms is above max_rooms (5)"},
+        {"booking_id": "B3", "reason": "rate is above max_rate (50.00)"},
+    ]
+    assert result.table["booking_id"].to_pylist() == ["B4"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_stay_nights": 0}, "max_stay_nights must be >= 1"),
+        ({"max_rooms": 0}, "max_rooms must be 1 .. 999999999"),
+        ({"max_rate": -1.0}, "max_rate must be >= 0"),
+        ({"max_rooms": 100000, "max_rate": 1e6}, "max_rooms x max_rate must be at most 10000000000"),
+    ],
+)
+def test_bounds_that_would_let_a_sum_overflow_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=r"\[hotels\] " + message):
+        HotelLimits(**kwargs)

@@ -1,0 +1,372 @@
+"""Hostile input through Luigi (issue 16, docs/reliability.md): rows that would poison a mart, bytes the
+contract forbids, files that are not read. Every outcome is read back as a user would (DuckDB, pyarrow)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIRST = dt.date(2026, 9, 10)
+HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
+
+
+def hotel_extract(lab, day: dt.date, hotel: str, rows: list[str]) -> None:
+    path = lab.raw / "hotel_bookings" / day.isoformat() / f"{hotel}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([HOTEL_HEADER, *rows]) + "\n")
+
+
+def hotel_days(lab, days: int) -> None:
+    """Extracts FIRST .. FIRST+days-1: one H1 booking a day (1 room, 100.00), one H2 (2 rooms, 50.00)."""
+    for k in range(days):
+        day = FIRST + dt.timedelta(days=k)
+        hotel_extract(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+        hotel_extract(lab, day, "H2", [f"V{k},H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])
+
+
+def read(lab, glob: str, sql: str = "*") -> list[tuple]:
+    return duckdb.execute(f"select {sql} from read_parquet('{lab.data}/{glob}', hive_partitioning=true)").fetchall()
+
+
+POISON = {  # booking -> (its row on 09-11 at H1, the reason it is quarantined)
+    "P1": ("2026-10-01,9999-12-31,1,100.00", "stay is longer than max_stay_nights (365 nights)"),
+    "P2": ("2026-10-01,2026-10-02,999999999,999999999999999.99", "rooms is above max_rooms (1000)"),
+    "P3": ("2026-10-01,2026-10-02,1,999999999999999.99", "rate is above max_rate (100000.00)"),
+    "P4": ("2026-10-01,2027-10-02,1,100.00", "stay is longer than max_stay_nights (365 nights)"),  # 366 nights
+}
+
+
+def test_a_poisoned_booking_is_quarantined_and_blocks_no_hotel_mart(lab, setting):
+    setting("daybreak", "start_date", FIRST)
+    hotel_days(lab, 4)
+    day = FIRST + dt.timedelta(days=1)  # its H1 extract: 4 poisoned rows of 81, under [hotels] max_reject_share
+    poisoned = [f"{b},H1,{day}T13:00:00-04:00,CREATED,{values},direct" for b, (values, _) in POISON.items()]
+    fillers = [f"F{k},H1,{day}T15:00:00-04:00,CREATED,2026-11-01,2026-11-02,1,10.00,ota" for k in range(75)]
+    edge = f"E1,H1,{day}T14:00:00-04:00,CREATED,2026-10-01,2027-10-01,1000,100000.00,direct"  # every bound, exactly
+    first = f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"
+    hotel_extract(lab, day, "H1", [first, *poisoned, *fillers, edge])
+    stop = FIRST + dt.timedelta(days=4)
+    assert lab.luigi("OtbByStayDate") == 0
+    assert lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    assert lab.luigi("HotelOtbExport", "--hotel", "H1") == 0
+
+    quarantine = pq.read_table(
+        lab.data / f"quarantine/staging/hotel_bookings_daily/business_date={day}/rejected.parquet"
+    )
+    got = {r["booking_id"]: (r["row_number"], r["reason"]) for r in quarantine.to_pylist()}
+    assert got == {b: (3 + i, reason) for i, (b, (_, reason)) in enumerate(POISON.items())}
+    staged = read(lab, "staging/hotel_bookings_daily/*/*.parquet", "booking_id")
+    kept = ["E1", *(f"T{k}" for k in range(4)), *(f"V{k}" for k in range(4)), *(f"F{k}" for k in range(75))]
+    assert sorted(b for (b,) in staged) == sorted(kept)
+    # the edge booking is on the books for its 365 nights, at 1000 rooms x 100000.00 a night
+    otb = read(lab, "marts/otb_by_stay_date/*.parquet", "stay_date, rooms_on_books, room_revenue::varchar")
+    h1 = read(lab, "exports/otb/hotel_id=H1/data.parquet", "stay_date, rooms_on_books, room_revenue::varchar")
+    assert len(h1) == 365 and h1[0] == (dt.date(2026, 10, 1), 1004, "100000400.00")
+    assert h1[31] == (dt.date(2026, 11, 1), 1075, "100000750.00")
+    assert h1[-1] == (dt.date(2027, 9, 30), 1000, "100000000.00")
+    assert len(otb) == 366  # H1's 365 nights and H2's one
+    picked = read(lab, "marts/hotel_pickup/*/*/*.parquet", "sum(rooms_picked_up), sum(revenue_picked_up)::varchar")
+    assert picked == [(8 + 365 * 1000 + 75 + 8, "36500001950.00")]  # every day's pickup adds up to the books
+
+
+def no_control_characters(lab, dataset: str) -> None:
+    """Not one control character in any string column of any data file of the dataset."""
+    cols = [
+        r[0]
+        for r in duckdb.execute(f"describe select * from read_parquet('{lab.data}/{dataset}/*/*.parquet')").fetchall()
+    ]
+    text = " or ".join(f"regexp_matches(coalesce({c}::varchar, ''), '[\\x00-\\x1f\\x7f]')" for c in cols)
+    found = duckdb.execute(f"select count(*) from read_parquet('{lab.data}/{dataset}/*/*.parquet') where {text}")
+    assert found.fetchone()[0] == 0
+
+
+SOURCES = {  # source -> (task, dataset, partition of the hostile row, its column, its row number)
+    "qsr_pos": ("StgQsrPos", "staging/qsr_pos", dt.date(2026, 9, 15), "sku", 3),
+    "hotel_bookings": ("StgHotelBookingsDaily", "staging/hotel_bookings_daily", dt.date(2026, 9, 15), "channel", 3),
+    "ads": ("AdsDaily", "staging/ads_daily", dt.date(2026, 9, 14), "campaign_id", 3),
+}
+
+
+def hostile_day(lab, source: str, value: str) -> None:
+    """Day 2026-09-15 of ``source`` (and 09-16 for QSR), with one row whose field holds ``value``."""
+    day = dt.date(2026, 9, 15)
+    if source == "qsr_pos":
+        rows = [f"O1,1,S001,{day}T12:00:00-04:00,BURGER,1,6.50,,COMPLETED"]
+        rows.append(f'O2,1,S001,{day}T12:05:00-04:00,"{value}",1,6.50,,COMPLETED')
+        rows += [f"O{k},1,S001,{day}T13:00:00-04:00,COLA,1,1.99,,COMPLETED" for k in range(3, 40)]
+        lab.qsr_file(str(day), "S001", rows)
+        lab.qsr_file(str(day + dt.timedelta(days=1)), "S001", [])
+    elif source == "hotel_bookings":
+        rows = [f"B1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"]
+        rows.append(f'B2,H1,{day}T12:05:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,"{value}"')
+        rows += [f"B{k},H1,{day}T13:00:00-04:00,CREATED,2026-10-01,2026-10-02,1,90.00,ota" for k in range(3, 40)]
+        hotel_extract(lab, day, "H1", rows)
+    else:
+        rows = [f"{day - dt.timedelta(days=1)},C1,google,1000,50,10.00,2,10.00"]
+        rows.append(f'{day - dt.timedelta(days=1)},"{value}",google,1000,50,10.00,2,10.00')
+        rows += [f"{day - dt.timedelta(days=1)},C{k},google,10,1,1.00,0,0.00" for k in range(3, 40)]
+        lab.ads_export(day, day, rows)
+
+
+@pytest.mark.parametrize("value", ["TE\x00A", "a\x07b", "x\x7f", "two\nlines", "tab\there", "cr\r"])
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_a_control_character_never_reaches_a_partition(lab, source, value):
+    task, dataset, date, column, row = SOURCES[source]
+    hostile_day(lab, source, value)
+    assert lab.luigi(task, "--date", str(date)) == 0
+    no_control_characters(lab, dataset)
+    manifest = json.loads((lab.partition(date, dataset) / "_manifest.json").read_text())
+    assert (manifest["row_count"], manifest["rejected_count"]) == (38, 1)
+    [rejected] = pq.read_table(lab.data / "quarantine" / dataset / f"business_date={date}/rejected.parquet").to_pylist()
+    assert rejected["row_number"] == row and rejected["source_file"].endswith(".csv")
+    first = next(c for c in value if ord(c) < 0x20 or ord(c) == 0x7F)
+    assert rejected["reason"].startswith(f"{column} holds a control character (U+{ord(first):04X} at character")
+    for v in rejected.values():  # the quarantine keeps the row's text, its control characters escaped
+        assert not isinstance(v, str) or not any(ord(c) < 0x20 or ord(c) == 0x7F for c in v)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status,qty\n",
+            "S002.csv: column 'qty' appears more than once in the header",
+        ),
+        (
+            b"order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status,note\n"
+            b"O9,1,S002,2026-09-15T12:00:00-04:00,COLA,1,1.99,,COMPLETED,caf\xe9\n",
+            "S002.csv: cannot be read as UTF-8 CSV (invalid UTF-8 at byte 139 (line 2)",
+        ),
+    ],
+)
+def test_a_repeated_header_name_or_invalid_utf8_fails_the_partition_and_keeps_the_old_one(lab, content, message):
+    day = dt.date(2026, 9, 15)
+    lab.qsr_days(day, 1)
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    before = {k: v for k, v in lab.files().items() if k.startswith("data/staging/")}
+    (lab.raw / "qsr_pos" / str(day) / "S002.csv").write_bytes(content)
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 30
+    failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
+    assert f"qsr_pos/{day}/{message}" in failure["error"]
+    assert {k: v for k, v in lab.files().items() if k.startswith("data/staging/")} == before  # old partition kept
+
+
+# -- the quarantine is written in the partition's write protocol ----------------------------------------
+def sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pos_day(lab, day: dt.date, bad: dict[int, str]) -> None:
+    """Store S001 on ``day``: 40 lines, line k replaced by ``bad[k]`` (a row that fails a type rule)."""
+    rows = [f"O{k},1,S001,{day}T13:00:00-04:00,COLA,1,1.99,,COMPLETED" for k in range(40)]
+    for k, row in bad.items():
+        rows[k] = row
+    lab.qsr_file(str(day), "S001", rows)
+    lab.qsr_file(str(day + dt.timedelta(days=1)), "S001", [])
+
+
+def test_a_crash_at_any_write_step_never_pairs_a_partition_with_another_builds_quarantine(lab):
+    import shutil
+    import subprocess
+    import sys
+
+    from tasks.settings import write_config
+
+    day = dt.date(2026, 9, 15)
+    runs = lab.root / "runs"  # configs and step counters; never a luigi.cfg in lab.root itself
+    runs.mkdir()
+
+    def run(root, at: int = 10**9) -> int:
+        """StgQsrPos of ``day`` into data root ``root`` through tests/crash_driver.py: SIGKILLed at write
+        step ``at`` (beyond the last step: a clean run). Returns the steps taken."""
+        cfg = write_config(runs / f"{root.name}.cfg", {"daybreak": {"raw_root": lab.raw, "data_root": root}})
+        counter = runs / f"{root.name}.steps"
+        plan = {"counter": str(counter), "root": str(root), "at": at, "mode": "kill"}
+        env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "CRASH_PLAN": json.dumps(plan)}
+        cmd = [sys.executable, str(REPO / "tests" / "crash_driver.py"), "StgQsrPos", "--date", str(day)]
+        subprocess.run([*cmd, "--local-scheduler", "--no-lock"], env=env, cwd=runs, capture_output=True, timeout=300)
+        return counter.stat().st_size
+
+    def partition(root) -> tuple[dict, Path]:
+        folder = root / f"staging/qsr_pos/business_date={day}"
+        return json.loads((folder / "_manifest.json").read_text()), folder / "data.parquet"
+
+    def quarantine(root) -> list[dict]:
+        path = root / f"quarantine/staging/qsr_pos/business_date={day}/rejected.parquet"
+        return pq.read_table(path).to_pylist() if path.exists() else []
+
+    pos_day(lab, day, {3: f"O3,1,S001,{day}T13:00:00-04:00,COLA,x,1.99,,COMPLETED"})
+    old = lab.root / "old"
+    run(old)
+    pos_day(lab, day, {5: f"O5,1,S001,{day}T13:00:00-04:00,,1,1.99,,COMPLETED"})  # another bad row, another reason
+    new = lab.root / "new"
+    shutil.copytree(old, new)
+    steps = run(new)
+    builds = {partition(r)[0]["data_version"]: quarantine(r) for r in (old, new)}
+    assert [[q["row_number"] for q in b] for b in builds.values()] == [[5], [7]]  # header = row 1
+    manifest, _ = partition(new)
+    path = lab.root / "new" / manifest["quarantine"]["path"]
+    assert (manifest["quarantine"]["sha256"], manifest["quarantine"]["rows"]) == (sha256(path), 1)
+
+    kept_old = 0
+    for at in range(1, steps + 1):
+        root = lab.root / f"crash{at}"
+        shutil.copytree(old, root)  # keeps mtimes: the old partition matches its manifest
+        run(root, at)
+        manifest, data = partition(root)
+        if sha256(data) == manifest["data_files"][0]["sha256"]:  # the data the manifest describes
+            assert quarantine(root) == builds[manifest["data_version"]], f"killed at step {at} of {steps}"
+            kept_old += manifest["data_version"] == partition(old)[0]["data_version"]
+        shutil.rmtree(root)
+    assert kept_old >= 3  # killed before the data was replaced: writing the data file, its fsync, ...
+
+
+def test_a_build_that_fails_on_too_many_rejects_keeps_the_partition_and_its_quarantine(lab):
+    day = dt.date(2026, 9, 15)
+    pos_day(lab, day, {3: f"O3,1,S001,{day}T13:00:00-04:00,COLA,x,1.99,,COMPLETED"})
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    kept = {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))}
+    pos_day(lab, day, {k: f"O{k},1,S001,{day}T13:00:00-04:00,COLA,x,1.99,,COMPLETED" for k in range(10)})
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 30
+    assert {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))} == kept
+    failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
+    failed = lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.rejected.parquet"
+    assert "10 of 40 rows rejected (25.0% > max_reject_share 5.0%)" in failure["error"]
+    assert f"All rejected rows: {failed}. The previous partition is kept." in failure["error"]
+    assert pq.read_table(failed)["row_number"].to_pylist() == list(range(2, 12))
+    pos_day(lab, day, {})
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    assert not failed.exists() and not list((lab.data / f"quarantine/staging/qsr_pos/business_date={day}").iterdir())
+    assert json.loads((lab.partition(day) / "_manifest.json").read_text())["quarantine"] is None
+
+
+# -- every raw file that is not read is reported -------------------------------------------------------
+@pytest.fixture
+def zone_kind(request, lab, setting, tmp_path):
+    """``local``, or ``sftp``: the lab's raw zone served by a real OpenSSH on 127.0.0.1."""
+    if request.param == "sftp":
+        from tests.sshd import Sshd
+
+        server = Sshd(tmp_path / "sshd").start()
+        request.addfinalizer(server.stop)
+        setting("daybreak", "raw_root", server.uri(lab.raw))
+        setting("sftp", "key_filename", server.client_key)
+        setting("sftp", "known_hosts", server.known_hosts)
+        setting("sftp", "retries", 1)
+    return request.param
+
+
+@pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
+def test_every_file_not_read_is_reported_in_the_manifest_the_log_and_status(lab, zone_kind, caplog):
+    from tasks import status
+    from tests.conftest import QSR_HEADER, qsr_rows
+
+    lab.qsr_days(FIRST, 1, stores=("S001",))
+    folder = lab.raw / "qsr_pos" / str(FIRST)
+    outside = lab.root / "outside"  # a store file outside the raw zone, linked into it
+    outside.mkdir()
+    (outside / "S002.csv").write_text("\n".join([QSR_HEADER, *qsr_rows("S002", FIRST)]) + "\n")
+    os.symlink(outside / "S002.csv", folder / "S002.csv")
+    (folder / "S003.csv").mkdir()
+    os.mkfifo(folder / "S004.csv")
+    (folder / "S 5.csv").write_text(QSR_HEADER + "\n")
+    with caplog.at_level("WARNING", logger="luigi-interface"):
+        assert lab.luigi("StgQsrPos", "--date", str(FIRST)) == 0
+    names = "name is not <store_id>.csv (store_id matching ^[A-Z0-9][A-Z0-9_-]{0,31}$)"
+    expected = [
+        (f"qsr_pos/{FIRST}/S 5.csv", names),
+        (f"qsr_pos/{FIRST}/S002.csv", "a symbolic link (never followed)"),
+        (f"qsr_pos/{FIRST}/S003.csv", "not a regular file"),
+        (f"qsr_pos/{FIRST}/S004.csv", "not a regular file"),
+    ]
+    manifest = json.loads((lab.partition(FIRST) / "_manifest.json").read_text())
+    assert [(r["path"], r["reason"]) for r in manifest["refused_inputs"]] == expected
+    assert read(lab, "staging/qsr_pos/*/*.parquet", "distinct store_id") == [("S001",)]  # nothing of S002
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("4 raw file(s) of its window not read" in w and "S002.csv (a symbolic link" in w for w in warnings)
+    rows = status.collect(FIRST, FIRST + dt.timedelta(days=1), ["stg_qsr_pos"])
+    assert rows[0].not_read == tuple(f"{path} ({reason})" for path, reason in expected)
+    text = status.render_text(rows)
+    assert "1 ok; 4 raw file(s) not read" in text
+    assert f"  {FIRST} not read: qsr_pos/{FIRST}/S 5.csv ({names}), qsr_pos/{FIRST}/S002.csv (a symbolic" in text
+    assert json.loads(status.render_json(rows))[0]["not_read"][1].endswith(
+        "S002.csv (a symbolic link (never followed))"
+    )
+
+
+def test_a_symbolic_link_is_never_followed_out_of_the_raw_zone(lab, tmp_path):
+    from tasks.rawzone import RawFile, RawFileUnreadable, RawZone
+
+    outside = tmp_path / "outside"
+    (outside / "2026-09-10").mkdir(parents=True)
+    (outside / "2026-09-10" / "S001.csv").write_text("secret\n")
+    (lab.raw / "qsr_pos").mkdir()
+    os.symlink(outside / "2026-09-10", lab.raw / "qsr_pos" / "2026-09-10")  # a linked date folder
+    os.symlink(outside, lab.raw / "ads")  # a linked source folder
+    zone = RawZone(lab.raw)
+    for source in ("qsr_pos", "ads"):
+        assert zone.scan_folder_all(source, FIRST) is None and not zone.folder_exists(source, FIRST)
+    assert zone.newest_folder_date("ads") is None  # the linked source folder's dates are not listed
+    lab.qsr_file("2026-09-11", "S001", [])  # listed as a file, then swapped for a link before it is read
+    listed = RawFile("qsr_pos/2026-09-11/S001.csv", 0, 0)
+    (lab.raw / listed.relpath).unlink()
+    os.symlink(outside / "2026-09-10" / "S001.csv", lab.raw / listed.relpath)
+    with pytest.raises(RawFileUnreadable, match="qsr_pos/2026-09-11/S001.csv: became a symbolic link"):
+        zone.read_bytes(listed)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to list as nobody")
+def test_a_file_the_pipelines_user_cannot_read_is_refused_naming_the_reason(tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+
+    zone = Path(tempfile.mkdtemp(dir="/tmp", prefix="unreadable-"))  # a folder user nobody can reach
+    try:
+        zone.chmod(0o755)
+        folder = zone / "qsr_pos" / str(FIRST)
+        folder.mkdir(parents=True)
+        (folder / "S001.csv").write_text("x\n")
+        (folder / "S002.csv").write_text("y\n")
+        (folder / "S002.csv").chmod(0)
+        scan = (
+            "import datetime as d; from tasks.rawzone import RawZone; "
+            f"print(RawZone({str(zone)!r}).scan_folder_all('qsr_pos', d.date(2026, 9, 10)))"
+        )
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", scan]
+        out = subprocess.run(as_nobody, cwd=REPO, capture_output=True, text=True, check=True).stdout
+        assert (
+            "[('S001.csv', 2," in out
+            and "[Refused(name='S002.csv', reason=\"not readable by the pipeline's user\")]" in out
+        )
+    finally:
+        shutil.rmtree(zone)
+
+
+@pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
+def test_a_file_swapped_for_a_symbolic_link_after_its_listing_is_not_read(lab, zone_kind, tmp_path):
+    from tasks import settings
+    from tasks.rawzone import RawFileUnreadable, RawZone
+
+    (tmp_path / "secret.csv").write_text("not for the pipeline\n")
+    lab.qsr_file(str(FIRST), "S001", [])
+    zone = RawZone.from_uri(settings.raw_root())
+    [listed] = zone.list_folder("qsr_pos", FIRST)
+    (lab.raw / listed.relpath).unlink()
+    os.symlink(tmp_path / "secret.csv", lab.raw / listed.relpath)
+    try:
+        with pytest.raises(RawFileUnreadable, match=f"{listed.relpath}: (became a symbolic link|no longer a regular)"):
+            zone.read_bytes(listed)
+        assert zone.scan_folder_all("qsr_pos", FIRST)[1] == [("S001.csv", "a symbolic link (never followed)")]
+    finally:
+        zone.close()
