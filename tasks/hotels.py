@@ -91,10 +91,13 @@ class StgHotelBookingsDaily(PartitionedTask):
 class OtbByStayDate(SnapshotTask):
     """otb_by_stay_date: one row per hotel and stay date with rooms, revenue and bookings on the books.
 
-    Unpartitioned: it replays every booking's latest state across all stg_hotel_bookings_daily
-    partitions from ``[daybreak] start_date`` to the newest extract folder, because a cancellation on
-    one day changes stay dates booked on another (docs/run-semantics.md). It requires every one of
-    those partitions (a missing date blocks it) and is stale when any of them changed.
+    Unpartitioned: a cancellation on one day changes stay dates booked on another
+    (docs/run-semantics.md). It is a function of the newest hotel_booking_state (each booking's latest
+    event up to the newest extract folder), so it reads that one partition: memory the size of the
+    state, never the whole history of events; the chain of states is itself built a day at a time
+    (state d from state d-1 and the events of d). It requires every stg_hotel_bookings_daily partition
+    from ``[daybreak] start_date`` to the newest extract folder (a missing date blocks it), is stale
+    when any of them changed, and requires the newest state.
     """
 
     dataset = "marts/otb_by_stay_date"
@@ -105,7 +108,8 @@ class OtbByStayDate(SnapshotTask):
         return [] if newest is None else [start + dt.timedelta(days=k) for k in range((newest - start).days + 1)]
 
     def upstream(self) -> list[PartitionedTask]:
-        return [StgHotelBookingsDaily(date=d) for d in self.dates()]
+        dates = self.dates()
+        return [*(StgHotelBookingsDaily(date=d) for d in dates), *[HotelBookingState(date=d) for d in dates[-1:]]]
 
     def rules(self) -> dict:
         from tasks.transforms.versions import OTB_VERSION
@@ -113,11 +117,13 @@ class OtbByStayDate(SnapshotTask):
         return {"version": OTB_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.hotels import on_the_books
+        from tasks.transforms.hotels import STATE_SCHEMA, on_the_books_from_state
 
-        events = [(u.date, u.store().read_table(u.date)) for u in self.upstream()]
-        table = on_the_books(events)
-        return Built(table, None, {"partitions_read": len(events), "events": sum(t.num_rows for _, t in events)})
+        newest = [u for u in self.upstream() if isinstance(u, HotelBookingState)]
+        state = newest[0].store().read_table(newest[0].date) if newest else STATE_SCHEMA.empty_table()
+        table = on_the_books_from_state(state)
+        stats = {"state_read": newest[0].date.isoformat() if newest else None, "bookings": state.num_rows}
+        return Built(table, None, stats)
 
 
 class HotelOtbExport(SnapshotTask):

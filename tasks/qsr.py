@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tasks.transforms.rawcsv import ParsedCsv
 
 logger = logging.getLogger("luigi-interface")
+STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
 
 
 class StgQsrPos(PartitionedTask):
@@ -56,6 +57,7 @@ class StgQsrPos(PartitionedTask):
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.qsr_pos import clean_pos_lines  # pyarrow loads only where data is built
+        from tasks.transforms.stores import store_totals, to_ipc
 
         result = clean_pos_lines(self._parsed(inputs), self.date, self.qsr_rules())
         stats = {
@@ -69,7 +71,9 @@ class StgQsrPos(PartitionedTask):
             "other_date_rows": result.other_date_rows,
         }
         stats["store_versions"] = store_versions(inputs, result.table)
-        return Built(result.table, result.rejected, stats)
+        # what StoreDailySales reads, so that a store's mart never reads another store's lines
+        extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date))}
+        return Built(result.table, result.rejected, stats, extras)
 
     def _parsed(self, inputs: list[RawFile]) -> Iterator[tuple[dt.date, list[ParsedCsv]]]:
         """(folder date, its parsed files) in read order, one folder parsed at a time."""

@@ -164,6 +164,17 @@ class RawZone:
                 continue
         return max(dates, default=None)
 
+    def list_folders(self, source: str) -> dict[str, int]:
+        """{folder name: mtime_ns} of a source's dated folders, from one listing of the source folder. A
+        folder's mtime changes when a file is added to, removed from or renamed into it."""
+        try:
+            entries = list(os.scandir(self.root / source))
+        except FileNotFoundError:
+            return {}
+        return {
+            e.name: e.stat().st_mtime_ns for e in entries if is_date_name(e.name) and e.is_dir(follow_symlinks=False)
+        }
+
     def read_bytes(self, raw: RawFile) -> bytes:
         """The file's bytes; a file replaced by a symbolic link since it was listed is not followed."""
         try:
@@ -212,6 +223,15 @@ def content_hash(data: bytes) -> str:
     if len(_DIGESTS) > _DIGESTS_MAX:
         _DIGESTS.clear()
     return hashlib.sha256(data).hexdigest()
+
+
+def is_date_name(name: str) -> bool:
+    """A folder name that is an ISO date (YYYY-MM-DD): an export folder."""
+    try:
+        dt.date.fromisoformat(name)
+    except ValueError:
+        return False
+    return True
 
 
 def is_store_file(name: str) -> bool:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import paramiko
 
-from tasks.rawzone import NOT_REGULAR, SYMLINK, UNREADABLE, RawFile, RawFileUnreadable, RawZone, Refused
+from tasks.rawzone import NOT_REGULAR, SYMLINK, UNREADABLE, RawFile, RawFileUnreadable, RawZone, Refused, is_date_name
 
 logger = logging.getLogger("luigi-interface")
 WINDOW_BYTES = 64 * 1024 * 1024
@@ -107,6 +107,15 @@ class SftpRawZone(RawZone):
             except ValueError:
                 continue
         return max(dates, default=None)
+
+    def list_folders(self, source: str) -> dict[str, int]:
+        """{folder name: mtime_ns} of a source's dated folders (SFTP gives whole-second mtimes)."""
+        attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{source}")) or []
+        return {
+            a.filename: int(a.st_mtime) * 10**9
+            for a in attrs
+            if is_date_name(a.filename) and stat.S_ISDIR(a.st_mode or 0)
+        }
 
     def read_bytes(self, raw: RawFile) -> bytes:
         """The file's bytes; one replaced by a symbolic link since it was listed is not followed (the

@@ -13,7 +13,7 @@ import luigi
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, luigi_engine, newest_raw_date
 from tasks.partitions import atomic_write_text, exclusive
-from tasks.qsr import StgQsrPos
+from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.rawzone import RawFile, RawZone, is_store_file
 
 logger = logging.getLogger("luigi-interface")
@@ -66,23 +66,73 @@ def scan_stores(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str,
     return found, invalid
 
 
+def seen_path() -> Path:
+    return settings.data_root() / "_state" / "stores_seen.json"
+
+
+def read_seen(zone: RawZone) -> dict[str, list]:
+    """{folder name: [its mtime_ns when listed, the stores it held]} of every qsr_pos folder the sensor has
+    listed in this raw zone; {} for another raw zone (the state names the zone it was made from)."""
+    try:
+        state = json.loads(seen_path().read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return state.get("folders", {}) if state.get("raw_root") == zone.describe() else {}
+
+
+def unseen_folders(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, int], dict[str, list]]:
+    """({name: mtime_ns} of the folders of [start, stop) not listed yet, or changed since: new, or a file
+    added or removed, which changes a folder's mtime; what was remembered of the others). One listing of
+    ``qsr_pos/``; no folder is listed."""
+    seen, listed = read_seen(zone), zone.list_folders(SOURCE)
+    new, known = {}, {}
+    for name, mtime_ns in sorted(listed.items()):
+        if start <= dt.date.fromisoformat(name) < stop:
+            if seen.get(name, [None])[0] == mtime_ns:
+                known[name] = seen[name]
+            else:
+                new[name] = mtime_ns
+    return new, known
+
+
+def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str]]:
+    """Like :func:`scan_stores` over [start, stop), but lists only the folders not seen before (and
+    remembers them in ``_state/stores_seen.json``); the stores of the others come from that state."""
+    new, known = unseen_folders(zone, start, stop)
+    fresh: dict[str, list] = {}
+    invalid: list[str] = []
+    for name, mtime_ns in new.items():
+        day = dt.date.fromisoformat(name)
+        found, bad = scan_stores(zone, day, day + dt.timedelta(days=1))
+        fresh[name], invalid = [mtime_ns, sorted(found)], invalid + bad
+    found = {}
+    for name, (_, folder_stores) in sorted({**known, **fresh}.items()):
+        for store in folder_stores:
+            found.setdefault(store, name)
+    with _locked():  # another sensor may have remembered other folders meanwhile
+        state = {"raw_root": zone.describe(), "folders": {**read_seen(zone), **fresh}}
+        atomic_write_text(seen_path(), json.dumps(state, indent=1, sort_keys=True))
+    return found, invalid
+
+
 class DiscoverStores(luigi.Task):
     """The sensor: registers every store with a file in the qsr_pos folders of [start, stop), with the
-    first date it was seen. Complete when every store there is already registered. Invalid names are
-    reported and never read."""
+    first date it was seen. It lists only the folders it has not listed before, or whose mtime changed
+    (``_state/stores_seen.json``). Complete when no folder of the range is new and every store of the
+    range is registered. Invalid names are reported (when their folder is listed) and never read."""
 
     start = luigi.DateParameter(description="First folder date to scan (inclusive)")
     stop = luigi.DateParameter(description="Last folder date to scan (exclusive)")
 
-    def _scan(self) -> tuple[dict[str, str], list[str]]:
-        return scan_stores(RawZone.from_uri(settings.raw_root()), self.start, self.stop)
+    def zone(self) -> RawZone:
+        return RawZone.from_uri(settings.raw_root())
 
     def complete(self) -> bool:
-        found, _ = self._scan()
-        return set(found) <= set(read_registry())
+        new, known = unseen_folders(self.zone(), self.start, self.stop)
+        return not new and {s for _, stores in known.values() for s in stores} <= set(read_registry())
 
     def run(self) -> None:
-        found, invalid = self._scan()
+        found, invalid = discover(self.zone(), self.start, self.stop)
         for name in invalid:
             logger.warning("%s: not a store file name (^[A-Z0-9][A-Z0-9_-]{0,31}.csv$); never read", name)
         new = set(found) - set(read_registry())
@@ -117,21 +167,62 @@ class StoreDailySales(SnapshotTask):
         return {"version": STORE_DAILY_SALES_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
+        """Incremental: the rows of the previous build are kept for every date whose store version is the
+        one recorded then; only the other dates are read, each from the staging partition's per-store
+        totals (``_store_totals.arrow``), never from its lines. Same rows as a build from scratch."""
         import pyarrow.compute as pc
 
         from tasks.transforms.stores import daily_sales
 
-        days = []
+        recorded, previous = self._previous()
+        parts, read, rows_read = [], 0, 0
         for u in self.upstream():
-            table = u.store().read_table(u.date).select(["store_id", "order_id", "net_amount", "is_suspicious"])
-            days.append((u.date, table.filter(pc.equal(table["store_id"], self.store_id))))
-        table = daily_sales(days)
-        return Built(table, None, {"dates_read": len(days)})
+            version = self.upstream_version(u.store().read_manifest(u.date))
+            if previous is not None and recorded.get(u.task_id) == version:
+                parts.append(previous.filter(pc.equal(previous["business_date"], u.date)))
+            elif version != "no files":  # the store sent nothing read by that date: it has no row
+                table, rows = self._read_date(u)
+                parts.append(table)
+                read, rows_read = read + 1, rows_read + rows
+        # dates_read: staging dates read again; staging_rows_read: rows read from them (totals or lines)
+        return Built(daily_sales(parts), None, {"dates_read": read, "staging_rows_read": rows_read})
+
+    def _previous(self):
+        """({staging task_id: store version recorded}, rows) of the previous build, when it is intact and
+        built under the current rules; ({}, None) otherwise: a build from scratch."""
+        store = self.store()
+        manifest = store.read_manifest(None)
+        if (
+            not manifest
+            or manifest.get("_corrupt")
+            or manifest.get("rules_fingerprint") != self.rules_fingerprint()
+            or not store.data_matches(None, manifest)
+        ):
+            return {}, None
+        return manifest.get("upstream", {}), store.read_table(None)
+
+    def _read_date(self, staging: StgQsrPos):
+        """(this store's row of one staging date, rows read): from the per-store totals written beside the
+        data file; a partition built before they existed is read whole and filtered (and summed here)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from tasks.transforms.stores import store_rows, store_totals
+
+        path = staging.store().path(staging.date) / STORE_TOTALS_FILE
+        if path.is_file():
+            with pa.OSFile(str(path)) as source:  # read into memory (a closed memory map would free the rows)
+                totals = pa.ipc.open_file(source).read_all()
+            return store_rows(totals, self.store_id), totals.num_rows
+        lines = staging.store().read_table(staging.date).select(["store_id", "order_id", "net_amount", "is_suspicious"])
+        mine = lines.filter(pc.equal(lines["store_id"], self.store_id))
+        return store_rows(store_totals(mine, staging.date), self.store_id), lines.num_rows
 
 
 class AllStores(luigi.Task):
-    """Runs the sensor over every qsr_pos folder, then yields one StoreDailySales per registered store
-    (Luigi dynamic dependencies): a store registered during this run gets its partition in this run."""
+    """Runs the sensor over the qsr_pos folders (listing only new ones), then yields one StoreDailySales
+    per registered store (Luigi dynamic dependencies): a store registered during this run gets its
+    partition in this run."""
 
     def requires(self):
         zone = RawZone.from_uri(settings.raw_root())

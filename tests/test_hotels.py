@@ -401,3 +401,32 @@ def test_staging_manifests_of_before_logical_versions_keep_the_booking_state_whe
     )
     assert rebuilt["staging"] == {FIRST + dt.timedelta(days=k) for k in range(4)}
     assert states == set()  # the same rows (timestamps as Parquet stores them): the old versions are equivalent
+
+
+def test_on_the_books_reads_the_newest_booking_state_and_equals_a_replay_of_all_staging(hotel_lab):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from tasks.transforms.hotels import on_the_books
+
+    day = FIRST + dt.timedelta(days=2)  # a modification and a cancellation of bookings made earlier
+    write(
+        hotel_lab,
+        day,
+        "H1",
+        [
+            f"T0,H1,{day}T12:00:00-04:00,MODIFIED,2026-10-01,2026-10-04,2,120.00,direct",
+            f"T1,H1,{day}T13:00:00-04:00,CANCELLED,2026-10-01,2026-10-03,1,100.00,direct",
+        ],
+    )
+    write(hotel_lab, day, "H2", [f"T0,H2,{day}T10:00:00-07:00,CREATED,2026-10-02,2026-10-05,1,70.00,ota"])
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    manifest = json.loads((hotel_lab.data / "marts/otb_by_stay_date/_manifest.json").read_text())
+    assert manifest["stats"]["state_read"] == "2026-09-13"  # one partition: the newest state, not every event
+    assert set(hotel_lab.built_at(STATE)) == {FIRST + dt.timedelta(days=k) for k in range(4)}
+    staging = sorted((hotel_lab.data / "staging/hotel_bookings_daily").glob("business_date=*/data.parquet"))
+    replay = on_the_books([(dt.date.fromisoformat(p.parent.name[-10:]), pq.read_table(p)) for p in staging])
+    got = pq.read_table(hotel_lab.data / "marts/otb_by_stay_date/data.parquet")
+    assert got.equals(replay)
+    assert ("H2", dt.date(2026, 10, 4), 1, "70.00", 1) in otb(hotel_lab)  # T0 of H2 is not T0 of H1

@@ -416,11 +416,16 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "--lazy", str(mnt)], check=True)
 
 
-@pytest.mark.parametrize("room, fails_on", [(0, "data.parquet"), (1, "_manifest.json")], ids=["data", "manifest"])
+@pytest.mark.parametrize(
+    "room, fails_on",
+    [(0, "data.parquet"), (1, "_store_totals.arrow"), (2, "_manifest.json")],
+    ids=["data", "extra", "manifest"],
+)
 def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions(
     lab, tmp_path, small_disk, room, fails_on
 ):
-    """``room``: pages left free, enough for a data file (under 4 KiB here) but not its manifest."""
+    """``room``: pages left free, enough for none, one or two of a partition's files (data.parquet, then
+    _store_totals.arrow, each under 4 KiB here; the manifest last)."""
     lab.qsr_days(START, DAYS)
     data = small_disk / "data"
 
@@ -441,9 +446,9 @@ def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions
     failed = run(NEW_RULES)  # rewrites two partitions, creates one: every write hits ENOSPC
     log = failed.stderr
     assert failed.returncode == 30, log[-3000:]
-    # each partition fails on one file, nothing replaced: with a page free, the data file of the first
-    # partition Luigi runs (whichever date that is) fits and its manifest does not; that page then goes
-    # to its failure record, and the later partitions fail on their data file
+    # each partition fails on one file, nothing replaced: with `room` pages free, the first files of the
+    # first partition Luigi runs (whichever date that is) fit and the next one (`fails_on`) does not; the
+    # pages then go to its failure record and the later partitions' files, until they fail on a data file
     failed_on = {
         dt.date.fromisoformat(date): name
         for date, name in re.findall(
@@ -454,7 +459,9 @@ def test_a_full_disk_fails_the_rewrite_cleanly_and_keeps_the_previous_partitions
         )
     }
     first = dt.date.fromisoformat(re.findall(r"running +StgQsrPos\(date=(\S+)\)", log)[0])
-    assert failed_on == {d: fails_on if d == first else "data.parquet" for d in DATES}, log[-3000:]
+    assert set(failed_on) == set(DATES) and failed_on[first] == fails_on, log[-3000:]
+    assert {failed_on[d] for d in DATES if d != first} <= {"data.parquet", "_store_totals.arrow"}, log[-3000:]
+    assert "data.parquet" in failed_on.values(), log[-3000:]
     assert "could not record the failure" in log  # the failure record hit the full disk too, and hid nothing
     # the only tracebacks are Luigi's report of each failed task: the OSError, then the error naming it
     errors = [line for line in log.splitlines() if line.startswith("ERROR:")]

@@ -304,3 +304,16 @@ def test_verify_over_sftp_finds_a_change_behind_kept_metadata_in_one_connection(
         START + dt.timedelta(days=1),
         START + dt.timedelta(days=2),
     }
+
+
+def test_sftp_lists_the_same_folders_and_mtimes_as_local_disk(over_sftp):
+    from tasks.rawzone import RawZone
+    from tasks.settings import raw_root
+
+    lab = over_sftp
+    lab.qsr_days(START, 2)
+    (lab.raw / "qsr_pos" / "not-a-date").mkdir()
+    (lab.raw / "qsr_pos" / "2026-09-30").write_text("a file, not a folder")
+    local, remote = RawZone(lab.raw).list_folders("qsr_pos"), RawZone.from_uri(raw_root()).list_folders("qsr_pos")
+    assert sorted(remote) == sorted(local) == ["2026-09-10", "2026-09-11", "2026-09-12"]
+    assert {n: m // 10**9 for n, m in remote.items()} == {n: m // 10**9 for n, m in local.items()}

@@ -86,3 +86,125 @@ def test_two_sensors_at_once_lose_no_entry(lab):
         t.join()
     assert len(stores.read_registry()) == 8 * 20
     assert stores.register({"S000": "2026-09-01", "S100": "2026-09-01"})["S100"] == "2026-09-01"  # earliest wins
+
+
+def full_read(lab, store_id: str) -> list[dict]:
+    """The old StoreDailySales build, as an oracle: every staging partition read whole, filtered to the
+    store, summed per date with pyarrow.compute (no code shared with tasks/transforms/stores.py)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    rows = []
+    for path in sorted((lab.data / "staging/qsr_pos").glob("business_date=*/data.parquet")):
+        t = pq.read_table(path)
+        t = t.filter(pc.equal(t["store_id"], store_id))
+        if t.num_rows:
+            rows.append(
+                {
+                    "business_date": dt.date.fromisoformat(path.parent.name.split("=")[1]),
+                    "net_sales": pc.sum(t["net_amount"]).as_py(),
+                    "orders": pc.count_distinct(t["order_id"]).as_py(),
+                    "suspicious_lines": pc.sum(t["is_suspicious"].cast(pa.int64())).as_py() or 0,
+                }
+            )
+    return rows
+
+
+def store_output(lab, store_id: str) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(lab.data / f"marts/store_daily_sales/store_id={store_id}/data.parquet").to_pylist()
+
+
+def store_manifest(lab, store_id: str) -> dict:
+    return json.loads((lab.data / f"marts/store_daily_sales/store_id={store_id}/_manifest.json").read_text())
+
+
+def test_a_re_sent_file_rebuilds_two_staging_dates_and_reads_only_them_for_its_store(lab, setting):
+    setting("daybreak", "start_date", START)
+    setting("qsr", "suspicious_qty_threshold", 2)  # COLA x3 lines are suspicious: a non-zero count to compare
+    shops = ("S001", "S002", "S003", "S004")
+    lab.qsr_days(START, 6, stores=shops)
+    assert lab.range(START, START + dt.timedelta(days=6)) == 0
+    assert lab.luigi("AllStores") == 0
+    assert store_manifest(lab, "S003")["stats"]["dates_read"] == 6  # built from scratch: every date
+    for s in shops:
+        assert store_output(lab, s) == full_read(lab, s)
+    before = store_parts(lab)
+
+    day = START + dt.timedelta(days=3)  # S003's file of folder D re-sent: staging D-1 and D read it
+    path = lab.raw / "qsr_pos" / day.isoformat() / "S003.csv"
+    path.write_text(
+        path.read_text()
+        .replace(",COLA,3,", ",COLA,7,")
+        .replace(",BURGER,1,6.50,,COMPLETED", ",BURGER,2,6.50,,COMPLETED")
+    )
+
+    def rebuild():
+        assert lab.range(START, START + dt.timedelta(days=6)) == 0
+        assert lab.luigi("AllStores") == 0
+
+    assert lab.rebuilt_by(rebuild) == {day - dt.timedelta(days=1), day}
+    after = store_parts(lab)
+    assert {s for s in after if after[s] != before[s]} == {"S003"}
+    stats = store_manifest(lab, "S003")["stats"]
+    assert stats["dates_read"] == 2  # the two rebuilt dates, not the whole history
+    assert stats["staging_rows_read"] == 2 * len(shops)  # one totals row per store and date read, no lines
+    for s in shops:
+        assert store_output(lab, s) == full_read(lab, s)
+    assert store_output(lab, "S003") != [dict(r) for r in full_read(lab, "S001")]  # the change is there
+
+
+def test_staging_built_before_the_store_totals_existed_is_read_whole(lab, setting):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 3, stores=("S001", "S002"))
+    assert lab.range(START, START + dt.timedelta(days=3)) == 0
+    for manifest_path in (lab.data / "staging/qsr_pos").glob("business_date=*/_manifest.json"):
+        manifest = json.loads(manifest_path.read_text())  # as an older version wrote it: no totals file
+        manifest["data_files"] = [f for f in manifest["data_files"] if f["name"] == "data.parquet"]
+        manifest_path.write_text(json.dumps(manifest))
+        (manifest_path.parent / "_store_totals.arrow").unlink()
+    assert lab.luigi("AllStores") == 0
+    assert sorted(p.name for p in lab.partition(START).iterdir()) == ["_manifest.json", "data.parquet"]  # not rebuilt
+    stats = store_manifest(lab, "S002")["stats"]
+    assert stats["dates_read"] == 3 and stats["staging_rows_read"] == 3 * 8  # every line of both stores
+    assert store_output(lab, "S002") == full_read(lab, "S002")
+
+
+class CountingZone(stores.RawZone):
+    """The real local raw zone, remembering which folders were listed."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.scanned: list[str] = []
+
+    def scan_folder(self, source, date):
+        self.scanned.append(date.isoformat())
+        return super().scan_folder(source, date)
+
+
+def test_the_sensor_lists_only_folders_it_has_not_seen(lab, setting, monkeypatch):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))  # folders 09-10 .. 09-14
+    zone = CountingZone(lab.raw)
+    monkeypatch.setattr(stores.RawZone, "from_uri", lambda uri: zone)  # the zone every task of this run reads
+    sensor = ("DiscoverStores", "--start", str(START), "--stop", str(START + dt.timedelta(days=30)))
+
+    def listed_by_run() -> list[str]:
+        zone.scanned.clear()
+        assert lab.luigi(*sensor) == 0
+        return sorted(zone.scanned)
+
+    assert listed_by_run() == [(START + dt.timedelta(days=k)).isoformat() for k in range(5)]
+    assert listed_by_run() == []  # nothing new: complete without listing a folder
+    new_day = (START + dt.timedelta(days=5)).isoformat()
+    lab.qsr_file(new_day, "S003", qsr_rows("S003", START + dt.timedelta(days=5)))
+    assert listed_by_run() == [new_day]
+    old_day = (START + dt.timedelta(days=1)).isoformat()
+    lab.qsr_file(old_day, "S004", qsr_rows("S004", START + dt.timedelta(days=1)))  # a late file: a new entry
+    assert listed_by_run() == [old_day]
+    assert stores.read_registry() == {"S001": "2026-09-10", "S002": "2026-09-10", "S003": new_day, "S004": old_day}
+    stores.registry_path().unlink()  # a lost registry is rebuilt from what the sensor remembers
+    assert listed_by_run() == []
+    assert stores.read_registry()["S004"] == old_day

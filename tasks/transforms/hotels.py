@@ -204,13 +204,29 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelL
 
 
 def on_the_books(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
-    """Rooms, revenue and bookings on the books per hotel and stay date, from every booking event.
+    """Rooms, revenue and bookings on the books per hotel and stay date, from every booking event: the
+    reference replay of the whole history (OtbByStayDate builds from the booking state instead, and the
+    tests check the two agree).
 
     A booking's state is its latest event by event_at; ties go to the later row read (business date,
     then file, then row). MODIFIED carries the full new state; a booking whose latest event is
     CANCELLED is off the books. A booking of arrival A and departure D occupies nights A .. D-1.
     """
-    stays = _stays(_live_bookings(events))
+    return _books(_stays(_live_bookings(events)))
+
+
+def on_the_books_from_state(state: pa.Table) -> pa.Table:
+    """:func:`on_the_books` from a hotel_booking_state partition (each booking's latest event up to a
+    date): the same rows as replaying every event up to that date, in memory the size of the state."""
+    live = _not_cancelled(state)
+    hotels = pc.unique(live["hotel_id"]).to_pylist()
+    # one hotel's nights at a time: memory holds the state and one hotel's nights, not every night
+    parts = [_books(_stays(live.filter(pc.equal(live["hotel_id"], h)))) for h in sorted(hotels)]
+    return pa.concat_tables(parts) if parts else OTB_SCHEMA.empty_table()
+
+
+def _books(stays: pa.Table) -> pa.Table:
+    """Booked nights (:func:`_stays`) summed per hotel and stay date."""
     if stays.num_rows == 0:
         return OTB_SCHEMA.empty_table()
     grouped = stays.group_by(["hotel_id", "stay_date"], use_threads=False).aggregate(
@@ -314,13 +330,14 @@ def _live_bookings(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
     if not tables or sum(t.num_rows for t in tables) == 0:
         return EVENTS_SCHEMA.append(pa.field("business_date", pa.date32())).empty_table()
     all_events = pa.concat_tables(tables)
-    order = [("booking_id", "ascending"), ("event_at", "ascending"), ("business_date", "ascending")]
-    order += [("source_file", "ascending"), ("row_number", "ascending")]
+    order = [("hotel_id", "ascending"), ("booking_id", "ascending"), ("event_at", "ascending")]
+    order += [("business_date", "ascending"), ("source_file", "ascending"), ("row_number", "ascending")]
     ordered = all_events.take(pc.sort_indices(all_events, sort_keys=order))
-    booking = ordered["booking_id"].combine_chunks()
-    last = np.ones(len(booking), dtype=bool)  # the last row of each booking's run is its latest state
-    if len(booking) > 1:
-        last[:-1] = pc.not_equal(booking[:-1], booking[1:]).to_numpy(zero_copy_only=False)
+    last = np.ones(ordered.num_rows, dtype=bool)  # the last row of each (hotel, booking) run is its latest state
+    if ordered.num_rows > 1:
+        hotel, booking = ordered["hotel_id"].combine_chunks(), ordered["booking_id"].combine_chunks()
+        differs = pc.or_(pc.not_equal(hotel[:-1], hotel[1:]), pc.not_equal(booking[:-1], booking[1:]))
+        last[:-1] = differs.to_numpy(zero_copy_only=False)  # a booking id two hotels both use: two bookings
     latest = ordered.filter(pa.array(last))
     return latest.filter(pc.not_equal(latest["event"], "CANCELLED"))
 

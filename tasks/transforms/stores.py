@@ -1,4 +1,7 @@
-"""store_daily_sales: one store's business dates summed from its stg_qsr_pos rows (pure)."""
+"""store_daily_sales: per store and business date, net sales, orders and suspicious lines (pure).
+
+Staging computes one date's totals of every store (:func:`store_totals`) and keeps them beside its data
+file; a store's mart is its rows of those totals, so it never reads another store's lines."""
 
 from __future__ import annotations
 
@@ -15,20 +18,49 @@ SCHEMA = pa.schema(
         ("suspicious_lines", pa.int64()),
     ]
 )
+TOTALS_SCHEMA = pa.schema([pa.field("store_id", pa.string()), *SCHEMA])
 
 
-def daily_sales(days: list[tuple[dt.date, pa.Table]]) -> pa.Table:
-    """Per business date with rows: sum of net_amount, distinct orders, lines flagged is_suspicious."""
-    rows = []
-    for day, t in days:
-        if t.num_rows == 0:
-            continue
-        rows.append(
-            {
-                "business_date": day,
-                "net_sales": pc.sum(t["net_amount"]).as_py(),
-                "orders": pc.count_distinct(t["order_id"]).as_py(),
-                "suspicious_lines": pc.sum(t["is_suspicious"].cast(pa.int64())).as_py() or 0,
-            }
-        )
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
+def store_totals(lines: pa.Table, day: dt.date) -> pa.Table:
+    """One date's stg_qsr_pos lines summed per store (sorted by store_id): sum of net_amount, distinct
+    orders, lines flagged is_suspicious. A store without lines that date has no row."""
+    if lines.num_rows == 0:
+        return TOTALS_SCHEMA.empty_table()
+    flagged = pc.cast(lines["is_suspicious"], pa.int64())
+    columns = {"store_id": lines["store_id"], "net": lines["net_amount"], "order": lines["order_id"], "flag": flagged}
+    grouped = (
+        pa.table(columns)
+        .group_by("store_id", use_threads=False)
+        .aggregate([("net", "sum"), ("order", "count_distinct"), ("flag", "sum")])
+    )
+    out = pa.table(
+        {
+            "store_id": grouped["store_id"],
+            "business_date": pa.repeat(pa.scalar(day, pa.date32()), grouped.num_rows),
+            "net_sales": pc.cast(grouped["net_sum"], SCHEMA.field("net_sales").type),
+            "orders": grouped["order_count_distinct"],
+            "suspicious_lines": pc.fill_null(grouped["flag_sum"], 0),
+        },
+        schema=TOTALS_SCHEMA,
+    )
+    return out.sort_by("store_id")
+
+
+def store_rows(totals: pa.Table, store_id: str) -> pa.Table:
+    """One store's row of a date's totals, in the store_daily_sales schema (no row: no lines that date)."""
+    return totals.filter(pc.equal(totals["store_id"], store_id)).select(SCHEMA.names).cast(SCHEMA)
+
+
+def daily_sales(parts: list[pa.Table]) -> pa.Table:
+    """A store's dates, each a :func:`store_rows` table (or rows kept from its previous build), by date."""
+    if not parts:
+        return SCHEMA.empty_table()
+    return pa.concat_tables([p.cast(SCHEMA) for p in parts]).sort_by("business_date")
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC file (not Parquet: a ``*/*.parquet`` glob over staging must not match it)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()

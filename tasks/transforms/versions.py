@@ -8,7 +8,7 @@ Bump a version when a change to its transform changes the output: every partitio
 ADS_DAILY_VERSION = "ads_daily/3"  # 2: dates outside the window rejected, one row per campaign; 3: control characters
 ADS_ROLLING_VERSION = "ads_rolling_7d/1"
 HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/2"  # 2: stays, rooms, rates bounded; control characters
-OTB_VERSION = "otb_by_stay_date/1"
+OTB_VERSION = "otb_by_stay_date/2"  # 2: from the newest booking state; one booking id in two hotels is two
 PICKUP_VERSION = "hotel_pickup/1"
 BOOKING_STATE_VERSION = "hotel_booking_state/1"
 HOTEL_OTB_EXPORT_VERSION = "hotel_otb_export/1"

@@ -167,3 +167,15 @@ def test_pickup_from_the_state_equals_the_full_history_pickup(seed):
     # the chain equals one pass over every event (the merge is associative)
     everything = pa.concat_tables([booking_state(None, t, d) for d, t in history])
     assert latest_per_booking(everything).equals(state)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_books_from_the_newest_state_equal_a_replay_of_every_event(seed):
+    from tasks.transforms.hotels import on_the_books, on_the_books_from_state
+
+    history = generated(seed, days=12, hotels=("H1", "H2", "H3"))
+    state = None
+    for k, (day, day_events) in enumerate(history):  # the chain, one day's events at a time
+        state = booking_state(state, day_events, day)
+        assert on_the_books_from_state(state).equals(on_the_books(history[: k + 1])), (seed, day)
+    assert on_the_books_from_state(state).num_rows > 0
