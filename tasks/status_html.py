@@ -110,7 +110,14 @@ def render(rows: list, lines: list[Line] | None = None) -> str:
             }
         )
     for r in snapshots:
-        cls = status.SNAPSHOTS[r.dataset]
+        if r.dataset in status.STATIC:  # one partition per hotel or store: the command names one of them
+            cls, key = status.STATIC[r.dataset]
+            run = f"luigi --module tasks {cls.task_family} --{key.replace('_', '-')} <{key}> --local-scheduler"
+            rm = ""  # the worst key is named in the reason; a fresh one is rebuilt by deleting its folder
+        else:
+            cls = status.SNAPSHOTS[r.dataset]
+            run = f"luigi --module tasks {cls.task_family} --local-scheduler"
+            rm = f"rm -r {shlex.quote(str(cls().store().path(None)))}"
         data["snapshots"].append(
             {
                 "label": r.dataset,
@@ -118,8 +125,8 @@ def render(rows: list, lines: list[Line] | None = None) -> str:
                 "reason": r.reason,
                 "rows": r.rows,
                 "took": r.duration_s,
-                "run": f"luigi --module tasks {cls.task_family} --local-scheduler",
-                "rm": f"rm -r {shlex.quote(str(cls().store().path(None)))}",
+                "run": run,
+                "rm": rm,
             }
         )
     counts = Counter(c.state for line in lines for c in line.days.values()) + Counter(r.state for r in snapshots)
@@ -251,7 +258,7 @@ SCRIPT = r"""
   let cur = null;  // [line, day]
 
   function show(title, state, reason, rows, took, run, rm) {
-    const cmd = (state === 'ok' || state === 'provisional') ? rm + ' && ' + run : run;
+    const cmd = (rm && (state === 'ok' || state === 'provisional')) ? rm + ' && ' + run : run;
     detail.innerHTML =
       '<p><strong>' + esc(title) + '</strong> <b class="badge ' + state + '">' + letters[state] + '</b> ' +
       '<span class="state">' + state + '</span> &nbsp; <span class="k">rows:</span> <span class="rows">' +
