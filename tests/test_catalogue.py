@@ -36,8 +36,8 @@ def _instance(spec: catalogue.DatasetSpec):
 
 
 @pytest.mark.parametrize("spec", catalogue.DATASETS, ids=lambda s: s.name)
-def test_every_task_is_what_its_catalogue_entry_says(spec):
-    task = _instance(spec)
+def test_every_task_is_what_its_catalogue_entry_says(spec, lab):
+    task = _instance(spec)  # in a lab: a hotel staging date's rules list the hotels of its raw folder
     assert type(task).__name__ == spec.family
     assert task.dataset == spec.path
     assert task.rules()["version"] == spec.version
