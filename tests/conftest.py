@@ -120,7 +120,17 @@ def qsr_rows(store: str, folder: dt.date) -> list[str]:
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
-    """A fresh lab with the project's luigi.cfg loaded and its roots pointed at tmp_path."""
+    """A fresh lab with the project's luigi.cfg loaded and its roots pointed at tmp_path.
+
+    Each test stands for a new process: Luigi's task instances are forgotten, since an instance
+    outlives a run in one process (a RangeDaily keeps the requirements it computed, ``_cached_requires``,
+    so a later test's range with the same parameters would reuse an earlier test's missing dates)."""
+    from luigi.task_register import Register
+
+    from tasks.base import _Instances
+
+    Register.clear_instance_cache()
+    _Instances._cache.clear()
     monkeypatch.chdir(tmp_path)
     lab = Lab(tmp_path)
     cfg = luigi.configuration.get_config()
