@@ -537,11 +537,6 @@ def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
     return limit
 
 
-def missing_folders(task: MaterializedTask, cache: Engine) -> list[tuple[str, dt.date]]:
-    """(source, export date) of the required raw folders of the task's own window that are absent."""
-    return cache.missing_folders(task)
-
-
 def waiting_for(task: MaterializedTask, cache: Engine) -> str:
     """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
     partition waits for one. Empty when nothing is in the way."""
