@@ -72,6 +72,15 @@ def _safe_relpath(dataset: str) -> str:
     return dataset
 
 
+def parse_manifest(data: bytes) -> dict:
+    """A manifest's content; ``{"_corrupt": True}`` for bytes that are not a JSON object."""
+    try:
+        content = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {"_corrupt": True}
+    return content if isinstance(content, dict) else {"_corrupt": True}
+
+
 class PartitionStore:
     """One dataset's partitions under ``data_root``."""
 
@@ -127,12 +136,10 @@ class PartitionStore:
 
     def read_manifest(self, date: dt.date | None) -> dict | None:
         try:
-            with open(self.path(date) / MANIFEST, encoding="utf-8") as fh:
-                return json.load(fh)
+            with open(self.path(date) / MANIFEST, "rb") as fh:
+                return parse_manifest(fh.read())
         except FileNotFoundError:
             return None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return {"_corrupt": True}
 
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         """True when every data file the manifest lists, and its quarantine if it lists one, is there

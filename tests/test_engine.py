@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tasks import partitions
 from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine, fingerprint, input_line
 from tasks.partitions import PartitionStore
@@ -175,12 +176,12 @@ def test_a_manifest_rewritten_by_another_process_is_read_again_and_an_unchanged_
     chain[5].store().write(chain[5].date, pa.table({"x": [9]}), {**manifest, "rules_fingerprint": "old"})
     assert engine.state(chain[-1]).ok  # a snapshot until the next pass
     reads = []
-    real = PartitionStore.read_manifest
-    monkeypatch.setattr(PartitionStore, "read_manifest", lambda self, d: reads.append(d) or real(self, d))
+    real = partitions.parse_manifest
+    monkeypatch.setattr(partitions, "parse_manifest", lambda data: reads.append(real(data)) or reads[-1])
     engine.new_pass()
     assert engine.state(chain[-1]).state == "stale"
     assert engine.state(chain[5]).reason.startswith("rules changed")
-    assert reads == [chain[5].date]  # only the file that changed was parsed again
+    assert [m["rules_fingerprint"] for m in reads] == ["old"]  # only the file that changed was parsed again
     assert other.state(chain[5]).state == "stale"
 
 
@@ -250,3 +251,57 @@ def test_what_another_process_built_since_it_was_found_missing_is_seen_in_the_sa
     assert engine.state(nodes[3]).ok  # the chain below it was missing too: each link looked at again
     assert engine.state(nodes[4]).state == "missing"
     assert engine.passes == 1
+
+
+def test_a_new_process_reads_no_manifest_when_its_summary_is_current(chain, monkeypatch):
+    """The summary file the first engine keeps answers the next process (Engine() is one) without
+    parsing a single manifest, and a manifest replaced since is parsed again (its new stamp)."""
+    first = Engine()
+    assert first.state(chain[-1]).ok
+    first.flush()
+    summary_file = chain[0].store().data_root / "_state" / "summaries" / "marts/state.json"
+    assert summary_file.is_file()
+    reads = []
+    real = partitions.parse_manifest
+    monkeypatch.setattr(partitions, "parse_manifest", lambda data: reads.append(real(data)) or reads[-1])
+    assert Engine().state(chain[-1]).ok
+    assert reads == []
+    store = chain[7].store()
+    manifest = store.read_manifest(chain[7].date)
+    store.write(chain[7].date, pa.table({"x": [1]}), {**manifest, "rules_fingerprint": "old"})
+    reads.clear()  # the writer reads the manifest it replaces
+    state = Engine().state(chain[7])
+    assert state.state == "stale" and state.reason.startswith("rules changed")
+    assert [m["rules_fingerprint"] for m in reads] == ["old"]
+
+
+def test_a_corrupt_or_foreign_summary_file_only_costs_a_parse(chain):
+    first = Engine()
+    assert first.state(chain[-1]).ok
+    first.flush()
+    summary_file = chain[0].store().data_root / "_state" / "summaries" / "marts/state.json"
+    for junk in ("{not json", "[]", '{"format": 1, "partitions": {"2026-09-02": [[1, 2, 3], "x"]}}'):
+        summary_file.write_text(junk)
+        assert Engine().state(chain[-1]).ok
+    store = chain[3].store()
+    manifest = store.read_manifest(chain[3].date)
+    store.write(chain[3].date, pa.table({"x": [1]}), {**manifest, "rules_fingerprint": "old"})
+    summary_file.write_text("{not json")
+    assert Engine().state(chain[3]).state == "stale"
+
+
+def test_a_summary_is_never_taken_for_a_different_manifest(chain):
+    """A summary entry whose stamp is not the manifest file's is not used, even when a hand-edited
+    summary says the partition is fine."""
+    first = Engine()
+    assert first.state(chain[-1]).ok
+    first.flush()
+    store = chain[4].store()
+    manifest = store.read_manifest(chain[4].date)
+    store.write(chain[4].date, pa.table({"x": [1]}), {**manifest, "rules_fingerprint": "old"})
+    summary_file = store.data_root / "_state" / "summaries" / "marts/state.json"
+    doc = __import__("json").loads(summary_file.read_text())
+    entry = doc["partitions"][str(chain[4].date)]
+    entry[1]["rules_fingerprint"] = chain[4].rules_fingerprint()  # an old stamp with a "current" content
+    summary_file.write_text(__import__("json").dumps(doc))
+    assert Engine().state(chain[4]).state == "stale"

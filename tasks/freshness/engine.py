@@ -36,6 +36,7 @@ whole chain below it. The memo stays correct because
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import hashlib
 import json
@@ -48,6 +49,7 @@ from typing import Protocol
 
 from tasks import partitions
 from tasks.freshness import identity
+from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.partitions import MANIFEST, PartitionStore
 from tasks.rawzone import RawFile, RawZone
 
@@ -154,6 +156,9 @@ class Engine:
 
     def __init__(self):
         self._parsed: dict[Path, tuple[tuple, dict | None]] = {}  # manifest path -> (stat, content)
+        self._summary_files = SummaryFiles()  # what checks read of manifests, kept between processes
+        self._accepts: dict[tuple, bool] = {}  # (node class, file name) -> accepts_input (by name alone)
+        self._pid = os.getpid()
         self.passes = 0
         self.new_pass()
 
@@ -161,10 +166,12 @@ class Engine:
     def new_pass(self) -> None:
         """Forget the raw zone and every state: the next questions look again (manifests whose files
         did not change are not parsed again)."""
+        self.flush()
         self.passes += 1
         self.raw: dict[tuple, Entries | None] = {}
         self.listed: dict[Path, set[dt.date]] = {}
         self.manifests: dict[tuple, tuple[tuple | None, dict | None]] = {}
+        self.summaries: dict[tuple, tuple[tuple | None, dict | None]] = {}
         self.states: dict[str, State] = {}
         self.memo: dict = {}
         self._blocked: dict[str, Blocked] = {}
@@ -182,6 +189,12 @@ class Engine:
         self.new_pass()
         self.states, self._readers, self._at, self._stamps = ok, readers, at, stamps
 
+    def flush(self) -> None:
+        """Keep the manifest summaries this process learned (:mod:`tasks.freshness.summaries`) for the next
+        process. Only the process that made the engine writes them: a forked worker leaves it to its parent."""
+        if os.getpid() == self._pid:
+            self._summary_files.flush()
+
     def once(self, key, compute: Callable, *args):
         """``compute(*args)`` the first time ``key`` is asked for in this pass, the remembered value after."""
         if key not in self.memo:
@@ -193,6 +206,7 @@ class Engine:
         state of every partition that read it, directly or not."""
         part = _partition(store, key)
         self.manifests.pop(part, None)
+        self.summaries.pop(part, None)
         self.listed.pop(store.root, None)
         self._blocked.clear()
         todo = list(self._at.pop(part, ()))
@@ -214,6 +228,7 @@ class Engine:
             del self.memo[key]  # hashed again too: a same-size re-send within the mtime resolution
         for up in node.upstream():
             self.manifests.pop(_partition(self.store(up), up.key), None)
+            self.summaries.pop(_partition(self.store(up), up.key), None)
         self.forget(store, node.key)
 
     # -- what is read --------------------------------------------------------------------------------
@@ -248,14 +263,41 @@ class Engine:
         return self.manifests[part]
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """The manifest, parsed again only when its file's (inode, size, mtime) changed."""
+        """The manifest, parsed again only when its file's (inode, size, mtime) changed. The stamp is
+        taken from the open file, so it is the stamp of the content read."""
         path = store.path(key) / MANIFEST
-        stamp = _stamp(store, key)
-        if stamp is None:
+        try:
+            fh = open(path, "rb")
+        except (FileNotFoundError, NotADirectoryError):
             return None, None
-        known = self._parsed.get(path)
-        if known is None or known[0] != stamp:
-            known = self._parsed[path] = (stamp, store.read_manifest(key))
+        with fh:
+            st = os.fstat(fh.fileno())
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            known = self._parsed.get(path)
+            if known is None or known[0] != stamp:
+                known = self._parsed[path] = (stamp, partitions.parse_manifest(fh.read()))
+        return known
+
+    def _summary(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
+        """(stamp, what a check reads of the manifest) once per pass: the manifest without its list of
+        inputs (:mod:`tasks.freshness.summaries`), from the dataset's summary file while the manifest
+        file is the one it was taken from, else parsed (and the summary remembered)."""
+        part = _partition(store, key)
+        known = self.summaries.get(part)
+        if known is None:
+            listed = self.listed.get(store.root) if key is not None else None
+            stamp = None if listed is not None and key not in listed else _stamp(store, key)
+            content = None if stamp is None else self._summary_files.get(store, key, stamp)
+            if content is not None:
+                known = (stamp, content)
+            elif stamp is None:
+                known = (None, None)
+            else:
+                stamp, full = self._manifest(store, key)
+                known = (stamp, summary(full))
+                if stamp is not None and full is not None and not full.get("_corrupt"):
+                    self._summary_files.put(store, key, stamp, known[1])
+            self.summaries[part] = known
         return known
 
     def window(self, node: Node) -> Window | None:
@@ -270,7 +312,9 @@ class Engine:
                     return None
                 folders.append(FolderInputs(relpath, [], [], "absent"))
                 continue
-            folders.append(self.once(("select", type(node), source, date), _select, node, relpath, *scanned))
+            folders.append(
+                self.once(("select", type(node), source, date), _select, node, relpath, *scanned, self._accepts)
+            )
         return Window(folders)
 
     def digest(self, zone: RawZone, raw: RawFile) -> str:
@@ -330,7 +374,7 @@ class Engine:
         """The four rules as a generator: yields an upstream node to be sent its state, returns the state."""
         store = self.store(node)
         self._at.setdefault(_partition(store, node.key), set()).add(node.task_id)
-        self._stamps[node.task_id], manifest = self._manifest(store, node.key)
+        self._stamps[node.task_id], manifest = self._summary(store, node.key)
         if manifest is None:
             return State("missing", "no partition")
         if manifest.get("_corrupt") or not store.data_matches(node.key, manifest):
@@ -342,7 +386,8 @@ class Engine:
             return State("stale", "a raw folder it read is gone")
         note = ""
         if manifest.get("input_fingerprint") != window.fingerprint or self._recent(node, manifest, window):
-            ok, note = identity.check_inputs(self.zone(node), store, node.key, manifest, window, self.digest)
+            full = self.manifest(store, node.key) or manifest  # the inputs are not in the summary
+            ok, note = identity.check_inputs(self.zone(node), store, node.key, full, window, self.digest)
             if not ok:
                 return State("stale", note)
         if manifest.get("verify_mismatch"):
@@ -352,7 +397,7 @@ class Engine:
             up_state = yield up
             if not up_state.ok:
                 return State("stale", f"upstream {up.task_id} is {up_state.state}")
-            up_manifest = self.manifest(self.store(up), up.key)
+            up_manifest = self._summary(self.store(up), up.key)[1]
             version = node.upstream_version(up_manifest)
             if not identity.version_matches(recorded.get(up.task_id), version, up_manifest):
                 return State("stale", f"upstream {up.task_id} changed")
@@ -409,10 +454,17 @@ class Engine:
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
 
 
-def _select(node: Node, relpath: str, entries: Entries, unread: list) -> FolderInputs:
+def _select(node: Node, relpath: str, entries: Entries, unread: list, accepts: dict) -> FolderInputs:
+    """The entries ``node`` reads of one folder. ``accepts`` remembers ``node.accepts_input`` by (class,
+    name): it decides by the name alone, and a store's files have the same names every day."""
     read, refused = [], [(name, reason) for name, reason in unread]
+    cls = type(node)
     for entry in entries:
-        if node.accepts_input(entry[0]):
+        key = (cls, entry[0])
+        ok = accepts.get(key)
+        if ok is None:
+            ok = accepts[key] = node.accepts_input(entry[0])
+        if ok:
             read.append(entry)
         else:
             refused.append((entry[0], f"name is not {node.input_names or 'one this dataset reads'}"))
@@ -448,6 +500,11 @@ def diff_inputs(old: list[str], new: list[RawFile]) -> str:
 _shared = Engine()
 _run: weakref.ref | None = None  # the run (of the caller's scheduler) that the current pass belongs to
 _inherited: weakref.ref | None = None  # in a forked worker process: the run it was forked from
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    _shared.flush()
 
 
 def shared() -> Engine:

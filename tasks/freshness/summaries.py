@@ -1,0 +1,98 @@
+"""Manifest summaries: what a completeness check reads of a manifest, remembered on disk between processes.
+
+A no-op check of three years reads a thousand manifests, and most of each (a staging manifest is about
+40 KB) is the list of inputs with their content hashes, which a check needs only when the raw files'
+metadata changed. So each dataset keeps one summary file, ``<data_root>/_state/summaries/<dataset>.json``
+(``<dataset>/<sub>.json`` for a dataset with a second level, such as one hotel's pickups): for each
+partition, the manifest without the keys in :data:`DETAIL`, with the (inode, size, mtime_ns) of the
+manifest file it was taken from.
+
+It is a cache and never an authority: an entry is used only while the manifest file still has the
+recorded (inode, size, mtime_ns) (a manifest is always replaced by a rename, so a rewritten manifest has
+a new inode), and a missing, unreadable or corrupt summary file only means the manifests are parsed again.
+Summaries learned in a process are written when its pass ends (:meth:`SummaryFiles.flush`) with a
+temporary name (:mod:`tasks.tempnames`) and a rename; two processes that write at once lose entries, not correctness.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+from tasks.partitions import PartitionStore
+from tasks.tempnames import sweep, temp_path
+
+# The keys a check does not read unless the raw files' metadata changed (then it reads the manifest).
+DETAIL = frozenset({"inputs", "input_hashes", "refused_inputs"})
+FORMAT = 1
+
+
+def summary(manifest: dict | None) -> dict | None:
+    """The manifest without its :data:`DETAIL` keys."""
+    if manifest is None:
+        return None
+    return {k: v for k, v in manifest.items() if k not in DETAIL}
+
+
+class SummaryFiles:
+    """The summary files of one process: loaded once per dataset, written back when they learned something."""
+
+    def __init__(self) -> None:
+        self._files: dict[Path, dict[str, list]] = {}  # summary file -> {partition folder: [stamp, summary]}
+        self._roots: dict[Path, Path] = {}  # summary file -> its data root
+        self._dirty: set[Path] = set()
+
+    def _path(self, store: PartitionStore) -> Path:
+        name = f"{store.dataset}/{store.sub}.json" if store.sub else f"{store.dataset}.json"
+        path = store.data_root / "_state" / "summaries" / name
+        self._roots[path] = store.data_root
+        return path
+
+    def _entries(self, path: Path) -> dict[str, list]:
+        entries = self._files.get(path)
+        if entries is None:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+                entries = doc["partitions"] if doc.get("format") == FORMAT else {}
+                if not isinstance(entries, dict):
+                    entries = {}
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                entries = {}  # none yet, or unreadable: the manifests are parsed again
+            self._files[path] = entries
+        return entries
+
+    def get(self, store: PartitionStore, key: dt.date | None, stamp: tuple) -> dict | None:
+        """The summary of partition ``key`` if it was taken from the manifest file with ``stamp``."""
+        entry = self._entries(self._path(store)).get(str(key))
+        if isinstance(entry, list) and len(entry) == 2 and tuple(entry[0]) == stamp and isinstance(entry[1], dict):
+            return entry[1]
+        return None
+
+    def put(self, store: PartitionStore, key: dt.date | None, stamp: tuple, content: dict) -> None:
+        path = self._path(store)
+        self._entries(path)[str(key)] = [list(stamp), content]
+        self._dirty.add(path)
+
+    def flush(self) -> None:
+        """Write the summary files that learned something, each whole (temporary name, then rename). A data
+        root that is gone or read-only keeps none: the next process parses the manifests again."""
+        dirty, self._dirty = self._dirty, set()
+        for path in sorted(dirty):
+            if not self._roots[path].is_dir():  # the data root is gone (a test's temporary folder)
+                continue
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                sweep(path.parent)  # what a writer killed half-way left
+                tmp = temp_path(path)
+                try:
+                    with open(tmp, "x", encoding="utf-8") as fh:
+                        json.dump({"format": FORMAT, "partitions": self._files[path]}, fh, separators=(",", ":"))
+                    os.replace(tmp, path)
+                except BaseException:
+                    tmp.unlink(missing_ok=True)
+                    raise
+            except OSError:
+                continue
