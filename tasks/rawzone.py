@@ -122,7 +122,7 @@ class RawZone:
             return None
         finally:
             os.close(top)
-        root = os.geteuid() == 0  # root reads any file: no access check needed
+        uid = os.geteuid()  # root reads any file, an owner with the read bit its own: no access check needed
         try:  # stat relative to the open folder: one path component to resolve per file
             entries, refused = [], []
             for name in os.listdir(fd):
@@ -131,7 +131,11 @@ class RawZone:
                     refused.append(Refused(name, SYMLINK))
                 elif not stat.S_ISREG(st.st_mode):
                     refused.append(Refused(name, NOT_REGULAR))
-                elif not (root or os.access(name, os.R_OK, dir_fd=fd, follow_symlinks=False)):
+                elif not (
+                    uid == 0
+                    or (st.st_uid == uid and st.st_mode & stat.S_IRUSR)
+                    or os.access(name, os.R_OK, dir_fd=fd, follow_symlinks=False)
+                ):
                     refused.append(Refused(name, UNREADABLE))
                 else:
                     entries.append((name, st.st_size, st.st_mtime_ns))

@@ -18,6 +18,7 @@ import luigi.configuration
 import luigi.retcodes
 import pytest
 
+from tasks.freshness import engine as freshness
 from tasks.settings import write_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,11 +79,14 @@ class Lab:
 
     # -- running Luigi ------------------------------------------------------------------------------
     def luigi(self, *args: str) -> int:
-        """Run ``luigi --module tasks <args> --local-scheduler`` in this process; return its exit code."""
+        """Run ``luigi --module tasks <args> --local-scheduler`` in this process; return its exit code.
+        The engine keeps what it learned as the ``luigi`` command does when it exits (its summaries)."""
         try:
             luigi.retcodes.run_with_retcodes(["--module", "tasks", *args, "--local-scheduler", "--no-lock"])
         except SystemExit as exc:
             return int(exc.code or 0)
+        finally:
+            freshness.shared().flush()
         return 0
 
     def range(self, start: dt.date, stop: dt.date, *extra: str, of: str = "StgQsrPos") -> int:

@@ -116,6 +116,7 @@ class FolderInputs:
     read: Entries
     refused: list[tuple[str, str]]  # (name, reason): never read
     digest: str  # over the read entries' names, sizes and mtimes
+    newest: int = 0  # the newest mtime_ns of the read entries
 
 
 @dataclass(frozen=True)
@@ -263,20 +264,21 @@ class Engine:
         return self.manifests[part]
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """The manifest, parsed again only when its file's (inode, size, mtime) changed. The stamp is
-        taken from the open file, so it is the stamp of the content read."""
+        """The manifest, parsed again only when its file's (inode, size, mtime) changed."""
         path = store.path(key) / MANIFEST
-        try:
-            fh = open(path, "rb")
-        except (FileNotFoundError, NotADirectoryError):
-            return None, None
-        with fh:
-            st = os.fstat(fh.fileno())
-            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-            known = self._parsed.get(path)
-            if known is None or known[0] != stamp:
-                known = self._parsed[path] = (stamp, partitions.parse_manifest(fh.read()))
-        return known
+        stamp, content = _read_manifest(path, self._parsed.get(path))
+        if content is not None:
+            self._parsed[path] = (stamp, content)
+        return stamp, content
+
+    def learn(self, store: PartitionStore, key: dt.date | None) -> None:
+        """Remember the summary of a manifest this process just wrote, so that the next process finds it
+        in the summary file and a run after a build, with nothing to do, writes nothing."""
+        if os.getpid() != self._pid:
+            return  # a forked worker: its summaries would not be kept
+        stamp, content = _read_manifest(store.path(key) / MANIFEST, None)
+        if stamp is not None and content is not None and not content.get("_corrupt"):
+            self._summary_files.put(store, key, stamp, summary(content))
 
     def _summary(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
         """(stamp, what a check reads of the manifest) once per pass: the manifest without its list of
@@ -409,7 +411,7 @@ class Engine:
         listed = manifest.get("inputs_listed_ns")
         if listed is None:
             return False
-        newest = max((e[2] for f in window.folders for e in f.read), default=0)
+        newest = max((f.newest for f in window.folders), default=0)
         return newest + self.zone(node).mtime_resolution_ns > listed
 
     def upstream_versions(self, node: Node) -> dict[str, str | None]:
@@ -454,6 +456,21 @@ class Engine:
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
 
 
+def _read_manifest(path: Path, known: tuple | None) -> tuple[tuple | None, dict | None]:
+    """(stamp, content) of a manifest file, ``known`` when it has that stamp still; the stamp is taken
+    from the open file, so it is the stamp of the content read. (None, None) when there is none."""
+    try:
+        fh = open(path, "rb")
+    except (FileNotFoundError, NotADirectoryError):
+        return None, None
+    with fh:
+        st = os.fstat(fh.fileno())
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if known is not None and known[0] == stamp:
+            return known
+        return stamp, partitions.parse_manifest(fh.read())
+
+
 def _select(node: Node, relpath: str, entries: Entries, unread: list, accepts: dict) -> FolderInputs:
     """The entries ``node`` reads of one folder. ``accepts`` remembers ``node.accepts_input`` by (class,
     name): it decides by the name alone, and a store's files have the same names every day."""
@@ -469,7 +486,8 @@ def _select(node: Node, relpath: str, entries: Entries, unread: list, accepts: d
         else:
             refused.append((entry[0], f"name is not {node.input_names or 'one this dataset reads'}"))
     refused.sort()
-    return FolderInputs(relpath, read, refused, hashlib.sha256(repr(read).encode()).hexdigest())
+    digest = hashlib.sha256(repr(read).encode()).hexdigest()
+    return FolderInputs(relpath, read, refused, digest, max((e[2] for e in read), default=0))
 
 
 def diff_rules(old: dict, new: dict) -> str:
@@ -515,6 +533,7 @@ def shared() -> Engine:
 def written(store: PartitionStore, key: dt.date | None) -> None:
     """A partition was replaced (or a replacement failed half-way) in this process."""
     _shared.forget(store, key)
+    _shared.learn(store, key)
 
 
 partitions.WRITE_HOOKS.append(written)
