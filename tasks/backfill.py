@@ -264,7 +264,7 @@ def built_in_order(todo: list[PartitionedTask]) -> Iterator[tuple[PartitionedTas
                 memo.next_date()
                 error = None
                 try:
-                    task._run()
+                    task.run_partition()
                 except Exception as exc:  # one bad date must not lose the others: record it, go on
                     progress.logger.exception("%s failed; the rest of the range goes on", task.task_id)
                     task.on_failure(exc)

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import luigi
-from luigi.task_register import Register
-from luigi.worker import KeepAliveThread
 
 import tasks
 from tasks import partitions, progress, runlog, settings
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, FolderInputs, State, Window, diff_inputs, fingerprint, input_line
+from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
 from tasks.partitions import PartitionStore
 from tasks.rawzone import RawFile, RawZone
 
@@ -39,16 +37,6 @@ CheckCache = Engine
 PartitionState = State
 
 logger = logging.getLogger("luigi-interface")
-
-
-def luigi_run() -> threading.Thread | None:
-    """The Luigi run this process is in, if any: its worker's keep-alive thread, which Luigi starts
-    when a run (``luigi.build``, the ``luigi`` command) begins scheduling and stops when its last task
-    is done. tests/test_engine_luigi.py checks this against Luigi."""
-    for thread in threading.enumerate():
-        if isinstance(thread, KeepAliveThread):
-            return thread
-    return None
 
 
 def luigi_engine() -> Engine:
@@ -151,55 +139,13 @@ class Built:
     extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
 
 
-class _Instances(Register):
-    """Luigi's task metaclass, with a faster path to the instance it already caches.
-
-    A status view or a range check instantiates each partition task many times (a look-back's seven
-    upstream days, a pickup's whole history); Luigi resolves every parameter against the config on
-    each call (about 40 us) only to return its cached instance. Partition tasks take explicit
-    parameters only (date, hotel, ...), so the same keyword arguments give the same task: this maps
-    them straight to it. Positional arguments and unhashable values take Luigi's path."""
-
-    _cache: ClassVar[dict] = {}
-
-    def __call__(cls, *args, **kwargs):
-        if args:
-            return super().__call__(*args, **kwargs)
-        try:
-            key = (cls, *sorted(kwargs.items()))
-            return _Instances._cache[key]
-        except KeyError:
-            task = _Instances._cache[key] = super().__call__(**kwargs)
-            return task
-        except TypeError:  # an unhashable or unorderable value
-            return super().__call__(**kwargs)
-
-
-class MaterializedTask(luigi.Task, metaclass=_Instances):
+class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     """A task whose output is one folder of Parquet + manifest, complete only while fresh (see module doc).
 
     Subclasses: :class:`PartitionedTask` (one folder per business date) and :class:`SnapshotTask`
     (one unpartitioned folder)."""
 
     dataset: ClassVar[str] = ""
-
-    @classmethod
-    def get_params(cls) -> list:
-        """Luigi's list of (name, Parameter), which it rebuilds with ``dir(cls)`` for every instance;
-        a class's parameters are fixed once it is defined, so each class keeps its list."""
-        if "_params" not in cls.__dict__:
-            cls._params = super().get_params()
-        return cls._params
-
-    @classmethod
-    def get_param_values(cls, params, args, kwargs) -> list:
-        """Luigi's, without its config lookups when every parameter is given by keyword (the way
-        Daybreak builds partition tasks): given values win over config defaults anyway. The config
-        is still read, through Luigi's own path, for anything else."""
-        if not args and len(kwargs) == len(params) and all(name in kwargs for name, _ in params):
-            values = [(name, param.normalize(kwargs[name])) for name, param in params]
-            return [(name, tuple(v) if isinstance(v, list | set) else v) for name, v in values]
-        return super().get_param_values(params, args, kwargs)
 
     @property
     def key(self) -> dt.date | None:
@@ -341,12 +287,14 @@ class MaterializedTask(luigi.Task, metaclass=_Instances):
     # -- the run template --------------------------------------------------------------------------
     def run(self) -> None:
         try:
-            self._run()
+            self.run_partition()
         finally:
             # hand back this task's raw-zone session (SFTP) before Luigi frees its resource slot
             self.zone().close()
 
-    def _run(self) -> None:
+    def run_partition(self) -> None:
+        """The run template for this partition (``run()`` without handing back the raw-zone session:
+        a single-run range builds many partitions over one connection)."""
         # a second run building this partition waits (at most [daybreak] lock_wait_s), then finds it done
         with self.store().locked(self.key, settings.daybreak().lock_wait_s):
             self._build_and_write()

@@ -10,49 +10,18 @@ from __future__ import annotations
 
 import configparser
 import datetime as dt
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
 import luigi
-from luigi.task_register import Register
+
+from tasks.luigi_shortcuts import SnapshotSections, snapshot  # noqa: F401 - settings.snapshot() is the public name
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = PROJECT_ROOT / "config"
 
 
-_snapshot: dict | None = None
-
-
-@contextmanager
-def snapshot() -> Iterator[None]:
-    """Read each section once for the duration of the block (a status view or range check asks for
-    ``data_root`` thousands of times; each read resolves every parameter of the section against
-    the config). Settings changed inside the block are not seen until it ends. Reentrant."""
-    global _snapshot
-    if _snapshot is not None:
-        yield
-        return
-    _snapshot = {}
-    try:
-        yield
-    finally:
-        _snapshot = None
-
-
-class _Section(Register):
-    """Luigi's metaclass for the sections below; inside :func:`snapshot`, one instance per section."""
-
-    def __call__(cls, *args, **kwargs):
-        if _snapshot is None or args or kwargs:
-            return super().__call__(*args, **kwargs)
-        if cls not in _snapshot:
-            _snapshot[cls] = super().__call__()
-        return _snapshot[cls]
-
-
-class daybreak(luigi.Config, metaclass=_Section):  # noqa: N801 - the class name is the luigi.cfg section name
+class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the class name is the luigi.cfg section name
     raw_root = luigi.Parameter(default="data/raw", description="Raw zone: a local folder or sftp://user@host:port/path")
     data_root = luigi.Parameter(default="data", description="Folder that holds staging/, marts/, quarantine/")
     start_date = luigi.DateParameter(
@@ -64,7 +33,7 @@ class daybreak(luigi.Config, metaclass=_Section):  # noqa: N801 - the class name
     )
 
 
-class qsr(luigi.Config, metaclass=_Section):  # noqa: N801
+class qsr(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     suspicious_qty_threshold = luigi.IntParameter(
         default=20, description="A POS line with qty above this (exclusive) is flagged is_suspicious"
     )
@@ -78,7 +47,7 @@ class qsr(luigi.Config, metaclass=_Section):  # noqa: N801
     )
 
 
-class ads(luigi.Config, metaclass=_Section):  # noqa: N801
+class ads(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     restatement_days = luigi.IntParameter(
         default=7,
         description="An ad export of day E restates dates E-N .. E-1; date d is final once export d+N arrived",
@@ -88,7 +57,7 @@ class ads(luigi.Config, metaclass=_Section):  # noqa: N801
     )
 
 
-class hotels(luigi.Config, metaclass=_Section):  # noqa: N801
+class hotels(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     max_reject_share = luigi.FloatParameter(
         default=0.05, description="A hotel staging partition fails when more of its rows are rejected"
     )
@@ -103,7 +72,7 @@ class hotels(luigi.Config, metaclass=_Section):  # noqa: N801
     )
 
 
-class sftp(luigi.Config, metaclass=_Section):  # noqa: N801
+class sftp(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     key_filename = luigi.Parameter(default="", description="Private key for SFTP (never stored in the repo)")
     known_hosts = luigi.Parameter(
         default="~/.ssh/known_hosts", description="Host keys to trust; an unknown or changed key is refused"

@@ -131,10 +131,7 @@ def lab(tmp_path, monkeypatch):
     so a later test's range with the same parameters would reuse an earlier test's missing dates)."""
     from luigi.task_register import Register
 
-    from tasks.base import _Instances
-
-    Register.clear_instance_cache()
-    _Instances._cache.clear()
+    Register.clear_instance_cache()  # Daybreak's shortcut to the instances follows Luigi's cache
     monkeypatch.chdir(tmp_path)
     lab = Lab(tmp_path)
     cfg = luigi.configuration.get_config()

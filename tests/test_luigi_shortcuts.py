@@ -1,0 +1,91 @@
+"""Each shortcut of tasks/luigi_shortcuts.py gives Luigi's own answer (a Luigi upgrade that changes
+what they rely on fails here). Luigi's own path is called directly: ``Register.__call__`` and
+``luigi.Task``'s ``get_params``/``get_param_values``, on every task family of the catalogue."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import luigi
+import pytest
+from luigi.task_register import Register
+
+import tasks
+from tasks import catalogue, settings
+from tasks.luigi_shortcuts import CachedInstances, SnapshotSections, snapshot
+
+DATE = dt.date(2026, 9, 15)
+
+
+def _kwargs(cls) -> dict:
+    """A valid value for every parameter of a partition task."""
+    values = {"date": DATE, "hotel": "H1", "store_id": "S001"}
+    return {name: values[name] for name, _ in luigi.Task.get_params.__func__(cls)}
+
+
+def _families() -> list[type]:
+    tasks.register()
+    found = []
+    for spec in catalogue.DATASETS:
+        cls = Register.get_task_cls(spec.family)
+        if isinstance(cls, CachedInstances):
+            found.append(cls)
+    return found
+
+
+@pytest.fixture
+def fresh_luigi(lab):
+    """The lab clears Luigi's instance cache, as a new process would have it."""
+    return lab
+
+
+@pytest.mark.parametrize("family", [spec.family for spec in catalogue.DATASETS])
+def test_params_and_values_are_luigis_own(fresh_luigi, family):
+    tasks.register()
+    cls = Register.get_task_cls(family)
+    kwargs = _kwargs(cls)
+    ours = cls.get_params()
+    assert [name for name, _ in ours] == [name for name, _ in luigi.Task.get_params.__func__(cls)]
+    assert cls.get_param_values(ours, [], kwargs) == luigi.Task.get_param_values.__func__(cls, ours, [], kwargs)
+
+
+@pytest.mark.parametrize("family", [spec.family for spec in catalogue.DATASETS])
+def test_an_instance_is_the_one_luigi_makes_and_caches(fresh_luigi, family):
+    tasks.register()
+    cls = Register.get_task_cls(family)
+    kwargs = _kwargs(cls)
+    ours = cls(**kwargs)
+    theirs = Register.__call__(cls, **kwargs)  # Luigi's path: its cache, filled by the first call
+    assert ours is theirs
+    assert ours.task_id == theirs.task_id and ours.param_kwargs == theirs.param_kwargs
+    assert cls(**kwargs) is ours
+
+
+def test_clearing_luigis_cache_clears_the_shortcut(fresh_luigi):
+    cls = _families()[0]
+    kwargs = _kwargs(cls)
+    before = cls(**kwargs)
+    Register.clear_instance_cache()
+    after = cls(**kwargs)
+    assert after is not before and after.task_id == before.task_id
+    assert Register.__call__(cls, **kwargs) is after
+
+
+def test_a_disabled_luigi_cache_makes_new_instances(fresh_luigi, monkeypatch):
+    cls = _families()[0]
+    kwargs = _kwargs(cls)
+    monkeypatch.setattr(Register, "_Register__instance_cache", None)  # what Register.disable_instance_cache does
+    assert cls(**kwargs) is not cls(**kwargs)
+
+
+def test_a_section_in_a_snapshot_is_read_once_with_luigis_values(fresh_luigi):
+    cfg = luigi.configuration.get_config()
+    assert isinstance(settings.qsr, SnapshotSections)
+    with snapshot():
+        first = settings.qsr()
+        assert settings.qsr() is first
+        theirs = Register.__call__(settings.qsr)
+        assert first.param_kwargs == theirs.param_kwargs
+        cfg.set("qsr", "suspicious_qty_threshold", "17")
+        assert settings.qsr().suspicious_qty_threshold == first.suspicious_qty_threshold  # a snapshot
+    assert settings.qsr().suspicious_qty_threshold == 17  # seen once the block ends
