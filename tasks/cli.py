@@ -13,7 +13,7 @@ import luigi.configuration
 from tasks import catalogue, settings
 from tasks.guard import UsageError
 
-DATASET_NAMES = catalogue.names("date")  # what `daybreak plan` plans: one partition per date
+DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
 STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
 
 

@@ -1,5 +1,11 @@
 """Backfill plans: what a range run would rebuild and why, what it would make stale downstream, and
-how long it should take. A dry run: it reads manifests and listings, runs and writes nothing."""
+how long it should take. A dry run: it reads manifests and listings, runs and writes nothing.
+
+Every dataset of the catalogue has a plan. A dated dataset's plan covers the dates of the range; a
+date x hotel dataset (hotel_pickup) each hotel of each date; a per-hotel or per-store dataset every
+hotel of config/hotels.csv or every registered store, and an unpartitioned one its single partition,
+whatever the range (their partitions hold every date).
+"""
 
 from __future__ import annotations
 
@@ -7,20 +13,22 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
-from tasks import scheduler, settings
+from tasks import catalogue, scheduler, settings
 from tasks.base import CheckCache, MaterializedTask
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
-from tasks.status import DATASETS, day_status, shorten
+from tasks.status import DATASETS, MULTI, SNAPSHOTS, STATIC, day_status, shorten
 
 
 @dataclass
 class Plan:
     dataset: str
-    runs: list[tuple[dt.date, str, str]]  # (date, state, reason) of each partition the run would build
-    blocked: list[tuple[dt.date, str]]  # waiting for raw data: the run would exit 20 for these
+    # (partition, state, reason) of each partition the run would build; the partition is its date for a
+    # dated dataset, else a label: "2026-09-15 H1" (date x hotel), "H1" or "S001" (per key), "(all)"
+    runs: list[tuple[dt.date | str, str, str]]
+    blocked: list[tuple[dt.date | str, str]]  # waiting for raw data: the run would exit 20 for these
     same_content: list[dt.date]  # up to date although raw files' metadata changed: not rebuilt
     downstream: dict[str, list[str]]  # dataset -> partitions that would become stale
     seconds_each: float | None  # mean recorded build time of the dataset's partitions
@@ -31,12 +39,20 @@ class Plan:
     left_out_why: str = ""
 
     @property
+    def kind(self) -> str:
+        """The dataset's partition kind (catalogue): date, date x hotel, hotel, store or none."""
+        return catalogue.BY_NAME[self.dataset].partition
+
+    @property
     def mode(self) -> tuple[str, str]:
         """(Luigi family, why): one run for the range over SFTP or with one worker, else one task per date.
+        A dataset that is not one partition per date has its own command (:data:`KEYED_RUNS`).
 
         benchmarks/single_run.py (60 dates): over SFTP one run for the range takes 0.52x the time of
         one task per date (2 connections instead of 61, each folder read once instead of twice), two
         workers 0.63x; on local disk two workers take 0.76x, one run 0.88x (docs/backfills.md)."""
+        if self.kind != "date":
+            return KEYED_RUNS[self.kind]
         if settings.raw_root().startswith("sftp://"):
             return "RangeSingleRun", "the raw zone is SFTP: one connection, each raw folder read once"
         if self.workers == 1:
@@ -46,9 +62,15 @@ class Plan:
     @property
     def command(self) -> str:
         family, _ = self.mode
-        workers = f" --workers {self.workers}" if family == "RangeDaily" and self.workers > 1 else ""
-        of = DATASETS[self.dataset].__name__
         local = "" if scheduler.central_scheduler() else " --local-scheduler"  # a command that works as pasted
+        workers = f" --workers {self.workers}" if family != "RangeSingleRun" and self.workers > 1 else ""
+        if self.kind == "date x hotel":
+            return f"luigi --module tasks {family} --start {self.start} --stop {self.stop}{workers}{local}"
+        if self.kind == "hotel":  # one task per hotel that would run
+            return " && ".join(f"luigi --module tasks {family} --hotel {h}{local}" for h, _, _ in self.runs)
+        if self.kind != "date":
+            return f"luigi --module tasks {family}{workers}{local}"
+        of = DATASETS[self.dataset].__name__
         return f"luigi --module tasks {family} --of {of} --start {self.start} --stop {self.stop}{workers}{local}"
 
     @property
@@ -58,11 +80,58 @@ class Plan:
         return math.ceil(len(self.runs) / self.workers) * self.seconds_each
 
 
+# (Luigi family, why) of the run that builds a dataset that is not one partition per date
+KEYED_RUNS = {
+    "date x hotel": ("AllHotelsPickup", "every hotel of config/hotels.csv over the range, one task per date and hotel"),
+    "hotel": ("HotelOtbExport", "one task per hotel"),
+    "store": ("AllStores", "the store sensor, then one task per registered store"),
+    "none": ("OtbByStayDate", "one partition for every date"),
+}
+
+
 def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, horizon_days: int = 7) -> Plan:
-    """The plan of ``RangeDaily --of <dataset> --start start --stop stop`` (stop exclusive)."""
+    """The plan of ``RangeDaily --of <dataset> --start start --stop stop`` (stop exclusive), or of the
+    run that builds a dataset that is not one partition per date (:data:`KEYED_RUNS`)."""
     check_range(start, stop, "plan")
     with settings.snapshot():
+        if catalogue.BY_NAME[dataset].partition != "date":
+            return _make_keyed_plan(dataset, start, stop, workers, horizon_days)
         return _make_plan(dataset, start, stop, workers, horizon_days)
+
+
+def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date) -> list[tuple[str, MaterializedTask]]:
+    """(label, task) of every partition a keyed or unpartitioned dataset's run would consider."""
+    from tasks.reference import hotels
+    from tasks.stores import read_registry
+
+    if dataset in MULTI:
+        cls, key = MULTI[dataset]
+        return [(f"{d} {h}", cls(date=d, **{key: h})) for d in date_range(start, stop) for h in hotels()]
+    if dataset in STATIC:
+        cls, key = STATIC[dataset]
+        keys = sorted(hotels() if key == "hotel" else read_registry())
+        return [(k, cls(**{key: k})) for k in keys]
+    return [("(all)", SNAPSHOTS[dataset]())]
+
+
+def _make_keyed_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
+    cache = freshness.new_pass()
+    runs, blocked, same, durations = [], [], [], []
+    for label, task in _keyed_partitions(dataset, start, stop):
+        row = day_status(task, cache, dataset)
+        if row.state in ("stale", "missing", "failed"):
+            runs.append((label, row.state, row.reason))
+        elif row.reason == SAME_CONTENT:
+            same.append(label)
+        elif row.state == "waiting":
+            blocked.append((label, row.reason))
+        manifest = cache.manifest(task.store(), task.key)
+        if manifest and manifest.get("duration_s") is not None:
+            durations.append(float(manifest["duration_s"]))
+    rebuilt = {task.task_id for label, task in _keyed_partitions(dataset, start, stop) if label in {r[0] for r in runs}}
+    downstream = _downstream(rebuilt, start, stop + dt.timedelta(days=horizon_days), None)
+    seconds = sum(durations) / len(durations) if durations else None
+    return Plan(dataset, runs, blocked, same, downstream, seconds, workers, start, stop)
 
 
 def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
@@ -91,20 +160,22 @@ def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizo
     return Plan(dataset, runs, blocked, same, downstream, seconds, workers, start, stop, later, why)
 
 
-def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type) -> dict[str, list[str]]:
-    """Built partitions (of every known dataset, and the snapshots) that read one of ``rebuilt``:
+def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type | None) -> dict[str, list[str]]:
+    """Built partitions (of every dataset of the catalogue but ``of``) that read one of ``rebuilt``:
     the ones the backfill would make stale."""
-    from tasks.hotels import OtbByStayDate
-
+    if not rebuilt:
+        return {}
     out: dict[str, list[str]] = {}
-    candidates: list[tuple[str, MaterializedTask]] = [
-        (name, cls(date=d)) for name, cls in DATASETS.items() if cls is not of for d in date_range(start, stop)
+    candidates: list[tuple[str, str, MaterializedTask]] = [
+        (name, str(d), cls(date=d)) for name, cls in DATASETS.items() if cls is not of for d in date_range(start, stop)
     ]
-    candidates.append(("otb_by_stay_date", OtbByStayDate()))
+    for name in [*MULTI, *STATIC, *SNAPSHOTS]:
+        candidates += [(name, label, task) for label, task in _keyed_partitions(name, start, stop)]
     cache = freshness.new_pass()
-    for name, task in candidates:
-        if any(up.task_id in rebuilt for up in task.upstream()) and _is_built(task, cache):
-            out.setdefault(name, []).append(str(task.key) if task.key else "(all)")
+    for name, label, task in candidates:
+        if task.task_id not in rebuilt and any(up.task_id in rebuilt for up in task.upstream()):
+            if _is_built(task, cache):
+                out.setdefault(name, []).append(label)
     return out
 
 

@@ -180,7 +180,7 @@ def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_l
     from tasks import status
     from tasks.cli import DATASET_NAMES, main
 
-    assert DATASET_NAMES == list(status.DATASETS)
+    assert set(status.DATASETS) <= set(DATASET_NAMES)
     stop = dt.date(2026, 10, 5)
     ads_lab.ads_export(dt.date(2026, 10, 5), FIRST)
     assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0

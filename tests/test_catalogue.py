@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks import catalogue
+from tests.conftest import qsr_rows
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "datasets.md"
 DAY = dt.date(2026, 9, 10)
@@ -48,7 +49,7 @@ def test_every_dataset_has_a_status_line_and_the_cli_offers_each():
     from tasks import cli, status
 
     assert cli.STATUS_NAMES == catalogue.names()
-    assert cli.DATASET_NAMES == catalogue.names("date")  # daybreak plan: one partition per date
+    assert cli.DATASET_NAMES == catalogue.names()  # daybreak plan: every dataset
     assert [*status.DATASETS, *status.MULTI, *status.SNAPSHOTS, *status.STATIC] == catalogue.names(
         "date", "date x hotel", "none", "hotel", "store"
     )
@@ -70,3 +71,42 @@ def test_store_daily_sales_and_the_hotel_exports_have_status_lines(lab):
     (after,) = status.collect(start, start + dt.timedelta(days=2), ["store_daily_sales"])
     assert (after.state, after.reason) == ("ok", "") and after.rows == 4  # 2 stores x 2 business dates
     assert "store_daily_sales  (unpartitioned)  ok" in status.render_text([after])
+
+
+def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab, capsys):
+    """plan for a store dataset lists each registered store that would run and the command that runs
+    them; after that command, the plan has nothing to do. A staging date it would rebuild names the
+    stores' output among what it makes stale."""
+    from tasks.cli import main
+
+    start, stop = dt.date(2026, 9, 1), dt.date(2026, 9, 3)
+    lab.qsr_days(start, 2)
+    assert lab.range(start, stop) == 0
+    assert lab.luigi("AllStores") == 0
+    capsys.readouterr()
+    assert main(["plan", "store_daily_sales", "--start", str(start), "--stop", str(stop)]) == 0
+    assert "store_daily_sales: 0 partitions would run" in capsys.readouterr().out
+    rows = qsr_rows("S001", stop)
+    lab.qsr_file(str(stop), "S001", [rows[0], *rows[2:]])  # re-sent without a line of business date 09-02
+    assert main(["plan", "stg_qsr_pos", "--start", str(start), "--stop", str(stop)]) == 1
+    out = capsys.readouterr().out
+    assert "run   2026-09-02  stale: input changed" in out
+    assert "then stale downstream: store_daily_sales S001, S002" in out
+    assert lab.range(start, stop) == 0
+    capsys.readouterr()
+    assert main(["plan", "store_daily_sales", "--start", str(start), "--stop", str(stop)]) == 1
+    out = capsys.readouterr().out
+    assert "store_daily_sales: 1 partitions would run" in out  # S002's slice of 09-02 is what it was
+    assert "run   S001  stale: upstream StgQsrPos_2026_09_02" in out
+    assert "run:  luigi --module tasks AllStores --local-scheduler" in out
+    assert lab.luigi("AllStores") == 0
+    assert main(["plan", "store_daily_sales", "--start", str(start), "--stop", str(stop)]) == 0
+    capsys.readouterr()
+    assert main(["plan", "otb_by_stay_date", "--start", str(start), "--stop", str(stop)]) == 1
+    out = capsys.readouterr().out
+    assert "otb_by_stay_date: 1 partitions would run" in out and "run   (all)  missing" in out
+    assert "run:  luigi --module tasks OtbByStayDate --local-scheduler" in out
+    assert main(["plan", "hotel_pickup", "--start", str(start), "--stop", str(stop)]) == 1
+    out = capsys.readouterr().out
+    assert "hotel_pickup: 0 partitions would run, 10 wait for raw data" in out  # 2 dates x 5 hotels
+    assert "wait  2026-09-01 H1  upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data" in out
