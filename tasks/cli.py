@@ -128,7 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_scheduler)
 
     p = sub.add_parser("demo", help="measure backfills after each kind of change; writes WORKDIR/backfills.md")
-    p.add_argument("--workdir", default="data/demo", help="scratch folder (deleted and rebuilt), holds the table")
+    p.add_argument(
+        "--workdir",
+        default="data/demo",
+        help="scratch folder, deleted and rebuilt (a new, empty or earlier demo folder only); holds the table",
+    )
     p.add_argument("--update-docs", action="store_true", help="also write the table into README.md, docs/backfills.md")
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1))
     p.add_argument("--days", type=int, default=60)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks import sample, settings
+from tasks.guard import fail
 
 MARKERS = ("<!-- demo:start -->", "<!-- demo:end -->")
 
@@ -64,10 +65,27 @@ class DemoLab:
         return step
 
 
-def run_demo(workdir: Path, start: dt.date, days: int, stores: int, workers: int, seed: int = 1) -> list[Step]:
+MARKER = ".daybreak-demo"  # in a workdir the demo made: only such a folder (or an empty one) is deleted
+
+
+def prepare_workdir(workdir: Path) -> None:
+    """Delete and remake ``workdir`` when the demo made it (its marker file) or it is empty; exit 2,
+    deleting nothing, for any other folder (``--workdir .`` must not delete the user's files)."""
     if workdir.exists():
+        if not workdir.is_dir():
+            fail(f"demo: --workdir {workdir} is a file, not a folder")
+        if any(workdir.iterdir()) and not (workdir / MARKER).is_file():
+            fail(
+                f"demo: --workdir {workdir} holds files the demo did not make, and the demo deletes its "
+                "workdir: choose a new or empty folder"
+            )
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
+    (workdir / MARKER).write_text("made by daybreak demo: deleted and remade by the next demo\n")
+
+
+def run_demo(workdir: Path, start: dt.date, days: int, stores: int, workers: int, seed: int = 1) -> list[Step]:
+    prepare_workdir(workdir)
     lab = DemoLab(workdir, start, days, workers)
     t0 = time.perf_counter()
     summary = sample.generate(lab.raw, start, days, stores=stores, seed=seed)

@@ -42,3 +42,22 @@ def test_update_docs_writes_the_table_between_the_markers(tmp_path, monkeypatch)
     assert written == [tmp_path / "out" / "backfills.md", tmp_path / "docs" / "backfills.md", tmp_path / "README.md"]
     for doc in written[1:]:
         assert f"<!-- demo:start -->\n{table}<!-- demo:end -->" in doc.read_text()
+
+
+def test_demo_never_deletes_a_folder_it_did_not_make(tmp_path):
+    """``daybreak demo --workdir .`` from a project folder exits 2 and deletes nothing; a folder an
+    earlier demo made (its marker) is deleted and remade."""
+    mine = tmp_path / "project"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "notes" / "keep.txt").write_text("mine")
+    daybreak = Path(sys.executable).parent / "daybreak"
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    proc = subprocess.run([str(daybreak), "demo", "--workdir", "."], cwd=mine, env=env, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "holds files the demo did not make" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert (mine / "notes" / "keep.txt").read_text() == "mine"
+    earlier = tmp_path / "earlier"
+    demo.prepare_workdir(earlier)
+    (earlier / "data").mkdir()
+    demo.prepare_workdir(earlier)  # an earlier demo's folder: remade
+    assert sorted(p.name for p in earlier.iterdir()) == [demo.MARKER]
