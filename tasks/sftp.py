@@ -84,18 +84,40 @@ class SftpRawZone(RawZone):
 
     def scan_folder_all(self, source: str, date: dt.date) -> tuple[list[tuple[str, int, int]], list[Refused]] | None:
         """(name, size, mtime_ns) of each regular file (SFTP gives whole-second mtimes), and the other
-        entries with the reason they are not read. The listing does not say whether a file is readable:
-        an unreadable one fails the partition when it is opened (:class:`RawFileUnreadable`)."""
-        attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{self.folder_relpath(source, date)}"))
+        entries with the reason they are not read, as :meth:`RawZone.scan_folder_all`: None when the
+        folder does not exist or is a symbolic link (the source folder too: never followed out of the
+        raw zone). A file is unreadable when its mode gives no one the read bit (unless the session
+        is root's, as a local root reads any file); a file the mode bits cannot tell (another owner's
+        0600) fails the partition when it is opened (:class:`RawFileUnreadable`)."""
+        folder = f"{self.base}/{self.folder_relpath(source, date)}"
+
+        def scan(sftp: paramiko.SFTPClient):
+            for path in (f"{self.base}/{source}", folder):  # lstat: a symbolic link shows as one
+                try:
+                    mode = sftp.lstat(path).st_mode or 0
+                except FileNotFoundError:
+                    return None
+                if stat.S_ISLNK(mode):
+                    logger.warning(
+                        "%s is a symbolic link: never followed out of the raw zone; its files are not read", path
+                    )
+                    return None
+                if not stat.S_ISDIR(mode):
+                    return None
+            return _listdir_attr(sftp, folder)
+
+        attrs = self._call(scan)
         if attrs is None:
             return None
         entries, refused = [], []
         for a in attrs:  # OpenSSH lists a folder with lstat: a symbolic link shows as one
             mode = a.st_mode or 0
-            if stat.S_ISREG(mode):
-                entries.append((a.filename, a.st_size, int(a.st_mtime) * 10**9))
-            else:
+            if not stat.S_ISREG(mode):
                 refused.append(Refused(a.filename, SYMLINK if stat.S_ISLNK(mode) else NOT_REGULAR))
+            elif self.user != "root" and not mode & 0o444:
+                refused.append(Refused(a.filename, UNREADABLE))
+            else:
+                entries.append((a.filename, a.st_size, int(a.st_mtime) * 10**9))
         return sorted(entries), sorted(refused)
 
     def newest_folder_date(self, source: str) -> dt.date | None:

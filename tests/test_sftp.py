@@ -317,3 +317,33 @@ def test_sftp_lists_the_same_folders_and_mtimes_as_local_disk(over_sftp):
     local, remote = RawZone(lab.raw).list_folders("qsr_pos"), RawZone.from_uri(raw_root()).list_folders("qsr_pos")
     assert sorted(remote) == sorted(local) == ["2026-09-10", "2026-09-11", "2026-09-12"]
     assert {n: m // 10**9 for n, m in remote.items()} == {n: m // 10**9 for n, m in local.items()}
+
+
+def test_sftp_never_follows_a_symbolic_link_to_a_folder_as_local_disk_does_not(over_sftp, tmp_path):
+    """A date folder that is a symbolic link (to files outside the raw zone) is not read over SFTP
+    either: the partitions that read it wait for it, as they do locally, and nothing outside is read."""
+    from tasks.rawzone import RawZone
+    from tasks.settings import raw_root
+    from tests.conftest import qsr_rows
+
+    lab = over_sftp
+    lab.qsr_days(START, 1)  # folders 09-10 and 09-11
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "S001.csv").write_text("order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status\n")
+    day = START + dt.timedelta(days=2)
+    (lab.raw / "qsr_pos" / str(day)).symlink_to(outside, target_is_directory=True)
+    local, remote = RawZone(lab.raw), RawZone.from_uri(raw_root())
+    assert local.scan_folder_all("qsr_pos", day) is None
+    assert remote.scan_folder_all("qsr_pos", day) is None  # before: the link's target was listed
+    assert seconds(remote.scan_folder_all("qsr_pos", START)) == seconds(local.scan_folder_all("qsr_pos", START))
+    assert not remote.folder_exists("qsr_pos", day)
+    (lab.raw / "qsr_pos" / str(day)).unlink()
+    lab.qsr_file(str(day), "S001", qsr_rows("S001", day))
+    assert seconds(remote.scan_folder_all("qsr_pos", day)) == seconds(local.scan_folder_all("qsr_pos", day))
+
+
+def seconds(scanned):
+    """A folder's scan with mtimes in whole seconds (SFTP's resolution)."""
+    entries, refused = scanned
+    return [(name, size, mtime // 10**9) for name, size, mtime in entries], refused
