@@ -35,7 +35,8 @@ def register() -> None:
     import luigi.tools.range  # noqa: F401  (RangeDaily on the command line, even with autoload_range off)
 
     from tasks import guard
-    from tasks.settings import apply_luigi_defaults, check_config, options_in_full
+    from tasks.luigi_shortcuts import options_in_full
+    from tasks.settings import apply_luigi_defaults, check_config
 
     apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode]
     options_in_full()  # `--hotel` is not an abbreviation of the [hotels] settings' flags

@@ -18,6 +18,10 @@ changes what they rely on fails there, in one place:
 * :func:`luigi_run`: the Luigi run this process is in, recognised by its worker's keep-alive thread
   (``luigi.worker.KeepAliveThread``), which Luigi starts when a run begins scheduling and stops after its
   last task. Luigi has no public "run started" event.
+
+One more is not for speed: :func:`options_in_full` makes Luigi's command line take options only as
+spelled in full (``CmdlineParser._build_parser``), since a task's ``--hotel`` is a prefix of the
+``[hotels]`` settings' flags.
 """
 
 from __future__ import annotations
@@ -117,3 +121,24 @@ def luigi_run() -> threading.Thread | None:
         if isinstance(thread, KeepAliveThread):
             return thread
     return None
+
+
+def options_in_full() -> None:
+    """Make Luigi's command line take options only as spelled in full (argparse ``allow_abbrev=False``).
+
+    Luigi parses the command line once before it knows the root task, and argparse then takes an option
+    by any unambiguous prefix: a task's ``--hotel H1`` is a prefix of every ``--hotels-...`` setting flag,
+    so with more than one ``[hotels]`` setting that parse stopped with "ambiguous option" (exit 2)."""
+    from luigi.cmdline_parser import CmdlineParser
+
+    build = CmdlineParser._build_parser
+    if getattr(build, "options_in_full", False):
+        return
+
+    def build_parser(root_task=None, help_all=False):
+        parser = build(root_task, help_all)
+        parser.allow_abbrev = False
+        return parser
+
+    build_parser.options_in_full = True
+    CmdlineParser._build_parser = staticmethod(build_parser)

@@ -121,27 +121,6 @@ def apply_luigi_defaults(config=None) -> dict[str, dict[str, str]]:
     return applied
 
 
-def options_in_full() -> None:
-    """Make Luigi's command line take options only as spelled in full (argparse ``allow_abbrev=False``).
-
-    Luigi parses the command line once before it knows the root task, and argparse then takes an option
-    by any unambiguous prefix: a task's ``--hotel H1`` is a prefix of every ``--hotels-...`` setting flag,
-    so with more than one ``[hotels]`` setting that parse stopped with "ambiguous option" (exit 2)."""
-    from luigi.cmdline_parser import CmdlineParser
-
-    build = CmdlineParser._build_parser
-    if getattr(build, "options_in_full", False):
-        return
-
-    def build_parser(root_task=None, help_all=False):
-        parser = build(root_task, help_all)
-        parser.allow_abbrev = False
-        return parser
-
-    build_parser.options_in_full = True
-    CmdlineParser._build_parser = staticmethod(build_parser)
-
-
 def data_root() -> Path:
     return Path(daybreak().data_root)
 

@@ -89,3 +89,15 @@ def test_a_section_in_a_snapshot_is_read_once_with_luigis_values(fresh_luigi):
         cfg.set("qsr", "suspicious_qty_threshold", "17")
         assert settings.qsr().suspicious_qty_threshold == first.suspicious_qty_threshold  # a snapshot
     assert settings.qsr().suspicious_qty_threshold == 17  # seen once the block ends
+
+
+def test_luigis_command_line_takes_a_tasks_options_only_in_full(fresh_luigi):
+    """``--hotel`` is a prefix of every ``--hotels-...`` setting flag: with argparse's abbreviations on,
+    Luigi's own parser stopped with "ambiguous option". An abbreviation is refused, not guessed."""
+    from luigi.cmdline_parser import CmdlineParser
+
+    tasks.register()
+    with CmdlineParser.global_instance(["HotelOtbExport", "--hotel", "H2"]) as parser:
+        assert parser.get_task_obj().hotel == "H2"
+    with pytest.raises(SystemExit), CmdlineParser.global_instance(["HotelOtbExport", "--hot", "H2"]) as parser:
+        parser.get_task_obj()
