@@ -122,7 +122,7 @@ def _candidates(dataset: str, start: dt.date, stop: dt.date) -> list:
     from tasks.reference import hotels
     from tasks.stores import read_registry
 
-    days = date_range(start, stop + dt.timedelta(days=HORIZON_DAYS))
+    days = list(date_range(start, stop + dt.timedelta(days=HORIZON_DAYS)))
     out = [cls(date=d) for name, cls in status.DATASETS.items() if name != dataset for d in days]
     out += [cls(date=d, **{key: k}) for cls, key in status.MULTI.values() for k in hotels() for d in days]
     out += [cls() for cls in status.SNAPSHOTS.values()]
