@@ -275,7 +275,9 @@ def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
     if record.get("state") != "open":
         return [], [f"the preview is {record.get('state')}, not open"]
     if record.get("failed"):
-        return [], [f"{len(record['failed'])} partition(s) failed in the preview, e.g. {record['failed'][0]['task_id']}"]
+        return [], [
+            f"{len(record['failed'])} partition(s) failed in the preview, e.g. {record['failed'][0]['task_id']}"
+        ]
     todo, reasons = [], []
     for part in record["partitions"]:
         rel = part["folder"]
@@ -340,7 +342,9 @@ def _publish(folder: Path, t0: float) -> tuple[int, str]:
         production = _production(rel, data_root)
         date = _date(rel)
         with production.locked(date, wait):
-            if manifest_sha(production, date) != next(p["replaces"] for p in record["partitions"] if p["folder"] == rel):
+            if manifest_sha(production, date) != next(
+                p["replaces"] for p in record["partitions"] if p["folder"] == rel
+            ):
                 return 1, f"preview {pid}: {rel} changed in production while publishing; published before it: kept"
             production.adopt(date, plain_store(folder, production.dataset, production.sub))
             production.clear_failure(date)
@@ -469,7 +473,8 @@ def render(record: dict) -> str:
             label = p["date"] or p["partition"] or "(all)"
             if p["date"] and p["partition"] and "business_date" not in p["partition"].split("/")[-1]:
                 label = f"{p['date']} {p['partition'].split('/')[-1]}"
-            row = f"  {label:<24} {p['rows_before']:>8} {p['rows_after']:>8} {p['added']:>7} {p['removed']:>7} {p['changed']:>7}"
+            counts = f"{p['rows_before']:>8} {p['rows_after']:>8} {p['added']:>7} {p['removed']:>7} {p['changed']:>7}"
+            row = f"  {label:<24} {counts}"
             if measure:
                 change = (p.get("measure") or {}).get("change")
                 row += f" {'' if change is None else f'{change:+.2f}':>22}"

@@ -187,7 +187,10 @@ def _previews(records: list[dict]) -> str:
             for q in [*entry["partitions"], {"date": "total", "partition": "", **entry["totals"]}]:
                 change = (q.get("measure") or {}).get("change")
                 cols = ", ".join(f"{escape(c)} {n}" for c, n in q.get("changed_columns", {}).items())
-                cells = [q["date"] or q["partition"], *(q[k] for k in ("rows_before", "rows_after", "added", "removed"))]
+                cells = [
+                    q["date"] or q["partition"],
+                    *(q[k] for k in ("rows_before", "rows_after", "added", "removed")),
+                ]
                 cells += [q["changed"], "" if change is None else f"{change:+.2f}", cols]
                 body.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
             parts.append(f"<table><caption>{escape(name)}</caption><tr>{head}</tr>{''.join(body)}</table>")

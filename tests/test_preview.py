@@ -35,7 +35,8 @@ def qsr_lab(lab) -> None:
     for day in [*QTYS, STOP]:
         d = day.isoformat()
         rows = [
-            f"S001-{d}-{k},1,S001,{d}T12:30:00-04:00,BURGER,{q},6.50,,COMPLETED" for k, q in enumerate(QTYS.get(day, [1]))
+            f"S001-{d}-{k},1,S001,{d}T12:30:00-04:00,BURGER,{q},6.50,,COMPLETED"
+            for k, q in enumerate(QTYS.get(day, [1]))
         ]
         lab.qsr_file(d, "S001", rows)
 
@@ -88,7 +89,9 @@ def test_threshold_change_counts_per_date_equal_the_hand_count_and_production_is
     assert set(parts[0]) >= {"date", "rows_before", "rows_after", "added", "removed", "changed"}
     assert production(threshold_lab) == before  # byte for byte
     shadow = threshold_lab.data / "_state" / "preview" / report["id"] / "staging" / "qsr_pos"
-    flagged = duckdb.execute(f"select count(*) from read_parquet('{shadow}/*/*.parquet') where is_suspicious").fetchone()
+    flagged = duckdb.execute(
+        f"select count(*) from read_parquet('{shadow}/*/*.parquet') where is_suspicious"
+    ).fetchone()
     assert flagged[0] == 2 + 4  # 21 and 30 before, plus the four lines the preview reports
 
 
@@ -145,7 +148,9 @@ def test_kill_9_during_publish_then_publish_again_equals_a_clean_build(threshold
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     glob = f"{lab.data}/staging/qsr_pos/*/*.parquet"
-    assert duckdb.execute(f"select count(*) from read_parquet('{glob}')").fetchone()[0] == sum(map(len, QTYS.values()))  # whole
+    assert duckdb.execute(f"select count(*) from read_parquet('{glob}')").fetchone()[0] == sum(
+        map(len, QTYS.values())
+    )  # whole
     for path in (lab.data / "staging" / "qsr_pos").glob("*/data.parquet"):
         pq.read_table(path)
     capsys.readouterr()
@@ -165,7 +170,10 @@ def test_a_resent_ads_export_shows_the_rolling_windows_it_changes(lab, capsys, s
     stop = dt.date(2026, 10, 4)
     assert lab.range(first, stop, of="AdsRolling7d") == 0
     # 09-25's newest export is 10-02 (d+7): re-sent with C1 spending 25.00 instead of 10.00 that day
-    rows = [r.replace("2026-09-25,C1,google,1000,50,10.00", "2026-09-25,C1,google,1000,50,25.00") for r in ads_rows(dt.date(2026, 10, 2), first)]
+    rows = [
+        r.replace("2026-09-25,C1,google,1000,50,10.00", "2026-09-25,C1,google,1000,50,25.00")
+        for r in ads_rows(dt.date(2026, 10, 2), first)
+    ]
     lab.ads_export(dt.date(2026, 10, 2), first, rows)
     before = production(lab)
     report = preview_json(capsys, "ads_daily", first, stop)
