@@ -232,7 +232,14 @@ def _diffs(built: list[str], data_root: Path, shadow: Path, workers: int) -> dic
         names = [f["name"] for f in manifest.get("data_files", []) if f["name"].endswith(".parquet")]
         after = pq.read_table(shadow / rel / names[0]) if names else None
         old = data_root / rel / partitions.DATA_FILE
-        before = pq.read_table(old) if (data_root / rel / MANIFEST).is_file() and old.is_file() else None
+        try:
+            version = json.loads((data_root / rel / MANIFEST).read_text(encoding="utf-8")).get("data_version")
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+            version = None
+        if version is not None and version == manifest.get("data_version") and after is not None:
+            before = after  # the same rows (logical data version): nothing to read twice
+        else:
+            before = pq.read_table(old) if version is not None and old.is_file() else None
         if after is None and before is None:
             return dict.fromkeys(("rows_before", "rows_after", "added", "removed", "changed"), 0)
         return diff_partition(before, after, spec.key, spec.measure)

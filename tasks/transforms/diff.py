@@ -30,12 +30,16 @@ def diff_partition(
     names = [k for k in key if k in before.column_names and k in after.column_names]
     if not names:
         raise ValueError(f"no key column of {list(key)} in both tables ({before.column_names})")
-    left, right = _numbered(before, names), _numbered(after, names)
-    on = [*names, "__n"]
-    joined = left.join(right, on, join_type="full outer", left_suffix="__b", right_suffix="__a")
     shared = [c for c in before.column_names if c in after.column_names and c not in names]
-    in_b, in_a = pc.is_valid(joined["__in__b"]), pc.is_valid(joined["__in__a"])
-    both = joined.filter(pc.and_(in_b, in_a))
+    if _same_keys(before, after, names):  # the usual rebuild: the same rows in the same order, no join needed
+        both = pa.table({**{c + "__b": before[c] for c in shared}, **{c + "__a": after[c] for c in shared}})
+        in_b = in_a = pa.array([True] * before.num_rows, pa.bool_())
+    else:
+        left, right = _numbered(before, names), _numbered(after, names)
+        on = [*names, "__n"]
+        joined = left.join(right, on, join_type="full outer", left_suffix="__b", right_suffix="__a")
+        in_b, in_a = pc.is_valid(joined["__in__b"]), pc.is_valid(joined["__in__a"])
+        both = joined.filter(pc.and_(in_b, in_a))
     columns: dict[str, int] = {}
     any_change = pa.array([False] * both.num_rows, pa.bool_())
     for c in shared:
@@ -80,6 +84,13 @@ def total(diffs: Iterable[dict]) -> dict[str, object]:
     if measure is not None:
         out["measure"] = measure
     return out
+
+
+def _same_keys(before: pa.Table, after: pa.Table, key: list[str]) -> bool:
+    """Whether both tables hold the same keys in the same order (rows then match by position)."""
+    if before.num_rows != after.num_rows:
+        return False
+    return all(before[k].type.equals(after[k].type) and before[k].equals(after[k]) for k in key)
 
 
 def _numbered(table: pa.Table, key: list[str]) -> pa.Table:

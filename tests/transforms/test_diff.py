@@ -86,3 +86,9 @@ def test_totals_add_up_counts_columns_and_measures():
     assert (t["rows_before"], t["rows_after"], t["added"], t["changed"]) == (3, 4, 1, 1)
     assert t["changed_columns"] == {"is_suspicious": 1}
     assert t["measure"]["change"] == 6.5
+
+
+def test_the_same_rows_in_another_order_are_unchanged():
+    shuffled = lines([BASE[2], BASE[0], BASE[1]])
+    diff = diff_partition(lines(BASE), shuffled, KEY, "net_amount")
+    assert (diff["added"], diff["removed"], diff["changed"]) == (0, 0, 0)
