@@ -233,10 +233,10 @@ def _diffs(built: list[str], data_root: Path, shadow: Path, workers: int) -> dic
         after = pq.read_table(shadow / rel / names[0]) if names else None
         old = data_root / rel / partitions.DATA_FILE
         try:
-            version = json.loads((data_root / rel / MANIFEST).read_text(encoding="utf-8")).get("data_version")
+            version = json.loads((data_root / rel / MANIFEST).read_text(encoding="utf-8")).get("data_version", "")
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-            version = None
-        if version is not None and version == manifest.get("data_version") and after is not None:
+            version = None  # no production partition: every row is added
+        if version and version == manifest.get("data_version") and after is not None:
             before = after  # the same rows (logical data version): nothing to read twice
         else:
             before = pq.read_table(old) if version is not None and old.is_file() else None
