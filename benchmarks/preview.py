@@ -96,7 +96,7 @@ def main() -> None:
             assert len(parts) == args.days and sum(p["changed"] for p in parts) > 0, "the preview built nothing"
             results["preview"].append(wall)
             wall, out = daybreak(cfg, "publish", report["id"])
-            results["publish"].append(float(re.search(r"in ([\d.]+) s", out).group(1)))
+            results["publish"].append(float(re.search(r"partition\(s\) in ([\d.]+) s", out).group(1)))
             results["publish_cmd"].append(wall)
         print(f"run {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in results.items()), flush=True)
     med = {k: statistics.median(v) for k, v in results.items()}
