@@ -197,9 +197,30 @@ def test_previews_lists_discard_deletes_and_old_previews_are_swept(threshold_lab
     assert row["id"] == report["id"] and row["publishable"] and row["partitions"] == 3 and row["size_bytes"] > 0
     code, out = daybreak(capsys, "plan", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP))
     assert f"open preview {report['id']}" in out
+    page = threshold_lab.root / "status.html"
+    assert daybreak(capsys, "status", "--html", str(page))[0] == 0
+    html = page.read_text()
+    assert "id='previews'" in html and report["id"] in html and "<td>is_suspicious 3</td>" in html
     assert daybreak(capsys, "discard", report["id"])[0] == 0
     assert not (threshold_lab.data / "_state" / "preview" / report["id"]).exists()
     second = preview_json(capsys, "stg_qsr_pos", D1, D2)
     setting("daybreak", "preview_keep_days", 0)
     code, out = daybreak(capsys, "previews", "--json")
     assert json.loads(out) == [] and not (threshold_lab.data / "_state" / "preview" / second["id"]).exists()
+
+
+def test_a_failed_partition_exits_30_and_the_others_still_build(threshold_lab, capsys):
+    lab = threshold_lab
+    d = D3.isoformat()
+    bad = [f"S001-{d}-X{k},1,S001,{d}T12:30:00-04:00,BURGER,abc,6.50,,COMPLETED" for k in range(5)]
+    lab.qsr_file(d, "S002", bad)  # D3's lines: 5 of 8 rejected, far above max_reject_share
+    before = production(lab)
+    capsys.readouterr()
+    code = cli.main(["preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 30
+    assert [f["task_id"].split("_")[1:4] for f in report["failed"]] == [["2026", "09", "03"]]
+    parts = report["datasets"]["stg_qsr_pos"]["partitions"]
+    assert {p["date"]: p["changed"] for p in parts} == {"2026-09-01": 3, "2026-09-02": 1}
+    assert production(lab) == before and not (lab.data / "_state" / "failures").exists()
+    assert cli.main(["publish", report["id"]]) == 1  # a preview with a failed partition is not published
