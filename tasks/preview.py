@@ -101,10 +101,15 @@ def task_for(relfolder: str):
 
 def _not_ok(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tuple[dt.date, str]]]:
     """Tasks of the range a RangeDaily would build (missing or stale), and the dates waiting for raw data."""
+    from tasks.backfill import left_out
+
     cls = catalogue.BY_NAME[dataset].task_class()
+    later, why_later = left_out("RangeDaily", cls, start, stop)  # not begun yet: RangeDaily leaves them out
     engine = freshness.new_pass()
-    build, waiting = [], []
+    build, waiting = [], [(day, why_later) for day in later]
     for day in date_range(start, stop):
+        if day in later:
+            continue
         task = cls(date=day)
         if engine.state(task).ok:
             continue
@@ -190,6 +195,7 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
         with partitions.shadowed(data_root, shadow), contextlib.redirect_stdout(sys.stderr):
             freshness.new_pass()
             luigi.build([*roots, *later], workers=workers, local_scheduler=True, detailed_summary=True)
+        freshness.new_pass()  # what this process remembers of the shadow view is not production's
     built_s = time.perf_counter() - t0
     built = shadow_partitions(shadow)
     with settings.snapshot():
@@ -276,7 +282,7 @@ def _failures(shadow: Path) -> list[dict]:
 def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
     """(partitions still to publish, reasons the preview cannot be published). A partition whose
     production manifest is the preview's own is published already (a resumed publish skips it)."""
-    data_root = Path(record["data_root"])
+    data_root = folder.parent.parent.parent  # <data_root>/_state/preview/<id>
     if record.get("state") == "published":
         return [], []
     if record.get("state") != "open":
@@ -335,7 +341,7 @@ def publish(pid: str) -> tuple[int, str]:
 
 def _publish(folder: Path, t0: float) -> tuple[int, str]:
     record = read_record(folder)
-    pid, data_root = record["id"], Path(record["data_root"])
+    pid, data_root = record["id"], folder.parent.parent.parent
     if record.get("state") == "published":
         _drop_partitions(folder)
         return 0, f"preview {pid} was published at {record.get('published_at')}; nothing to do"
@@ -474,6 +480,8 @@ def render(record: dict) -> str:
         f"  {record['dataset']} {record['start']} .. {record['stop']} (stop exclusive): {parts} partition(s) built "
         f"into {previews_root(Path(record['data_root'])) / pid}; production unchanged",
     ]
+    if not parts and not record.get("failed"):
+        lines.append("  nothing to rebuild: every partition of the range is up to date")
     lines += [f"  wait    {w['date']}  {w['reason']}" for w in record.get("waiting", [])]
     lines += [f"  FAILED  {f['task_id']}: {f['error'][:200]}" for f in record.get("failed", [])]
     for name, entry in record.get("datasets", {}).items():
