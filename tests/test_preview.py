@@ -224,3 +224,13 @@ def test_a_failed_partition_exits_30_and_the_others_still_build(threshold_lab, c
     assert {p["date"]: p["changed"] for p in parts} == {"2026-09-01": 3, "2026-09-02": 1}
     assert production(lab) == before and not (lab.data / "_state" / "failures").exists()
     assert cli.main(["publish", report["id"]]) == 1  # a preview with a failed partition is not published
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [("-1", "out of range: expected 0 or more"), ("soon", "expected a number")]
+)
+def test_preview_keep_days_is_validated(lab, setting, value, error):
+    from tasks.settings import config_errors
+
+    setting("daybreak", "preview_keep_days", value)
+    assert any("[daybreak] preview_keep_days" in e and error in e for e in config_errors()), config_errors()
