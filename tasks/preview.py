@@ -205,7 +205,11 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
         build_s=round(built_s, 3),
         diff_s=round(time.perf_counter() - t0 - built_s, 3),
         partitions=[
-            {"folder": rel, "dataset": spec_of(rel).name, "replaces": before.get(rel, _sha_now(rel, data_root))}
+            {
+                "folder": rel,
+                "dataset": spec_of(rel).name,
+                "replaces": before[rel] if rel in before else _sha_now(rel, data_root),
+            }
             for rel in built
         ],
         waiting=[{"date": d.isoformat(), "reason": why} for d, why in waiting],
