@@ -91,7 +91,7 @@ def test_threshold_change_counts_per_date_equal_the_hand_count_and_production_is
     shadow = threshold_lab.data / "_state" / "preview" / report["id"] / "staging" / "qsr_pos"
     flagged = duckdb.execute(
         f"select count(*) from read_parquet('{shadow}/*/*.parquet') where is_suspicious"
-    ).fetchone()
+    ).fetchall()[0]
     assert flagged[0] == 2 + 4  # 21 and 30 before, plus the four lines the preview reports
 
 
@@ -148,7 +148,7 @@ def test_kill_9_during_publish_then_publish_again_equals_a_clean_build(threshold
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     glob = f"{lab.data}/staging/qsr_pos/*/*.parquet"
-    assert duckdb.execute(f"select count(*) from read_parquet('{glob}')").fetchone()[0] == sum(
+    assert duckdb.execute(f"select count(*) from read_parquet('{glob}')").fetchall()[0][0] == sum(
         map(len, QTYS.values())
     )  # whole
     for path in (lab.data / "staging" / "qsr_pos").glob("*/data.parquet"):
