@@ -26,6 +26,7 @@ class DatasetSpec:
     key: tuple[str, ...]  # unique per partition
     version: str  # transform version: part of every partition's rules fingerprint
     window: str  # what one partition reads
+    measure: str = ""  # the main measure's column (net sales, spend, rooms on the books): previews sum it
 
     def task_class(self) -> type:
         """The task class (loads Luigi and the recipes)."""
@@ -44,6 +45,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("business_date", "store_id", "order_id", "line_no"),
         QSR_VERSION,
         "raw qsr_pos/D and qsr_pos/D+1",
+        "net_amount",
     ),
     DatasetSpec(
         "stg_hotel_bookings_daily",
@@ -54,6 +56,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("business_date", "source_file", "row_number"),
         versions.HOTELS_DAILY_VERSION,
         "raw hotel_bookings/D",
+        "rooms",
     ),
     DatasetSpec(
         "ads_daily",
@@ -64,6 +67,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("business_date", "campaign_id"),
         versions.ADS_DAILY_VERSION,
         "raw ads/D+1 (required), ads/D+2 .. D+7 when present",
+        "spend",
     ),
     DatasetSpec(
         "ads_rolling_7d",
@@ -74,6 +78,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("business_date", "campaign_id"),
         versions.ADS_ROLLING_VERSION,
         "ads_daily D-6 .. D",
+        "spend_7d",
     ),
     DatasetSpec(
         "hotel_booking_state",
@@ -84,6 +89,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("business_date", "hotel_id", "booking_id"),
         versions.BOOKING_STATE_VERSION,
         "hotel_booking_state D-1 and stg_hotel_bookings_daily D",
+        "rooms",
     ),
     DatasetSpec(
         "hotel_pickup",
@@ -94,6 +100,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("business_date", "hotel_id", "stay_date"),
         versions.PICKUP_VERSION,
         "hotel H's slice of hotel_booking_state D-1 and of stg_hotel_bookings_daily D",
+        "rooms_picked_up",
     ),
     DatasetSpec(
         "otb_by_stay_date",
@@ -104,6 +111,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("hotel_id", "stay_date"),
         versions.OTB_VERSION,
         "every stg_hotel_bookings_daily partition",
+        "rooms_on_books",
     ),
     DatasetSpec(
         "hotel_otb_export",
@@ -114,6 +122,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("hotel_id", "stay_date"),
         versions.HOTEL_OTB_EXPORT_VERSION,
         "otb_by_stay_date",
+        "rooms_on_books",
     ),
     DatasetSpec(
         "store_daily_sales",
@@ -124,6 +133,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         ("store_id", "business_date"),
         versions.STORE_DAILY_SALES_VERSION,
         "store S's slice of every stg_qsr_pos partition",
+        "net_sales",
     ),
 )
 

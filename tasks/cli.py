@@ -56,6 +56,49 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 1 if result.runs or result.blocked else 0
 
 
+def cmd_preview(args: argparse.Namespace) -> int:
+    from tasks import preview
+
+    record, code = preview.make(args.dataset, args.start, args.stop, args.workers)
+    print(preview.to_json(record) if args.json else preview.render(record))
+    return code
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from tasks import preview
+
+    try:
+        code, message = preview.publish(args.id)
+    except preview.PreviewError as exc:
+        print(f"daybreak: error: {exc}", file=sys.stderr)
+        return 2
+    print(message, file=sys.stdout if code == 0 else sys.stderr)
+    return code
+
+
+def cmd_discard(args: argparse.Namespace) -> int:
+    from tasks import preview
+
+    try:
+        print(preview.discard(args.id))
+    except preview.PreviewError as exc:
+        print(f"daybreak: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_previews(args: argparse.Namespace) -> int:
+    import json
+
+    from tasks import preview
+
+    for pid in preview.sweep():
+        print(f"swept preview {pid}: older than [daybreak] preview_keep_days", file=sys.stderr)
+    rows = preview.listing()
+    print(json.dumps(rows, indent=1) if args.json else preview.render_listing(rows))
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from tasks import status, verify
 
@@ -110,6 +153,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
     p.add_argument("--workers", type=int, default=1, help="for the time estimate")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser(
+        "preview", help="build what a backfill of the range would change into a shadow root and show the diff"
+    )
+    p.add_argument("dataset", choices=DATASET_NAMES)
+    p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
+    p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
+    p.add_argument("--workers", type=int, default=1, help="Luigi workers for the builds")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_preview)
+
+    p = sub.add_parser("publish", help="put a preview's partitions in place (atomic per partition); resumable")
+    p.add_argument("id", help="the preview id (daybreak previews)")
+    p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("discard", help="delete a preview")
+    p.add_argument("id", help="the preview id (daybreak previews)")
+    p.set_defaults(func=cmd_discard)
+
+    p = sub.add_parser("previews", help="list previews: age, range, size, whether each can be published")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_previews)
 
     p = sub.add_parser(
         "verify",

@@ -82,7 +82,15 @@ def parse_manifest(data: bytes) -> dict:
 
 
 class PartitionStore:
-    """One dataset's partitions under ``data_root``."""
+    """One dataset's partitions under ``data_root``. While a preview builds (:func:`shadowed`), a store
+    of the production data root is a :class:`ShadowStore`: it writes to the preview's shadow root."""
+
+    def __new__(cls, *args, **kwargs):
+        data_root = args[0] if args else kwargs.get("data_root")
+        if cls is PartitionStore and _shadow is not None and data_root is not None:
+            if os.path.abspath(data_root) == _shadow[0]:
+                cls = ShadowStore
+        return super().__new__(cls)
 
     def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
         """``subpartition`` is a second hive level under each date, e.g. ``hotel_id=H1``."""
@@ -170,6 +178,10 @@ class PartitionStore:
             return None
 
     # -- writing -------------------------------------------------------------------------------
+    def write_path(self, date: dt.date | None) -> Path:
+        """Where :meth:`write` puts partition ``date``: its folder (a preview's store: the shadow's)."""
+        return self.path(date)
+
     def staging_root(self) -> Path:
         """Where new partitions are assembled before their rename into place: outside every dataset,
         since DuckDB's ``<dataset>/*/*.parquet`` glob matches hidden folders too."""
@@ -195,7 +207,7 @@ class PartitionStore:
                 raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
         quarantine = None if rejected is None else (self.quarantine_path(date), rejected)
         try:
-            return self._write(self.path(date), table, manifest, extras or {}, quarantine)
+            return self._write(self.write_path(date), table, manifest, extras or {}, quarantine)
         except OSError as exc:
             raise PartitionWriteError(self._write_error(date, exc)) from exc
         finally:
@@ -213,23 +225,71 @@ class PartitionStore:
             for hook in WRITE_HOOKS:
                 hook(self, date)
 
+    def adopt(self, date: dt.date | None, source: PartitionStore) -> dict:
+        """Replace partition ``date`` with the one ``source`` (a preview's shadow root) holds, by the
+        same protocol as :meth:`write`: every file of the source folder, and its quarantine, is hard
+        linked to a temporary name beside its target (no byte is copied; the source stays whole, so an
+        interrupted adoption is simply done again), then renamed into place, data first, the manifest
+        last; a new partition is assembled in the staging folder and renamed into place whole.
+        Returns the adopted manifest."""
+        manifest = source.read_manifest(date)
+        if not manifest or manifest.get("_corrupt"):
+            raise ValueError(f"{source.path(date)}: no readable manifest to adopt")
+        try:
+            return self._into(self.path(date), lambda folder: self._adopt_files(folder, date, source, manifest))
+        except OSError as exc:
+            raise PartitionWriteError(self._write_error(date, exc)) from exc
+        finally:
+            for hook in WRITE_HOOKS:
+                hook(self, date)
+
+    def _adopt_files(self, folder: Path, date: dt.date | None, source: PartitionStore, manifest: dict) -> dict:
+        tempnames.sweep(folder)
+        src = source.path(date)
+        names = sorted(n for n in os.listdir(src) if n != MANIFEST and not tempnames.is_temp_name(n))
+        pending: list[tuple[Path, Path]] = []
+        quarantine, recorded = self.quarantine_path(date), manifest.get("quarantine")
+        links = [(src / n, folder / n) for n in names]
+        if recorded:
+            quarantine.parent.mkdir(parents=True, exist_ok=True)
+            tempnames.sweep(quarantine.parent)
+            links.append((source.data_root / recorded["path"], self.data_root / recorded["path"]))
+        try:
+            for origin, path in [*links, (src / MANIFEST, folder / MANIFEST)]:
+                tmp = tempnames.temp_path(path)
+                pending.append((tmp, path))
+                os.link(origin, tmp)  # a name, not a copy: rename keeps size and mtime, as the manifest says
+            _place(folder, pending, None if recorded else quarantine, quarantine)
+        except OSError as exc:
+            exc.add_note("while linking and renaming the adopted files into place")
+            raise
+        finally:
+            for tmp, _ in pending:
+                tmp.unlink(missing_ok=True)
+        return manifest
+
     def _write(self, final: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes], quarantine=None) -> dict:
+        return self._into(final, lambda folder: self._write_files(folder, table, manifest, extras, quarantine))
+
+    def _into(self, final: Path, fill) -> dict:
+        """``fill(folder)`` puts the partition's files in place in ``folder``: the existing partition
+        folder, or for a new partition a staging folder then renamed into place whole."""
         final.parent.mkdir(parents=True, exist_ok=True)
         tempnames.sweep(final.parent)  # staging folders an earlier version left here
         if final.is_dir():
-            return self._write_files(final, table, manifest, extras, quarantine)
+            return fill(final)
         self.staging_root().mkdir(parents=True, exist_ok=True)
         tempnames.sweep(self.staging_root())
         staging = tempnames.temp_path(self.staging_root() / str(final.relative_to(self.data_root)).replace("/", "."))
         staging.mkdir()
         try:
-            written = self._write_files(staging, table, manifest, extras, quarantine)
+            written = fill(staging)
             os.rename(staging, final)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)
             if not final.is_dir():
                 raise
-            return self._write_files(final, table, manifest, extras, quarantine)  # a concurrent run created it first
+            return fill(final)  # a concurrent run created it first
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -283,13 +343,7 @@ class PartitionStore:
             pending.append((tmp, folder / MANIFEST))
             _write_bytes(tmp, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
             step = "while renaming the written files into place"
-            for tmp, path in pending:
-                if path.name == MANIFEST and drop is not None:
-                    drop.unlink(missing_ok=True)
-                os.replace(tmp, path)
-                if quarantine is not None and path == quarantine[0]:
-                    _fsync_dir(path.parent)
-            _fsync_dir(folder)
+            _place(folder, pending, drop, quarantine[0] if quarantine is not None else None)
         except OSError as exc:
             exc.add_note(step)
             raise
@@ -336,6 +390,89 @@ class PartitionStore:
     def clear_failure(self, date: dt.date | None) -> None:
         self.failure_path(date).unlink(missing_ok=True)
         self.failed_rejects_path(date).unlink(missing_ok=True)
+
+
+# -- previews: writes to a shadow root, reads of what it does not hold from production -----------------
+_shadow: tuple[str, Path] | None = None  # (production data root, absolute; the preview's shadow root)
+
+
+@contextmanager
+def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterator[None]:
+    """For the duration of the block (and in the worker processes forked in it), every store of the
+    ``production`` data root is a :class:`ShadowStore` over ``shadow``: nothing under production is
+    written. tasks/preview.py builds previews this way."""
+    global _shadow
+    previous, _shadow = _shadow, (os.path.abspath(production), Path(shadow))
+    try:
+        yield
+    finally:
+        _shadow = previous
+
+
+def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None) -> PartitionStore:
+    """A store of ``data_root`` as it is, whether or not a preview is being built."""
+    store = object.__new__(PartitionStore)
+    store.__init__(data_root, dataset, subpartition)
+    return store
+
+
+class ShadowStore(PartitionStore):
+    """A dataset's partitions as a preview sees them: a partition the shadow root holds is read there,
+    any other from production; every write (data, manifest, quarantine, failure record, lock, staging)
+    goes to the shadow. A manifest-only update of a partition the shadow does not hold yet (a rebuild
+    that gave production's rows again) links production's data files into the shadow: no copy."""
+
+    def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
+        assert _shadow is not None
+        super().__init__(_shadow[1], dataset, subpartition)
+        self.production = plain_store(data_root, dataset, subpartition)
+        self.own = plain_store(_shadow[1], dataset, subpartition)
+
+    def _side(self, date: dt.date | None) -> PartitionStore:
+        return self.own if self.own.path(date).is_dir() else self.production
+
+    def path(self, date: dt.date | None) -> Path:
+        return self._side(date).path(date)
+
+    def write_path(self, date: dt.date | None) -> Path:
+        return self.own.path(date)
+
+    def listed_dates(self) -> set[dt.date]:
+        return self.production.listed_dates() | self.own.listed_dates()
+
+    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
+        return self._side(date).data_matches(date, manifest)
+
+    def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
+        if self.own.path(date).is_dir():
+            return super().update_manifest(date, manifest)
+        origin = self.production.path(date)
+
+        def fill(folder: Path) -> dict:
+            for f in manifest.get("data_files", []):
+                os.link(origin / f["name"], folder / f["name"])
+            _write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+            return manifest
+
+        try:
+            self._into(self.own.path(date), fill)
+        except OSError as exc:
+            raise PartitionWriteError(self._write_error(date, exc)) from exc
+        finally:
+            for hook in WRITE_HOOKS:
+                hook(self, date)
+
+
+def _place(folder: Path, pending: list[tuple[Path, Path]], drop: Path | None, quarantine: Path | None) -> None:
+    """Rename each (temporary, final) of ``pending`` into place in order (the manifest is last); an old
+    quarantine the new partition does not have (``drop``) is removed just before the manifest."""
+    for tmp, path in pending:
+        if path.name == MANIFEST and drop is not None:
+            drop.unlink(missing_ok=True)
+        os.replace(tmp, path)
+        if quarantine is not None and path == quarantine:
+            _fsync_dir(path.parent)
+    _fsync_dir(folder)
 
 
 class PartitionWriteError(RuntimeError):

@@ -37,6 +37,7 @@ class Plan:
     stop: dt.date
     left_out: list[dt.date] = field(default_factory=list)  # not begun or not over: the run leaves them out
     left_out_why: str = ""
+    previews: list[dict] = field(default_factory=list)  # open previews of the dataset over the range
 
     @property
     def kind(self) -> str:
@@ -157,7 +158,10 @@ def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizo
     rebuilt = {cls(date=d).task_id for d, _, _ in runs}
     downstream = _downstream(rebuilt, start, stop + dt.timedelta(days=horizon_days), cls)
     seconds = sum(durations) / len(durations) if durations else None
-    return Plan(dataset, runs, blocked, same, downstream, seconds, workers, start, stop, later, why)
+    from tasks.preview import open_for
+
+    previews = open_for(dataset, start, stop)
+    return Plan(dataset, runs, blocked, same, downstream, seconds, workers, start, stop, later, why, previews)
 
 
 def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type | None) -> dict[str, list[str]]:
@@ -196,6 +200,11 @@ def render(plan: Plan) -> str:
         lines.append(f"  keep  {first} .. {last}  {n} partitions: {SAME_CONTENT}, nothing to rebuild")
     for name, keys in plan.downstream.items():
         lines.append(f"  then stale downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
+    for p in plan.previews:
+        lines.append(
+            f"  open preview {p['id']} ({p['start']} .. {p['stop']}, {len(p.get('partitions', []))} partitions): "
+            f"see it with `daybreak previews`, put it in place with `daybreak publish {p['id']}`"
+        )
     if plan.runs:
         if plan.estimate_s is None:
             lines.append("  estimate: no recorded durations yet")

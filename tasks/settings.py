@@ -31,6 +31,10 @@ class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the cl
         default=900.0,
         description="How long a run waits for another run that is writing the same partition before it fails",
     )
+    preview_keep_days = luigi.FloatParameter(
+        default=7.0,
+        description="A preview (daybreak preview) older than this many days is swept: deleted, never published",
+    )
 
 
 class qsr(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
@@ -136,6 +140,7 @@ SECTIONS: dict[str, type[luigi.Config]] = {"daybreak": daybreak, "qsr": qsr, "ad
 # Valid values, (lowest, highest) inclusive; None: no bound. docs/operations.md lists them.
 RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("daybreak", "lock_wait_s"): (0, None),
+    ("daybreak", "preview_keep_days"): (0, None),
     ("qsr", "suspicious_qty_threshold"): (0, None),
     ("qsr", "max_reject_share"): (0, 1),
     ("qsr", "day_start_hour"): (0, 23),

@@ -86,10 +86,13 @@ def _line(label: str, task, params: str, days: dict) -> Line:
     return Line(label, task.task_family, params, path, days)
 
 
-def render(rows: list, lines: list[Line] | None = None) -> str:
+def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | None = None) -> str:
     """The page for ``rows`` (from :func:`tasks.status.collect`); ``lines`` default to
-    :func:`key_lines` of them."""
-    from tasks import status
+    :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
+    root) are shown beside the grid, each with its diff per partition."""
+    from tasks import preview, status
+
+    previews = preview.open_records() if previews is None else previews
 
     lines = key_lines(rows) if lines is None else lines
     snapshots = [r for r in rows if r.date is None]
@@ -154,10 +157,44 @@ def render(rows: list, lines: list[Line] | None = None) -> str:
         "here.</p></section>"
         f"<div id='grid' tabindex='0' aria-label='partition states: a bar per dataset, a cell per day' "
         f"aria-describedby='detail'>{grid}</div>"
-        f"<p class='snaps'>{snaps}</p>"
+        f"<p class='snaps'>{snaps}</p>{_previews(previews)}"
         f"<script type='application/json' id='status-data'>{payload}</script><script>{SCRIPT}</script>"
         "</body></html>"
     )
+
+
+def _previews(records: list[dict]) -> str:
+    """Open previews and their diffs (what `daybreak publish ID` would put in place), beside the grid."""
+    if not records:
+        return ""
+    style = (
+        f"<style>#previews{{background:{PANEL};border-radius:4px;padding:4px 10px;margin:6px 0}}"
+        "#previews h2{font-size:14px;margin:2px 0}#previews h3{font-size:12px;margin:6px 0 2px}"
+        "#previews table{border-collapse:collapse;margin-bottom:6px}#previews caption{text-align:left;font-weight:700}"
+        "#previews td,#previews th{padding:0 8px;text-align:right;white-space:nowrap}</style>"
+    )
+    parts = [style, "<aside id='previews' aria-label='open previews'><h2>Open previews</h2>"]
+    for r in records:
+        parts.append(
+            f"<h3>{escape(r['id'])}</h3><p>{escape(r['dataset'])} {r['start']} .. {r['stop']} (stop exclusive); "
+            f"publish: <code>daybreak publish {escape(r['id'])}</code></p>"
+        )
+        for name, entry in r.get("datasets", {}).items():
+            measure = entry.get("measure") or ""
+            head = "".join(f"<th>{h}</th>" for h in ("partition", "before", "after", "added", "removed", "changed"))
+            head += f"<th>{escape(measure)} change</th><th>changed columns</th>"
+            body = []
+            for q in [*entry["partitions"], {"date": "total", "partition": "", **entry["totals"]}]:
+                change = (q.get("measure") or {}).get("change")
+                cols = ", ".join(f"{escape(c)} {n}" for c, n in q.get("changed_columns", {}).items())
+                cells = [
+                    q["date"] or q["partition"],
+                    *(q[k] for k in ("rows_before", "rows_after", "added", "removed")),
+                ]
+                cells += [q["changed"], "" if change is None else f"{change:+.2f}", cols]
+                body.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+            parts.append(f"<table><caption>{escape(name)}</caption><tr>{head}</tr>{''.join(body)}</table>")
+    return "".join(parts) + "</aside>"
 
 
 def _bands(dates: list[dt.date]) -> list[list[dt.date]]:

@@ -1,0 +1,236 @@
+"""Preview and publish (issue 17): a backfill built into a shadow root, its diff, and its publication.
+
+Every test drives the real path: `daybreak preview` / `publish` (tasks/cli.py) and Luigi's RangeDaily
+on a temporary raw zone; DuckDB and pyarrow read the outputs as a user would.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from tasks import cli
+from tests.conftest import REPO, ads_rows
+
+D1, D2, D3 = dt.date(2026, 9, 1), dt.date(2026, 9, 2), dt.date(2026, 9, 3)
+STOP = dt.date(2026, 9, 4)
+DAY = dt.timedelta(days=1)
+
+# qty of the lines of each business date (12:30 local: the folder's own date). Worked by hand:
+# at threshold 20 a line is suspicious when qty > 20; at 15 when qty > 15.
+QTYS = {D1: [1, 16, 18, 20, 21, 30], D2: [15, 17, 2], D3: [1, 2, 3]}
+BECOME_SUSPICIOUS = {D1: 3, D2: 1, D3: 0}  # D1: 16, 18, 20; D2: 17; D3: none
+
+
+def qsr_lab(lab) -> None:
+    for day in [*QTYS, STOP]:
+        d = day.isoformat()
+        rows = [
+            f"S001-{d}-{k},1,S001,{d}T12:30:00-04:00,BURGER,{q},6.50,,COMPLETED"
+            for k, q in enumerate(QTYS.get(day, [1]))
+        ]
+        lab.qsr_file(d, "S001", rows)
+
+
+def production(lab) -> dict[str, str]:
+    """sha256 of every file of the data root outside _state/ (the partitions and their quarantine)."""
+    out = {}
+    for path in sorted(lab.data.rglob("*")):
+        rel = path.relative_to(lab.data)
+        if path.is_file() and rel.parts[0] != "_state":
+            out[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def daybreak(capsys, *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = cli.main(list(args))
+    return code, capsys.readouterr().out
+
+
+def preview_json(capsys, dataset: str, start: dt.date, stop: dt.date) -> dict:
+    code, out = daybreak(capsys, "preview", dataset, "--start", str(start), "--stop", str(stop), "--json")
+    assert code == 0, out
+    return json.loads(out)
+
+
+def tables(root, dataset: str = "staging/qsr_pos") -> dict[str, list]:
+    return {
+        p.parent.name: pq.read_table(p).sort_by([("order_id", "ascending")]).to_pylist()
+        for p in sorted((root / dataset).glob("business_date=*/data.parquet"))
+    }
+
+
+@pytest.fixture
+def threshold_lab(lab, qsr_setting):
+    qsr_lab(lab)
+    assert lab.range(D1, STOP) == 0  # threshold 20
+    qsr_setting("suspicious_qty_threshold", 15)
+    return lab
+
+
+def test_threshold_change_counts_per_date_equal_the_hand_count_and_production_is_untouched(threshold_lab, capsys):
+    before = production(threshold_lab)
+    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+    parts = report["datasets"]["stg_qsr_pos"]["partitions"]
+    assert {p["date"]: p["changed"] for p in parts} == {d.isoformat(): n for d, n in BECOME_SUSPICIOUS.items()}
+    assert all(p["added"] == p["removed"] == 0 and p["rows_before"] == p["rows_after"] for p in parts)
+    assert report["datasets"]["stg_qsr_pos"]["totals"]["changed_columns"] == {"is_suspicious": 4}
+    assert set(report) >= {"id", "datasets"}
+    assert set(parts[0]) >= {"date", "rows_before", "rows_after", "added", "removed", "changed"}
+    assert production(threshold_lab) == before  # byte for byte
+    shadow = threshold_lab.data / "_state" / "preview" / report["id"] / "staging" / "qsr_pos"
+    flagged = duckdb.execute(
+        f"select count(*) from read_parquet('{shadow}/*/*.parquet') where is_suspicious"
+    ).fetchall()[0]
+    assert flagged[0] == 2 + 4  # 21 and 30 before, plus the four lines the preview reports
+
+
+def test_publish_makes_the_next_range_a_no_op_and_equals_a_plain_backfill(threshold_lab, capsys, setting):
+    lab = threshold_lab
+    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+    code, out = daybreak(capsys, "publish", report["id"])
+    assert code == 0, out
+    assert lab.rebuilt_by(lambda: lab.range(D1, STOP)) == set()  # nothing left to do
+    published = tables(lab.data)
+    code, out = daybreak(capsys, "publish", report["id"])  # idempotent
+    assert code == 0 and "nothing to do" in out
+    plain = lab.root / "plain"
+    setting("daybreak", "data_root", plain)
+    assert lab.range(D1, STOP) == 0
+    assert published == tables(plain) and len(published) == 3
+
+
+def test_a_partition_rebuilt_after_the_preview_makes_publish_refuse_and_change_nothing(threshold_lab, capsys):
+    lab = threshold_lab
+    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+    assert lab.range(D2, D3) == 0  # production rebuilds one date of the range in the meantime
+    before = production(lab)
+    capsys.readouterr()
+    assert cli.main(["publish", report["id"]]) == 1
+    assert "business_date=2026-09-02: production changed since the preview" in capsys.readouterr().err
+    assert production(lab) == before
+
+
+def test_publish_refuses_when_the_rules_no_longer_match(threshold_lab, capsys, qsr_setting):
+    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+    qsr_setting("suspicious_qty_threshold", 16)  # the rules changed again since the preview
+    before = production(threshold_lab)
+    capsys.readouterr()
+    assert cli.main(["publish", report["id"]]) == 1
+    assert "rules, settings or inputs no longer match" in capsys.readouterr().err
+    assert production(threshold_lab) == before
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_kill_9_during_publish_then_publish_again_equals_a_clean_build(threshold_lab, capsys, setting, tmp_path, at):
+    lab = threshold_lab
+    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+    cfg = lab.write_cfg(tmp_path / "crash.cfg", suspicious_qty_threshold=15)
+    counter = tmp_path / "steps"
+    plan = {"counter": str(counter), "root": str(lab.data), "date": str(D2), "at": at, "mode": "kill"}
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import tests.crash_driver; from tasks.cli import main; "
+        "sys.exit(main(['publish', sys.argv[2]]))"
+    )
+    env = {**os.environ, "CRASH_PLAN": json.dumps(plan), "LUIGI_CONFIG_PATH": str(cfg)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(REPO), report["id"]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    glob = f"{lab.data}/staging/qsr_pos/*/*.parquet"
+    assert duckdb.execute(f"select count(*) from read_parquet('{glob}')").fetchall()[0][0] == sum(
+        map(len, QTYS.values())
+    )  # whole
+    for path in (lab.data / "staging" / "qsr_pos").glob("*/data.parquet"):
+        pq.read_table(path)
+    capsys.readouterr()
+    assert cli.main(["publish", report["id"]]) == 0, capsys.readouterr().err
+    assert lab.rebuilt_by(lambda: lab.range(D1, STOP)) == set()
+    published = tables(lab.data)
+    setting("daybreak", "data_root", lab.root / "plain")
+    assert lab.range(D1, STOP) == 0
+    assert published == tables(lab.root / "plain")
+
+
+def test_a_resent_ads_export_shows_the_rolling_windows_it_changes(lab, capsys, setting):
+    first = dt.date(2026, 9, 20)
+    setting("daybreak", "start_date", first)
+    for k in range(1, 15):  # exports 09-21 .. 10-04
+        lab.ads_export(first + k * DAY, first)
+    stop = dt.date(2026, 10, 4)
+    assert lab.range(first, stop, of="AdsRolling7d") == 0
+    # 09-25's newest export is 10-02 (d+7): re-sent with C1 spending 25.00 instead of 10.00 that day
+    rows = [
+        r.replace("2026-09-25,C1,google,1000,50,10.00", "2026-09-25,C1,google,1000,50,25.00")
+        for r in ads_rows(dt.date(2026, 10, 2), first)
+    ]
+    lab.ads_export(dt.date(2026, 10, 2), first, rows)
+    before = production(lab)
+    report = preview_json(capsys, "ads_daily", first, stop)
+    daily = {p["date"]: p for p in report["datasets"]["ads_daily"]["partitions"]}
+    assert {d for d, p in daily.items() if p["changed"]} == {"2026-09-25"}
+    assert daily["2026-09-25"]["changed_columns"] == {"spend": 1}
+    assert daily["2026-09-25"]["measure"]["change"] == 15.0
+    windows = {p["date"]: p for p in report["datasets"]["ads_rolling_7d"]["partitions"] if p["changed"]}
+    assert sorted(windows) == [(dt.date(2026, 9, 25) + k * DAY).isoformat() for k in range(7)]  # 09-25 .. 10-01
+    assert all(p["changed_columns"].get("spend_7d") == 1 and p["measure"]["change"] == 15.0 for p in windows.values())
+    assert production(lab) == before
+    code, out = daybreak(capsys, "publish", report["id"])
+    assert code == 0, out
+    assert lab.rebuilt_by(lambda: lab.range(first, stop, of="AdsRolling7d"), "marts/ads_rolling_7d") == set()
+
+
+def test_previews_lists_discard_deletes_and_old_previews_are_swept(threshold_lab, capsys, setting):
+    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+    code, out = daybreak(capsys, "previews", "--json")
+    (row,) = json.loads(out)
+    assert row["id"] == report["id"] and row["publishable"] and row["partitions"] == 3 and row["size_bytes"] > 0
+    code, out = daybreak(capsys, "plan", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP))
+    assert f"open preview {report['id']}" in out
+    page = threshold_lab.root / "status.html"
+    assert daybreak(capsys, "status", "--html", str(page))[0] == 0
+    html = page.read_text()
+    assert "id='previews'" in html and report["id"] in html and "<td>is_suspicious 3</td>" in html
+    assert daybreak(capsys, "discard", report["id"])[0] == 0
+    assert not (threshold_lab.data / "_state" / "preview" / report["id"]).exists()
+    second = preview_json(capsys, "stg_qsr_pos", D1, D2)
+    setting("daybreak", "preview_keep_days", 0)
+    code, out = daybreak(capsys, "previews", "--json")
+    assert json.loads(out) == [] and not (threshold_lab.data / "_state" / "preview" / second["id"]).exists()
+
+
+def test_a_failed_partition_exits_30_and_the_others_still_build(threshold_lab, capsys):
+    lab = threshold_lab
+    d = D3.isoformat()
+    bad = [f"S001-{d}-X{k},1,S001,{d}T12:30:00-04:00,BURGER,abc,6.50,,COMPLETED" for k in range(5)]
+    lab.qsr_file(d, "S002", bad)  # D3's lines: 5 of 8 rejected, far above max_reject_share
+    before = production(lab)
+    capsys.readouterr()
+    code = cli.main(["preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 30
+    assert [f["task_id"].split("_")[1:4] for f in report["failed"]] == [["2026", "09", "03"]]
+    parts = report["datasets"]["stg_qsr_pos"]["partitions"]
+    assert {p["date"]: p["changed"] for p in parts} == {"2026-09-01": 3, "2026-09-02": 1}
+    assert production(lab) == before and not (lab.data / "_state" / "failures").exists()
+    assert cli.main(["publish", report["id"]]) == 1  # a preview with a failed partition is not published
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [("-1", "out of range: expected 0 or more"), ("soon", "expected a number")]
+)
+def test_preview_keep_days_is_validated(lab, setting, value, error):
+    from tasks.settings import config_errors
+
+    setting("daybreak", "preview_keep_days", value)
+    assert any("[daybreak] preview_keep_days" in e and error in e for e in config_errors()), config_errors()
