@@ -24,8 +24,8 @@ BENCH = REPO / "data" / "bench"
 def main() -> None:
     import luigi.configuration
 
-    from tasks.rawzone import RawZone
-    from tasks.sftp import SftpRawZone
+    from tasks.storage.rawzone import RawZone
+    from tasks.storage.sftp import SftpRawZone
     from tests.sshd import Sshd
 
     noop_raw, sample_raw = BENCH / "noop-raw", BENCH / "raw-60x100"

@@ -94,7 +94,7 @@ def main() -> None:
     import luigi.configuration
 
     luigi.configuration.get_config().add_config_path(str(cfg))
-    from tasks import status
+    from tasks.views import status
 
     timings = {}
     for label, names in (("all datasets", None), ("date-only datasets", list(status.DATASETS))):

@@ -2,7 +2,7 @@
 
 Importing this package under Luigi (``luigi --module tasks <Family>``, or any program that imported
 Luigi first) registers every task family. Without Luigi loaded it registers nothing yet, so the
-pure parts (``tasks.freshness``, ``tasks.transforms``, ``tasks.partitions``) load no Luigi; a task
+pure parts (``tasks.freshness``, ``tasks.transforms``, ``tasks.storage.partitions``) load no Luigi; a task
 family named as an attribute (``tasks.StgQsrPos``) loads them all.
 """
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 from tasks import settings
 from tasks.base import Built, CheckCache, PartitionedTask, input_line, reuse
-from tasks.rawzone import RawFile
+from tasks.storage.rawzone import RawFile
 
 DAY = dt.timedelta(days=1)
 

@@ -16,15 +16,16 @@ from zoneinfo import ZoneInfo
 import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
 
-from tasks import progress, runlog, settings
+from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
 from tasks.base import PartitionedTask, RawFolder, luigi_engine, reusing
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine
 from tasks.guard import check_range
 from tasks.hotels import StgHotelBookingsDaily
-from tasks.progress import logger
 from tasks.qsr import StgQsrPos
+from tasks.views import progress, runlog
+from tasks.views.progress import logger
 
 
 def business_today() -> dt.date:

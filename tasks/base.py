@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, ClassVar
 import luigi
 
 import tasks
-from tasks import partitions, progress, runlog, settings
+from tasks import settings
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, FolderInputs, State, Window, diff_inputs, fingerprint, input_line
 from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
-from tasks.partitions import PartitionStore
-from tasks.rawzone import RawFile, RawZone
+from tasks.storage import partitions
+from tasks.storage.partitions import PartitionStore
+from tasks.storage.rawzone import RawFile, RawZone
+from tasks.views import progress, runlog
 
 if TYPE_CHECKING:
     import pyarrow as pa

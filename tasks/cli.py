@@ -34,7 +34,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tasks import status
+    from tasks.views import status
 
     start = args.start or settings.daybreak().start_date
     stop = args.stop or status.default_stop()
@@ -49,7 +49,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from tasks import plan
+    from tasks.views import plan
 
     result = plan.make_plan(args.dataset, args.start, args.stop, args.workers)
     print(plan.render(result))
@@ -100,7 +100,8 @@ def cmd_previews(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from tasks import status, verify
+    from tasks import verify
+    from tasks.views import status
 
     start = args.start or settings.daybreak().start_date
     stop = args.stop or status.default_stop()

@@ -9,9 +9,9 @@ import luigi
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.freshness import engine as freshness
-from tasks.partitions import PartitionStore
-from tasks.rawzone import RawFile, RawZone, is_store_file
 from tasks.reference import hotels
+from tasks.storage.partitions import PartitionStore
+from tasks.storage.rawzone import RawFile, RawZone, is_store_file
 
 SOURCE = "hotel_bookings"
 

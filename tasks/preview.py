@@ -8,11 +8,11 @@ A preview of ``DATASET`` over ``[start, stop)`` lives in ``<data_root>/_state/pr
 * the shadow root: the same layout as the data root (``staging/...``, ``quarantine/...``,
   ``_state/failures``...), holding only the partitions the preview built.
 
-The builds are the tasks' own (Luigi, the one run template) inside :func:`tasks.partitions.shadowed`:
+The builds are the tasks' own (Luigi, the one run template) inside :func:`tasks.storage.partitions.shadowed`:
 every store of the production data root writes to the shadow and reads a partition from there when
 the shadow holds it, from production otherwise. Production is never written by a preview.
 Publishing hard-links each partition's files next to their production place and renames them in,
-the manifest last (:meth:`tasks.partitions.PartitionStore.adopt`), upstream datasets first.
+the manifest last (:meth:`tasks.storage.partitions.PartitionStore.adopt`), upstream datasets first.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import sys
 import time
 from pathlib import Path
 
-from tasks import catalogue, partitions, settings
+from tasks import catalogue, settings
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
 from tasks.guard import check_range
-from tasks.partitions import MANIFEST, PartitionStore, plain_store
+from tasks.storage import partitions
+from tasks.storage.partitions import MANIFEST, PartitionStore, plain_store
 from tasks.transforms.diff import diff_partition, total
 
 RECORD = "preview.json"
@@ -123,9 +124,9 @@ def _not_ok(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tup
 
 def _candidates(dataset: str, start: dt.date, stop: dt.date) -> list:
     """Partitions of the other datasets that may read what the range rebuilds, directly or not."""
-    from tasks import status
     from tasks.reference import hotels
     from tasks.stores import read_registry
+    from tasks.views import status
 
     days = list(date_range(start, stop + dt.timedelta(days=HORIZON_DAYS)))
     out = [cls(date=d) for name, cls in status.DATASETS.items() if name != dataset for d in days]

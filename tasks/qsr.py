@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tasks import settings
 from tasks.base import Built, PartitionedTask, input_line, reuse
 from tasks.calendar import qsr_dependency_window
-from tasks.rawzone import RawFile, is_store_file
+from tasks.storage.rawzone import RawFile, is_store_file
 from tasks.transforms.qsr_rules import QsrRules
 
 if TYPE_CHECKING:

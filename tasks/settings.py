@@ -103,7 +103,7 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     "RangeDailyBase": {"task_limit": "100000", "days_back": "36500"},
     # concurrent SFTP sessions of all workers sharing a scheduler; a scheduler without it gives 1 slot
     "resources": {"sftp": "4"},
-    # NOTSET: Daybreak's default output, progress lines and a summary (tasks/runlog.py); --log-level
+    # NOTSET: Daybreak's default output, progress lines and a summary (tasks/views/runlog.py); --log-level
     # DEBUG or INFO, or a [core] log_level in a config file, is Luigi's own logging at that level
     "core": {"log_level": "NOTSET"},
 }

@@ -12,9 +12,9 @@ import luigi
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, luigi_engine, newest_raw_date
-from tasks.partitions import atomic_write_text, exclusive
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
-from tasks.rawzone import RawFile, RawZone, is_store_file
+from tasks.storage.partitions import atomic_write_text, exclusive
+from tasks.storage.rawzone import RawFile, RawZone, is_store_file
 
 logger = logging.getLogger("luigi-interface")
 SOURCE = "qsr_pos"

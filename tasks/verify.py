@@ -14,9 +14,9 @@ from tasks import settings
 from tasks.base import MaterializedTask
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
-from tasks.partitions import _sha256
-from tasks.rawzone import RawFile, RawZone, content_hash
-from tasks.status import DATASETS, MULTI
+from tasks.storage.partitions import _sha256
+from tasks.storage.rawzone import RawFile, RawZone, content_hash
+from tasks.views.status import DATASETS, MULTI
 
 
 @dataclass

@@ -157,7 +157,7 @@ def test_morning_refresh_builds_the_last_days_and_then_runs_nothing(ads_lab):
 
 
 def test_status_shows_a_window_waiting_for_its_upstream(ads_lab):
-    from tasks import status
+    from tasks.views import status
 
     assert ads_lab.range(FIRST, dt.date(2026, 10, 4), of="AdsRolling7d") == 0
     rows = status.collect(FIRST, dt.date(2026, 10, 5), ["ads_daily", "ads_rolling_7d"])
@@ -177,8 +177,8 @@ def test_status_shows_a_window_waiting_for_its_upstream(ads_lab):
 
 
 def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_lab, capsys):
-    from tasks import status
     from tasks.cli import DATASET_NAMES, main
+    from tasks.views import status
 
     assert set(status.DATASETS) <= set(DATASET_NAMES)
     stop = dt.date(2026, 10, 5)

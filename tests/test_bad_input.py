@@ -268,7 +268,7 @@ def zone_kind(request, lab, setting, tmp_path):
 
 @pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
 def test_every_file_not_read_is_reported_in_the_manifest_the_log_and_status(lab, zone_kind, caplog):
-    from tasks import status
+    from tasks.views import status
     from tests.conftest import QSR_HEADER, qsr_rows
 
     lab.qsr_days(FIRST, 1, stores=("S001",))
@@ -305,7 +305,7 @@ def test_every_file_not_read_is_reported_in_the_manifest_the_log_and_status(lab,
 
 
 def test_a_symbolic_link_is_never_followed_out_of_the_raw_zone(lab, tmp_path):
-    from tasks.rawzone import RawFile, RawFileUnreadable, RawZone
+    from tasks.storage.rawzone import RawFile, RawFileUnreadable, RawZone
 
     outside = tmp_path / "outside"
     (outside / "2026-09-10").mkdir(parents=True)
@@ -340,7 +340,7 @@ def test_a_file_the_pipelines_user_cannot_read_is_refused_naming_the_reason(tmp_
         (folder / "S002.csv").write_text("y\n")
         (folder / "S002.csv").chmod(0)
         scan = (
-            "import datetime as d; from tasks.rawzone import RawZone; "
+            "import datetime as d; from tasks.storage.rawzone import RawZone; "
             f"print(RawZone({str(zone)!r}).scan_folder_all('qsr_pos', d.date(2026, 9, 10)))"
         )
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", scan]
@@ -356,7 +356,7 @@ def test_a_file_the_pipelines_user_cannot_read_is_refused_naming_the_reason(tmp_
 @pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
 def test_a_file_swapped_for_a_symbolic_link_after_its_listing_is_not_read(lab, zone_kind, tmp_path):
     from tasks import settings
-    from tasks.rawzone import RawFileUnreadable, RawZone
+    from tasks.storage.rawzone import RawFileUnreadable, RawZone
 
     (tmp_path / "secret.csv").write_text("not for the pipeline\n")
     lab.qsr_file(str(FIRST), "S001", [])

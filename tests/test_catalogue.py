@@ -46,7 +46,8 @@ def test_every_task_is_what_its_catalogue_entry_says(spec, lab):
 
 
 def test_every_dataset_has_a_status_line_and_the_cli_offers_each():
-    from tasks import cli, status
+    from tasks import cli
+    from tasks.views import status
 
     assert cli.STATUS_NAMES == catalogue.names()
     assert cli.DATASET_NAMES == catalogue.names()  # daybreak plan: every dataset
@@ -56,7 +57,7 @@ def test_every_dataset_has_a_status_line_and_the_cli_offers_each():
 
 
 def test_store_daily_sales_and_the_hotel_exports_have_status_lines(lab):
-    from tasks import status
+    from tasks.views import status
 
     start = dt.date(2026, 9, 1)
     lab.qsr_days(start, 2)

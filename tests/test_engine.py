@@ -18,11 +18,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tasks import partitions
 from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine, fingerprint, input_line
-from tasks.partitions import PartitionStore
-from tasks.rawzone import RawZone
+from tasks.storage import partitions
+from tasks.storage.partitions import PartitionStore
+from tasks.storage.rawzone import RawZone
 
 REPO = Path(__file__).resolve().parent.parent
 DAY = dt.timedelta(days=1)
@@ -125,7 +125,7 @@ def chain(tmp_path) -> list[Node]:
 def test_importing_the_engine_and_the_transforms_loads_no_luigi():
     code = (
         "import sys\n"
-        "import tasks.freshness.engine, tasks.partitions, tasks.rawzone, tasks.calendar\n"
+        "import tasks.freshness.engine, tasks.storage.partitions, tasks.storage.rawzone, tasks.calendar\n"
         "import tasks.transforms.qsr_pos, tasks.transforms.hotels, tasks.transforms.ads, tasks.transforms.stores\n"
         "print(sorted(m for m in sys.modules if m == 'luigi' or m.startswith('luigi.')))\n"
     )

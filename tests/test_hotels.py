@@ -61,7 +61,7 @@ def test_on_the_books_and_a_resent_old_extract(hotel_lab):
     )
     manifest = hotel_lab.data / "marts/otb_by_stay_date/_manifest.json"
     otb_mtime = manifest.stat().st_mtime_ns
-    from tasks import status
+    from tasks.views import status
 
     (snapshot,) = status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])
     assert (snapshot.date, snapshot.state) == (None, "stale") and "upstream StgHotelBookingsDaily" in snapshot.reason
@@ -304,8 +304,8 @@ def test_one_hotel_through_rangedaily_of_params(hotel_lab):
 
 
 def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(hotel_lab):
-    from tasks import status
     from tasks.reference import hotels
+    from tasks.views import status
 
     stop = FIRST + dt.timedelta(days=4)
     args = ["RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H2"}']
@@ -344,7 +344,8 @@ def test_all_hotels_pickup_asks_for_every_date_of_its_range(hotel_lab):
 
 
 def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extracts(hotel_lab, tmp_path, monkeypatch):
-    from tasks import reference, status
+    from tasks import reference
+    from tasks.views import status
 
     day = FIRST + dt.timedelta(days=2)
     write(hotel_lab, day, "H6", [f"W1,H6,{day}T09:00:00-04:00,CREATED,2026-10-05,2026-10-06,1,80.00,direct"])

@@ -8,8 +8,9 @@ import json
 import os
 import shutil
 
-from tasks import cli, plan, status
-from tasks.partitions import PartitionStore
+from tasks import cli
+from tasks.storage.partitions import PartitionStore
+from tasks.views import plan, status
 
 START = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from tasks import tempnames
-from tasks.partitions import PartitionStore
+from tasks.storage import tempnames
+from tasks.storage.partitions import PartitionStore
 
 D1, D2 = dt.date(2026, 9, 10), dt.date(2026, 9, 11)
 

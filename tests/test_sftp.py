@@ -183,7 +183,7 @@ def test_closing_a_session_ends_it_on_the_server_at_once(over_sftp, sshd):
     """A task closes its session at the end of run(), before Luigi hands its sftp slot on: the server
     must see it gone then, not when paramiko's reader thread next wakes up (up to 0.1 s later, while
     the next task connects: the cap's extra connection)."""
-    from tasks.rawzone import RawZone
+    from tasks.storage.rawzone import RawZone
 
     over_sftp.qsr_days(START, 0)
     for _ in range(5):
@@ -244,7 +244,7 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
 
 
 def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(over_sftp, sshd, monkeypatch):
-    from tasks.sftp import SftpRawZone
+    from tasks.storage.sftp import SftpRawZone
     from tests.test_identity import backdate
 
     lab = over_sftp
@@ -260,7 +260,7 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
 
     monkeypatch.setattr(SftpRawZone, "read_bytes", counted)
     stop = START + dt.timedelta(days=6)
-    from tasks.plan import make_plan
+    from tasks.views.plan import make_plan
 
     assert make_plan("stg_qsr_pos", START, stop, workers=4).mode[0] == "RangeSingleRun"  # what plan says
     mark = len(log.read_text())
@@ -280,7 +280,7 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
 
 def test_verify_over_sftp_finds_a_change_behind_kept_metadata_in_one_connection(over_sftp, sshd, capsys):
     from tasks import cli
-    from tasks.sftp import _CONNECTIONS
+    from tasks.storage.sftp import _CONNECTIONS
     from tests.test_identity import backdate, changed_behind_metadata
 
     lab = over_sftp
@@ -307,8 +307,8 @@ def test_verify_over_sftp_finds_a_change_behind_kept_metadata_in_one_connection(
 
 
 def test_sftp_lists_the_same_folders_and_mtimes_as_local_disk(over_sftp):
-    from tasks.rawzone import RawZone
     from tasks.settings import raw_root
+    from tasks.storage.rawzone import RawZone
 
     lab = over_sftp
     lab.qsr_days(START, 2)
@@ -322,8 +322,8 @@ def test_sftp_lists_the_same_folders_and_mtimes_as_local_disk(over_sftp):
 def test_sftp_never_follows_a_symbolic_link_to_a_folder_as_local_disk_does_not(over_sftp, tmp_path):
     """A date folder that is a symbolic link (to files outside the raw zone) is not read over SFTP
     either: the partitions that read it wait for it, as they do locally, and nothing outside is read."""
-    from tasks.rawzone import RawZone
     from tasks.settings import raw_root
+    from tasks.storage.rawzone import RawZone
     from tests.conftest import qsr_rows
 
     lab = over_sftp

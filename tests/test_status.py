@@ -6,8 +6,8 @@ import datetime as dt
 import json
 import shutil
 
-from tasks import status
 from tasks.cli import main
+from tasks.views import status
 
 START = dt.date(2026, 9, 10)
 

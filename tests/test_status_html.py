@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from tasks import status
 from tasks.cli import main
+from tasks.views import status
 from tests.browser import Browser
 
 START = dt.date(2026, 9, 10)

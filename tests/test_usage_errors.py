@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks import plan, status
 from tasks.backfill import business_today
 from tasks.cli import main
+from tasks.views import plan, status
 from tests.conftest import Lab
 
 START = dt.date(2026, 9, 10)

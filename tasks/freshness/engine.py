@@ -23,7 +23,7 @@ whole chain below it. The memo stays correct because
   change, so a manifest rewritten by any process is seen; a state that is not ok is kept only while
   its partition's manifest is the one it was found with, so a partition another process built since
   (a worker sharing the scheduler) is seen at the next question;
-* a partition written by this process (``tasks.partitions`` calls :func:`written`) drops its own
+* a partition written by this process (``tasks.storage.partitions`` calls :func:`written`) drops its own
   state and the states of everything that read it (the reverse edges of the walk);
 * the raw zone and the states are a snapshot per *pass*: :meth:`Engine.new_pass` forgets them. A
   pass lasts one Luigi run (``luigi.build``, one ``luigi`` command: from its scheduling to its last
@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tasks import partitions
 from tasks.freshness import identity
 from tasks.freshness.summaries import SummaryFiles, summary
-from tasks.partitions import MANIFEST, PartitionStore
-from tasks.rawzone import RawFile, RawZone
+from tasks.storage import partitions
+from tasks.storage.partitions import MANIFEST, PartitionStore
+from tasks.storage.rawzone import RawFile, RawZone
 
 Entries = list[tuple[str, int, int]]  # (name, size, mtime_ns) of the files of one raw folder
 

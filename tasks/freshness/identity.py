@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tasks.freshness.engine import Window
-    from tasks.partitions import PartitionStore
-    from tasks.rawzone import RawFile, RawZone
+    from tasks.storage.partitions import PartitionStore
+    from tasks.storage.rawzone import RawFile, RawZone
 
 LOGICAL = "logical-v1"  # manifest["data_version_kind"] of a version made by :func:`logical_version`
 SAME_CONTENT = "metadata changed, content identical"
@@ -187,7 +187,7 @@ def read_sidecar(store: PartitionStore, key: dt.date | None, manifest: dict) -> 
 
 
 def write_sidecar(store: PartitionStore, key: dt.date | None, manifest: dict, fingerprint: str, inputs, at_ns: int):
-    from tasks.partitions import atomic_write_text
+    from tasks.storage.partitions import atomic_write_text
 
     side = {
         "for_fingerprint": manifest.get("input_fingerprint"),

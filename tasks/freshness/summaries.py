@@ -11,7 +11,8 @@ It is a cache and never an authority: an entry is used only while the manifest f
 recorded (inode, size, mtime_ns) (a manifest is always replaced by a rename, so a rewritten manifest has
 a new inode), and a missing, unreadable or corrupt summary file only means the manifests are parsed again.
 Summaries learned in a process are written when its pass ends (:meth:`SummaryFiles.flush`) with a
-temporary name (:mod:`tasks.tempnames`) and a rename; two processes that write at once lose entries, not correctness.
+temporary name (:mod:`tasks.storage.tempnames`) and a rename; two processes that write at once lose
+entries, not correctness.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import json
 import os
 from pathlib import Path
 
-from tasks.partitions import PartitionStore
-from tasks.tempnames import sweep, temp_path
+from tasks.storage.partitions import PartitionStore
+from tasks.storage.tempnames import sweep, temp_path
 
 # The keys a check does not read unless the raw files' metadata changed (then it reads the manifest).
 DETAIL = frozenset({"inputs", "input_hashes", "refused_inputs"})

@@ -19,7 +19,7 @@ from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
-from tasks.partitions import PartitionStore
+from tasks.storage.partitions import PartitionStore
 
 _CLASSES = {d.name: d.task_class() for d in catalogue.DATASETS}
 DATASETS: dict[str, type[PartitionedTask]] = {n: _CLASSES[n] for n in catalogue.names("date")}
@@ -150,7 +150,7 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
 
 def default_stop() -> dt.date:
     """The day after the newest raw folder of any source (so its partition shows as waiting or done)."""
-    from tasks.rawzone import RawZone
+    from tasks.storage.rawzone import RawZone
 
     zone = RawZone.from_uri(settings.raw_root())
     newest = newest_raw_date(zone, "qsr_pos")
@@ -204,7 +204,7 @@ def render_json(rows: list[DayStatus]) -> str:
 
 def render_html(rows: list[DayStatus]) -> str:
     """A self-contained page: a bar per dataset (per hotel for hotel_pickup), days grouped by month;
-    a click on a day shows its state, reason, rows, build time and rebuild command (tasks/status_html.py)."""
-    from tasks import status_html
+    a click on a day shows its state, reason, rows, build time and rebuild command (tasks/views/status_html.py)."""
+    from tasks.views import status_html
 
     return status_html.render(rows)

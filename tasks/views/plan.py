@@ -19,7 +19,7 @@ from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
-from tasks.status import DATASETS, MULTI, SNAPSHOTS, STATIC, day_status, shorten
+from tasks.views.status import DATASETS, MULTI, SNAPSHOTS, STATIC, day_status, shorten
 
 
 @dataclass

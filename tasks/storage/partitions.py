@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks import tempnames
+from tasks.storage import tempnames
 
 if TYPE_CHECKING:  # pyarrow is imported where data is written: a completeness check never needs it
     import pyarrow as pa

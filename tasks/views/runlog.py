@@ -6,7 +6,7 @@ turns on the default mode (:func:`watch`): the ``luigi-interface`` logger passes
 
 * warnings and errors, except the two kinds the summary replaces: one "Data for RawFolder(...) does
   not exist (yet?)" line per missing raw folder, and one traceback per failed partition;
-* the progress lines (tasks/progress.py, one per tenth of the range);
+* the progress lines (tasks/views/progress.py, one per tenth of the range);
 * Daybreak's summary in place of Luigi's execution summary: per dataset what ran, what was up to
   date (skipped), what failed (with the error, which names the file and the reason), what waits for
   which raw folder, and what did not run because something it reads failed or waits.

@@ -3,9 +3,9 @@ hotel for hotel_pickup), days side by side and grouped by month, twelve months t
 years of every dataset fit on one screen. A click (or the arrow keys) on a day shows its state,
 reason, rows, build time and the command that rebuilds it.
 
-It renders the rows :func:`tasks.status.collect` returns; for a date x key dataset (hotel_pickup,
+It renders the rows :func:`tasks.views.status.collect` returns; for a date x key dataset (hotel_pickup,
 one worst-of-the-hotels row per day there) it reads each hotel's state through the same
-:func:`tasks.status.day_status`, so the page has a bar per hotel.
+:func:`tasks.views.status.day_status`, so the page has a bar per hotel.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from html import escape
 
 from tasks import settings
-from tasks.partitions import PARTITION_PREFIX, partition_name
+from tasks.storage.partitions import PARTITION_PREFIX, partition_name
 
 # Bar colours on the white page: each at least 3:1 against it (WCAG 1.4.11, graphics), and white
 # letters on each at least 4.5:1 (the state badge of the detail panel). tests/test_status_html.py
@@ -60,10 +60,10 @@ class Line:
 
 def key_lines(rows: list) -> list[Line]:
     """The page's bars: one per date-only dataset of ``rows``, one per key of a date x key dataset
-    (its keys' states read again, one :func:`~tasks.status.day_status` each)."""
-    from tasks import status
+    (its keys' states read again, one :func:`~tasks.views.status.day_status` each)."""
     from tasks.base import CheckCache
     from tasks.reference import hotels
+    from tasks.views import status
 
     out: list[Line] = []
     cache = CheckCache()
@@ -87,10 +87,11 @@ def _line(label: str, task, params: str, days: dict) -> Line:
 
 
 def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | None = None) -> str:
-    """The page for ``rows`` (from :func:`tasks.status.collect`); ``lines`` default to
+    """The page for ``rows`` (from :func:`tasks.views.status.collect`); ``lines`` default to
     :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
     root) are shown beside the grid, each with its diff per partition."""
-    from tasks import preview, status
+    from tasks import preview
+    from tasks.views import status
 
     previews = preview.open_records() if previews is None else previews
 

@@ -21,7 +21,16 @@ from urllib.parse import urlsplit
 
 import paramiko
 
-from tasks.rawzone import NOT_REGULAR, SYMLINK, UNREADABLE, RawFile, RawFileUnreadable, RawZone, Refused, is_date_name
+from tasks.storage.rawzone import (
+    NOT_REGULAR,
+    SYMLINK,
+    UNREADABLE,
+    RawFile,
+    RawFileUnreadable,
+    RawZone,
+    Refused,
+    is_date_name,
+)
 
 logger = logging.getLogger("luigi-interface")
 WINDOW_BYTES = 64 * 1024 * 1024

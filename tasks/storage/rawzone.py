@@ -68,7 +68,7 @@ class RawZone:
     def from_uri(cls, uri: str) -> RawZone:
         """A local folder, or ``sftp://user@host:port/path`` (read with paramiko, settings from [sftp])."""
         if uri.startswith("sftp://"):
-            from tasks.sftp import SftpRawZone
+            from tasks.storage.sftp import SftpRawZone
 
             return SftpRawZone.from_settings(uri)
         if "://" in uri:
