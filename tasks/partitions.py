@@ -84,6 +84,7 @@ class PartitionStore:
             raise ValueError(f"subpartition {subpartition!r} could escape its folder")
         self.sub = subpartition
         self._paths: dict[dt.date | None, Path] = {}
+        self._strs: dict[dt.date | None, str] = {}
 
     def _levels(self, date: dt.date | None) -> list[str]:
         return [] if date is None else [partition_name(date), *([self.sub] if self.sub else [])]
@@ -125,9 +126,16 @@ class PartitionStore:
             return set()
         return {d for d in map(parse_partition_name, names) if d is not None}
 
+    def _folder(self, date: dt.date | None) -> str:
+        """:meth:`path` as a string: a status view opens and stats files of thousands of folders, and
+        a ``Path`` join and its conversion back to a string cost more than the system call."""
+        if date not in self._strs:
+            self._strs[date] = os.fspath(self.path(date))
+        return self._strs[date]
+
     def read_manifest(self, date: dt.date | None) -> dict | None:
         try:
-            with open(self.path(date) / MANIFEST, encoding="utf-8") as fh:
+            with open(os.path.join(self._folder(date), MANIFEST), encoding="utf-8") as fh:
                 return json.load(fh)
         except FileNotFoundError:
             return None
@@ -137,9 +145,9 @@ class PartitionStore:
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         """True when every data file the manifest lists, and its quarantine if it lists one, is there
         with the recorded size and mtime."""
-        folder = self.path(date)
+        folder = self._folder(date)
         quarantine = manifest.get("quarantine")
-        files = [(folder / f["name"], f) for f in manifest.get("data_files", [])]
+        files = [(os.path.join(folder, f["name"]), f) for f in manifest.get("data_files", [])]
         files += [(self.data_root / quarantine["path"], quarantine)] if quarantine else []
         for path, f in files:
             try:
