@@ -92,9 +92,10 @@ class OtbByStayDate(SnapshotTask):
     """otb_by_stay_date: one row per hotel and stay date with rooms, revenue and bookings on the books.
 
     Unpartitioned: a cancellation on one day changes stay dates booked on another
-    (docs/run-semantics.md). It is a function of the newest hotel_booking_state (each booking's latest
-    event up to the newest extract folder), so it reads that one partition: memory the size of the
-    state, never the whole history of events; the chain of states is itself built a day at a time
+    (docs/run-semantics.md). It is a function of the newest hotel_booking_state (each open booking's
+    latest event up to the newest extract folder) and of the bookings that finished on each date
+    (their ``finished.arrow``): memory the size of every booking's latest row, never the whole
+    history of events; the chain of states is itself built a day at a time
     (state d from state d-1 and the events of d). It requires every stg_hotel_bookings_daily partition
     from ``[daybreak] start_date`` to the newest extract folder (a missing date blocks it), is stale
     when any of them changed, and requires the newest state.
@@ -167,12 +168,15 @@ class HotelOtbExport(SnapshotTask):
 
 
 class HotelBookingState(PartitionedTask):
-    """hotel_booking_state: each booking's latest event as of the end of business date ``date``, all hotels.
+    """hotel_booking_state: each open booking's latest event as of the end of business date ``date``,
+    all hotels; the bookings that finished that day (cancelled, or departed, and not touched on
+    ``date``) in ``finished.arrow`` beside the data (:func:`tasks.transforms.hotels.split_state`).
 
-    CANCELLED bookings included (a late event with an earlier event_at must not bring one back). A chain:
-    state ``d`` = latest per booking over state ``d-1`` and the staged events of ``d``, so each date reads
-    two partitions, whatever the length of the history. The manifest records a version per hotel
-    (``stats.hotel_versions``) so that a hotel's pickups depend on their hotel's slice only.
+    A chain: state ``d`` = latest per booking over the open state ``d-1``, the finished rows of the
+    bookings ``d`` reopens (:func:`before_events`) and the staged events of ``d``, so each date reads
+    two partitions, whatever the length of the history, and holds as many rows as are booked ahead.
+    The manifest records a version per hotel (``stats.hotel_versions``, open rows and the running hash
+    of finished ones) so that a hotel's pickups depend on their hotel's slice only.
     """
 
     dataset = "marts/hotel_booking_state"
