@@ -64,7 +64,7 @@ def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatu
 def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
     state, day = task.state(cache), task.key
     store = cache.once(("store", task.dataset_path()), task.store)
-    manifest = cache.manifest(store, day) or {}
+    manifest = cache.summary(store, day) or {}  # rows, duration, finished_at: no list of inputs
     recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
     failure = store.read_failure(day) if recorded and str(store.failure_path(day)) in recorded else None
     if (
