@@ -128,6 +128,11 @@ def reuse(key, compute):
     return _reuse.current[key]
 
 
+def reusing_now() -> bool:
+    """Whether this process is inside :class:`reusing` (a single-run range)."""
+    return _reuse is not None
+
+
 class reusing:
     """Context manager for a single-run range: :func:`reuse` remembers across consecutive dates."""
 

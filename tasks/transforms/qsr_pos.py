@@ -82,14 +82,19 @@ REASONS = [
 
 
 @dataclass(frozen=True)
-class _FolderRows:
-    """What one export folder contributes: rows of the business date, keys of all valid rows, rejects."""
+class CheckedFolder:
+    """One export folder checked against the contract, whichever partition reads it.
 
-    rows: pa.Table  # valid rows whose business date is the partition's, typed, with a window-wide ``seq``
-    keys: pa.Table  # (order_id, line_no, store_id, seq) of every valid row, for de-duplication across the window
-    rejected: pa.Table
-    attributed: int
-    rows_read: int
+    Nothing here depends on the partition's date: each row carries the business date that owns it
+    (``owner``), so the two partitions that read a folder (folder-1 and folder) each take their rows
+    from the same checked folder (computed once, see :func:`check_folder`, or read back from Arrow IPC,
+    see :func:`checked_to_ipc`).
+    """
+
+    folder: dt.date
+    rows: pa.Table  # CHECKED_SCHEMA: every valid row, typed, in read order, with its owner date
+    rejected: pa.Table  # REJECT_SCHEMA + owner + parsed: rows failing a rule, and rows the parser could not split
+    rows_read: int  # every data row of the folder's files (rows the parser could not split included)
 
 
 def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt.date, rules: QsrRules) -> CleanResult:
@@ -100,22 +105,37 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
     parses belongs to its business date, one whose timestamp does not parse to its folder date.
     The output keeps read order: folder ``date`` before ``date+1``, files by name, rows as written.
     """
-    parts, offset = [], 0
-    for folder, parsed in folders:
-        if parsed:
-            parts.append(_folder_rows(parsed, folder, date, rules, offset))
-            offset += sum(p.table.num_rows for p in parsed)
-        del parsed  # free this folder's raw rows before the next folder is parsed
-    rows = _concat([p.rows for p in parts], _ROWS_SCHEMA)
-    keys = _concat([p.keys for p in parts], _KEYS_SCHEMA)
-    rejected = _concat([p.rejected for p in parts], REJECT_SCHEMA).combine_chunks()
-    attributed = sum(p.attributed for p in parts)
-    rows_read = sum(p.rows_read for p in parts)
+    return clean_checked((check_folder(parsed, folder, rules) for folder, parsed in folders), date, rules)
+
+
+def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRules) -> CleanResult:
+    """:func:`clean_pos_lines` from folders already checked (:func:`check_folder`), in read order."""
+    day = pa.scalar(date, pa.date32())
+    parts, offset, rows_read, attributed = [], 0, 0, 0
+    for checked in folders:
+        valid = checked.rows
+        seq = pa.array(np.arange(offset, offset + valid.num_rows, dtype="int64"))
+        offset += valid.num_rows
+        mine = pc.equal(valid["owner"], day)
+        rows = valid.select(_ROWS_SCHEMA.names[:-1]).append_column("seq", seq).filter(mine)
+        keys = valid.select(["order_id", "line_no", "store_id"]).append_column("seq", seq)
+        rejected = checked.rejected
+        bad = pc.equal(rejected["owner"], day)
+        rejected = rejected.filter(bad)
+        if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
+            rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
+        parts.append((rows, keys, rejected.select(REJECT_SCHEMA.names)))
+        attributed += count(mine) + rejected.num_rows
+        rows_read += checked.rows_read
+        del checked, valid
+    rows = _concat([p[0] for p in parts], _ROWS_SCHEMA)
+    keys = _concat([p[1] for p in parts], _KEYS_SCHEMA)
+    rejected = _concat([p[2] for p in parts], REJECT_SCHEMA).combine_chunks()
     del parts
     winners = _last_per_key(keys)
     duplicates = keys.num_rows - len(winners)
     del keys
-    last_by_seq = np.zeros(offset, dtype=bool)  # seq numbers every row read: mark the winners, look rows up
+    last_by_seq = np.zeros(offset, dtype=bool)  # seq numbers every valid row read: mark the winners, look rows up
     last_by_seq[winners.to_numpy()] = True
     is_last = pa.array(last_by_seq[rows["seq"].to_numpy()])
     is_void = pc.equal(rows["status"], "VOIDED")
@@ -134,7 +154,12 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
     )
 
 
-def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: QsrRules, offset: int) -> _FolderRows:
+def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> CheckedFolder:
+    """Every rule of the contract on one export folder's parsed files: valid rows typed, failed rows
+    with their reason, each row with the business date that owns it. Only ``rules.timezone`` and
+    ``rules.day_start_hour`` matter here (the suspicious threshold is applied per partition)."""
+    if not files:
+        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
     raw = pa.concat_tables([f.table for f in files])  # chunked, no copy
     names = pa.array([f.source_file for f in files], pa.string())
     file_index = pa.array(np.repeat(np.arange(len(files), dtype="int32"), [f.table.num_rows for f in files]))
@@ -146,39 +171,28 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
     code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index))
     valid = pc.equal(code, 0)
     by_folder = pc.or_(pc.is_null(bdate), misfiled)  # no usable business date: the folder's date owns it
-    mine = pc.if_else(by_folder, pa.scalar(folder == date), pc.equal(bdate, pa.scalar(date, pa.date32())))
-    seq = pa.array(np.arange(offset, offset + raw.num_rows, dtype="int64"))
-    # copy only what is kept, then cast: every kept value already passed its type rule
-    keep = pc.and_(valid, mine)
+    owner = pc.if_else(by_folder, pa.scalar(folder, pa.date32()), bdate)
+    # copy only what is valid, then cast: every value already passed its type rule
     picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "unit_price", "discount", "status"])
-    picked = picked.filter(keep)
+    picked = picked.filter(valid)
     rows = pa.table(
         {
             "store_id": picked["store_id"],
             "order_id": picked["order_id"],
             "line_no": pc.cast(picked["line_no"], pa.int32()),
-            "ordered_at": pc.filter(ordered_at, keep),
+            "ordered_at": pc.filter(ordered_at, valid),
             "sku": picked["sku"],
             "qty": pc.cast(picked["qty"], pa.int32()),
             "unit_price": pc.cast(picked["unit_price"], MONEY),
             "discount": pc.cast(pc.if_else(blank(picked["discount"]), "0", picked["discount"]), MONEY),
             "status": picked["status"],
-            "source_file": pc.take(names, pc.filter(file_index, keep)),
-            "seq": pc.filter(seq, keep),
+            "source_file": pc.take(names, pc.filter(file_index, valid)),
+            "owner": pc.filter(owner, valid),
         },
-        schema=_ROWS_SCHEMA,
+        schema=CHECKED_SCHEMA,
     )
-    valid_keys = raw.select(["order_id", "line_no", "store_id"]).filter(valid)
-    keys = pa.table(
-        {
-            "order_id": valid_keys["order_id"],
-            "line_no": pc.cast(valid_keys["line_no"], pa.int32()),
-            "store_id": valid_keys["store_id"],
-            "seq": pc.filter(seq, valid),
-        },
-        schema=_KEYS_SCHEMA,
-    )
-    bad = pc.and_(pc.invert(valid), mine)
+    del picked
+    bad = pc.invert(valid)
     row_numbers = pa.chunked_array([f.row_numbers for f in files], pa.int64())
     reject_cols = {
         "source_file": pc.take(names, pc.filter(file_index, bad)),
@@ -186,17 +200,48 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
         "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
     }
     reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
-    rejected = pa.table(reject_cols, schema=REJECT_SCHEMA)
-    malformed = (
-        [malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id") for f in files if f.malformed]
-        if folder == date
-        else []
-    )
-    if malformed:
-        by_position = [("source_file", "ascending"), ("row_number", "ascending")]
-        rejected = pa.concat_tables([rejected, *malformed]).sort_by(by_position)
-    attributed = count(mine) + sum(len(f.malformed) for f in files if folder == date)
-    return _FolderRows(rows, keys, rejected, attributed, raw.num_rows + sum(len(f.malformed) for f in files))
+    reject_cols.update(owner=pc.filter(owner, bad), parsed=pa.repeat(pa.scalar(True), count(bad)))
+    tables = [pa.table(reject_cols, schema=_CHECKED_REJECT_SCHEMA)]
+    for f in files:  # rows the parser could not split belong to the folder's date
+        if f.malformed:
+            m = malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id")
+            m = m.append_column("owner", pa.repeat(pa.scalar(folder, pa.date32()), m.num_rows))
+            tables.append(m.append_column("parsed", pa.repeat(pa.scalar(False), m.num_rows)))
+    rejected = pa.concat_tables(tables).combine_chunks()
+    rows_read = raw.num_rows + sum(len(f.malformed) for f in files)
+    return CheckedFolder(folder, rows, rejected, rows_read)
+
+
+def checked_to_ipc(checked: CheckedFolder, compression: str | None = None) -> pa.Buffer:
+    """A checked folder as one Arrow IPC stream (the rows; the rejects and counts in its metadata)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, checked.rejected.schema) as writer:
+        writer.write_table(checked.rejected)
+    meta = {
+        b"folder": checked.folder.isoformat().encode(),
+        b"rows_read": str(checked.rows_read).encode(),
+        b"rejected": sink.getvalue().to_pybytes(),
+    }
+    out = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(out, CHECKED_SCHEMA.with_metadata(meta), options=options) as writer:
+        writer.write_table(checked.rows.combine_chunks())  # one batch: several times faster to write
+    return out.getvalue()
+
+
+def checked_from_ipc(data) -> CheckedFolder:
+    """:func:`checked_to_ipc` read back; raises ``pa.ArrowInvalid`` (or ValueError) on anything else."""
+    with pa.ipc.open_stream(pa.py_buffer(data)) as reader:  # zero-copy: the arrays point into ``data``
+        meta = reader.schema.metadata or {}
+        rows = reader.read_all()
+    if rows.schema.remove_metadata() != CHECKED_SCHEMA:
+        raise ValueError("not a checked qsr_pos folder")
+    with pa.ipc.open_stream(meta[b"rejected"]) as reader:
+        rejected = reader.read_all()
+    if rejected.schema != _CHECKED_REJECT_SCHEMA:
+        raise ValueError("not a checked qsr_pos folder")
+    folder = dt.date.fromisoformat(meta[b"folder"].decode())
+    return CheckedFolder(folder, rows.replace_schema_metadata(None), rejected, int(meta[b"rows_read"]))
 
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
@@ -314,6 +359,11 @@ def warm_up() -> None:
 _ROWS_SCHEMA = pa.schema(
     [(f.name, f.type) for f in OUTPUT_SCHEMA if f.name not in ("net_amount", "is_suspicious")] + [("seq", pa.int64())]
 )
+CHECKED_SCHEMA = pa.schema(
+    [(f.name, f.type) for f in OUTPUT_SCHEMA if f.name not in ("net_amount", "is_suspicious")]
+    + [("owner", pa.date32())]
+)
+_CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
 _KEYS_SCHEMA = pa.schema(
     [("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string()), ("seq", pa.int64())]
 )
