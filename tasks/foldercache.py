@@ -6,7 +6,7 @@ tomorrow's d). The first one to check a folder leaves the result here, as Arrow 
 
     <data_root>/_state/cache/<dataset>/<folder date>.arrow
 
-The entry's header line holds its key (what it was computed from: cache format, transform version,
+The entry's trailer holds its key (what it was computed from: cache format, transform version,
 the rules that matter, each file's name and content hash) and the length and CRC-32 of its payload,
 so an entry that is torn or damaged (a crash before the page cache reached the disk: entries are
 written to a temporary name and renamed, not fsynced) is never used. A wrong key or a damaged entry
@@ -33,8 +33,8 @@ MAX_AGE_S = 7 * 86400  # a daily run reads yesterday's d+1 entry the next day; a
 
 
 class FolderCache:
-    """Entries of one dataset: each a JSON header line (key, writer, length and CRC-32 of the
-    payload) and the payload (Arrow IPC)."""
+    """Entries of one dataset: each a payload (Arrow IPC) followed by a JSON trailer (key, writer,
+    length and CRC-32 of the payload) and the trailer's length (8 bytes, little-endian)."""
 
     def __init__(self, data_root: str | os.PathLike, dataset: str):
         self.root = Path(data_root) / "_state" / "cache" / dataset
@@ -48,35 +48,37 @@ class FolderCache:
         path = self.path(folder)
         try:
             data = path.read_bytes()
-        except OSError:
+            size = int.from_bytes(data[-8:], "little")
+            meta = json.loads(data[-8 - size : -8])
+        except (OSError, ValueError):
             return None
-        end = data.find(b"\n")
-        try:
-            header = json.loads(data[:end])
-        except ValueError:
+        if not isinstance(meta, dict) or meta.get("key") != key:
             return None
-        if header.get("key") != key:
-            return None
-        payload = memoryview(data)[end + 1 :]
-        if len(payload) != header.get("length") or zlib.crc32(payload) != header.get("crc32"):
+        payload = memoryview(data)[: len(data) - 8 - size]
+        if len(payload) != meta.get("length") or zlib.crc32(payload) != meta.get("crc32"):
             _remove(path)  # torn or damaged: never used
             return None
-        if header.get("writer") != reader.isoformat():
+        if meta.get("writer") != reader.isoformat():
             _remove(path)  # both partitions reading this folder have had it
         return payload
 
-    def put(self, folder: dt.date, key: str, writer: dt.date, payload) -> None:
-        """Store ``payload`` as the folder's one entry. Errors are ignored: a full disk or a read-only
-        data root costs the next reader time, nothing else."""
-        meta = {"key": key, "writer": writer.isoformat(), "length": len(payload), "crc32": zlib.crc32(payload)}
+    def put(self, folder: dt.date, key: str, writer: dt.date, write) -> None:
+        """Store what ``write(file)`` writes as the folder's one entry. An OSError is ignored: a full
+        disk or a read-only data root costs the next reader time, nothing else."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             final = self.path(folder)
             tmp = temp_path(final)
-            with open(tmp, "wb") as fh:
-                fh.write(json.dumps(meta).encode() + b"\n")
-                fh.write(payload)
-            os.replace(tmp, final)
+            try:
+                with open(tmp, "wb") as fh:
+                    sink = _Crc32(fh)
+                    write(sink)
+                    meta = {"key": key, "writer": writer.isoformat(), "length": sink.length, "crc32": sink.crc}
+                    trailer = json.dumps(meta).encode()
+                    fh.write(trailer + len(trailer).to_bytes(8, "little"))
+                os.replace(tmp, final)
+            finally:
+                _remove(tmp)
             self._expire()
         except OSError:
             pass
@@ -90,6 +92,23 @@ class FolderCache:
             except OSError:
                 pass
         sweep(self.root)  # temporaries of a writer that died
+
+
+class _Crc32:
+    """A write-only file that passes what it is given on, keeping its length and CRC-32."""
+
+    closed = False
+
+    def __init__(self, fh):
+        self.fh, self.length, self.crc = fh, 0, 0
+
+    def write(self, data) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        self.length += len(data)
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
 
 
 def _remove(path: Path) -> None:

@@ -122,7 +122,7 @@ class StgQsrPos(PartitionedTask):
         checked = qsr_pos.check_folder(parsed, folder, rules)
         del parsed
         if cache is not None:
-            cache.put(folder, key, self.date, qsr_pos.checked_to_ipc(checked, CACHE_COMPRESSION))
+            cache.put(folder, key, self.date, lambda sink: qsr_pos.checked_to_ipc(checked, sink, CACHE_COMPRESSION))
         return checked
 
     def max_reject_share(self) -> float:
