@@ -110,6 +110,7 @@ def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, st
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    table = table.combine_chunks()  # a take from one chunk per column copies only the rows taken
     order = pc.sort_indices(table, sort_keys=[(column, "ascending")])  # stable: keeps row order
     schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
     out, start = {}, 0

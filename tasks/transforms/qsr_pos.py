@@ -141,7 +141,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
     is_void = pc.equal(rows["status"], "VOIDED")
     keep = pc.and_(is_last, pc.invert(is_void))
     voided = count(pc.and_(is_last, is_void))
-    result = _finish(rows.filter(keep), rules)
+    result = _finish(rows.filter(keep).combine_chunks(), rules)  # one chunk: hashed and written without a copy
     return CleanResult(
         result,
         rejected,
