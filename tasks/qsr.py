@@ -42,9 +42,15 @@ class StgQsrPos(PartitionedTask):
 
     @classmethod
     def warm_up(cls) -> None:
+        from tasks.freshness.identity import logical_version, slice_versions
         from tasks.transforms.qsr_pos import warm_up
+        from tasks.transforms.stores import store_totals, to_ipc
 
-        warm_up()
+        result = warm_up()
+        # what a build runs after the transform: Arrow's acero (the store totals' group-by) loads lazily
+        to_ipc(store_totals(result.table, dt.date(2026, 9, 15)))
+        slice_versions(result.table, "store_id", {"S1"})
+        logical_version(result.table)
 
     def qsr_rules(self) -> QsrRules:
         cfg = settings.qsr()

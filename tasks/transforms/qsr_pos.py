@@ -339,20 +339,29 @@ def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
     return out
 
 
-def warm_up() -> None:
-    """Run the read and the transform once on a few lines, so that pyarrow kernels and timezone data load.
+def warm_up() -> CleanResult:
+    """Run the read and the transform once on a few lines, so that pyarrow kernels, timezone data and
+    the modules they load lazily (Arrow IPC) are loaded; returns the result (for the next steps' own
+    warm-up: versions, store totals).
 
     Luigi forks a process per task when ``--workers`` > 1; warming in the scheduling process, once
     work is found (``PartitionedTask.prepare_to_run``), means no forked task pays this again.
     """
+    import io
+
     from tasks.transforms.rawcsv import parse_csv_many
 
     day = dt.date(2026, 9, 15)
-    rows = ["O1,1,S1,2026-09-15T12:00:00-04:00,X,1,1.00,,COMPLETED", "O1,1,S1,2026-09-15T12:00:00.5Z,X,1,1.00,,VOIDED"]
-    text = "\n".join([",".join(RAW_COLUMNS), *rows, "O2,x"]) + "\n"
-    clean_pos_lines(
-        [(day, parse_csv_many([(text.encode(), "qsr_pos/2026-09-15/S1.csv")], RAW_COLUMNS))], day, QsrRules()
-    )
+    rows = [
+        "O1,1,S1,2026-09-15T12:00:00-04:00,X,1,1.00,,COMPLETED",
+        "O1,1,S1,2026-09-15T12:00:00.5Z,X,1,1.00,,VOIDED",
+        "O2,1,S1,2026-09-15T12:00:00Z,X,2,1.50,0.25,COMPLETED",  # one line kept: the steps after run on a row
+    ]
+    text = "\n".join([",".join(RAW_COLUMNS), *rows, "O3,x"]) + "\n"
+    checked = check_folder(parse_csv_many([(text.encode(), "qsr_pos/2026-09-15/S1.csv")], RAW_COLUMNS), day, QsrRules())
+    sink = io.BytesIO()
+    checked_to_ipc(checked, sink)
+    return clean_checked([checked_from_ipc(sink.getvalue())], day, QsrRules())
 
 
 _ROWS_SCHEMA = pa.schema(
