@@ -14,8 +14,10 @@ is a miss: the folder is checked again and the entry replaced. Never a source of
 ``_state/cache`` at any time only costs time.
 
 One entry per folder. It is removed once the second partition reading the folder has used it
-(the writer recorded which partition it was), and any entry older than :data:`MAX_AGE_S` is
-removed whenever an entry is written; at most one entry per raw folder remains otherwise.
+(the writer recorded which partition it was), or has checked the folder itself (both partitions ran
+at the same time, ``--workers 2``), and any entry older than :data:`MAX_AGE_S` is removed whenever an
+entry is written. What stays is the entry of a folder whose other partition has not been built: at
+the ends of a range (folder d+1 of the last date d, for tomorrow's run).
 """
 
 from __future__ import annotations
@@ -66,8 +68,12 @@ class FolderCache:
         """Store what ``write(file)`` writes as the folder's one entry. An OSError is ignored: a full
         disk or a read-only data root costs the next reader time, nothing else."""
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
             final = self.path(folder)
+            other = _trailer(final)
+            if other.get("key") == key and other.get("writer") != writer.isoformat():
+                _remove(final)  # the other partition of this folder checked it too (they ran at once): both had it
+                return
+            self.root.mkdir(parents=True, exist_ok=True)
             tmp = temp_path(final)
             try:
                 with open(tmp, "wb") as fh:
@@ -109,6 +115,19 @@ class _Crc32:
 
     def flush(self) -> None:
         self.fh.flush()
+
+
+def _trailer(path: Path) -> dict:
+    """The trailer of an entry (key, writer, ...); {} when there is none or it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-8, os.SEEK_END)
+            size = int.from_bytes(fh.read(8), "little")
+            fh.seek(-8 - size, os.SEEK_END)
+            meta = json.loads(fh.read(size))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _remove(path: Path) -> None:

@@ -127,3 +127,33 @@ def test_a_single_run_leaves_no_entry(lab):
     )
     assert entries(lab) == set()
     assert StgQsrPos(date=D).complete()
+
+
+def test_the_two_partitions_of_a_folder_checking_it_at_once_leave_no_entry(tmp_path):
+    from tasks.foldercache import FolderCache
+
+    cache = FolderCache(tmp_path, "staging/qsr_pos")
+    # partition D checked folder D+1 and left it; partition D+1, running at the same time, missed it
+    # and checked the folder too: both have had it, nothing is left for anyone
+    cache.put(NEXT, "k1", D, lambda sink: sink.write(b"rows"))
+    assert bytes(cache.get(NEXT, "k1", D)) == b"rows"  # the writer itself (a rebuild of D) keeps it
+    cache.put(NEXT, "k1", NEXT, lambda sink: sink.write(b"rows"))
+    assert not cache.path(NEXT).exists()
+    # an entry for other content is replaced, whoever wrote it
+    cache.put(NEXT, "k1", D, lambda sink: sink.write(b"old"))
+    cache.put(NEXT, "k2", NEXT, lambda sink: sink.write(b"new"))
+    assert cache.get(NEXT, "k1", D) is None
+    assert bytes(cache.get(NEXT, "k2", D)) == b"new"
+    assert not cache.path(NEXT).exists()  # read by the other partition: gone
+
+
+def test_an_entry_older_than_a_week_is_removed_when_another_is_written(tmp_path):
+    from tasks.foldercache import MAX_AGE_S, FolderCache
+
+    cache = FolderCache(tmp_path, "staging/qsr_pos")
+    cache.put(D, "k", D, lambda sink: sink.write(b"x"))
+    old = cache.path(D).stat().st_mtime - MAX_AGE_S - 60
+    os.utime(cache.path(D), (old, old))
+    cache.put(NEXT, "k", D, lambda sink: sink.write(b"y"))
+    assert not cache.path(D).exists()
+    assert cache.path(NEXT).exists()
