@@ -112,9 +112,12 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
     import resource
 
     import luigi.configuration
-    import pyarrow as pa
+
+    import tasks  # noqa: F401  (first, as the luigi command imports it: it chooses Arrow's allocator)
 
     luigi.configuration.get_config().add_config_path(cfg)
+    import pyarrow as pa
+
     from tasks import settings
     from tasks.base import CheckCache
     from tasks.qsr import StgQsrPos

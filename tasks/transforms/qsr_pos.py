@@ -118,7 +118,9 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         offset += valid.num_rows
         mine = pc.equal(valid["owner"], day)
         rows = valid.select(_ROWS_SCHEMA.names[:-1]).append_column("seq", seq).filter(mine)
-        keys = valid.select(["order_id", "line_no", "store_id"]).append_column("seq", seq)
+        # a copy: a checked folder read from the cache is one buffer, which a slice of it would keep whole
+        keys = valid.select(["order_id", "line_no", "store_id"]).append_column("seq", seq).combine_chunks()
+        keys = keys.take(pa.array(np.arange(keys.num_rows))) if keys.num_rows else keys
         rejected = checked.rejected
         bad = pc.equal(rejected["owner"], day)
         rejected = rejected.filter(bad)
