@@ -16,8 +16,10 @@ is a miss: the folder is checked again and the entry replaced. Never a source of
 One entry per folder. It is removed once the second partition reading the folder has used it
 (the writer recorded which partition it was), or has checked the folder itself (both partitions ran
 at the same time, ``--workers 2``), and any entry older than :data:`MAX_AGE_S` is removed whenever an
-entry is written. What stays is the entry of a folder whose other partition has not been built: at
-the ends of a range (folder d+1 of the last date d, for tomorrow's run).
+entry is written. No entry is written while the data root's file system has less than 512 MiB or
+5 % free: the cache never takes the space a partition needs. What stays is the entry of a folder
+whose other partition has not been built: at the ends of a range (folder d+1 of the last date d,
+for tomorrow's run).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from pathlib import Path
 from tasks.tempnames import sweep, temp_path
 
 MAX_AGE_S = 7 * 86400  # a daily run reads yesterday's d+1 entry the next day; a week covers a pause
+MIN_FREE_BYTES = 512 * 2**20  # no entry is written while less than this is free on the data root's disk
+MIN_FREE_SHARE = 0.05  # ... or less than this share of it
 
 
 class FolderCache:
@@ -73,6 +77,8 @@ class FolderCache:
             if other.get("key") == key and other.get("writer") != writer.isoformat():
                 _remove(final)  # the other partition of this folder checked it too (they ran at once): both had it
                 return
+            if not self._room():
+                return
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = temp_path(final)
             try:
@@ -88,6 +94,16 @@ class FolderCache:
             self._expire()
         except OSError:
             pass
+
+    def _room(self) -> bool:
+        """Whether the data root's file system has room to spare: the cache never takes the space the
+        partitions need (at least :data:`MIN_FREE_BYTES` and :data:`MIN_FREE_SHARE` of it stay free)."""
+        where = self.root
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        st = os.statvfs(where)
+        free = st.f_bavail * st.f_frsize
+        return free >= MIN_FREE_BYTES and free >= MIN_FREE_SHARE * st.f_blocks * st.f_frsize
 
     def _expire(self) -> None:
         limit = time.time() - MAX_AGE_S
