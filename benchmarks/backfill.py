@@ -146,22 +146,24 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
 
     pool = pa.default_memory_pool()
     arrow_before = pool.max_memory()
-    timings, out = [], {}
+    timings, cpu, out = [], [], {}
     for _ in range(2):
         setup()
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")  # the peak RSS (VmHWM) starts again from the RSS now
         base = rss()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         built = task.build(inputs)
         task.store().write(task.date, built.table, {})
         timings.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         if not out:
             out.update(base_rss=base, peak_rss=hwm(), arrow_peak=pool.max_memory())
             out.update(table_bytes=built.table.nbytes, rows=built.table.num_rows)
         del built
     raw_lines = sum(sum(1 for _ in open(task.zone().root / f.relpath, "rb")) - 1 for f in inputs)
     out.update(arrow_before=arrow_before, raw_lines=raw_lines, first_s=timings[0], again_s=timings[1], mode=mode)
+    out.update(first_cpu_s=cpu[0], again_cpu_s=cpu[1])
     print(json.dumps(out))
 
 
@@ -326,6 +328,10 @@ def report(
         print(
             f"    (first build after warm-up, as a forked task; the same build again: "
             f"{part['raw_lines'] / part['again_s']:,.0f} raw lines/s)"
+        )
+        print(
+            f"    per CPU second of the process (less sensitive to the machine's load): first build "
+            f"{part['raw_lines'] / part['first_cpu_s']:,.0f}, again {part['raw_lines'] / part['again_cpu_s']:,.0f}"
         )
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("luigi-interface")
 STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
-CACHE_FORMAT = 1  # of a checked folder in the folder cache (tasks/foldercache.py); bump when it changes
+CACHE_FORMAT = 2  # of a checked folder in the folder cache (tasks/foldercache.py); bump when it changes
 CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
 
 

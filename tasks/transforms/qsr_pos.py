@@ -92,7 +92,7 @@ class CheckedFolder:
     """
 
     folder: dt.date
-    rows: pa.Table  # CHECKED_SCHEMA: every valid row, typed, in read order, with its owner date
+    rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string), its owner
     rejected: pa.Table  # REJECT_SCHEMA + owner + parsed: rows failing a rule, and rows the parser could not split
     rows_read: int  # every data row of the folder's files (rows the parser could not split included)
 
@@ -185,8 +185,8 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
             "ordered_at": pc.filter(ordered_at, valid),
             "sku": picked["sku"],
             "qty": pc.cast(picked["qty"], pa.int32()),
-            "unit_price": pc.cast(picked["unit_price"], MONEY),
-            "discount": pc.cast(pc.if_else(blank(picked["discount"]), "0", picked["discount"]), MONEY),
+            "unit_price": picked["unit_price"],  # checked; cast for the kept rows only (_finish)
+            "discount": picked["discount"],
             "status": picked["status"],
             "source_file": pc.take(names, pc.filter(file_index, valid)),
             "owner": pc.filter(owner, valid),
@@ -317,9 +317,13 @@ def _bad_discount(col) -> pa.Array:
 
 
 def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
+    """The output rows: money cast from the checked strings (each row is kept by one partition only,
+    so each is cast once), net_amount and is_suspicious computed."""
     qty = kept["qty"]
-    gross = pc.multiply(pc.cast(qty, pa.decimal128(10, 0)), kept["unit_price"])
-    net = pc.cast(pc.subtract(gross, kept["discount"]), MONEY)
+    unit_price = pc.cast(kept["unit_price"], MONEY)
+    discount = pc.cast(pc.if_else(blank(kept["discount"]), "0", kept["discount"]), MONEY)
+    gross = pc.multiply(pc.cast(qty, pa.decimal128(10, 0)), unit_price)
+    net = pc.cast(pc.subtract(gross, discount), MONEY)
     net = pc.if_else(pc.equal(kept["status"], "REFUNDED"), pc.negate(net), net)
     out = pa.table(
         {
@@ -329,8 +333,8 @@ def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
             "ordered_at": kept["ordered_at"],
             "sku": kept["sku"],
             "qty": qty,
-            "unit_price": kept["unit_price"],
-            "discount": kept["discount"],
+            "unit_price": unit_price,
+            "discount": discount,
             "net_amount": net,
             "status": kept["status"],
             "is_suspicious": pc.greater(qty, rules.suspicious_qty_threshold),
@@ -366,13 +370,15 @@ def warm_up() -> CleanResult:
     return clean_checked([checked_from_ipc(sink.getvalue())], day, QsrRules())
 
 
-_ROWS_SCHEMA = pa.schema(
-    [(f.name, f.type) for f in OUTPUT_SCHEMA if f.name not in ("net_amount", "is_suspicious")] + [("seq", pa.int64())]
-)
-CHECKED_SCHEMA = pa.schema(
-    [(f.name, f.type) for f in OUTPUT_SCHEMA if f.name not in ("net_amount", "is_suspicious")]
+CHECKED_SCHEMA = pa.schema(  # money as the checked strings: cast once a row is kept
+    [
+        (f.name, pa.string() if f.name in ("unit_price", "discount") else f.type)
+        for f in OUTPUT_SCHEMA
+        if f.name not in ("net_amount", "is_suspicious")
+    ]
     + [("owner", pa.date32())]
 )
+_ROWS_SCHEMA = pa.schema([*CHECKED_SCHEMA.remove(CHECKED_SCHEMA.get_field_index("owner")), ("seq", pa.int64())])
 _CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
 _KEYS_SCHEMA = pa.schema(
     [("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string()), ("seq", pa.int64())]
