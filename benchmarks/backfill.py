@@ -8,7 +8,8 @@ over the repetitions:
  (2) `luigi ... RangeDaily` with 1 and with 2 workers, and `RangeSingleRun`, over the same dates;
  (3) a no-op RangeDaily over 1,095 complete dates (every staleness check included);
  (4) peak memory of one partition's build against the partition's in-memory table size,
-     and raw lines per second through read, clean and write of one partition.
+     and raw lines per second through read, clean and write of one partition: as in a backfill
+     (folder d checked by the build of d-1, in the folder cache) and cold (no cache).
 """
 
 from __future__ import annotations
@@ -91,45 +92,78 @@ print(json.dumps({{"built": len(missing), "complete": len(done), "bulk_complete_
     return result
 
 
-def one_partition(cfg: Path, date: dt.date) -> dict:
+def one_partition(cfg: Path, date: dt.date, mode: str) -> dict:
     """Peak memory and throughput of one partition build, measured in a fresh process."""
-    cmd = [sys.executable, __file__, "--measure-one", str(cfg), date.isoformat()]
+    cmd = [sys.executable, __file__, "--measure-one", str(cfg), date.isoformat(), mode]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure_one(cfg: str, date: str) -> None:
+def measure_one(cfg: str, date: str, mode: str) -> None:
     """(in the child) Build one partition twice, after the same warm-up a scheduling process does.
 
-    Memory is the first build's: Arrow's own peak allocation (its pool) and the peak RSS growth.
+    ``mode`` "cold": no folder cache, both raw folders of the window are parsed and checked;
+    "backfill": as in a per-date backfill, the build of the day before (in another process, as a
+    Luigi worker would) checked folder d and left it in the folder cache, folder d+1 is checked.
+    Memory is the first build's: Arrow's own peak allocation (its pool) and the peak RSS growth
+    (VmHWM, reset just before the build, against the RSS then).
     """
+    import os
     import resource
 
     import luigi.configuration
-    import pyarrow as pa
+
+    import tasks  # noqa: F401  (first, as the luigi command imports it: it chooses Arrow's allocator)
 
     luigi.configuration.get_config().add_config_path(cfg)
+    import pyarrow as pa
+
+    from tasks import settings
     from tasks.base import CheckCache
     from tasks.qsr import StgQsrPos
 
     StgQsrPos.prepare_to_run()  # what the scheduling process does before Luigi forks a task
     task = StgQsrPos(date=dt.date.fromisoformat(date))
+    before = StgQsrPos(date=task.date - dt.timedelta(days=1))
     inputs = task.input_files(CheckCache()).read
-    base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+    inputs_before = before.input_files(CheckCache()).read
+
+    def setup() -> None:
+        shutil.rmtree(Path(settings.data_root()) / "_state" / "cache", ignore_errors=True)
+        if mode == "backfill":
+            pid = os.fork()
+            if pid == 0:
+                built = before.build(inputs_before)
+                before.store().write(before.date, built.table, {})
+                os._exit(0)
+            os.waitpid(pid, 0)
+
+    def rss() -> int:
+        return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+
+    def hwm() -> int:
+        return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM"))
+
     pool = pa.default_memory_pool()
     arrow_before = pool.max_memory()
-    timings, out = [], {}
+    timings, cpu, out = [], [], {}
     for _ in range(2):
-        t0 = time.perf_counter()
+        setup()
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # the peak RSS (VmHWM) starts again from the RSS now
+        base = rss()
+        t0, c0 = time.perf_counter(), time.process_time()
         built = task.build(inputs)
         task.store().write(task.date, built.table, {})
         timings.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         if not out:
-            out.update(peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, arrow_peak=pool.max_memory())
+            out.update(base_rss=base, peak_rss=hwm(), arrow_peak=pool.max_memory())
             out.update(table_bytes=built.table.nbytes, rows=built.table.num_rows)
         del built
     raw_lines = sum(sum(1 for _ in open(task.zone().root / f.relpath, "rb")) - 1 for f in inputs)
-    out.update(base_rss=base, arrow_before=arrow_before, raw_lines=raw_lines, first_s=timings[0], again_s=timings[1])
+    out.update(arrow_before=arrow_before, raw_lines=raw_lines, first_s=timings[0], again_s=timings[1], mode=mode)
+    out.update(first_cpu_s=cpu[0], again_cpu_s=cpu[1])
     print(json.dumps(out))
 
 
@@ -178,7 +212,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20 days x 30 stores, 300 dates for the no-op check")
     ap.add_argument("--repeat", type=int, default=2, help="repetitions of the side-by-side runs (order rotates)")
     ap.add_argument("--no-noop", action="store_true", help="skip the no-op check (3)")
-    ap.add_argument("--measure-one", nargs=2, metavar=("CFG", "DATE"), help=argparse.SUPPRESS)
+    ap.add_argument("--measure-one", nargs=3, metavar=("CFG", "DATE", "MODE"), help=argparse.SUPPRESS)
     ap.add_argument("--plain-loop", nargs=3, metavar=("RAW", "OUT", "DAYS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure_one:
@@ -222,8 +256,8 @@ def main() -> None:
         cpus.append(cpu)
     check = same_rows(work / "data-plain", work / "data-w1", days)
     noop = None if args.no_noop else noop_check(work, noop_days, 100)
-    part = one_partition(work / "w1.cfg", START + dt.timedelta(days=days // 2))
-    report(runs, cpus, lines, days, check, noop, noop_days, part)
+    parts = [one_partition(work / "w1.cfg", START + dt.timedelta(days=days // 2), m) for m in ("backfill", "cold")]
+    report(runs, cpus, lines, days, check, noop, noop_days, parts)
 
 
 def children_cpu() -> float:
@@ -242,7 +276,7 @@ def report(
     check: str,
     noop: dict | None,
     noop_days: int,
-    part: dict,
+    parts: list[dict],
 ) -> None:
     def row(label: str, value: str, target: str, ok: bool) -> None:
         print(f"{label:<58} {value:>16}   target {target:<10} {'ok' if ok else 'MISSED'}")
@@ -275,22 +309,30 @@ def report(
             f"    of which python + luigi + tasks import: {noop['python_import_s']:.2f} s; "
             f"bulk_complete alone: {noop['bulk_complete_s']:.3f} s ({noop['complete']} complete)"
         )
-    extra = part["peak_rss"] - part["base_rss"]
-    row(
-        "(4) peak RSS growth of one build / its table size",
-        f"{extra / part['table_bytes']:.2f}x",
-        "<= 3x",
-        extra <= 3 * part["table_bytes"],
-    )
-    arrow = part["arrow_peak"]
-    print(f"    Arrow's peak allocation / table size: {arrow / part['table_bytes']:.2f}x")
-    print(f"    table {part['table_bytes'] / 1e6:.1f} MB ({part['rows']:,} rows), peak RSS growth {extra / 1e6:.1f} MB")
-    rate = part["raw_lines"] / part["first_s"]
-    row("    raw lines/s through read, clean, write", f"{rate:,.0f}", ">= 1,200,000", rate >= 1_200_000)
-    print(
-        f"    (first build after warm-up, as a forked task; the same build again: "
-        f"{part['raw_lines'] / part['again_s']:,.0f} raw lines/s)"
-    )
+    for part in parts:
+        extra = part["peak_rss"] - part["base_rss"]
+        what = {"backfill": "folder d from the cache, as in a backfill", "cold": "no cache: both folders checked"}
+        print(f"(4) one partition's first build, {what[part['mode']]}:")
+        row(
+            "    peak RSS growth / its table size",
+            f"{extra / part['table_bytes']:.2f}x",
+            "<= 3x",
+            extra <= 3 * part["table_bytes"],
+        )
+        arrow = part["arrow_peak"]
+        print(f"    Arrow's peak allocation / table size: {arrow / part['table_bytes']:.2f}x")
+        table = f"table {part['table_bytes'] / 1e6:.1f} MB ({part['rows']:,} rows)"
+        print(f"    {table}, peak RSS growth {extra / 1e6:.1f} MB")
+        rate = part["raw_lines"] / part["first_s"]
+        row("    raw lines/s through read, clean, write", f"{rate:,.0f}", ">= 1,200,000", rate >= 1_200_000)
+        print(
+            f"    (first build after warm-up, as a forked task; the same build again: "
+            f"{part['raw_lines'] / part['again_s']:,.0f} raw lines/s)"
+        )
+        print(
+            f"    per CPU second of the process (less sensitive to the machine's load): first build "
+            f"{part['raw_lines'] / part['first_cpu_s']:,.0f}, again {part['raw_lines'] / part['again_cpu_s']:,.0f}"
+        )
 
 
 # -- the yardstick: a plain pyarrow loop over the dates, independent of Daybreak's code -----------------

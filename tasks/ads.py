@@ -43,7 +43,7 @@ class AdsDaily(PartitionedTask):
 
     def provisional(self, cache: CheckCache) -> bool:
         """Up to date, but export d+7 has not arrived: a later export may still restate it."""
-        manifest = cache.manifest(cache.once(("store", self.dataset_path()), self.store), self.date) or {}
+        manifest = cache.summary(cache.once(("store", self.dataset_path()), self.store), self.date) or {}
         return manifest.get("stats", {}).get("is_final") is False
 
     def build(self, inputs: list[RawFile]) -> Built:

@@ -10,6 +10,7 @@ chain of partitions is walked once per process, not once per question.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import logging
 import time
 from collections.abc import Iterable
@@ -116,6 +117,11 @@ def reuse(key, compute):
     if key not in _reuse.current:
         _reuse.current[key] = _reuse.previous.pop(key) if key in _reuse.previous else compute()
     return _reuse.current[key]
+
+
+def reusing_now() -> bool:
+    """Whether this process is inside :class:`reusing` (a single-run range)."""
+    return _reuse is not None
 
 
 class reusing:
@@ -277,6 +283,9 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             cls._prepared = True
             partitions.warm_up()
             cls.warm_up()
+            # what exists now (modules, kernels, timezone data) is never collected: a forked task's
+            # garbage collections then do not touch, and so copy, the pages it shares with this process
+            gc.freeze()
 
     @classmethod
     def warm_up(cls) -> None:

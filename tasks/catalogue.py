@@ -85,10 +85,11 @@ DATASETS: tuple[DatasetSpec, ...] = (
         "HotelBookingState",
         "marts/hotel_booking_state",
         "date",
-        "one booking's latest event as of D",
+        "one open booking's latest event as of D (finished ones: finished.arrow)",
         ("business_date", "hotel_id", "booking_id"),
         versions.BOOKING_STATE_VERSION,
-        "hotel_booking_state D-1 and stg_hotel_bookings_daily D",
+        "hotel_booking_state D-1 (and, for a finished booking D reopens, its finished row) and "
+        "stg_hotel_bookings_daily D",
         "rooms",
     ),
     DatasetSpec(
@@ -110,7 +111,8 @@ DATASETS: tuple[DatasetSpec, ...] = (
         "one hotel and stay date",
         ("hotel_id", "stay_date"),
         versions.OTB_VERSION,
-        "every stg_hotel_bookings_daily partition",
+        "the newest hotel_booking_state and every date's finished.arrow (stale after a change to any "
+        "stg_hotel_bookings_daily partition)",
         "rooms_on_books",
     ),
     DatasetSpec(

@@ -92,9 +92,10 @@ class OtbByStayDate(SnapshotTask):
     """otb_by_stay_date: one row per hotel and stay date with rooms, revenue and bookings on the books.
 
     Unpartitioned: a cancellation on one day changes stay dates booked on another
-    (docs/run-semantics.md). It is a function of the newest hotel_booking_state (each booking's latest
-    event up to the newest extract folder), so it reads that one partition: memory the size of the
-    state, never the whole history of events; the chain of states is itself built a day at a time
+    (docs/run-semantics.md). It is a function of the newest hotel_booking_state (each open booking's
+    latest event up to the newest extract folder) and of the bookings that finished on each date
+    (their ``finished.arrow``): memory the size of every booking's latest row, never the whole
+    history of events; the chain of states is itself built a day at a time
     (state d from state d-1 and the events of d). It requires every stg_hotel_bookings_daily partition
     from ``[daybreak] start_date`` to the newest extract folder (a missing date blocks it), is stale
     when any of them changed, and requires the newest state.
@@ -116,13 +117,22 @@ class OtbByStayDate(SnapshotTask):
 
         return {"version": OTB_VERSION}
 
+    def upstream_version(self, manifest: dict | None) -> str | None:
+        return _chain_version(manifest)
+
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.hotels import STATE_SCHEMA, on_the_books_from_state
+        from tasks.transforms.hotels import STATE_SCHEMA, latest_per_booking, on_the_books_from_state
 
         newest = [u for u in self.upstream() if isinstance(u, HotelBookingState)]
-        state = newest[0].store().read_table(newest[0].date) if newest else STATE_SCHEMA.empty_table()
+        if not newest:
+            return Built(on_the_books_from_state(STATE_SCHEMA.empty_table()), None, {"state_read": None, "bookings": 0})
+        link = newest[0]
+        store = link.store()
+        # every booking's latest row: the newest state's open bookings and every finished row of the chain
+        finished = [read_finished(store, d) for d in self.dates()]
+        state = latest_per_booking(pa_concat([store.read_table(link.date), *finished]))
         table = on_the_books_from_state(state)
-        stats = {"state_read": newest[0].date.isoformat() if newest else None, "bookings": state.num_rows}
+        stats = {"state_read": link.date.isoformat(), "bookings": state.num_rows}
         return Built(table, None, stats)
 
 
@@ -158,12 +168,15 @@ class HotelOtbExport(SnapshotTask):
 
 
 class HotelBookingState(PartitionedTask):
-    """hotel_booking_state: each booking's latest event as of the end of business date ``date``, all hotels.
+    """hotel_booking_state: each open booking's latest event as of the end of business date ``date``,
+    all hotels; the bookings that finished that day (cancelled, or departed, and not touched on
+    ``date``) in ``finished.arrow`` beside the data (:func:`tasks.transforms.hotels.split_state`).
 
-    CANCELLED bookings included (a late event with an earlier event_at must not bring one back). A chain:
-    state ``d`` = latest per booking over state ``d-1`` and the staged events of ``d``, so each date reads
-    two partitions, whatever the length of the history. The manifest records a version per hotel
-    (``stats.hotel_versions``) so that a hotel's pickups depend on their hotel's slice only.
+    A chain: state ``d`` = latest per booking over the open state ``d-1``, the finished rows of the
+    bookings ``d`` reopens (:func:`before_events`) and the staged events of ``d``, so each date reads
+    two partitions, whatever the length of the history, and holds as many rows as are booked ahead.
+    The manifest records a version per hotel (``stats.hotel_versions``, open rows and the running hash
+    of finished ones) so that a hotel's pickups depend on their hotel's slice only.
     """
 
     dataset = "marts/hotel_booking_state"
@@ -173,21 +186,138 @@ class HotelBookingState(PartitionedTask):
         chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
         return [*chain, StgHotelBookingsDaily(date=self.date)]
 
+    def upstream_version(self, manifest: dict | None) -> str | None:
+        return _chain_version(manifest)
+
     def rules(self) -> dict:
         from tasks.transforms.versions import BOOKING_STATE_VERSION
 
         return {"version": BOOKING_STATE_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.hotels import booking_state, slice_digests
+        from tasks.transforms.hotels import booking_state, split_state
 
         *chain, staging = self.upstream()
-        previous = chain[0].store().read_table(chain[0].date) if chain else None
         events = staging.store().read_table(self.date)
-        table = booking_state(previous, events, self.date)
-        stats = {"events": events.num_rows, "bookings": table.num_rows}
-        stats["hotel_versions"] = slice_digests(table, "hotel_id")  # what HotelPickup depends on
-        return Built(table, None, stats)
+        previous, previous_manifest = None, {}
+        if chain:
+            previous = before_events(chain[0], events)
+            previous_manifest = chain[0].store().read_manifest(chain[0].date) or {}
+        merged = booking_state(previous, events, self.date)
+        table, finished = split_state(merged, self.date)
+        stats = {"events": events.num_rows, "bookings": table.num_rows, "finished": finished.num_rows}
+        stats.update(chain_versions(table, finished, previous_manifest.get("stats", {})))
+        return Built(table, None, stats, extras={FINISHED: to_ipc(finished)})
+
+
+FINISHED = "finished.arrow"  # a hotel_booking_state partition's bookings finished that day (Arrow IPC)
+
+
+def read_finished(store: PartitionStore, date: dt.date):
+    """The rows that left the open state on ``date`` (hotel_booking_state's ``finished.arrow``)."""
+    import pyarrow as pa
+
+    path = store.path(date) / FINISHED
+    try:
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).read_all()
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{path}: the finished bookings of hotel_booking_state {date} are missing; rebuild that date"
+        ) from None
+
+
+def to_ipc(table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def pa_concat(tables: list):
+    import pyarrow as pa
+
+    from tasks.transforms.hotels import STATE_SCHEMA
+
+    return pa.concat_tables([t.select(STATE_SCHEMA.names).cast(STATE_SCHEMA) for t in tables])
+
+
+def before_events(link: HotelBookingState, events, hotel: str | None = None):
+    """The booking state before ``events`` (of the day after ``link``): ``link``'s open bookings (of
+    ``hotel`` when given) and, for the bookings the events reopen (:func:`reopened_keys`), their
+    finished row, found by reading the chain's ``finished.arrow`` files newest first until every one
+    is found (only on a day that touches a finished booking; a booking never seen reads them all)."""
+    import pyarrow.compute as pc
+
+    from tasks.transforms.hotels import latest_per_booking, reopened_keys
+
+    store = link.store()
+    state = store.read_table(link.date)
+    if hotel is not None:
+        state = state.filter(pc.equal(state["hotel_id"], hotel))
+    wanted = reopened_keys(state, events)
+    if wanted.num_rows == 0:
+        return state
+    found, missing = [], set(_keys(wanted))
+    day, start = link.date, settings.daybreak().start_date
+    while missing and day >= start:
+        rows = read_finished(store, day)
+        key = pc.binary_join_element_wise(rows["hotel_id"], rows["booking_id"], "\x00")
+        hit = rows.filter(pc.is_in(key, pa_strings(f"{h}\x00{b}" for h, b in missing)))
+        if hit.num_rows:
+            found.append(hit)
+            missing -= set(_keys(hit))
+        day -= dt.timedelta(days=1)
+    if not found:
+        return state
+    # a booking finished twice (reopened in between): its newest finished row is found first, and
+    # latest_per_booking keeps the latest of what was found
+    return latest_per_booking(pa_concat([state, *found]))
+
+
+def _keys(rows) -> list[tuple[str, str]]:
+    return list(zip(rows["hotel_id"].to_pylist(), rows["booking_id"].to_pylist(), strict=True))
+
+
+def pa_strings(values):
+    import pyarrow as pa
+
+    return pa.array(list(values), pa.string())
+
+
+def chain_versions(table, finished, previous_stats: dict) -> dict:
+    """The versions a state partition's readers depend on: per hotel (``hotel_versions``, what a
+    hotel's pickups read), the open slice and every finished row of the chain up to this date (a
+    running hash, ``finished_versions``); ``chain_version`` covers all hotels. A changed finished row
+    on any earlier date changes every later link's versions, so OtbByStayDate and the pickups, which
+    read finished rows of dates they do not list as upstream, are rebuilt."""
+    import hashlib
+    import json
+
+    from tasks.transforms.hotels import slice_digests
+
+    open_versions, done = slice_digests(table, "hotel_id"), slice_digests(finished, "hotel_id")
+    earlier = previous_stats.get("finished_versions", {})
+    running = {
+        h: hashlib.sha256(f"{earlier.get(h, '')}:{done.get(h, '')}".encode()).hexdigest() if h in done else earlier[h]
+        for h in sorted(set(earlier) | set(done))
+    }
+    hotels_ = sorted(set(open_versions) | set(running))
+    versions = {
+        h: hashlib.sha256(f"{open_versions.get(h, 'none')}:{running.get(h, 'none')}".encode()).hexdigest()
+        for h in hotels_
+    }
+    chain = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()
+    return {"hotel_versions": versions, "finished_versions": running, "chain_version": chain}
+
+
+def _chain_version(manifest: dict | None) -> str | None:
+    """A hotel_booking_state manifest's version for its readers (open rows and the finished chain);
+    any other manifest's data version."""
+    manifest = manifest or {}
+    return manifest.get("stats", {}).get("chain_version") or manifest.get("data_version")
 
 
 class HotelPickup(PartitionedTask):
@@ -230,13 +360,10 @@ class HotelPickup(PartitionedTask):
         from tasks.transforms.hotels import STATE_SCHEMA, pickup_from_state
 
         *chain, staging = self.upstream()
-        state = chain[0].store().read_table(chain[0].date) if chain else STATE_SCHEMA.empty_table()
         events = staging.store().read_table(self.date)
-        table = pickup_from_state(
-            state.filter(pc.equal(state["hotel_id"], self.hotel)),
-            events.filter(pc.equal(events["hotel_id"], self.hotel)),
-            self.date,
-        )
+        events = events.filter(pc.equal(events["hotel_id"], self.hotel))
+        state = before_events(chain[0], events, self.hotel) if chain else STATE_SCHEMA.empty_table()
+        table = pickup_from_state(state, events, self.date)
         return Built(table, None, {"dates_read": 1 + len(chain)})
 
 

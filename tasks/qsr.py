@@ -9,18 +9,21 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, input_line, reuse
+from tasks.base import Built, PartitionedTask, fingerprint, input_line, reuse, reusing_now
 from tasks.calendar import qsr_dependency_window
+from tasks.foldercache import FolderCache
 from tasks.storage.rawzone import RawFile, is_store_file
 from tasks.transforms.qsr_rules import QsrRules
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from tasks.transforms.rawcsv import ParsedCsv
+    from tasks.transforms.qsr_pos import CheckedFolder
 
 logger = logging.getLogger("luigi-interface")
 STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
+CACHE_FORMAT = 2  # of a checked folder in the folder cache (tasks/foldercache.py); bump when it changes
+CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
 
 
 class StgQsrPos(PartitionedTask):
@@ -39,9 +42,15 @@ class StgQsrPos(PartitionedTask):
 
     @classmethod
     def warm_up(cls) -> None:
+        from tasks.freshness.identity import logical_version, slice_versions
         from tasks.transforms.qsr_pos import warm_up
+        from tasks.transforms.stores import store_totals, to_ipc
 
-        warm_up()
+        result = warm_up()
+        # what a build runs after the transform: Arrow's acero (the store totals' group-by) loads lazily
+        to_ipc(store_totals(result.table, dt.date(2026, 9, 15)))
+        slice_versions(result.table, "store_id", {"S1"})
+        logical_version(result.table)
 
     def qsr_rules(self) -> QsrRules:
         cfg = settings.qsr()
@@ -56,10 +65,10 @@ class StgQsrPos(PartitionedTask):
         return is_store_file(name)
 
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.qsr_pos import clean_pos_lines  # pyarrow loads only where data is built
+        from tasks.transforms.qsr_pos import clean_checked  # pyarrow loads only where data is built
         from tasks.transforms.stores import store_totals, to_ipc
 
-        result = clean_pos_lines(self._parsed(inputs), self.date, self.qsr_rules())
+        result = clean_checked(self._checked(inputs), self.date, self.qsr_rules())
         stats = {
             "raw_files": len(inputs),
             "attributed_rows": result.attributed_rows,
@@ -75,21 +84,52 @@ class StgQsrPos(PartitionedTask):
         extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date))}
         return Built(result.table, result.rejected, stats, extras)
 
-    def _parsed(self, inputs: list[RawFile]) -> Iterator[tuple[dt.date, list[ParsedCsv]]]:
-        """(folder date, its parsed files) in read order, one folder parsed at a time."""
-        from tasks.transforms.qsr_pos import RAW_COLUMNS
-        from tasks.transforms.rawcsv import parse_csv_many
+    def _checked(self, inputs: list[RawFile]) -> Iterator[CheckedFolder]:
+        """Each folder of the window checked (:func:`check_folder`), in read order, one at a time.
 
-        zone = self.zone()
+        A folder serves two partitions (dates folder-1 and folder): a single-run range keeps it in
+        memory for the next date; otherwise the first build leaves it in the folder cache
+        (``_state/cache``, see :mod:`tasks.foldercache`) for the other one, keyed by the content of
+        its files (read and hashed either way: the manifest records the hashes)."""
+        zone, rules = self.zone(), self.qsr_rules()
         for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
             files = list(group)
-            # a single-run range parses folder d+1 once for dates d and d+1 (same names, sizes, mtimes)
-            parsed = reuse(
-                ("qsr_pos parsed", *map(input_line, files)),
-                lambda files=files: parse_csv_many(((zone.read_input(f), f.relpath) for f in files), RAW_COLUMNS),
+            checked = reuse(
+                ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)),
+                lambda files=files, folder=folder: self._check(zone, files, folder, rules),
             )
-            yield folder, parsed
-            del parsed  # drop this folder before the next one is parsed
+            yield checked
+            del checked  # drop this folder before the next one is read
+
+    def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> CheckedFolder:
+        from tasks.transforms import qsr_pos
+        from tasks.transforms.rawcsv import parse_csv_many
+
+        datas = [zone.read_input(f) for f in files]
+        key = fingerprint(
+            {
+                "format": CACHE_FORMAT,
+                "version": qsr_pos.VERSION,
+                "timezone": rules.timezone,
+                "day_start_hour": rules.day_start_hour,
+                "files": [(f.relpath, zone.known_digest(f)) for f in files],
+            }
+        )
+        # a single run keeps the folder in memory for the next date instead (no entry left behind)
+        cache = None if reusing_now() else FolderCache(settings.data_root(), self.dataset)
+        cached = cache and cache.get(folder, key, self.date)
+        if cached is not None:
+            try:
+                return qsr_pos.checked_from_ipc(cached)
+            except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
+                pass
+        parsed = parse_csv_many(zip(datas, (f.relpath for f in files), strict=True), qsr_pos.RAW_COLUMNS)
+        del datas
+        checked = qsr_pos.check_folder(parsed, folder, rules)
+        del parsed
+        if cache is not None:
+            cache.put(folder, key, self.date, lambda sink: qsr_pos.checked_to_ipc(checked, sink, CACHE_COMPRESSION))
+        return checked
 
     def max_reject_share(self) -> float:
         return settings.qsr().max_reject_share

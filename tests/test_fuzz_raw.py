@@ -194,6 +194,18 @@ def parse_folder(files: list[RawFile], columns: list[str]):
     return parse_csv_many([(f.data, f.name) for f in files], columns)
 
 
+def through_ipc(window, date: dt.date):
+    """clean_checked of each folder of ``window`` checked, written as a folder-cache entry, read back."""
+    import io
+
+    folders = []
+    for folder, parsed in window:
+        sink = io.BytesIO()
+        qsr_pos.checked_to_ipc(qsr_pos.check_folder(parsed, folder, qsr_pos.QsrRules()), sink)
+        folders.append(qsr_pos.checked_from_ipc(sink.getvalue()))
+    return qsr_pos.clean_checked(folders, date, qsr_pos.QsrRules())
+
+
 def expect_refused(files: list[RawFile], columns: list[str]) -> None:
     """A folder holding a file that must be refused: RawSchemaError naming one of the refused files."""
     with pytest.raises(RawSchemaError) as caught:
@@ -242,6 +254,8 @@ def test_qsr_every_row_is_staged_quarantined_or_a_documented_drop(first, folders
         date = first + dt.timedelta(days=k)
         window = [(d, parsed[d]) for d in (date, date + dt.timedelta(days=1)) if d in parsed]
         r = qsr_pos.clean_pos_lines(window, date, qsr_pos.QsrRules())
+        # the same folders checked once, through the folder cache's Arrow IPC form: the same result
+        assert through_ipc(window, date) == r
         read = sum(f.rows for d, _ in window for f in raw[d])
         staged, rejected = r.table.num_rows, r.rejected.num_rows
         assert r.rows_read == read

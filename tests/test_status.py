@@ -92,3 +92,19 @@ def test_a_later_success_clears_the_failure(lab):
     assert lab.range(START, START + dt.timedelta(days=1)) == 0
     assert [r.state for r in status.collect(START, START + dt.timedelta(days=1), ["stg_qsr_pos"])] == ["ok"]
     assert not (lab.data / "_state/failures/staging/qsr_pos/business_date=2026-09-10.json").exists()
+
+
+def test_the_json_view_is_json_dumps_with_indent_one():
+    from dataclasses import asdict
+
+    rows = [
+        status.DayStatus("stg_qsr_pos", START, "ok", "", 12, 0.25),
+        status.DayStatus(
+            "stg_qsr_pos", START, "stale", 'input "changed": caf\u00e9 \u2192 \U0001f600\n\ttab', None, None
+        ),
+        status.DayStatus("stg_qsr_pos", START, "ok", "", 0, 1e-05, ("qsr_pos/x.txt (name)", 'b"\\.csv (r\u00e9)')),
+        status.DayStatus("otb_by_stay_date", None, "missing", "no partition", 10**12, 123456.789),
+    ]
+    for some in ([], rows[:1], rows):
+        expected = json.dumps([{**asdict(r), "date": r.date and r.date.isoformat()} for r in some], indent=1)
+        assert status.render_json(some) == expected

@@ -255,6 +255,11 @@ class Engine:
     def manifest(self, store: PartitionStore, key: dt.date | None) -> dict | None:
         return self._manifest(store, key)[1]
 
+    def summary(self, store: PartitionStore, key: dt.date | None) -> dict | None:
+        """The manifest without its list of inputs (:mod:`tasks.freshness.summaries`): what a view reads
+        of a partition (row count, duration, times, stats), from the summary file when it is current."""
+        return self._summary(store, key)[1]
+
     def _manifest(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
         """(stat of the manifest file as read, its content), once per pass."""
         part = _partition(store, key)

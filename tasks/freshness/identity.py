@@ -107,15 +107,15 @@ def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, st
     """The logical version of each key's rows (``column == key``, in table order); a key without rows
     gets the version of an empty slice. One stable sort of the table, then each key's run copied out
     (a fresh array, see :func:`logical_version`) and hashed."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    ordered = table.take(pc.sort_indices(table, sort_keys=[(column, "ascending")]))  # stable: keeps row order
+    table = table.combine_chunks()  # a take from one chunk per column copies only the rows taken
+    order = pc.sort_indices(table, sort_keys=[(column, "ascending")])  # stable: keeps row order
     schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
     out, start = {}, 0
-    for run in pc.value_counts(ordered[column]).to_pylist():  # in order of appearance: the sorted order
-        rows = ordered.slice(start, run["counts"]).take(pa.array(np.arange(run["counts"])))
+    for run in pc.value_counts(pc.take(table[column], order)).to_pylist():  # in order of appearance: sorted
+        rows = table.take(order.slice(start, run["counts"]))  # one key's rows only: a fresh copy of them
         out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(rows.combine_chunks().columns, schema=schema))
         start += run["counts"]
     empty = logical_version(table.slice(0, 0))

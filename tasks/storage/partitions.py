@@ -101,6 +101,7 @@ class PartitionStore:
             raise ValueError(f"subpartition {subpartition!r} could escape its folder")
         self.sub = subpartition
         self._paths: dict[dt.date | None, Path] = {}
+        self._strs: dict[dt.date | None, str] = {}
 
     def _levels(self, date: dt.date | None) -> list[str]:
         return [] if date is None else [partition_name(date), *([self.sub] if self.sub else [])]
@@ -142,9 +143,16 @@ class PartitionStore:
             return set()
         return {d for d in map(parse_partition_name, names) if d is not None}
 
+    def _folder(self, date: dt.date | None) -> str:
+        """:meth:`path` as a string: a status view opens and stats files of thousands of folders, and
+        a ``Path`` join and its conversion back to a string cost more than the system call."""
+        if date not in self._strs:
+            self._strs[date] = os.fspath(self.path(date))
+        return self._strs[date]
+
     def read_manifest(self, date: dt.date | None) -> dict | None:
         try:
-            with open(self.path(date) / MANIFEST, "rb") as fh:
+            with open(os.path.join(self._folder(date), MANIFEST), "rb") as fh:
                 return parse_manifest(fh.read())
         except FileNotFoundError:
             return None
@@ -152,9 +160,9 @@ class PartitionStore:
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         """True when every data file the manifest lists, and its quarantine if it lists one, is there
         with the recorded size and mtime."""
-        folder = self.path(date)
+        folder = self._folder(date)
         quarantine = manifest.get("quarantine")
-        files = [(folder / f["name"], f) for f in manifest.get("data_files", [])]
+        files = [(os.path.join(folder, f["name"]), f) for f in manifest.get("data_files", [])]
         files += [(self.data_root / quarantine["path"], quarantine)] if quarantine else []
         for path, f in files:
             try:

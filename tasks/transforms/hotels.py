@@ -257,6 +257,53 @@ def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) ->
     return latest_per_booking(pa.concat_tables(tables))
 
 
+def split_state(state: pa.Table, date: dt.date) -> tuple[pa.Table, pa.Table]:
+    """A merged state as of the end of ``date`` split into (open, finished): the rows that can still
+    change what a later date reports, and the ones that cannot unless a later event reopens them.
+
+    Finished: a CANCELLED booking, or a live one whose stay has ended (departure_date <= ``date``),
+    whose latest event is of an earlier business date than ``date`` (a booking touched on ``date``
+    stays open one more day: a hotel whose clock goes back across midnight can file a later instant
+    on the day before, and the next day's merge must still see it). Open: every other row. An event
+    of a later date always has a later event_at than a finished row (its folder is a later local date
+    at the same hotel), so the finished row matters only as the state a MODIFIED or CANCELLED event
+    replaces (see :func:`reopened_keys`) and to the books of past stay dates (OtbByStayDate)."""
+    ended = pc.or_(
+        pc.equal(state["event"], "CANCELLED"),
+        pc.less_equal(state["departure_date"], pa.scalar(date, pa.date32())),
+    )
+    finished = pc.and_(ended, pc.less(state["event_business_date"], pa.scalar(date, pa.date32())))
+    return state.filter(pc.invert(finished)), state.filter(finished)
+
+
+def reopened_keys(open_state: pa.Table, events: pa.Table) -> pa.Table:
+    """The (hotel_id, booking_id) of the bookings ``events`` touch that are not in ``open_state`` and
+    whose first event of the day (by event_at, then file and row) is MODIFIED or CANCELLED: bookings
+    that may be finished (:func:`split_state`), whose finished row the day's merge and pickup need. A
+    booking whose first event of the day is CREATED is a new one and is not looked up."""
+    if events.num_rows == 0:
+        return pa.table({"hotel_id": pa.array([], pa.string()), "booking_id": pa.array([], pa.string())})
+    order = [("hotel_id", "ascending"), ("booking_id", "ascending"), ("event_at", "ascending")]
+    order += [("source_file", "ascending"), ("row_number", "ascending")]
+    ordered = events.take(pc.sort_indices(events, sort_keys=order))
+    first = np.ones(ordered.num_rows, dtype=bool)
+    if ordered.num_rows > 1:
+        hotel, booking = ordered["hotel_id"].combine_chunks(), ordered["booking_id"].combine_chunks()
+        differs = pc.or_(pc.not_equal(hotel[1:], hotel[:-1]), pc.not_equal(booking[1:], booking[:-1]))
+        first[1:] = differs.to_numpy(zero_copy_only=False)
+    firsts = ordered.filter(pa.array(first))
+    firsts = firsts.filter(pc.not_equal(firsts["event"], "CREATED")).select(["hotel_id", "booking_id"])
+    known = open_state.select(["hotel_id", "booking_id"]).append_column(
+        "known", pa.repeat(pa.scalar(True), open_state.num_rows)
+    )
+    joined = firsts.join(known, ["hotel_id", "booking_id"], join_type="left outer", use_threads=False)
+    return (
+        joined.filter(pc.is_null(joined["known"]))
+        .select(["hotel_id", "booking_id"])
+        .sort_by([("hotel_id", "ascending"), ("booking_id", "ascending")])
+    )
+
+
 def pickup_from_state(before_state: pa.Table, events: pa.Table, date: dt.date) -> pa.Table:
     """One hotel's pickup on ``date``: per stay date, the rooms and revenue on the books after that day's
     events minus before them, so net of the day's modifications and cancellations. From the hotel's

@@ -82,14 +82,19 @@ REASONS = [
 
 
 @dataclass(frozen=True)
-class _FolderRows:
-    """What one export folder contributes: rows of the business date, keys of all valid rows, rejects."""
+class CheckedFolder:
+    """One export folder checked against the contract, whichever partition reads it.
 
-    rows: pa.Table  # valid rows whose business date is the partition's, typed, with a window-wide ``seq``
-    keys: pa.Table  # (order_id, line_no, store_id, seq) of every valid row, for de-duplication across the window
-    rejected: pa.Table
-    attributed: int
-    rows_read: int
+    Nothing here depends on the partition's date: each row carries the business date that owns it
+    (``owner``), so the two partitions that read a folder (folder-1 and folder) each take their rows
+    from the same checked folder (computed once, see :func:`check_folder`, or read back from Arrow IPC,
+    see :func:`checked_to_ipc`).
+    """
+
+    folder: dt.date
+    rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string), its owner
+    rejected: pa.Table  # REJECT_SCHEMA + owner + parsed: rows failing a rule, and rows the parser could not split
+    rows_read: int  # every data row of the folder's files (rows the parser could not split included)
 
 
 def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt.date, rules: QsrRules) -> CleanResult:
@@ -100,28 +105,45 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
     parses belongs to its business date, one whose timestamp does not parse to its folder date.
     The output keeps read order: folder ``date`` before ``date+1``, files by name, rows as written.
     """
-    parts, offset = [], 0
-    for folder, parsed in folders:
-        if parsed:
-            parts.append(_folder_rows(parsed, folder, date, rules, offset))
-            offset += sum(p.table.num_rows for p in parsed)
-        del parsed  # free this folder's raw rows before the next folder is parsed
-    rows = _concat([p.rows for p in parts], _ROWS_SCHEMA)
-    keys = _concat([p.keys for p in parts], _KEYS_SCHEMA)
-    rejected = _concat([p.rejected for p in parts], REJECT_SCHEMA).combine_chunks()
-    attributed = sum(p.attributed for p in parts)
-    rows_read = sum(p.rows_read for p in parts)
+    return clean_checked((check_folder(parsed, folder, rules) for folder, parsed in folders), date, rules)
+
+
+def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRules) -> CleanResult:
+    """:func:`clean_pos_lines` from folders already checked (:func:`check_folder`), in read order."""
+    day = pa.scalar(date, pa.date32())
+    parts, offset, rows_read, attributed = [], 0, 0, 0
+    for checked in folders:
+        valid = checked.rows
+        seq = pa.array(np.arange(offset, offset + valid.num_rows, dtype="int64"))
+        offset += valid.num_rows
+        mine = pc.equal(valid["owner"], day)
+        rows = valid.select(_ROWS_SCHEMA.names[:-1]).append_column("seq", seq).filter(mine)
+        # a copy: a checked folder read from the cache is one buffer, which a slice of it would keep whole
+        keys = valid.select(["order_id", "line_no", "store_id"]).append_column("seq", seq).combine_chunks()
+        keys = keys.take(pa.array(np.arange(keys.num_rows))) if keys.num_rows else keys
+        rejected = checked.rejected
+        bad = pc.equal(rejected["owner"], day)
+        rejected = rejected.filter(bad)
+        if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
+            rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
+        parts.append((rows, keys, rejected.select(REJECT_SCHEMA.names)))
+        attributed += count(mine) + rejected.num_rows
+        rows_read += checked.rows_read
+        del checked, valid
+    rows = _concat([p[0] for p in parts], _ROWS_SCHEMA)
+    keys = _concat([p[1] for p in parts], _KEYS_SCHEMA)
+    rejected = _concat([p[2] for p in parts], REJECT_SCHEMA).combine_chunks()
     del parts
     winners = _last_per_key(keys)
     duplicates = keys.num_rows - len(winners)
     del keys
-    last_by_seq = np.zeros(offset, dtype=bool)  # seq numbers every row read: mark the winners, look rows up
+    last_by_seq = np.zeros(offset, dtype=bool)  # seq numbers every valid row read: mark the winners, look rows up
     last_by_seq[winners.to_numpy()] = True
     is_last = pa.array(last_by_seq[rows["seq"].to_numpy()])
     is_void = pc.equal(rows["status"], "VOIDED")
     keep = pc.and_(is_last, pc.invert(is_void))
     voided = count(pc.and_(is_last, is_void))
-    result = _finish(rows.filter(keep), rules)
+    result = _finish(rows.filter(keep).combine_chunks(), rules)  # one chunk: hashed and written without a copy
     return CleanResult(
         result,
         rejected,
@@ -134,7 +156,12 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
     )
 
 
-def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: QsrRules, offset: int) -> _FolderRows:
+def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> CheckedFolder:
+    """Every rule of the contract on one export folder's parsed files: valid rows typed, failed rows
+    with their reason, each row with the business date that owns it. Only ``rules.timezone`` and
+    ``rules.day_start_hour`` matter here (the suspicious threshold is applied per partition)."""
+    if not files:
+        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
     raw = pa.concat_tables([f.table for f in files])  # chunked, no copy
     names = pa.array([f.source_file for f in files], pa.string())
     file_index = pa.array(np.repeat(np.arange(len(files), dtype="int32"), [f.table.num_rows for f in files]))
@@ -146,39 +173,28 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
     code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index))
     valid = pc.equal(code, 0)
     by_folder = pc.or_(pc.is_null(bdate), misfiled)  # no usable business date: the folder's date owns it
-    mine = pc.if_else(by_folder, pa.scalar(folder == date), pc.equal(bdate, pa.scalar(date, pa.date32())))
-    seq = pa.array(np.arange(offset, offset + raw.num_rows, dtype="int64"))
-    # copy only what is kept, then cast: every kept value already passed its type rule
-    keep = pc.and_(valid, mine)
+    owner = pc.if_else(by_folder, pa.scalar(folder, pa.date32()), bdate)
+    # copy only what is valid, then cast: every value already passed its type rule
     picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "unit_price", "discount", "status"])
-    picked = picked.filter(keep)
+    picked = picked.filter(valid)
     rows = pa.table(
         {
             "store_id": picked["store_id"],
             "order_id": picked["order_id"],
             "line_no": pc.cast(picked["line_no"], pa.int32()),
-            "ordered_at": pc.filter(ordered_at, keep),
+            "ordered_at": pc.filter(ordered_at, valid),
             "sku": picked["sku"],
             "qty": pc.cast(picked["qty"], pa.int32()),
-            "unit_price": pc.cast(picked["unit_price"], MONEY),
-            "discount": pc.cast(pc.if_else(blank(picked["discount"]), "0", picked["discount"]), MONEY),
+            "unit_price": picked["unit_price"],  # checked; cast for the kept rows only (_finish)
+            "discount": picked["discount"],
             "status": picked["status"],
-            "source_file": pc.take(names, pc.filter(file_index, keep)),
-            "seq": pc.filter(seq, keep),
+            "source_file": pc.take(names, pc.filter(file_index, valid)),
+            "owner": pc.filter(owner, valid),
         },
-        schema=_ROWS_SCHEMA,
+        schema=CHECKED_SCHEMA,
     )
-    valid_keys = raw.select(["order_id", "line_no", "store_id"]).filter(valid)
-    keys = pa.table(
-        {
-            "order_id": valid_keys["order_id"],
-            "line_no": pc.cast(valid_keys["line_no"], pa.int32()),
-            "store_id": valid_keys["store_id"],
-            "seq": pc.filter(seq, valid),
-        },
-        schema=_KEYS_SCHEMA,
-    )
-    bad = pc.and_(pc.invert(valid), mine)
+    del picked
+    bad = pc.invert(valid)
     row_numbers = pa.chunked_array([f.row_numbers for f in files], pa.int64())
     reject_cols = {
         "source_file": pc.take(names, pc.filter(file_index, bad)),
@@ -186,17 +202,47 @@ def _folder_rows(files: list[ParsedCsv], folder: dt.date, date: dt.date, rules: 
         "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
     }
     reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
-    rejected = pa.table(reject_cols, schema=REJECT_SCHEMA)
-    malformed = (
-        [malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id") for f in files if f.malformed]
-        if folder == date
-        else []
-    )
-    if malformed:
-        by_position = [("source_file", "ascending"), ("row_number", "ascending")]
-        rejected = pa.concat_tables([rejected, *malformed]).sort_by(by_position)
-    attributed = count(mine) + sum(len(f.malformed) for f in files if folder == date)
-    return _FolderRows(rows, keys, rejected, attributed, raw.num_rows + sum(len(f.malformed) for f in files))
+    reject_cols.update(owner=pc.filter(owner, bad), parsed=pa.repeat(pa.scalar(True), count(bad)))
+    tables = [pa.table(reject_cols, schema=_CHECKED_REJECT_SCHEMA)]
+    for f in files:  # rows the parser could not split belong to the folder's date
+        if f.malformed:
+            m = malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id")
+            m = m.append_column("owner", pa.repeat(pa.scalar(folder, pa.date32()), m.num_rows))
+            tables.append(m.append_column("parsed", pa.repeat(pa.scalar(False), m.num_rows)))
+    rejected = pa.concat_tables(tables).combine_chunks()
+    rows_read = raw.num_rows + sum(len(f.malformed) for f in files)
+    return CheckedFolder(folder, rows, rejected, rows_read)
+
+
+def checked_to_ipc(checked: CheckedFolder, sink, compression: str | None = None) -> None:
+    """Write a checked folder to ``sink`` (a writable file object) as one Arrow IPC stream: the rows;
+    the rejects and counts in its schema's metadata."""
+    buffer = pa.BufferOutputStream()
+    with pa.ipc.new_stream(buffer, checked.rejected.schema) as writer:
+        writer.write_table(checked.rejected)
+    meta = {
+        b"folder": checked.folder.isoformat().encode(),
+        b"rows_read": str(checked.rows_read).encode(),
+        b"rejected": buffer.getvalue().to_pybytes(),
+    }
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), CHECKED_SCHEMA.with_metadata(meta), options=options) as w:
+        w.write_table(checked.rows)
+
+
+def checked_from_ipc(data) -> CheckedFolder:
+    """:func:`checked_to_ipc` read back; raises ``pa.ArrowInvalid`` (or ValueError) on anything else."""
+    with pa.ipc.open_stream(pa.py_buffer(data)) as reader:  # zero-copy: the arrays point into ``data``
+        meta = reader.schema.metadata or {}
+        rows = reader.read_all()
+    if rows.schema.remove_metadata() != CHECKED_SCHEMA:
+        raise ValueError("not a checked qsr_pos folder")
+    with pa.ipc.open_stream(meta[b"rejected"]) as reader:
+        rejected = reader.read_all()
+    if rejected.schema != _CHECKED_REJECT_SCHEMA:
+        raise ValueError("not a checked qsr_pos folder")
+    folder = dt.date.fromisoformat(meta[b"folder"].decode())
+    return CheckedFolder(folder, rows.replace_schema_metadata(None), rejected, int(meta[b"rows_read"]))
 
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
@@ -271,9 +317,13 @@ def _bad_discount(col) -> pa.Array:
 
 
 def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
+    """The output rows: money cast from the checked strings (each row is kept by one partition only,
+    so each is cast once), net_amount and is_suspicious computed."""
     qty = kept["qty"]
-    gross = pc.multiply(pc.cast(qty, pa.decimal128(10, 0)), kept["unit_price"])
-    net = pc.cast(pc.subtract(gross, kept["discount"]), MONEY)
+    unit_price = pc.cast(kept["unit_price"], MONEY)
+    discount = pc.cast(pc.if_else(blank(kept["discount"]), "0", kept["discount"]), MONEY)
+    gross = pc.multiply(pc.cast(qty, pa.decimal128(10, 0)), unit_price)
+    net = pc.cast(pc.subtract(gross, discount), MONEY)
     net = pc.if_else(pc.equal(kept["status"], "REFUNDED"), pc.negate(net), net)
     out = pa.table(
         {
@@ -283,8 +333,8 @@ def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
             "ordered_at": kept["ordered_at"],
             "sku": kept["sku"],
             "qty": qty,
-            "unit_price": kept["unit_price"],
-            "discount": kept["discount"],
+            "unit_price": unit_price,
+            "discount": discount,
             "net_amount": net,
             "status": kept["status"],
             "is_suspicious": pc.greater(qty, rules.suspicious_qty_threshold),
@@ -295,25 +345,41 @@ def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
     return out
 
 
-def warm_up() -> None:
-    """Run the read and the transform once on a few lines, so that pyarrow kernels and timezone data load.
+def warm_up() -> CleanResult:
+    """Run the read and the transform once on a few lines, so that pyarrow kernels, timezone data and
+    the modules they load lazily (Arrow IPC) are loaded; returns the result (for the next steps' own
+    warm-up: versions, store totals).
 
     Luigi forks a process per task when ``--workers`` > 1; warming in the scheduling process, once
     work is found (``PartitionedTask.prepare_to_run``), means no forked task pays this again.
     """
+    import io
+
     from tasks.transforms.rawcsv import parse_csv_many
 
     day = dt.date(2026, 9, 15)
-    rows = ["O1,1,S1,2026-09-15T12:00:00-04:00,X,1,1.00,,COMPLETED", "O1,1,S1,2026-09-15T12:00:00.5Z,X,1,1.00,,VOIDED"]
-    text = "\n".join([",".join(RAW_COLUMNS), *rows, "O2,x"]) + "\n"
-    clean_pos_lines(
-        [(day, parse_csv_many([(text.encode(), "qsr_pos/2026-09-15/S1.csv")], RAW_COLUMNS))], day, QsrRules()
-    )
+    rows = [
+        "O1,1,S1,2026-09-15T12:00:00-04:00,X,1,1.00,,COMPLETED",
+        "O1,1,S1,2026-09-15T12:00:00.5Z,X,1,1.00,,VOIDED",
+        "O2,1,S1,2026-09-15T12:00:00Z,X,2,1.50,0.25,COMPLETED",  # one line kept: the steps after run on a row
+    ]
+    text = "\n".join([",".join(RAW_COLUMNS), *rows, "O3,x"]) + "\n"
+    checked = check_folder(parse_csv_many([(text.encode(), "qsr_pos/2026-09-15/S1.csv")], RAW_COLUMNS), day, QsrRules())
+    sink = io.BytesIO()
+    checked_to_ipc(checked, sink)
+    return clean_checked([checked_from_ipc(sink.getvalue())], day, QsrRules())
 
 
-_ROWS_SCHEMA = pa.schema(
-    [(f.name, f.type) for f in OUTPUT_SCHEMA if f.name not in ("net_amount", "is_suspicious")] + [("seq", pa.int64())]
+CHECKED_SCHEMA = pa.schema(  # money as the checked strings: cast once a row is kept
+    [
+        (f.name, pa.string() if f.name in ("unit_price", "discount") else f.type)
+        for f in OUTPUT_SCHEMA
+        if f.name not in ("net_amount", "is_suspicious")
+    ]
+    + [("owner", pa.date32())]
 )
+_ROWS_SCHEMA = pa.schema([*CHECKED_SCHEMA.remove(CHECKED_SCHEMA.get_field_index("owner")), ("seq", pa.int64())])
+_CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
 _KEYS_SCHEMA = pa.schema(
     [("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string()), ("seq", pa.int64())]
 )

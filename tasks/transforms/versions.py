@@ -10,6 +10,6 @@ ADS_ROLLING_VERSION = "ads_rolling_7d/1"
 HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/2"  # 2: stays, rooms, rates bounded; control characters
 OTB_VERSION = "otb_by_stay_date/2"  # 2: from the newest booking state; one booking id in two hotels is two
 PICKUP_VERSION = "hotel_pickup/1"
-BOOKING_STATE_VERSION = "hotel_booking_state/1"
+BOOKING_STATE_VERSION = "hotel_booking_state/2"  # 2: open bookings only, finished ones in finished.arrow
 HOTEL_OTB_EXPORT_VERSION = "hotel_otb_export/1"
 STORE_DAILY_SALES_VERSION = "store_daily_sales/1"

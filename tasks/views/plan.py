@@ -126,7 +126,7 @@ def _make_keyed_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, 
             same.append(label)
         elif row.state == "waiting":
             blocked.append((label, row.reason))
-        manifest = cache.manifest(task.store(), task.key)
+        manifest = cache.summary(task.store(), task.key)
         if manifest and manifest.get("duration_s") is not None:
             durations.append(float(manifest["duration_s"]))
     rebuilt = {task.task_id for label, task in _keyed_partitions(dataset, start, stop) if label in {r[0] for r in runs}}
@@ -152,7 +152,7 @@ def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizo
             same.append(task.date)
         elif row.state == "waiting":
             blocked.append((task.date, row.reason))
-        manifest = cache.manifest(cache.once(("store", task.dataset_path()), task.store), task.date)
+        manifest = cache.summary(cache.once(("store", task.dataset_path()), task.store), task.date)
         if manifest and manifest.get("duration_s") is not None:
             durations.append(float(manifest["duration_s"]))
     rebuilt = {cls(date=d).task_id for d, _, _ in runs}
@@ -184,7 +184,7 @@ def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type | Non
 
 
 def _is_built(task: MaterializedTask, cache: CheckCache) -> bool:
-    return cache.manifest(task.store(), task.key) is not None
+    return cache.summary(task.store(), task.key) is not None
 
 
 def render(plan: Plan) -> str:

@@ -179,3 +179,32 @@ def test_the_books_from_the_newest_state_equal_a_replay_of_every_event(seed):
         state = booking_state(state, day_events, day)
         assert on_the_books_from_state(state).equals(on_the_books(history[: k + 1])), (seed, day)
     assert on_the_books_from_state(state).num_rows > 0
+
+
+def test_the_open_state_sets_aside_finished_bookings_and_finds_the_ones_a_day_reopens():
+    from tasks.transforms.hotels import reopened_keys, split_state
+
+    d1, d2, d3 = D, D + dt.timedelta(days=1), D + dt.timedelta(days=2)
+    day1 = [
+        ("H1", "GONE", "CREATED", at(d1, 9), D - dt.timedelta(days=3), 2, 1, "10.00"),  # departed on D-1
+        ("H1", "LEFT", "CREATED", at(d1, 9), D - dt.timedelta(days=1), 1, 1, "10.00"),  # departs on D
+        ("H1", "STAY", "CREATED", at(d1, 9), D, 2, 1, "10.00"),  # in house
+        ("H1", "OFF", "CANCELLED", at(d1, 9), OCT1, 2, 1, "10.00"),
+    ]
+    s1 = booking_state(None, events(d1, day1), d1)
+    kept, finished = split_state(s1, d1)
+    assert kept.num_rows == 4 and finished.num_rows == 0  # touched on d1: open one more day
+    kept, finished = split_state(booking_state(kept, events(d2, []), d2), d2)
+    assert sorted(kept["booking_id"].to_pylist()) == ["STAY"]
+    assert sorted(finished["booking_id"].to_pylist()) == ["GONE", "LEFT", "OFF"]
+    day3 = [
+        ("H1", "GONE", "MODIFIED", at(d3, 9), D, 1, 1, "10.00"),  # a finished booking changed: looked up
+        ("H1", "NEW", "CREATED", at(d3, 9), OCT1, 1, 1, "10.00"),  # new: not looked up
+        ("H1", "NEW", "MODIFIED", at(d3, 10), OCT1, 1, 2, "10.00"),
+        ("H1", "STAY", "MODIFIED", at(d3, 9), D, 3, 1, "10.00"),  # open: in the state already
+        ("H2", "OFF", "CANCELLED", at(d3, 9), OCT1, 1, 1, "10.00"),  # another hotel's booking of that id
+    ]
+    assert reopened_keys(kept, events(d3, day3)).to_pylist() == [
+        {"hotel_id": "H1", "booking_id": "GONE"},
+        {"hotel_id": "H2", "booking_id": "OFF"},
+    ]

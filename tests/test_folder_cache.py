@@ -1,0 +1,159 @@
+"""The folder cache (tasks/foldercache.py): a raw folder checked by one partition's build serves the
+other partition that reads it, and never serves anything but the files it was computed from."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+
+import pyarrow.parquet as pq
+
+from tasks.qsr import StgQsrPos
+from tests.conftest import qsr_rows
+
+D = dt.date(2026, 9, 10)
+NEXT = D + dt.timedelta(days=1)
+
+
+def cache_dir(lab):
+    return lab.data / "_state" / "cache" / "staging" / "qsr_pos"
+
+
+def entries(lab) -> set[str]:
+    return {p.name for p in cache_dir(lab).glob("*.arrow")} if cache_dir(lab).exists() else set()
+
+
+def build(lab, date: dt.date) -> int:
+    return lab.luigi("StgQsrPos", "--date", str(date))
+
+
+def rows(lab, date: dt.date) -> list[dict]:
+    return pq.read_table(lab.partition(date) / "data.parquet").to_pylist()
+
+
+def manifest(lab, date: dt.date) -> dict:
+    return json.loads((lab.partition(date) / "_manifest.json").read_text())
+
+
+def test_an_entry_serves_the_other_partition_of_its_folder_then_goes(lab):
+    lab.qsr_days(D, 2)
+    assert build(lab, D) == 0
+    # partition D read folders D and D+1 and left both for the other partition that reads each
+    assert entries(lab) == {f"{D}.arrow", f"{NEXT}.arrow"}
+    assert build(lab, NEXT) == 0
+    # D+1 used folder D+1's entry (D wrote it): both partitions had it, so it is gone; D+2 is new
+    assert entries(lab) == {f"{D}.arrow", f"{NEXT + dt.timedelta(days=1)}.arrow"}
+
+
+def test_partitions_built_from_the_cache_equal_partitions_built_without_it(lab, qsr_setting):
+    qsr_setting("max_reject_share", 0.5)  # one rejected line among a dozen
+    lab.qsr_days(D, 3)
+    lab.qsr_file(
+        NEXT.isoformat(), "S003", [*qsr_rows("S003", NEXT), "bad,x,S003,2026-09-11T12:00:00Z,A,1,1,,COMPLETED"]
+    )
+    for i in range(3):
+        assert build(lab, D + dt.timedelta(days=i)) == 0
+    cached = {i: (rows(lab, D + dt.timedelta(days=i)), manifest(lab, D + dt.timedelta(days=i))) for i in range(3)}
+    # the same dates again, each with the cache emptied first: every folder checked from its files
+    for i in range(3):
+        date = D + dt.timedelta(days=i)
+        for p in cache_dir(lab).glob("*.arrow"):
+            p.unlink()
+        os.remove(lab.partition(date) / "_manifest.json")
+        assert build(lab, date) == 0
+        again = manifest(lab, date)
+        assert rows(lab, date) == cached[i][0]
+        assert again["data_version"] == cached[i][1]["data_version"]
+        assert again["stats"] == cached[i][1]["stats"]
+        assert again["input_hashes"] == cached[i][1]["input_hashes"]
+        assert again["rejected_count"] == cached[i][1]["rejected_count"]
+    assert cached[1][1]["rejected_count"] == 1
+
+
+def test_a_file_rewritten_with_the_same_size_and_mtime_is_not_served_from_the_cache(lab):
+    lab.qsr_days(D, 2)
+    assert build(lab, D) == 0
+    assert f"{NEXT}.arrow" in entries(lab)
+    # a re-sent file of folder D+1: same length, same mtime, another quantity (COLA 3 -> 4)
+    path = lab.raw / "qsr_pos" / NEXT.isoformat() / "S001.csv"
+    st = path.stat()
+    text = path.read_text()
+    changed = text.replace(",COLA,3,", ",COLA,4,")
+    assert changed != text and len(changed) == len(text)
+    path.write_text(changed)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert build(lab, NEXT) == 0
+    cola = [r for r in rows(lab, NEXT) if r["store_id"] == "S001" and r["sku"] == "COLA"]
+    assert [r["qty"] for r in cola] == [4]
+
+
+def test_a_damaged_entry_is_never_used(lab):
+    lab.qsr_days(D, 2)
+    assert build(lab, D) == 0
+    entry = cache_dir(lab) / f"{NEXT}.arrow"
+    data = bytearray(entry.read_bytes())
+    good = [r for r in rows(lab, D)]
+    # change bytes at the end of the payload (the last column's values: owner dates, no offsets to
+    # trip the IPC reader), as a torn write or a bad disk would; the trailer (key, CRC) is intact
+    end = len(data) - 8 - int.from_bytes(data[-8:], "little")
+    for i in range(end - 24, end - 8):  # before the stream's 8-byte end marker
+        data[i] ^= 0x01
+    entry.write_bytes(bytes(data))
+    assert build(lab, NEXT) == 0
+    # rebuilt from the files: D+1 holds its own four lines per store from folder D+1 and two from D+2
+    got = rows(lab, NEXT)
+    assert len(got) == 2 * 4
+    assert {r["order_id"] for r in got} == {f"{s}-{NEXT}-{x}" for s in ("S001", "S002") for x in "BC"} | {
+        f"{s}-{NEXT + dt.timedelta(days=1)}-A" for s in ("S001", "S002")
+    }
+    assert rows(lab, D) == good
+
+
+def test_a_rule_change_does_not_use_an_entry_checked_under_the_old_rules(lab, qsr_setting):
+    lab.qsr_days(D, 2)
+    assert build(lab, D) == 0
+    qsr_setting("day_start_hour", 0)  # a business day from midnight: the 01:15 lines stay on D+1
+    assert build(lab, NEXT) == 0
+    got = rows(lab, NEXT)
+    assert {r["order_id"] for r in got} == {f"{s}-{NEXT}-{x}" for s in ("S001", "S002") for x in "ABC"}
+
+
+def test_a_single_run_leaves_no_entry(lab):
+    lab.qsr_days(D, 4)
+    assert (
+        lab.luigi("RangeSingleRun", "--of", "StgQsrPos", "--start", str(D), "--stop", str(D + dt.timedelta(days=4)))
+        == 0
+    )
+    assert entries(lab) == set()
+    assert StgQsrPos(date=D).complete()
+
+
+def test_the_two_partitions_of_a_folder_checking_it_at_once_leave_no_entry(tmp_path):
+    from tasks.foldercache import FolderCache
+
+    cache = FolderCache(tmp_path, "staging/qsr_pos")
+    # partition D checked folder D+1 and left it; partition D+1, running at the same time, missed it
+    # and checked the folder too: both have had it, nothing is left for anyone
+    cache.put(NEXT, "k1", D, lambda sink: sink.write(b"rows"))
+    assert bytes(cache.get(NEXT, "k1", D)) == b"rows"  # the writer itself (a rebuild of D) keeps it
+    cache.put(NEXT, "k1", NEXT, lambda sink: sink.write(b"rows"))
+    assert not cache.path(NEXT).exists()
+    # an entry for other content is replaced, whoever wrote it
+    cache.put(NEXT, "k1", D, lambda sink: sink.write(b"old"))
+    cache.put(NEXT, "k2", NEXT, lambda sink: sink.write(b"new"))
+    assert cache.get(NEXT, "k1", D) is None
+    assert bytes(cache.get(NEXT, "k2", D)) == b"new"
+    assert not cache.path(NEXT).exists()  # read by the other partition: gone
+
+
+def test_an_entry_older_than_a_week_is_removed_when_another_is_written(tmp_path):
+    from tasks.foldercache import MAX_AGE_S, FolderCache
+
+    cache = FolderCache(tmp_path, "staging/qsr_pos")
+    cache.put(D, "k", D, lambda sink: sink.write(b"x"))
+    old = cache.path(D).stat().st_mtime - MAX_AGE_S - 60
+    os.utime(cache.path(D), (old, old))
+    cache.put(NEXT, "k", D, lambda sink: sink.write(b"y"))
+    assert not cache.path(D).exists()
+    assert cache.path(NEXT).exists()
