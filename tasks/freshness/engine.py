@@ -146,7 +146,7 @@ def _partition(store: PartitionStore, key: dt.date | None) -> tuple:
 def _stamp(store: PartitionStore, key: dt.date | None) -> tuple | None:
     """(inode, size, mtime_ns) of the partition's manifest; None when it has none."""
     try:
-        st = os.stat(store.path(key) / MANIFEST)
+        st = os.stat(os.path.join(store.folder(key), MANIFEST))  # a string path: a view stats thousands
     except (FileNotFoundError, NotADirectoryError):
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)

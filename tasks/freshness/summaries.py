@@ -43,12 +43,16 @@ class SummaryFiles:
     def __init__(self) -> None:
         self._files: dict[Path, dict[str, list]] = {}  # summary file -> {partition folder: [stamp, summary]}
         self._roots: dict[Path, Path] = {}  # summary file -> its data root
+        self._paths: dict[tuple, Path] = {}  # (data root, dataset, sub) -> summary file
         self._dirty: set[Path] = set()
 
     def _path(self, store: PartitionStore) -> Path:
-        name = f"{store.dataset}/{store.sub}.json" if store.sub else f"{store.dataset}.json"
-        path = store.data_root / "_state" / "summaries" / name
-        self._roots[path] = store.data_root
+        key = (store.data_root, store.dataset, store.sub)
+        path = self._paths.get(key)
+        if path is None:
+            name = f"{store.dataset}/{store.sub}.json" if store.sub else f"{store.dataset}.json"
+            path = self._paths[key] = store.data_root / "_state" / "summaries" / name
+            self._roots[path] = store.data_root
         return path
 
     def _entries(self, path: Path) -> dict[str, list]:

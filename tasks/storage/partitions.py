@@ -143,7 +143,7 @@ class PartitionStore:
             return set()
         return {d for d in map(parse_partition_name, names) if d is not None}
 
-    def _folder(self, date: dt.date | None) -> str:
+    def folder(self, date: dt.date | None) -> str:
         """:meth:`path` as a string: a status view opens and stats files of thousands of folders, and
         a ``Path`` join and its conversion back to a string cost more than the system call."""
         if date not in self._strs:
@@ -152,7 +152,7 @@ class PartitionStore:
 
     def read_manifest(self, date: dt.date | None) -> dict | None:
         try:
-            with open(os.path.join(self._folder(date), MANIFEST), "rb") as fh:
+            with open(os.path.join(self.folder(date), MANIFEST), "rb") as fh:
                 return parse_manifest(fh.read())
         except FileNotFoundError:
             return None
@@ -160,7 +160,7 @@ class PartitionStore:
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         """True when every data file the manifest lists, and its quarantine if it lists one, is there
         with the recorded size and mtime."""
-        folder = self._folder(date)
+        folder = self.folder(date)
         quarantine = manifest.get("quarantine")
         files = [(os.path.join(folder, f["name"]), f) for f in manifest.get("data_files", [])]
         files += [(self.data_root / quarantine["path"], quarantine)] if quarantine else []
