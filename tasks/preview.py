@@ -444,17 +444,11 @@ def sweep(data_root: Path | None = None, keep_days: float | None = None) -> list
 
 def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: Path | None = None) -> list[dict]:
     """Open previews of ``dataset`` whose range overlaps ``[start, stop)`` (for `daybreak plan`)."""
-    root = previews_root(data_root)
-    out = []
-    for name in sorted(os.listdir(root)) if root.is_dir() else []:
-        try:
-            record = read_record(root / name)
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-            continue
-        overlaps = record["start"] < stop.isoformat() and start.isoformat() < record["stop"]
-        if record.get("state") == "open" and record["dataset"] == dataset and overlaps:
-            out.append(record)
-    return out
+    return [
+        r
+        for r in open_records(data_root)
+        if r["dataset"] == dataset and r["start"] < stop.isoformat() and start.isoformat() < r["stop"]
+    ]
 
 
 def open_records(data_root: Path | None = None) -> list[dict]:
