@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workdir",
         default="data/demo",
-        help="scratch folder, deleted and rebuilt (a new, empty or earlier demo folder only); holds the table",
+        help="scratch folder, emptied and used again (a new, empty or earlier demo folder only); holds the table",
     )
     p.add_argument("--update-docs", action="store_true", help="also write the table into README.md, docs/backfills.md")
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1))

@@ -69,19 +69,28 @@ MARKER = ".daybreak-demo"  # in a workdir the demo made: only such a folder (or 
 
 
 def prepare_workdir(workdir: Path) -> None:
-    """Delete and remake ``workdir`` when the demo made it (its marker file) or it is empty; exit 2,
-    deleting nothing, for any other folder (``--workdir .`` must not delete the user's files)."""
+    """Make ``workdir`` ready: a new folder is made, an empty one used as it is, one an earlier demo made
+    (its marker file) emptied and used again. Exit 2, deleting nothing, for any other folder (``--workdir
+    .`` must not delete the user's files), for a symbolic link, and for the current folder or one that
+    holds it."""
+    if workdir.is_symlink():
+        fail(f"demo: --workdir {workdir} is a symbolic link; give the folder itself")
     if workdir.exists():
         if not workdir.is_dir():
             fail(f"demo: --workdir {workdir} is a file, not a folder")
-        if any(workdir.iterdir()) and not (workdir / MARKER).is_file():
-            fail(
-                f"demo: --workdir {workdir} holds files the demo did not make, and the demo deletes its "
-                "workdir: choose a new or empty folder"
-            )
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    (workdir / MARKER).write_text("made by daybreak demo: deleted and remade by the next demo\n")
+        here = Path.cwd().resolve()
+        if workdir.resolve() in (here, *here.parents) and any(workdir.iterdir()):
+            fail(f"demo: --workdir {workdir} is the current folder or holds it: the demo empties its workdir")
+        if any(workdir.iterdir()):
+            if not (workdir / MARKER).is_file():
+                fail(
+                    f"demo: --workdir {workdir} holds files the demo did not make, and the demo deletes its "
+                    "workdir: choose a new or empty folder"
+                )
+            for entry in workdir.iterdir():  # the folder itself stays (it may be someone's working folder)
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text("made by daybreak demo: emptied and used again by the next demo\n")
 
 
 def run_demo(workdir: Path, start: dt.date, days: int, stores: int, workers: int, seed: int = 1) -> list[Step]:

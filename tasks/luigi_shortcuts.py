@@ -35,9 +35,10 @@ from luigi.task_register import Register
 from luigi.worker import KeepAliveThread
 
 
-def _luigi_instance_cache() -> dict | None:
-    """Luigi's own instance cache (None when disabled); a new dict after ``clear_instance_cache()``."""
-    return Register._Register__instance_cache
+def _luigi_instance_cache(cls) -> dict | None:
+    """Luigi's own instance cache as ``Register.__call__`` reads it for ``cls`` (None when disabled); a
+    new dict after ``clear_instance_cache()``, whichever class it was called on."""
+    return cls._Register__instance_cache
 
 
 class CachedInstances(Register):
@@ -46,15 +47,15 @@ class CachedInstances(Register):
     Positional arguments, unhashable values and a disabled Luigi cache take Luigi's path."""
 
     _cache: ClassVar[dict] = {}
-    _for: ClassVar[int | None] = None  # id() of the Luigi cache the entries above belong to
+    _for: ClassVar[dict | None] = None  # the Luigi cache the entries above belong to (the dict itself)
 
     def __call__(cls, *args, **kwargs):
-        luigi_cache = _luigi_instance_cache()
+        luigi_cache = _luigi_instance_cache(cls)
         if args or luigi_cache is None:
             return super().__call__(*args, **kwargs)
-        if CachedInstances._for != id(luigi_cache):  # Luigi's cache was cleared: so is this one
+        if CachedInstances._for is not luigi_cache:  # Luigi's cache was cleared: so is this one
             CachedInstances._cache = {}
-            CachedInstances._for = id(luigi_cache)
+            CachedInstances._for = luigi_cache
         try:
             key = (cls, *sorted(kwargs.items()))
             return CachedInstances._cache[key]

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tasks import demo, settings
 from tests.conftest import REPO
 
@@ -54,10 +56,25 @@ def test_demo_never_deletes_a_folder_it_did_not_make(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
     proc = subprocess.run([str(daybreak), "demo", "--workdir", "."], cwd=mine, env=env, capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
-    assert "holds files the demo did not make" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "is the current folder or holds it" in proc.stderr and "Traceback" not in proc.stderr
     assert (mine / "notes" / "keep.txt").read_text() == "mine"
+    other = subprocess.run(
+        [str(daybreak), "demo", "--workdir", str(mine)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert other.returncode == 2 and "holds files the demo did not make" in other.stderr, other.stderr
+    assert (mine / "notes" / "keep.txt").read_text() == "mine"
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    with pytest.raises(SystemExit) as exit_:
+        demo.prepare_workdir(link)
+    assert exit_.value.code == 2 and (mine / "notes" / "keep.txt").exists()
     earlier = tmp_path / "earlier"
     demo.prepare_workdir(earlier)
     (earlier / "data").mkdir()
-    demo.prepare_workdir(earlier)  # an earlier demo's folder: remade
+    (earlier / "backfills.md").write_text("old table")
+    demo.prepare_workdir(earlier)  # an earlier demo's folder: emptied and used again
     assert sorted(p.name for p in earlier.iterdir()) == [demo.MARKER]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    demo.prepare_workdir(empty)  # an empty folder is used as it is
+    assert sorted(p.name for p in empty.iterdir()) == [demo.MARKER]

@@ -280,7 +280,9 @@ def test_a_corrupt_or_foreign_summary_file_only_costs_a_parse(chain):
     assert first.state(chain[-1]).ok
     first.flush()
     summary_file = chain[0].store().data_root / "_state" / "summaries" / "marts/state.json"
-    for junk in ("{not json", "[]", '{"format": 1, "partitions": {"2026-09-02": [[1, 2, 3], "x"]}}'):
+    entries = ('[[1, 2, 3], "x"]', "[null, {}]", "7", '{"a": 1}', "[[], {}, 3]")
+    junks = ["{not json", "[]", *(f'{{"format": 1, "partitions": {{"2026-09-02": {e}}}}}' for e in entries)]
+    for junk in junks:
         summary_file.write_text(junk)
         assert Engine().state(chain[-1]).ok
     store = chain[3].store()

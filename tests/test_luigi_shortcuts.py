@@ -101,3 +101,21 @@ def test_luigis_command_line_takes_a_tasks_options_only_in_full(fresh_luigi):
         assert parser.get_task_obj().hotel == "H2"
     with pytest.raises(SystemExit), CmdlineParser.global_instance(["HotelOtbExport", "--hot", "H2"]) as parser:
         parser.get_task_obj()
+
+
+def test_the_shortcut_follows_every_way_luigi_clears_its_cache(fresh_luigi):
+    """Two clears in a row (a freed dict's address may be reused), and a clear called on a task class
+    (Luigi then stores the new cache on the metaclass): after each, the instance is Luigi's new one."""
+    cls = _families()[0]
+    kwargs = _kwargs(cls)
+    first = cls(**kwargs)
+    Register.clear_instance_cache()
+    Register.clear_instance_cache()
+    second = cls(**kwargs)
+    assert second is not first and Register.__call__(cls, **kwargs) is second
+    cls.clear_instance_cache()
+    try:
+        third = cls(**kwargs)
+        assert third is not second and Register.__call__(cls, **kwargs) is third
+    finally:  # Luigi's cache back on Register, where the next test's lab clears it
+        del CachedInstances._Register__instance_cache

@@ -234,3 +234,23 @@ def test_preview_keep_days_is_validated(lab, setting, value, error):
 
     setting("daybreak", "preview_keep_days", value)
     assert any("[daybreak] preview_keep_days" in e and error in e for e in config_errors()), config_errors()
+
+
+def test_a_preview_builds_upstream_partitions_production_does_not_have_yet(lab, capsys, setting):
+    """Nothing built in production: a preview of the look-back builds its ads_daily dates into the shadow
+    first, and the windows then read them there (a store's folder is the shadow's once it holds the
+    partition). Publish puts both in place, and the backfill has nothing left to do."""
+    first = dt.date(2026, 9, 20)
+    setting("daybreak", "start_date", first)
+    for k in range(1, 10):  # exports 09-21 .. 09-29
+        lab.ads_export(first + k * DAY, first)
+    stop = dt.date(2026, 9, 22)
+    report = preview_json(capsys, "ads_rolling_7d", first, stop)
+    assert report.get("failed", []) == []
+    built = {name: [p["date"] for p in d["partitions"]] for name, d in report["datasets"].items()}
+    assert built["ads_rolling_7d"] == ["2026-09-20", "2026-09-21"]
+    assert set(built["ads_daily"]) >= {"2026-09-20", "2026-09-21"}
+    assert production(lab) == {}  # production had nothing, and has nothing yet
+    code, out = daybreak(capsys, "publish", report["id"])
+    assert code == 0, out
+    assert lab.rebuilt_by(lambda: lab.range(first, stop, of="AdsRolling7d"), "marts/ads_rolling_7d") == set()

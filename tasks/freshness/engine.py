@@ -19,7 +19,7 @@ partitions (every hotel_booking_state date reads the date before) is walked once
 once per question: Luigi asks ``complete()`` of every task of a backfill, and each answer needs the
 whole chain below it. The memo stays correct because
 
-* a manifest is remembered with the (inode, size, mtime_ns) of its file and read again when they
+* a manifest is remembered with the (device, inode, size, mtime_ns, ctime_ns) of its file and read again when they
   change, so a manifest rewritten by any process is seen; a state that is not ok is kept only while
   its partition's manifest is the one it was found with, so a partition another process built since
   (a worker sharing the scheduler) is seen at the next question;
@@ -72,7 +72,7 @@ class Node(Protocol):
     def rules_key(self) -> Hashable: ...  # nodes with the same rules_key have the same rules
     def raw_window(self) -> list[tuple[str, dt.date]]: ...  # required raw folders (source, date)
     def optional_raw_window(self) -> list[tuple[str, dt.date]]: ...  # read when present
-    def accepts_input(self, name: str) -> bool: ...
+    def accepts_input(self, name: str) -> bool: ...  # by the file's name alone (the engine remembers it)
 
     input_names: str  # the names accepts_input takes, for the reason a file is refused
 
@@ -144,12 +144,17 @@ def _partition(store: PartitionStore, key: dt.date | None) -> tuple:
 
 
 def _stamp(store: PartitionStore, key: dt.date | None) -> tuple | None:
-    """(inode, size, mtime_ns) of the partition's manifest; None when it has none."""
+    """(device, inode, size, mtime_ns, ctime_ns) of the partition's manifest; None when it has none. The
+    ctime cannot be set back (a restore that keeps mtimes, a reused inode), and a rename sets it."""
     try:
         st = os.stat(os.path.join(store.folder(key), MANIFEST))  # a string path: a view stats thousands
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return _stat_stamp(st)
+
+
+def _stat_stamp(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class Engine:
@@ -269,7 +274,7 @@ class Engine:
         return self.manifests[part]
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """The manifest, parsed again only when its file's (inode, size, mtime) changed."""
+        """The manifest, parsed again only when its file's stamp (:func:`_stamp`) changed."""
         path = store.path(key) / MANIFEST
         stamp, content = _read_manifest(path, self._parsed.get(path))
         if content is not None:
@@ -393,7 +398,9 @@ class Engine:
             return State("stale", "a raw folder it read is gone")
         note = ""
         if manifest.get("input_fingerprint") != window.fingerprint or self._recent(node, manifest, window):
-            full = self.manifest(store, node.key) or manifest  # the inputs are not in the summary
+            stamp, full = self._manifest(store, node.key)  # the inputs are not in the summary
+            if full is None or stamp != self._stamps[node.task_id]:
+                return State("stale", "its manifest changed while it was checked")
             ok, note = identity.check_inputs(self.zone(node), store, node.key, full, window, self.digest)
             if not ok:
                 return State("stale", note)
@@ -469,8 +476,7 @@ def _read_manifest(path: Path, known: tuple | None) -> tuple[tuple | None, dict 
     except (FileNotFoundError, NotADirectoryError):
         return None, None
     with fh:
-        st = os.fstat(fh.fileno())
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        stamp = _stat_stamp(os.fstat(fh.fileno()))
         if known is not None and known[0] == stamp:
             return known
         return stamp, partitions.parse_manifest(fh.read())

@@ -4,11 +4,11 @@ A no-op check of three years reads a thousand manifests, and most of each (a sta
 40 KB) is the list of inputs with their content hashes, which a check needs only when the raw files'
 metadata changed. So each dataset keeps one summary file, ``<data_root>/_state/summaries/<dataset>.json``
 (``<dataset>/<sub>.json`` for a dataset with a second level, such as one hotel's pickups): for each
-partition, the manifest without the keys in :data:`DETAIL`, with the (inode, size, mtime_ns) of the
+partition, the manifest without the keys in :data:`DETAIL`, with the (device, inode, size, mtime_ns, ctime_ns) of the
 manifest file it was taken from.
 
 It is a cache and never an authority: an entry is used only while the manifest file still has the
-recorded (inode, size, mtime_ns) (a manifest is always replaced by a rename, so a rewritten manifest has
+recorded stamp (a manifest is always replaced by a rename, so a rewritten manifest has
 a new inode), and a missing, unreadable or corrupt summary file only means the manifests are parsed again.
 Summaries learned in a process are written when its pass ends (:meth:`SummaryFiles.flush`) with a
 temporary name (:mod:`tasks.storage.tempnames`) and a rename; two processes that write at once lose
@@ -72,8 +72,11 @@ class SummaryFiles:
     def get(self, store: PartitionStore, key: dt.date | None, stamp: tuple) -> dict | None:
         """The summary of partition ``key`` if it was taken from the manifest file with ``stamp``."""
         entry = self._entries(self._path(store)).get(str(key))
-        if isinstance(entry, list) and len(entry) == 2 and tuple(entry[0]) == stamp and isinstance(entry[1], dict):
-            return entry[1]
+        try:
+            if len(entry) == 2 and tuple(entry[0]) == stamp and isinstance(entry[1], dict):
+                return entry[1]
+        except (TypeError, IndexError, KeyError):  # none, or not [stamp, summary]: parse the manifest
+            pass
         return None
 
     def put(self, store: PartitionStore, key: dt.date | None, stamp: tuple, content: dict) -> None:

@@ -439,6 +439,11 @@ class ShadowStore(PartitionStore):
     def _side(self, date: dt.date | None) -> PartitionStore:
         return self.own if self.own.path(date).is_dir() else self.production
 
+    def folder(self, date: dt.date | None) -> str:
+        """Not remembered, as :meth:`path` is not: the partition is read from the shadow once the preview
+        has written it there, from production before."""
+        return os.fspath(self.path(date))
+
     def path(self, date: dt.date | None) -> Path:
         return self._side(date).path(date)
 

@@ -61,6 +61,7 @@ class SftpRawZone(RawZone):
         self.known_hosts = os.path.expanduser(known_hosts)
         self.timeout, self.retries = timeout, retries
         self.root = self.base  # for messages; never used as a local path
+        self._real: dict[str, bool] = {}  # source folders found real (not a link), once per object
 
     @classmethod
     def from_settings(cls, uri: str) -> SftpRawZone:
@@ -101,18 +102,8 @@ class SftpRawZone(RawZone):
         folder = f"{self.base}/{self.folder_relpath(source, date)}"
 
         def scan(sftp: paramiko.SFTPClient):
-            for path in (f"{self.base}/{source}", folder):  # lstat: a symbolic link shows as one
-                try:
-                    mode = sftp.lstat(path).st_mode or 0
-                except FileNotFoundError:
-                    return None
-                if stat.S_ISLNK(mode):
-                    logger.warning(
-                        "%s is a symbolic link: never followed out of the raw zone; its files are not read", path
-                    )
-                    return None
-                if not stat.S_ISDIR(mode):
-                    return None
+            if not self._real_folder(sftp, f"{self.base}/{source}", once=True) or not self._real_folder(sftp, folder):
+                return None
             return _listdir_attr(sftp, folder)
 
         attrs = self._call(scan)
@@ -129,8 +120,27 @@ class SftpRawZone(RawZone):
                 entries.append((a.filename, a.st_size, int(a.st_mtime) * 10**9))
         return sorted(entries), sorted(refused)
 
+    def _real_folder(self, sftp: paramiko.SFTPClient, path: str, once: bool = False) -> bool:
+        """Whether ``path`` is a folder and not a symbolic link (lstat: the server would follow one);
+        ``once``: asked of the server once per raw-zone object (a source folder, for its many dates)."""
+        if once and path in self._real:  # only a real folder is remembered: a missing one may come
+            return True
+        try:
+            mode = sftp.lstat(path).st_mode or 0
+        except FileNotFoundError:
+            mode = 0
+        if stat.S_ISLNK(mode):
+            logger.warning("%s is a symbolic link: never followed out of the raw zone; not read", path)
+        if once and stat.S_ISDIR(mode):
+            self._real[path] = True
+        return stat.S_ISDIR(mode)
+
     def newest_folder_date(self, source: str) -> dt.date | None:
-        attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{source}")) or []
+        """Latest folder date of a source (None for a source folder that is a symbolic link, as locally)."""
+        path = f"{self.base}/{source}"
+        if not self._call(lambda sftp: self._real_folder(sftp, path, once=True)):
+            return None
+        attrs = self._call(lambda sftp: _listdir_attr(sftp, path)) or []
         dates = []
         for a in attrs:
             try:

@@ -67,8 +67,8 @@ class Plan:
         workers = f" --workers {self.workers}" if family != "RangeSingleRun" and self.workers > 1 else ""
         if self.kind == "date x hotel":
             return f"luigi --module tasks {family} --start {self.start} --stop {self.stop}{workers}{local}"
-        if self.kind == "hotel":  # one task per hotel that would run
-            return " && ".join(f"luigi --module tasks {family} --hotel {h}{local}" for h, _, _ in self.runs)
+        if self.kind == "hotel":  # one task per hotel that would run; one hotel waiting stops no other
+            return "; ".join(f"luigi --module tasks {family} --hotel {h}{local}" for h, _, _ in self.runs)
         if self.kind != "date":
             return f"luigi --module tasks {family}{workers}{local}"
         of = DATASETS[self.dataset].__name__
@@ -214,7 +214,8 @@ def render(plan: Plan) -> str:
                 f"= {plan.estimate_s:.0f} s (mean of recorded build times)"
             )
         family, why = plan.mode
-        kind = "one run for the range" if family == "RangeSingleRun" else "one Luigi task per date"
+        kind = {"RangeSingleRun": "one run for the range", "RangeDaily": "one Luigi task per date"}.get(family, "")
+        kind = kind or "one Luigi task per partition"
         lines.append(f"  mode: {kind} ({family}): {why}")
         lines.append(f"  run:  {plan.command}")
     return "\n".join(lines)
