@@ -214,8 +214,16 @@ class PartitionStore:
             if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
                 raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
         quarantine = None if rejected is None else (self.quarantine_path(date), rejected)
-        try:
+        with self._replacing(date):
             return self._write(self.write_path(date), table, manifest, extras or {}, quarantine)
+
+    @contextmanager
+    def _replacing(self, date: dt.date | None) -> Iterator[None]:
+        """Around every replacement of partition ``date``: an OS error becomes a
+        :class:`PartitionWriteError` naming the partition, and the write hooks (the freshness engine)
+        hear of it whether it succeeded or failed half-way."""
+        try:
+            yield
         except OSError as exc:
             raise PartitionWriteError(self._write_error(date, exc)) from exc
         finally:
@@ -225,13 +233,8 @@ class PartitionStore:
     def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
         """Replace the manifest alone, atomically: the data files it lists are kept as they are (a
         rebuild that produced the same rows; ``daybreak verify`` marking a partition stale)."""
-        try:
+        with self._replacing(date):
             atomic_write_text(self.path(date) / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str))
-        except OSError as exc:
-            raise PartitionWriteError(self._write_error(date, exc)) from exc
-        finally:
-            for hook in WRITE_HOOKS:
-                hook(self, date)
 
     def adopt(self, date: dt.date | None, source: PartitionStore) -> dict:
         """Replace partition ``date`` with the one ``source`` (a preview's shadow root) holds, by the
@@ -243,13 +246,8 @@ class PartitionStore:
         manifest = source.read_manifest(date)
         if not manifest or manifest.get("_corrupt"):
             raise ValueError(f"{source.path(date)}: no readable manifest to adopt")
-        try:
+        with self._replacing(date):
             return self._into(self.path(date), lambda folder: self._adopt_files(folder, date, source, manifest))
-        except OSError as exc:
-            raise PartitionWriteError(self._write_error(date, exc)) from exc
-        finally:
-            for hook in WRITE_HOOKS:
-                hook(self, date)
 
     def _adopt_files(self, folder: Path, date: dt.date | None, source: PartitionStore, manifest: dict) -> dict:
         tempnames.sweep(folder)
@@ -467,13 +465,8 @@ class ShadowStore(PartitionStore):
             _write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
             return manifest
 
-        try:
+        with self._replacing(date):
             self._into(self.own.path(date), fill)
-        except OSError as exc:
-            raise PartitionWriteError(self._write_error(date, exc)) from exc
-        finally:
-            for hook in WRITE_HOOKS:
-                hook(self, date)
 
 
 def _place(folder: Path, pending: list[tuple[Path, Path]], drop: Path | None, quarantine: Path | None) -> None:
