@@ -115,53 +115,62 @@ def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date) -> list[tuple
     return [("(all)", SNAPSHOTS[dataset]())]
 
 
-def _make_keyed_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
-    cache = freshness.new_pass()
-    runs, blocked, same, durations = [], [], [], []
-    for label, task in _keyed_partitions(dataset, start, stop):
+@dataclass
+class _Found:
+    """What the engine says of a plan's partitions, each under its label (a date, or a key)."""
+
+    runs: list = field(default_factory=list)
+    blocked: list = field(default_factory=list)
+    same: list = field(default_factory=list)
+    rebuilt: set[str] = field(default_factory=set)  # task ids of the partitions that would run
+    durations: list[float] = field(default_factory=list)
+
+    @property
+    def seconds_each(self) -> float | None:
+        return sum(self.durations) / len(self.durations) if self.durations else None
+
+
+def _classify(partitions: list[tuple], cache: CheckCache, dataset: str) -> _Found:
+    """Sort (label, task) pairs into would run, waits for raw data, same content; and the recorded
+    build times of the ones that have a manifest."""
+    found = _Found()
+    for label, task in partitions:
         row = day_status(task, cache, dataset)
         if row.state in ("stale", "missing", "failed"):
-            runs.append((label, row.state, row.reason))
+            found.runs.append((label, row.state, row.reason))
+            found.rebuilt.add(task.task_id)
         elif row.reason == SAME_CONTENT:
-            same.append(label)
+            found.same.append(label)
         elif row.state == "waiting":
-            blocked.append((label, row.reason))
-        manifest = cache.summary(task.store(), task.key)
+            found.blocked.append((label, row.reason))
+        manifest = cache.summary(cache.once(("store", task.dataset_path()), task.store), task.key)
         if manifest and manifest.get("duration_s") is not None:
-            durations.append(float(manifest["duration_s"]))
-    rebuilt = {task.task_id for label, task in _keyed_partitions(dataset, start, stop) if label in {r[0] for r in runs}}
-    downstream = _downstream(rebuilt, start, stop + dt.timedelta(days=horizon_days), None)
-    seconds = sum(durations) / len(durations) if durations else None
-    return Plan(dataset, runs, blocked, same, downstream, seconds, workers, start, stop)
+            found.durations.append(float(manifest["duration_s"]))
+    return found
+
+
+def _make_keyed_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
+    found = _classify(_keyed_partitions(dataset, start, stop), freshness.new_pass(), dataset)
+    downstream = _downstream(found.rebuilt, start, stop + dt.timedelta(days=horizon_days), None)
+    return Plan(dataset, found.runs, found.blocked, found.same, downstream, found.seconds_each, workers, start, stop)
 
 
 def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
     from tasks.backfill import left_out
+    from tasks.preview import open_for
 
     cache = freshness.new_pass()
     cls = DATASETS[dataset]
     family = Plan(dataset, [], [], [], {}, None, workers, start, stop).mode[0]
     later, why = left_out(family, cls, start, stop)
-    tasks = [cls(date=d) for d in date_range(start, stop) if d not in set(later)]
-    runs, blocked, same, durations = [], [], [], []
-    for task in tasks:
-        row = day_status(task, cache, dataset)
-        if row.state in ("stale", "missing", "failed"):
-            runs.append((task.date, row.state, row.reason))
-        elif row.reason == SAME_CONTENT:
-            same.append(task.date)
-        elif row.state == "waiting":
-            blocked.append((task.date, row.reason))
-        manifest = cache.summary(cache.once(("store", task.dataset_path()), task.store), task.date)
-        if manifest and manifest.get("duration_s") is not None:
-            durations.append(float(manifest["duration_s"]))
-    rebuilt = {cls(date=d).task_id for d, _, _ in runs}
-    downstream = _downstream(rebuilt, start, stop + dt.timedelta(days=horizon_days), cls)
-    seconds = sum(durations) / len(durations) if durations else None
-    from tasks.preview import open_for
-
+    dates = [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(later)]
+    found = _classify(dates, cache, dataset)
+    downstream = _downstream(found.rebuilt, start, stop + dt.timedelta(days=horizon_days), cls)
     previews = open_for(dataset, start, stop)
-    return Plan(dataset, runs, blocked, same, downstream, seconds, workers, start, stop, later, why, previews)
+    seconds = found.seconds_each
+    return Plan(
+        dataset, found.runs, found.blocked, found.same, downstream, seconds, workers, start, stop, later, why, previews
+    )
 
 
 def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type | None) -> dict[str, list[str]]:
