@@ -10,20 +10,18 @@ manifest file it was taken from.
 It is a cache and never an authority: an entry is used only while the manifest file still has the
 recorded stamp (a manifest is always replaced by a rename, so a rewritten manifest has
 a new inode), and a missing, unreadable or corrupt summary file only means the manifests are parsed again.
-Summaries learned in a process are written when its pass ends (:meth:`SummaryFiles.flush`) with a
-temporary name (:mod:`tasks.storage.tempnames`) and a rename; two processes that write at once lose
-entries, not correctness.
+Summaries learned in a process are written when its pass ends (:meth:`SummaryFiles.flush`), with a
+temporary name and a rename (:func:`tasks.storage.partitions.atomic_write_text`); two processes that
+write at once lose entries, not correctness.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from pathlib import Path
 
-from tasks.storage.partitions import PartitionStore
-from tasks.storage.tempnames import sweep, temp_path
+from tasks.storage.partitions import PartitionStore, atomic_write_text
 
 # The keys a check does not read unless the raw files' metadata changed (then it reads the manifest).
 DETAIL = frozenset({"inputs", "input_hashes", "refused_inputs"})
@@ -93,14 +91,7 @@ class SummaryFiles:
                 continue
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                sweep(path.parent)  # what a writer killed half-way left
-                tmp = temp_path(path)
-                try:
-                    with open(tmp, "x", encoding="utf-8") as fh:
-                        json.dump({"format": FORMAT, "partitions": self._files[path]}, fh, separators=(",", ":"))
-                    os.replace(tmp, path)
-                except BaseException:
-                    tmp.unlink(missing_ok=True)
-                    raise
+                doc = {"format": FORMAT, "partitions": self._files[path]}
+                atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
             except OSError:
                 continue
