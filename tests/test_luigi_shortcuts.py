@@ -119,3 +119,142 @@ def test_the_shortcut_follows_every_way_luigi_clears_its_cache(fresh_luigi):
         assert third is not second and Register.__call__(cls, **kwargs) is third
     finally:  # Luigi's cache back on Register, where the next test's lab clears it
         del CachedInstances._Register__instance_cache
+
+
+# --- the local scheduler: Luigi's answers, step by step ---------------------------------------------
+
+
+def _luigis_local_scheduler(**config):
+    """What ``luigi.interface._WorkerSchedulerFactory.create_local_scheduler`` makes without Daybreak."""
+    from luigi.scheduler import Scheduler
+
+    return Scheduler(prune_on_get_work=True, record_task_history=False, **config)
+
+
+def _drive(sched, graph: dict, fails: set, workers: list[str], done: set, resources: dict) -> list:
+    """Add ``graph`` (task -> deps) for each worker, then ask for work until no worker gets any, marking
+    each task handed out DONE, or FAILED when in ``fails``. Every reply and count, in order."""
+    from luigi.scheduler import DONE, FAILED, PENDING
+
+    for worker in workers:
+        sched.add_worker(worker, [("workers", 1)])
+        for task_id, deps in graph.items():
+            sched.add_task(
+                worker=worker,
+                task_id=task_id,
+                status=DONE if task_id in done else PENDING,
+                deps=deps,
+                runnable=True,
+                resources=resources.get(task_id),
+                family=task_id.rstrip("0123456789"),
+                params={},
+            )
+    log = []
+    idle = 0
+    while idle < len(workers):
+        idle = 0
+        for worker in workers:
+            reply = sched.get_work(worker=worker, host="h", current_tasks=[])
+            log.append((worker, reply, sched.count_pending(worker)))
+            if reply["task_id"] is None:
+                idle += 1
+                continue
+            failed = reply["task_id"] in fails
+            sched.add_task(worker=worker, task_id=reply["task_id"], status=FAILED if failed else DONE, expl="x")
+    return log
+
+
+def _random_graph(rng, n: int) -> dict:
+    graph = {}
+    for i in range(n):
+        family = rng.choice(["stg", "state", "pickup"])
+        graph[f"{family}{i}"] = rng.sample(list(graph), k=min(len(graph), rng.randint(0, 3)))
+    return graph
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_local_scheduler_answers_as_luigis_own(seed):
+    """Random graphs, with tasks done before the run, tasks that fail (and are disabled after one failure
+    in half the cases, so the upstream walk matters), a resource and one or two workers: every reply to
+    ``get_work`` and every ``count_pending`` equals the one Luigi's own local scheduler gives."""
+    import random
+
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    rng = random.Random(seed)
+    graph = _random_graph(rng, rng.randint(5, 60))
+    names = list(graph)
+    done = set(rng.sample(names, k=len(names) // 4))
+    fails = set(rng.sample(names, k=len(names) // 6))
+    workers = ["w1", "w2"][: 1 + seed % 2]
+    resources = {name: {"sftp": 1} for name in rng.sample(names, k=len(names) // 5)}
+    config = {"retry_count": 1} if seed % 4 < 2 else {}
+    theirs = _drive(_luigis_local_scheduler(resources={"sftp": 1}, **config), graph, fails, workers, done, resources)
+    ours = _drive(LocalScheduler(resources={"sftp": 1}, **config), graph, fails, workers, done, resources)
+    assert ours == theirs
+    assert any(reply["task_id"] for _, reply, _ in ours)
+
+
+def test_the_local_scheduler_walks_upstream_of_a_disabled_task():
+    """A task waiting on a disabled one is not counted as pending, as in Luigi (the shortcut that skips
+    the walk applies only while no task is disabled)."""
+    from luigi.scheduler import DISABLED, PENDING
+
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    counts = []
+    for sched in (_luigis_local_scheduler(), LocalScheduler()):
+        sched.add_task(worker="w", task_id="a", status=DISABLED, runnable=True)
+        sched.add_task(worker="w", task_id="b", status=PENDING, deps=["a"], runnable=True)
+        sched.add_task(worker="w", task_id="c", status=PENDING, runnable=True)
+        counts.append(sched.count_pending("w"))
+    assert counts[0] == counts[1]
+    assert counts[1]["n_pending_tasks"] == 1
+
+
+def test_the_local_scheduler_prunes_once_a_second(monkeypatch):
+    """A dead worker's running task is failed by the prune: on the first request, then after a second."""
+    from luigi.scheduler import FAILED, RUNNING
+
+    from tasks import luigi_shortcuts
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    clock = [1000.0]
+    monkeypatch.setattr(luigi_shortcuts.time, "monotonic", lambda: clock[0])
+    sched = LocalScheduler(worker_disconnect_delay=0)
+    sched.add_task(worker="gone", task_id="t", status=RUNNING, runnable=True)
+    sched.get_work(worker="w")  # first request: pruned, "gone" has been silent for > 0 s
+    assert sched._state.get_task("t").status == FAILED
+    sched.add_task(worker="gone2", task_id="u", status=RUNNING, runnable=True)
+    sched.get_work(worker="w")
+    assert sched._state.get_task("u").status == RUNNING  # within the second: no prune
+    clock[0] += 1.0
+    sched.get_work(worker="w")
+    assert sched._state.get_task("u").status == FAILED
+
+
+def test_a_luigi_run_in_a_daybreak_process_uses_the_local_scheduler(lab):
+    """The ``luigi`` command and ``luigi.build`` make their scheduler through Luigi's factory, which
+    Daybreak's registration points at :class:`LocalScheduler`; a run through it succeeds."""
+    from luigi import interface
+
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    tasks.register()
+    assert isinstance(interface._WorkerSchedulerFactory().create_local_scheduler(), LocalScheduler)
+    order = []
+
+    class Step(luigi.Task):
+        n = luigi.IntParameter()
+
+        def requires(self):
+            return [Step(n=self.n - 1)] if self.n else []
+
+        def complete(self):
+            return self.n in order
+
+        def run(self):
+            order.append(self.n)
+
+    assert luigi.build([Step(n=30)], local_scheduler=True, log_level="WARNING")
+    assert order == list(range(31))
