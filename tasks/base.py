@@ -248,7 +248,8 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     def requires(self) -> list[luigi.Task]:
         """The dependency window's raw folders, then the upstream partitions."""
-        return [*self.raw_folders(), *self.upstream()]
+        with settings.snapshot():  # each settings section read once, not once per link
+            return [*self.raw_folders(), *self.upstream()]
 
     def optional_raw_window(self) -> list[tuple[str, dt.date]]:
         """Raw folders read when present (not Luigi requirements): their arrival or change makes the
@@ -298,7 +299,8 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     # -- the run template --------------------------------------------------------------------------
     def run(self) -> None:
         try:
-            self.run_partition()
+            with settings.snapshot():  # a build reads data_root, raw_root and its rules dozens of times
+                self.run_partition()
         finally:
             # hand back this task's raw-zone session (SFTP) before Luigi frees its resource slot
             self.zone().close()

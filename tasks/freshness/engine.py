@@ -180,6 +180,7 @@ class Engine:
         self.summaries: dict[tuple, tuple[tuple | None, dict | None]] = {}
         self.states: dict[str, State] = {}
         self.memo: dict = {}
+        self.digests: dict[str, dict[tuple, str]] = {}  # raw folder relpath -> (zone, file) -> content hash
         self._blocked: dict[str, Blocked] = {}
         self._readers: dict[str, set[str]] = {}  # task id -> task ids whose state read its state
         self._at: dict[tuple, set[str]] = {}  # partition -> task ids of its states
@@ -230,8 +231,8 @@ class Engine:
             self.raw.pop((self.zone(node).describe(), source, date), None)
             self.memo.pop(("select", type(node), source, date), None)
             folders.add(self.zone(node).folder_relpath(source, date))
-        for key in [k for k in self.memo if k[0] == "digest" and k[2].relpath.rpartition("/")[0] in folders]:
-            del self.memo[key]  # hashed again too: a same-size re-send within the mtime resolution
+        for folder in folders:
+            self.digests.pop(folder, None)  # hashed again too: a same-size re-send within the mtime resolution
         for up in node.upstream():
             self.manifests.pop(_partition(self.store(up), up.key), None)
             self.summaries.pop(_partition(self.store(up), up.key), None)
@@ -331,7 +332,11 @@ class Engine:
 
     def digest(self, zone: RawZone, raw: RawFile) -> str:
         """The content hash of a raw file, read once per pass (the raw zone is a snapshot per pass)."""
-        return self.once(("digest", zone.describe(), raw), zone.digest_now, raw)
+        known = self.digests.setdefault(raw.relpath.rpartition("/")[0], {})
+        key = (zone.describe(), raw)
+        if key not in known:
+            known[key] = zone.digest_now(raw)
+        return known[key]
 
     def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:
         """(source, date) of the required raw folders of the node's own window that are absent."""
