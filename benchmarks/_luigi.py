@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -11,16 +12,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+LAST_CPU = [0.0]  # CPU seconds (user + system) of the last timed_luigi command: steadier than wall on a busy machine
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed_luigi(cfg: Path, *args: str, repo: Path = REPO) -> float:
     """Wall seconds of ``luigi --module tasks <args> --local-scheduler --no-lock`` with ``cfg`` as
     its luigi.cfg and the package of ``repo`` (another checkout: a baseline); a run that does not
     exit 0 stops the benchmark with its stderr."""
     cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--local-scheduler", "--no-lock"]
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(repo)}
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), children_cpu()
     # from cfg's folder: ``python -m`` puts the working directory first on sys.path
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=cfg.parent)
     wall = time.perf_counter() - t0
+    LAST_CPU[0] = children_cpu() - cpu0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(args[:3])} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return wall
