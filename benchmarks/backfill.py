@@ -212,6 +212,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20 days x 30 stores, 300 dates for the no-op check")
     ap.add_argument("--repeat", type=int, default=2, help="repetitions of the side-by-side runs (order rotates)")
     ap.add_argument("--no-noop", action="store_true", help="skip the no-op check (3)")
+    ap.add_argument(
+        "--one-only",
+        action="store_true",
+        help="only (4), one partition's memory and throughput, on the data the last full run left in --workdir",
+    )
     ap.add_argument("--measure-one", nargs=3, metavar=("CFG", "DATE", "MODE"), help=argparse.SUPPRESS)
     ap.add_argument("--plain-loop", nargs=3, metavar=("RAW", "OUT", "DAYS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -222,6 +227,8 @@ def main() -> None:
         return print(plain_loop(Path(raw), Path(out), START, int(days)))
     days, stores, mean, noop_days = (20, 30, 1200, 300) if args.quick else (60, 100, 1200, 1095)
     work = Path(args.workdir)
+    if args.one_only:
+        return one_only(work, days)
     raw = work / f"raw-{days}x{stores}"
     from tasks import sample
 
@@ -258,6 +265,15 @@ def main() -> None:
     noop = None if args.no_noop else noop_check(work, noop_days, 100)
     parts = [one_partition(work / "w1.cfg", START + dt.timedelta(days=days // 2), m) for m in ("backfill", "cold")]
     report(runs, cpus, lines, days, check, noop, noop_days, parts)
+
+
+def one_only(work: Path, days: int) -> None:
+    """(4) alone, on the raw zone and w1.cfg a previous run of the same size left in ``work``."""
+    cfg = work / "w1.cfg"
+    if not cfg.exists():
+        raise SystemExit(f"{cfg} does not exist: run the benchmark once with the same --workdir and size first")
+    parts = [one_partition(cfg, START + dt.timedelta(days=days // 2), m) for m in ("backfill", "cold")]
+    report_parts(parts)
 
 
 def children_cpu() -> float:
@@ -309,6 +325,13 @@ def report(
             f"    of which python + luigi + tasks import: {noop['python_import_s']:.2f} s; "
             f"bulk_complete alone: {noop['bulk_complete_s']:.3f} s ({noop['complete']} complete)"
         )
+    report_parts(parts)
+
+
+def report_parts(parts: list[dict]) -> None:
+    def row(label: str, value: str, target: str, ok: bool) -> None:
+        print(f"{label:<58} {value:>16}   target {target:<10} {'ok' if ok else 'MISSED'}")
+
     for part in parts:
         extra = part["peak_rss"] - part["base_rss"]
         what = {"backfill": "folder d from the cache, as in a backfill", "cold": "no cache: both folders checked"}

@@ -5,8 +5,10 @@ Pure: parsed raw files in, one partition's table and its rejected rows out.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -26,7 +28,7 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
-from tasks.transforms.rawcsv import ParsedCsv
+from tasks.transforms.rawcsv import ParsedCsv, RawSchemaError, check_header, parse_csv_many
 
 RAW_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
 STATUSES = ["COMPLETED", "VOIDED", "REFUNDED"]
@@ -143,7 +145,10 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
     is_void = pc.equal(rows["status"], "VOIDED")
     keep = pc.and_(is_last, pc.invert(is_void))
     voided = count(pc.and_(is_last, is_void))
-    result = _finish(rows.filter(keep).combine_chunks(), rules)  # one chunk: hashed and written without a copy
+    duplicates_of_date = rows.num_rows - count(is_last)
+    columns = {name: rows[name] for name in _ROWS_SCHEMA.names[:-1]}
+    del rows, is_last, is_void
+    result = _finish(columns, keep, rules)
     return CleanResult(
         result,
         rejected,
@@ -152,7 +157,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         voided,
         rows_read=rows_read,
         other_date_rows=rows_read - attributed,
-        duplicates_of_date=rows.num_rows - count(is_last),
+        duplicates_of_date=duplicates_of_date,
     )
 
 
@@ -212,6 +217,105 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     rejected = pa.concat_tables(tables).combine_chunks()
     rows_read = raw.num_rows + sum(len(f.malformed) for f in files)
     return CheckedFolder(folder, rows, rejected, rows_read)
+
+
+def check_batches(
+    batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 2
+) -> CheckedFolder:
+    """:func:`check_folder` of one export folder whose files come in batches of (bytes, source_file),
+    in read order: the same result as parsing and checking every file at once, holding only a few
+    batches' raw bytes and parsed strings at a time (each batch's are let go once it is checked).
+
+    ``threads`` batches are parsed and checked at once in a thread pool (the CSV parser and Arrow's
+    kernels release the GIL), while the calling thread draws the next batch from ``batches`` (reading
+    the files); at most ``threads`` + 1 batches are in memory. ``threads`` <= 1: one after another.
+    A file whose header fails the contract is named as it would be if every file were parsed at once:
+    a header error of any file wins over another error of an earlier batch."""
+
+    def one(batch: list[tuple[bytes, str]]) -> CheckedFolder:
+        return check_folder(parse_csv_many(batch, RAW_COLUMNS), folder, rules)
+
+    pieces: list[CheckedFolder] = []
+    it = iter(batches)
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="check") if threads > 1 else _InThisThread()
+    with pool:
+        pending: collections.deque = collections.deque()
+        try:
+            for batch in it:
+                try:
+                    for data, name in batch:  # in this thread: a bad header stops the reading at once
+                        check_header(data, name, RAW_COLUMNS)
+                except RawSchemaError as exc:
+                    _read_the_rest(it, exc, headers=False)
+                pending.append(pool.submit(one, batch))
+                del batch
+                if len(pending) > max(threads, 0):
+                    pieces.append(_result(pending.popleft(), it))
+            while pending:
+                pieces.append(_result(pending.popleft(), it))
+        finally:
+            for future in pending:
+                future.cancel()
+    return merge_checked(folder, pieces)
+
+
+class _InThisThread:
+    """An executor that runs each call at once, in the calling thread."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001  (handed on by .result(), as a thread pool would)
+            future.set_exception(exc)
+        return future
+
+
+def _result(future, rest):
+    try:
+        return future.result()
+    except RawSchemaError as exc:
+        _read_the_rest(rest, exc, headers=True)
+
+
+def _read_the_rest(rest, error: RawSchemaError, headers: bool):
+    """Raise the error that parsing every file at once would: the files not read yet are read (a file
+    that cannot be read wins), then, for an error of a file's body (``headers``), the first header of
+    them that fails the contract wins; else ``error``."""
+    first = None
+    for batch in rest:
+        for data, name in batch:
+            if headers and first is None:
+                try:
+                    check_header(data, name, RAW_COLUMNS)
+                except RawSchemaError as exc:
+                    first = exc
+    raise first or error
+
+
+def merge_checked(folder: dt.date, pieces: list[CheckedFolder]) -> CheckedFolder:
+    """Checked batches of one folder's files (in read order) as one checked folder, equal to
+    :func:`check_folder` of all the files at once: the valid rows in read order (chunked, no copy);
+    the rejects that parsed, then the rows the parser could not split, each in read order."""
+    if not pieces:
+        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
+    if len(pieces) == 1:
+        return pieces[0]
+    rejected = [p.rejected for p in pieces]
+    parsed = [r.filter(r["parsed"]) for r in rejected]
+    unparsed = [r.filter(pc.invert(r["parsed"])) for r in rejected]
+    return CheckedFolder(
+        folder,
+        pa.concat_tables([p.rows for p in pieces]),
+        pa.concat_tables(parsed + unparsed).combine_chunks(),
+        sum(p.rows_read for p in pieces),
+    )
 
 
 def checked_to_ipc(checked: CheckedFolder, sink, compression: str | None = None) -> None:
@@ -316,33 +420,38 @@ def _bad_discount(col) -> pa.Array:
     return pc.invert(pc.or_(blank(col), is_money(col)))
 
 
-def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
-    """The output rows: money cast from the checked strings (each row is kept by one partition only,
-    so each is cast once), net_amount and is_suspicious computed."""
-    qty = kept["qty"]
-    unit_price = pc.cast(kept["unit_price"], MONEY)
-    discount = pc.cast(pc.if_else(blank(kept["discount"]), "0", kept["discount"]), MONEY)
-    gross = pc.multiply(pc.cast(qty, pa.decimal128(10, 0)), unit_price)
-    net = pc.cast(pc.subtract(gross, discount), MONEY)
-    net = pc.if_else(pc.equal(kept["status"], "REFUNDED"), pc.negate(net), net)
-    out = pa.table(
-        {
-            "store_id": kept["store_id"],
-            "order_id": kept["order_id"],
-            "line_no": kept["line_no"],
-            "ordered_at": kept["ordered_at"],
-            "sku": kept["sku"],
-            "qty": qty,
-            "unit_price": unit_price,
-            "discount": discount,
-            "net_amount": net,
-            "status": kept["status"],
-            "is_suspicious": pc.greater(qty, rules.suspicious_qty_threshold),
-            "source_file": kept["source_file"],
-        },
-        schema=OUTPUT_SCHEMA,
-    )
-    return out
+def _finish(columns: dict[str, pa.ChunkedArray], keep: pa.Array, rules: QsrRules) -> pa.Table:
+    """The output rows: the rows ``keep`` picks, money cast from the checked strings (each row is kept
+    by one partition only, so each is cast once), net_amount and is_suspicious computed.
+
+    Column by column, each one chunk (hashed and written without a copy), each input column let go
+    (``columns`` is emptied) once its output is made: the memory held is the output and what is left
+    of the input, never both whole."""
+
+    def take(name: str) -> pa.Array:
+        return _one_chunk(pc.filter(columns.pop(name), keep))
+
+    out = {name: take(name) for name in ("store_id", "order_id", "line_no", "ordered_at", "sku", "qty")}
+    out["unit_price"] = pc.cast(take("unit_price"), MONEY)
+    discount = take("discount")
+    out["discount"] = pc.cast(pc.if_else(blank(discount), "0", discount), MONEY)
+    del discount
+    gross = pc.multiply(pc.cast(out["qty"], pa.decimal128(10, 0)), out["unit_price"])
+    net = pc.cast(pc.subtract(gross, out["discount"]), MONEY)
+    del gross
+    out["status"] = take("status")
+    out["net_amount"] = pc.if_else(pc.equal(out["status"], "REFUNDED"), pc.negate(net), net)
+    del net
+    out["is_suspicious"] = pc.greater(out["qty"], rules.suspicious_qty_threshold)
+    out["source_file"] = take("source_file")
+    return pa.table([out[f.name] for f in OUTPUT_SCHEMA], schema=OUTPUT_SCHEMA)
+
+
+def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
+    """``col`` as one array: its chunk when it has one, else a copy of its chunks end to end."""
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    return pa.concat_arrays(col.chunks) if col.num_chunks else pa.array([], col.type)
 
 
 def warm_up() -> CleanResult:
