@@ -50,6 +50,7 @@ OUTPUT_SCHEMA = pa.schema(
     ]
 )
 REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
+_FILE = pa.dictionary(pa.int32(), pa.string())  # source_file of a checked row: an index into the folder's files
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class CheckedFolder:
     rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string), its owner
     rejected: pa.Table  # REJECT_SCHEMA + owner + parsed: rows failing a rule, and rows the parser could not split
     rows_read: int  # every data row of the folder's files (rows the parser could not split included)
+    shared: bool = False  # its arrays point into one buffer (read back from Arrow IPC): a slice keeps it all
 
 
 def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt.date, rules: QsrRules) -> CleanResult:
@@ -111,44 +113,54 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
 
 
 def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRules) -> CleanResult:
-    """:func:`clean_pos_lines` from folders already checked (:func:`check_folder`), in read order."""
+    """:func:`clean_pos_lines` from folders already checked (:func:`check_folder`), in read order.
+
+    Memory: a folder whose rows are mostly of ``date`` (folder ``date``) is held as it is, and its
+    rows are picked once, column by column, into the output; of a folder mostly of another date
+    (folder ``date+1``) only the rows of ``date`` are copied out, and the keys of its valid rows
+    (every valid row of the window takes part in the de-duplication) are held until it is done."""
     day = pa.scalar(date, pa.date32())
-    parts, offset, rows_read, attributed = [], 0, 0, 0
+    parts, keys, rejects, offset, rows_read, attributed = [], [], [], 0, 0, 0
     for checked in folders:
         valid = checked.rows
-        seq = pa.array(np.arange(offset, offset + valid.num_rows, dtype="int64"))
-        offset += valid.num_rows
-        mine = pc.equal(valid["owner"], day)
-        rows = valid.select(_ROWS_SCHEMA.names[:-1]).append_column("seq", seq).filter(mine)
-        # a copy: a checked folder read from the cache is one buffer, which a slice of it would keep whole
-        keys = valid.select(["order_id", "line_no", "store_id"]).append_column("seq", seq).combine_chunks()
-        keys = keys.take(pa.array(np.arange(keys.num_rows))) if keys.num_rows else keys
+        n = valid.num_rows
+        seq: slice | np.ndarray = slice(offset, offset + n)  # each valid row's place in the window's read order
+        offset += n
+        mine = _one_chunk(pc.equal(valid["owner"], day)) if n else pa.array([], pa.bool_())
+        n_mine = count(mine)
+        key = valid.select(["order_id", "line_no", "store_id"])
+        if 2 * n_mine >= n:  # held whole: its rows of the date are picked at the end
+            parts.append((valid.select(_PICKED), seq, mine.to_numpy(zero_copy_only=False)))
+        else:
+            picked = mine.to_numpy(zero_copy_only=False)
+            parts.append((valid.select(_PICKED).filter(mine), np.flatnonzero(picked) + seq.start, None))
+            if checked.shared:  # a copy: a slice of an entry read from the cache keeps the whole entry
+                key = key.combine_chunks()
+                key = key.take(pa.array(np.arange(key.num_rows))) if key.num_rows else key
+        keys.append(key)
         rejected = checked.rejected
-        bad = pc.equal(rejected["owner"], day)
-        rejected = rejected.filter(bad)
+        rejected = rejected.filter(pc.equal(rejected["owner"], day))
         if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
             rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
-        parts.append((rows, keys, rejected.select(REJECT_SCHEMA.names)))
-        attributed += count(mine) + rejected.num_rows
+        rejects.append(rejected.select(REJECT_SCHEMA.names))
+        attributed += n_mine + rejected.num_rows
         rows_read += checked.rows_read
-        del checked, valid
-    rows = _concat([p[0] for p in parts], _ROWS_SCHEMA)
-    keys = _concat([p[1] for p in parts], _KEYS_SCHEMA)
-    rejected = _concat([p[2] for p in parts], REJECT_SCHEMA).combine_chunks()
-    del parts
-    winners = _last_per_key(keys)
-    duplicates = keys.num_rows - len(winners)
+        del checked, valid, key, mine
+    rejected = _concat(rejects, REJECT_SCHEMA).combine_chunks()
+    keys = _concat(keys, _KEYS_SCHEMA)
+    last_by_seq = _last_per_key(keys)
+    duplicates = keys.num_rows - int(np.count_nonzero(last_by_seq))
     del keys
-    last_by_seq = np.zeros(offset, dtype=bool)  # seq numbers every valid row read: mark the winners, look rows up
-    last_by_seq[winners.to_numpy()] = True
-    is_last = pa.array(last_by_seq[rows["seq"].to_numpy()])
-    is_void = pc.equal(rows["status"], "VOIDED")
-    keep = pc.and_(is_last, pc.invert(is_void))
-    voided = count(pc.and_(is_last, is_void))
-    duplicates_of_date = rows.num_rows - count(is_last)
-    columns = {name: rows[name] for name in _ROWS_SCHEMA.names[:-1]}
-    del rows, is_last, is_void
-    result = _finish(columns, keep, rules)
+    picks, voided, of_date, last_of_date = [], 0, 0, 0
+    for table, seq, mine in parts:  # mine: None when every row of the table is of the date
+        is_last = last_by_seq[seq] if mine is None else last_by_seq[seq] & mine  # (a new array, never a view)
+        is_void = pc.equal(table["status"], "VOIDED").to_numpy(zero_copy_only=False)
+        voided += int(np.count_nonzero(is_last & is_void))
+        of_date += table.num_rows if mine is None else int(np.count_nonzero(mine))
+        last_of_date += int(np.count_nonzero(is_last))
+        picks.append((table, pa.array(is_last & ~is_void)))
+    del parts, last_by_seq
+    result = _finish(picks, rules)
     return CleanResult(
         result,
         rejected,
@@ -157,7 +169,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         voided,
         rows_read=rows_read,
         other_date_rows=rows_read - attributed,
-        duplicates_of_date=duplicates_of_date,
+        duplicates_of_date=of_date - last_of_date,
     )
 
 
@@ -193,7 +205,8 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
             "unit_price": picked["unit_price"],  # checked; cast for the kept rows only (_finish)
             "discount": picked["discount"],
             "status": picked["status"],
-            "source_file": pc.take(names, pc.filter(file_index, valid)),
+            # each row's file as an index into the folder's file names (4 bytes a row, not the name)
+            "source_file": pa.DictionaryArray.from_arrays(_one_chunk(pc.filter(file_index, valid)), names),
             "owner": pc.filter(owner, valid),
         },
         schema=CHECKED_SCHEMA,
@@ -346,7 +359,7 @@ def checked_from_ipc(data) -> CheckedFolder:
     if rejected.schema != _CHECKED_REJECT_SCHEMA:
         raise ValueError("not a checked qsr_pos folder")
     folder = dt.date.fromisoformat(meta[b"folder"].decode())
-    return CheckedFolder(folder, rows.replace_schema_metadata(None), rejected, int(meta[b"rows_read"]))
+    return CheckedFolder(folder, rows.replace_schema_metadata(None), rejected, int(meta[b"rows_read"]), shared=True)
 
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
@@ -393,43 +406,61 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def _last_per_key(keys: pa.Table) -> pa.Array:
-    """``seq`` of the last valid row read per (store_id, order_id, line_no)."""
+def _last_per_key(keys: pa.Table) -> np.ndarray:
+    """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one
+    read of its key."""
+    is_last = np.ones(keys.num_rows, dtype=bool)
     if keys.num_rows == 0:
-        return pa.array([], pa.int64())
+        return is_last
     # Each string key as an integer code (one hash pass; one dictionary across chunks), then a stable
     # sort of integers: several times faster than sorting the strings, and a few bytes per key.
-    store, order = (_codes(keys[c]) for c in ("store_id", "order_id"))
-    pair = order * (int(store.max()) + 1) + store  # < rows**2: fits int64
+    key = _codes(keys["order_id"])
+    store = _codes(keys["store_id"])
+    key *= int(store.max()) + 1
+    key += store  # the (store, order) pair: < rows**2, fits int64
+    del store
     line = keys["line_no"].to_numpy()
-    seq = keys["seq"].to_numpy()
-    by = np.lexsort((seq, line, pair))  # last key first; seq breaks ties, so the last of a run is the latest
-    pair, line = pair[by], line[by]
-    is_last = np.ones(len(by), dtype=bool)
-    is_last[:-1] = (pair[1:] != pair[:-1]) | (line[1:] != line[:-1])
-    return pa.array(seq[by][is_last])
+    if int(key.max()) < (2**63 - 1) // (int(line.max()) + 1) - 1:  # the three keys as one integer
+        key *= int(line.max()) + 1
+        key += line
+        del line
+        by = np.argsort(key, kind="stable")  # stable: equal keys stay in read order, the last is the latest
+        key = key[by]
+        np.not_equal(key[1:], key[:-1], out=is_last[:-1])
+    else:
+        by = np.lexsort((line, key))  # stable too
+        key, line = key[by], line[by]
+        is_last[:-1] = (key[1:] != key[:-1]) | (line[1:] != line[:-1])
+    del key
+    last = np.zeros(len(by), dtype=bool)
+    last[by[is_last]] = True
+    return last
 
 
 def _codes(col: pa.ChunkedArray) -> np.ndarray:
     """An int64 code per value, equal codes for equal values."""
     encoded = pc.dictionary_encode(col)
-    return np.concatenate([c.indices.to_numpy() for c in encoded.chunks]).astype(np.int64)
+    if not encoded.num_chunks:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([c.indices.to_numpy() for c in encoded.chunks], dtype=np.int64)
 
 
 def _bad_discount(col) -> pa.Array:
     return pc.invert(pc.or_(blank(col), is_money(col)))
 
 
-def _finish(columns: dict[str, pa.ChunkedArray], keep: pa.Array, rules: QsrRules) -> pa.Table:
-    """The output rows: the rows ``keep`` picks, money cast from the checked strings (each row is kept
-    by one partition only, so each is cast once), net_amount and is_suspicious computed.
-
-    Column by column, each one chunk (hashed and written without a copy), each input column let go
-    (``columns`` is emptied) once its output is made: the memory held is the output and what is left
-    of the input, never both whole."""
+def _finish(picks: list[tuple[pa.Table, pa.Array]], rules: QsrRules) -> pa.Table:
+    """The output rows: of each (checked rows, mask), the rows the mask picks, in order; money cast
+    from the checked strings (each row is kept by one partition only, so each is cast once),
+    net_amount and is_suspicious computed. Column by column, each one chunk (hashed and written
+    without a copy)."""
 
     def take(name: str) -> pa.Array:
-        return _one_chunk(pc.filter(columns.pop(name), keep))
+        kind = CHECKED_SCHEMA.field(name).type
+        chunks = [c for table, keep in picks for c in pc.filter(table[name], keep).chunks]
+        if pa.types.is_dictionary(kind):  # each chunk has its own dictionary
+            chunks, kind = [c.dictionary_decode() for c in chunks], kind.value_type
+        return _one_chunk(pa.chunked_array(chunks, kind))
 
     out = {name: take(name) for name in ("store_id", "order_id", "line_no", "ordered_at", "sku", "qty")}
     out["unit_price"] = pc.cast(take("unit_price"), MONEY)
@@ -479,16 +510,14 @@ def warm_up() -> CleanResult:
     return clean_checked([checked_from_ipc(sink.getvalue())], day, QsrRules())
 
 
-CHECKED_SCHEMA = pa.schema(  # money as the checked strings: cast once a row is kept
+CHECKED_SCHEMA = pa.schema(  # money as the checked strings: cast once a row is kept; the file as a dictionary
     [
-        (f.name, pa.string() if f.name in ("unit_price", "discount") else f.type)
+        (f.name, {"unit_price": pa.string(), "discount": pa.string(), "source_file": _FILE}.get(f.name, f.type))
         for f in OUTPUT_SCHEMA
         if f.name not in ("net_amount", "is_suspicious")
     ]
     + [("owner", pa.date32())]
 )
-_ROWS_SCHEMA = pa.schema([*CHECKED_SCHEMA.remove(CHECKED_SCHEMA.get_field_index("owner")), ("seq", pa.int64())])
 _CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
-_KEYS_SCHEMA = pa.schema(
-    [("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string()), ("seq", pa.int64())]
-)
+_KEYS_SCHEMA = pa.schema([("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string())])
+_PICKED = [name for name in CHECKED_SCHEMA.names if name != "owner"]  # what the output is made from
