@@ -158,8 +158,8 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         voided += int(np.count_nonzero(is_last & is_void))
         of_date += table.num_rows if mine is None else int(np.count_nonzero(mine))
         last_of_date += int(np.count_nonzero(is_last))
-        picks.append((table, pa.array(is_last & ~is_void)))
-    del parts, last_by_seq
+        picks.append(({name: table[name] for name in _PICKED}, pa.array(is_last & ~is_void)))
+    del parts, last_by_seq, table
     result = _finish(picks, rules)
     return CleanResult(
         result,
@@ -408,56 +408,40 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 def _last_per_key(keys: pa.Table) -> np.ndarray:
     """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one
-    read of its key."""
-    is_last = np.ones(keys.num_rows, dtype=bool)
-    if keys.num_rows == 0:
-        return is_last
-    # Each string key as an integer code (one hash pass; one dictionary across chunks), then a stable
-    # sort of integers: several times faster than sorting the strings, and a few bytes per key.
-    key = _codes(keys["order_id"])
-    store = _codes(keys["store_id"])
-    key *= int(store.max()) + 1
-    key += store  # the (store, order) pair: < rows**2, fits int64
-    del store
-    line = keys["line_no"].to_numpy()
-    if int(key.max()) < (2**63 - 1) // (int(line.max()) + 1) - 1:  # the three keys as one integer
-        key *= int(line.max()) + 1
-        key += line
-        del line
-        by = np.argsort(key, kind="stable")  # stable: equal keys stay in read order, the last is the latest
-        key = key[by]
-        np.not_equal(key[1:], key[:-1], out=is_last[:-1])
-    else:
-        by = np.lexsort((line, key))  # stable too
-        key, line = key[by], line[by]
-        is_last[:-1] = (key[1:] != key[:-1]) | (line[1:] != line[:-1])
-    del key
-    last = np.zeros(len(by), dtype=bool)
-    last[by[is_last]] = True
+    read of its key.
+
+    A stable sort of the rows by key (equal keys stay in read order: the last of a run is the latest),
+    then each key column in that order compared with itself one row on, one column at a time: a few
+    bytes a row beyond one sorted column (a dictionary of the strings would cost several times that)."""
+    n = keys.num_rows
+    last = np.zeros(n, dtype=bool)
+    if n == 0:
+        return last
+    by = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in ("store_id", "order_id", "line_no")])
+    is_last = np.ones(n, dtype=bool)
+    new_key = is_last[:-1]  # a view: row i is the last of its run when row i+1 starts another key
+    new_key[:] = False
+    for name in ("store_id", "order_id", "line_no"):
+        col = _one_chunk(pc.take(keys[name], by))
+        new_key |= pc.not_equal(col.slice(1), col.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        del col
+    last[by.to_numpy()[is_last]] = True
     return last
-
-
-def _codes(col: pa.ChunkedArray) -> np.ndarray:
-    """An int64 code per value, equal codes for equal values."""
-    encoded = pc.dictionary_encode(col)
-    if not encoded.num_chunks:
-        return np.zeros(0, dtype=np.int64)
-    return np.concatenate([c.indices.to_numpy() for c in encoded.chunks], dtype=np.int64)
 
 
 def _bad_discount(col) -> pa.Array:
     return pc.invert(pc.or_(blank(col), is_money(col)))
 
 
-def _finish(picks: list[tuple[pa.Table, pa.Array]], rules: QsrRules) -> pa.Table:
-    """The output rows: of each (checked rows, mask), the rows the mask picks, in order; money cast
+def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: QsrRules) -> pa.Table:
+    """The output rows: of each (checked columns, mask), the rows the mask picks, in order; money cast
     from the checked strings (each row is kept by one partition only, so each is cast once),
     net_amount and is_suspicious computed. Column by column, each one chunk (hashed and written
-    without a copy)."""
+    without a copy); a checked column is let go (popped) once its rows are picked."""
 
     def take(name: str) -> pa.Array:
         kind = CHECKED_SCHEMA.field(name).type
-        chunks = [c for table, keep in picks for c in pc.filter(table[name], keep).chunks]
+        chunks = [c for columns, keep in picks for c in pc.filter(columns.pop(name), keep).chunks]
         if pa.types.is_dictionary(kind):  # each chunk has its own dictionary
             chunks, kind = [c.dictionary_decode() for c in chunks], kind.value_type
         return _one_chunk(pa.chunked_array(chunks, kind))
