@@ -159,7 +159,8 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         of_date += table.num_rows if mine is None else int(np.count_nonzero(mine))
         last_of_date += int(np.count_nonzero(is_last))
         picks.append(({name: table[name] for name in _PICKED}, pa.array(is_last & ~is_void)))
-    del parts, last_by_seq, table
+        del table  # its columns are held by ``picks`` only, to be let go one at a time
+    del parts, last_by_seq
     result = _finish(picks, rules)
     return CleanResult(
         result,

@@ -99,6 +99,15 @@ def test_a_partition_of_batched_folders_is_the_same_partition(sizes):
         assert expected.table.num_rows > 0 or date != D15
 
 
+def test_a_window_without_rows_gives_an_empty_partition():
+    empty = check_batches([], D15, QsrRules())
+    headers_only = check_batches([[csv("S001", D16, [])]], D16, QsrRules())
+    for folders in ([], [empty], [empty, headers_only]):
+        result = clean_checked(folders, D15, QsrRules())
+        assert (result.table.num_rows, result.rejected.num_rows, result.rows_read) == (0, 0, 0)
+        assert result.table.schema == qsr_pos.OUTPUT_SCHEMA
+
+
 def through_ipc(checked: qsr_pos.CheckedFolder) -> qsr_pos.CheckedFolder:
     sink = io.BytesIO()
     qsr_pos.checked_to_ipc(checked, sink)
