@@ -128,18 +128,23 @@ def test_a_bad_header_is_named_as_when_every_file_is_parsed_at_once(threads):
         check_batches(split(files[:4], [1] * 4), D15, QsrRules(), threads=threads)
 
 
-def test_the_last_line_read_of_each_key_is_kept():
+@pytest.mark.parametrize(
+    ("n", "stores", "orders", "lines"),
+    [
+        (3000, 3, 40, [1, 2, 3]),
+        (120_000, 100_000, 100_000, [1, 999_999_999]),  # too large to fold into one integer: two keys
+    ],
+)
+def test_the_last_line_read_of_each_key_is_kept(n, stores, orders, lines):
     rng = random.Random(13)
-    n = 3000
-    stores = [rng.choice(["S1", "S2", "S10"]) for _ in range(n)]
-    orders = [rng.choice(["O1", "O2", "O10", "O100", ""]) + str(rng.randrange(40)) for _ in range(n)]
-    lines = [rng.randrange(1, 4) for _ in range(n)]
-    last = {}
-    for i, key in enumerate(zip(stores, orders, lines, strict=True)):
-        last[key] = i
+    rows = [(f"S{rng.randrange(stores)}", f"O{rng.randrange(orders)}", rng.choice(lines)) for _ in range(n // 2)]
+    rows += [rng.choice(rows) if rng.random() < 0.3 else rows[i] for i in range(n - len(rows))]  # repeated keys
+    last = {key: i for i, key in enumerate(rows)}
     cuts = sorted(rng.sample(range(1, n), 9))
-    table = pa.table({"order_id": orders, "line_no": pa.array(lines, pa.int32()), "store_id": stores})
+    store_id, order_id, line_no = zip(*rows, strict=True)
+    table = pa.table({"order_id": order_id, "line_no": pa.array(line_no, pa.int32()), "store_id": store_id})
     chunked = pa.concat_tables([table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, n], strict=True)])
     for keys in (table, chunked):
-        assert sorted(qsr_pos._last_per_key(keys).nonzero()[0].tolist()) == sorted(last.values())
+        assert qsr_pos._last_per_key(keys).nonzero()[0].tolist() == sorted(last.values())
+    assert len(last) < n
     assert qsr_pos._last_per_key(table.slice(0, 0)).tolist() == []
