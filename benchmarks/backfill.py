@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,9 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks._luigi import timed_luigi  # noqa: E402
 
+# jemalloc's settings as this process was started: importing tasks sets Daybreak's (tasks/__init__.py),
+# which the yardstick must not inherit (it runs with Arrow's own, unless the caller chose some)
+JEMALLOC_CONF = os.environ.get("JE_ARROW_MALLOC_CONF")
 START = dt.date(2026, 9, 1)
 NOOP_START = dt.date(2023, 9, 1)  # 1,095 dates that all lie before today: RangeDaily drops dates from today on
 
@@ -170,8 +174,10 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
 def timed_plain(raw: Path, out: Path, days: int) -> float:
     """Wall seconds of the baseline loop in a fresh process (as the luigi commands are)."""
     cmd = [sys.executable, __file__, "--plain-loop", str(raw), str(out), str(days)]
+    env = {k: v for k, v in os.environ.items() if k != "JE_ARROW_MALLOC_CONF"}
+    env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return time.perf_counter() - t0
 
 
