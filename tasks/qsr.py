@@ -117,8 +117,8 @@ class StgQsrPos(PartitionedTask):
                     return qsr_pos.checked_from_ipc(cached)
                 except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
                     pass
-        # read, parsed and checked a batch of files at a time (memory), batches on both cores (time);
-        # the hashes remembered are those of the bytes checked, so the entry's key is theirs
+        # read, parsed and checked a batch of files at a time, CHECK_THREADS batches at once (memory:
+        # docs/performance.md); the hashes remembered are those of the bytes checked, so is the key
         checked = qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
         if cache is not None:
             key = self._cache_key(zone, files, rules)

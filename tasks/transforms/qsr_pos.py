@@ -95,7 +95,8 @@ class CheckedFolder:
     """
 
     folder: dt.date
-    rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string), its owner
+    rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string; the
+    # file: a dictionary of the folder's, or a batch's, file names), its owner; chunked when checked in batches
     rejected: pa.Table  # REJECT_SCHEMA + owner + parsed: rows failing a rule, and rows the parser could not split
     rows_read: int  # every data row of the folder's files (rows the parser could not split included)
     shared: bool = False  # its arrays point into one buffer (read back from Arrow IPC): a slice keeps it all
@@ -234,7 +235,7 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
 
 
 def check_batches(
-    batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 2
+    batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 1
 ) -> CheckedFolder:
     """:func:`check_folder` of one export folder whose files come in batches of (bytes, source_file),
     in read order: the same result as parsing and checking every file at once, holding only a few
@@ -263,7 +264,7 @@ def check_batches(
                     _read_the_rest(it, exc, headers=False)
                 pending.append(pool.submit(one, batch))
                 del batch
-                if len(pending) > max(threads, 0):
+                if len(pending) > threads:
                     pieces.append(_result(pending.popleft(), it))
             while pending:
                 pieces.append(_result(pending.popleft(), it))
