@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,9 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks._luigi import timed_luigi  # noqa: E402
 
+# jemalloc's settings as this process was started: importing tasks sets Daybreak's (tasks/__init__.py),
+# which the yardstick must not inherit (it runs with Arrow's own, unless the caller chose some)
+JEMALLOC_CONF = os.environ.get("JE_ARROW_MALLOC_CONF")
 START = dt.date(2026, 9, 1)
 NOOP_START = dt.date(2023, 9, 1)  # 1,095 dates that all lie before today: RangeDaily drops dates from today on
 
@@ -170,8 +174,10 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
 def timed_plain(raw: Path, out: Path, days: int) -> float:
     """Wall seconds of the baseline loop in a fresh process (as the luigi commands are)."""
     cmd = [sys.executable, __file__, "--plain-loop", str(raw), str(out), str(days)]
+    env = {k: v for k, v in os.environ.items() if k != "JE_ARROW_MALLOC_CONF"}
+    env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return time.perf_counter() - t0
 
 
@@ -212,6 +218,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20 days x 30 stores, 300 dates for the no-op check")
     ap.add_argument("--repeat", type=int, default=2, help="repetitions of the side-by-side runs (order rotates)")
     ap.add_argument("--no-noop", action="store_true", help="skip the no-op check (3)")
+    ap.add_argument(
+        "--one-only",
+        action="store_true",
+        help="only (4), one partition's memory and throughput, on the data the last full run left in --workdir",
+    )
     ap.add_argument("--measure-one", nargs=3, metavar=("CFG", "DATE", "MODE"), help=argparse.SUPPRESS)
     ap.add_argument("--plain-loop", nargs=3, metavar=("RAW", "OUT", "DAYS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -222,6 +233,8 @@ def main() -> None:
         return print(plain_loop(Path(raw), Path(out), START, int(days)))
     days, stores, mean, noop_days = (20, 30, 1200, 300) if args.quick else (60, 100, 1200, 1095)
     work = Path(args.workdir)
+    if args.one_only:
+        return one_only(work, days)
     raw = work / f"raw-{days}x{stores}"
     from tasks import sample
 
@@ -258,6 +271,15 @@ def main() -> None:
     noop = None if args.no_noop else noop_check(work, noop_days, 100)
     parts = [one_partition(work / "w1.cfg", START + dt.timedelta(days=days // 2), m) for m in ("backfill", "cold")]
     report(runs, cpus, lines, days, check, noop, noop_days, parts)
+
+
+def one_only(work: Path, days: int) -> None:
+    """(4) alone, on the raw zone and w1.cfg a previous run of the same size left in ``work``."""
+    cfg = work / "w1.cfg"
+    if not cfg.exists():
+        raise SystemExit(f"{cfg} does not exist: run the benchmark once with the same --workdir and size first")
+    parts = [one_partition(cfg, START + dt.timedelta(days=days // 2), m) for m in ("backfill", "cold")]
+    report_parts(parts)
 
 
 def children_cpu() -> float:
@@ -309,6 +331,13 @@ def report(
             f"    of which python + luigi + tasks import: {noop['python_import_s']:.2f} s; "
             f"bulk_complete alone: {noop['bulk_complete_s']:.3f} s ({noop['complete']} complete)"
         )
+    report_parts(parts)
+
+
+def report_parts(parts: list[dict]) -> None:
+    def row(label: str, value: str, target: str, ok: bool) -> None:
+        print(f"{label:<58} {value:>16}   target {target:<10} {'ok' if ok else 'MISSED'}")
+
     for part in parts:
         extra = part["peak_rss"] - part["base_rss"]
         what = {"backfill": "folder d from the cache, as in a backfill", "cold": "no cache: both folders checked"}

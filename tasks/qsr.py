@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("luigi-interface")
 STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
-CACHE_FORMAT = 2  # of a checked folder in the folder cache (tasks/foldercache.py); bump when it changes
+CACHE_FORMAT = 3  # of a checked folder in the folder cache (tasks/foldercache.py); bump when it changes
 CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
+CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked at a time (docs/performance.md)
+CHECK_THREADS = 1  # batches parsed and checked at once (docs/performance.md: two cost memory)
 
 
 class StgQsrPos(PartitionedTask):
@@ -103,10 +105,32 @@ class StgQsrPos(PartitionedTask):
 
     def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> CheckedFolder:
         from tasks.transforms import qsr_pos
-        from tasks.transforms.rawcsv import parse_csv_many
 
-        datas = [zone.read_input(f) for f in files]
-        key = fingerprint(
+        # a single run keeps the folder in memory for the next date instead (no entry left behind)
+        cache = None if reusing_now() else FolderCache(settings.data_root(), self.dataset)
+        if cache is not None and cache.path(folder).exists():  # an entry: its key needs every file's hash first
+            for f in files:
+                zone.read_input(f)  # the hash is remembered (the manifest records it); the bytes go at once
+            cached = cache.get(folder, self._cache_key(zone, files, rules), self.date)
+            if cached is not None:
+                try:
+                    return qsr_pos.checked_from_ipc(cached)
+                except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
+                    pass
+        # read, parsed and checked a batch of files at a time, CHECK_THREADS batches at once (memory:
+        # docs/performance.md); the hashes remembered are those of the bytes checked, so is the key
+        checked = qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
+        if cache is not None:
+            key = self._cache_key(zone, files, rules)
+            cache.put(folder, key, self.date, lambda sink: qsr_pos.checked_to_ipc(checked, sink, CACHE_COMPRESSION))
+        return checked
+
+    @staticmethod
+    def _cache_key(zone, files: list[RawFile], rules: QsrRules) -> str:
+        """The folder cache key of ``files`` as this process last read them (content hashes)."""
+        from tasks.transforms import qsr_pos
+
+        return fingerprint(
             {
                 "format": CACHE_FORMAT,
                 "version": qsr_pos.VERSION,
@@ -115,24 +139,24 @@ class StgQsrPos(PartitionedTask):
                 "files": [(f.relpath, zone.known_digest(f)) for f in files],
             }
         )
-        # a single run keeps the folder in memory for the next date instead (no entry left behind)
-        cache = None if reusing_now() else FolderCache(settings.data_root(), self.dataset)
-        cached = cache and cache.get(folder, key, self.date)
-        if cached is not None:
-            try:
-                return qsr_pos.checked_from_ipc(cached)
-            except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
-                pass
-        parsed = parse_csv_many(zip(datas, (f.relpath for f in files), strict=True), qsr_pos.RAW_COLUMNS)
-        del datas
-        checked = qsr_pos.check_folder(parsed, folder, rules)
-        del parsed
-        if cache is not None:
-            cache.put(folder, key, self.date, lambda sink: qsr_pos.checked_to_ipc(checked, sink, CACHE_COMPRESSION))
-        return checked
 
     def max_reject_share(self) -> float:
         return settings.qsr().max_reject_share
+
+
+def _batches(zone, files: list[RawFile], size: int) -> Iterator[list[tuple[bytes, str]]]:
+    """The files' (bytes, relpath) in read order, in batches of at least ``size`` bytes (the last one
+    smaller), each read when it is asked for."""
+    batch, held = [], 0
+    for f in files:
+        data = zone.read_input(f)
+        batch.append((data, f.relpath))
+        held += len(data)
+        if held >= size:
+            yield batch
+            batch, held = [], 0
+    if batch:
+        yield batch
 
 
 def store_versions(inputs: list[RawFile], table: pa.Table) -> dict[str, str]:

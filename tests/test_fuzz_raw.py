@@ -206,6 +206,15 @@ def through_ipc(window, date: dt.date):
     return qsr_pos.clean_checked(folders, date, qsr_pos.QsrRules())
 
 
+def in_batches(raw: dict, window_dates: list[dt.date], date: dt.date):
+    """clean_checked of the window's folders checked a file at a time (each file a batch, two threads)."""
+    folders = [
+        qsr_pos.check_batches(([(f.data, f.name)] for f in raw[d]), d, qsr_pos.QsrRules(), threads=2)
+        for d in window_dates
+    ]
+    return qsr_pos.clean_checked(folders, date, qsr_pos.QsrRules())
+
+
 def expect_refused(files: list[RawFile], columns: list[str]) -> None:
     """A folder holding a file that must be refused: RawSchemaError naming one of the refused files."""
     with pytest.raises(RawSchemaError) as caught:
@@ -256,6 +265,8 @@ def test_qsr_every_row_is_staged_quarantined_or_a_documented_drop(first, folders
         r = qsr_pos.clean_pos_lines(window, date, qsr_pos.QsrRules())
         # the same folders checked once, through the folder cache's Arrow IPC form: the same result
         assert through_ipc(window, date) == r
+        # and checked a file at a time, as a build reads a folder in batches: the same result
+        assert in_batches(raw, [d for d, _ in window], date) == r
         read = sum(f.rows for d, _ in window for f in raw[d])
         staged, rejected = r.table.num_rows, r.rejected.num_rows
         assert r.rows_read == read

@@ -33,6 +33,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -312,7 +313,13 @@ class PartitionStore:
         tempnames.sweep(folder)
         pending: list[tuple[Path, Path]] = []
         step = "before writing"  # named in the error
+        # the rows' version is hashed on another core while the files are written (both release the GIL)
+        version = None if "data_version" in manifest else ThreadPoolExecutor(1, thread_name_prefix="data-version")
         try:
+            if version is not None:
+                from tasks.freshness.identity import LOGICAL, logical_version
+
+                data_version = version.submit(logical_version, table)
             files = []
             for name, content in [(DATA_FILE, table), *extras.items()]:
                 step = f"while writing {name}"
@@ -322,10 +329,8 @@ class PartitionStore:
                 st = os.stat(tmp)  # a rename keeps size and mtime
                 files.append({"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
             manifest = dict(manifest, data_files=files)
-            if "data_version" not in manifest:  # the rows, not the bytes: see tasks/freshness/identity.py
-                from tasks.freshness.identity import LOGICAL, logical_version
-
-                manifest.update(data_version=logical_version(table), data_version_kind=LOGICAL)
+            if version is not None:  # the rows, not the bytes: see tasks/freshness/identity.py
+                manifest.update(data_version=data_version.result(), data_version_kind=LOGICAL)
             drop = None  # an old quarantine the new build does not replace: removed before the manifest
             if quarantine is not None:
                 step = "while writing the quarantine"
@@ -354,6 +359,8 @@ class PartitionStore:
             exc.add_note(step)
             raise
         finally:
+            if version is not None:
+                version.shutdown(cancel_futures=True)
             for tmp, _ in pending:
                 tmp.unlink(missing_ok=True)
         return manifest

@@ -5,8 +5,10 @@ Pure: parsed raw files in, one partition's table and its rejected rows out.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -26,7 +28,7 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
-from tasks.transforms.rawcsv import ParsedCsv
+from tasks.transforms.rawcsv import ParsedCsv, RawSchemaError, check_header, parse_csv_many
 
 RAW_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
 STATUSES = ["COMPLETED", "VOIDED", "REFUNDED"]
@@ -48,6 +50,7 @@ OUTPUT_SCHEMA = pa.schema(
     ]
 )
 REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
+_FILE = pa.dictionary(pa.int32(), pa.string())  # source_file of a checked row: an index into the folder's files
 
 
 @dataclass(frozen=True)
@@ -92,9 +95,11 @@ class CheckedFolder:
     """
 
     folder: dt.date
-    rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string), its owner
+    rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string; the
+    # file: a dictionary of the folder's, or a batch's, file names), its owner; chunked when checked in batches
     rejected: pa.Table  # REJECT_SCHEMA + owner + parsed: rows failing a rule, and rows the parser could not split
     rows_read: int  # every data row of the folder's files (rows the parser could not split included)
+    shared: bool = False  # its arrays point into one buffer (read back from Arrow IPC): a slice keeps it all
 
 
 def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt.date, rules: QsrRules) -> CleanResult:
@@ -109,41 +114,55 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
 
 
 def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRules) -> CleanResult:
-    """:func:`clean_pos_lines` from folders already checked (:func:`check_folder`), in read order."""
+    """:func:`clean_pos_lines` from folders already checked (:func:`check_folder`), in read order.
+
+    Memory: a folder whose rows are mostly of ``date`` (folder ``date``) is held as it is, and its
+    rows are picked once, column by column, into the output; of a folder mostly of another date
+    (folder ``date+1``) only the rows of ``date`` are copied out, and the keys of its valid rows
+    (every valid row of the window takes part in the de-duplication) are held until it is done."""
     day = pa.scalar(date, pa.date32())
-    parts, offset, rows_read, attributed = [], 0, 0, 0
+    parts, keys, rejects, offset, rows_read, attributed = [], [], [], 0, 0, 0
     for checked in folders:
         valid = checked.rows
-        seq = pa.array(np.arange(offset, offset + valid.num_rows, dtype="int64"))
-        offset += valid.num_rows
-        mine = pc.equal(valid["owner"], day)
-        rows = valid.select(_ROWS_SCHEMA.names[:-1]).append_column("seq", seq).filter(mine)
-        # a copy: a checked folder read from the cache is one buffer, which a slice of it would keep whole
-        keys = valid.select(["order_id", "line_no", "store_id"]).append_column("seq", seq).combine_chunks()
-        keys = keys.take(pa.array(np.arange(keys.num_rows))) if keys.num_rows else keys
+        n = valid.num_rows
+        seq: slice | np.ndarray = slice(offset, offset + n)  # each valid row's place in the window's read order
+        offset += n
+        mine = _one_chunk(pc.equal(valid["owner"], day)) if n else pa.array([], pa.bool_())
+        n_mine = count(mine)
+        key = valid.select(["order_id", "line_no", "store_id"])
+        if 2 * n_mine >= n:  # held whole: its rows of the date are picked at the end
+            parts.append((valid.select(_PICKED), seq, mine.to_numpy(zero_copy_only=False)))
+        else:
+            picked = mine.to_numpy(zero_copy_only=False)
+            parts.append((valid.select(_PICKED).filter(mine), np.flatnonzero(picked) + seq.start, None))
+            if checked.shared:  # a copy: a slice of an entry read from the cache keeps the whole entry
+                key = key.combine_chunks()
+                key = key.take(pa.array(np.arange(key.num_rows))) if key.num_rows else key
+        keys.append(key)
         rejected = checked.rejected
-        bad = pc.equal(rejected["owner"], day)
-        rejected = rejected.filter(bad)
+        rejected = rejected.filter(pc.equal(rejected["owner"], day))
         if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
             rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
-        parts.append((rows, keys, rejected.select(REJECT_SCHEMA.names)))
-        attributed += count(mine) + rejected.num_rows
+        rejects.append(rejected.select(REJECT_SCHEMA.names))
+        attributed += n_mine + rejected.num_rows
         rows_read += checked.rows_read
-        del checked, valid
-    rows = _concat([p[0] for p in parts], _ROWS_SCHEMA)
-    keys = _concat([p[1] for p in parts], _KEYS_SCHEMA)
-    rejected = _concat([p[2] for p in parts], REJECT_SCHEMA).combine_chunks()
-    del parts
-    winners = _last_per_key(keys)
-    duplicates = keys.num_rows - len(winners)
+        del checked, valid, key, mine
+    rejected = _concat(rejects, REJECT_SCHEMA).combine_chunks()
+    keys = _concat(keys, _KEYS_SCHEMA)
+    last_by_seq = _last_per_key(keys)
+    duplicates = keys.num_rows - int(np.count_nonzero(last_by_seq))
     del keys
-    last_by_seq = np.zeros(offset, dtype=bool)  # seq numbers every valid row read: mark the winners, look rows up
-    last_by_seq[winners.to_numpy()] = True
-    is_last = pa.array(last_by_seq[rows["seq"].to_numpy()])
-    is_void = pc.equal(rows["status"], "VOIDED")
-    keep = pc.and_(is_last, pc.invert(is_void))
-    voided = count(pc.and_(is_last, is_void))
-    result = _finish(rows.filter(keep).combine_chunks(), rules)  # one chunk: hashed and written without a copy
+    picks, voided, of_date, last_of_date = [], 0, 0, 0
+    for table, seq, mine in parts:  # mine: None when every row of the table is of the date
+        is_last = last_by_seq[seq] if mine is None else last_by_seq[seq] & mine  # (a new array, never a view)
+        is_void = pc.equal(table["status"], "VOIDED").to_numpy(zero_copy_only=False)
+        voided += int(np.count_nonzero(is_last & is_void))
+        of_date += table.num_rows if mine is None else int(np.count_nonzero(mine))
+        last_of_date += int(np.count_nonzero(is_last))
+        picks.append(({name: table[name] for name in _PICKED}, pa.array(is_last & ~is_void)))
+        del table  # its columns are held by ``picks`` only, to be let go one at a time
+    del parts, last_by_seq
+    result = _finish(picks, rules)
     return CleanResult(
         result,
         rejected,
@@ -152,7 +171,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         voided,
         rows_read=rows_read,
         other_date_rows=rows_read - attributed,
-        duplicates_of_date=rows.num_rows - count(is_last),
+        duplicates_of_date=of_date - last_of_date,
     )
 
 
@@ -188,7 +207,8 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
             "unit_price": picked["unit_price"],  # checked; cast for the kept rows only (_finish)
             "discount": picked["discount"],
             "status": picked["status"],
-            "source_file": pc.take(names, pc.filter(file_index, valid)),
+            # each row's file as an index into the folder's file names (4 bytes a row, not the name)
+            "source_file": pa.DictionaryArray.from_arrays(_one_chunk(pc.filter(file_index, valid)), names),
             "owner": pc.filter(owner, valid),
         },
         schema=CHECKED_SCHEMA,
@@ -212,6 +232,105 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     rejected = pa.concat_tables(tables).combine_chunks()
     rows_read = raw.num_rows + sum(len(f.malformed) for f in files)
     return CheckedFolder(folder, rows, rejected, rows_read)
+
+
+def check_batches(
+    batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 1
+) -> CheckedFolder:
+    """:func:`check_folder` of one export folder whose files come in batches of (bytes, source_file),
+    in read order: the same result as parsing and checking every file at once, holding only a few
+    batches' raw bytes and parsed strings at a time (each batch's are let go once it is checked).
+
+    ``threads`` batches are parsed and checked at once in a thread pool (the CSV parser and Arrow's
+    kernels release the GIL), while the calling thread draws the next batch from ``batches`` (reading
+    the files); at most ``threads`` + 1 batches are in memory. ``threads`` <= 1: one after another.
+    A file whose header fails the contract is named as it would be if every file were parsed at once:
+    a header error of any file wins over another error of an earlier batch."""
+
+    def one(batch: list[tuple[bytes, str]]) -> CheckedFolder:
+        return check_folder(parse_csv_many(batch, RAW_COLUMNS), folder, rules)
+
+    pieces: list[CheckedFolder] = []
+    it = iter(batches)
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="check") if threads > 1 else _InThisThread()
+    with pool:
+        pending: collections.deque = collections.deque()
+        try:
+            for batch in it:
+                try:
+                    for data, name in batch:  # in this thread: a bad header stops the reading at once
+                        check_header(data, name, RAW_COLUMNS)
+                except RawSchemaError as exc:
+                    _read_the_rest(it, exc, headers=False)
+                pending.append(pool.submit(one, batch))
+                del batch
+                if len(pending) > threads:
+                    pieces.append(_result(pending.popleft(), it))
+            while pending:
+                pieces.append(_result(pending.popleft(), it))
+        finally:
+            for future in pending:
+                future.cancel()
+    return merge_checked(folder, pieces)
+
+
+class _InThisThread:
+    """An executor that runs each call at once, in the calling thread."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001  (handed on by .result(), as a thread pool would)
+            future.set_exception(exc)
+        return future
+
+
+def _result(future, rest):
+    try:
+        return future.result()
+    except RawSchemaError as exc:
+        _read_the_rest(rest, exc, headers=True)
+
+
+def _read_the_rest(rest, error: RawSchemaError, headers: bool):
+    """Raise the error that parsing every file at once would: the files not read yet are read (a file
+    that cannot be read wins), then, for an error of a file's body (``headers``), the first header of
+    them that fails the contract wins; else ``error``."""
+    first = None
+    for batch in rest:
+        for data, name in batch:
+            if headers and first is None:
+                try:
+                    check_header(data, name, RAW_COLUMNS)
+                except RawSchemaError as exc:
+                    first = exc
+    raise first or error
+
+
+def merge_checked(folder: dt.date, pieces: list[CheckedFolder]) -> CheckedFolder:
+    """Checked batches of one folder's files (in read order) as one checked folder, equal to
+    :func:`check_folder` of all the files at once: the valid rows in read order (chunked, no copy);
+    the rejects that parsed, then the rows the parser could not split, each in read order."""
+    if not pieces:
+        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
+    if len(pieces) == 1:
+        return pieces[0]
+    rejected = [p.rejected for p in pieces]
+    parsed = [r.filter(r["parsed"]) for r in rejected]
+    unparsed = [r.filter(pc.invert(r["parsed"])) for r in rejected]
+    return CheckedFolder(
+        folder,
+        pa.concat_tables([p.rows for p in pieces]),
+        pa.concat_tables(parsed + unparsed).combine_chunks(),
+        sum(p.rows_read for p in pieces),
+    )
 
 
 def checked_to_ipc(checked: CheckedFolder, sink, compression: str | None = None) -> None:
@@ -242,7 +361,7 @@ def checked_from_ipc(data) -> CheckedFolder:
     if rejected.schema != _CHECKED_REJECT_SCHEMA:
         raise ValueError("not a checked qsr_pos folder")
     folder = dt.date.fromisoformat(meta[b"folder"].decode())
-    return CheckedFolder(folder, rows.replace_schema_metadata(None), rejected, int(meta[b"rows_read"]))
+    return CheckedFolder(folder, rows.replace_schema_metadata(None), rejected, int(meta[b"rows_read"]), shared=True)
 
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
@@ -289,60 +408,80 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def _last_per_key(keys: pa.Table) -> pa.Array:
-    """``seq`` of the last valid row read per (store_id, order_id, line_no)."""
-    if keys.num_rows == 0:
-        return pa.array([], pa.int64())
-    # Each string key as an integer code (one hash pass; one dictionary across chunks), then a stable
-    # sort of integers: several times faster than sorting the strings, and a few bytes per key.
-    store, order = (_codes(keys[c]) for c in ("store_id", "order_id"))
-    pair = order * (int(store.max()) + 1) + store  # < rows**2: fits int64
+def _last_per_key(keys: pa.Table) -> np.ndarray:
+    """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one
+    read of its key.
+
+    Each string key as its dense rank (equal strings, equal ranks: Arrow sorts, 16 bytes a row at
+    most), the three as one integer, then a stable sort of the integers: equal keys stay in read
+    order, so the last of a run is the latest. A dictionary of the strings would cost its hash
+    table (17 MB for the 244,472 keys of a full-size window), a sort of the strings themselves
+    their copy in sorted order."""
+    n = keys.num_rows
+    last = np.zeros(n, dtype=bool)
+    if n == 0:
+        return last
+    key = pc.rank(keys["order_id"], tiebreaker="dense").to_numpy().astype(np.int64)  # 1..n
+    store = pc.rank(keys["store_id"], tiebreaker="dense").to_numpy()
+    key *= int(store.max()) + 1
+    key += store.astype(np.int64)  # the (store, order) pair: < (n + 1) ** 2, fits int64
+    del store
     line = keys["line_no"].to_numpy()
-    seq = keys["seq"].to_numpy()
-    by = np.lexsort((seq, line, pair))  # last key first; seq breaks ties, so the last of a run is the latest
-    pair, line = pair[by], line[by]
-    is_last = np.ones(len(by), dtype=bool)
-    is_last[:-1] = (pair[1:] != pair[:-1]) | (line[1:] != line[:-1])
-    return pa.array(seq[by][is_last])
-
-
-def _codes(col: pa.ChunkedArray) -> np.ndarray:
-    """An int64 code per value, equal codes for equal values."""
-    encoded = pc.dictionary_encode(col)
-    return np.concatenate([c.indices.to_numpy() for c in encoded.chunks]).astype(np.int64)
+    is_last = np.ones(n, dtype=bool)
+    if int(key.max()) < (2**63 - 1) // (int(line.max()) + 1) - 1:  # the three keys as one integer
+        key *= int(line.max()) + 1
+        key += line
+        del line
+        by = np.argsort(key, kind="stable")
+        key = key[by]
+        np.not_equal(key[1:], key[:-1], out=is_last[:-1])
+    else:  # line numbers too large to fold in (up to 999,999,999): two keys
+        by = np.lexsort((line, key))  # stable too
+        key, line = key[by], line[by]
+        is_last[:-1] = (key[1:] != key[:-1]) | (line[1:] != line[:-1])
+    del key
+    last[by[is_last]] = True
+    return last
 
 
 def _bad_discount(col) -> pa.Array:
     return pc.invert(pc.or_(blank(col), is_money(col)))
 
 
-def _finish(kept: pa.Table, rules: QsrRules) -> pa.Table:
-    """The output rows: money cast from the checked strings (each row is kept by one partition only,
-    so each is cast once), net_amount and is_suspicious computed."""
-    qty = kept["qty"]
-    unit_price = pc.cast(kept["unit_price"], MONEY)
-    discount = pc.cast(pc.if_else(blank(kept["discount"]), "0", kept["discount"]), MONEY)
-    gross = pc.multiply(pc.cast(qty, pa.decimal128(10, 0)), unit_price)
-    net = pc.cast(pc.subtract(gross, discount), MONEY)
-    net = pc.if_else(pc.equal(kept["status"], "REFUNDED"), pc.negate(net), net)
-    out = pa.table(
-        {
-            "store_id": kept["store_id"],
-            "order_id": kept["order_id"],
-            "line_no": kept["line_no"],
-            "ordered_at": kept["ordered_at"],
-            "sku": kept["sku"],
-            "qty": qty,
-            "unit_price": unit_price,
-            "discount": discount,
-            "net_amount": net,
-            "status": kept["status"],
-            "is_suspicious": pc.greater(qty, rules.suspicious_qty_threshold),
-            "source_file": kept["source_file"],
-        },
-        schema=OUTPUT_SCHEMA,
-    )
-    return out
+def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: QsrRules) -> pa.Table:
+    """The output rows: of each (checked columns, mask), the rows the mask picks, in order; money cast
+    from the checked strings (each row is kept by one partition only, so each is cast once),
+    net_amount and is_suspicious computed. Column by column, each one chunk (hashed and written
+    without a copy); a checked column is let go (popped) once its rows are picked."""
+
+    def take(name: str) -> pa.Array:
+        kind = CHECKED_SCHEMA.field(name).type
+        chunks = [c for columns, keep in picks for c in pc.filter(columns.pop(name), keep).chunks]
+        if pa.types.is_dictionary(kind):  # each chunk has its own dictionary
+            chunks, kind = [c.dictionary_decode() for c in chunks], kind.value_type
+        return _one_chunk(pa.chunked_array(chunks, kind))
+
+    out = {name: take(name) for name in ("store_id", "order_id", "line_no", "ordered_at", "sku", "qty")}
+    out["unit_price"] = pc.cast(take("unit_price"), MONEY)
+    discount = take("discount")
+    out["discount"] = pc.cast(pc.if_else(blank(discount), "0", discount), MONEY)
+    del discount
+    gross = pc.multiply(pc.cast(out["qty"], pa.decimal128(10, 0)), out["unit_price"])
+    net = pc.cast(pc.subtract(gross, out["discount"]), MONEY)
+    del gross
+    out["status"] = take("status")
+    out["net_amount"] = pc.if_else(pc.equal(out["status"], "REFUNDED"), pc.negate(net), net)
+    del net
+    out["is_suspicious"] = pc.greater(out["qty"], rules.suspicious_qty_threshold)
+    out["source_file"] = take("source_file")
+    return pa.table([out[f.name] for f in OUTPUT_SCHEMA], schema=OUTPUT_SCHEMA)
+
+
+def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
+    """``col`` as one array: its chunk when it has one, else a copy of its chunks end to end."""
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    return pa.concat_arrays(col.chunks) if col.num_chunks else pa.array([], col.type)
 
 
 def warm_up() -> CleanResult:
@@ -370,16 +509,14 @@ def warm_up() -> CleanResult:
     return clean_checked([checked_from_ipc(sink.getvalue())], day, QsrRules())
 
 
-CHECKED_SCHEMA = pa.schema(  # money as the checked strings: cast once a row is kept
+CHECKED_SCHEMA = pa.schema(  # money as the checked strings: cast once a row is kept; the file as a dictionary
     [
-        (f.name, pa.string() if f.name in ("unit_price", "discount") else f.type)
+        (f.name, {"unit_price": pa.string(), "discount": pa.string(), "source_file": _FILE}.get(f.name, f.type))
         for f in OUTPUT_SCHEMA
         if f.name not in ("net_amount", "is_suspicious")
     ]
     + [("owner", pa.date32())]
 )
-_ROWS_SCHEMA = pa.schema([*CHECKED_SCHEMA.remove(CHECKED_SCHEMA.get_field_index("owner")), ("seq", pa.int64())])
 _CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
-_KEYS_SCHEMA = pa.schema(
-    [("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string()), ("seq", pa.int64())]
-)
+_KEYS_SCHEMA = pa.schema([("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string())])
+_PICKED = [name for name in CHECKED_SCHEMA.names if name != "owner"]  # what the output is made from

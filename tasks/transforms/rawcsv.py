@@ -40,7 +40,7 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
     dropped: they come back in ``malformed`` (the latter with their text escaped). A file that is not
     UTF-8 anywhere raises :class:`RawSchemaError` naming the byte offset and line.
     """
-    header = _check_header(data, source_file, columns)
+    header = check_header(data, source_file, columns)
     if b"\n" not in data and b"\r" not in data:  # a header without a line end: the parser sees no row at all
         data += b"\n"
     try:
@@ -65,7 +65,7 @@ def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> li
     out: list[ParsedCsv | None] = [None] * len(files)
     groups: dict[bytes, list[int]] = {}
     for i, (data, name) in enumerate(files):
-        _check_header(data, name, columns)
+        check_header(data, name, columns)
         end = data.find(b"\n")
         if end >= 0:
             groups.setdefault(data[:end], []).append(i)
@@ -133,7 +133,7 @@ def _parse_batch(
 ) -> list[ParsedCsv]:
     """Parse the joined ``buffer`` of plain ``files`` (``counts`` body lines each) and split it back;
     ``clean``: the buffer holds no control character (see ``_plain_text``), so no field needs a scan."""
-    header = _check_header(files[0][0], files[0][1], columns)
+    header = check_header(files[0][0], files[0][1], columns)
     table, malformed = _read(buffer, header, columns)
     starts = np.concatenate([[0], np.cumsum(counts)]).tolist()  # lines before each file's body
     bad: list[list[tuple[int, str, str]]] = [[] for _ in files]
@@ -247,7 +247,9 @@ def _undecodable(data: bytes) -> str | None:
     return None
 
 
-def _check_header(data: bytes, source_file: str, columns: list[str]) -> list[str]:
+def check_header(data: bytes, source_file: str, columns: list[str]) -> list[str]:
+    """The names of the header row of ``data``; raises :class:`RawSchemaError` naming the file when the
+    file is empty, or its header is not UTF-8, repeats a name or lacks a contract column."""
     header = _header(data, source_file)
     repeated = [name for name, n in Counter(header).items() if n > 1]
     if repeated:
