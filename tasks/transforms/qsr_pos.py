@@ -345,8 +345,11 @@ def checked_to_ipc(checked: CheckedFolder, sink, compression: str | None = None)
         b"rejected": buffer.getvalue().to_pybytes(),
     }
     options = pa.ipc.IpcWriteOptions(compression=compression)
-    with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), CHECKED_SCHEMA.with_metadata(meta), options=options) as w:
+    # the stream writes each buffer on its own (thousands): gathered into 1 MiB writes to the Python sink
+    out = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=1 << 20)
+    with pa.ipc.new_stream(out, CHECKED_SCHEMA.with_metadata(meta), options=options) as w:
         w.write_table(checked.rows)
+    out.detach()  # flushed; the sink stays open for its owner
 
 
 def checked_from_ipc(data) -> CheckedFolder:
@@ -412,17 +415,18 @@ def _last_per_key(keys: pa.Table) -> np.ndarray:
     """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one
     read of its key.
 
-    Each string key as its dense rank (equal strings, equal ranks: Arrow sorts, 16 bytes a row at
-    most), the three as one integer, then a stable sort of the integers: equal keys stay in read
-    order, so the last of a run is the latest. A dictionary of the strings would cost its hash
-    table (17 MB for the 244,472 keys of a full-size window), a sort of the strings themselves
-    their copy in sorted order."""
+    The order id as its dense rank (equal strings, equal ranks: Arrow sorts, 16 bytes a row at
+    most), the store id as its dictionary code (a few hundred stores), the three as one integer, then
+    a stable sort of the integers: equal keys stay in read order, so the last of a run is the latest.
+    A dictionary of the order ids would cost its hash table (17 MB for the 244,472 keys of a
+    full-size window), a sort of the strings themselves their copy in sorted order."""
     n = keys.num_rows
     last = np.zeros(n, dtype=bool)
     if n == 0:
         return last
     key = pc.rank(keys["order_id"], tiebreaker="dense").to_numpy().astype(np.int64)  # 1..n
-    store = pc.rank(keys["store_id"], tiebreaker="dense").to_numpy()
+    # a window holds a few hundred stores: their codes from a small hash table (a rank sorts every row)
+    store = pc.dictionary_encode(keys["store_id"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
     key *= int(store.max()) + 1
     key += store.astype(np.int64)  # the (store, order) pair: < (n + 1) ** 2, fits int64
     del store
