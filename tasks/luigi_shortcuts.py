@@ -176,6 +176,15 @@ class LocalScheduler(scheduler.Scheduler):
             self._pruned_at = now
         return super().get_work(*args, **kwargs)
 
+    def _pending_of(self, worker):
+        """``worker.get_tasks(state, PENDING, FAILED)``, the same tasks in the same order, with the
+        membership test inlined (Luigi calls a lambda and ``OrderedSet.__contains__`` for each task)."""
+        statuses = (scheduler.PENDING, scheduler.FAILED)
+        if len(worker.tasks) < sum(self._state.get_active_task_count_for_status(s) for s in statuses):
+            return [task for task in worker.tasks if task.status in statuses]
+        worker_id = worker.id
+        return [task for task in self._state.get_active_tasks_by_status(*statuses) if worker_id in task.workers.map]
+
     def count_pending(self, worker):
         if self._state.get_active_task_count_for_status(scheduler.DISABLED):
             return super().count_pending(worker)
@@ -189,10 +198,11 @@ class LocalScheduler(scheduler.Scheduler):
                 more_info.update(other_worker.info)
                 running_tasks.append(more_info)
         num_pending = num_unique_pending = num_pending_last_scheduled = 0
-        for task in worker.get_tasks(self._state, scheduler.PENDING, scheduler.FAILED):
+        for task in self._pending_of(worker):  # each task's workers: Luigi's OrderedSet, read directly
+            workers = task.workers
             num_pending += 1
-            num_unique_pending += int(len(task.workers) == 1)
-            num_pending_last_scheduled += int(task.workers.peek(last=True) == worker_id)
+            num_unique_pending += len(workers.map) == 1
+            num_pending_last_scheduled += workers.end[1][0] == worker_id  # workers.peek(last=True)
         return {
             "n_pending_tasks": num_pending,
             "n_unique_pending": num_unique_pending,

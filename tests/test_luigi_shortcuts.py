@@ -131,20 +131,23 @@ def _luigis_local_scheduler(**config):
     return Scheduler(prune_on_get_work=True, record_task_history=False, **config)
 
 
-def _drive(sched, graph: dict, fails: set, workers: list[str], done: set, resources: dict) -> list:
-    """Add ``graph`` (task -> deps) for each worker, then ask for work until no worker gets any, marking
-    each task handed out DONE, or FAILED when in ``fails``. Every reply and count, in order."""
+def _drive(sched, graph: dict, fails: set, workers: dict[str, set], done: set, resources: dict, external: set) -> list:
+    """Add ``graph`` (task -> deps) for each worker (the tasks of its set only; those in ``external``
+    not runnable), then ask for work until no worker gets any, marking each task handed out DONE, or
+    FAILED when in ``fails``. Every reply and count, in order."""
     from luigi.scheduler import DONE, FAILED, PENDING
 
-    for worker in workers:
+    for worker, its_tasks in workers.items():
         sched.add_worker(worker, [("workers", 1)])
         for task_id, deps in graph.items():
+            if task_id not in its_tasks:
+                continue
             sched.add_task(
                 worker=worker,
                 task_id=task_id,
                 status=DONE if task_id in done else PENDING,
                 deps=deps,
-                runnable=True,
+                runnable=task_id not in external,
                 resources=resources.get(task_id),
                 family=task_id.rstrip("0123456789"),
                 params={},
@@ -175,7 +178,8 @@ def _random_graph(rng, n: int) -> dict:
 @pytest.mark.parametrize("seed", range(12))
 def test_the_local_scheduler_answers_as_luigis_own(seed):
     """Random graphs, with tasks done before the run, tasks that fail (and are disabled after one failure
-    in half the cases, so the upstream walk matters), a resource and one or two workers: every reply to
+    in half the cases, so the upstream walk matters), tasks no worker can run, a resource and one or two
+    workers (the second with some of the tasks): every reply to
     ``get_work`` and every ``count_pending`` equals the one Luigi's own local scheduler gives."""
     import random
 
@@ -186,11 +190,15 @@ def test_the_local_scheduler_answers_as_luigis_own(seed):
     names = list(graph)
     done = set(rng.sample(names, k=len(names) // 4))
     fails = set(rng.sample(names, k=len(names) // 6))
-    workers = ["w1", "w2"][: 1 + seed % 2]
+    workers = {"w1": set(names)}
+    if seed % 2:  # a second worker with some of the tasks: tasks with one worker, tasks with two
+        workers["w2"] = set(rng.sample(names, k=len(names) * 2 // 3))
+    external = set(rng.sample(names, k=len(names) // 8))  # not runnable: in no worker's tasks
     resources = {name: {"sftp": 1} for name in rng.sample(names, k=len(names) // 5)}
     config = {"retry_count": 1} if seed % 4 < 2 else {}
-    theirs = _drive(_luigis_local_scheduler(resources={"sftp": 1}, **config), graph, fails, workers, done, resources)
-    ours = _drive(LocalScheduler(resources={"sftp": 1}, **config), graph, fails, workers, done, resources)
+    args = (graph, fails, workers, done, resources, external)
+    theirs = _drive(_luigis_local_scheduler(resources={"sftp": 1}, **config), *args)
+    ours = _drive(LocalScheduler(resources={"sftp": 1}, **config), *args)
     assert ours == theirs
     assert any(reply["task_id"] for _, reply, _ in ours)
 
