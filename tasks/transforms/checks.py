@@ -81,7 +81,11 @@ def parse_instants(col) -> pa.Array:
 
 
 def as_array(x) -> pa.Array:
-    return x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x
+    """``x`` as one array: an array as it is, a chunked array's only chunk (no copy), else a copy of its
+    chunks end to end."""
+    if not isinstance(x, pa.ChunkedArray):
+        return x
+    return x.chunk(0) if x.num_chunks == 1 else x.combine_chunks()
 
 
 def reject_schema(raw_columns: list[str]) -> pa.Schema:

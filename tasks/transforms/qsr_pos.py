@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from tasks.calendar import business_dates
 from tasks.transforms.checks import (
+    as_array,
     blank,
     count,
     first_failed,
@@ -127,7 +128,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         n = valid.num_rows
         seq: slice | np.ndarray = slice(offset, offset + n)  # each valid row's place in the window's read order
         offset += n
-        mine = _one_chunk(pc.equal(valid["owner"], day)) if n else pa.array([], pa.bool_())
+        mine = as_array(pc.equal(valid["owner"], day)) if n else pa.array([], pa.bool_())
         n_mine = count(mine)
         key = valid.select(["order_id", "line_no", "store_id"])
         if 2 * n_mine >= n:  # held whole: its rows of the date are picked at the end
@@ -208,7 +209,7 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
             "discount": picked["discount"],
             "status": picked["status"],
             # each row's file as an index into the folder's file names (4 bytes a row, not the name)
-            "source_file": pa.DictionaryArray.from_arrays(_one_chunk(pc.filter(file_index, valid)), names),
+            "source_file": pa.DictionaryArray.from_arrays(as_array(pc.filter(file_index, valid)), names),
             "owner": pc.filter(owner, valid),
         },
         schema=CHECKED_SCHEMA,
@@ -463,7 +464,7 @@ def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: Qsr
         chunks = [c for columns, keep in picks for c in pc.filter(columns.pop(name), keep).chunks]
         if pa.types.is_dictionary(kind):  # each chunk has its own dictionary
             chunks, kind = [c.dictionary_decode() for c in chunks], kind.value_type
-        return _one_chunk(pa.chunked_array(chunks, kind))
+        return as_array(pa.chunked_array(chunks, kind))
 
     out = {name: take(name) for name in ("store_id", "order_id", "line_no", "ordered_at", "sku", "qty")}
     out["unit_price"] = pc.cast(take("unit_price"), MONEY)
@@ -479,13 +480,6 @@ def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: Qsr
     out["is_suspicious"] = pc.greater(out["qty"], rules.suspicious_qty_threshold)
     out["source_file"] = take("source_file")
     return pa.table([out[f.name] for f in OUTPUT_SCHEMA], schema=OUTPUT_SCHEMA)
-
-
-def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
-    """``col`` as one array: its chunk when it has one, else a copy of its chunks end to end."""
-    if col.num_chunks == 1:
-        return col.chunk(0)
-    return pa.concat_arrays(col.chunks) if col.num_chunks else pa.array([], col.type)
 
 
 def warm_up() -> CleanResult:
