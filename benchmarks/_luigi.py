@@ -16,6 +16,7 @@ LAST_CPU = [0.0]  # CPU seconds (user + system) of the last timed_luigi command:
 
 
 def children_cpu() -> float:
+    """User + system CPU seconds of every finished child process (and the children they waited for)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 

@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._luigi import timed_luigi  # noqa: E402
+from benchmarks._luigi import children_cpu, timed_luigi  # noqa: E402
 
 # jemalloc's settings as this process was started: importing tasks sets Daybreak's (tasks/__init__.py),
 # which the yardstick must not inherit (it runs with Arrow's own, unless the caller chose some)
@@ -280,14 +280,6 @@ def one_only(work: Path, days: int) -> None:
         raise SystemExit(f"{cfg} does not exist: run the benchmark once with the same --workdir and size first")
     parts = [one_partition(cfg, START + dt.timedelta(days=days // 2), m) for m in ("backfill", "cold")]
     report_parts(parts)
-
-
-def children_cpu() -> float:
-    """User + system CPU seconds of every finished child process (and the children they waited for)."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def report(
