@@ -299,8 +299,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     # -- the run template --------------------------------------------------------------------------
     def run(self) -> None:
         try:
-            with settings.snapshot():  # a build reads data_root, raw_root and its rules dozens of times
-                self.run_partition()
+            self.run_partition()
         finally:
             # hand back this task's raw-zone session (SFTP) before Luigi frees its resource slot
             self.zone().close()
@@ -308,17 +307,18 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     def run_partition(self) -> None:
         """The run template for this partition (``run()`` without handing back the raw-zone session:
         a single-run range builds many partitions over one connection)."""
-        # a second run building this partition waits (at most [daybreak] lock_wait_s), then finds it done
-        with self.store().locked(self.key, settings.daybreak().lock_wait_s):
-            self._build_and_write()
+        # a build reads data_root, raw_root and its rules dozens of times: each settings section once
+        with settings.snapshot():
+            # a second run building this partition waits (at most [daybreak] lock_wait_s), then finds it done
+            with self.store().locked(self.key, settings.daybreak().lock_wait_s):
+                self._build_and_write()
 
     def _build_and_write(self) -> None:
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         engine = luigi_engine()
         listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
-        with settings.snapshot():
-            engine.refresh(self)  # under the lock: what this build reads, as it is now (not the memo)
-            up_to_date = engine.state(self).ok
+        engine.refresh(self)  # under the lock: what this build reads, as it is now (not the memo)
+        up_to_date = engine.state(self).ok
         if up_to_date:
             # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
             # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
