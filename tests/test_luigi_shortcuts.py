@@ -131,26 +131,45 @@ def _luigis_local_scheduler(**config):
     return Scheduler(prune_on_get_work=True, record_task_history=False, **config)
 
 
-def _drive(sched, graph: dict, fails: set, workers: dict[str, set], done: set, resources: dict, external: set) -> list:
+def _drive(
+    sched,
+    graph: dict,
+    fails: set,
+    workers: dict[str, set],
+    done: set,
+    resources: dict,
+    external: set,
+    priorities: dict | None = None,
+    dynamic: dict | None = None,
+    tick=lambda: None,
+) -> list:
     """Add ``graph`` (task -> deps) for each worker (the tasks of its set only; those in ``external``
     not runnable), then ask for work until no worker gets any, marking each task handed out DONE, or
-    FAILED when in ``fails``. Every reply and count, in order."""
+    FAILED when in ``fails``. A task in ``dynamic``, the first time it is handed out, yields new
+    dependencies as a Luigi worker reports them (the new tasks added, the task PENDING again with
+    ``new_deps``). ``tick`` is called after each add and each request (a test's clock). Every reply and
+    count, in order."""
     from luigi.scheduler import DONE, FAILED, PENDING
+
+    priorities, dynamic = priorities or {}, dict(dynamic or {})
+
+    def add(worker, task_id, **kwargs):
+        sched.add_task(worker=worker, task_id=task_id, family=task_id.rstrip("0123456789"), params={}, **kwargs)
+        tick()
 
     for worker, its_tasks in workers.items():
         sched.add_worker(worker, [("workers", 1)])
         for task_id, deps in graph.items():
             if task_id not in its_tasks:
                 continue
-            sched.add_task(
-                worker=worker,
-                task_id=task_id,
+            add(
+                worker,
+                task_id,
                 status=DONE if task_id in done else PENDING,
                 deps=deps,
                 runnable=task_id not in external,
                 resources=resources.get(task_id),
-                family=task_id.rstrip("0123456789"),
-                params={},
+                priority=priorities.get(task_id, 0),
             )
     log = []
     idle = 0
@@ -158,12 +177,18 @@ def _drive(sched, graph: dict, fails: set, workers: dict[str, set], done: set, r
         idle = 0
         for worker in workers:
             reply = sched.get_work(worker=worker, host="h", current_tasks=[])
+            tick()
             log.append((worker, reply, sched.count_pending(worker)))
-            if reply["task_id"] is None:
+            task_id = reply["task_id"]
+            if task_id is None:
                 idle += 1
-                continue
-            failed = reply["task_id"] in fails
-            sched.add_task(worker=worker, task_id=reply["task_id"], status=FAILED if failed else DONE, expl="x")
+            elif task_id in dynamic:
+                new = dynamic.pop(task_id)
+                for dep in new:
+                    add(worker, dep, status=PENDING, deps=[], runnable=True, priority=priorities.get(dep, 0))
+                add(worker, task_id, status=PENDING, new_deps=new, runnable=True)
+            else:
+                add(worker, task_id, status=FAILED if task_id in fails else DONE, expl="x")
     return log
 
 
@@ -201,6 +226,84 @@ def test_the_local_scheduler_answers_as_luigis_own(seed):
     ours = _drive(LocalScheduler(resources={"sftp": 1}, **config), *args)
     assert ours == theirs
     assert any(reply["task_id"] for _, reply, _ in ours)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_a_one_worker_run_is_answered_from_the_ready_heap_as_luigi_would(seed, monkeypatch):
+    """The case of a local run (one worker, no resources): ``get_work`` takes its answer from the ready
+    heap, not from Luigi's sort and scan, and every reply and count still equals Luigi's. Random graphs
+    with done, failing, unrunnable tasks, raised priorities (which Luigi passes to dependencies), tasks
+    that yield dynamic dependencies, retries disabled after one failure in half the cases; a test clock
+    gives many tasks the same rank in a third of the cases (then Luigi's order decides, so the heap
+    defers to Luigi's own ``get_work``); otherwise the heap answers every request."""
+    import random
+    from types import SimpleNamespace
+
+    from luigi import scheduler
+
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    rng = random.Random(100 + seed)
+    graph = _random_graph(rng, rng.randint(5, 80))
+    names = list(graph)
+    done = set(rng.sample(names, k=len(names) // 4))
+    fails = set(rng.sample(names, k=len(names) // 6))
+    external = set(rng.sample(names, k=len(names) // 8))
+    priorities = {name: rng.choice([1, 5, 10]) for name in rng.sample(names, k=len(names) // 3)} if seed % 2 else {}
+    yielding = rng.sample(names, k=len(names) // 6)
+    dynamic = {name: [f"dyn{i}x{j}" for j in range(rng.randint(1, 2))] for i, name in enumerate(yielding)}
+    ties = seed % 3 == 0
+    config = {"retry_count": 1} if seed % 4 < 2 else {}
+    args = (graph, fails, {"w1": set(names)}, done, {}, external, priorities, dynamic)
+
+    luigis_get_work, fallbacks = scheduler.Scheduler.get_work, []
+
+    def counted(self, *a, **kw):
+        fallbacks.extend([1] if isinstance(self, LocalScheduler) else [])
+        return luigis_get_work(self, *a, **kw)
+
+    monkeypatch.setattr(scheduler.Scheduler, "get_work", counted)
+    logs = []
+    for make in (_luigis_local_scheduler, LocalScheduler):
+        steps = [0]  # Luigi's clock moves only when the test says, the same for both schedulers
+
+        def tick(steps=steps):
+            steps[0] += 1
+
+        def clock(steps=steps):
+            return 1000.0 + (steps[0] // 3 if ties else steps[0] / 1000)
+
+        monkeypatch.setattr(scheduler, "time", SimpleNamespace(time=clock))
+        logs.append(_drive(make(**config), *args, tick=tick))
+    assert logs[1] == logs[0]
+    assert any(reply["task_id"] for _, reply, _ in logs[1])
+    if not ties:
+        assert fallbacks == []
+    else:
+        assert len(fallbacks) < len(logs[1])
+
+
+def test_a_forgiven_failure_is_handed_out_again_as_by_luigi():
+    """A task made PENDING by a status change alone (``forgive_failures``, as the visualiser's button)
+    goes back on the ready heap: both schedulers hand it out again, and its dependent after it."""
+    from luigi.scheduler import DONE, FAILED, PENDING
+
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    logs = []
+    for sched in (_luigis_local_scheduler(), LocalScheduler()):
+        sched.add_task(worker="w", task_id="a", status=PENDING, runnable=True)
+        sched.add_task(worker="w", task_id="b", status=PENDING, deps=["a"], runnable=True)
+        log = [sched.get_work(worker="w", current_tasks=[])]
+        sched.add_task(worker="w", task_id="a", status=FAILED, expl="x")
+        log.append(sched.get_work(worker="w", current_tasks=[]))
+        sched.forgive_failures(task_id="a")
+        log.append(sched.get_work(worker="w", current_tasks=[]))
+        sched.add_task(worker="w", task_id="a", status=DONE)
+        log.append(sched.get_work(worker="w", current_tasks=[]))
+        logs.append(log)
+    assert logs[1] == logs[0]
+    assert [reply["task_id"] for reply in logs[1]] == ["a", None, "a", "b"]
 
 
 def test_the_local_scheduler_walks_upstream_of_a_disabled_task():
