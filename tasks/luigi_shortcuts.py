@@ -22,8 +22,9 @@ changes what they rely on fails there, in one place:
 * :class:`LocalScheduler` and :func:`linear_local_scheduler`: Luigi's local scheduler (the one a run
   without ``luigid`` makes) prunes its whole task graph and walks every pending task's upstream on each
   ``get_work``, which makes a run of n tasks cost n² (a three-year booking-state chain: 3,285 tasks,
-  16 ms of scheduling a date). This one gives the same answers with the prune at most once a second and
-  the upstream walk only when a task is disabled (the walk only looks for disabled tasks).
+  16 ms of scheduling a date). This one gives the same answers with the prune at most once a second,
+  the upstream walk only when a task is disabled (the walk only looks for disabled tasks) and, for a
+  one-worker run, the next task taken from a heap of ready tasks (:class:`_IndexedState`).
 
 One more is not for speed: :func:`options_in_full` makes Luigi's command line take options only as
 spelled in full (``CmdlineParser._build_parser``), since a task's ``--hotel`` is a prefix of the
