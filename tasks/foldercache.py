@@ -13,6 +13,12 @@ written to a temporary name and renamed, not fsynced) is never used. A wrong key
 is a miss: the folder is checked again and the entry replaced. Never a source of truth: deleting
 ``_state/cache`` at any time only costs time.
 
+Two processes that need the same folder at once (``--workers 2`` runs dates d and d+1 together,
+and both read folder d+1) take turns: :meth:`FolderCache.checking` holds the folder's lock
+(``<folder date>.lock`` beside the entry) while a process looks for the entry and, on a miss, checks
+the folder and writes it, so the second one waits for the entry instead of checking the folder too.
+It waits at most :data:`CHECK_WAIT_S`, then checks the folder itself: the lock only saves work.
+
 One entry per folder. It is removed once the second partition reading the folder has used it
 (the writer recorded which partition it was), or has checked the folder itself (both partitions ran
 at the same time, ``--workers 2``), and any entry older than :data:`MAX_AGE_S` is removed whenever an
@@ -25,10 +31,13 @@ for tomorrow's run).
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tasks.storage.tempnames import sweep, temp_path
@@ -36,6 +45,7 @@ from tasks.storage.tempnames import sweep, temp_path
 MAX_AGE_S = 7 * 86400  # a daily run reads yesterday's d+1 entry the next day; a week covers a pause
 MIN_FREE_BYTES = 512 * 2**20  # no entry is written while less than this is free on the data root's disk
 MIN_FREE_SHARE = 0.05  # ... or less than this share of it
+CHECK_WAIT_S = 60.0  # longest wait for another process checking the same folder; then check it here too
 
 
 class FolderCache:
@@ -47,6 +57,35 @@ class FolderCache:
 
     def path(self, folder: dt.date) -> Path:
         return self.root / f"{folder.isoformat()}.arrow"
+
+    @contextmanager
+    def checking(self, folder: dt.date) -> Iterator[None]:
+        """Hold the folder's lock while its entry is looked for and, on a miss, the folder is checked
+        and its entry written: another process that needs the folder meanwhile waits, then finds the
+        entry. After :data:`CHECK_WAIT_S` (a holder that is stuck) it goes on without the lock; when the
+        lock file cannot be made (a read-only data root), without waiting."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fh = open(self.root / f"{folder.isoformat()}.lock", "a+b", buffering=0)  # never written
+        except OSError:
+            fh = None
+        if fh is None:
+            yield
+            return
+        with fh:
+            deadline = time.monotonic() + CHECK_WAIT_S
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.005)  # a check takes a few hundred ms: wake soon after it ends
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def get(self, folder: dt.date, key: str, reader: dt.date) -> memoryview | None:
         """The payload of the folder's intact entry for ``key``, or None (a miss). The entry is removed
@@ -109,7 +148,7 @@ class FolderCache:
         limit = time.time() - MAX_AGE_S
         for entry in os.scandir(self.root):
             try:
-                if entry.name.endswith(".arrow") and entry.stat().st_mtime < limit:
+                if entry.name.endswith((".arrow", ".lock")) and entry.stat().st_mtime < limit:
                     os.unlink(entry.path)
             except OSError:
                 pass

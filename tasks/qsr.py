@@ -107,23 +107,25 @@ class StgQsrPos(PartitionedTask):
         from tasks.transforms import qsr_pos
 
         # a single run keeps the folder in memory for the next date instead (no entry left behind)
-        cache = None if reusing_now() else FolderCache(settings.data_root(), self.dataset)
-        if cache is not None and cache.path(folder).exists():  # an entry: its key needs every file's hash first
-            for f in files:
-                zone.read_input(f)  # the hash is remembered (the manifest records it); the bytes go at once
-            cached = cache.get(folder, self._cache_key(zone, files, rules), self.date)
-            if cached is not None:
-                try:
-                    return qsr_pos.checked_from_ipc(cached)
-                except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
-                    pass
-        # read, parsed and checked a batch of files at a time, CHECK_THREADS batches at once (memory:
-        # docs/performance.md); the hashes remembered are those of the bytes checked, so is the key
-        checked = qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
-        if cache is not None:
+        if reusing_now():
+            return qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
+        cache = FolderCache(settings.data_root(), self.dataset)
+        with cache.checking(folder):  # a process checking this folder now: wait for its entry
+            if cache.path(folder).exists():  # an entry: its key needs every file's hash first
+                for f in files:
+                    zone.read_input(f)  # the hash is remembered (the manifest records it); the bytes go at once
+                cached = cache.get(folder, self._cache_key(zone, files, rules), self.date)
+                if cached is not None:
+                    try:
+                        return qsr_pos.checked_from_ipc(cached)
+                    except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
+                        pass
+            # read, parsed and checked a batch of files at a time, CHECK_THREADS batches at once (memory:
+            # docs/performance.md); the hashes remembered are those of the bytes checked, so is the key
+            checked = qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
             key = self._cache_key(zone, files, rules)
             cache.put(folder, key, self.date, lambda sink: qsr_pos.checked_to_ipc(checked, sink, CACHE_COMPRESSION))
-        return checked
+            return checked
 
     @staticmethod
     def _cache_key(zone, files: list[RawFile], rules: QsrRules) -> str:

@@ -157,3 +157,88 @@ def test_an_entry_older_than_a_week_is_removed_when_another_is_written(tmp_path)
     cache.put(NEXT, "k", D, lambda sink: sink.write(b"y"))
     assert not cache.path(D).exists()
     assert cache.path(NEXT).exists()
+
+
+def test_a_process_needing_a_folder_another_is_checking_waits_for_it(tmp_path, monkeypatch):
+    """``checking`` makes a second holder wait until the first lets go (the lock is a ``flock`` on a
+    file of its own, so two holders conflict even within one process); a holder that is stuck is
+    waited for ``CHECK_WAIT_S`` only, then the waiter goes on (the lock only saves work)."""
+    import threading
+    import time
+
+    from tasks import foldercache
+    from tasks.foldercache import FolderCache
+
+    cache = FolderCache(tmp_path, "staging/qsr_pos")
+    held, release, order = threading.Event(), threading.Event(), []
+
+    def first():
+        with cache.checking(NEXT):
+            held.set()
+            release.wait(10)
+            order.append("first done")
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    held.wait(10)
+    threading.Timer(0.3, release.set).start()
+    with cache.checking(NEXT):
+        order.append("second in")
+    holder.join()
+    assert order == ["first done", "second in"]
+    with cache.checking(D):  # another folder: its own lock, no wait
+        pass
+
+    monkeypatch.setattr(foldercache, "CHECK_WAIT_S", 0.2)
+    held.clear()
+    release.clear()
+    order.clear()
+    holder = threading.Thread(target=first)
+    holder.start()
+    held.wait(10)
+    t0 = time.monotonic()
+    with cache.checking(NEXT):
+        order.append("second in")
+    waited = time.monotonic() - t0
+    release.set()
+    holder.join()
+    assert order == ["second in", "first done"]
+    assert waited >= 0.2
+
+
+def test_two_workers_building_the_two_partitions_of_a_folder_check_it_once(lab, monkeypatch):
+    """``--workers 2`` builds D and D+1 at once (two processes), and both read folder D+1. Its check is
+    made slow here (2 s) so that partition D, done with folder D, needs folder D+1 while the other
+    process is checking it: it waits for that check's entry instead of checking the folder too. Every
+    check is logged to a file by the (forked) workers."""
+    import shutil
+    import time
+
+    import luigi
+
+    from tasks.transforms import qsr_pos
+
+    lab.qsr_days(D, 3)
+    log = lab.data.parent / "checks.log"
+    check_batches = qsr_pos.check_batches
+
+    def logged(batches, folder, rules, threads=1):
+        if folder == NEXT:
+            time.sleep(2)
+        result = check_batches(batches, folder, rules, threads)
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()} {folder}\n")
+        return result
+
+    monkeypatch.setattr(qsr_pos, "check_batches", logged)
+    assert luigi.build([StgQsrPos(date=D), StgQsrPos(date=NEXT)], workers=2, local_scheduler=True, log_level="WARNING")
+    checks = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(folder for _, folder in checks) == sorted(str(d) for d in (D, NEXT, NEXT + dt.timedelta(days=1)))
+    assert len({pid for pid, _ in checks}) == 2  # the two partitions ran in two processes
+    # both partitions are as built one after the other, each from its files
+    together = {d: rows(lab, d) for d in (D, NEXT)}
+    shutil.rmtree(cache_dir(lab))
+    for d in (D, NEXT):
+        shutil.rmtree(lab.partition(d))
+        assert build(lab, d) == 0
+    assert {d: rows(lab, d) for d in (D, NEXT)} == together
