@@ -215,7 +215,7 @@ class _IndexedState(scheduler.SimpleTaskState):
             if task.status in _WAITING:
                 for worker_id in workers:
                     if worker_id in task.workers:
-                        self.waiting[worker_id] -= 1
+                        self.waiting[worker_id] = self.waiting.get(worker_id, 0) - 1
         super()._remove_workers_from_tasks(workers, remove_stakeholders)
 
     def is_ready(self, entry, worker_id: str) -> bool:
@@ -278,11 +278,12 @@ class LocalScheduler(scheduler.Scheduler):
         self._state._metrics_collector = collector
         self._pruned_at: float | None = None
 
-    def add_task(self, task_id=None, worker=None, **kwargs):
-        state = self._state
+    def add_task(self, *args, **kwargs):
+        # Luigi's worker passes every argument by name; task_id is also Luigi's first positional one
+        task_id, worker, state = kwargs.get("task_id", args[0] if args else None), kwargs.get("worker"), self._state
         before = state._tasks.get(task_id)
         had = before is not None and worker in before.workers.map
-        super().add_task(task_id=task_id, worker=worker, **kwargs)
+        super().add_task(*args, **kwargs)
         task = state._tasks.get(task_id)
         if task is None:
             return
