@@ -306,6 +306,41 @@ def test_a_forgiven_failure_is_handed_out_again_as_by_luigi():
     assert [reply["task_id"] for reply in logs[1]] == ["a", None, "a", "b"]
 
 
+def test_the_counts_follow_a_worker_that_is_pruned(monkeypatch):
+    """A worker silent for longer than ``worker_disconnect_delay`` is pruned and leaves the tasks it
+    shared with the worker still running: the one worker left is counted from the kept counts, and
+    they equal Luigi's walk over the pending tasks."""
+    from types import SimpleNamespace
+
+    from luigi import scheduler
+    from luigi.scheduler import DONE, PENDING
+
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    logs = []
+    for make in (_luigis_local_scheduler, LocalScheduler):
+        now = [1000.0]
+        monkeypatch.setattr(scheduler, "time", SimpleNamespace(time=lambda now=now: now[0]))
+        sched = make()
+        for task_id in ("a", "b", "c"):
+            sched.add_task(worker="gone", task_id=task_id, status=PENDING, runnable=True)
+        now[0] += 61  # past the 60 s worker_disconnect_delay of "gone", which says nothing more
+        sched.add_task(worker="w", task_id="b", status=PENDING, runnable=True)
+        sched.add_task(worker="w", task_id="d", status=PENDING, deps=["b"], runnable=True)
+        log = []
+        while True:
+            reply = sched.get_work(worker="w", current_tasks=[])
+            log.append((reply, sched.count_pending("w")))
+            if reply["task_id"] is None:
+                break
+            sched.add_task(worker="w", task_id=reply["task_id"], status=DONE)
+        assert list(sched._state._active_workers) == ["w"]
+        logs.append(log)
+    assert logs[1] == logs[0]
+    assert [reply["task_id"] for reply, _ in logs[1]] == ["b", "d", None]
+    assert logs[1][0][0]["n_pending_tasks"] == 2  # b and d, before b is handed out
+
+
 def test_the_local_scheduler_walks_upstream_of_a_disabled_task():
     """A task waiting on a disabled one is not counted as pending, as in Luigi (the shortcut that skips
     the walk applies only while no task is disabled)."""
