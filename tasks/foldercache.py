@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tasks.storage.partitions import flock_within
 from tasks.storage.tempnames import sweep, temp_path
 
 MAX_AGE_S = 7 * 86400  # a daily run reads yesterday's d+1 entry the next day; a week covers a pause
@@ -73,19 +74,11 @@ class FolderCache:
             yield
             return
         with fh:
-            deadline = time.monotonic() + CHECK_WAIT_S
-            while True:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.005)  # a check takes a few hundred ms: wake soon after it ends
+            flock_within(fh, CHECK_WAIT_S, poll_s=0.005)  # a check takes a few hundred ms: wake soon after
             try:
                 yield
             finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                fcntl.flock(fh, fcntl.LOCK_UN)  # nothing if it was not taken
 
     def get(self, folder: dt.date, key: str, reader: dt.date) -> memoryview | None:
         """The payload of the folder's intact entry for ``key``, or None (a miss). The entry is removed

@@ -576,27 +576,32 @@ def exclusive(path: Path, what: str = "", wait_s: float | None = None) -> Iterat
     :class:`PartitionBusy` names it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b", buffering=0) as fh:  # an empty file: taking the lock writes nothing (a full disk)
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not flock_within(fh, 0):
             holder = _lock_holder(os.fstat(fh.fileno()))
             logging.getLogger("luigi-interface").info("%s: %s holds it, waiting", what or path, holder)
-            deadline = None if wait_s is None else time.monotonic() + wait_s
-            while True:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise PartitionBusy(
-                            f"{what or path}: {holder} has been writing it for over {wait_s:.0f} s (lock {path}); "
-                            "nothing was written by this run. Rerun once that run has finished."
-                        ) from None
-                    time.sleep(0.1)
+            if not flock_within(fh, wait_s, poll_s=0.1):
+                raise PartitionBusy(
+                    f"{what or path}: {holder} has been writing it for over {wait_s:.0f} s (lock {path}); "
+                    "nothing was written by this run. Rerun once that run has finished."
+                )
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def flock_within(fh, wait_s: float | None, poll_s: float = 0.1) -> bool:
+    """Take an exclusive ``flock`` on the open file ``fh``, trying every ``poll_s`` seconds for at most
+    ``wait_s`` seconds (None: for ever; 0: once); whether it was taken."""
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
 
 
 def _lock_holder(st: os.stat_result) -> str:
