@@ -36,6 +36,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import ClassVar
@@ -164,7 +165,7 @@ class _IndexedState(scheduler.SimpleTaskState):
     * ``ready``: a heap of entries ``(-priority, time, seq, task)``, Luigi's rank order (``_rank``,
       highest first). Every task that is ready (PENDING, every dependency DONE) has an entry with its
       current rank; an entry may be out of date (the task ran, a dependency was re-opened, its priority
-      rose), so it is checked when it comes to the top and dropped if so. A task is pushed again when
+      rose), so the scheduler checks it when it comes to the top and drops it if so. A task is pushed when
       it may have become ready: its status became PENDING, a dependency became DONE, or ``add_task``
       was called for it (deps, workers, priority).
     * ``waiting``: per worker, how many tasks are PENDING or FAILED with the worker among their
@@ -175,7 +176,7 @@ class _IndexedState(scheduler.SimpleTaskState):
         super().__init__(*args, **kwargs)
         self.ready: list = []
         self.dependents: dict[str, set[str]] = {}
-        self.waiting: dict[str, int] = {}
+        self.waiting: Counter[str] = Counter()
         self.with_resources = False  # a task with resources was ever added
         self._seq = 0
 
@@ -185,7 +186,7 @@ class _IndexedState(scheduler.SimpleTaskState):
 
     def count_waiting(self, task, delta: int) -> None:
         for worker_id in task.workers:
-            self.waiting[worker_id] = self.waiting.get(worker_id, 0) + delta
+            self.waiting[worker_id] += delta
 
     def set_status(self, task, new_status, config=None):
         old = task.status
@@ -215,42 +216,8 @@ class _IndexedState(scheduler.SimpleTaskState):
             if task.status in _WAITING:
                 for worker_id in workers:
                     if worker_id in task.workers:
-                        self.waiting[worker_id] = self.waiting.get(worker_id, 0) - 1
+                        self.waiting[worker_id] -= 1
         super()._remove_workers_from_tasks(workers, remove_stakeholders)
-
-    def is_ready(self, entry, worker_id: str) -> bool:
-        """Whether the heap entry is current and its task one Luigi's ``get_work`` could hand to the
-        worker: active, PENDING, every dependency DONE (``_schedulable``), the worker in its ``workers``."""
-        task = entry[3]
-        if task.status != scheduler.PENDING or self._tasks.get(task.id) is not task:
-            return False
-        if entry[0] != -task.priority or worker_id not in task.workers.map:
-            return False
-        tasks = self._tasks
-        for dep in task.deps:
-            dep_task = tasks.get(dep)
-            if dep_task is None or dep_task.status != scheduler.DONE:
-                return False
-        return True
-
-    def best_ready(self, worker_id: str):
-        """(found, task): the highest ranked ready task of the worker (``None`` if none), as Luigi's
-        sort and scan would pick it; ``found`` is False when another ready task has the same rank, since
-        Luigi then picks by the order it iterates its tasks in."""
-        heap = self.ready
-        while heap and not self.is_ready(heap[0], worker_id):
-            heapq.heappop(heap)
-        if not heap:
-            return True, None
-        best = heapq.heappop(heap)
-        found = True
-        while heap and heap[0][:2] == best[:2]:
-            if heap[0][3] is not best[3] and self.is_ready(heap[0], worker_id):
-                found = False  # a tie: Luigi's own get_work decides
-                break
-            heapq.heappop(heap)  # a copy of best's entry, or not ready
-        heapq.heappush(heap, best)
-        return found, best[3]
 
 
 class LocalScheduler(scheduler.Scheduler):
@@ -288,7 +255,7 @@ class LocalScheduler(scheduler.Scheduler):
         if task is None:
             return
         if not had and worker in task.workers.map and task.status in _WAITING:
-            state.waiting[worker] = state.waiting.get(worker, 0) + 1
+            state.waiting[worker] += 1
         for dep in task.deps:
             state.dependents.setdefault(dep, set()).add(task_id)
         if task.resources:
@@ -301,6 +268,37 @@ class LocalScheduler(scheduler.Scheduler):
         super()._update_priority(task, prio, worker)
         if task.priority != old and task.status == scheduler.PENDING:
             self._state.push(task)
+
+    def _ready(self, entry, worker_id: str) -> bool:
+        """Whether the heap entry is current and its task one Luigi's ``get_work`` could hand to the
+        worker: active, of the entry's priority, the worker in its ``workers``, and ``_schedulable``
+        (PENDING, every dependency DONE)."""
+        task = entry[3]
+        return (
+            self._state._tasks.get(task.id) is task
+            and entry[0] == -task.priority
+            and worker_id in task.workers.map
+            and self._schedulable(task)
+        )
+
+    def _best_ready(self, worker_id: str):
+        """(found, task): the highest ranked ready task of the worker (``None`` if none), as Luigi's
+        sort and scan would pick it; ``found`` is False when another ready task has the same rank, since
+        Luigi then picks by the order it iterates its tasks in."""
+        heap = self._state.ready
+        while heap and not self._ready(heap[0], worker_id):
+            heapq.heappop(heap)
+        if not heap:
+            return True, None
+        best = heapq.heappop(heap)
+        found = True
+        while heap and heap[0][:2] == best[:2]:
+            if heap[0][3] is not best[3] and self._ready(heap[0], worker_id):
+                found = False  # a tie: Luigi's own get_work decides
+                break
+            heapq.heappop(heap)  # a copy of best's entry, or not ready
+        heapq.heappush(heap, best)
+        return found, best[3]
 
     def _only_worker(self, worker_id: str):
         """The worker, if it is the only active one, else None."""
@@ -328,7 +326,7 @@ class LocalScheduler(scheduler.Scheduler):
             running = state._status_tasks[scheduler.RUNNING].values()
             claimed = set(current_tasks)
             fast = not any(t.worker_running == worker and t.id not in claimed for t in running)
-        found, best = state.best_ready(worker) if fast else (False, None)
+        found, best = self._best_ready(worker) if fast else (False, None)
         if not found:
             kwargs.update(host=host, assistant=assistant, current_tasks=current_tasks, worker=worker)
             return super().get_work(**kwargs)
@@ -371,7 +369,7 @@ class LocalScheduler(scheduler.Scheduler):
                 running_tasks.append(more_info)
         if self._only_worker(worker_id) is not None:
             # every task's workers are active ones, so this worker is each counted task's only and last
-            num_pending = num_unique_pending = num_pending_last_scheduled = self._state.waiting.get(worker_id, 0)
+            num_pending = num_unique_pending = num_pending_last_scheduled = self._state.waiting[worker_id]
         else:
             num_pending = num_unique_pending = num_pending_last_scheduled = 0
             for task in self._pending_of(worker):  # each task's workers: Luigi's OrderedSet, read directly

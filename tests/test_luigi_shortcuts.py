@@ -404,3 +404,40 @@ def test_a_luigi_run_in_a_daybreak_process_uses_the_local_scheduler(lab):
 
     assert luigi.build([Step(n=30)], local_scheduler=True, log_level="WARNING")
     assert order == list(range(31))
+
+
+def test_a_pruned_worker_that_comes_back_is_counted_afresh(monkeypatch):
+    """A worker pruned while it had pending tasks, then back (the same id) as the only worker after the
+    other one is pruned in turn: its counts are those of the tasks it added again, as in Luigi."""
+    from types import SimpleNamespace
+
+    from luigi import scheduler
+    from luigi.scheduler import DONE, PENDING
+
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    logs = []
+    for make in (_luigis_local_scheduler, LocalScheduler):
+        now = [1000.0]
+        monkeypatch.setattr(scheduler, "time", SimpleNamespace(time=lambda now=now: now[0]))
+        monkeypatch.setattr(LocalScheduler, "PRUNE_EVERY", 0.0)  # prune on every request, as Luigi's does
+        sched = make()
+        for task_id in ("a", "b"):
+            sched.add_task(worker="w", task_id=task_id, status=PENDING, runnable=True)
+        now[0] += 61  # "w" silent past the 60 s worker_disconnect_delay
+        sched.add_task(worker="v", task_id="c", status=PENDING, runnable=True)
+        log = [sched.get_work(worker="v", current_tasks=[])]  # "w" pruned here
+        sched.add_task(worker="v", task_id="c", status=DONE)
+        now[0] += 61  # now "v" is silent, and "w" is back
+        for task_id in ("a", "b"):
+            sched.add_task(worker="w", task_id=task_id, status=PENDING, runnable=True)
+        while True:
+            reply = sched.get_work(worker="w", current_tasks=[])  # "v" pruned on the first
+            log.append(reply)
+            if reply["task_id"] is None:
+                break
+            sched.add_task(worker="w", task_id=reply["task_id"], status=DONE)
+        assert list(sched._state._active_workers) == ["w"]
+        logs.append(log)
+    assert logs[1] == logs[0]
+    assert [reply["n_pending_tasks"] for reply in logs[1]] == [1, 2, 1, 0]
