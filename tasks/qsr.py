@@ -106,9 +106,14 @@ class StgQsrPos(PartitionedTask):
     def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> CheckedFolder:
         from tasks.transforms import qsr_pos
 
+        def check() -> CheckedFolder:
+            # read, parsed and checked a batch of files at a time, CHECK_THREADS batches at once (memory:
+            # docs/performance.md); the hashes remembered are those of the bytes checked, so is the key
+            return qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
+
         # a single run keeps the folder in memory for the next date instead (no entry left behind)
         if reusing_now():
-            return qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
+            return check()
         cache = FolderCache(settings.data_root(), self.dataset)
         with cache.checking(folder):  # a process checking this folder now: wait for its entry
             if cache.path(folder).exists():  # an entry: its key needs every file's hash first
@@ -120,9 +125,7 @@ class StgQsrPos(PartitionedTask):
                         return qsr_pos.checked_from_ipc(cached)
                     except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
                         pass
-            # read, parsed and checked a batch of files at a time, CHECK_THREADS batches at once (memory:
-            # docs/performance.md); the hashes remembered are those of the bytes checked, so is the key
-            checked = qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
+            checked = check()
             key = self._cache_key(zone, files, rules)
             cache.put(folder, key, self.date, lambda sink: qsr_pos.checked_to_ipc(checked, sink, CACHE_COMPRESSION))
             return checked
