@@ -5,11 +5,14 @@ over the repetitions:
  (1) the baseline: a plain pyarrow loop over the dates implementing the contract's cleaning rules
      (quarantine and manifest included), independent of Daybreak's code; its rows are checked
      against Daybreak's;
- (2) `luigi ... RangeDaily` with 1 and with 2 workers, and `RangeSingleRun`, over the same dates;
+ (2) `luigi ... RangeDaily` with 1 and with 2 workers, and `RangeSingleRun`, over the same dates, and
+     each system's first-build throughput: the raw lines its partitions read (folders d and d+1 of
+     each date) per second of the range's wall time, as the issue's 1.2 M lines/s is its limit's;
  (3) a no-op RangeDaily over 1,095 complete dates (every staleness check included);
- (4) peak memory of one partition's build against the partition's in-memory table size,
-     and raw lines per second through read, clean and write of one partition: as in a backfill
-     (folder d checked by the build of d-1, in the folder cache) and cold (no cache).
+ (4) peak memory of one partition's build against the partition's in-memory table size, and (for
+     information) raw lines per second through read, clean and write of that one partition alone,
+     in a process of its own: as in a backfill (folder d checked by the build of d-1, in the folder
+     cache) and cold (no cache).
 """
 
 from __future__ import annotations
@@ -319,6 +322,16 @@ def report(
     row("(2) single / w2", spread(values), "<= 1.00x", max(values) <= 1.0)
     values = [c["w1"] / c["plain"] for c in cpus]
     print(f"    CPU seconds, w1 / plain (less sensitive to the machine's load): {spread(values)}")
+    # the issue's 1.2 M is its limit's rate over the range: 60 dates x 241 k raw lines read (folders d and d+1)
+    # in 11.7 s on its machine; each system's first build of the range, measured the same way
+    rates = {n: [window_lines / r[n] for r in runs] for n in SYSTEMS}
+    print(
+        f"    first build of the range, raw lines read a second (folders d and d+1 of each date, {window_lines:,} "
+        "lines, over each system's wall time): "
+        + "; ".join(f"{n} " + ", ".join(f"{rate:,.0f}" for rate in rates[n]) for n in SYSTEMS)
+    )
+    lowest = min(rates["single"])  # Daybreak's way to build a range first (both cores, each folder read once)
+    row("(2) first-build throughput, single run", f"{lowest:,.0f}", ">= 1,200,000", lowest >= 1_200_000)
     if noop is not None:
         row(
             f"(3) no-op RangeDaily CLI over {noop_days} complete dates",
@@ -330,12 +343,7 @@ def report(
             f"    of which python + luigi + tasks import: {noop['python_import_s']:.2f} s; "
             f"bulk_complete alone: {noop['bulk_complete_s']:.3f} s ({noop['complete']} complete)"
         )
-    plain_rates = [window_lines / r["plain"] for r in runs]
-    print(
-        f"    the plain loop, raw lines read a second (folders d and d+1 of each date, {window_lines:,} lines): "
-        + ", ".join(f"{rate:,.0f}" for rate in plain_rates)
-    )
-    report_parts(parts, max(plain_rates))
+    report_parts(parts, max(rates["plain"]))
 
 
 def report_parts(parts: list[dict], plain_rate: float | None = None) -> None:
@@ -357,7 +365,8 @@ def report_parts(parts: list[dict], plain_rate: float | None = None) -> None:
         table = f"table {part['table_bytes'] / 1e6:.1f} MB ({part['rows']:,} rows)"
         print(f"    {table}, peak RSS growth {extra / 1e6:.1f} MB")
         rate = part["raw_lines"] / part["first_s"]
-        row("    raw lines/s through read, clean, write", f"{rate:,.0f}", ">= 1,200,000", rate >= 1_200_000)
+        # one core, one partition, in a process of its own: the range's throughput is (2)'s
+        print(f"    raw lines/s through read, clean, write, this partition alone: {rate:,.0f}")
         if plain_rate:
             print(f"    against the plain loop's best rate in this run ({plain_rate:,.0f}): {rate / plain_rate:.2f}x")
         print(
