@@ -103,29 +103,34 @@ class FolderCache:
     def put(self, folder: dt.date, key: str, writer: dt.date, write) -> None:
         """Store what ``write(file)`` writes as the folder's one entry. An OSError is ignored: a full
         disk or a read-only data root costs the next reader time, nothing else."""
+        with self.putting(folder, writer) as entry:
+            write(entry)
+            entry.commit(key)
+
+    @contextmanager
+    def putting(self, folder: dt.date, writer: dt.date) -> Iterator[_Entry]:
+        """An entry written as it is made: ``entry`` takes the payload (a file object writing to a
+        temporary file), then ``entry.commit(key)`` adds the trailer and renames it into place, once the
+        key is known (a folder's files are hashed as they are read). Leaving the block without a commit, or with an
+        exception, leaves no entry. An OSError (a full disk, a read-only data root) is never raised:
+        the entry takes the rest of the payload without writing it, and the commit does nothing."""
+        final = self.path(folder)
+        entry = _Entry(final, writer)
         try:
-            final = self.path(folder)
-            other = _trailer(final)
-            if other.get("key") == key and other.get("writer") != writer.isoformat():
-                _remove(final)  # the other partition of this folder checked it too (they ran at once): both had it
-                return
-            if not self._room():
-                return
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = temp_path(final)
-            try:
-                with open(tmp, "wb") as fh:
-                    sink = _Crc32(fh)
-                    write(sink)
-                    meta = {"key": key, "writer": writer.isoformat(), "length": sink.length, "crc32": sink.crc}
-                    trailer = json.dumps(meta).encode()
-                    fh.write(trailer + len(trailer).to_bytes(8, "little"))
-                os.replace(tmp, final)
-            finally:
-                _remove(tmp)
-            self._expire()
+            if self._room():
+                self.root.mkdir(parents=True, exist_ok=True)
+                entry.open(temp_path(final))
         except OSError:
             pass
+        try:
+            yield entry
+        finally:
+            entry.close()
+        if entry.committed:
+            try:
+                self._expire()
+            except OSError:
+                pass
 
     def _room(self) -> bool:
         """Whether the data root's file system has room to spare: the cache never takes the space the
@@ -148,21 +153,65 @@ class FolderCache:
         sweep(self.root)  # temporaries of a writer that died
 
 
-class _Crc32:
-    """A write-only file that passes what it is given on, keeping its length and CRC-32."""
+class _Entry:
+    """One entry being written (see :meth:`FolderCache.putting`): its temporary file, the payload's
+    length and CRC-32 so far. A write that fails (OSError) ends the writing, not the caller's work."""
 
-    closed = False
+    closed = False  # for pyarrow, which writes to ``sink``: a file object that stays open
 
-    def __init__(self, fh):
-        self.fh, self.length, self.crc = fh, 0, 0
+    def __init__(self, final: Path, writer: dt.date):
+        self.final, self.writer = final, writer
+        self.tmp: Path | None = None
+        self.fh = None
+        self.length, self.crc, self.committed = 0, 0, False
+
+    def open(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.fh = open(tmp, "wb")
 
     def write(self, data) -> int:
-        self.crc = zlib.crc32(data, self.crc)
-        self.length += len(data)
-        return self.fh.write(data)
+        if self.fh is not None:
+            try:
+                self.fh.write(data)
+            except OSError:
+                self.close()
+            self.crc = zlib.crc32(data, self.crc)
+            self.length += len(data)
+        return len(data)
 
     def flush(self) -> None:
-        self.fh.flush()
+        pass
+
+    def commit(self, key: str) -> None:
+        """Add the trailer (``key``, writer, length, CRC-32) and rename the entry into place; nothing
+        when the writing failed. When the folder's entry already holds ``key`` from the other
+        partition reading the folder (both ran at once), that one is removed instead: both had it."""
+        if self.fh is None:
+            return
+        other = _trailer(self.final)
+        if other.get("key") == key and other.get("writer") != self.writer.isoformat():
+            _remove(self.final)
+            return self.close()
+        meta = {"key": key, "writer": self.writer.isoformat(), "length": self.length, "crc32": self.crc}
+        trailer = json.dumps(meta).encode()
+        try:
+            self.fh.write(trailer + len(trailer).to_bytes(8, "little"))
+            self.fh.close()
+            os.replace(self.tmp, self.final)
+        except OSError:
+            return self.close()
+        self.fh, self.committed = None, True
+
+    def close(self) -> None:
+        """Drop what was written and not committed."""
+        if self.fh is not None:
+            try:
+                self.fh.close()
+            except OSError:
+                pass
+            self.fh = None
+        if self.tmp is not None and not self.committed:
+            _remove(self.tmp)
 
 
 def _trailer(path: Path) -> dict:

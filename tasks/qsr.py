@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("luigi-interface")
 STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
-CACHE_FORMAT = 3  # of a checked folder in the folder cache (tasks/foldercache.py); bump when it changes
+CACHE_FORMAT = 4  # of a checked folder in the folder cache (tasks/foldercache.py); bump when it changes
 CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
 CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked at a time (docs/performance.md)
 CHECK_THREADS = 1  # batches parsed and checked at once (docs/performance.md: two cost memory)
@@ -87,48 +87,67 @@ class StgQsrPos(PartitionedTask):
         return Built(result.table, result.rejected, stats, extras)
 
     def _checked(self, inputs: list[RawFile]) -> Iterator[CheckedFolder]:
-        """Each folder of the window checked (:func:`check_folder`), in read order, one at a time.
+        """Each folder of the window checked (:func:`check_folder`), in read order: a folder whole, or
+        its pieces one after the other (:func:`check_pieces`), so the caller keeps only what it needs of
+        each piece.
 
         A folder serves two partitions (dates folder-1 and folder): a single-run range keeps it in
         memory for the next date; otherwise the first build leaves it in the folder cache
         (``_state/cache``, see :mod:`tasks.foldercache`) for the other one, keyed by the content of
-        its files (read and hashed either way: the manifest records the hashes)."""
+        its files (read and hashed either way: the manifest records the hashes), writing the entry
+        piece by piece as the folder is checked."""
+        from tasks.transforms import qsr_pos
+
         zone, rules = self.zone(), self.qsr_rules()
         for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
             files = list(group)
-            checked = reuse(
-                ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)),
-                lambda files=files, folder=folder: self._check(zone, files, folder, rules),
-            )
-            yield checked
-            del checked  # drop this folder before the next one is read
+            if reusing_now():  # a single run: the folder is kept whole, in memory, for the next date
+                yield reuse(
+                    ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)),
+                    lambda files=files, folder=folder: qsr_pos.merge_checked(
+                        folder, list(self._pieces(zone, files, folder, rules))
+                    ),
+                )
+            else:
+                yield from self._check(zone, files, folder, rules)
 
-    def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> CheckedFolder:
+    def _pieces(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
+        """The folder checked a batch at a time: read, parsed and checked a batch of files at a time,
+        CHECK_THREADS batches at once (memory: docs/performance.md); the hashes remembered are those of
+        the bytes checked, so is the cache key."""
         from tasks.transforms import qsr_pos
 
-        def check() -> CheckedFolder:
-            # read, parsed and checked a batch of files at a time, CHECK_THREADS batches at once (memory:
-            # docs/performance.md); the hashes remembered are those of the bytes checked, so is the key
-            return qsr_pos.check_batches(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
+        return qsr_pos.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
 
-        # a single run keeps the folder in memory for the next date instead (no entry left behind)
-        if reusing_now():
-            return check()
+    def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
+        """The folder from its cache entry, or checked piece by piece, each piece written to a new
+        entry before it is handed on."""
+        from tasks.transforms import qsr_pos
+
         cache = FolderCache(settings.data_root(), self.dataset)
         with cache.checking(folder):  # a process checking this folder now: wait for its entry
+            checked = None
             if cache.path(folder).exists():  # an entry: its key needs every file's hash first
                 for f in files:
                     zone.read_input(f)  # the hash is remembered (the manifest records it); the bytes go at once
                 cached = cache.get(folder, self._cache_key(zone, files, rules), self.date)
                 if cached is not None:
                     try:
-                        return qsr_pos.checked_from_ipc(cached)
+                        checked = qsr_pos.checked_from_ipc(cached)
                     except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
                         pass
-            checked = check()
-            key = self._cache_key(zone, files, rules)
-            cache.put(folder, key, self.date, lambda sink: qsr_pos.checked_to_ipc(checked, sink, CACHE_COMPRESSION))
-            return checked
+                    del cached
+            if checked is None:
+                with cache.putting(folder, self.date) as entry:
+                    writer = qsr_pos.CheckedWriter(entry, CACHE_COMPRESSION)
+                    for piece in self._pieces(zone, files, folder, rules):
+                        writer.write(piece)
+                        yield piece
+                        del piece  # before the next one is checked
+                    writer.close(folder)
+                    entry.commit(self._cache_key(zone, files, rules))
+                return
+        yield checked  # the lock is let go first: the caller's work on it holds nobody up
 
     @staticmethod
     def _cache_key(zone, files: list[RawFile], rules: QsrRules) -> str:

@@ -183,3 +183,17 @@ def ads_rows(export: dt.date, first_date: dt.date, campaigns: tuple[str, ...] = 
             conversions = (export - d).days
             rows.append(f"{d},{c},google,1000,50,{spend},{conversions},{conversions * 5}.00")
     return rows
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MB tmpfs, unmounted afterwards; the test is skipped where mounting is not permitted."""
+    mnt = tmp_path / "small_disk"
+    mnt.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here (needs root or CAP_SYS_ADMIN): {mount.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "--lazy", str(mnt)], check=True)

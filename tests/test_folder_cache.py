@@ -8,6 +8,7 @@ import json
 import os
 
 import pyarrow.parquet as pq
+import pytest
 
 from tasks.qsr import StgQsrPos
 from tests.conftest import qsr_rows
@@ -147,6 +148,47 @@ def test_the_two_partitions_of_a_folder_checking_it_at_once_leave_no_entry(tmp_p
     assert not cache.path(NEXT).exists()  # read by the other partition: gone
 
 
+def test_an_entry_is_there_only_once_committed(tmp_path):
+    """An entry is written as its folder is checked: a build that stops half-way (an error, a bad
+    file found late) leaves neither an entry nor a temporary file."""
+    from tasks.foldercache import FolderCache
+
+    cache = FolderCache(tmp_path, "staging/qsr_pos")
+    with cache.putting(D, D) as entry:
+        entry.write(b"half of it")  # no commit
+    with pytest.raises(RuntimeError), cache.putting(D, D) as entry:
+        entry.write(b"half of it")
+        raise RuntimeError("a bad file in the next batch")
+    assert os.listdir(cache.root) == []
+    with cache.putting(D, D) as entry:
+        entry.write(b"ro")
+        entry.write(b"ws")
+        entry.commit("k")
+    assert bytes(cache.get(D, "k", D)) == b"rows"
+    assert os.listdir(cache.root) == [cache.path(D).name]
+
+
+def test_a_full_disk_while_an_entry_is_written_costs_the_entry_only(small_disk, monkeypatch):
+    """The disk fills up in the middle of an entry (the free-space guard let it start): no error
+    reaches the build, no entry and no temporary file are left."""
+    from tasks import foldercache
+    from tasks.foldercache import FolderCache
+
+    monkeypatch.setattr(foldercache, "MIN_FREE_BYTES", 0)
+    monkeypatch.setattr(foldercache, "MIN_FREE_SHARE", 0.0)
+    cache = FolderCache(small_disk, "staging/qsr_pos")
+    with cache.putting(D, D) as entry:
+        for _ in range(4):  # 4 MB onto a 2 MB disk
+            assert entry.write(b"\0" * (1 << 20)) == 1 << 20
+        entry.commit("k")
+    assert not cache.path(D).exists()
+    assert os.listdir(cache.root) == []
+    with cache.putting(D, D) as entry:  # the room is back: entries are written again
+        entry.write(b"rows")
+        entry.commit("k")
+    assert bytes(cache.get(D, "k", D)) == b"rows"
+
+
 def test_an_entry_older_than_a_week_is_removed_when_another_is_written(tmp_path):
     from tasks.foldercache import MAX_AGE_S, FolderCache
 
@@ -220,17 +262,16 @@ def test_two_workers_building_the_two_partitions_of_a_folder_check_it_once(lab, 
 
     lab.qsr_days(D, 3)
     log = lab.data.parent / "checks.log"
-    check_batches = qsr_pos.check_batches
+    check_pieces = qsr_pos.check_pieces
 
     def logged(batches, folder, rules, threads=1):
         if folder == NEXT:
             time.sleep(2)
-        result = check_batches(batches, folder, rules, threads)
+        yield from check_pieces(batches, folder, rules, threads)
         with open(log, "a") as fh:
             fh.write(f"{os.getpid()} {folder}\n")
-        return result
 
-    monkeypatch.setattr(qsr_pos, "check_batches", logged)
+    monkeypatch.setattr(qsr_pos, "check_pieces", logged)
     assert luigi.build([StgQsrPos(date=D), StgQsrPos(date=NEXT)], workers=2, local_scheduler=True, log_level="WARNING")
     checks = [line.split() for line in log.read_text().splitlines()]
     assert sorted(folder for _, folder in checks) == sorted(str(d) for d in (D, NEXT, NEXT + dt.timedelta(days=1)))

@@ -402,20 +402,6 @@ def fill(path: Path) -> None:
                 assert exc.errno == errno.ENOSPC, exc
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 2 MB tmpfs, unmounted afterwards; the test is skipped where mounting is not permitted."""
-    mnt = tmp_path / "small_disk"
-    mnt.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if mount.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here (needs root or CAP_SYS_ADMIN): {mount.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "--lazy", str(mnt)], check=True)
-
-
 @pytest.mark.parametrize(
     "room, fails_on",
     [(0, "data.parquet"), (1, "_store_totals.arrow"), (2, "_manifest.json")],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -241,19 +241,30 @@ def check_batches(
     """:func:`check_folder` of one export folder whose files come in batches of (bytes, source_file),
     in read order: the same result as parsing and checking every file at once, holding only a few
     batches' raw bytes and parsed strings at a time (each batch's are let go once it is checked).
+    The pieces of :func:`check_pieces`, merged."""
+    return merge_checked(folder, list(check_pieces(batches, folder, rules, threads)))
+
+
+def check_pieces(
+    batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 1
+) -> Iterator[CheckedFolder]:
+    """Each batch of :func:`check_batches` checked (:func:`check_folder`), in read order, as soon as it
+    is: a caller that keeps only part of each piece (a cache entry written as it comes, the rows of
+    one date) never holds the whole folder. :func:`merge_checked` of them is the checked folder.
 
     ``threads`` batches are parsed and checked at once in a thread pool (the CSV parser and Arrow's
     kernels release the GIL), while the calling thread draws the next batch from ``batches`` (reading
     the files); at most ``threads`` + 1 batches are in memory. ``threads`` <= 1: one after another.
     A file whose header fails the contract is named as it would be if every file were parsed at once:
-    a header error of any file wins over another error of an earlier batch."""
+    a header error of any file wins over another error of an earlier batch (raised after the pieces
+    before it were handed out)."""
 
     def one(batch: list[tuple[bytes, str]]) -> CheckedFolder:
         return check_folder(parse_csv_many(batch, RAW_COLUMNS), folder, rules)
 
-    pieces: list[CheckedFolder] = []
     it = iter(batches)
     pool = ThreadPoolExecutor(threads, thread_name_prefix="check") if threads > 1 else _InThisThread()
+    ahead = threads if threads > 1 else 0  # batches checked before the oldest one is handed out
     with pool:
         pending: collections.deque = collections.deque()
         try:
@@ -265,14 +276,13 @@ def check_batches(
                     _read_the_rest(it, exc, headers=False)
                 pending.append(pool.submit(one, batch))
                 del batch
-                if len(pending) > threads:
-                    pieces.append(_result(pending.popleft(), it))
+                while len(pending) > ahead:
+                    yield _result(pending.popleft(), it)
             while pending:
-                pieces.append(_result(pending.popleft(), it))
+                yield _result(pending.popleft(), it)
         finally:
             for future in pending:
                 future.cancel()
-    return merge_checked(folder, pieces)
 
 
 class _InThisThread:
@@ -323,49 +333,88 @@ def merge_checked(folder: dt.date, pieces: list[CheckedFolder]) -> CheckedFolder
         return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
     if len(pieces) == 1:
         return pieces[0]
-    rejected = [p.rejected for p in pieces]
-    parsed = [r.filter(r["parsed"]) for r in rejected]
-    unparsed = [r.filter(pc.invert(r["parsed"])) for r in rejected]
     return CheckedFolder(
         folder,
         pa.concat_tables([p.rows for p in pieces]),
-        pa.concat_tables(parsed + unparsed).combine_chunks(),
+        _merged_rejects([p.rejected for p in pieces]),
         sum(p.rows_read for p in pieces),
     )
 
 
+def _merged_rejects(rejected: list[pa.Table]) -> pa.Table:
+    """The rejects of a folder's pieces (in read order) as :func:`check_folder` of the whole folder
+    gives them: the rows that parsed, then the rows the parser could not split, each in read order."""
+    if len(rejected) == 1:
+        return rejected[0]
+    if not rejected:
+        return _CHECKED_REJECT_SCHEMA.empty_table()
+    parsed = [r.filter(r["parsed"]) for r in rejected]
+    unparsed = [r.filter(pc.invert(r["parsed"])) for r in rejected]
+    return pa.concat_tables(parsed + unparsed).combine_chunks()
+
+
+class CheckedWriter:
+    """A checked folder written to ``sink`` (a writable file object) as it is checked, as one Arrow IPC
+    stream: each piece's valid rows (:meth:`write`), then (:meth:`close`) an empty last batch whose
+    custom metadata holds the folder's date, the rows read and the rejects (an IPC stream of their
+    own, in :func:`merge_checked`'s order). Read back by :func:`checked_from_ipc`."""
+
+    def __init__(self, sink, compression: str | None = None):
+        # the stream writes each buffer on its own (thousands): gathered into 1 MiB writes to the sink
+        self._out = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=1 << 20)
+        options = pa.ipc.IpcWriteOptions(compression=compression)
+        self._writer = pa.ipc.new_stream(self._out, CHECKED_SCHEMA, options=options)
+        self._rejected: list[pa.Table] = []
+        self._rows_read = 0
+
+    def write(self, piece: CheckedFolder) -> None:
+        self._writer.write_table(piece.rows)
+        self._rejected.append(piece.rejected)
+        self._rows_read += piece.rows_read
+
+    def close(self, folder: dt.date) -> None:
+        buffer = pa.BufferOutputStream()
+        rejected = _merged_rejects(self._rejected)
+        with pa.ipc.new_stream(buffer, rejected.schema) as writer:
+            writer.write_table(rejected)
+        meta = {
+            b"folder": folder.isoformat().encode(),
+            b"rows_read": str(self._rows_read).encode(),
+            b"rejected": buffer.getvalue().to_pybytes(),
+        }
+        self._writer.write_batch(_EMPTY_CHECKED, custom_metadata=meta)
+        self._writer.close()
+        self._out.detach()  # flushed; the sink stays open for its owner
+
+
 def checked_to_ipc(checked: CheckedFolder, sink, compression: str | None = None) -> None:
-    """Write a checked folder to ``sink`` (a writable file object) as one Arrow IPC stream: the rows;
-    the rejects and counts in its schema's metadata."""
-    buffer = pa.BufferOutputStream()
-    with pa.ipc.new_stream(buffer, checked.rejected.schema) as writer:
-        writer.write_table(checked.rejected)
-    meta = {
-        b"folder": checked.folder.isoformat().encode(),
-        b"rows_read": str(checked.rows_read).encode(),
-        b"rejected": buffer.getvalue().to_pybytes(),
-    }
-    options = pa.ipc.IpcWriteOptions(compression=compression)
-    # the stream writes each buffer on its own (thousands): gathered into 1 MiB writes to the Python sink
-    out = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=1 << 20)
-    with pa.ipc.new_stream(out, CHECKED_SCHEMA.with_metadata(meta), options=options) as w:
-        w.write_table(checked.rows)
-    out.detach()  # flushed; the sink stays open for its owner
+    """Write a checked folder to ``sink`` (a writable file object) at once (see :class:`CheckedWriter`)."""
+    writer = CheckedWriter(sink, compression)
+    writer.write(checked)
+    writer.close(checked.folder)
 
 
 def checked_from_ipc(data) -> CheckedFolder:
-    """:func:`checked_to_ipc` read back; raises ``pa.ArrowInvalid`` (or ValueError) on anything else."""
+    """What a :class:`CheckedWriter` wrote, read back; raises ``pa.ArrowInvalid`` (or ValueError) on
+    anything else."""
+    batches, meta = [], None
     with pa.ipc.open_stream(pa.py_buffer(data)) as reader:  # zero-copy: the arrays point into ``data``
-        meta = reader.schema.metadata or {}
-        rows = reader.read_all()
-    if rows.schema.remove_metadata() != CHECKED_SCHEMA:
-        raise ValueError("not a checked qsr_pos folder")
+        if reader.schema != CHECKED_SCHEMA:
+            raise ValueError("not a checked qsr_pos folder")
+        for batch, custom in reader.iter_batches_with_custom_metadata():
+            if custom is not None and b"rows_read" in custom:
+                meta = custom
+            elif batch.num_rows:
+                batches.append(batch)
+    if meta is None:
+        raise ValueError("a checked qsr_pos folder without its last batch (rejects, counts)")
     with pa.ipc.open_stream(meta[b"rejected"]) as reader:
         rejected = reader.read_all()
     if rejected.schema != _CHECKED_REJECT_SCHEMA:
         raise ValueError("not a checked qsr_pos folder")
     folder = dt.date.fromisoformat(meta[b"folder"].decode())
-    return CheckedFolder(folder, rows.replace_schema_metadata(None), rejected, int(meta[b"rows_read"]), shared=True)
+    rows = pa.Table.from_batches(batches, CHECKED_SCHEMA)
+    return CheckedFolder(folder, rows, rejected, int(meta[b"rows_read"]), shared=True)
 
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
@@ -534,5 +583,6 @@ CHECKED_SCHEMA = pa.schema(  # money as the checked strings: cast once a row is 
     + [("owner", pa.date32())]
 )
 _CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
+_EMPTY_CHECKED = pa.RecordBatch.from_pylist([], schema=CHECKED_SCHEMA)
 _KEYS_SCHEMA = pa.schema([("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string())])
 _PICKED = [name for name in CHECKED_SCHEMA.names if name != "owner"]  # what the output is made from

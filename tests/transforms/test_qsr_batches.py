@@ -11,7 +11,14 @@ import pyarrow as pa
 import pytest
 
 from tasks.transforms import qsr_pos
-from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, check_batches, check_folder, clean_checked
+from tasks.transforms.qsr_pos import (
+    RAW_COLUMNS,
+    QsrRules,
+    check_batches,
+    check_folder,
+    check_pieces,
+    clean_checked,
+)
 from tasks.transforms.rawcsv import RawSchemaError, parse_csv_many
 
 D15, D16 = dt.date(2026, 9, 15), dt.date(2026, 9, 16)
@@ -97,6 +104,39 @@ def test_a_partition_of_batched_folders_is_the_same_partition(sizes):
         assert clean_checked(batched, date, QsrRules()) == expected
         assert clean_checked(map(through_ipc, batched), date, QsrRules()) == expected  # as a cache entry
         assert expected.table.num_rows > 0 or date != D15
+
+
+@pytest.mark.parametrize("sizes", BATCHINGS, ids=str)
+def test_a_partition_of_folders_handed_over_piece_by_piece_is_the_same_partition(sizes):
+    """StgQsrPos hands a folder it checks to the transform one piece (batch) at a time, each written
+    to the cache entry as it comes: the partition is the one of whole folders, and the entry written
+    piece by piece reads back as the whole folder."""
+    window = {d: folder_files(d) for d in (D15, D16)}
+    for date in (D15 - dt.timedelta(days=1), D15, D16):
+        days = [d for d in (date, date + dt.timedelta(days=1)) if d in window]
+        whole = [check_folder(parse_csv_many(window[d], RAW_COLUMNS), d, QsrRules()) for d in days]
+        pieces = {d: list(check_pieces(split(window[d], sizes), d, QsrRules())) for d in days}
+        assert len(pieces[days[0]]) == len(split(window[days[0]], sizes))
+        streamed = (piece for d in days for piece in pieces[d])
+        assert clean_checked(streamed, date, QsrRules()) == clean_checked(whole, date, QsrRules())
+        for d, checked in zip(days, whole, strict=True):
+            sink = io.BytesIO()
+            writer = qsr_pos.CheckedWriter(sink)
+            for piece in pieces[d]:
+                writer.write(piece)
+            writer.close(d)
+            entry = qsr_pos.checked_from_ipc(sink.getvalue())
+            assert (entry.folder, plain(entry)) == (d, plain(checked))
+
+
+def test_an_entry_without_its_last_batch_is_not_a_checked_folder():
+    sink = io.BytesIO()
+    writer = qsr_pos.CheckedWriter(sink)
+    writer.write(check_folder(parse_csv_many(folder_files(D15), RAW_COLUMNS), D15, QsrRules()))
+    writer._writer.close()  # a stream ended before close() wrote the rejects and counts
+    writer._out.detach()
+    with pytest.raises(ValueError, match="last batch"):
+        qsr_pos.checked_from_ipc(sink.getvalue())
 
 
 def test_a_window_without_rows_gives_an_empty_partition():
