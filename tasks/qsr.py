@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import logging
@@ -70,7 +71,10 @@ class StgQsrPos(PartitionedTask):
         from tasks.transforms.qsr_pos import clean_checked  # pyarrow loads only where data is built
         from tasks.transforms.stores import store_totals, to_ipc
 
-        result = clean_checked(self._checked(inputs), self.date, self.qsr_rules())
+        # closed whatever happens: a folder being checked holds its lock and its cache entry's temporary
+        # file until the generator ends, not until an error's traceback is let go
+        with contextlib.closing(self._checked(inputs)) as folders:
+            result = clean_checked(folders, self.date, self.qsr_rules())
         stats = {
             "raw_files": len(inputs),
             "attributed_rows": result.attributed_rows,

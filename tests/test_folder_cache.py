@@ -189,6 +189,37 @@ def test_a_full_disk_while_an_entry_is_written_costs_the_entry_only(small_disk, 
     assert bytes(cache.get(D, "k", D)) == b"rows"
 
 
+def test_a_build_that_fails_while_checking_a_folder_lets_go_of_it_at_once(lab, monkeypatch):
+    """A folder is handed to the transform piece by piece while its lock is held and its entry
+    written: when the transform fails half-way, the lock is let go and the half-written entry dropped
+    as the build ends, not whenever the error (whose traceback holds the build's frames) is let go.
+    Another build in the same process would otherwise wait for the lock (flock: per open file)."""
+    import time
+
+    from tasks import foldercache
+    from tasks.base import CheckCache
+    from tasks.transforms import qsr_pos
+
+    lab.qsr_days(D, 2)
+
+    def failing(folders, date, rules):
+        for checked in folders:
+            if checked.folder == NEXT:
+                raise RuntimeError("the transform failed")
+
+    monkeypatch.setattr(qsr_pos, "clean_checked", failing)
+    task = StgQsrPos(date=D)
+    with pytest.raises(RuntimeError) as failure:
+        task.build(task.input_files(CheckCache()).read)
+    assert failure.value.__traceback__ is not None  # still alive
+    monkeypatch.setattr(foldercache, "CHECK_WAIT_S", 1.0)
+    t0 = time.monotonic()
+    with foldercache.FolderCache(lab.data, "staging/qsr_pos").checking(NEXT):
+        waited = time.monotonic() - t0
+    assert waited < 0.5
+    assert sorted(p.name for p in cache_dir(lab).iterdir()) == [f"{D}.arrow", f"{D}.lock", f"{NEXT}.lock"]
+
+
 def test_an_entry_older_than_a_week_is_removed_when_another_is_written(tmp_path):
     from tasks.foldercache import MAX_AGE_S, FolderCache
 
