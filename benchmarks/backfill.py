@@ -228,17 +228,20 @@ def main() -> None:
     )
     ap.add_argument("--measure-one", nargs=3, metavar=("CFG", "DATE", "MODE"), help=argparse.SUPPRESS)
     ap.add_argument("--plain-loop", nargs=3, metavar=("RAW", "OUT", "DAYS"), help=argparse.SUPPRESS)
+    ap.add_argument("--floor", nargs=2, metavar=("RAW", "DATE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure_one:
         return measure_one(*args.measure_one)
+    if args.floor:
+        return print(floor_rate(Path(args.floor[0]), dt.date.fromisoformat(args.floor[1])))
     if args.plain_loop:
         raw, out, days = args.plain_loop
         return print(plain_loop(Path(raw), Path(out), START, int(days)))
     days, stores, mean, noop_days = (20, 30, 1200, 300) if args.quick else (60, 100, 1200, 1095)
     work = Path(args.workdir)
-    if args.one_only:
-        return one_only(work, days)
     raw = work / f"raw-{days}x{stores}"
+    if args.one_only:
+        return one_only(work, raw, days)
     from tasks import sample
 
     if not (raw / "qsr_pos" / str(START + dt.timedelta(days=days))).exists():
@@ -279,16 +282,17 @@ def main() -> None:
     check = same_rows(work / "data-plain", work / "data-w1", days)
     noop = None if args.no_noop else noop_check(work, noop_days, 100)
     parts = [one_partition(work / "w1.cfg", START + dt.timedelta(days=days // 2), m) for m in ("backfill", "cold")]
-    report(runs, cpus, lines, days, check, noop, noop_days, parts, window_lines)
+    floor = timed_floor(raw, START + dt.timedelta(days=days // 2))
+    report(runs, cpus, lines, days, check, noop, noop_days, parts, window_lines, floor)
 
 
-def one_only(work: Path, days: int) -> None:
+def one_only(work: Path, raw: Path, days: int) -> None:
     """(4) alone, on the raw zone and w1.cfg a previous run of the same size left in ``work``."""
     cfg = work / "w1.cfg"
     if not cfg.exists():
         raise SystemExit(f"{cfg} does not exist: run the benchmark once with the same --workdir and size first")
     parts = [one_partition(cfg, START + dt.timedelta(days=days // 2), m) for m in ("backfill", "cold")]
-    report_parts(parts)
+    report_parts(parts, floor=timed_floor(raw, START + dt.timedelta(days=days // 2)))
 
 
 def report(
@@ -301,6 +305,7 @@ def report(
     noop_days: int,
     parts: list[dict],
     window_lines: int,
+    floor: float,
 ) -> None:
     def row(label: str, value: str, target: str, ok: bool) -> None:
         print(f"{label:<58} {value:>16}   target {target:<10} {'ok' if ok else 'MISSED'}")
@@ -343,10 +348,10 @@ def report(
             f"    of which python + luigi + tasks import: {noop['python_import_s']:.2f} s; "
             f"bulk_complete alone: {noop['bulk_complete_s']:.3f} s ({noop['complete']} complete)"
         )
-    report_parts(parts, max(rates["plain"]))
+    report_parts(parts, max(rates["plain"]), floor)
 
 
-def report_parts(parts: list[dict], plain_rate: float | None = None) -> None:
+def report_parts(parts: list[dict], plain_rate: float | None = None, floor: float | None = None) -> None:
     def row(label: str, value: str, target: str, ok: bool) -> None:
         print(f"{label:<58} {value:>16}   target {target:<10} {'ok' if ok else 'MISSED'}")
 
@@ -369,6 +374,8 @@ def report_parts(parts: list[dict], plain_rate: float | None = None) -> None:
         print(f"    raw lines/s through read, clean, write, this partition alone: {rate:,.0f}")
         if plain_rate:
             print(f"    against the plain loop's best rate in this run ({plain_rate:,.0f}): {rate / plain_rate:.2f}x")
+        if floor:
+            print(f"    against this machine's floor for one partition ({floor:,.0f}, see below): {rate / floor:.2f}x")
         print(
             f"    (first build after warm-up, as a forked task; the same build again: "
             f"{part['raw_lines'] / part['again_s']:,.0f} raw lines/s)"
@@ -376,6 +383,11 @@ def report_parts(parts: list[dict], plain_rate: float | None = None) -> None:
         print(
             f"    per CPU second of the process (less sensitive to the machine's load): first build "
             f"{part['raw_lines'] / part['first_cpu_s']:,.0f}, again {part['raw_lines'] / part['again_cpu_s']:,.0f}"
+        )
+    if floor:
+        print(
+            f"    this machine's floor for one partition: {floor:,.0f} raw lines/s (read, hash, Arrow's threaded CSV "
+            "parse, the date's rows written as zstd Parquet; no rule checked, no quarantine, no de-duplication)"
         )
 
 
@@ -410,6 +422,55 @@ def plain_loop(raw: Path, out: Path, start: dt.date, days: int) -> int:
         lines += sum(w["read"] for w in window)
         _plain_write(out, d, *_plain_clean(window, d))
     return lines
+
+
+def floor_rate(raw: Path, d: dt.date, repeat: int = 5) -> float:
+    """(in a fresh process) This machine's floor for one partition, no Daybreak import: read and hash
+    folders d and d+1, parse each with Arrow's threaded CSV reader (both cores), keep the rows of
+    business date d by the timestamp alone, write them as zstd Parquet. None of the contract's checks,
+    no quarantine, no de-duplication: what any partition build costs at least. Best raw lines a
+    second of ``repeat`` runs after a warm one."""
+    import hashlib
+    import tempfile
+    import zoneinfo
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    tz = zoneinfo.ZoneInfo("America/New_York")
+    lo = dt.datetime(d.year, d.month, d.day, 5, tzinfo=tz)
+    bounds = pa.array([lo, lo + dt.timedelta(days=1)], pa.timestamp("s", tz="UTC"))
+    best = 0.0
+    with tempfile.TemporaryDirectory() as out:
+        for i in range(repeat + 1):
+            t0, lines, tables = time.perf_counter(), 0, []
+            for f in (d, d + dt.timedelta(days=1)):
+                datas = [p.read_bytes() for p in sorted((raw / "qsr_pos" / str(f)).glob("*.csv"))]
+                for data in datas:
+                    hashlib.sha256(data).digest()
+                buf = datas[0] + b"".join(x[x.find(b"\n") + 1 :] for x in datas[1:])
+                t = pcsv.read_csv(
+                    pa.BufferReader(buf),
+                    read_options=pcsv.ReadOptions(use_threads=True),
+                    convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in PLAIN_COLUMNS}),
+                )
+                lines += t.num_rows
+                ts = pc.strptime(t["ordered_at"], format="%Y-%m-%dT%H:%M:%S%z", unit="s", error_is_null=True)
+                tables.append(t.filter(pc.and_(pc.greater_equal(ts, bounds[0]), pc.less(ts, bounds[1]))))
+            pq.write_table(pa.concat_tables(tables), f"{out}/data.parquet", compression="zstd")
+            if i:  # the first run warms the page cache and the libraries
+                best = max(best, lines / (time.perf_counter() - t0))
+    return best
+
+
+def timed_floor(raw: Path, d: dt.date) -> float:
+    """:func:`floor_rate` in a fresh process, with Arrow's own allocator settings (as the plain loop)."""
+    cmd = [sys.executable, __file__, "--floor", str(raw), d.isoformat()]
+    env = {k: v for k, v in os.environ.items() if k != "JE_ARROW_MALLOC_CONF"}
+    env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
+    return float(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.split()[-1])
 
 
 def _plain_folder(folder: Path, fdate: dt.date, d: dt.date) -> dict:
