@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 
 import pyarrow.parquet as pq
 import pytest
@@ -70,6 +71,43 @@ def test_partitions_built_from_the_cache_equal_partitions_built_without_it(lab, 
         assert again["input_hashes"] == cached[i][1]["input_hashes"]
         assert again["rejected_count"] == cached[i][1]["rejected_count"]
     assert cached[1][1]["rejected_count"] == 1
+
+
+def test_folders_checked_a_file_at_a_time_give_the_partitions_of_whole_folders(lab, qsr_setting, monkeypatch):
+    """With a batch per file, a build hands each folder on in pieces, each written to the folder's
+    entry as it comes, and the next partition reads that entry: the partitions (rows, quarantine,
+    counts) are those of folders checked whole, without the cache, rejects in later pieces included."""
+    from tasks import qsr
+
+    qsr_setting("max_reject_share", 0.5)
+    stores = ("S001", "S002", "S003")
+    lab.qsr_days(D, 3, stores)
+    lab.qsr_file(NEXT.isoformat(), "S002", [*qsr_rows("S002", NEXT), "O9,1,S002"])  # the parser cannot split it
+    lab.qsr_file(
+        NEXT.isoformat(), "S003", [*qsr_rows("S003", NEXT), "bad,x,S003,2026-09-11T12:00:00Z,A,1,1,,COMPLETED"]
+    )
+
+    def partitions() -> dict:
+        out = {}
+        for i in range(3):
+            date = D + dt.timedelta(days=i)
+            m = manifest(lab, date)
+            quarantine = lab.data / m["quarantine"]["path"] if m.get("quarantine") else None
+            out[date] = (rows(lab, date), pq.read_table(quarantine).to_pylist() if quarantine else [], m["stats"])
+        return out
+
+    monkeypatch.setattr(qsr, "CHECK_BATCH_BYTES", 1)  # a batch per file: three pieces per folder
+    for i in range(3):
+        assert build(lab, D + dt.timedelta(days=i)) == 0
+    streamed = partitions()
+    assert entries(lab) == {f"{D}.arrow", f"{D + dt.timedelta(days=3)}.arrow"}  # the middle ones were read
+    monkeypatch.undo()
+    for i in range(3):
+        shutil.rmtree(cache_dir(lab))
+        shutil.rmtree(lab.partition(D + dt.timedelta(days=i)))
+        assert build(lab, D + dt.timedelta(days=i)) == 0
+    assert partitions() == streamed
+    assert [len(streamed[NEXT][1]), streamed[NEXT][2]["rows_read"] > 0] == [2, True]
 
 
 def test_a_file_rewritten_with_the_same_size_and_mtime_is_not_served_from_the_cache(lab):
@@ -284,7 +322,6 @@ def test_two_workers_building_the_two_partitions_of_a_folder_check_it_once(lab, 
     made slow here (2 s) so that partition D, done with folder D, needs folder D+1 while the other
     process is checking it: it waits for that check's entry instead of checking the folder too. Every
     check is logged to a file by the (forked) workers."""
-    import shutil
     import time
 
     import luigi
