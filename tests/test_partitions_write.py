@@ -131,3 +131,26 @@ def test_a_killed_writer_not_yet_reaped_counts_as_dead(tmp_path, state):
         time.sleep(0.01)
     assert not tempnames.writer_alive(child.pid, 0)
     child.wait()
+
+
+def test_a_high_cardinality_column_is_not_kept_in_a_dictionary(tmp_path):
+    """The writer gives a column's dictionary up once it passes 64 KiB: 20,000 order ids (one in two
+    repeated, as an order's lines are) take less room than with Arrow's default 1 MiB limit, where
+    the whole column stays in a dictionary; the values read back the same, by DuckDB too."""
+    import pyarrow.parquet as pq
+
+    n = 20_000
+    rows = pa.table({"order_id": [f"ORD-2026-09-10-{i // 2:08d}" for i in range(n)], "status": ["COMPLETED"] * n})
+    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store.write(D1, rows, {})
+    written = store.path(D1) / "data.parquet"
+    default = pa.BufferOutputStream()
+    pq.write_table(rows, default, compression="zstd")
+    assert written.stat().st_size < 0.9 * default.getvalue().size
+    chunk = pq.ParquetFile(written).metadata.row_group(0)
+    assert (
+        chunk.column(1).encodings
+        == pq.ParquetFile(pa.BufferReader(default.getvalue())).metadata.row_group(0).column(1).encodings
+    )  # a low-cardinality column keeps its dictionary
+    assert pq.read_table(written).select(["order_id", "status"]).equals(rows)
+    assert duckdb.sql(f"select count(distinct order_id) from '{written}'").fetchall() == [(n // 2,)]

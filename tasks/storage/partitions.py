@@ -523,10 +523,17 @@ def _replace(path: Path, write) -> str:
     return digest
 
 
+# A column's dictionary is given up (the rest of the column written plain) once it passes 64 KiB, not
+# Arrow's 1 MiB: a high-cardinality column (order ids, timestamps) then costs no dictionary, and zstd
+# packs its plain values better; low-cardinality ones (stores, SKUs, statuses, file names) keep theirs.
+# A stg_qsr_pos partition: 30 % smaller, 4 ms faster to write (docs/performance.md, "Parquet").
+DICTIONARY_PAGE_LIMIT = 64 << 10
+
+
 def _write_parquet(path: Path, table: pa.Table) -> str:
     import pyarrow.parquet as pq
 
-    pq.write_table(table, path, compression="zstd")
+    pq.write_table(table, path, compression="zstd", dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT)
     return _sha256(path, fsync=True)
 
 
