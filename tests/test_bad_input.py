@@ -124,9 +124,18 @@ def test_a_control_character_never_reaches_a_partition(lab, source, value):
     assert lab.luigi(task, "--date", str(date)) == 0
     no_control_characters(lab, dataset)
     manifest = json.loads((lab.partition(date, dataset) / "_manifest.json").read_text())
-    assert (manifest["row_count"], manifest["rejected_count"]) == (38, 1)
-    [rejected] = pq.read_table(lab.data / "quarantine" / dataset / f"business_date={date}/rejected.parquet").to_pylist()
+    # a line break in the quoted field: the row takes two lines of the file, and its second line is
+    # rejected as well (every line of a file is a row or a reject)
+    breaks = "\n" in value or "\r" in value
+    assert (manifest["row_count"], manifest["rejected_count"]) == (38, 2 if breaks else 1)
+    rejected, *rest = (
+        pq.read_table(lab.data / "quarantine" / dataset / f"business_date={date}/rejected.parquet")
+        .sort_by("row_number")
+        .to_pylist()
+    )
     assert rejected["row_number"] == row and rejected["source_file"].endswith(".csv")
+    expected_rest = [(row + 1, f"inside the quoted field of row {row}, which runs over lines {row}-{row + 1}")]
+    assert [(r["row_number"], r["reason"]) for r in rest] == (expected_rest if breaks else [])
     first = next(c for c in value if ord(c) < 0x20 or ord(c) == 0x7F)
     assert rejected["reason"].startswith(f"{column} holds a control character (U+{ord(first):04X} at character")
     for v in rejected.values():  # the quarantine keeps the row's text, its control characters escaped
@@ -248,6 +257,39 @@ def test_a_build_that_fails_on_too_many_rejects_keeps_the_partition_and_its_quar
     assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
     assert not failed.exists() and not list((lab.data / f"quarantine/staging/qsr_pos/business_date={day}").iterdir())
     assert json.loads((lab.partition(day) / "_manifest.json").read_text())["quarantine"] is None
+
+
+def test_an_unbalanced_quote_rejects_every_line_it_swallows_and_the_share_fails_the_build(lab):
+    """A quote opened in S002's second line and never closed takes the rest of the file into one record:
+    each of the 40 lines is a reject, so the share (40 of 80 rows) fails the build, naming the file and
+    row, and the previous partition stays; the same quote on S002's last line costs one line alone."""
+    day, after = dt.date(2026, 9, 21), dt.date(2026, 9, 22)
+    good = [f"O{i},1,S001,{day}T12:{i:02d}:00-04:00,SKU,1,1.00,,COMPLETED" for i in range(10, 50)]
+    theirs = [f"U{i},1,S002,{day}T12:{i:02d}:00-04:00,SKU,1,1.00,,COMPLETED" for i in range(10, 50)]
+    lab.qsr_file(str(day), "S001", good)
+    lab.qsr_file(str(day), "S002", theirs)
+    lab.qsr_file(str(after), "S001", [])
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    kept = {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))}
+    raw = lab.qsr_file(str(day), "S002", [theirs[0].replace(",SKU,", ',"SKU,'), *theirs[1:]])
+    before = raw.read_bytes()
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 30
+    assert raw.read_bytes() == before
+    assert {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))} == kept
+    failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
+    assert "40 of 80 rows rejected (50.0% > max_reject_share 5.0%)" in failure["error"]
+    assert f"qsr_pos/{day}/S002.csv" in failure["error"] and "row 2" in failure["error"]
+    rejects = pq.read_table(lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.rejected.parquet")
+    assert rejects["row_number"].to_pylist() == list(range(2, 42))
+    assert (
+        rejects["reason"][0].as_py().startswith("row has 5 fields, header has 9; a quoted field runs over lines 2-41")
+    )
+    assert rejects["order_id"].to_pylist() == [theirs[0].replace(",SKU,", ',"SKU,'), *theirs[1:]]  # each line's text
+
+    lab.qsr_file(str(day), "S002", [*theirs[:-1], theirs[-1].replace(",SKU,", ',"SKU,')])
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    manifest = json.loads((lab.partition(day) / "_manifest.json").read_text())
+    assert (manifest["row_count"], manifest["rejected_count"]) == (79, 1)
 
 
 # -- every raw file that is not read is reported -------------------------------------------------------

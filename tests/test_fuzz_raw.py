@@ -11,6 +11,7 @@ Deterministic: derandomized, no example database, no deadline.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 from dataclasses import dataclass
 
@@ -106,7 +107,7 @@ def instants(draw, day: dt.date, timezone: str) -> str:
 class RawFile:
     name: str  # relative path, e.g. qsr_pos/2026-09-15/S001.csv
     data: bytes
-    rows: int  # data records a CSV reader must see (lines that are not blank)
+    rows: int  # rows the parser must account for: every line of every record (a blank line is none)
     error: str | None  # "schema" when the file as a whole must be refused
 
 
@@ -146,7 +147,9 @@ def raw_file(draw, name: str, columns: list[str], row: st.SearchStrategy[dict[st
             fields += draw(st.lists(TEXT, min_size=1, max_size=3))
         text = ",".join(cell(f, draw(st.integers(0, 9)) == 0) for f in fields)
         lines.append(text)
-        records += text != ""  # a blank line is not a record
+        # a record is as many rows as the lines it takes (a quoted line break: LF, CR LF or a lone CR), each
+        # rejected but for the first, which is rejected for its control character; a blank line is no row
+        records += len(io.StringIO(text, newline="").readlines())
     body = newline.join(lines) + (newline if draw(st.booleans()) else "")
     data = (b"\xef\xbb\xbf" if draw(st.integers(0, 5)) == 0 else b"") + body.encode("utf-8")
     if lines[1:] and draw(st.integers(0, 11)) == 0:  # invalid UTF-8 inside a row: its first or its last field
@@ -402,7 +405,16 @@ def test_unbalanced_quotes_are_rejected_rows_or_a_refused_file(data):
         assert f.name in str(exc)
         return
     r = qsr_pos.clean_pos_lines([(day, [p])], day, qsr_pos.QsrRules())
-    assert r.rows_read == p.table.num_rows + len(p.malformed) <= max(f.rows, 1) + 1
+    # every line after the header is a row that parsed or a reject, once (blank lines outside a record
+    # are neither): the lines the quote swallowed are rejected one by one, not lost in one record
+    body = io.StringIO(broken.decode("utf-8-sig"), newline="").readlines()[1:]
+    numbers = p.row_numbers.to_pylist() + [n for n, _, _ in p.malformed]
+    assert len(numbers) == len(set(numbers)) == r.rows_read
+    assert (
+        {n for n, line in enumerate(body, start=2) if line.strip("\r\n")}
+        <= set(numbers)
+        <= set(range(2, len(body) + 2))
+    )
     assert r.table.num_rows + r.rejected.num_rows + r.voided_dropped + r.duplicates_of_date + r.other_date_rows == (
         r.rows_read
     )

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERSION = "stg_qsr_pos/3"  # 2: misfiled lines, net_amount overflow rejected; 3: control characters rejected
+VERSION = "stg_qsr_pos/4"  # 2: misfiled lines, net_amount overflow rejected; 3: control characters rejected;
+# 4: row numbers are line numbers, and every line a quoted line break takes is a reject (rawcsv)
 
 
 @dataclass(frozen=True)

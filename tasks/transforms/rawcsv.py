@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import csv
 import functools
+import io
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -48,7 +51,11 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
     except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:  # KeyError: a header the parser reads otherwise
         cause = _undecodable(data) or str(exc)
         raise RawSchemaError(f"{source_file}: cannot be read as UTF-8 CSV ({cause}). Fix or re-send the file.") from exc
-    numbers = _row_numbers(table.num_rows + len(malformed), malformed)
+    records = table.num_rows + len(malformed)
+    if records == _body_lines(data) and not (malformed and _bare_cr(data)):
+        numbers = _row_numbers(records, malformed)  # one record a line: record numbers are line numbers
+    else:  # a record over several lines, an empty line, or a bare CR beside a malformed row
+        numbers, malformed = _by_line(data, source_file, records, malformed)
     return _without_control(ParsedCsv(source_file, table, numbers, malformed), columns)
 
 
@@ -171,6 +178,77 @@ def _read(data: bytes, header: list[str], columns: list[str]) -> tuple[pa.Table,
         ),
     )
     return table, malformed
+
+
+def _body_lines(data: bytes) -> int:
+    """Lines after the header, as the parser ends them (LF, CR LF or a lone CR), empty ones included."""
+    ends = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+    return ends + (not data.endswith((b"\n", b"\r"))) - 1
+
+
+def _bare_cr(data: bytes) -> bool:
+    return data.count(b"\r") != data.count(b"\r\n")
+
+
+def _by_line(
+    data: bytes, source_file: str, records: int, malformed: list[tuple[int, str, str]]
+) -> tuple[pa.Array, list[tuple[int, str, str]]]:
+    """Row numbers that are line numbers, and every line accounted for, where records and lines differ.
+
+    A record the parser read over several lines holds a line break inside a quoted field, which the
+    contract forbids: the record is rejected (for its field count here, or later for the control
+    character), and each further line it took is rejected too, with its own text, so that an unbalanced
+    quote costs as many rejected rows as the lines it swallowed (the reject share sees them all) and the
+    quarantine holds every line. Empty lines are no rows. The record boundaries come from Python's csv
+    reader, which splits quoted fields as Arrow's parser does; where the two disagree the file is refused.
+    """
+    lines = list(
+        io.StringIO(data.decode("utf-8-sig"), newline="")
+    )  # split at LF, CR LF and a lone CR, as the parser does
+    spans, end = [], 0
+    with _no_field_limit():
+        reader = csv.reader(line.replace("\0", "\x01") for line in lines)  # Python's csv refuses NUL; it ends no record
+        next(reader, None)  # the header
+        end = reader.line_num
+        for record in reader:
+            if record:  # an empty line is no record (the parser skips it too)
+                spans.append((end + 1, reader.line_num))
+            end = reader.line_num
+    if len(spans) != records:
+        raise RawSchemaError(
+            f"{source_file}: its quoting cannot be split into rows unambiguously ({records} rows to the CSV "
+            f"parser, {len(spans)} to a second reader). Fix or re-send the file; the previous partition is kept."
+        )
+
+    def line_text(number: int) -> str:
+        return _escape(lines[number - 1].rstrip("\r\n"))
+
+    bad = {number - 2: reason for number, reason, _ in malformed}  # record index -> the parser's reason
+    numbers, out = [], []
+    for index, (first, last) in enumerate(spans):
+        over = f"lines {first}-{last}" + (" (to the end of the file)" if last == len(lines) else "")
+        if index in bad:
+            reason = bad[index]
+            if last > first:
+                reason += f"; a quoted field runs over {over}: unbalanced quote? (no line break is allowed in a field)"
+            elif lines[first - 1].endswith("\r") and not lines[first - 1].endswith("\r\n"):
+                reason += "; the line ends in a lone carriage return (U+000D), a control character the contract forbids"
+            out.append((first, reason, line_text(first)))
+        else:
+            numbers.append(first)
+        for number in range(first + 1, last + 1):
+            out.append((number, f"inside the quoted field of row {first}, which runs over {over}", line_text(number)))
+    return pa.array(numbers, pa.int64()), sorted(out)
+
+
+@contextlib.contextmanager
+def _no_field_limit():
+    """Python's csv reader without its 128 KiB field limit (an unbalanced quote can swallow a whole file)."""
+    was = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(was)
 
 
 def _row_numbers(records: int, malformed: list[tuple[int, str, str]]) -> pa.Array:

@@ -73,10 +73,16 @@ def test_a_row_with_a_control_character_is_set_aside_naming_its_column(parse, bo
     data = b"a,b,c\n0,0,0\n" + body + b"4,5,6\n"
     p = parse_csv(data, "f.csv", COLS) if parse == "one" else parse_csv_many([(data, "f.csv")], COLS)[0]
     assert p.table.to_pydict() == {"a": ["0", "4"], "b": ["0", "5"], "c": ["0", "6"]}
-    assert p.row_numbers.to_pylist() == [2, 4]
-    [(row, reason, text)] = p.malformed
+    breaks = code in ("U+000A", "U+000D")  # a line break inside the quoted field: the row takes two lines
+    assert p.row_numbers.to_pylist() == ([2, 5] if breaks else [2, 4])  # line numbers of the file
+    (row, reason, text), *rest = p.malformed
     assert row == 3 and reason.startswith(f"{column} holds a control character ({code} at character")
-    assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text)  # escaped: the quarantine holds none either
+    # the row's second line is rejected too, so that every line of the file is a row or a reject
+    assert [(n, r) for n, r, _ in rest] == (
+        [(4, "inside the quoted field of row 3, which runs over lines 3-4")] if breaks else []
+    )
+    for _, _, t in p.malformed:  # escaped: the quarantine holds no control character either
+        assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in t)
 
 
 def test_a_control_character_in_an_extra_column_sets_the_row_aside_too():
@@ -125,3 +131,56 @@ def test_a_batch_checked_as_a_whole_still_finds_each_control_character_in_any_co
         (2, "b holds a control character"),
     ]
     assert [p.table.num_rows for p in many] == [1, 1, 1, 1]
+
+
+# -- row numbers are line numbers, and every line is a row or a reject ---------------------------------
+@pytest.mark.parametrize("parse", [parse_csv, lambda d, n, c: parse_csv_many([(d, n)], c)[0]])
+def test_an_empty_line_is_no_row_and_the_rows_after_it_keep_their_line_numbers(parse):
+    p = parse(b"a,b,c\n1,2,3\n\n4,5,6\n\r\n7,8\n", "f.csv", COLS)
+    assert p.table.to_pydict() == {"a": ["1", "4"], "b": ["2", "5"], "c": ["3", "6"]}
+    assert p.row_numbers.to_pylist() == [2, 4]
+    assert [(n, r) for n, r, _ in p.malformed] == [(6, "row has 2 fields, header has 3")]
+
+
+@pytest.mark.parametrize("parse", [parse_csv, lambda d, n, c: parse_csv_many([(d, n)], c)[0]])
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"])
+def test_a_quote_never_closed_rejects_each_line_it_takes_with_that_lines_text(parse, end):
+    lines = [b"a,b,c", b"1,2,3", b'4,"5,6', b"7,8,9", b"", b"10,11,12"]
+    p = parse(end.join(lines) + end, "f.csv", COLS)
+    assert p.table.to_pydict() == {"a": ["1"], "b": ["2"], "c": ["3"]} and p.row_numbers.to_pylist() == [2]
+    over = "lines 3-6 (to the end of the file)"
+    assert p.malformed == [
+        (
+            3,
+            f"row has 2 fields, header has 3; a quoted field runs over {over}: unbalanced quote? "
+            "(no line break is allowed in a field)",
+            '4,"5,6',
+        ),
+        (4, f"inside the quoted field of row 3, which runs over {over}", "7,8,9"),
+        (5, f"inside the quoted field of row 3, which runs over {over}", ""),  # a blank line inside the quote
+        (6, f"inside the quoted field of row 3, which runs over {over}", "10,11,12"),
+    ]
+
+
+def test_a_quote_closed_lines_later_rejects_the_lines_between_and_reads_on():
+    p = parse_csv(b'a,b,c\n1,"2\nx\ny",3\n4,5,6\n', "f.csv", COLS)  # a 3-field record over lines 2-4
+    assert p.table.to_pydict() == {"a": ["4"], "b": ["5"], "c": ["6"]} and p.row_numbers.to_pylist() == [5]
+    assert [(n, r.split(" (")[0]) for n, r, _ in p.malformed] == [
+        (2, "b holds a control character"),
+        (3, "inside the quoted field of row 2, which runs over lines 2-4"),
+        (4, "inside the quoted field of row 2, which runs over lines 2-4"),
+    ]
+
+
+def test_a_lone_carriage_return_that_splits_a_row_is_named_in_the_reason():
+    p = parse_csv(b"a,b,c\n1,2\r,3\n4,5,6\n", "f.csv", COLS)  # the parser ends a line at a lone CR
+    assert p.table.to_pydict() == {"a": ["4"], "b": ["5"], "c": ["6"]} and p.row_numbers.to_pylist() == [4]
+    assert [n for n, _, _ in p.malformed] == [2, 3]
+    assert "lone carriage return (U+000D)" in p.malformed[0][1]
+
+
+def test_a_quote_that_swallows_more_than_python_csvs_field_limit_is_still_split_by_line():
+    body = b"".join(b"%d,x,%d\n" % (i, i) for i in range(20_000))  # about 200 KB after the open quote
+    p = parse_csv(b'a,b,c\n0,"0\x00,0\n' + body, "f.csv", COLS)
+    assert p.table.num_rows == 0 and [n for n, _, _ in p.malformed] == list(range(2, 20_003))
+    assert p.malformed[1][2] == "0,x,0" and p.malformed[0][2] == '0,"0\\x00,0'  # NUL escaped, as everywhere
