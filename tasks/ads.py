@@ -14,10 +14,13 @@ DAY = dt.timedelta(days=1)
 class AdsDaily(PartitionedTask):
     """ads_daily: one row per campaign per date, as the newest export that holds the date reports it.
 
-    Export ``E`` restates dates ``E-7 .. E-1``. Partition ``d`` requires export ``d+1`` (it is built once
-    that arrives) and reads exports ``d+2 .. d+7`` when present: each new one makes it stale, so a new
-    export rebuilds exactly the 7 dates it restates. ``source_export_date`` says which export won; the
-    manifest's ``stats.is_final`` says whether export ``d+7`` has arrived (final) or not (provisional).
+    Export ``E`` restates dates ``E-7 .. E-1``, and the truth for ``d`` is the newest export of
+    ``d+1 .. d+7`` that exists (contract section 4). Partition ``d`` reads every one of those exports that
+    is present and is built as soon as one is, whichever (a missing ``d+1`` does not block it); while
+    none is, it waits for ``d+1``. Each new export makes it stale, so a new export rebuilds exactly the
+    7 dates it restates (an older one arriving late rebuilds them to the same rows: nothing downstream
+    follows). ``source_export_date`` says which export won; the manifest's ``stats.is_final`` says
+    whether export ``d+7`` has arrived (final) or not (provisional).
     """
 
     dataset = "staging/ads_daily"
@@ -25,11 +28,8 @@ class AdsDaily(PartitionedTask):
     def restatement_days(self) -> int:
         return settings.ads().restatement_days
 
-    def raw_window(self) -> list[tuple[str, dt.date]]:
-        return [("ads", self.date + DAY)]
-
-    def optional_raw_window(self) -> list[tuple[str, dt.date]]:
-        return [("ads", self.date + k * DAY) for k in range(2, self.restatement_days() + 1)]
+    def any_raw_window(self) -> list[tuple[str, dt.date]]:
+        return [("ads", self.date + k * DAY) for k in range(1, self.restatement_days() + 1)]
 
     input_names = "ads.csv"
 

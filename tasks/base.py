@@ -228,19 +228,34 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return PartitionTarget(self.store(), self.key)
 
     def raw_window(self) -> list[tuple[str, dt.date]]:
-        """(source, export date) of every raw folder the partition reads: its dependency window."""
+        """(source, export date) of every raw folder the partition needs and reads: its dependency window."""
         return []
+
+    def any_raw_window(self) -> list[tuple[str, dt.date]]:
+        """Raw folders of which at least one must exist: each one present is read, and while none is,
+        the partition waits for the first (ad exports ``d+1 .. d+7``). Default: none."""
+        return []
+
+    def reads_raw(self) -> bool:
+        """Whether the partition reads raw folders at all (required, one of, or optional ones)."""
+        return bool(self.raw_window() or self.any_raw_window() or self.optional_raw_window())
 
     @property
     def resources(self) -> dict[str, int]:
         """One ``sftp`` resource while it reads an SFTP raw zone: ``[resources] sftp`` caps the
         concurrent SFTP sessions of all workers sharing a scheduler."""
-        if settings.raw_root().startswith("sftp://") and (self.raw_window() or self.optional_raw_window()):
+        if settings.raw_root().startswith("sftp://") and self.reads_raw():
             return {"sftp": 1}
         return {}
 
     def raw_folders(self) -> list[RawFolder]:
-        return [RawFolder(source=source, date=date) for source, date in self.raw_window()]
+        """The window as Luigi requirements: each required folder, and of ``any_raw_window`` the newest
+        folder present, or its first while none is (the missing external dependency Luigi reports, exit
+        20). Which ones are present comes from the freshness engine's listings of this run: no new lookup."""
+        folders = list(self.raw_window())
+        if any_of := self.any_raw_window():
+            folders += luigi_engine().present(self, any_of)[-1:] or any_of[:1]
+        return [RawFolder(source=source, date=date) for source, date in folders]
 
     def upstream(self) -> list[PartitionedTask]:
         """Upstream partitions this one reads (look-back and downstream tasks override it). Default: none."""
@@ -253,7 +268,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     def optional_raw_window(self) -> list[tuple[str, dt.date]]:
         """Raw folders read when present (not Luigi requirements): their arrival or change makes the
-        partition stale, their absence does not block it (e.g. later ad exports). Default: none."""
+        partition stale, their absence does not block it. Default: none."""
         return []
 
     def input_files(self, cache: Engine) -> Window | None:

@@ -66,7 +66,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         "one campaign on one date",
         ("business_date", "campaign_id"),
         versions.ADS_DAILY_VERSION,
-        "raw ads/D+1 (required), ads/D+2 .. D+7 when present",
+        "raw ads/D+1 .. D+7: each one present, at least one",
         "spend",
     ),
     DatasetSpec(

@@ -9,6 +9,7 @@ import shutil
 import duckdb
 import pytest
 
+from tasks.settings import write_config
 from tests.conftest import ads_rows
 
 FIRST = dt.date(2026, 9, 20)  # [daybreak] start_date in these tests
@@ -110,8 +111,13 @@ def test_an_export_missing_in_the_middle(ads_lab):
     m = _manifest(ads_lab, "staging/ads_daily", dt.date(2026, 9, 28))
     assert m["stats"]["source_export_date"] == "2026-10-03"  # 10-04 missing: the newest present wins
     assert m["stats"]["exports_read"] == ["2026-09-29", "2026-09-30", "2026-10-01", "2026-10-03"]
-    # 10-01 needs export 10-02, which is missing: reported as missing data, not built
-    assert ads_lab.range(dt.date(2026, 10, 1), dt.date(2026, 10, 2), of="AdsDaily") == 20
+    # 10-01: export 10-02 is missing, but 10-03 holds the date (contract section 4: the newest export of
+    # d+1 .. d+7 that exists), so it is built from 10-03, the only one of its window present
+    assert ads_lab.range(dt.date(2026, 10, 1), dt.date(2026, 10, 2), of="AdsDaily") == 0
+    m = _manifest(ads_lab, "staging/ads_daily", dt.date(2026, 10, 1))
+    assert m["stats"]["source_export_date"] == "2026-10-03"
+    assert m["stats"]["exports_read"] == ["2026-10-03"]
+    assert m["stats"]["is_final"] is False
 
 
 def test_bad_ad_rows_are_quarantined(ads_lab):
@@ -255,3 +261,114 @@ def test_manifests_of_before_logical_versions_rebuild_nothing_downstream_when_th
     got = changed(before, snapshot(ads_lab))
     assert got["staging/ads_daily"] == days(dt.date(2026, 9, 24), dt.date(2026, 9, 30))  # rebuilt once
     assert got["marts/ads_rolling_7d"] == set()  # the same rows: the old byte versions are equivalent
+
+
+# -- contract section 4: the newest export of d+1 .. d+7 that exists, whichever those are ---------------
+def ads_daily(lab, date: dt.date) -> list[tuple]:
+    glob = f"{lab.data}/staging/ads_daily/*/*.parquet"
+    return duckdb.execute(
+        f"select campaign_id, channel, impressions, clicks, spend::varchar, conversions, conversion_value::varchar, "
+        f"source_export_date from read_parquet('{glob}', hive_partitioning=true) where business_date = ? "
+        f"order by campaign_id",
+        [date],
+    ).fetchall()
+
+
+@pytest.fixture
+def sparse_lab(lab, setting):
+    """start_date 09-20 and one export only, 09-23 (it restates 09-20 .. 09-22: 09-16 .. 09-19 are before
+    start_date): exports d+1 and d+2 of 09-20 are missing."""
+    setting("daybreak", "start_date", FIRST)
+    lab.ads_export(dt.date(2026, 9, 23), FIRST)
+    return lab
+
+
+def test_a_date_is_built_from_a_later_export_when_d_plus_1_and_d_plus_2_are_missing(sparse_lab):
+    lab, export = sparse_lab, dt.date(2026, 9, 23)
+    assert lab.luigi("AdsDaily", "--date", str(FIRST)) == 0  # the audit's repro: it used to wait for 09-21
+    # export 09-23 reports date 09-20 with 3 conversions (its conversions are export - date), 5.00 each
+    assert ads_daily(lab, FIRST) == [
+        ("C1", "google", 1000, 50, "10.00", 3, "15.00", export),
+        ("C2", "google", 1000, 50, "0.00", 3, "15.00", export),
+    ]
+    stats = _manifest(lab, "staging/ads_daily", FIRST)["stats"]
+    assert (stats["source_export_date"], stats["exports_read"]) == ("2026-09-23", ["2026-09-23"])
+    assert stats["is_final"] is False  # export 09-27 (d+7) has not arrived
+    assert lab.range(FIRST, dt.date(2026, 9, 23), of="AdsRolling7d") == 0  # 09-21 (d+2) and 09-22 (d+1) too
+    assert [r[5] for r in ads_daily(lab, dt.date(2026, 9, 21))] == [2, 2]
+    # 09-20 .. 09-22: C1 10.00 a day, 3 + 2 + 1 conversions of 5.00; ROAS 30 / 30, CPA 30 / 6
+    assert rolling(lab, dt.date(2026, 9, 22)) == [
+        ("C1", "30.00", 6, "30.00", 1.0, 5.0, 3),
+        ("C2", "0.00", 6, "30.00", None, 0.0, 3),
+    ]
+
+
+def test_an_older_export_arriving_late_rebuilds_the_date_to_the_same_rows_and_nothing_downstream(sparse_lab):
+    lab = sparse_lab
+    stop = dt.date(2026, 9, 23)
+    assert lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    data_file = lab.partition(FIRST, "staging/ads_daily") / "data.parquet"
+    rows, written = ads_daily(lab, FIRST), data_file.stat().st_mtime_ns
+    before = snapshot(lab)
+    lab.ads_export(dt.date(2026, 9, 21), FIRST)  # d+1 of 09-20, late: it holds only 09-20 (1 conversion)
+    assert lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    # 09-20 reads the new export, so it is rebuilt; 09-23 is newer and still wins: the same rows, so its
+    # data file is not rewritten and no window is rebuilt (early cutoff); 09-21 and 09-22 never read it
+    assert changed(before, snapshot(lab)) == {"staging/ads_daily": {FIRST}, "marts/ads_rolling_7d": set()}
+    assert ads_daily(lab, FIRST) == rows
+    assert data_file.stat().st_mtime_ns == written
+    stats = _manifest(lab, "staging/ads_daily", FIRST)["stats"]
+    assert (stats["source_export_date"], stats["exports_read"]) == ("2026-09-23", ["2026-09-21", "2026-09-23"])
+
+
+def test_a_date_with_no_export_in_d_plus_1_to_d_plus_7_waits_for_d_plus_1(lab, setting):
+    setting("daybreak", "start_date", FIRST)
+    day = dt.date(2026, 9, 21)
+    lab.ads_export(day, FIRST)  # export d: it restates the days before d, not d
+    lab.ads_export(day + 8 * DAY, FIRST)  # export d+8: 09-22 .. 09-28, not d
+    cfg = write_config(lab.root / "ads.cfg", {"daybreak": {"raw_root": lab.raw, "data_root": lab.data}})
+    proc = lab.cli("AdsDaily", "--date", str(day), "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 20, proc.stderr[-3000:]
+    assert f"waiting  for raw folder {lab.raw}/ads/2026-09-22/ (not there yet): AdsDaily 2026-09-21" in proc.stderr
+    assert not lab.partition(day, "staging/ads_daily").exists()
+    # a range: 09-21 still waits; 09-20 is built from 09-21 (its d+1), 09-22 from 09-29 (its d+7: final)
+    assert lab.range(FIRST, day + 2 * DAY, of="AdsDaily") == 20
+    assert set(lab.built_at("staging/ads_daily")) == {FIRST, day + DAY}
+    assert [r[5:] for r in ads_daily(lab, FIRST)] == [(1, "5.00", day)] * 2
+    assert [r[5:] for r in ads_daily(lab, day + DAY)] == [(7, "35.00", day + 8 * DAY)] * 2
+    assert _manifest(lab, "staging/ads_daily", day + DAY)["stats"]["is_final"] is True
+
+
+def test_status_plan_and_both_checks_agree_on_a_window_with_gaps(sparse_lab, capsys):
+    from tasks.ads import AdsDaily
+    from tasks.cli import main
+    from tasks.views import status
+
+    lab, stop = sparse_lab, dt.date(2026, 9, 25)
+    dates = sorted(days(FIRST, stop - DAY))
+
+    def states() -> dict:
+        return {r.date: (r.state, r.reason) for r in status.collect(FIRST, stop, ["ads_daily"])}
+
+    waiting = {
+        dt.date(2026, 9, 23): ("waiting", "raw folder missing: ads/2026-09-24"),  # 09-24 .. 09-30: none yet
+        dt.date(2026, 9, 24): ("waiting", "raw folder missing: ads/2026-09-25"),
+    }
+    buildable = {dt.date(2026, 9, 20) + k * DAY: ("missing", "no partition") for k in range(3)}
+    assert states() == {**buildable, **waiting}
+    assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 1
+    assert "ads_daily: 3 partitions would run, 2 wait for raw data" in capsys.readouterr().out
+    assert lab.range(FIRST, stop, of="AdsDaily") == 20  # the two waiting dates
+    provisional = ("provisional", "later exports may still restate it")
+    assert states() == {**{d: provisional for d in buildable}, **waiting}
+    done = [d for d in dates if AdsDaily(date=d).complete()]
+    assert AdsDaily.bulk_complete(iter(dates)) == done == sorted(buildable)
+    lab.ads_export(dt.date(2026, 9, 27), FIRST)  # d+7 of 09-20: it becomes final; 09-23 and 09-24 buildable
+    got = states()
+    assert got[FIRST] == ("stale", "input changed: new file ads/2026-09-27/ads.csv")
+    assert got[dt.date(2026, 9, 23)] == got[dt.date(2026, 9, 24)] == ("missing", "no partition")
+    assert lab.range(FIRST, stop, of="AdsDaily") == 0
+    got = states()
+    assert got[FIRST] == ("ok", "")
+    assert {got[d][0] for d in dates[1:]} == {"provisional"}
+    assert [r[5:] for r in ads_daily(lab, FIRST)] == [(7, "35.00", dt.date(2026, 9, 27))] * 2

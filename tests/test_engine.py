@@ -41,6 +41,7 @@ class Node:
     chain: bool = False
     version: str = "v1"
     calls: dict = field(default_factory=dict)  # upstream() calls per date, shared by a chain's nodes
+    any_days: int = 0  # instead of src/<date>: at least one of src/<date+1 .. date+any_days>
 
     @property
     def task_id(self) -> str:
@@ -69,7 +70,11 @@ class Node:
         return (self.dataset, self.version)
 
     def raw_window(self) -> list[tuple[str, dt.date]]:
-        return [(self.source, self.date)] if self.source else []
+        return [(self.source, self.date)] if self.source and not self.any_days else []
+
+    def any_raw_window(self) -> list[tuple[str, dt.date]]:
+        """With ``any_days``: folders ``src/<date+1 .. date+any_days>``, one of them needed (ads_daily's shape)."""
+        return [(self.source, self.date + k * DAY) for k in range(1, self.any_days + 1)] if self.source else []
 
     def optional_raw_window(self) -> list[tuple[str, dt.date]]:
         return []
@@ -307,3 +312,30 @@ def test_a_summary_is_never_taken_for_a_different_manifest(chain):
     entry[1]["rules_fingerprint"] = chain[4].rules_fingerprint()  # an old stamp with a "current" content
     summary_file.write_text(__import__("json").dumps(doc))
     assert Engine().state(chain[4]).state == "stale"
+
+
+def test_a_window_of_which_one_folder_is_needed_reads_those_present_and_waits_for_the_first(tmp_path, monkeypatch):
+    node = Node(tmp_path, "staging/restated", START, source="exports", any_days=3)
+    engine = Engine()
+    assert engine.window(node) is None
+    assert engine.missing_folders(node) == [("exports", START + DAY)]
+    assert engine.blocked(node).missing == {("exports", START + DAY)}
+    assert engine.waiting_for(node) == f"raw folder missing: exports/{START + DAY}"
+    raw(tmp_path, "exports", START + 3 * DAY)  # only the last of the three
+    engine = Engine()
+    assert [f.relpath for f in engine.window(node).read] == [f"exports/{START + 3 * DAY}/a.csv"]
+    assert engine.missing_folders(node) == [] and engine.waiting_for(node) == ""
+    assert engine.state(node) == freshness.State("missing", "no partition")
+    build(engine, node)
+    assert Engine().state(node).ok
+    raw(tmp_path, "exports", START + DAY)  # an earlier one, late: it is read too, so the partition is stale
+    assert Engine().state(node).reason == f"input changed: new file exports/{START + DAY}/a.csv"
+    # one pass lists each folder once, however many dates read it: 3 dates x 3 folders, 5 distinct
+    scans = []
+    real = RawZone.scan_folder_all
+    monkeypatch.setattr(RawZone, "scan_folder_all", lambda zone, s, d: scans.append(d) or real(zone, s, d))
+    engine = Engine()
+    for k in range(3):
+        later = Node(tmp_path, "staging/restated", START + k * DAY, source="exports", any_days=3)
+        assert engine.window(later) is not None and engine.waiting_for(later) == ""
+    assert sorted(scans) == [START + k * DAY for k in range(1, 6)]

@@ -347,3 +347,31 @@ def seconds(scanned):
     """A folder's scan with mtimes in whole seconds (SFTP's resolution)."""
     entries, refused = scanned
     return [(name, size, mtime // 10**9) for name, size, mtime in entries], refused
+
+
+def test_an_ad_date_is_built_from_a_later_export_over_sftp_as_locally_and_waits_alike(over_sftp, setting):
+    """Contract section 4 over SFTP: with exports d+1 and d+2 missing, date d is built from d+3, the
+    same rows as from local disk; a date with no export in d+1 .. d+7 waits for d+1 (exit 20)."""
+    from tasks.views import status
+
+    lab, day = over_sftp, START
+    lab.ads_export(day + dt.timedelta(days=3), day)  # 09-13: restates 09-10 .. 09-12
+    assert lab.luigi("AdsDaily", "--date", str(day)) == 0
+    assert lab.luigi("AdsDaily", "--date", str(day + dt.timedelta(days=3))) == 20  # 09-14 .. 09-20: none
+    rows = status.collect(day, day + dt.timedelta(days=4), ["ads_daily"])
+    assert [(r.state, r.reason) for r in rows] == [
+        ("provisional", "later exports may still restate it"),
+        ("missing", "no partition"),
+        ("missing", "no partition"),
+        ("waiting", "raw folder missing: ads/2026-09-14"),
+    ]
+    local_data = lab.root / "local-data"
+    setting("daybreak", "raw_root", lab.raw)
+    setting("daybreak", "data_root", local_data)
+    assert lab.luigi("AdsDaily", "--date", str(day)) == 0
+    name = f"staging/ads_daily/business_date={day}"
+    remote, local = pq.read_table(lab.data / name / "data.parquet"), pq.read_table(local_data / name / "data.parquet")
+    assert remote.equals(local) and remote.num_rows == 2
+    assert remote.column("source_export_date").to_pylist() == [day + dt.timedelta(days=3)] * 2
+    stats = [json.loads((root / name / "_manifest.json").read_text())["stats"] for root in (lab.data, local_data)]
+    assert [s["exports_read"] for s in stats] == [["2026-09-13"], ["2026-09-13"]]

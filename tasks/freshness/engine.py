@@ -71,6 +71,7 @@ class Node(Protocol):
     def rules_fingerprint(self) -> str: ...
     def rules_key(self) -> Hashable: ...  # nodes with the same rules_key have the same rules
     def raw_window(self) -> list[tuple[str, dt.date]]: ...  # required raw folders (source, date)
+    def any_raw_window(self) -> list[tuple[str, dt.date]]: ...  # at least one required; each present read
     def optional_raw_window(self) -> list[tuple[str, dt.date]]: ...  # read when present
     def accepts_input(self, name: str) -> bool: ...  # by the file's name alone (the engine remembers it)
 
@@ -227,7 +228,7 @@ class Engine:
         (the re-check of a build under its partition lock: another process may have written since)."""
         store = self.store(node)
         folders = set()
-        for source, date in [*node.raw_window(), *node.optional_raw_window()]:
+        for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
             self.raw.pop((self.zone(node).describe(), source, date), None)
             self.memo.pop(("select", type(node), source, date), None)
             folders.add(self.zone(node).folder_relpath(source, date))
@@ -314,20 +315,26 @@ class Engine:
         return known
 
     def window(self, node: Node) -> Window | None:
-        """The raw files of the dependency window, read and refused; None while a required folder is missing."""
+        """The raw files of the dependency window, read and refused; None while a required folder is
+        missing, or while none of the folders of which one is required (``any_raw_window``) exists."""
         zone, folders = self.zone(node), []
-        optional = node.optional_raw_window()
-        for source, date in [*node.raw_window(), *optional]:
+        required, any_of = node.raw_window(), node.any_raw_window()
+        absent_ok = [*any_of, *node.optional_raw_window()]
+        found_any = False
+        for source, date in [*required, *absent_ok]:
             scanned = self.raw_folder(zone, source, date)
             relpath = zone.folder_relpath(source, date)
             if scanned is None:
-                if (source, date) not in optional:
+                if (source, date) not in absent_ok:
                     return None
                 folders.append(FolderInputs(relpath, [], [], "absent"))
                 continue
+            found_any = found_any or (source, date) in any_of
             folders.append(
                 self.once(("select", type(node), source, date), _select, node, relpath, *scanned, self._accepts)
             )
+        if any_of and not found_any:
+            return None
         return Window(folders)
 
     def digest(self, zone: RawZone, raw: RawFile) -> str:
@@ -339,9 +346,19 @@ class Engine:
         return known[key]
 
     def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:
-        """(source, date) of the required raw folders of the node's own window that are absent."""
+        """(source, date) of the required raw folders of the node's own window that are absent; and,
+        while none of its ``any_raw_window`` exists, the first of those (the one it waits for)."""
         zone = self.zone(node)
-        return [(s, d) for s, d in node.raw_window() if self.raw_folder(zone, s, d) is None]
+        missing = [(s, d) for s, d in node.raw_window() if self.raw_folder(zone, s, d) is None]
+        any_of = node.any_raw_window()
+        if any_of and not self.present(node, any_of):
+            missing.append(any_of[0])
+        return missing
+
+    def present(self, node: Node, folders: list[tuple[str, dt.date]]) -> list[tuple[str, dt.date]]:
+        """The (source, date) of ``folders`` that exist in the node's raw zone, from the pass's listings."""
+        zone = self.zone(node)
+        return [(s, d) for s, d in folders if self.raw_folder(zone, s, d) is not None]
 
     # -- state ---------------------------------------------------------------------------------------
     def state(self, node: Node) -> State:

@@ -55,7 +55,7 @@ def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatu
     """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
     window that are not read (as the raw zone is now)."""
     status = _day_status(task, cache, name)
-    window = task.input_files(cache) if task.raw_window() else None
+    window = task.input_files(cache) if task.reads_raw() else None
     if window is None or not window.refused:
         return status
     return replace(status, not_read=tuple(f"{r['path']} ({r['reason']})" for r in window.refused))
