@@ -97,16 +97,21 @@ class OtbByStayDate(SnapshotTask):
     (their ``finished.arrow``): memory the size of every booking's latest row, never the whole
     history of events; the chain of states is itself built a day at a time
     (state d from state d-1 and the events of d). It requires every stg_hotel_bookings_daily partition
-    from ``[daybreak] start_date`` to the newest extract folder (a missing date blocks it), is stale
-    when any of them changed, and requires the newest state.
+    from ``[daybreak] start_date`` to the newest extract folder (a missing date blocks it; with no
+    extract at all, it waits for start_date's), is stale when any of them changed, and requires the
+    newest state.
     """
 
     dataset = "marts/otb_by_stay_date"
 
     def dates(self) -> list[dt.date]:
+        """``[daybreak] start_date`` .. the newest extract folder present, inclusive. With no extract folder
+        from start_date on (none at all, a wrong raw_root), start_date alone: the snapshot then waits for
+        that folder (exit 20) instead of reporting empty books as a success (docs/run-semantics.md)."""
         start = settings.daybreak().start_date
         newest = newest_raw_date(RawZone.from_uri(settings.raw_root()), SOURCE)
-        return [] if newest is None else [start + dt.timedelta(days=k) for k in range((newest - start).days + 1)]
+        last = newest if newest is not None and newest > start else start
+        return [start + dt.timedelta(days=k) for k in range((last - start).days + 1)]
 
     def upstream(self) -> list[PartitionedTask]:
         dates = self.dates()
@@ -121,12 +126,9 @@ class OtbByStayDate(SnapshotTask):
         return _chain_version(manifest)
 
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.hotels import STATE_SCHEMA, latest_per_booking, on_the_books_from_state
+        from tasks.transforms.hotels import latest_per_booking, on_the_books_from_state
 
-        newest = [u for u in self.upstream() if isinstance(u, HotelBookingState)]
-        if not newest:
-            return Built(on_the_books_from_state(STATE_SCHEMA.empty_table()), None, {"state_read": None, "bookings": 0})
-        link = newest[0]
+        (link,) = [u for u in self.upstream() if isinstance(u, HotelBookingState)]  # dates() is never empty
         store = link.store()
         # every booking's latest row: the newest state's open bookings and every finished row of the chain
         finished = [read_finished(store, d) for d in self.dates()]

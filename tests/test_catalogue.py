@@ -65,9 +65,13 @@ def test_store_daily_sales_and_the_hotel_exports_have_status_lines(lab):
     before = status.collect(start, start + dt.timedelta(days=2), ["store_daily_sales", "hotel_otb_export"])
     assert [(r.dataset, r.date, r.state) for r in before] == [
         ("store_daily_sales", None, "missing"),
-        ("hotel_otb_export", None, "missing"),
+        ("hotel_otb_export", None, "waiting"),  # no hotel extract: on-the-books waits for start_date's
     ]
     assert before[0].reason == "no store_id known yet"  # the sensor has not run
+    assert (
+        before[1].reason
+        == "hotel H1, H2, H3, H4, H5: upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data"
+    )
     assert lab.luigi("AllStores") == 0
     (after,) = status.collect(start, start + dt.timedelta(days=2), ["store_daily_sales"])
     assert (after.state, after.reason) == ("ok", "") and after.rows == 4  # 2 stores x 2 business dates
@@ -105,9 +109,17 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     capsys.readouterr()
     assert main(["plan", "otb_by_stay_date", "--start", str(start), "--stop", str(stop)]) == 1
     out = capsys.readouterr().out
-    assert "otb_by_stay_date: 1 partitions would run" in out and "run   (all)  missing" in out
-    assert "run:  luigi --module tasks OtbByStayDate --local-scheduler" in out
+    # no hotel extract yet: its range is start_date alone, and it waits for that folder (not empty books)
+    assert "otb_by_stay_date: 0 partitions would run, 1 wait for raw data" in out
+    assert "wait  (all)  upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data" in out
     assert main(["plan", "hotel_pickup", "--start", str(start), "--stop", str(stop)]) == 1
     out = capsys.readouterr().out
     assert "hotel_pickup: 0 partitions would run, 10 wait for raw data" in out  # 2 dates x 5 hotels
     assert "wait  2026-09-01 H1  upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data" in out
+    extract = lab.raw / "hotel_bookings" / str(start) / "H1.csv"
+    extract.parent.mkdir(parents=True)
+    extract.write_text("booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel\n")
+    assert main(["plan", "otb_by_stay_date", "--start", str(start), "--stop", str(stop)]) == 1
+    out = capsys.readouterr().out
+    assert "otb_by_stay_date: 1 partitions would run" in out and "run   (all)  missing" in out
+    assert "run:  luigi --module tasks OtbByStayDate --local-scheduler" in out

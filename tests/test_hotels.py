@@ -83,6 +83,32 @@ def test_a_missing_date_inside_the_range_blocks_on_the_books(hotel_lab):
     assert not (hotel_lab.data / "marts/otb_by_stay_date").exists()
 
 
+def test_no_extract_at_all_waits_for_the_start_date_folder_instead_of_empty_books(lab):
+    """A raw zone without hotel_bookings/ (a wrong raw_root, the extracts not there yet): the range is
+    start_date .. the newest extract, so it waits for start_date's folder; nothing is written."""
+    lab.qsr_days(dt.date(2026, 9, 1), 1)  # other sources are there, the hotel extracts are not
+    cfg = lab.root / "roots.cfg"
+    cfg.write_text(f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n")  # start_date: 2026-09-01
+    proc = lab.cli("OtbByStayDate", "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 20, proc.stderr[-3000:]
+    assert f"waiting  for raw folder {lab.raw}/hotel_bookings/2026-09-01/ (not there yet): OtbByStayDate" in proc.stderr
+    assert not (lab.data / "marts").exists()
+    from tasks.views import status
+
+    (row,) = status.collect(dt.date(2026, 9, 1), dt.date(2026, 9, 2), ["otb_by_stay_date"])
+    assert (row.state, row.reason) == ("waiting", "upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data")
+
+
+def test_extracts_only_before_start_date_wait_for_the_start_date_folder(lab, setting):
+    setting("daybreak", "start_date", FIRST)
+    write(lab, FIRST - dt.timedelta(days=1), "H1", [])  # 09-09: before start_date, never read
+    assert lab.luigi("OtbByStayDate") == 20
+    assert not (lab.data / "marts/otb_by_stay_date").exists()
+    write(lab, FIRST, "H1", [f"T0,H1,{FIRST}T12:00:00-04:00,CREATED,2026-10-01,2026-10-02,2,100.00,direct"])
+    assert lab.luigi("OtbByStayDate") == 0
+    assert otb(lab) == [("H1", dt.date(2026, 10, 1), 2, "200.00", 1)]
+
+
 def test_an_unknown_hotel_file_is_refused_naming_it(hotel_lab):
     write(hotel_lab, FIRST, "H9", ["this is not even a valid row"])
     cfg = hotel_lab.write_cfg(hotel_lab.root / "luigi.cfg")
