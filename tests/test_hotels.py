@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 
 import duckdb
@@ -107,6 +108,19 @@ def test_extracts_only_before_start_date_wait_for_the_start_date_folder(lab, set
     write(lab, FIRST, "H1", [f"T0,H1,{FIRST}T12:00:00-04:00,CREATED,2026-10-01,2026-10-02,2,100.00,direct"])
     assert lab.luigi("OtbByStayDate") == 0
     assert otb(lab) == [("H1", dt.date(2026, 10, 1), 2, "200.00", 1)]
+
+
+def test_a_file_or_a_link_named_like_a_later_date_does_not_stretch_the_range(hotel_lab, tmp_path):
+    """Only real folders are extract folders (audit item 5): a stray file ``hotel_bookings/2026-09-14``
+    or a symbolic link ``2026-09-15`` to a folder elsewhere made OtbByStayDate wait for 09-14 .. 09-15."""
+    (hotel_lab.raw / "hotel_bookings" / "2026-09-14").write_text("junk\n")
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(hotel_lab.raw / "hotel_bookings" / "2026-09-13", elsewhere)
+    (hotel_lab.raw / "hotel_bookings" / "2026-09-15").symlink_to(elsewhere, target_is_directory=True)
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    manifest = json.loads((hotel_lab.data / "marts/otb_by_stay_date/_manifest.json").read_text())
+    assert manifest["stats"]["state_read"] == "2026-09-13"  # extracts 09-10 .. 09-13, the real folders
+    assert set(hotel_lab.built_at("staging/hotel_bookings_daily")) == {FIRST + dt.timedelta(days=k) for k in range(4)}
 
 
 def test_an_unknown_hotel_file_is_refused_naming_it(hotel_lab):

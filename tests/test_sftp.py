@@ -375,3 +375,17 @@ def test_an_ad_date_is_built_from_a_later_export_over_sftp_as_locally_and_waits_
     assert remote.column("source_export_date").to_pylist() == [day + dt.timedelta(days=3)] * 2
     stats = [json.loads((root / name / "_manifest.json").read_text())["stats"] for root in (lab.data, local_data)]
     assert [s["exports_read"] for s in stats] == [["2026-09-13"], ["2026-09-13"]]
+
+
+def test_the_newest_folder_date_counts_real_folders_only_over_sftp_as_locally(over_sftp, tmp_path):
+    """A file or a symbolic link named like a later date is not a folder (audit item 5), on both zones."""
+    from tasks.settings import raw_root
+    from tasks.storage.rawzone import RawZone
+
+    lab = over_sftp
+    lab.qsr_days(START, 2)  # folders 09-10 .. 09-12
+    (lab.raw / "qsr_pos" / "2026-09-20").write_text("a file, not a folder")
+    (tmp_path / "elsewhere").mkdir()
+    (lab.raw / "qsr_pos" / "2026-09-21").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    local, remote = RawZone(lab.raw), RawZone.from_uri(raw_root())
+    assert remote.newest_folder_date("qsr_pos") == local.newest_folder_date("qsr_pos") == dt.date(2026, 9, 12)

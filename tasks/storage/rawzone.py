@@ -153,19 +153,22 @@ class RawZone:
 
     def newest_folder_date(self, source: str) -> dt.date | None:
         """Latest folder date of a source, or None when it has no dated folder (or the source folder is a
-        symbolic link: never followed, as :meth:`scan_folder_all`)."""
+        symbolic link: never followed, as :meth:`scan_folder_all`). Only real folders count, as in
+        :meth:`list_folders`: not a file or a symbolic link named like a date."""
         if (self.root / source).is_symlink():
             return None
         try:
-            names = os.listdir(self.root / source)
+            entries = list(os.scandir(self.root / source))
         except FileNotFoundError:
             return None
         dates = []
-        for name in names:
+        for entry in entries:
             try:
-                dates.append(dt.date.fromisoformat(name))
+                date = dt.date.fromisoformat(entry.name)
             except ValueError:
                 continue
+            if entry.is_dir(follow_symlinks=False):
+                dates.append(date)
         return max(dates, default=None)
 
     def list_folders(self, source: str) -> dict[str, int]:

@@ -136,7 +136,8 @@ class SftpRawZone(RawZone):
         return stat.S_ISDIR(mode)
 
     def newest_folder_date(self, source: str) -> dt.date | None:
-        """Latest folder date of a source (None for a source folder that is a symbolic link, as locally)."""
+        """Latest folder date of a source (None for a source folder that is a symbolic link, as locally);
+        only real folders count (OpenSSH lists with lstat: a symbolic link shows as one)."""
         path = f"{self.base}/{source}"
         if not self._call(lambda sftp: self._real_folder(sftp, path, once=True)):
             return None
@@ -144,9 +145,11 @@ class SftpRawZone(RawZone):
         dates = []
         for a in attrs:
             try:
-                dates.append(dt.date.fromisoformat(a.filename))
+                date = dt.date.fromisoformat(a.filename)
             except ValueError:
                 continue
+            if stat.S_ISDIR(a.st_mode or 0):
+                dates.append(date)
         return max(dates, default=None)
 
     def list_folders(self, source: str) -> dict[str, int]:
