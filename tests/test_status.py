@@ -108,3 +108,35 @@ def test_the_json_view_is_json_dumps_with_indent_one():
     for some in ([], rows[:1], rows):
         expected = json.dumps([{**asdict(r), "date": r.date and r.date.isoformat()} for r in some], indent=1)
         assert status.render_json(some) == expected
+
+
+DAY = dt.timedelta(days=1)
+REPEATED_QTY = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status,qty"
+
+
+def status_json(capsys, start: dt.date, stop: dt.date) -> dict[dt.date, tuple[str, str]]:
+    """(state, reason) by date, as ``daybreak status --json`` gives them for stg_qsr_pos."""
+    capsys.readouterr()
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(start), "--stop", str(stop), "--json"]) == 0
+    return {dt.date.fromisoformat(r["date"]): (r["state"], r["reason"]) for r in json.loads(capsys.readouterr().out)}
+
+
+def test_a_built_partition_whose_raw_folder_is_gone_waits_for_it_as_the_run_does(lab, capsys):
+    """Partition d reads folders d and d+1: with d+1 gone, a run cannot build d (it waits, exit 20),
+    so status and plan say it waits, not that it would run."""
+    lab.qsr_days(START, 2)  # folders START .. START+2
+    assert lab.range(START, START + 2 * DAY) == 0
+    shutil.rmtree(lab.raw / "qsr_pos" / str(START + 2 * DAY))
+    assert status_json(capsys, START, START + 2 * DAY) == {
+        START: ("ok", ""),
+        START + DAY: ("waiting", f"raw folder missing: qsr_pos/{START + 2 * DAY}"),
+    }
+    assert main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 1
+    plan = capsys.readouterr().out
+    assert plan.splitlines()[:2] == [
+        "stg_qsr_pos: 0 partitions would run, 1 wait for raw data",
+        f"  wait  {START + DAY}  raw folder missing: qsr_pos/{START + 2 * DAY}",
+    ]
+    built = lab.built_at()
+    assert lab.range(START, START + 2 * DAY) == 20  # missing data: the run waits for the folder
+    assert lab.built_at() == built  # and builds nothing

@@ -75,7 +75,7 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
     ):
         return DayStatus(name, day, "failed", failure.get("error", ""))  # whole: shortened only for display
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
-    if state.state == "missing":
+    if not state.ok:  # missing or stale, and a run cannot build it yet: it waits, as the run says
         waiting = waiting_for(task, cache)
         if waiting:
             return DayStatus(name, day, "waiting", waiting)
