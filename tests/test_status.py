@@ -140,3 +140,54 @@ def test_a_built_partition_whose_raw_folder_is_gone_waits_for_it_as_the_run_does
     built = lab.built_at()
     assert lab.range(START, START + 2 * DAY) == 20  # missing data: the run waits for the folder
     assert lab.built_at() == built  # and builds nothing
+
+
+def test_a_failure_stops_applying_when_a_folder_of_its_window_is_gone(lab, capsys):
+    """Audit item 6: partitions d-1 and d fail on a bad file in folder d; with folder d+1 gone, d's
+    failure attempt read files that can no longer be seen, so d shows what the run says (it waits for
+    d+1), not the old error; d-1, whose window is whole and holds the same bad file, still fails."""
+    bad = START + DAY
+    lab.qsr_days(START, 3)  # folders START .. START+3
+    assert lab.range(START, START + 3 * DAY) == 0
+    lab.qsr_file(str(bad), "S003", ["Q,1,S003,2026-09-11T12:00:00-04:00,COLA,1,1.00,,COMPLETED,1"], REPEATED_QTY)
+    assert lab.range(START, START + 3 * DAY) == 30
+    got = status_json(capsys, START, START + 3 * DAY)
+    assert [got[d][0] for d in (START, bad, bad + DAY)] == ["failed", "failed", "ok"]
+    assert got[bad][1].startswith(f"qsr_pos/{bad}/S003.csv: column 'qty' appears more than once")
+
+    gone = lab.raw / "qsr_pos" / str(bad + DAY)
+    shutil.copytree(gone, lab.root / "kept")  # copy2: sizes and mtimes kept, for putting it back
+    shutil.rmtree(gone)
+    got = status_json(capsys, START, START + 3 * DAY)
+    assert got[START][0] == "failed"  # its window (folders START, START+1) is exactly the failed attempt's
+    assert got[bad] == ("waiting", f"raw folder missing: qsr_pos/{bad + DAY}")
+    assert got[bad + DAY] == ("waiting", f"raw folder missing: qsr_pos/{bad + DAY}")
+
+    (lab.raw / "qsr_pos" / str(bad) / "S003.csv").unlink()  # the audit's order: the bad file goes too
+    assert status_json(capsys, START, START + 3 * DAY) == {
+        START: ("ok", ""),
+        bad: ("waiting", f"raw folder missing: qsr_pos/{bad + DAY}"),
+        bad + DAY: ("waiting", f"raw folder missing: qsr_pos/{bad + DAY}"),
+    }
+    built = lab.built_at()
+    assert lab.range(START, START + 3 * DAY) == 20  # the run waits for folder START+2, as status said
+    assert lab.built_at() == built
+
+    shutil.copytree(lab.root / "kept", gone)  # the folder is back as it was: nothing to do
+    assert {s for s, _ in status_json(capsys, START, START + 3 * DAY).values()} == {"ok"}
+    assert lab.range(START, START + 3 * DAY) == 0
+    assert lab.built_at() == built
+
+
+def test_a_failure_still_applies_when_the_folder_gone_held_nothing_it_read(lab, capsys):
+    """The exception to the rule above: when every file the failed attempt read is still there as it
+    was (the folder gone held nothing it read), the failure is still what a run would meet."""
+    lab.qsr_days(START, 1)  # folders START, START+1
+    (lab.raw / "qsr_pos" / str(START + 2 * DAY)).mkdir()  # folder START+2, empty
+    lab.qsr_file(
+        str(START + DAY), "S003", ["Q,1,S003,2026-09-11T12:00:00-04:00,COLA,1,1.00,,COMPLETED,1"], REPEATED_QTY
+    )
+    assert lab.range(START + DAY, START + 2 * DAY) == 30
+    (lab.raw / "qsr_pos" / str(START + 2 * DAY)).rmdir()
+    state, reason = status_json(capsys, START + DAY, START + 2 * DAY)[START + DAY]
+    assert state == "failed" and reason.startswith(f"qsr_pos/{START + DAY}/S003.csv: column 'qty' appears")

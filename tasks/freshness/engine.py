@@ -314,9 +314,10 @@ class Engine:
             self.summaries[part] = known
         return known
 
-    def window(self, node: Node) -> Window | None:
+    def window(self, node: Node, partial: bool = False) -> Window | None:
         """The raw files of the dependency window, read and refused; None while a required folder is
-        missing, or while none of the folders of which one is required (``any_raw_window``) exists."""
+        missing, or while none of the folders of which one is required (``any_raw_window``) exists
+        (``partial``: the folders that are there, a missing one taken as empty: what can be seen)."""
         zone, folders = self.zone(node), []
         required, any_of = node.raw_window(), node.any_raw_window()
         absent_ok = [*any_of, *node.optional_raw_window()]
@@ -325,7 +326,7 @@ class Engine:
             scanned = self.raw_folder(zone, source, date)
             relpath = zone.folder_relpath(source, date)
             if scanned is None:
-                if (source, date) not in absent_ok:
+                if (source, date) not in absent_ok and not partial:
                     return None
                 folders.append(FolderInputs(relpath, [], [], "absent"))
                 continue
@@ -333,7 +334,7 @@ class Engine:
             folders.append(
                 self.once(("select", type(node), source, date), _select, node, relpath, *scanned, self._accepts)
             )
-        if any_of and not found_any:
+        if any_of and not found_any and not partial:
             return None
         return Window(folders)
 

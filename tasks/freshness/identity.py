@@ -274,7 +274,7 @@ def attempt(engine, node) -> dict:
     content hashes of the files it read before failing) and upstream versions."""
     window = engine.window(node)
     zone = engine.zone(node)
-    read = [] if window is None else window.read
+    read = [] if window is None else window.read  # a folder gone mid-build: what it read is not known
     return {
         "rules_fingerprint": node.rules_fingerprint(),
         "inputs": [f"{f.relpath} {f.size} {f.mtime_ns}" for f in read],
@@ -285,7 +285,10 @@ def attempt(engine, node) -> dict:
 
 def failure_applies(engine, node, failure: dict) -> bool:
     """Whether a failure record still describes the partition: same rules, same upstream versions,
-    the same raw files with the same content (hashed: a file fixed with its mtime kept is seen).
+    and the raw files it can see now (those of the window's folders that are there) exactly the
+    attempt's, with the same content (hashed: a file fixed with its mtime kept is seen). A folder of
+    the window gone since takes the files it held out of sight, so the record stops applying (the
+    partition waits for the folder, as a run does), unless that folder held none the attempt read.
     A record written before identities were recorded always applies."""
     if "rules_fingerprint" not in failure:
         return True
@@ -293,13 +296,11 @@ def failure_applies(engine, node, failure: dict) -> bool:
         return False
     if failure.get("upstream") != engine.upstream_versions(node):
         return False
-    window = engine.window(node)
-    if window is None:
-        return True  # its folder is gone again: nothing new to try
+    seen = engine.window(node, partial=True).read
     before, hashes, zone = parse_inputs(failure.get("inputs", [])), failure.get("input_hashes", {}), engine.zone(node)
-    if set(before) != {f.relpath for f in window.read}:
+    if set(before) != {f.relpath for f in seen}:
         return False
-    for f in window.read:
+    for f in seen:
         if f.relpath in hashes:
             if zone.digest_now(f) != hashes[f.relpath]:
                 return False
