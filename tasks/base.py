@@ -87,7 +87,12 @@ class RawInputChanged(RuntimeError):
 
 
 class RejectShareExceeded(RuntimeError):
-    """Too many rows of a partition failed the type rules: the partition fails, the old one is kept."""
+    """Too many rows of a partition failed the type rules: the partition fails, the old one is kept.
+    ``decided_by`` holds the limit exceeded: part of the failure's identity (a raised limit ends it)."""
+
+    def __init__(self, message: str, decided_by: dict | None = None):
+        super().__init__(message)
+        self.decided_by = decided_by or {}
 
 
 class Reuse:
@@ -180,6 +185,11 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         kept beside its failure record). None: never."""
         return None
 
+    def acceptance_settings(self) -> dict:
+        """The settings that decide whether a build fails without changing what it writes (so not in
+        :meth:`rules`): a failure they decided stops applying once they change (tasks/freshness/identity.py)."""
+        return {"max_reject_share": self.max_reject_share()}
+
     def check_built(self, built: Built) -> None:
         limit = self.max_reject_share()
         rejected = 0 if built.rejected is None else built.rejected.num_rows
@@ -192,7 +202,8 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         raise RejectShareExceeded(
             f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
             f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
-            f"{self.store().write_failed_rejects(self.key, built.rejected)}. The previous partition is kept."
+            f"{self.store().write_failed_rejects(self.key, built.rejected)}. The previous partition is kept.",
+            decided_by=self.acceptance_settings(),
         )
 
     def upstream_version(self, manifest: dict | None) -> str | None:
@@ -416,7 +427,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
         try:  # what the attempt was made of: the record stops applying once any of it differs
             with settings.snapshot():
-                record.update(identity.attempt(luigi_engine(), self))
+                record.update(identity.attempt(luigi_engine(), self, getattr(exception, "decided_by", None)))
         except Exception as exc:  # noqa: BLE001 - the failure record must never hide the real error
             logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
         try:

@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 FIRST = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
 STATE = "marts/hotel_booking_state"
 HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 
@@ -473,3 +474,27 @@ def test_on_the_books_reads_the_newest_booking_state_and_equals_a_replay_of_all_
     got = pq.read_table(hotel_lab.data / "marts/otb_by_stay_date/data.parquet")
     assert got.equals(replay)
     assert ("H2", dt.date(2026, 10, 4), 1, "70.00", 1) in otb(hotel_lab)  # T0 of H2 is not T0 of H1
+
+
+def test_a_reject_share_failure_of_hotel_staging_stops_applying_once_the_share_is_raised(hotel_lab, setting, capsys):
+    """[hotels] max_reject_share is part of the failure's identity, as [qsr]'s is for POS."""
+    import json
+
+    from tasks.cli import main
+
+    def shown() -> tuple[str, str]:
+        capsys.readouterr()
+        args = ["--dataset", "stg_hotel_bookings_daily", "--start", str(FIRST), "--stop", str(FIRST + DAY)]
+        assert main(["status", *args, "--json"]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        return row["state"], row["reason"]
+
+    path = hotel_lab.raw / "hotel_bookings" / str(FIRST) / "H1.csv"
+    path.write_text(path.read_text() + f"X0,H1,{FIRST}T13:00:00-04:00,CREATED,2026-10-01,2026-10-03,x,100.00,direct\n")
+    assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(FIRST)) == 30  # 1 of 3 rows: 33 % > 5 %
+    state, reason = shown()
+    assert state == "failed" and "1 of 3 rows rejected (33.3% > max_reject_share 5.0%)" in reason
+    setting("hotels", "max_reject_share", 0.5)
+    assert shown() == ("missing", "no partition")  # never built: the next run builds it
+    assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(FIRST)) == 0
+    assert shown() == ("ok", "")

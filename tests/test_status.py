@@ -191,3 +191,38 @@ def test_a_failure_still_applies_when_the_folder_gone_held_nothing_it_read(lab, 
     (lab.raw / "qsr_pos" / str(START + 2 * DAY)).rmdir()
     state, reason = status_json(capsys, START + DAY, START + 2 * DAY)[START + DAY]
     assert state == "failed" and reason.startswith(f"qsr_pos/{START + DAY}/S003.csv: column 'qty' appears")
+
+
+def test_a_reject_share_failure_stops_applying_once_the_share_is_raised(lab, qsr_setting, capsys):
+    """Audit item 6, second case: the limit a partition exceeded is part of its failure's identity."""
+    lab.qsr_days(START, 1, stores=("S001",))  # partition START: 2 lines of folder START, 2 of START+1
+    assert lab.range(START, START + DAY) == 0
+    path = lab.raw / "qsr_pos" / str(START) / "S001.csv"
+    path.write_text(path.read_text() + "Q,1,S001,2026-09-10T12:00:00-04:00,COLA,zero,1.00,,COMPLETED\n")
+    assert lab.range(START, START + DAY) == 30  # 1 of 5 rows rejected: 20 % > 5 %
+    state, reason = status_json(capsys, START, START + DAY)[START]
+    assert state == "failed" and "1 of 5 rows rejected (20.0% > max_reject_share 5.0%)" in reason
+
+    qsr_setting("max_reject_share", 0.5)
+    changed = ("stale", f"input changed: changed qsr_pos/{START}/S001.csv")  # what the next run builds
+    assert status_json(capsys, START, START + DAY) == {START: changed}
+    assert main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY)]) == 1
+    assert f"  run   {START}  stale: input changed: changed qsr_pos/{START}/S001.csv" in capsys.readouterr().out
+    qsr_setting("max_reject_share", 0.05)  # the limit of the failed attempt: its record applies again
+    assert status_json(capsys, START, START + DAY)[START][0] == "failed"
+
+    qsr_setting("max_reject_share", 0.5)
+    assert lab.range(START, START + DAY) == 0  # the run builds it, as status said
+    assert status_json(capsys, START, START + DAY) == {START: ("ok", "")}
+    manifest = json.loads((lab.partition(START) / "_manifest.json").read_text())
+    assert (manifest["row_count"], manifest["rejected_count"]) == (4, 1)
+
+
+def test_a_failure_the_reject_share_did_not_decide_still_applies_when_the_share_changes(lab, qsr_setting, capsys):
+    lab.qsr_days(START, 1)
+    lab.qsr_file(str(START), "S003", ["Q,1,S003,2026-09-10T12:00:00-04:00,COLA,1,1.00,,COMPLETED,1"], REPEATED_QTY)
+    assert lab.range(START, START + DAY) == 30
+    qsr_setting("max_reject_share", 0.5)
+    state, reason = status_json(capsys, START, START + DAY)[START]
+    assert state == "failed" and reason.startswith(f"qsr_pos/{START}/S003.csv: column 'qty' appears more than once")
+    assert lab.range(START, START + DAY) == 30  # and the run fails again, as status said

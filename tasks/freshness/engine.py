@@ -79,6 +79,7 @@ class Node(Protocol):
 
     def upstream(self) -> list[Node]: ...
     def upstream_version(self, manifest: dict | None) -> str | None: ...
+    def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
 
 
 @dataclass(frozen=True)

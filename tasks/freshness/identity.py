@@ -269,9 +269,10 @@ def describe_changes(manifest: dict, files: list[RawFile]) -> str:
 
 
 # -- failure records -------------------------------------------------------------------------------
-def attempt(engine, node) -> dict:
+def attempt(engine, node, decided_by: dict | None = None) -> dict:
     """The identity of a build attempt, recorded with its failure: rules, inputs (metadata, and the
-    content hashes of the files it read before failing) and upstream versions."""
+    content hashes of the files it read before failing), upstream versions, and the settings that
+    decided the failure without being rules (``decided_by``: the reject share a build exceeded)."""
     window = engine.window(node)
     zone = engine.zone(node)
     read = [] if window is None else window.read  # a folder gone mid-build: what it read is not known
@@ -280,19 +281,24 @@ def attempt(engine, node) -> dict:
         "inputs": [f"{f.relpath} {f.size} {f.mtime_ns}" for f in read],
         "input_hashes": {f.relpath: h for f in read if (h := zone.known_digest(f)) is not None},
         "upstream": engine.upstream_versions(node),
+        "decided_by": dict(decided_by or {}),
     }
 
 
 def failure_applies(engine, node, failure: dict) -> bool:
-    """Whether a failure record still describes the partition: same rules, same upstream versions,
-    and the raw files it can see now (those of the window's folders that are there) exactly the
-    attempt's, with the same content (hashed: a file fixed with its mtime kept is seen). A folder of
-    the window gone since takes the files it held out of sight, so the record stops applying (the
-    partition waits for the folder, as a run does), unless that folder held none the attempt read.
+    """Whether a failure record still describes the partition: same rules, same settings that decided
+    it (``decided_by``), same upstream versions, and the raw files it can see now (those of the
+    window's folders that are there) exactly the attempt's, with the same content (hashed: a file
+    fixed with its mtime kept is seen). A folder of the window gone since takes the files it held out
+    of sight, so the record stops applying (the partition waits for the folder, as a run does),
+    unless that folder held none the attempt read.
     A record written before identities were recorded always applies."""
     if "rules_fingerprint" not in failure:
         return True
     if failure["rules_fingerprint"] != node.rules_fingerprint():
+        return False
+    decided = failure.get("decided_by") or {}
+    if decided and any(node.acceptance_settings().get(k) != v for k, v in decided.items()):
         return False
     if failure.get("upstream") != engine.upstream_versions(node):
         return False
