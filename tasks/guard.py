@@ -1,10 +1,10 @@
 """Usage and configuration errors: one short message and exit 2, from every command.
 
-A mistake in how Daybreak is called or configured (an unknown task or dataset, a bad date, a reversed
-range, a ``raw_root`` that does not exist, an unknown or out-of-range setting) is not a failed
-partition: it gets one line on stderr, ``daybreak: error: ...``, and exit code 2 (argparse's code for
-a usage error), from ``luigi --module tasks ...`` and from ``daybreak ...`` alike (docs/operations.md,
-"Exit codes").
+A mistake in how Daybreak is called or configured (an unknown task or dataset, a bad date, a hotel not
+in config/hotels.csv or a malformed store id, a reversed range, a ``raw_root`` that does not exist, an
+unknown or out-of-range setting) is not a failed partition: it gets one line on stderr,
+``daybreak: error: ...``, and exit code 2 (argparse's code for a usage error), from
+``luigi --module tasks ...`` and from ``daybreak ...`` alike (docs/operations.md, "Exit codes").
 
 :class:`UsageError` is a :class:`SystemExit`: raised inside a task's ``complete()`` or ``requires()``
 it passes through Luigi's scheduling (which turns any ``Exception`` there into a logged scheduling

@@ -9,6 +9,7 @@ import luigi
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.freshness import engine as freshness
+from tasks.guard import fail, nearest
 from tasks.reference import hotels
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, is_store_file
@@ -18,6 +19,19 @@ SOURCE = "hotel_bookings"
 
 class UnknownHotelError(ValueError):
     """An extract whose hotel is not in config/hotels.csv: refused, never read."""
+
+
+class HotelParameter(luigi.Parameter):
+    """A hotel_id of config/hotels.csv. Any other value (``H9``; ``../x``, which would name a folder
+    outside the dataset) is a usage error when the task is made, before anything is checked or written:
+    one line and exit 2 (tasks/guard.py), from the command line, a config file or ``--of-params``."""
+
+    def normalize(self, x):
+        known = hotels()
+        if x not in known:
+            listed = ", ".join(known)
+            fail(f"--hotel {x!r}: not a hotel of config/hotels.csv{nearest(str(x), known)} (hotels: {listed})")
+        return x
 
 
 class StgHotelBookingsDaily(PartitionedTask):
@@ -145,7 +159,7 @@ class HotelOtbExport(SnapshotTask):
     stay_date, rooms_on_books, room_revenue, bookings). Rebuilt when OtbByStayDate changed.
     """
 
-    hotel = luigi.Parameter(description="hotel_id, one of config/hotels.csv")
+    hotel = HotelParameter(description="hotel_id, one of config/hotels.csv")
     dataset = "exports/otb"
 
     def dataset_path(self) -> str:
@@ -332,7 +346,7 @@ class HotelPickup(PartitionedTask):
     hotel rebuilds only that hotel's pickups.
     """
 
-    hotel = luigi.Parameter(description="hotel_id, one of config/hotels.csv")
+    hotel = HotelParameter(description="hotel_id, one of config/hotels.csv")
     dataset = "marts/hotel_pickup"
 
     def dataset_path(self) -> str:

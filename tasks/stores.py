@@ -12,6 +12,7 @@ import luigi
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, luigi_engine, newest_raw_date
+from tasks.guard import fail
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.storage.partitions import atomic_write_text, exclusive
 from tasks.storage.rawzone import RawFile, RawZone, is_store_file
@@ -140,13 +141,24 @@ class DiscoverStores(luigi.Task):
         logger.info("DiscoverStores: %d stores, %d new: %s", len(found), len(new), ", ".join(sorted(new)))
 
 
+class StoreIdParameter(luigi.Parameter):
+    """A store id of the contract's pattern (the stem of its files, ``qsr_pos/<date>/<store_id>.csv``).
+    Any other value (``../../x``, which would name a folder outside the dataset) is a usage error when
+    the task is made, before anything is checked or written: one line and exit 2 (tasks/guard.py)."""
+
+    def normalize(self, x):
+        if not isinstance(x, str) or not is_store_file(f"{x}.csv"):
+            fail(f"--store-id {x!r}: not a store id; a store id matches ^[A-Z0-9][A-Z0-9_-]{{0,31}}$ (e.g. S001)")
+        return x
+
+
 class StoreDailySales(SnapshotTask):
     """store_daily_sales: one row per business date for one store (net sales, orders, suspicious lines),
     over every stg_qsr_pos partition built so far. A static partition per registered store at
     ``marts/store_daily_sales/store_id=S/``; stale when that store's slice of a staging partition
     changed (per-store versions in the staging manifests), so a late file rebuilds one store only."""
 
-    store_id = luigi.Parameter(description="A store from the registry (data/_state/stores.json)")
+    store_id = StoreIdParameter(description="A store from the registry (data/_state/stores.json)")
     dataset = "marts/store_daily_sales"
 
     def dataset_path(self) -> str:

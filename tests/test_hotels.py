@@ -163,10 +163,18 @@ def test_a_hotel_export_as_parquet_and_csv_follows_on_the_books(hotel_lab):
 
 @pytest.mark.parametrize("hotel", ["H9", "../../etc", "H1/../H2"])
 def test_an_export_for_an_unknown_or_escaping_hotel_is_refused(hotel_lab, hotel):
-    from tasks.hotels import HotelOtbExport, UnknownHotelError
+    """Refused when the task is made (a usage error, exit 2: tests/test_usage_errors.py), so no path is
+    ever made of the value."""
+    import re
 
-    with pytest.raises(UnknownHotelError, match="is not in config/hotels.csv"):
-        HotelOtbExport(hotel=hotel).store()
+    from tasks.guard import UsageError
+    from tasks.hotels import HotelOtbExport, HotelPickup
+
+    refused = re.escape(f"--hotel {hotel!r}: not a hotel of config/hotels.csv")
+    with pytest.raises(UsageError, match=refused):
+        HotelOtbExport(hotel=hotel)
+    with pytest.raises(UsageError, match=refused):
+        HotelPickup(date=FIRST, hotel=hotel)
 
 
 def pickups(lab) -> dict:

@@ -250,6 +250,41 @@ def test_status_into_a_closed_pipe_ends_quietly(lab):
     assert "BrokenPipeError" not in err and "Traceback" not in err, err
 
 
+# -- audit item 7: a hotel or store id that is not one ---------------------------------------------------
+
+HOTELS = "(hotels: H1, H2, H3, H4, H5)"  # config/hotels.csv
+STORE_ID = "a store id matches ^[A-Z0-9][A-Z0-9_-]{0,31}$ (e.g. S001)"  # the contract, section 2
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("HotelOtbExport", "--hotel", "H9"), f"--hotel 'H9': not a hotel of config/hotels.csv {HOTELS}"),
+        (("HotelOtbExport", "--hotel", "../x"), f"--hotel '../x': not a hotel of config/hotels.csv {HOTELS}"),
+        (("HotelOtbExport", "--hotel", "/etc"), f"--hotel '/etc': not a hotel of config/hotels.csv {HOTELS}"),
+        (
+            ("HotelPickup", "--hotel", "../x", "--date", str(START)),
+            f"--hotel '../x': not a hotel of config/hotels.csv {HOTELS}",
+        ),
+        (
+            ("RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H1/../H9"}')
+            + ("--start", str(START), "--stop", str(START + DAY)),
+            f"--hotel 'H1/../H9': not a hotel of config/hotels.csv {HOTELS}",
+        ),
+        (("StoreDailySales", "--store-id", "../../x"), f"--store-id '../../x': not a store id; {STORE_ID}"),
+        (("StoreDailySales", "--store-id", "s001"), f"--store-id 's001': not a store id; {STORE_ID}"),
+    ],
+)
+def test_an_unknown_hotel_or_a_malformed_store_id_is_one_line_and_exit_2(lab, args, expected):
+    lab.qsr_days(START, 1)
+    cron = folder_cfg(lab)
+    before = sorted(lab.root.rglob("*"))
+    proc = run(cron, *args)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [f"daybreak: error: {expected}"]  # one line, no traceback
+    assert sorted(lab.root.rglob("*")) == before  # nothing written: no data root, no folder anywhere
+
+
 # -- item 14: a long failure reason -------------------------------------------------------------------
 
 
