@@ -143,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="ok / stale / missing / waiting / failed per dataset and day")
     p.add_argument("--dataset", choices=STATUS_NAMES)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
-    p.add_argument("--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder)")
+    p.add_argument(
+        "--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder of any source)"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML grid to FILE")
     p.set_defaults(func=cmd_status)
@@ -183,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dataset", choices=catalogue.names("date", "date x hotel"))
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
-    p.add_argument("--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder)")
+    p.add_argument(
+        "--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder of any source)"
+    )
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(

@@ -226,3 +226,98 @@ def test_a_failure_the_reject_share_did_not_decide_still_applies_when_the_share_
     state, reason = status_json(capsys, START, START + DAY)[START]
     assert state == "failed" and reason.startswith(f"qsr_pos/{START}/S003.csv: column 'qty' appears more than once")
     assert lab.range(START, START + DAY) == 30  # and the run fails again, as status said
+
+
+# -- the default --stop: the day after the newest raw folder of any source (audit item 3) -----------------
+
+HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
+
+
+def hotel_extracts(lab, first: dt.date, days: int) -> None:
+    """Extract folders first .. first+days-1, one H1 booking each (H1 is Toronto: folder = local date)."""
+    for k in range(days):
+        day = first + k * DAY
+        path = lab.raw / "hotel_bookings" / day.isoformat() / "H1.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        row = f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"
+        path.write_text(f"{HOTEL_HEADER}\n{row}\n")
+
+
+def dates_by_dataset(out: str) -> dict[str, list[str]]:
+    dates: dict[str, list[str]] = {}
+    for row in json.loads(out):
+        if row["date"] is not None:
+            dates.setdefault(row["dataset"], []).append(row["date"])
+    return dates
+
+
+def test_status_runs_to_the_newest_folder_of_any_source_when_pos_is_behind(lab, setting, capsys):
+    """POS folders 09-10 .. 09-11, ad exports .. 09-13, hotel extracts .. 09-15 (the POS drop is late):
+    every dataset's bar runs to 09-15, the day before the default --stop, and the hotel days are shown."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 1)
+    for export in (START + DAY, START + 2 * DAY, START + 3 * DAY):
+        lab.ads_export(export, START)
+    hotel_extracts(lab, START, 6)
+    assert lab.range(START, START + 6 * DAY, of="StgHotelBookingsDaily") == 0
+
+    assert main(["status", "--json"]) == 0
+    out = capsys.readouterr().out
+    six_days = [str(START + k * DAY) for k in range(6)]  # 09-10 .. 09-15
+    dates = dates_by_dataset(out)
+    assert set(dates) == set(status.DATASETS) | set(status.MULTI)
+    assert all(days == six_days for days in dates.values()), dates
+    hotel = {r["date"]: r["state"] for r in json.loads(out) if r["dataset"] == "stg_hotel_bookings_daily"}
+    assert hotel == dict.fromkeys(six_days, "ok")  # 09-12 .. 09-15 were not shown before
+    pos = {r["date"]: (r["state"], r["reason"]) for r in json.loads(out) if r["dataset"] == "stg_qsr_pos"}
+    assert pos["2026-09-15"] == ("waiting", "raw folder missing: qsr_pos/2026-09-15, qsr_pos/2026-09-16")
+
+    assert main(["status", "--dataset", "stg_hotel_bookings_daily"]) == 0
+    assert "stg_hotel_bookings_daily  2026-09-10 .. 2026-09-15\n  ######\n  6 ok" in capsys.readouterr().out
+
+
+def test_status_of_a_zone_of_ad_exports_only_shows_their_days(lab, capsys):
+    """No POS folder at all, exports 09-02 and 09-03 (audit item 3's zone): ads_daily 09-01 and 09-02
+    can be built and show, up to 09-03 (waiting for export 09-04)."""
+    for export in (dt.date(2026, 9, 2), dt.date(2026, 9, 3)):
+        lab.ads_export(export, dt.date(2026, 9, 1))
+    assert main(["status", "--dataset", "ads_daily", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["date"], r["state"]) for r in rows] == [
+        ("2026-09-01", "missing"),
+        ("2026-09-02", "missing"),
+        ("2026-09-03", "waiting"),
+    ]
+
+
+def test_verify_by_default_finds_a_change_in_a_hotel_extract_after_the_newest_pos_folder(lab, setting, capsys):
+    """A hotel extract of 09-14, after the newest POS folder (09-11), changed in place: same size, its
+    mtime set back. Plain `daybreak verify` finds it, marks the partition stale, and the next run
+    rebuilds that partition alone."""
+    import os
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 1)
+    hotel_extracts(lab, START, 6)
+    assert lab.range(START, START + 6 * DAY, of="StgHotelBookingsDaily") == 0
+    assert main(["verify"]) == 0
+    capsys.readouterr()
+
+    path = lab.raw / "hotel_bookings" / "2026-09-14" / "H1.csv"
+    before = path.stat()
+    path.write_bytes(path.read_bytes().replace(b",100.00,", b",900.00,"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert lab.range(START, START + 6 * DAY, of="StgHotelBookingsDaily") == 0  # metadata alone: unchanged
+
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "MISMATCH raw hotel_bookings/2026-09-14/H1.csv: content differs from the one the partition was built from\n"
+        "  stale now: staging/hotel_bookings_daily 2026-09-14\n"
+    ) in out
+    assert "verified 6 partitions" in out and "; 1 mismatches" in out  # 09-10 .. 09-15
+    rebuilt = lab.rebuilt_by(
+        lambda: lab.range(START, START + 6 * DAY, of="StgHotelBookingsDaily"), "staging/hotel_bookings_daily"
+    )
+    assert rebuilt == {dt.date(2026, 9, 14)}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 STORE_FILE_PATTERN = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}\.csv")  # <store_id>.csv, matched whole
+SOURCES = ("qsr_pos", "hotel_bookings", "ads")  # the raw zone's source folders (contract, section 1)
 
 
 SYMLINK = "a symbolic link (never followed)"

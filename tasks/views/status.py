@@ -166,12 +166,15 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
 
 
 def default_stop() -> dt.date:
-    """The day after the newest raw folder of any source (so its partition shows as waiting or done)."""
-    from tasks.storage.rawzone import RawZone
+    """The day after the newest raw folder of any source (qsr_pos, hotel_bookings, ads), so that its
+    partitions show as waiting or done. One stop for every dataset, not one per source: the bars share
+    one axis, and a source whose drop is late shows its last days as waiting instead of leaving them out
+    (docs/operations.md, "The status view")."""
+    from tasks.storage.rawzone import SOURCES, RawZone
 
     zone = RawZone.from_uri(settings.raw_root())
-    newest = newest_raw_date(zone, "qsr_pos")
-    return (newest or settings.daybreak().start_date) + dt.timedelta(days=1)
+    newest = [d for d in (newest_raw_date(zone, source) for source in SOURCES) if d is not None]
+    return (max(newest) if newest else settings.daybreak().start_date) + dt.timedelta(days=1)
 
 
 def shorten(reason: str, width: int = 300) -> str:
