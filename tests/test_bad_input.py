@@ -15,6 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIRST = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
 HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 
 
@@ -365,6 +366,35 @@ def test_a_symbolic_link_is_never_followed_out_of_the_raw_zone(lab, tmp_path):
     os.symlink(outside / "2026-09-10" / "S001.csv", lab.raw / listed.relpath)
     with pytest.raises(RawFileUnreadable, match="qsr_pos/2026-09-11/S001.csv: became a symbolic link"):
         zone.read_bytes(listed)
+
+
+@pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
+def test_only_a_real_folder_named_yyyy_mm_dd_is_an_export_folder(lab, zone_kind, setting, tmp_path, capsys):
+    """Folders 09-10 and 09-11, beside `20260930/` and `2026-W40-1/` (dates to Python's fromisoformat),
+    a file named `2026-09-29` and a symbolic link `2026-09-28`: the newest export folder is 09-11, for
+    the raw zone (local and over SFTP) and for the default --stop of `daybreak status`."""
+    from tasks import settings
+    from tasks.cli import main
+    from tasks.storage.rawzone import RawZone
+
+    setting("daybreak", "start_date", FIRST)
+    lab.qsr_days(FIRST, 1)
+    pos = lab.raw / "qsr_pos"
+    for name in ("20260930", "2026-W40-1"):
+        (pos / name).mkdir()
+    (pos / "2026-09-29").write_text("a file, not a folder\n")
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", pos / "2026-09-28")
+    os.symlink(pos, lab.raw / "ads")  # a linked source folder: none of its folders counts
+    zone = RawZone.from_uri(settings.raw_root())
+    try:
+        assert zone.newest_folder_date("qsr_pos") == FIRST + DAY
+        assert sorted(zone.list_folders("qsr_pos")) == [str(FIRST), str(FIRST + DAY)]
+        assert zone.newest_folder_date("ads") is None and zone.list_folders("ads") == {}
+    finally:
+        zone.close()
+    assert main(["status", "--dataset", "stg_qsr_pos", "--json"]) == 0
+    assert [r["date"] for r in json.loads(capsys.readouterr().out)] == [str(FIRST), str(FIRST + DAY)]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to list as nobody")

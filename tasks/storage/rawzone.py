@@ -26,6 +26,9 @@ SYMLINK = "a symbolic link (never followed)"
 NOT_REGULAR = "not a regular file"
 UNREADABLE = "not readable by the pipeline's user"
 
+# What an entry of the raw zone is, as a listing tells it without following links
+FOLDER, LINK, OTHER = "folder", "link", "other"
+
 
 class Refused(NamedTuple):
     """An entry of a raw folder that is not read, and why."""
@@ -153,29 +156,38 @@ class RawZone:
         return None if entries is None else [RawFile(f"{rel}/{n}", size, mtime) for n, size, mtime in entries]
 
     def newest_folder_date(self, source: str) -> dt.date | None:
-        """Latest folder date of a source, or None when it has no dated folder (or the source folder is a
-        symbolic link: never followed, as :meth:`scan_folder_all`). Only real folders count, as in
-        :meth:`list_folders`: not a file or a symbolic link named like a date."""
-        if (self.root / source).is_symlink():
-            return None
-        try:
-            entries = list(os.scandir(self.root / source))
-        except FileNotFoundError:
-            return None
-        dates = []
-        for entry in entries:
-            try:
-                date = dt.date.fromisoformat(entry.name)
-            except ValueError:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                dates.append(date)
+        """Latest date of a source's export folders, or None when it has none. Only what
+        :meth:`scan_folder_all` reads counts: a real folder named YYYY-MM-DD, not a symbolic link, not a
+        file named like a date; and nothing when the source folder itself is a link (never followed)."""
+        _, entries = self._source_listing(source)
+        dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
         return max(dates, default=None)
+
+    def _source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
+        """(what ``<source>`` is: FOLDER, LINK, OTHER, or None when absent; the (name, kind) of each of its
+        entries when it is a real folder). The kinds come from the listing itself (no stat per entry)."""
+        path = self.root / source
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return None, []
+        except OSError as exc:  # ENOTDIR (or ELOOP): a symbolic link, or a file
+            if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            return (LINK if os.path.islink(path) else OTHER), []
+        try:
+            with os.scandir(fd) as listing:  # the open folder: a link swapped in since is not followed
+                return FOLDER, [(e.name, _entry_kind(e)) for e in listing]
+        finally:
+            os.close(fd)
 
     def list_folders(self, source: str) -> dict[str, int]:
         """{folder name: mtime_ns} of a source's dated folders, from one listing of the source folder. A
-        folder's mtime changes when a file is added to, removed from or renamed into it."""
+        folder's mtime changes when a file is added to, removed from or renamed into it. Empty when the
+        source folder is a symbolic link (never followed)."""
         try:
+            if not stat.S_ISDIR(os.lstat(self.root / source).st_mode):
+                return {}
             entries = list(os.scandir(self.root / source))
         except FileNotFoundError:
             return {}
@@ -233,13 +245,28 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_DATE_NAME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
 def is_date_name(name: str) -> bool:
-    """A folder name that is an ISO date (YYYY-MM-DD): an export folder."""
+    """A folder name that is a date spelled YYYY-MM-DD: an export folder. (``date.fromisoformat`` alone
+    also takes ``20260922`` and ``2026-W39-2`` since Python 3.11: folders no partition reads.)"""
+    if _DATE_NAME.fullmatch(name) is None:
+        return False
     try:
         dt.date.fromisoformat(name)
-    except ValueError:
+    except ValueError:  # 2026-02-30
         return False
     return True
+
+
+def mode_kind(mode: int) -> str:
+    """FOLDER, LINK or OTHER, from an lstat mode."""
+    return LINK if stat.S_ISLNK(mode) else FOLDER if stat.S_ISDIR(mode) else OTHER
+
+
+def _entry_kind(entry: os.DirEntry) -> str:
+    return LINK if entry.is_symlink() else FOLDER if entry.is_dir(follow_symlinks=False) else OTHER
 
 
 def is_store_file(name: str) -> bool:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import paramiko
 
 from tasks.storage.rawzone import (
+    FOLDER,
     NOT_REGULAR,
     SYMLINK,
     UNREADABLE,
@@ -30,6 +31,7 @@ from tasks.storage.rawzone import (
     RawZone,
     Refused,
     is_date_name,
+    mode_kind,
 )
 
 logger = logging.getLogger("luigi-interface")
@@ -135,26 +137,29 @@ class SftpRawZone(RawZone):
             self._real[path] = True
         return stat.S_ISDIR(mode)
 
-    def newest_folder_date(self, source: str) -> dt.date | None:
-        """Latest folder date of a source (None for a source folder that is a symbolic link, as locally);
-        only real folders count (OpenSSH lists with lstat: a symbolic link shows as one)."""
+    def _source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
+        """As :meth:`RawZone._source_listing`: the source folder's lstat, then its listing (OpenSSH lists
+        with lstat, so a link shows as one)."""
         path = f"{self.base}/{source}"
-        if not self._call(lambda sftp: self._real_folder(sftp, path, once=True)):
-            return None
-        attrs = self._call(lambda sftp: _listdir_attr(sftp, path)) or []
-        dates = []
-        for a in attrs:
+
+        def listing(sftp: paramiko.SFTPClient):
             try:
-                date = dt.date.fromisoformat(a.filename)
-            except ValueError:
-                continue
-            if stat.S_ISDIR(a.st_mode or 0):
-                dates.append(date)
-        return max(dates, default=None)
+                kind = mode_kind(sftp.lstat(path).st_mode or 0)
+            except FileNotFoundError:
+                return None, []
+            if kind != FOLDER:
+                return kind, []
+            return kind, [(a.filename, mode_kind(a.st_mode or 0)) for a in _listdir_attr(sftp, path) or []]
+
+        return self._call(listing)
 
     def list_folders(self, source: str) -> dict[str, int]:
-        """{folder name: mtime_ns} of a source's dated folders (SFTP gives whole-second mtimes)."""
-        attrs = self._call(lambda sftp: _listdir_attr(sftp, f"{self.base}/{source}")) or []
+        """{folder name: mtime_ns} of a source's dated folders (SFTP gives whole-second mtimes); empty when
+        the source folder is a symbolic link, as locally."""
+        path = f"{self.base}/{source}"
+        if not self._call(lambda sftp: self._real_folder(sftp, path, once=True)):
+            return {}
+        attrs = self._call(lambda sftp: _listdir_attr(sftp, path)) or []
         return {
             a.filename: int(a.st_mtime) * 10**9
             for a in attrs
