@@ -55,7 +55,11 @@ class RawFolderTarget(luigi.Target):
         self.zone, self.source, self.date = zone, source, date
 
     def exists(self) -> bool:
-        return self.zone.folder_exists(self.source, self.date)
+        if self.zone.folder_exists(self.source, self.date):
+            return True
+        # there but not read (a symbolic link, a file, a linked source folder): named in a warning, once
+        luigi_engine().source_unread(self.zone, self.source)
+        return False
 
     def __repr__(self) -> str:
         return f"RawFolderTarget({self.zone.describe()}/{self.zone.folder_relpath(self.source, self.date)})"

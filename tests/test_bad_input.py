@@ -394,7 +394,118 @@ def test_only_a_real_folder_named_yyyy_mm_dd_is_an_export_folder(lab, zone_kind,
     finally:
         zone.close()
     assert main(["status", "--dataset", "stg_qsr_pos", "--json"]) == 0
-    assert [r["date"] for r in json.loads(capsys.readouterr().out)] == [str(FIRST), str(FIRST + DAY)]
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["date"] for r in rows if r["dataset"] == "stg_qsr_pos"] == [str(FIRST), str(FIRST + DAY)]
+
+
+SOURCE_LEVEL = "not read by any partition"
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
+@pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
+def test_entries_of_a_source_folder_that_no_partition_reads_are_named_in_the_log_and_status(
+    lab, zone_kind, setting, caplog, capsys
+):
+    """A date folder that is a symbolic link, folders whose names are not YYYY-MM-DD, a file beside the
+    date folders and a file named like a date (audit item 4): none is read, and each is named with its
+    reason in the run's log and in `daybreak status` (text and JSON), the same locally and over SFTP."""
+    from tasks.cli import main
+
+    day = dt.date(2026, 9, 20)
+    setting("daybreak", "start_date", day)
+    lab.qsr_days(day, 3)  # folders 09-20 .. 09-23
+    pos = lab.raw / "qsr_pos"
+    store_file = pos / "2026-09-22" / "S001.csv"
+    outside = lab.root / "elsewhere" / "2026-09-24"
+    outside.mkdir(parents=True)
+    shutil.copy(store_file, outside / "S001.csv")
+    os.symlink(outside, pos / "2026-09-24")
+    for name, store in (("20260922", "S005"), ("2026-9-22", "S006")):
+        (pos / name).mkdir()
+        shutil.copy(store_file, pos / name / f"{store}.csv")
+    shutil.copy(store_file, pos / "S007.csv")
+    (pos / "2026-09-30").write_text("a file, not a folder\n")
+    shown = [
+        "qsr_pos/2026-09-24 (a symbolic link (never followed))",
+        "qsr_pos/2026-09-30 (not a folder)",
+        "qsr_pos/2026-9-22 (not a YYYY-MM-DD folder name)",
+        "qsr_pos/20260922 (not a YYYY-MM-DD folder name)",
+        "qsr_pos/S007.csv (not a YYYY-MM-DD folder name)",
+    ]
+    linked = "raw folder missing: qsr_pos/2026-09-24 (a symbolic link (never followed))"
+
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.range(day, day + 4 * DAY) == 20  # 09-23 waits for folder 09-24: a link, not read
+    named = [w for w in warnings_of(caplog) if SOURCE_LEVEL in w]
+    assert len(named) == 1, named  # once in the run, not once per date
+    assert named[0].endswith(f": 5 entries {SOURCE_LEVEL}: " + "; ".join(shown))
+    summary = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("summary of this run"))
+    assert "qsr_pos/2026-09-24 is a symbolic link (never followed)): " in summary  # not "(not there yet)"
+    assert sorted(read(lab, "staging/qsr_pos/*/*.parquet", "distinct store_id")) == [("S001",), ("S002",)]
+    assert sorted(p.name for p in (lab.data / "staging" / "qsr_pos").iterdir()) == [
+        f"business_date=2026-09-{d}" for d in (20, 21, 22)
+    ]
+
+    assert main(["status", "--dataset", "stg_qsr_pos", "--json"]) == 0  # the default --stop: 09-24
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0] == {
+        "dataset": "raw_zone",
+        "date": None,
+        "state": "not_read",
+        "reason": "5 entries of the raw zone not read by any partition",
+        "rows": None,
+        "duration_s": None,
+        "not_read": shown,
+    }
+    # the link, the file named 2026-09-30 and 20260922 (a date to Python) do not stretch the range
+    assert [(r["date"], r["state"]) for r in rows[1:]] == [
+        ("2026-09-20", "ok"),
+        ("2026-09-21", "ok"),
+        ("2026-09-22", "ok"),
+        ("2026-09-23", "waiting"),
+    ]
+    assert rows[-1]["reason"] == linked
+    assert main(["status", "--dataset", "stg_qsr_pos"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:7] == ["5 entries of the raw zone not read by any partition:", *(f"  {e}" for e in shown)]
+    assert lines[7:10] == ["stg_qsr_pos  2026-09-20 .. 2026-09-23", "  ###w", "  3 ok, 1 waiting"]
+    assert f"  2026-09-23 waiting: {linked}" in lines
+    assert not [w for w in warnings_of(caplog) if SOURCE_LEVEL in w][1:]  # the view shows them, says nothing
+
+
+@pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
+def test_a_linked_source_folder_is_named_in_the_log_and_status_as_not_read(lab, zone_kind, caplog, capsys):
+    """``raw/qsr_pos -> elsewhere``: a source folder that is a symbolic link is not read (its folders read
+    as absent), and the link is named, in the run's log and in status, locally and over SFTP."""
+    from tasks.cli import main
+
+    lab.qsr_days(FIRST, 1)
+    (lab.root / "elsewhere").mkdir()
+    shutil.move(lab.raw / "qsr_pos", lab.root / "elsewhere" / "qsr_pos")
+    os.symlink(lab.root / "elsewhere" / "qsr_pos", lab.raw / "qsr_pos")
+    with caplog.at_level("WARNING", logger="luigi-interface"):
+        assert lab.luigi("StgQsrPos", "--date", str(FIRST)) == 20
+    assert [w for w in warnings_of(caplog) if SOURCE_LEVEL in w][0].endswith(
+        f": 1 entry {SOURCE_LEVEL}: qsr_pos (a symbolic link (never followed))"
+    )
+    assert not (lab.data / "staging" / "qsr_pos").exists()
+
+    span = ["--start", str(FIRST), "--stop", str(FIRST + DAY)]
+    assert main(["status", "--dataset", "stg_qsr_pos", *span, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["dataset"], r["state"], r["not_read"]) for r in rows] == [
+        ("raw_zone", "not_read", ["qsr_pos (a symbolic link (never followed))"]),
+        ("stg_qsr_pos", "waiting", []),
+    ]
+    assert rows[1]["reason"] == (
+        "raw folder missing: qsr_pos/2026-09-10 (qsr_pos: a symbolic link (never followed)), "
+        "qsr_pos/2026-09-11 (qsr_pos: a symbolic link (never followed))"
+    )
+    assert main(["status", "--dataset", "stg_qsr_pos", *span, "--html", str(lab.root / "s.html")]) == 0
+    assert "<li>qsr_pos (a symbolic link (never followed))</li>" in (lab.root / "s.html").read_text()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to list as nobody")

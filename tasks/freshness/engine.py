@@ -37,9 +37,11 @@ whole chain below it. The memo stays correct because
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import weakref
 from collections.abc import Callable, Generator, Hashable
@@ -51,9 +53,10 @@ from tasks.freshness import identity
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
 from tasks.storage.partitions import MANIFEST, PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone
+from tasks.storage.rawzone import RawFile, RawZone, Refused
 
 Entries = list[tuple[str, int, int]]  # (name, size, mtime_ns) of the files of one raw folder
+logger = logging.getLogger("luigi-interface")
 
 
 class Node(Protocol):
@@ -177,6 +180,7 @@ class Engine:
         self.flush()
         self.passes += 1
         self.raw: dict[tuple, Entries | None] = {}
+        self.sources: dict[tuple[str, str], list[Refused]] = {}  # (zone, source) -> entries no partition reads
         self.listed: dict[Path, set[dt.date]] = {}
         self.manifests: dict[tuple, tuple[tuple | None, dict | None]] = {}
         self.summaries: dict[tuple, tuple[tuple | None, dict | None]] = {}
@@ -195,8 +199,9 @@ class Engine:
         readers = {k: {r for r in v if r in ok} for k, v in self._readers.items() if k in ok}
         at = {k: {t for t in v if t in ok} for k, v in self._at.items()}
         stamps = {k: v for k, v in self._stamps.items() if k in ok}
+        sources = self.sources  # the run's listing of its source folders: reported once, not per task
         self.new_pass()
-        self.states, self._readers, self._at, self._stamps = ok, readers, at, stamps
+        self.states, self._readers, self._at, self._stamps, self.sources = ok, readers, at, stamps, sources
 
     def flush(self) -> None:
         """Keep the manifest summaries this process learned (:mod:`tasks.freshness.summaries`) for the next
@@ -249,11 +254,34 @@ class Engine:
 
     def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> tuple[Entries, list] | None:
         """``zone.scan_folder_all`` of one folder (files read, entries refused), scanned once per pass
-        even when two partitions read it; None when the folder does not exist."""
+        even when two partitions read it; None when the folder does not exist. The first folder of a
+        source in a pass also lists the source folder once (:meth:`source_unread`)."""
         key = (zone.describe(), source, date)
         if key not in self.raw:
             self.raw[key] = zone.scan_folder_all(source, date)
+            if (key[0], source) not in self.sources:
+                self.source_unread(zone, source)
         return self.raw[key]
+
+    def source_unread(self, zone: RawZone, source: str) -> list[Refused]:
+        """The entries of ``<source>/`` that no partition reads (a symbolic link, a name that is not
+        YYYY-MM-DD, a file named like a date; or the source folder itself, a link), listed once per
+        pass and named in a warning once per process (:func:`report_unread`)."""
+        key = (zone.describe(), source)
+        if key not in self.sources:
+            self.sources[key] = zone.source_unread(source)
+            report_unread(key[0], self.sources[key])
+        return self.sources[key]
+
+    def unread_listed(self) -> list[Refused]:
+        """Every entry no partition reads of the source folders listed in this pass, by path."""
+        return sorted(r for unread in self.sources.values() for r in unread)
+
+    def absent_because(self, zone: RawZone, source: str, date: dt.date) -> Refused | None:
+        """Why a raw folder that a partition needs reads as absent although an entry is there: itself,
+        or its source folder, is one that is not read (a symbolic link, a file); None: it is not there."""
+        folder = zone.folder_relpath(source, date)
+        return next((r for r in self.source_unread(zone, source) if r.name in (folder, source)), None)
 
     def list_dataset(self, store: PartitionStore) -> None:
         """List the dataset folder once, so that an absent partition costs no file lookup."""
@@ -488,8 +516,51 @@ class Engine:
         if blocked.root is None:
             return ""
         if blocked.root.task_id == node.task_id:
-            return "raw folder missing: " + ", ".join(f"{s}/{d}" for s, d in self.missing_folders(node))
+            zone = self.zone(node)
+            return "raw folder missing: " + ", ".join(
+                f"{s}/{d}" + absent_note(f"{s}/{d}", self.absent_because(zone, s, d))
+                for s, d in self.missing_folders(node)
+            )
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
+
+
+def absent_note(folder: str, why: Refused | None) -> str:
+    """`` (a symbolic link (never followed))`` after a needed folder that is there but not read;
+    `` (qsr_pos: ...)`` when its source folder is the cause; '' when it is just not there."""
+    if why is None:
+        return ""
+    return f" ({why.reason})" if why.name == folder else f" ({why.name}: {why.reason})"
+
+
+_reported: set[tuple] = set()  # (zone, entries) already named in a warning by this process
+_quiet = 0
+
+
+def report_unread(zone: str, unread: list[Refused]) -> None:
+    """A warning in the run's log naming the entries of a source folder that no partition reads, once
+    per process (a forked worker inherits what its run reported); never inside :func:`quiet`."""
+    key = (zone, tuple(unread))
+    if not unread or _quiet or key in _reported:
+        return
+    _reported.add(key)
+    logger.warning(
+        "raw zone %s: %d %s not read by any partition: %s",
+        zone,
+        len(unread),
+        "entry" if len(unread) == 1 else "entries",
+        "; ".join(f"{r.name} ({r.reason})" for r in unread),
+    )
+
+
+@contextlib.contextmanager
+def quiet():
+    """No warning of :func:`report_unread` meanwhile: the status view shows the entries itself."""
+    global _quiet
+    _quiet += 1
+    try:
+        yield
+    finally:
+        _quiet -= 1
 
 
 def _read_manifest(path: Path, known: tuple | None) -> tuple[tuple | None, dict | None]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import hashlib
-import logging
 import os
 import re
 import stat
@@ -25,13 +24,16 @@ SOURCES = ("qsr_pos", "hotel_bookings", "ads")  # the raw zone's source folders 
 SYMLINK = "a symbolic link (never followed)"
 NOT_REGULAR = "not a regular file"
 UNREADABLE = "not readable by the pipeline's user"
+NOT_A_FOLDER = "not a folder"  # an entry named like an export folder, or a source, that is a file
+NOT_A_DATE_NAME = "not a YYYY-MM-DD folder name"  # an entry of a source folder no partition reads
 
 # What an entry of the raw zone is, as a listing tells it without following links
 FOLDER, LINK, OTHER = "folder", "link", "other"
 
 
 class Refused(NamedTuple):
-    """An entry of a raw folder that is not read, and why."""
+    """An entry of the raw zone that is not read, and why: by its name in its export folder
+    (:meth:`RawZone.scan_folder_all`), or by its path below the root (:meth:`RawZone.source_unread`)."""
 
     name: str
     reason: str
@@ -41,12 +43,11 @@ class RawFileUnreadable(RuntimeError):
     """A listed raw file that could not be opened (permissions, or replaced by a symbolic link)."""
 
 
-def _not_followed(path: str, exc: OSError) -> None:
+def _raise_unless_linked(exc: OSError) -> None:
+    """An ``O_NOFOLLOW`` open of a folder that failed on a symbolic link (ELOOP on some systems; Linux
+    says ENOTDIR, caught before): nothing to read, reported by :meth:`RawZone.source_unread`."""
     if exc.errno != errno.ELOOP:
         raise exc
-    logging.getLogger("luigi-interface").warning(
-        "%s is a symbolic link: never followed out of the raw zone; its files are not read", path
-    )
 
 
 class RawFile(NamedTuple):
@@ -114,15 +115,15 @@ class RawZone:
             top = os.open(self.root / source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except OSError as exc:  # ELOOP: a symbolic link
-            _not_followed(f"{self.root / source}", exc)
+        except OSError as exc:
+            _raise_unless_linked(exc)
             return None
         try:
             fd = os.open(date.isoformat(), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
-            _not_followed(f"{self.root / self.folder_relpath(source, date)}", exc)
+            _raise_unless_linked(exc)
             return None
         finally:
             os.close(top)
@@ -162,6 +163,11 @@ class RawZone:
         _, entries = self._source_listing(source)
         dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
         return max(dates, default=None)
+
+    def source_unread(self, source: str) -> list[Refused]:
+        """Every entry of ``<source>/`` that no partition reads, by its path below the root, with the reason
+        (:func:`unread_in_source`): one listing of the source folder's top level."""
+        return unread_in_source(source, *self._source_listing(source))
 
     def _source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
         """(what ``<source>`` is: FOLDER, LINK, OTHER, or None when absent; the (name, kind) of each of its
@@ -267,6 +273,26 @@ def mode_kind(mode: int) -> str:
 
 def _entry_kind(entry: os.DirEntry) -> str:
     return LINK if entry.is_symlink() else FOLDER if entry.is_dir(follow_symlinks=False) else OTHER
+
+
+def unread_in_source(source: str, kind: str | None, entries: list[tuple[str, str]]) -> list[Refused]:
+    """The entries of a source folder that no partition reads, by path below the root, with the reason;
+    the same for a local and an SFTP raw zone. A partition reads only ``<source>/<YYYY-MM-DD>/``, a real
+    folder: a symbolic link is never followed (whatever its name), any other name is not read, nor is
+    a file named like a date. A source folder that is itself a link, or a file, is the one entry."""
+    if kind is None:
+        return []
+    if kind != FOLDER:
+        return [Refused(source, SYMLINK if kind == LINK else NOT_A_FOLDER)]
+    unread = []
+    for name, entry in entries:
+        if entry == LINK:
+            unread.append(Refused(f"{source}/{name}", SYMLINK))
+        elif not is_date_name(name):
+            unread.append(Refused(f"{source}/{name}", NOT_A_DATE_NAME))
+        elif entry != FOLDER:
+            unread.append(Refused(f"{source}/{name}", NOT_A_FOLDER))
+    return sorted(unread)
 
 
 def is_store_file(name: str) -> bool:

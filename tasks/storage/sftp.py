@@ -124,15 +124,14 @@ class SftpRawZone(RawZone):
 
     def _real_folder(self, sftp: paramiko.SFTPClient, path: str, once: bool = False) -> bool:
         """Whether ``path`` is a folder and not a symbolic link (lstat: the server would follow one);
-        ``once``: asked of the server once per raw-zone object (a source folder, for its many dates)."""
+        ``once``: asked of the server once per raw-zone object (a source folder, for its many dates).
+        A link is not reported here: :meth:`RawZone.source_unread` names it, as for a local raw zone."""
         if once and path in self._real:  # only a real folder is remembered: a missing one may come
             return True
         try:
             mode = sftp.lstat(path).st_mode or 0
         except FileNotFoundError:
             mode = 0
-        if stat.S_ISLNK(mode):
-            logger.warning("%s is a symbolic link: never followed out of the raw zone; not read", path)
         if once and stat.S_ISDIR(mode):
             self._real[path] = True
         return stat.S_ISDIR(mode)

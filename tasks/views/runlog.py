@@ -139,19 +139,23 @@ def summary() -> str:
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
         lines.append(f"  {_name(family, _span(keys) or None)}: {parts}")
     lines += _capped("  failed   ", failed)
-    lines += _capped("  waiting  ", [_waiting(zone, source, waits) for source, waits in sorted(waiting.items())])
+    lines += _capped("  waiting  ", [_waiting(cache, zone, source, waits) for source, waits in sorted(waiting.items())])
     lines += _capped("  not run  ", blocked, "(a partition it reads failed or waits; or see --log-level INFO)")
     if failed or blocked or waiting:
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return "\n".join(lines)
 
 
-def _waiting(zone, source: str, waits: list[tuple[dt.date, str, object]]) -> str:
-    """One line per raw source: the folders not there yet (full path) and the partitions waiting."""
+def _waiting(cache, zone, source: str, waits: list[tuple[dt.date, str, object]]) -> str:
+    """One line per raw source: the folders not there yet (full path) and the partitions waiting; a
+    folder that is there but not read (a symbolic link, a file, a linked source folder) says so."""
     folders = sorted({d for d, _, _ in waits})
     first = f"{zone.describe()}/{zone.folder_relpath(source, folders[0])}/"
     where = f"folder {first}" if len(folders) == 1 else f"folders {first} .. {folders[-1]}/ ({len(folders)})"
-    return f"for raw {where} (not there yet): {_names([(f, k) for _, f, k in waits])}"
+    why = {d: cache.absent_because(zone, source, d) for d in folders}
+    notes = "; ".join(dict.fromkeys(f"{r.name} is {r.reason}" for r in why.values() if r))
+    state = "not there yet" if not notes else f"not read: {notes}" if all(why.values()) else f"not there yet; {notes}"
+    return f"for raw {where} ({state}): {_names([(f, k) for _, f, k in waits])}"
 
 
 def _capped(prefix: str, items: list[str], note: str = "") -> list[str]:

@@ -38,6 +38,10 @@ STATIC: dict[str, tuple[type[MaterializedTask], str]] = {
 }
 SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
 WORST_FIRST = ["failed", "stale", "waiting", "missing", "provisional", "ok"]
+# The row, first when there is one, of the raw zone's entries that belong to no day: entries of a source
+# folder that no partition reads (a link, a name that is not YYYY-MM-DD, ...), or a linked source folder.
+RAW_ZONE, NOT_READ = "raw_zone", "not_read"
+RAW_ZONE_LINES = 20  # the text view lists this many, then "... and N more" (--json lists them all)
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ def _worst(name: str, day: dt.date | None, key: str, rows: dict[str, DayStatus])
 def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> list[DayStatus]:
     """Status of every (dataset, date) with ``start`` <= date < ``stop``."""
     check_range(start, stop, "status")
-    with settings.snapshot(), _without_gc_pauses():
+    with settings.snapshot(), _without_gc_pauses(), freshness.quiet():
         return _collect(start, stop, datasets)
 
 
@@ -162,6 +166,13 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
         first = cls(date=start)
         cache.list_dataset(first.store())
         out.extend(day_status(cls(date=d), cache, name) for d in date_range(start, stop))
+    unread = cache.unread_listed()  # of the source folders the partitions above read
+    if unread:
+        n = len(unread)
+        reason = f"{n} {'entry' if n == 1 else 'entries'} of the raw zone not read by any partition"
+        out.insert(
+            0, DayStatus(RAW_ZONE, None, NOT_READ, reason, not_read=tuple(f"{r.name} ({r.reason})" for r in unread))
+        )
     return out
 
 
@@ -192,6 +203,13 @@ def render_text(rows: list[DayStatus]) -> str:
     lines = [f"legend: {'  '.join(f'{v} {k}' for k, v in SYMBOLS.items())}"]
     for name in dict.fromkeys(r.dataset for r in rows):
         mine = [r for r in rows if r.dataset == name]
+        if name == RAW_ZONE:
+            unread = mine[0].not_read
+            lines.append(f"{mine[0].reason}:")
+            lines.extend(f"  {entry}" for entry in unread[:RAW_ZONE_LINES])
+            if len(unread) > RAW_ZONE_LINES:
+                lines.append(f"  ... and {len(unread) - RAW_ZONE_LINES} more (--json lists them all)")
+            continue
         if mine[0].date is None:  # unpartitioned: one state
             lines.append(
                 f"{name}  (unpartitioned)  {mine[0].state}" + (f": {mine[0].reason}" if mine[0].reason else "")
@@ -243,4 +261,5 @@ def render_html(rows: list[DayStatus]) -> str:
     a click on a day shows its state, reason, rows, build time and rebuild command (tasks/views/status_html.py)."""
     from tasks.views import status_html
 
-    return status_html.render(rows)
+    with freshness.quiet():
+        return status_html.render(rows)

@@ -96,7 +96,14 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
     previews = preview.open_records() if previews is None else previews
 
     lines = key_lines(rows) if lines is None else lines
-    snapshots = [r for r in rows if r.date is None]
+    snapshots = [r for r in rows if r.date is None and r.dataset != status.RAW_ZONE]
+    unread = "".join(
+        f"<p class='unread'>{escape(r.reason)}:</p><ul class='unread'>"
+        + "".join(f"<li>{escape(entry)}</li>" for entry in r.not_read)
+        + "</ul>"
+        for r in rows
+        if r.dataset == status.RAW_ZONE
+    )
     dates = sorted({d for line in lines for d in line.days})
     bands = _bands(dates)
     day_px = max(3, min(22, ROOM_PX // max((len(b) for b in bands), default=1)))
@@ -158,7 +165,7 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
         "here.</p></section>"
         f"<div id='grid' tabindex='0' aria-label='partition states: a bar per dataset, a cell per day' "
         f"aria-describedby='detail'>{grid}</div>"
-        f"<p class='snaps'>{snaps}</p>{_previews(previews)}"
+        f"<p class='snaps'>{snaps}</p>{unread}{_previews(previews)}"
         f"<script type='application/json' id='status-data'>{payload}</script><script>{SCRIPT}</script>"
         "</body></html>"
     )
