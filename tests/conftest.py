@@ -23,6 +23,7 @@ from tasks.settings import write_config
 
 REPO = Path(__file__).resolve().parent.parent
 QSR_HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status"
+HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 
 
 class Lab:
@@ -47,6 +48,21 @@ class Lab:
         header = "date,campaign_id,channel,impressions,clicks,spend,conversions,conversion_value"
         path.write_text("\n".join([header, *(rows if rows is not None else ads_rows(export, first_date))]) + "\n")
         return path
+
+    def hotel_extract(self, day: dt.date, hotel: str, rows: list[str]) -> Path:
+        path = self.raw / "hotel_bookings" / day.isoformat() / f"{hotel}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join([HOTEL_HEADER, *rows]) + "\n")
+        return path
+
+    def hotel_days(self, first: dt.date, days: int) -> None:
+        """Extracts first .. first+days-1: one H1 booking a day (1 room, 100.00), one H2 (2 rooms, 50.00)."""
+        for k in range(days):
+            day = first + dt.timedelta(days=k)
+            toronto = f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"
+            vancouver = f"V{k},H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"
+            self.hotel_extract(day, "H1", [toronto])
+            self.hotel_extract(day, "H2", [vancouver])
 
     def qsr_days(self, start: dt.date, days: int, stores: tuple[str, ...] = ("S001", "S002")) -> None:
         """Folders start .. start+days, each store with a few valid lines around the clock."""

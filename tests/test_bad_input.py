@@ -16,21 +16,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIRST = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)
-HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
-
-
-def hotel_extract(lab, day: dt.date, hotel: str, rows: list[str]) -> None:
-    path = lab.raw / "hotel_bookings" / day.isoformat() / f"{hotel}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join([HOTEL_HEADER, *rows]) + "\n")
-
-
-def hotel_days(lab, days: int) -> None:
-    """Extracts FIRST .. FIRST+days-1: one H1 booking a day (1 room, 100.00), one H2 (2 rooms, 50.00)."""
-    for k in range(days):
-        day = FIRST + dt.timedelta(days=k)
-        hotel_extract(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
-        hotel_extract(lab, day, "H2", [f"V{k},H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])
 
 
 def read(lab, glob: str, sql: str = "*") -> list[tuple]:
@@ -47,13 +32,13 @@ POISON = {  # booking -> (its row on 09-11 at H1, the reason it is quarantined)
 
 def test_a_poisoned_booking_is_quarantined_and_blocks_no_hotel_mart(lab, setting):
     setting("daybreak", "start_date", FIRST)
-    hotel_days(lab, 4)
+    lab.hotel_days(FIRST, 4)
     day = FIRST + dt.timedelta(days=1)  # its H1 extract: 4 poisoned rows of 81, under [hotels] max_reject_share
     poisoned = [f"{b},H1,{day}T13:00:00-04:00,CREATED,{values},direct" for b, (values, _) in POISON.items()]
     fillers = [f"F{k},H1,{day}T15:00:00-04:00,CREATED,2026-11-01,2026-11-02,1,10.00,ota" for k in range(75)]
     edge = f"E1,H1,{day}T14:00:00-04:00,CREATED,2026-10-01,2027-10-01,1000,100000.00,direct"  # every bound, exactly
     first = f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"
-    hotel_extract(lab, day, "H1", [first, *poisoned, *fillers, edge])
+    lab.hotel_extract(day, "H1", [first, *poisoned, *fillers, edge])
     stop = FIRST + dt.timedelta(days=4)
     assert lab.luigi("OtbByStayDate") == 0
     assert lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
@@ -109,7 +94,7 @@ def hostile_day(lab, source: str, value: str) -> None:
         rows = [f"B1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"]
         rows.append(f'B2,H1,{day}T12:05:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,"{value}"')
         rows += [f"B{k},H1,{day}T13:00:00-04:00,CREATED,2026-10-01,2026-10-02,1,90.00,ota" for k in range(3, 40)]
-        hotel_extract(lab, day, "H1", rows)
+        lab.hotel_extract(day, "H1", rows)
     else:
         rows = [f"{day - dt.timedelta(days=1)},C1,google,1000,50,10.00,2,10.00"]
         rows.append(f'{day - dt.timedelta(days=1)},"{value}",google,1000,50,10.00,2,10.00')

@@ -230,18 +230,6 @@ def test_a_failure_the_reject_share_did_not_decide_still_applies_when_the_share_
 
 # -- the default --stop: the day after the newest raw folder of any source (audit item 3) -----------------
 
-HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
-
-
-def hotel_extracts(lab, first: dt.date, days: int) -> None:
-    """Extract folders first .. first+days-1, one H1 booking each (H1 is Toronto: folder = local date)."""
-    for k in range(days):
-        day = first + k * DAY
-        path = lab.raw / "hotel_bookings" / day.isoformat() / "H1.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        row = f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"
-        path.write_text(f"{HOTEL_HEADER}\n{row}\n")
-
 
 def dates_by_dataset(out: str) -> dict[str, list[str]]:
     dates: dict[str, list[str]] = {}
@@ -258,7 +246,7 @@ def test_status_runs_to_the_newest_folder_of_any_source_when_pos_is_behind(lab, 
     lab.qsr_days(START, 1)
     for export in (START + DAY, START + 2 * DAY, START + 3 * DAY):
         lab.ads_export(export, START)
-    hotel_extracts(lab, START, 6)
+    lab.hotel_days(START, 6)
     assert lab.range(START, START + 6 * DAY, of="StgHotelBookingsDaily") == 0
 
     assert main(["status", "--json"]) == 0
@@ -298,7 +286,7 @@ def test_verify_by_default_finds_a_change_in_a_hotel_extract_after_the_newest_po
 
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 1)
-    hotel_extracts(lab, START, 6)
+    lab.hotel_days(START, 6)
     assert lab.range(START, START + 6 * DAY, of="StgHotelBookingsDaily") == 0
     assert main(["verify"]) == 0
     capsys.readouterr()
