@@ -37,14 +37,21 @@ def changed(before: dict, after: dict) -> dict:
     return {ds: {d for d, t in after[ds].items() if before[ds].get(d) != t} for ds in after}
 
 
-def rolling(lab, date: dt.date) -> list[tuple]:
-    glob = f"{lab.data}/marts/ads_rolling_7d/*/*.parquet"
+def day_rows(lab, dataset: str, columns: str, date: dt.date) -> list[tuple]:
+    """``columns`` of the dataset's rows of ``date``, read with DuckDB as a user would, by campaign."""
+    glob = f"{lab.data}/{dataset}/*/*.parquet"
     return duckdb.execute(
-        f"select campaign_id, spend_7d::varchar, conversions_7d, conversion_value_7d::varchar, roas_7d, cpa_7d, "
-        f"days_in_window from read_parquet('{glob}', hive_partitioning=true) where business_date = ? "
-        f"order by campaign_id",
+        f"select {columns} from read_parquet('{glob}', hive_partitioning=true) where business_date = ? "
+        "order by campaign_id",
         [date],
     ).fetchall()
+
+
+def rolling(lab, date: dt.date) -> list[tuple]:
+    columns = (
+        "campaign_id, spend_7d::varchar, conversions_7d, conversion_value_7d::varchar, roas_7d, cpa_7d, days_in_window"
+    )
+    return day_rows(lab, "marts/ads_rolling_7d", columns, date)
 
 
 def test_look_back_across_a_month_end_worked_by_hand(ads_lab):
@@ -265,13 +272,9 @@ def test_manifests_of_before_logical_versions_rebuild_nothing_downstream_when_th
 
 # -- contract section 4: the newest export of d+1 .. d+7 that exists, whichever those are ---------------
 def ads_daily(lab, date: dt.date) -> list[tuple]:
-    glob = f"{lab.data}/staging/ads_daily/*/*.parquet"
-    return duckdb.execute(
-        f"select campaign_id, channel, impressions, clicks, spend::varchar, conversions, conversion_value::varchar, "
-        f"source_export_date from read_parquet('{glob}', hive_partitioning=true) where business_date = ? "
-        f"order by campaign_id",
-        [date],
-    ).fetchall()
+    columns = "campaign_id, channel, impressions, clicks, spend::varchar, conversions, conversion_value::varchar"
+    columns += ", source_export_date"
+    return day_rows(lab, "staging/ads_daily", columns, date)
 
 
 @pytest.fixture
