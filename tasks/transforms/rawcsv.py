@@ -224,6 +224,7 @@ def _by_line(
         return _escape(lines[number - 1].rstrip("\r\n"))
 
     bad = {number - 2: reason for number, reason, _ in malformed}  # record index -> the parser's reason
+    lone_cr_splits = b"\n" in data  # in a file of lone-CR line ends (old Mac style) a CR is its line end
     numbers, out = [], []
     for index, (first, last) in enumerate(spans):
         over = f"lines {first}-{last}" + (" (to the end of the file)" if last == len(lines) else "")
@@ -231,7 +232,7 @@ def _by_line(
             reason = bad[index]
             if last > first:
                 reason += f"; a quoted field runs over {over}: unbalanced quote? (no line break is allowed in a field)"
-            elif lines[first - 1].endswith("\r") and not lines[first - 1].endswith("\r\n"):
+            elif lone_cr_splits and lines[first - 1].endswith("\r"):  # a lone CR amid LF line ends
                 reason += "; the line ends in a lone carriage return (U+000D), a control character the contract forbids"
             out.append((first, reason, line_text(first)))
         else:
@@ -348,8 +349,8 @@ def check_header(data: bytes, source_file: str, columns: list[str]) -> list[str]
 def _header(data: bytes, source_file: str) -> list[str]:
     if not data.strip():
         raise RawSchemaError(f"{source_file}: file is empty (no header row). Fix or re-send the file.")
-    end = data.find(b"\n")
-    first = (data if end < 0 else data[:end]).rstrip(b"\r")
+    end = re.search(rb"[\r\n]", data)  # the header line ends at LF, CR LF or a lone CR, as the parser's lines do
+    first = data if end is None else data[: end.start()]
     if first.startswith(b"\xef\xbb\xbf"):
         first = first[3:]
     try:

@@ -184,3 +184,10 @@ def test_a_quote_that_swallows_more_than_python_csvs_field_limit_is_still_split_
     p = parse_csv(b'a,b,c\n0,"0\x00,0\n' + body, "f.csv", COLS)
     assert p.table.num_rows == 0 and [n for n, _, _ in p.malformed] == list(range(2, 20_003))
     assert p.malformed[1][2] == "0,x,0" and p.malformed[0][2] == '0,"0\\x00,0'  # NUL escaped, as everywhere
+
+
+@pytest.mark.parametrize("parse", [parse_csv, lambda d, n, c: parse_csv_many([(d, n)], c)[0]])
+def test_a_file_whose_lines_end_in_a_lone_carriage_return_is_read_line_by_line(parse):
+    p = parse(b"a,b,c\r1,2,3\r4,5\r6,7,8\r", "mac.csv", COLS)  # old Mac line ends: each CR ends a line
+    assert p.table.to_pydict() == {"a": ["1", "6"], "b": ["2", "7"], "c": ["3", "8"]}
+    assert p.row_numbers.to_pylist() == [2, 4] and p.malformed == [(3, "row has 2 fields, header has 3", "4,5")]
