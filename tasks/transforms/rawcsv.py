@@ -202,12 +202,12 @@ def _by_line(
     quarantine holds every line. Empty lines are no rows. The record boundaries come from Python's csv
     reader, which splits quoted fields as Arrow's parser does; where the two disagree the file is refused.
     """
-    lines = list(
-        io.StringIO(data.decode("utf-8-sig"), newline="")
-    )  # split at LF, CR LF and a lone CR, as the parser does
-    spans, end = [], 0
+    # the file's lines, split at LF, CR LF and a lone CR, as the parser splits them
+    lines = list(io.StringIO(data.decode("utf-8-sig"), newline=""))
+    spans = []  # (first line, last line) of each record
     with _no_field_limit():
-        reader = csv.reader(line.replace("\0", "\x01") for line in lines)  # Python's csv refuses NUL; it ends no record
+        # Python's csv refuses a NUL, which ends no record: it reads a stand-in
+        reader = csv.reader(line.replace("\0", "\x01") for line in lines)
         next(reader, None)  # the header
         end = reader.line_num
         for record in reader:
