@@ -103,6 +103,11 @@ def instants(draw, day: dt.date, timezone: str) -> str:
 
 
 # -- rows and files ----------------------------------------------------------------------------------
+def parser_lines(text: str) -> list[str]:
+    """The lines of ``text`` as the CSV parser ends them: at LF, CR LF or a lone CR (ends kept)."""
+    return io.StringIO(text, newline="").readlines()
+
+
 @dataclass
 class RawFile:
     name: str  # relative path, e.g. qsr_pos/2026-09-15/S001.csv
@@ -149,7 +154,7 @@ def raw_file(draw, name: str, columns: list[str], row: st.SearchStrategy[dict[st
         lines.append(text)
         # a record is as many rows as the lines it takes (a quoted line break: LF, CR LF or a lone CR), each
         # rejected but for the first, which is rejected for its control character; a blank line is no row
-        records += len(io.StringIO(text, newline="").readlines())
+        records += len(parser_lines(text))
     body = newline.join(lines) + (newline if draw(st.booleans()) else "")
     data = (b"\xef\xbb\xbf" if draw(st.integers(0, 5)) == 0 else b"") + body.encode("utf-8")
     if lines[1:] and draw(st.integers(0, 11)) == 0:  # invalid UTF-8 inside a row: its first or its last field
@@ -239,7 +244,7 @@ def no_control_characters(*tables) -> None:
 
 def check_rejects(rejected, files: list[RawFile]) -> None:
     """Every quarantined row names its file and row (its line: header = line 1) and gives a reason."""
-    lines = {f.name: io.StringIO(f.data.decode("utf-8-sig"), newline="").readlines() for f in files}
+    lines = {f.name: parser_lines(f.data.decode("utf-8-sig")) for f in files}
     for r in rejected.select(["source_file", "row_number", "reason"]).to_pylist():
         assert r["reason"], r
         assert r["source_file"] in lines, r
@@ -407,7 +412,7 @@ def test_unbalanced_quotes_are_rejected_rows_or_a_refused_file(data):
     r = qsr_pos.clean_pos_lines([(day, [p])], day, qsr_pos.QsrRules())
     # every line after the header is a row that parsed or a reject, once (blank lines outside a record
     # are neither): the lines the quote swallowed are rejected one by one, not lost in one record
-    body = io.StringIO(broken.decode("utf-8-sig"), newline="").readlines()[1:]
+    body = parser_lines(broken.decode("utf-8-sig"))[1:]
     numbers = p.row_numbers.to_pylist() + [n for n, _, _ in p.malformed]
     assert len(numbers) == len(set(numbers)) == r.rows_read
     assert (
