@@ -11,16 +11,17 @@ import os
 import sys
 
 __version__ = "0.1.0"
-JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:10,muzzy_decay_ms:0"
+JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
 
 # Arrow's C++ allocations go to jemalloc rather than pyarrow's default (mimalloc): a partition build's
 # transient buffers then cost about half the resident memory at the same speed (docs/performance.md).
 # Arrow reads this when it first allocates, so it applies where Daybreak is imported before pyarrow
 # allocates anything (the luigi command, the daybreak command); a value already set is kept.
 # jemalloc's own settings (Arrow's copy of it reads JE_ARROW_MALLOC_CONF, also at its first allocation,
-# a value already set kept): pages a build frees go back to the system within about 10 ms, purged by
-# jemalloc's background thread, instead of staying resident for a second or more; a build's peak
-# resident memory is then close to its live data, at the same CPU time (docs/performance.md).
+# a value already set kept): pages a build frees are reused by its next steps and by the next date's
+# build for about a second, then purged by jemalloc's background thread (returned to the system, not
+# left "muzzy"): a process between builds gives its memory back, and one building date after date
+# does not fault every page in again (docs/performance.md, "Memory of a build").
 if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
