@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.transforms.checks import blank, count, file_rejects, first_failed, is_money, reject_schema
+from tasks.transforms.checks import blank, count, file_rejects, first_failed, is_money, parse_dates, reject_schema
 from tasks.transforms.rawcsv import ParsedCsv
 from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
 from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION  # noqa: F401
@@ -113,7 +113,7 @@ def _export_rows(
 ) -> tuple[pa.Table, pa.Table, int]:
     """(valid rows of ``date``, rejects attributed to ``date``, rows attributed to ``date``) of one export."""
     raw = parsed.table
-    day = pc.strptime(raw["date"], format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
+    day = parse_dates(raw["date"])
     day_before = export_date - dt.timedelta(days=1)
     restated = pa.array([export_date - dt.timedelta(days=k) for k in range(1, restatement_days + 1)], pa.date32())
     outside = pc.fill_null(pc.invert(pc.is_in(day, restated)), False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -67,22 +68,123 @@ def not_int_ge1(col) -> pa.Array:
 
 
 def parse_instants(col) -> pa.Array:
-    """UTC instants from ISO 8601 strings that carry an offset (or Z); null for anything else.
+    """UTC instants from ISO 8601 strings that carry an offset (or Z); null for anything else, a date or
+    time that does not exist included (the 31st of September, a 60th second, a 24-hour offset).
     Fractional seconds are dropped (the instant floored to its second)."""
+    col = as_array(col)
     fast = pc.strptime(col, format=_STRPTIME, unit="s", error_is_null=True)
+    fast = _null_unless(fast, _exact_iso(col, _present(fast), 19))
     failed = as_array(pc.is_null(fast))
     if not pc.any(failed).as_py():
         return fast
     # rare: a fraction of a second, which strptime does not take; dropping its digits floors the
     # instant (the fraction adds to the local time, the offset moves whole seconds). In Arrow, as the
     # fast path: the same rule at every date Arrow holds (pandas' nanoseconds end in 2262)
-    retry = pc.filter(col, failed)
-    whole = pc.strptime(pc.replace_substring_regex(retry, r"\.\d+", ""), format=_STRPTIME, unit="s", error_is_null=True)
-    whole = pc.if_else(pc.match_substring_regex(retry, ISO_INSTANT), whole, pa.scalar(None, whole.type))
-    return pc.replace_with_mask(as_array(fast), failed, as_array(whole))
+    retry = as_array(pc.filter(col, failed))
+    whole_text = as_array(pc.replace_substring_regex(retry, r"\.\d+", ""))
+    whole = pc.strptime(whole_text, format=_STRPTIME, unit="s", error_is_null=True)
+    iso = pc.fill_null(pc.match_substring_regex(retry, ISO_INSTANT), False).to_numpy(zero_copy_only=False)
+    whole = _null_unless(whole, _exact_iso(whole_text, _present(whole) & iso, 19))
+    return pc.replace_with_mask(fast, failed, whole)
+
+
+def parse_dates(col) -> pa.Array:
+    """date32 from ``YYYY-MM-DD`` strings; null for anything else, a date that does not exist included
+    (the 31st of September, the 29th of February of a common year)."""
+    col = as_array(col)
+    day = pc.strptime(col, format="%Y-%m-%d", unit="s", error_is_null=True)
+    return _null_unless(day, _exact_iso(col, _present(day), 10)).cast(pa.date32())
 
 
 _STRPTIME = "%Y-%m-%dT%H:%M:%S%z"
+# Arrow's strptime (the C library's) reads a field as spaces then one or more digits, and lets days and
+# seconds run over: 2026-09-31 is the 1st of October, 2026-9-15 and "+24:00" are taken. The text must
+# be exactly the contract's instead: YYYY-MM-DD, then (instants) THH:MM:SS and Z, +HH:MM or +HHMM.
+_DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int16)
+
+
+def _present(parsed: pa.Array) -> np.ndarray:
+    return parsed.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _null_unless(values: pa.Array, keep: np.ndarray) -> pa.Array:
+    return values if keep.all() else pc.if_else(pa.array(keep), values, pa.scalar(None, values.type))
+
+
+def _exact_iso(col: pa.Array, rows: np.ndarray, width: int) -> np.ndarray:
+    """Per row of a string array: whether it is among ``rows`` and its text is exactly an ISO date
+    (``width`` 10) or a date and time with Z or a +HH:MM / +HHMM offset (``width`` 19), every field in
+    range. numpy over the array's own bytes, 8 at a time (a word a row and field group, then masks):
+    a few milliseconds for a folder's 150,000 instants."""
+    keep = np.zeros(len(col), dtype=bool)
+    if not rows.any():
+        return keep
+    offsets = np.frombuffer(col.buffers()[1], np.int32)[col.offset : col.offset + len(col) + 1]
+    lengths = np.diff(offsets)
+    sized = (lengths == 10) if width == 10 else (lengths == 20) | (lengths == 24) | (lengths == 25)
+    at = np.flatnonzero(rows & sized)
+    if not len(at):
+        return keep
+    data = col.buffers()[2]
+    words = np.ndarray((data.size - 7,), "<u8", data, 0, (1,))  # the 8 bytes from each byte on (no copy)
+    starts, size = offsets[:-1][at], lengths[at]
+    ok, date = _word(words[starts], "dddd-dd-")  # bytes 0-7
+    year = _digits(date, 0, 4)
+    month = _digits(date, 5, 2)
+    if width == 10:
+        ok_day, tail = _word(words[starts + 2], "dd-dd-dd")  # bytes 2-9
+        day = _digits(tail, 6, 2)
+    else:
+        ok_day, clock = _word(words[starts + 8], "ddTdd:dd")  # bytes 8-15
+        ok_s, seconds = _word(words[starts + 11], "dd:dd:dd")  # bytes 11-18
+        day = _digits(clock, 0, 2)
+        ok &= ok_s & (_digits(clock, 3, 2) <= 23) & (_digits(clock, 6, 2) <= 59) & (_digits(seconds, 6, 2) <= 59)
+        last8 = words[starts + size - 8]  # the offset: Z (20 bytes in all), +HH:MM (25) or +HHMM (24)
+        zulu, _ = _word(last8, "???????Z")
+        colon, t25 = _word(last8, "???dd:dd")
+        plain, t24 = _word(last8, "????dddd")
+        long = size == 25
+        sign = np.where(long, last8 >> np.uint64(16), last8 >> np.uint64(24)) & np.uint64(0xFF)
+        signed = (sign == ord("+")) | (sign == ord("-"))
+        hours = np.where(long, _digits(t25, 3, 2), _digits(t24, 4, 2))
+        minutes = np.where(long, _digits(t25, 6, 2), _digits(t24, 6, 2))
+        offset_ok = signed & (hours <= 23) & (minutes <= 59) & np.where(long, colon, plain)
+        ok &= np.where(size == 20, zulu, offset_ok)
+    month_ok = (month >= 1) & (month <= 12)
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    last = _DAYS_IN_MONTH[np.where(month_ok, month, 0)] + (month_ok & (month == 2) & leap)
+    ok &= ok_day & month_ok & (day >= 1) & (day <= last) & (year >= 1)  # no year 0: Python's dates start at 1
+    keep[at[ok]] = True
+    return keep
+
+
+def _word(words: np.ndarray, template: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per little-endian word (8 text bytes): whether it matches ``template`` (``d`` a digit, ``?``
+    any byte, any other character itself), and the word with each digit byte as its value 0-9 (the
+    other bytes 0)."""
+    digit = literal = value = 0
+    for k, c in enumerate(template):
+        if c == "d":
+            digit |= 0xFF << 8 * k
+        elif c != "?":
+            literal |= 0xFF << 8 * k
+            value |= ord(c) << 8 * k
+    each = 0x0101010101010101
+    t = (words ^ np.uint64(0x30 * each & digit)) & np.uint64(digit)  # a digit's byte is 0x00-0x09 now
+    ok = (words & np.uint64(literal)) == np.uint64(value)
+    ok &= (t & np.uint64(0xF0 * each & digit)) == 0  # no byte above 0x0F
+    ok &= ((t + np.uint64(0x06 * each & digit)) & np.uint64(0x10 * each & digit)) == 0  # nor 0x0A-0x0F
+    return ok, t
+
+
+def _digits(t: np.ndarray, first: int, n: int) -> np.ndarray:
+    """The number spelled by bytes ``first`` .. ``first + n - 1`` of words from :func:`_word`."""
+    spelled = t.view(np.uint8).reshape(-1, 8)  # each word's bytes, first character first (no copy)
+    value = spelled[:, first].astype(np.int16)
+    for k in range(first + 1, first + n):
+        value *= 10
+        value += spelled[:, k]
+    return value
 
 
 def as_array(x) -> pa.Array:

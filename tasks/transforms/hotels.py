@@ -19,6 +19,7 @@ from tasks.transforms.checks import (
     first_failed,
     is_money,
     not_int_ge1,
+    parse_dates,
     parse_instants,
     reject_schema,
 )
@@ -157,8 +158,8 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelL
     local_day = (
         pc.local_timestamp(event_at.cast(pa.timestamp("s", tz=timezone))).cast(pa.timestamp("s")).cast(pa.date32())
     )
-    arrival = _parse_date(raw["arrival_date"])
-    departure = _parse_date(raw["departure_date"])
+    arrival = parse_dates(raw["arrival_date"])
+    departure = parse_dates(raw["departure_date"])
     nights = pc.subtract(departure.cast(pa.int32()), arrival.cast(pa.int32()))
     rooms_ok, rate_ok = pc.invert(not_int_ge1(raw["rooms"])), is_money(raw["rate"])
     # typed only where the type rule passed (the others are rejected by it first)
@@ -406,10 +407,6 @@ def _stays(bookings: pa.Table) -> pa.Table:
             "booking_id": bookings["booking_id"].take(idx),
         }
     )
-
-
-def _parse_date(col) -> pa.Array:
-    return pc.strptime(col, format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
 
 
 def hotel_rows(otb: pa.Table, hotel_id: str) -> pa.Table:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERSION = "stg_qsr_pos/4"  # 2: misfiled lines, net_amount overflow rejected; 3: control characters rejected;
-# 4: row numbers are line numbers, and every line a quoted line break takes is a reject (rawcsv)
+VERSION = "stg_qsr_pos/5"  # 2: misfiled lines, net_amount overflow rejected; 3: control characters rejected;
+# 4: row numbers are line numbers, and every line a quoted line break takes is a reject (rawcsv);
+# 5: an ordered_at that does not exist (2026-09-31, a 61st second, +24:00) or is not exactly ISO is rejected
 
 
 @dataclass(frozen=True)

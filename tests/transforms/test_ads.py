@@ -128,3 +128,16 @@ def test_a_campaign_listed_twice_for_a_date_keeps_its_last_row():
     result = newest_restatement([export(D + dt.timedelta(days=1), rows)], D)
     assert [(r["campaign_id"], r["impressions"]) for r in result.table.to_pylist()] == [("C2", 1), ("C1", 200)]
     assert (result.duplicates_dropped, result.rows_read) == (1, 3)
+
+
+def test_a_date_that_does_not_exist_is_rejected_not_read_as_the_next():
+    # strptime alone read 2026-09-31 as the 1st of October: that row became the truth of the 1st
+    oct1 = dt.date(2026, 10, 1)
+    exports = [
+        export(dt.date(2026, 10, 2), ["2026-09-31,C1,google,9,9,9.00,9,9.00", "2026-10-01,C2,google,1,1,1.00,1,1.00"])
+    ]
+    result = newest_restatement(exports, oct1)
+    assert result.table["campaign_id"].to_pylist() == ["C2"]
+    assert result.rejected.select(["row_number", "reason"]).to_pylist() == [
+        {"row_number": 2, "reason": "date is not an ISO date"}
+    ]

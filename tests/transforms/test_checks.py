@@ -5,7 +5,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from tasks.transforms.checks import parse_instants
+from tasks.transforms.checks import parse_dates, parse_instants
 
 UTC = dt.UTC
 
@@ -50,3 +50,71 @@ def test_anything_else_is_null(text):
         None,
         dt.datetime(2026, 9, 15, 12, tzinfo=UTC),
     ]
+
+
+# Arrow's strptime (the C library's) lets days and seconds run over and reads fields loosely: each of
+# these was taken before, most of them as another instant (2026-09-31 as the 1st of October)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-09-31T12:00:00-04:00",  # September has 30 days
+        "2026-04-31T23:00:00-04:00",
+        "2026-02-29T12:00:00Z",  # not a leap year
+        "2100-02-29T00:00:00Z",  # nor is 2100
+        "2026-09-31T12:00:00.5Z",  # with a fraction too
+        "2026-09-30T12:00:61Z",
+        "2026-09-30T23:59:60Z",  # a leap second would move it to the next day
+        "2026-09-30T12:00:00+24:00",
+        "2026-09-15T12:00:00.5+24:00",
+        "2026-09-30T12:00:00+05",  # an offset without its minutes
+        "2026-9-15T12:00:00Z",  # ISO's fields have all their digits
+        "2026-09-15T1:00:00Z",
+        " 2026-09-15T12:00:00Z",
+        "2026-09-15T12:00:00 +05:00",
+        "0000-01-01T00:00:00+14:00",  # no year 0
+    ],
+)
+def test_a_date_or_time_that_does_not_exist_is_null(text):
+    assert parse_instants(pa.array([text, "2026-09-15T12:00:00Z"])).to_pylist() == [
+        None,
+        dt.datetime(2026, 9, 15, 12, tzinfo=UTC),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "instant"),
+    [
+        ("2028-02-29T12:00:00Z", dt.datetime(2028, 2, 29, 12, tzinfo=UTC)),
+        ("2000-02-29T23:59:59+23:59", dt.datetime(2000, 2, 29, 0, 0, 59, tzinfo=UTC)),
+        ("2026-09-30T12:00:00-0400", dt.datetime(2026, 9, 30, 16, tzinfo=UTC)),
+        ("2026-09-30T12:00:00.25+0530", dt.datetime(2026, 9, 30, 6, 30, tzinfo=UTC)),
+        ("2026-12-31T23:59:59-00:00", dt.datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC)),
+    ],
+)
+def test_real_edge_instants_are_kept(text, instant):
+    assert parse_instants(pa.array(["2026-09-31T12:00:00Z", text])).to_pylist() == [None, instant]
+
+
+@pytest.mark.parametrize(
+    ("text", "day"),
+    [
+        ("2026-09-30", dt.date(2026, 9, 30)),
+        ("2024-02-29", dt.date(2024, 2, 29)),
+        ("0001-01-01", dt.date(1, 1, 1)),
+        ("9999-12-31", dt.date(9999, 12, 31)),
+        ("2026-09-31", None),
+        ("2026-02-29", None),
+        ("2026-13-01", None),
+        ("2026-00-10", None),
+        ("2026-09-00", None),
+        ("2026-9-30", None),
+        (" 2026-09-30", None),
+        ("2026-09-30 ", None),
+        ("2026-09-30T00:00:00Z", None),
+        ("0000-01-01", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_dates_are_exactly_iso_and_exist(text, day):
+    assert parse_dates(pa.array([text, "2026-09-15"], pa.string())).to_pylist() == [day, dt.date(2026, 9, 15)]

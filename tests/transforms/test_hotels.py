@@ -193,3 +193,20 @@ def test_bounds_are_settings_and_worded_with_their_values():
 def test_bounds_that_would_let_a_sum_overflow_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=r"\[hotels\] " + message):
         HotelLimits(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        (ev("B1", "H1", "2026-09-15T12:00:00-04:00", arr="2026-09-31"), "arrival_date is not an ISO date"),
+        (
+            ev("B1", "H1", "2026-09-15T12:00:00-04:00", arr="2026-10-01", dep="2026-02-30"),
+            "departure_date is not an ISO date after arrival_date",
+        ),
+        (ev("B1", "H1", "2026-09-15T24:00:00-04:00"), "event_at is not ISO 8601 with a UTC offset"),
+        (ev("B1", "H1", "2026-09-15T12:00:00+24:00"), "event_at is not ISO 8601 with a UTC offset"),
+    ],
+)
+def test_a_date_that_does_not_exist_is_rejected(row, reason):
+    result = clean_booking_events([(extract("H1", [row]), TORONTO)], D)
+    assert (result.table.num_rows, result.rejected["reason"].to_pylist()) == (0, [reason])

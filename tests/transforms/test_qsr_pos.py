@@ -242,3 +242,17 @@ def test_counts_add_up_to_the_rows_read():
     result = clean(D15, [(D15, rows15), (D16, [line("O5", "2026-09-16T12:00:00-04:00"), "short,row"])])
     assert (result.rows_read, result.table.num_rows, result.rejected.num_rows) == (7, 1, 1)
     assert (result.duplicates_of_date, result.voided_dropped, result.other_date_rows) == (1, 1, 3)
+
+
+def test_a_day_that_does_not_exist_is_rejected_not_moved_to_the_next():
+    # strptime alone read 2026-09-31 as the 1st of October: the line was kept in that partition
+    oct1 = dt.date(2026, 10, 1)
+    result = clean(oct1, [(oct1, [line("O1", "2026-09-31T12:00:00-04:00"), line("O2", "2026-10-01T12:00:00-04:00")])])
+    assert result.table["order_id"].to_pylist() == ["O2"]
+    assert result.rejected.select(["source_file", "row_number", "reason"]).to_pylist() == [
+        {
+            "source_file": "qsr_pos/2026-10-01/S001.csv",
+            "row_number": 2,
+            "reason": "ordered_at is not ISO 8601 with a UTC offset",
+        }
+    ]
