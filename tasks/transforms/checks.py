@@ -114,8 +114,9 @@ def _null_unless(values: pa.Array, keep: np.ndarray) -> pa.Array:
 def _exact_iso(col: pa.Array, rows: np.ndarray, width: int) -> np.ndarray:
     """Per row of a string array: whether it is among ``rows`` and its text is exactly an ISO date
     (``width`` 10) or a date and time with Z or a +HH:MM / +HHMM offset (``width`` 19), every field in
-    range. numpy over the array's own bytes, 8 at a time (a word a row and field group, then masks):
-    a few milliseconds for a folder's 150,000 instants."""
+    range. numpy over the array's own bytes (each row's first ``width`` and last 8 bytes gathered as
+    one record, then compared a position at a time): about as long as the strptime it checks (10 to
+    15 ms for a folder's 148,000 instants here)."""
     keep = np.zeros(len(col), dtype=bool)
     if not rows.any():
         return keep
@@ -125,66 +126,46 @@ def _exact_iso(col: pa.Array, rows: np.ndarray, width: int) -> np.ndarray:
     at = np.flatnonzero(rows & sized)
     if not len(at):
         return keep
-    data = col.buffers()[2]
-    words = np.ndarray((data.size - 7,), "<u8", data, 0, (1,))  # the 8 bytes from each byte on (no copy)
     starts, size = offsets[:-1][at], lengths[at]
-    ok, date = _word(words[starts], "dddd-dd-")  # bytes 0-7
-    year = _digits(date, 0, 4)
-    month = _digits(date, 5, 2)
-    if width == 10:
-        ok_day, tail = _word(words[starts + 2], "dd-dd-dd")  # bytes 2-9
-        day = _digits(tail, 6, 2)
-    else:
-        ok_day, clock = _word(words[starts + 8], "ddTdd:dd")  # bytes 8-15
-        ok_s, seconds = _word(words[starts + 11], "dd:dd:dd")  # bytes 11-18
-        day = _digits(clock, 0, 2)
-        ok &= ok_s & (_digits(clock, 3, 2) <= 23) & (_digits(clock, 6, 2) <= 59) & (_digits(seconds, 6, 2) <= 59)
-        last8 = words[starts + size - 8]  # the offset: Z (20 bytes in all), +HH:MM (25) or +HHMM (24)
-        zulu, _ = _word(last8, "???????Z")
-        colon, t25 = _word(last8, "???dd:dd")
-        plain, t24 = _word(last8, "????dddd")
-        long = size == 25
-        sign = np.where(long, last8 >> np.uint64(16), last8 >> np.uint64(24)) & np.uint64(0xFF)
-        signed = (sign == ord("+")) | (sign == ord("-"))
-        hours = np.where(long, _digits(t25, 3, 2), _digits(t24, 4, 2))
-        minutes = np.where(long, _digits(t25, 6, 2), _digits(t24, 6, 2))
-        offset_ok = signed & (hours <= 23) & (minutes <= 59) & np.where(long, colon, plain)
-        ok &= np.where(size == 20, zulu, offset_ok)
+    data = col.buffers()[2]
+
+    def records(n: int, first: np.ndarray) -> np.ndarray:  # the n bytes from each of ``first`` on, a row each
+        return np.ndarray((data.size - n + 1,), f"V{n}", data, 0, (1,))[first].view(np.uint8).reshape(-1, n)
+
+    head = records(width, starts)  # every text is at least ``width`` bytes long: no read past the data
+    ok = (head[:, 4] == ord("-")) & (head[:, 7] == ord("-"))
+
+    def number(*positions: int) -> np.ndarray:  # a position at a time: small temporaries, no page faults
+        value = np.zeros(len(at), np.int16)
+        for i in positions:
+            digit = head[:, i] - np.uint8(ord("0"))  # 0-9 for a digit, 10 and above for any other byte
+            ok[:] &= digit <= 9
+            value *= 10
+            value += digit
+        return value
+
+    year, month, day = number(0, 1, 2, 3), number(5, 6), number(8, 9)
     month_ok = (month >= 1) & (month <= 12)
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
     last = _DAYS_IN_MONTH[np.where(month_ok, month, 0)] + (month_ok & (month == 2) & leap)
-    ok &= ok_day & month_ok & (day >= 1) & (day <= last) & (year >= 1)  # no year 0: Python's dates start at 1
+    ok &= month_ok & (day >= 1) & (day <= last) & (year >= 1)  # no year 0: Python's dates start at 1
+    if width == 19:
+        ok &= (head[:, 10] == ord("T")) & (head[:, 13] == ord(":")) & (head[:, 16] == ord(":"))
+        ok &= (number(11, 12) <= 23) & (number(14, 15) <= 59) & (number(17, 18) <= 59)
+        # the offset ends the text: Z (20 bytes in all), +HH:MM (25) or +HHMM (24)
+        tail = records(8, starts + size - 8)
+        long = size == 25
+        sign = np.where(long, tail[:, 2], tail[:, 3])
+        h1, h2 = np.where(long, tail[:, 3], tail[:, 4]), np.where(long, tail[:, 4], tail[:, 5])
+        m1, m2 = tail[:, 6], tail[:, 7]
+        h1, h2, m1, m2 = (b - np.uint8(ord("0")) for b in (h1, h2, m1, m2))
+        hours = h1.astype(np.int16) * 10 + h2
+        minutes = m1.astype(np.int16) * 10 + m2
+        offset_ok = (h1 <= 9) & (h2 <= 9) & (m1 <= 9) & (m2 <= 9) & ((sign == ord("+")) | (sign == ord("-")))
+        offset_ok &= (hours <= 23) & (minutes <= 59) & (~long | (tail[:, 5] == ord(":")))
+        ok &= np.where(size == 20, tail[:, 7] == ord("Z"), offset_ok)
     keep[at[ok]] = True
     return keep
-
-
-def _word(words: np.ndarray, template: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per little-endian word (8 text bytes): whether it matches ``template`` (``d`` a digit, ``?``
-    any byte, any other character itself), and the word with each digit byte as its value 0-9 (the
-    other bytes 0)."""
-    digit = literal = value = 0
-    for k, c in enumerate(template):
-        if c == "d":
-            digit |= 0xFF << 8 * k
-        elif c != "?":
-            literal |= 0xFF << 8 * k
-            value |= ord(c) << 8 * k
-    each = 0x0101010101010101
-    t = (words ^ np.uint64(0x30 * each & digit)) & np.uint64(digit)  # a digit's byte is 0x00-0x09 now
-    ok = (words & np.uint64(literal)) == np.uint64(value)
-    ok &= (t & np.uint64(0xF0 * each & digit)) == 0  # no byte above 0x0F
-    ok &= ((t + np.uint64(0x06 * each & digit)) & np.uint64(0x10 * each & digit)) == 0  # nor 0x0A-0x0F
-    return ok, t
-
-
-def _digits(t: np.ndarray, first: int, n: int) -> np.ndarray:
-    """The number spelled by bytes ``first`` .. ``first + n - 1`` of words from :func:`_word`."""
-    spelled = t.view(np.uint8).reshape(-1, 8)  # each word's bytes, first character first (no copy)
-    value = spelled[:, first].astype(np.int16)
-    for k in range(first + 1, first + n):
-        value *= 10
-        value += spelled[:, k]
-    return value
 
 
 def as_array(x) -> pa.Array:
