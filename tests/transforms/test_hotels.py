@@ -200,7 +200,8 @@ def test_bounds_that_would_let_a_sum_overflow_are_refused(kwargs, message):
     [
         (ev("B1", "H1", "2026-09-15T12:00:00-04:00", arr="2026-09-31"), "arrival_date is not an ISO date"),
         (
-            ev("B1", "H1", "2026-09-15T12:00:00-04:00", arr="2026-10-01", dep="2026-02-30"),
+            # read as October 1st before: a valid two-night stay
+            ev("B1", "H1", "2026-09-15T12:00:00-04:00", arr="2026-09-29", dep="2026-09-31"),
             "departure_date is not an ISO date after arrival_date",
         ),
         (ev("B1", "H1", "2026-09-15T24:00:00-04:00"), "event_at is not ISO 8601 with a UTC offset"),
