@@ -394,6 +394,7 @@ def report_parts(parts: list[dict], plain_rate: float | None = None, floor: floa
 # -- the yardstick: a plain pyarrow loop over the dates, independent of Daybreak's code -----------------
 
 PLAIN_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
+PLAIN_NOT_CONTROL = bytes(range(32, 127)) + b"\n" + bytes(range(128, 256))  # what translate deletes
 PLAIN_REASONS = [
     "",
     "order_id is empty",
@@ -515,7 +516,7 @@ def _plain_folder(folder: Path, fdate: dt.date, d: dt.date) -> dict:
         "row_number", pa.array(line - starts[file_i])
     )
     control = []
-    if re.search(rb"[\x00-\x09\x0b-\x1f\x7f]", buf):
+    if buf.translate(None, PLAIN_NOT_CONTROL):  # a control byte somewhere: find the fields that hold one
         control = [pc.match_substring_regex(t[c], r"[\x00-\x1f\x7f]") for c in PLAIN_COLUMNS]
     mal_file = np.searchsorted(starts, np.array([b[0] for b in bad], dtype=np.int64) - 2, side="right") - 1
     malformed = [
@@ -535,8 +536,9 @@ def _plain_clean(window: list[dict], d: dt.date):
     def blank(c):
         return pc.or_(pc.equal(pc.utf8_length(c), 0), pc.utf8_is_space(c))
 
-    def int_ge1(c):
-        return pc.and_(pc.match_substring_regex(c, r"^[0-9]{1,9}$"), pc.match_substring_regex(c, r"[1-9]"))
+    def int_ge1(c):  # 1 to 9 ASCII digits, not all zeros
+        short = pc.and_(pc.ascii_is_decimal(c), pc.less_equal(pc.binary_length(c), 9))
+        return pc.and_(short, pc.not_equal(pc.utf8_ltrim(c, "0"), ""))
 
     def money(c):
         return pc.match_substring_regex(c, r"^[0-9]{1,15}(\.[0-9]{1,2})?$")
@@ -546,8 +548,12 @@ def _plain_clean(window: list[dict], d: dt.date):
         t, fdate = f["t"], f["date"]
         ts = pc.strptime(t["ordered_at"], format="%Y-%m-%dT%H:%M:%S%z", unit="s", error_is_null=True)
         if ts.null_count:  # fractional seconds: floored, as the contract's instants are whole seconds
-            cut = pc.replace_substring_regex(t["ordered_at"], r"(T[0-9]{2}:[0-9]{2}:[0-9]{2})\.[0-9]+", r"\1")
-            ts = pc.coalesce(ts, pc.strptime(cut, format="%Y-%m-%dT%H:%M:%S%z", unit="s", error_is_null=True))
+            ts, retry = ts.combine_chunks(), pc.is_null(ts).combine_chunks()
+            cut = pc.replace_substring_regex(
+                t["ordered_at"].filter(retry), r"(T[0-9]{2}:[0-9]{2}:[0-9]{2})\.[0-9]+", r"\1"
+            )
+            again = pc.strptime(cut, format="%Y-%m-%dT%H:%M:%S%z", unit="s", error_is_null=True)
+            ts = pc.replace_with_mask(ts, retry, again.combine_chunks())
         local = pc.local_timestamp(ts.cast(pa.timestamp("s", tz="America/Toronto")))
         bdate = (
             pc.subtract(local, pa.scalar(dt.timedelta(hours=5), pa.duration("s")))
@@ -582,7 +588,7 @@ def _plain_clean(window: list[dict], d: dt.date):
         mine = pc.if_else(pc.or_(pc.is_null(bdate), misfiled), fdate == d, pc.equal(bdate, pa.scalar(d)))
         seq = pa.array(np.arange(seq0, seq0 + t.num_rows))
         seq0 += t.num_rows
-        good = t.filter(valid)
+        good = t.select(["store_id", "order_id", "line_no"]).filter(valid)
         keys = pa.table({"s": good["store_id"], "o": good["order_id"], "l": good["line_no"], "seq": seq.filter(valid)})
         keep = pc.and_(valid, mine)
         rows = t.filter(keep).select(
@@ -614,7 +620,9 @@ def _plain_clean(window: list[dict], d: dt.date):
             f"{d}: {rejected.num_rows} of {attributed} rows rejected, first {rejected.slice(0, 1).to_pylist()}"
         )
     last = keys.group_by(["s", "o", "l"], use_threads=False).aggregate([("seq", "max")])["seq_max"]
-    is_last = pc.is_in(rows["seq"], last)
+    latest = np.zeros(seq0, bool)
+    latest[np.asarray(last)] = True  # seq numbers the rows of the window 0, 1, ...: a flag per row
+    is_last = pa.array(latest[np.asarray(rows["seq"])])
     voided = pc.equal(rows["status"], "VOIDED")
     kept = rows.filter(pc.and_(is_last, pc.invert(voided)))
     qty, price = pc.cast(kept["qty"], pa.int32()), pc.cast(kept["unit_price"], money_t)
