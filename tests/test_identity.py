@@ -207,3 +207,45 @@ def test_the_data_version_is_of_the_rows_not_of_the_writer_the_compression_or_th
     assert logical_version(table.slice(1)) == logical_version(table.take([1, 2]))  # a slice is its rows
     changed = table.set_column(1, "qty", pa.array([1, None, 4], pa.int32()))
     assert logical_version(changed) != logical_version(table)
+
+
+def test_each_stores_version_is_the_logical_version_of_its_rows_whatever_the_columns_hold():
+    """slice_versions hashes each store's run of a sorted copy without copying it out again: every
+    store's version must be logical_version of exactly its rows (filtered, in table order), for
+    strings (empty, non-ASCII), booleans, ints, decimals, timestamps, nulls, dictionaries, a chunked
+    or sliced table, and a store without rows."""
+    import decimal
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tasks.freshness.identity import logical_version, slice_versions
+
+    rng = np.random.default_rng(7)
+    n = 2_000
+    stores = rng.choice(["S1", "S2", "S10", "Ré", "S3"], n)
+    text = np.array(["", "a", "héllo", "x" * 37, "0"], dtype=object)[rng.integers(0, 5, n)]
+    table = pa.table(
+        {
+            "store_id": pa.array(stores),
+            "order_id": pa.array(text),
+            "line_no": pa.array(rng.integers(1, 99, n), pa.int32()),
+            "ordered_at": pa.array(rng.integers(0, 2**40, n), pa.timestamp("s", tz="UTC")),
+            "net": pa.array([decimal.Decimal(int(v)) / 100 for v in rng.integers(-1e6, 1e6, n)], pa.decimal128(18, 2)),
+            "flag": pa.array(rng.random(n) < 0.3),
+            "with_nulls": pa.array([None if v < 0.2 else str(v) for v in rng.random(n)]),
+            "flag_nulls": pa.array([None if v < 0.1 else v < 0.5 for v in rng.random(n)]),
+            "kind": pa.array(rng.choice(["A", "B"], n)).dictionary_encode(),
+        }
+    )
+    plain = table.drop_columns(["kind"])  # no dictionary: each run's batch made over the sorted copy
+    chunked = pa.concat_tables([plain.slice(0, 700), plain.slice(700)])  # two chunks a column
+    for t in (plain, chunked, plain.slice(13, 1_500), table):  # a slice: every buffer at an offset
+        expected = {k: logical_version(t.filter(pc.equal(t["store_id"], k))) for k in set(stores) | {"S9"}}
+        assert slice_versions(t, "store_id", set(stores) | {"S9"}) == expected
+        assert expected["S9"] == logical_version(t.slice(0, 0))
+    one = pc.if_else(pc.equal(table["store_id"], "S2"), pa.scalar(1, pa.int32()), table["line_no"])
+    one_changed = table.set_column(2, "line_no", one)
+    before, after = slice_versions(table, "store_id", set(stores)), slice_versions(one_changed, "store_id", set(stores))
+    assert {k for k in before if before[k] != after[k]} == {"S2"}

@@ -105,21 +105,81 @@ def _exact(array) -> bool:
 
 def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, str]:
     """The logical version of each key's rows (``column == key``, in table order); a key without rows
-    gets the version of an empty slice. One stable sort of the table, then each key's run copied out
-    (a fresh array, see :func:`logical_version`) and hashed."""
+    gets the version of an empty slice. One stable sort of the table into a copy, then each key's run
+    of it hashed as :func:`logical_version` hashes a table (the bytes of its IPC stream: schema, one
+    record batch, end of stream), the batch made over the copy's buffers rather than copied out
+    again (:func:`_runs_of`) and serialised between the stream's fixed head and tail."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = table.combine_chunks()  # a take from one chunk per column copies only the rows taken
+    table = table.combine_chunks()
     order = pc.sort_indices(table, sort_keys=[(column, "ascending")])  # stable: keeps row order
     schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
+    ordered = table.take(order)  # each key's rows in one run, one chunk a column
+    columns = [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in ordered.columns]
+    # a dictionary's values go in a message of their own, which a batch serialised alone lacks
+    plain = not any(pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) for f in schema)
+    runs = [_runs_of(c) for c in columns] if plain else []
+    head, tail = _stream_frame(schema)
     out, start = {}, 0
-    for run in pc.value_counts(pc.take(table[column], order)).to_pylist():  # in order of appearance: sorted
-        rows = table.take(order.slice(start, run["counts"]))  # one key's rows only: a fresh copy of them
-        out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(rows.combine_chunks().columns, schema=schema))
-        start += run["counts"]
+    for run in pc.value_counts(ordered[column]).to_pylist():  # in order of appearance: sorted
+        n = run["counts"]
+        if plain:
+            digest = hashlib.sha256(head)
+            digest.update(pa.RecordBatch.from_arrays([run_of(start, n) for run_of in runs], schema=schema).serialize())
+            digest.update(tail)
+            out[run["values"]] = digest.hexdigest()
+        else:
+            rows = table.take(order.slice(start, n)).combine_chunks()  # a fresh copy of the run
+            out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(rows.columns, schema=schema))
+        start += n
     empty = logical_version(table.slice(0, 0))
     return {k: out.get(k, empty) for k in sorted(keys | set(out))}
+
+
+def _stream_frame(schema: pa.Schema) -> tuple[bytes, bytes]:
+    """The bytes an IPC stream of ``schema`` starts with (its schema message) and ends with (the
+    end-of-stream marker): a one-batch stream is head + the batch's serialised message + tail."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema):
+        pass
+    frame = sink.getvalue().to_pybytes()
+    return frame[:-8], frame[-8:]
+
+
+def _runs_of(array: pa.Array) -> Callable[[int, int], pa.Array]:
+    """For ``array`` (a freshly built one: offset 0), a function of (start, n) giving its rows start to
+    start + n as an array whose IPC bytes are those of a fresh copy of them (what ``take`` gives; a
+    slice would carry the padding of the buffers it points into). Without nulls: fixed-width values
+    point into the array's buffer, strings get offsets that start at 0 and point into its characters,
+    booleans are packed again; anything else is copied by ``take``."""
+    import numpy as np
+    import pyarrow as pa
+
+    kind, buffers = array.type, array.buffers()
+    if array.null_count or array.offset:
+        pass
+    elif pa.types.is_string(kind) or pa.types.is_binary(kind):
+        offsets, chars = np.frombuffer(buffers[1], np.int32, len(array) + 1), buffers[2]
+
+        def strings(start: int, n: int) -> pa.Array:
+            mine = offsets[start : start + n + 1]
+            first = int(mine[0])
+            text = chars.slice(first, int(mine[-1]) - first) if chars is not None else None
+            return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(mine - np.int32(first)), text])
+
+        return strings
+    elif pa.types.is_boolean(kind):
+        bits = array.to_numpy(zero_copy_only=False)
+        return lambda start, n: pa.Array.from_buffers(
+            kind, n, [None, pa.py_buffer(np.packbits(bits[start : start + n], bitorder="little"))]
+        )
+    elif len(buffers) == 2 and kind.bit_width % 8 == 0 and not pa.types.is_dictionary(kind):
+        width, values = kind.bit_width // 8, buffers[1]
+        return lambda start, n: pa.Array.from_buffers(kind, n, [None, values.slice(start * width, n * width)])
+    return lambda start, n: array.slice(start, n).take(pa.array(np.arange(n)))
 
 
 def version_matches(recorded: str | None, version: str | None, upstream: dict | None) -> bool:
