@@ -105,34 +105,44 @@ def _exact(array) -> bool:
 
 def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, str]:
     """The logical version of each key's rows (``column == key``, in table order); a key without rows
-    gets the version of an empty slice. One stable sort of the table into a copy, then each key's run
-    of it hashed as :func:`logical_version` hashes a table (the bytes of its IPC stream: schema, one
-    record batch, end of stream), the batch made over the copy's buffers rather than copied out
-    again (:func:`_runs_of`) and serialised between the stream's fixed head and tail."""
+    gets the version of an empty slice. One stable sort of the table, then its keys' rows copied out
+    in sorted order a group of keys at a time (about an eighth of the rows: the copy stays small),
+    and each key's run of a group hashed as :func:`logical_version` hashes a table (the bytes of its
+    IPC stream: schema, one record batch, end of stream), the batch made over the group's buffers
+    (:func:`_runs_of`) and serialised between the stream's fixed head and tail."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = table.combine_chunks()
+    table = table.combine_chunks()  # a take from one chunk per column copies only the rows taken
     order = pc.sort_indices(table, sort_keys=[(column, "ascending")])  # stable: keeps row order
     schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
-    ordered = table.take(order)  # each key's rows in one run, one chunk a column
-    columns = [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in ordered.columns]
+    runs = pc.value_counts(pc.take(table[column], order)).to_pylist()  # in order of appearance: sorted
     # a dictionary's values go in a message of their own, which a batch serialised alone lacks
     plain = not any(pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) for f in schema)
-    runs = [_runs_of(c) for c in columns] if plain else []
     head, tail = _stream_frame(schema)
-    out, start = {}, 0
-    for run in pc.value_counts(ordered[column]).to_pylist():  # in order of appearance: sorted
-        n = run["counts"]
-        if plain:
-            digest = hashlib.sha256(head)
-            digest.update(pa.RecordBatch.from_arrays([run_of(start, n) for run_of in runs], schema=schema).serialize())
-            digest.update(tail)
-            out[run["values"]] = digest.hexdigest()
-        else:
-            rows = table.take(order.slice(start, n)).combine_chunks()  # a fresh copy of the run
-            out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(rows.columns, schema=schema))
-        start += n
+    group_rows = max(1, table.num_rows // 8)
+    out, start, i = {}, 0, 0
+    while i < len(runs):
+        j, rows = i, 0
+        while j < len(runs) and (j == i or rows + runs[j]["counts"] <= group_rows):
+            rows += runs[j]["counts"]
+            j += 1
+        group = table.take(order.slice(start, rows)).combine_chunks()  # keys i..j-1: a fresh copy
+        cut = [_runs_of(c.chunk(0) if c.num_chunks else pa.array([], c.type)) for c in group.columns] if plain else []
+        at = 0
+        for run in runs[i:j]:
+            n = run["counts"]
+            if plain:
+                digest = hashlib.sha256(head)
+                digest.update(pa.RecordBatch.from_arrays([c(at, n) for c in cut], schema=schema).serialize())
+                digest.update(tail)
+                out[run["values"]] = digest.hexdigest()
+            else:  # a fresh copy of the run, through the stream writer
+                out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(group.slice(at, n).take(
+                    pa.array(range(n))).combine_chunks().columns, schema=schema))  # fmt: skip
+            at += n
+        start, i = start + rows, j
+        del group, cut
     empty = logical_version(table.slice(0, 0))
     return {k: out.get(k, empty) for k in sorted(keys | set(out))}
 
