@@ -22,12 +22,13 @@ JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
 # build for about a second, then purged by jemalloc's background thread (returned to the system, not
 # left "muzzy"): a process between builds gives its memory back, and one building date after date
 # does not fault every page in again (docs/performance.md, "Memory of a build").
-# numpy's OpenBLAS starts a thread per core when numpy is imported (0.05 to 0.1 s of CPU at every
-# start, inherited by nothing: forked tasks have no threads); Daybreak does no linear algebra
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
+# numpy's OpenBLAS starts a thread per core when numpy is imported (0.05 to 0.1 s of CPU at every
+# start, inherited by nothing: forked tasks have no threads); Daybreak does no linear algebra. Read
+# when numpy is first imported, so, as above, where Daybreak is imported first; a value set is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # family -> module that defines it
 FAMILIES = {

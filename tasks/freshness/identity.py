@@ -126,7 +126,7 @@ def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, st
             rows += runs[j]["counts"]
             j += 1
         group = table.take(order.slice(start, rows)).combine_chunks()  # keys i..j-1: a fresh copy
-        cut = [_runs_of(c.chunk(0) if c.num_chunks else pa.array([], c.type)) for c in group.columns] if plain else []
+        cut = [_runs_of(c.chunk(0)) for c in group.columns] if plain else []  # rows >= 1: one chunk each
         at = 0
         for run in runs[i:j]:
             n = run["counts"]
@@ -135,9 +135,9 @@ def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, st
                 digest.update(pa.RecordBatch.from_arrays([c(at, n) for c in cut], schema=schema).serialize())
                 digest.update(tail)
                 out[run["values"]] = digest.hexdigest()
-            else:  # a fresh copy of the run, through the stream writer
-                out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(group.slice(at, n).take(
-                    pa.array(range(n))).combine_chunks().columns, schema=schema))  # fmt: skip
+            else:  # a fresh copy of the run, through the stream writer (it writes the dictionaries)
+                copy = group.slice(at, n).take(pa.array(range(n))).combine_chunks()
+                out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(copy.columns, schema=schema))
             at += n
         start, i = start + rows, j
         del group, cut
