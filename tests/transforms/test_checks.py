@@ -1,6 +1,8 @@
 """The shared type checks on their own (tasks/transforms/checks.py)."""
 
 import datetime as dt
+import random
+import re
 
 import pyarrow as pa
 import pytest
@@ -118,3 +120,67 @@ def test_real_edge_instants_are_kept(text, instant):
 )
 def test_dates_are_exactly_iso_and_exist(text, day):
     assert parse_dates(pa.array([text, "2026-09-15"], pa.string())).to_pylist() == [day, dt.date(2026, 9, 15)]
+
+
+_REFERENCE = (
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"  # groups 1-6: the local date and time
+    r"(\.[0-9]+)?(Z|([+-])([0-9]{2}):?([0-9]{2}))"  # 7: a fraction; 8: the offset (9-11: its sign and fields)
+)
+
+
+def _reference_instant(text):
+    """The contract's rule for an instant, in plain Python: seconds since the epoch (UTC), or None."""
+    m = re.fullmatch(_REFERENCE, text or "")
+    if m is None:
+        return None
+    year, month, day, hour, minute, second = (int(m[i]) for i in range(1, 7))
+    try:
+        local = dt.datetime(year, month, day, hour, minute, second)
+    except ValueError:  # no year 0, no 31st of September, no 24th hour or 60th second
+        return None
+    seconds = (local - dt.datetime(1970, 1, 1)) // dt.timedelta(seconds=1)
+    if m[8] == "Z":
+        return seconds
+    hours, minutes = int(m[10]), int(m[11])
+    if hours > 23 or minutes > 59:
+        return None
+    return seconds - (1 if m[9] == "+" else -1) * (hours * 3600 + minutes * 60)
+
+
+def test_instants_and_dates_agree_with_a_plain_python_reading_of_the_contract():
+    # valid texts of every shape, each mutated: a byte changed, added or taken away (the reading is
+    # numpy over the array's bytes: a wrong position, width or sign shows here)
+    rnd = random.Random(13)
+    shapes = [
+        *("2026-09-15T12:00:00-04:00", "2026-09-15T12:00:00Z", "2026-09-15T12:00:00+0530"),
+        *("2028-02-29T23:59:59.25+23:59", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-23:59"),
+        *("1969-12-31T23:59:59.5Z", "2100-03-01", "2024-02-29"),
+    ]
+    texts = []
+    for _ in range(20000):
+        text = list(rnd.choice(shapes))
+        for _ in range(rnd.randint(0, 2)):
+            i, op = rnd.randrange(len(text)), rnd.random()
+            if op < 0.6:
+                text[i] = rnd.choice("0123456789-:TZ+. \u00e9")
+            elif op < 0.8:
+                text.insert(i, rnd.choice("0123456789:."))
+            else:
+                del text[i]
+        texts.append("".join(text))
+    texts += ["", None]
+    col = pa.array(texts, pa.string()).slice(1)  # an offset into the buffers, too
+    expected = [_reference_instant(t) for t in texts[1:]]
+    assert parse_instants(col).cast(pa.int64()).to_pylist() == expected
+    assert sum(e is not None for e in expected) > 5000  # both kinds are well represented
+    assert sum(e is None for e in expected) > 5000
+
+    def reference_date(text):
+        if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text or ""):
+            return None
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            return None
+
+    assert parse_dates(col).to_pylist() == [reference_date(t) for t in texts[1:]]
