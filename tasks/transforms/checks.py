@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,22 +15,64 @@ def blank(col) -> pa.Array:
 
 
 def is_money(col) -> pa.Array:
-    """1 to 15 ASCII digits, optionally a dot and 1 or 2 more digits (a decimal >= 0 with 2 dp at most).
+    """1 to 15 ASCII digits, optionally a dot and 1 or 2 more digits (a decimal >= 0 with 2 dp at most);
+    false for a null. See :func:`money_cents`."""
+    return pa.array(money_cents(col)[0])
 
-    Kernels instead of a regular expression: several times faster on a POS day.
-    """
-    dot = pc.find_substring(col, ".")  # -1 when there is none
-    length = pc.utf8_length(col)
-    no_dot = pc.equal(dot, -1)
-    whole = pc.if_else(no_dot, length, dot)
-    fraction = pc.subtract(pc.subtract(length, dot), 1)
-    checks = [
-        pc.ascii_is_decimal(pc.replace_substring(col, ".", "", max_replacements=1)),
-        pc.greater_equal(whole, 1),
-        pc.less_equal(whole, 15),
-        pc.or_(no_dot, pc.and_(pc.greater_equal(fraction, 1), pc.less_equal(fraction, 2))),
-    ]
-    return functools.reduce(pc.and_, checks)
+
+def money_cents(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of a string array: whether it is money (:func:`is_money`), its value in cents and the
+    digits of its whole part (both 0 where it is not money).
+
+    numpy over the array's own bytes instead of Arrow's string kernels and then a cast to decimal
+    (three times as long): each row's last bytes (as many as the longest text has, 18 at most)
+    gathered right-aligned as one record, then read a position at a time."""
+    col = as_array(col)
+    n = len(col)
+    ok, cents, whole = np.zeros(n, dtype=bool), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    if n == 0 or col.buffers()[2] is None:  # no text at all
+        return ok, cents, whole
+    offsets = np.frombuffer(col.buffers()[1], np.int32)[col.offset : col.offset + n + 1]
+    lengths = np.diff(offsets)
+    sized = (lengths >= 1) & (lengths <= 18)  # 15 digits, a dot and 2 more at most
+    if col.null_count:
+        sized &= col.is_valid().to_numpy(zero_copy_only=False)
+    at = np.flatnonzero(sized)
+    if not len(at):
+        return ok, cents, whole
+    size = lengths[at]
+    width = int(size.max())
+    data = np.frombuffer(col.buffers()[2], np.uint8, count=int(offsets[-1]))
+    padded = np.concatenate((np.zeros(width, np.uint8), data))  # the first row's record starts before it
+    records = np.ndarray((padded.size - width + 1,), f"V{width}", padded, 0, (1,))[offsets[1:][at]]
+    by_position = np.ascontiguousarray(records.view(np.uint8).reshape(-1, width).T)
+    first = width - size  # a row's text is its record's bytes from ``first`` on
+    bad, dots = np.zeros(len(at), dtype=bool), np.zeros(len(at), np.int8)
+    fraction, value = np.zeros(len(at), np.int8), np.zeros(len(at), np.int64)
+    for j in range(width):
+        byte = by_position[j]
+        text = first <= j
+        digit = byte - np.uint8(ord("0"))  # 0-9 for a digit, 10 and above for any other byte
+        is_digit, dot = digit <= 9, (byte == ord(".")) & text
+        bad |= text & ~(is_digit | dot)
+        digit *= is_digit & text
+        if dot.any():
+            dots += dot
+            fraction[dot] = width - 1 - j  # the digits after the dot
+            value = np.where(dot, value, value * 10 + digit)
+        else:
+            value *= 10
+            value += digit
+    has_dot = dots == 1
+    fraction[~has_dot] = 0
+    digits = size - np.where(has_dot, fraction + 1, 0)
+    good = ~bad & (dots <= 1) & (digits >= 1) & (digits <= 15) & (~has_dot | (fraction >= 1) & (fraction <= 2))
+    value *= _CENTS_PER_UNIT[np.minimum(fraction, 2)]
+    ok[at[good]], cents[at[good]], whole[at[good]] = True, value[good], digits[good]
+    return ok, cents, whole
+
+
+_CENTS_PER_UNIT = np.array([100, 10, 1], np.int64)  # by the digits after the dot
 
 
 def count(mask: pa.Array) -> int:

@@ -10,7 +10,6 @@ import datetime as dt
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -22,8 +21,8 @@ from tasks.transforms.checks import (
     blank,
     count,
     first_failed,
-    is_money,
     malformed_rejects,
+    money_cents,
     not_int_ge1,
     parse_instants,
     reject_schema,
@@ -190,13 +189,13 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     # only partitions folder-1 and folder read this folder: a line of any other business date would be lost
     held = pa.array([folder - dt.timedelta(days=1), folder], pa.date32())
     misfiled = pc.fill_null(pc.invert(pc.is_in(bdate, held)), False)
-    code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index))
+    price, discount = money_cents(raw["unit_price"]), money_cents(raw["discount"])
+    code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index), price, discount)
     valid = pc.equal(code, 0)
     by_folder = pc.or_(pc.is_null(bdate), misfiled)  # no usable business date: the folder's date owns it
     owner = pc.if_else(by_folder, pa.scalar(folder, pa.date32()), bdate)
     # copy only what is valid, then cast: every value already passed its type rule
-    picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "unit_price", "discount", "status"])
-    picked = picked.filter(valid)
+    picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "status"]).filter(valid)
     rows = pa.table(
         {
             "store_id": picked["store_id"],
@@ -205,8 +204,8 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
             "ordered_at": pc.filter(ordered_at, valid),
             "sku": picked["sku"],
             "qty": pc.cast(picked["qty"], pa.int32()),
-            "unit_price": picked["unit_price"],  # checked; cast for the kept rows only (_finish)
-            "discount": picked["discount"],
+            "unit_price": pc.filter(price[1], valid),  # in cents (decimal(18,2) once kept: _finish)
+            "discount": pc.filter(discount[1], valid),  # a blank one is 0
             "status": picked["status"],
             # each row's file as an index into the folder's file names (4 bytes a row, not the name)
             "source_file": pa.DictionaryArray.from_arrays(as_array(pc.filter(file_index, valid)), names),
@@ -423,9 +422,10 @@ def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.
     return pc.not_equal(raw["store_id"], pc.take(stems, file_index))
 
 
-def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_store: pa.Array) -> pa.Array:
-    """Per row, the index in REASONS of the first rule it fails (0 when it passes them all)."""
-    bad_qty, bad_price = not_int_ge1(raw["qty"]), pc.invert(is_money(raw["unit_price"]))
+def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_store: pa.Array, price, discount):
+    """Per row, the index in REASONS of the first rule it fails (0 when it passes them all); ``price``
+    and ``discount`` are :func:`money_cents` of their columns."""
+    bad_qty, bad_price = not_int_ge1(raw["qty"]), pa.array(~price[0])
     checks = [
         blank(raw["order_id"]),
         not_int_ge1(raw["line_no"]),
@@ -435,24 +435,24 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_
         blank(raw["sku"]),
         bad_qty,
         bad_price,
-        _bad_discount(raw["discount"]),
+        pc.invert(pc.or_(blank(raw["discount"]), pa.array(discount[0]))),
         pc.invert(pc.is_in(raw["status"], pa.array(STATUSES))),
-        _gross_too_big(raw["qty"], raw["unit_price"], pc.invert(pc.or_(bad_qty, bad_price))),
+        _gross_too_big(raw["qty"], price, pc.invert(pc.or_(bad_qty, bad_price))),
     ]
     return first_failed(checks)
 
 
-def _gross_too_big(qty, unit_price, typed: pa.Array) -> pa.Array:
-    """qty x unit_price >= 10**16, where net_amount's decimal(18,2) cannot hold it (rows ``typed`` only).
+def _gross_too_big(qty, price, typed: pa.Array) -> pa.Array:
+    """qty x unit_price >= 10**16, where net_amount's decimal(18,2) cannot hold it (rows ``typed`` only;
+    ``price`` is :func:`money_cents` of unit_price).
 
     A product of an a-digit integer and a b-digit whole part is below 10**(a+b), so only rows whose
     lengths add up to more than 16 need the exact product (a handful, if any)."""
-    dot = pc.find_substring(unit_price, ".")
-    whole = pc.if_else(pc.equal(dot, -1), pc.utf8_length(unit_price), dot)
-    maybe = pc.and_(typed, pc.greater(pc.add(pc.utf8_length(qty), whole), 16))
+    _, cents, whole = price
+    maybe = as_array(typed).to_numpy(zero_copy_only=False) & (as_array(pc.binary_length(qty)).to_numpy() + whole > 16)
     too_big = np.zeros(len(typed), dtype=bool)
-    for i in np.flatnonzero(pc.fill_null(maybe, False).to_numpy(zero_copy_only=False)):
-        too_big[i] = int(qty[int(i)].as_py()) * Decimal(unit_price[int(i)].as_py()) >= 10**16
+    for i in np.flatnonzero(maybe):
+        too_big[i] = int(qty[int(i)].as_py()) * int(cents[i]) >= 10**18  # cents: 10**16 units
     return pa.array(too_big)
 
 
@@ -498,10 +498,6 @@ def _last_per_key(keys: pa.Table) -> np.ndarray:
     return last
 
 
-def _bad_discount(col) -> pa.Array:
-    return pc.invert(pc.or_(blank(col), is_money(col)))
-
-
 def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: QsrRules) -> pa.Table:
     """The output rows: of each (checked columns, mask), the rows the mask picks, in order; money cast
     from the checked strings (each row is kept by one partition only, so each is cast once),
@@ -516,37 +512,34 @@ def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: Qsr
         return as_array(pa.chunked_array(chunks, kind))
 
     out = {name: take(name) for name in ("store_id", "order_id", "line_no", "ordered_at", "sku", "qty")}
-    out["unit_price"] = pc.cast(take("unit_price"), MONEY)
-    discount = take("discount")
-    out["discount"] = pc.cast(pc.if_else(blank(discount), "0", discount), MONEY)
-    del discount
+    price, discount = take("unit_price").to_numpy(), take("discount").to_numpy()
+    out["unit_price"], out["discount"] = _money(price), _money(discount)
     out["status"] = take("status")
     refunded = pc.equal(out["status"], "REFUNDED")
-    out["net_amount"] = _net_amount(out["qty"], out["unit_price"], out["discount"], refunded)
+    out["net_amount"] = _money(_net_cents(out["qty"], price, discount, refunded))
+    del price, discount
     out["is_suspicious"] = pc.greater(out["qty"], rules.suspicious_qty_threshold)
     out["source_file"] = take("source_file")
     return pa.table([out[f.name] for f in OUTPUT_SCHEMA], schema=OUTPUT_SCHEMA)
 
 
-def _net_amount(qty: pa.Array, unit_price: pa.Array, discount: pa.Array, refunded: pa.Array) -> pa.Array:
-    """qty x unit_price - discount, negated where ``refunded``, as decimal(18,2), computed in int64 cents
-    (no nulls here). Exact: every kept row passed the net_amount rule (qty x unit_price < 10**16), so
-    each product and difference stays below 10**18 cents, within int64 and within decimal(18,2)."""
+def _net_cents(qty: pa.Array, unit_price: np.ndarray, discount: np.ndarray, refunded: pa.Array) -> np.ndarray:
+    """qty x unit_price - discount, negated where ``refunded``, in int64 cents (no nulls here). Exact:
+    every kept row passed the net_amount rule (qty x unit_price < 10**16), so each product and
+    difference stays below 10**18 cents, within int64 and within decimal(18,2)."""
     net = qty.to_numpy().astype(np.int64)
-    net *= _cents(unit_price)
-    net -= _cents(discount)
+    net *= unit_price
+    net -= discount
     np.negative(net, out=net, where=refunded.to_numpy(zero_copy_only=False))
-    words = np.empty(2 * len(net), np.int64)  # a decimal128 value: low then high 64 bits, little-endian
-    words[0::2] = net
-    words[1::2] = net >> 63  # the sign, extended
-    return pa.Array.from_buffers(MONEY, len(net), [None, pa.py_buffer(words)])
+    return net
 
 
-def _cents(money: pa.Array) -> np.ndarray:
-    """The cents of a decimal(18,2) array without nulls, as int64: the low 64 bits of each 128-bit
-    value (a value below 10**18 cents fits them, its high bits being the sign)."""
-    words = np.frombuffer(money.buffers()[1], np.int64)
-    return words[2 * money.offset : 2 * (money.offset + len(money)) : 2]
+def _money(cents: np.ndarray) -> pa.Array:
+    """int64 cents (below 10**18 in magnitude, no nulls) as decimal(18,2), without a cast."""
+    words = np.empty(2 * len(cents), np.int64)  # a decimal128 value: low then high 64 bits, little-endian
+    words[0::2] = cents
+    words[1::2] = cents >> 63  # the sign, extended
+    return pa.Array.from_buffers(MONEY, len(cents), [None, pa.py_buffer(words)])
 
 
 def warm_up() -> CleanResult:
@@ -574,9 +567,9 @@ def warm_up() -> CleanResult:
     return clean_checked([checked_from_ipc(sink.getvalue())], day, QsrRules())
 
 
-CHECKED_SCHEMA = pa.schema(  # money as the checked strings: cast once a row is kept; the file as a dictionary
+CHECKED_SCHEMA = pa.schema(  # money in int64 cents (decimal once a row is kept); the file as a dictionary
     [
-        (f.name, {"unit_price": pa.string(), "discount": pa.string(), "source_file": _FILE}.get(f.name, f.type))
+        (f.name, {"unit_price": pa.int64(), "discount": pa.int64(), "source_file": _FILE}.get(f.name, f.type))
         for f in OUTPUT_SCHEMA
         if f.name not in ("net_amount", "is_suspicious")
     ]

@@ -3,11 +3,12 @@
 import datetime as dt
 import random
 import re
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
 
-from tasks.transforms.checks import parse_dates, parse_instants
+from tasks.transforms.checks import is_money, money_cents, parse_dates, parse_instants
 
 UTC = dt.UTC
 
@@ -184,3 +185,20 @@ def test_instants_and_dates_agree_with_a_plain_python_reading_of_the_contract():
             return None
 
     assert parse_dates(col).to_pylist() == [reference_date(t) for t in texts[1:]]
+
+
+def test_money_agrees_with_a_plain_python_reading_of_the_contract():
+    rnd = random.Random(17)
+    texts = ["".join(rnd.choice("0123456789..") for _ in range(rnd.randint(0, 19))) for _ in range(20000)]
+    texts += ["999999999999999.99", "9999999999999999", "0", "0.0", ".5", "5.", "1.234", " 1", "1 ", "١", None]
+    col = pa.array(texts, pa.string()).slice(1)
+    ok, cents, whole = money_cents(col)
+
+    def reference(text):  # (is money, cents, digits of the whole part)
+        m = re.fullmatch(r"([0-9]{1,15})(\.[0-9]{1,2})?", text or "")
+        return (False, 0, 0) if m is None else (True, int(Decimal(text) * 100), len(m[1]))
+
+    expected = [reference(t) for t in texts[1:]]
+    assert list(zip(ok.tolist(), cents.tolist(), whole.tolist(), strict=True)) == expected
+    assert sum(e[0] for e in expected) > 1000
+    assert is_money(col).to_pylist() == [e[0] for e in expected]

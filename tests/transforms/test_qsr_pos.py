@@ -235,6 +235,43 @@ def test_net_amount_that_does_not_fit_decimal_18_2_is_rejected():
     assert result.rejected["reason"].to_pylist() == ["net_amount (qty x unit_price) does not fit decimal(18,2)"]
 
 
+@pytest.mark.parametrize(
+    ("qty", "price", "fits"),
+    [
+        ("20", "500000000000000", False),  # exactly 10**16: one more than decimal(18,2) holds
+        ("20", "500000000000000.00", False),
+        ("20", "499999999999999.99", True),  # 9,999,999,999,999,999.80
+        ("10", "999999999999999.99", True),
+        ("11", "909090909090909.1", False),  # 10,000,000,000,000,001.00
+        ("1", "999999999999999.99", True),
+    ],
+)
+def test_net_amount_fits_up_to_its_last_cent(qty, price, fits):
+    result = clean(D15, [(D15, [line("O1", "2026-09-15T12:00:00-04:00", qty=qty, price=price)])])
+    assert result.table.num_rows == int(fits)
+    if fits:
+        assert result.table["net_amount"][0].as_py() == int(qty) * Decimal(price)
+        assert result.table["unit_price"][0].as_py() == Decimal(price)
+
+
+def test_money_is_read_to_the_cent():
+    # every shape of money the rule takes, and a discount, read from the text (not cast by Arrow):
+    # a wrong position, scale or sign would show in the staged values
+    prices = ["0", "7", "0.5", "3.05", "12.5", "12.50", "100", "123456789012345", "99999.9", "000123.40"]
+    discounts = ["", "0", "0.01", "1", "2.5", " ", "0.99", "", "10", "0.1"]
+    rows = [
+        line(f"O{i}", "2026-09-15T12:00:00-04:00", price=p, discount=d)
+        for i, (p, d) in enumerate(zip(prices, discounts, strict=True))
+    ]
+    rows.append(line("O99", "2026-09-15T12:00:00-04:00", qty="3", price="2.25", discount="0.75", status="REFUNDED"))
+    table = clean(D15, [(D15, rows)]).table
+    assert table["unit_price"].to_pylist() == [Decimal(p).quantize(Decimal("0.01")) for p in [*prices, "2.25"]]
+    assert table["discount"].to_pylist() == [
+        Decimal(d.strip() or "0").quantize(Decimal("0.01")) for d in [*discounts, "0.75"]
+    ]
+    assert table["net_amount"].to_pylist()[-1] == Decimal("-6.00")  # -(3 x 2.25 - 0.75)
+
+
 def test_counts_add_up_to_the_rows_read():
     ts = "2026-09-15T12:00:00-04:00"
     rows15 = [line("O1", ts), line("O1", ts), line("O2", ts, status="VOIDED"), line("O3", ts, qty="x")]
