@@ -452,7 +452,7 @@ def _gross_too_big(qty, price, typed: pa.Array) -> pa.Array:
     maybe = as_array(typed).to_numpy(zero_copy_only=False) & (as_array(pc.binary_length(qty)).to_numpy() + whole > 16)
     too_big = np.zeros(len(typed), dtype=bool)
     for i in np.flatnonzero(maybe):
-        too_big[i] = int(qty[int(i)].as_py()) * int(cents[i]) >= 10**18  # cents: 10**16 units
+        too_big[i] = int(qty[int(i)].as_py()) * int(cents[i]) >= 10**18  # 10**16 in units is 10**18 cents
     return pa.array(too_big)
 
 
@@ -499,10 +499,10 @@ def _last_per_key(keys: pa.Table) -> np.ndarray:
 
 
 def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: QsrRules) -> pa.Table:
-    """The output rows: of each (checked columns, mask), the rows the mask picks, in order; money cast
-    from the checked strings (each row is kept by one partition only, so each is cast once),
-    net_amount and is_suspicious computed. Column by column, each one chunk (hashed and written
-    without a copy); a checked column is let go (popped) once its rows are picked."""
+    """The output rows: of each (checked columns, mask), the rows the mask picks, in order; money as
+    decimal(18,2) from the checked cents (no cast), net_amount and is_suspicious computed. Column by
+    column, each one chunk (hashed and written without a copy); a checked column is let go (popped)
+    once its rows are picked."""
 
     def take(name: str) -> pa.Array:
         kind = CHECKED_SCHEMA.field(name).type
