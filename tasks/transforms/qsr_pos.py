@@ -121,7 +121,8 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
     (folder ``date+1``) only the rows of ``date`` are copied out, and the keys of its valid rows
     (every valid row of the window takes part in the de-duplication) are held until it is done."""
     day = pa.scalar(date, pa.date32())
-    parts, keys, rejects, offset, rows_read, attributed = [], [], [], 0, 0, 0
+    parts, keys, stores, rejects, offset, rows_read, attributed = [], [], [], [], 0, 0, 0
+    store_codes: dict[str, int] = {}  # store id -> its code in this window
     for checked in folders:
         valid = checked.rows
         n = valid.num_rows
@@ -129,7 +130,8 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         offset += n
         mine = as_array(pc.equal(valid["owner"], day)) if n else pa.array([], pa.bool_())
         n_mine = count(mine)
-        key = valid.select(["order_id", "line_no", "store_id"])
+        key = valid.select(["order_id", "line_no"])
+        stores.append(_store_codes(valid["source_file"], store_codes))
         if 2 * n_mine >= n:  # held whole: its rows of the date are picked at the end
             parts.append((valid.select(_PICKED), seq, mine.to_numpy(zero_copy_only=False)))
         else:
@@ -149,7 +151,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         del checked, valid, key, mine
     rejected = _concat(rejects, REJECT_SCHEMA).combine_chunks()
     keys = _concat(keys, _KEYS_SCHEMA)
-    last_by_seq = _last_per_key(keys)
+    last_by_seq = _last_per_key(keys, np.concatenate(stores) if stores else np.zeros(0, np.int64))
     duplicates = keys.num_rows - int(np.count_nonzero(last_by_seq))
     del keys
     picks, voided, of_date, last_of_date = [], 0, 0, 0
@@ -461,9 +463,22 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def _last_per_key(keys: pa.Table) -> np.ndarray:
+def _store_codes(files: pa.ChunkedArray, codes: dict[str, int]) -> np.ndarray:
+    """Per checked row, a code of its store, from its file (a dictionary of file names): a valid row's
+    store_id is its file name's stem (the contract's rule), so no row's string is read or hashed.
+    ``codes`` (store id -> code) is shared by the folders of a window: one store, one code."""
+    out = [np.zeros(0, np.int64)]
+    for chunk in files.chunks:
+        stems = (name.rsplit("/", 1)[-1].removesuffix(".csv") for name in chunk.dictionary.to_pylist())
+        lookup = np.array([codes.setdefault(stem, len(codes)) for stem in stems], np.int64)
+        out.append(lookup[chunk.indices.to_numpy(zero_copy_only=False)] if len(lookup) else np.zeros(0, np.int64))
+    return np.concatenate(out)
+
+
+def _last_per_key(keys: pa.Table, stores: np.ndarray | None = None) -> np.ndarray:
     """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one
-    read of its key.
+    read of its key. ``stores``: instead of the store_id column, a code per row (equal stores,
+    equal codes, >= 0).
 
     The order id as its dense rank (equal strings, equal ranks: Arrow sorts, 16 bytes a row at
     most), the store id as its dictionary code (a few hundred stores), the three as one integer, then
@@ -476,9 +491,11 @@ def _last_per_key(keys: pa.Table) -> np.ndarray:
         return last
     key = pc.rank(keys["order_id"], tiebreaker="dense").to_numpy().astype(np.int64)  # 1..n
     # a window holds a few hundred stores: their codes from a small hash table (a rank sorts every row)
-    store = pc.dictionary_encode(keys["store_id"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
+    store = stores
+    if store is None:
+        store = pc.dictionary_encode(keys["store_id"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
     key *= int(store.max()) + 1
-    key += store.astype(np.int64)  # the (store, order) pair: < (n + 1) ** 2, fits int64
+    key += store.astype(np.int64)  # the (store, order) pair: < (n + 1) x (stores + 1), fits int64
     del store
     line = keys["line_no"].to_numpy()
     is_last = np.ones(n, dtype=bool)
@@ -577,5 +594,5 @@ CHECKED_SCHEMA = pa.schema(  # money in int64 cents (decimal once a row is kept)
 )
 _CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
 _EMPTY_CHECKED = pa.RecordBatch.from_pylist([], schema=CHECKED_SCHEMA)
-_KEYS_SCHEMA = pa.schema([("order_id", pa.string()), ("line_no", pa.int32()), ("store_id", pa.string())])
+_KEYS_SCHEMA = pa.schema([("order_id", pa.string()), ("line_no", pa.int32())])  # and a store code per row
 _PICKED = [name for name in CHECKED_SCHEMA.names if name != "owner"]  # what the output is made from

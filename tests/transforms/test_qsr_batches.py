@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -184,7 +185,10 @@ def test_the_last_line_read_of_each_key_is_kept(n, stores, orders, lines):
     store_id, order_id, line_no = zip(*rows, strict=True)
     table = pa.table({"order_id": order_id, "line_no": pa.array(line_no, pa.int32()), "store_id": store_id})
     chunked = pa.concat_tables([table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, n], strict=True)])
+    codes = np.array([int(s[1:]) * 7 for s in store_id])  # a store's code instead of its id: any >= 0
     for keys in (table, chunked):
         assert qsr_pos._last_per_key(keys).nonzero()[0].tolist() == sorted(last.values())
+        by_code = qsr_pos._last_per_key(keys.drop_columns(["store_id"]), codes)
+        assert by_code.nonzero()[0].tolist() == sorted(last.values())
     assert len(last) < n
     assert qsr_pos._last_per_key(table.slice(0, 0)).tolist() == []

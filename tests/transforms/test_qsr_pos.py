@@ -86,6 +86,23 @@ def test_duplicates_keep_last_valid_read_and_voided_after_dedup():
     assert voided.voided_dropped == 1
 
 
+def test_a_line_is_the_same_key_in_both_folders_whatever_stores_each_holds():
+    # folder d+1 holds fewer stores than folder d, in another order: a store's line re-sent there is
+    # still the same key (store, order, line) as in folder d, and a line of another store is not
+    def store_line(store, order, qty):
+        return f"{order},1,{store},2026-09-15T12:00:00-04:00,SKU1,{qty},5.00,,COMPLETED"
+
+    def files(folder, stores):
+        return [parsed(folder, [store_line(s, "O1", q)], store=s) for s, q in stores]
+
+    d15 = files(D15, [("S001", "1"), ("S002", "2"), ("S003", "3")])
+    d16 = files(D16, [("S003", "30"), ("S002", "20")])  # re-sent lines of S003 and S002, the last read
+    result = clean_pos_lines([(D15, d15), (D16, d16)], D15, QsrRules())
+    rows = sorted(zip(result.table["store_id"].to_pylist(), result.table["qty"].to_pylist(), strict=True))
+    assert rows == [("S001", 1), ("S002", 20), ("S003", 30)]
+    assert result.duplicates_dropped == 2
+
+
 @pytest.mark.parametrize(
     ("qty", "price", "discount", "status", "net"),
     [
