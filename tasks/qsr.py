@@ -87,7 +87,7 @@ class StgQsrPos(PartitionedTask):
         }
         stats["store_versions"] = store_versions(inputs, result.table)
         # what StoreDailySales reads, so that a store's mart never reads another store's lines
-        extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date))}
+        extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date, result.order_keys))}
         return Built(result.table, result.rejected, stats, extras)
 
     def _checked(self, inputs: list[RawFile]) -> Iterator[CheckedFolder]:

@@ -9,7 +9,7 @@ import collections
 import datetime as dt
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -63,6 +63,8 @@ class CleanResult:
     rows_read: int = 0  # every data row of the window's files (rows the parser could not split included)
     other_date_rows: int = 0  # rows of the window attributed to another business date
     duplicates_of_date: int = 0  # valid rows of the date replaced by a later copy of the same line
+    # per row of ``table``: equal for the lines of one order of one store (for store_totals), or None
+    order_keys: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     # rows_read == table + rejected + voided_dropped + duplicates_of_date + other_date_rows
     # attributed_rows == rows_read - other_date_rows
@@ -151,19 +153,22 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         del checked, valid, key, mine
     rejected = _concat(rejects, REJECT_SCHEMA).combine_chunks()
     keys = _concat(keys, _KEYS_SCHEMA)
-    last_by_seq = _last_per_key(keys, np.concatenate(stores) if stores else np.zeros(0, np.int64))
+    orders = _order_keys(keys, np.concatenate(stores)) if keys.num_rows else np.zeros(0, np.int64)
+    last_by_seq = _last_per_key(keys, orders=orders)
     duplicates = keys.num_rows - int(np.count_nonzero(last_by_seq))
     del keys
-    picks, voided, of_date, last_of_date = [], 0, 0, 0
+    picks, kept_orders, voided, of_date, last_of_date = [], [], 0, 0, 0
     for table, seq, mine in parts:  # mine: None when every row of the table is of the date
         is_last = last_by_seq[seq] if mine is None else last_by_seq[seq] & mine  # (a new array, never a view)
         is_void = pc.equal(table["status"], "VOIDED").to_numpy(zero_copy_only=False)
         voided += int(np.count_nonzero(is_last & is_void))
         of_date += table.num_rows if mine is None else int(np.count_nonzero(mine))
         last_of_date += int(np.count_nonzero(is_last))
-        picks.append(({name: table[name] for name in _PICKED}, pa.array(is_last & ~is_void)))
+        keep = is_last & ~is_void
+        picks.append(({name: table[name] for name in _PICKED}, pa.array(keep)))
+        kept_orders.append(orders[seq][keep])
         del table  # its columns are held by ``picks`` only, to be let go one at a time
-    del parts, last_by_seq
+    del parts, last_by_seq, orders
     result = _finish(picks, rules)
     return CleanResult(
         result,
@@ -174,6 +179,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         rows_read=rows_read,
         other_date_rows=rows_read - attributed,
         duplicates_of_date=of_date - last_of_date,
+        order_keys=np.concatenate(kept_orders) if kept_orders else np.zeros(0, np.int64),
     )
 
 
@@ -475,28 +481,34 @@ def _store_codes(files: pa.ChunkedArray, codes: dict[str, int]) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _last_per_key(keys: pa.Table, stores: np.ndarray | None = None) -> np.ndarray:
+def _order_keys(keys: pa.Table, stores: np.ndarray | None = None) -> np.ndarray:
+    """Per row of ``keys`` (store_id, order_id): an integer, equal for equal (store, order) pairs. The
+    order id as its dense rank (Arrow sorts, 16 bytes a row at most), the store id as its dictionary
+    code (a few hundred stores: a small hash table), or ``stores``, a code per row (>= 0) instead of
+    the store_id column."""
+    key = pc.rank(keys["order_id"], tiebreaker="dense").to_numpy().astype(np.int64)  # 1..n
+    store = stores
+    if store is None:
+        store = pc.dictionary_encode(keys["store_id"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
+    key *= int(store.max()) + 1 if len(store) else 1
+    key += store.astype(np.int64)  # < (n + 1) x (stores + 1): fits int64
+    return key
+
+
+def _last_per_key(keys: pa.Table, stores: np.ndarray | None = None, orders: np.ndarray | None = None) -> np.ndarray:
     """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one
     read of its key. ``stores``: instead of the store_id column, a code per row (equal stores,
-    equal codes, >= 0).
+    equal codes, >= 0); ``orders``: the :func:`_order_keys` of the keys, if they are known.
 
-    The order id as its dense rank (equal strings, equal ranks: Arrow sorts, 16 bytes a row at
-    most), the store id as its dictionary code (a few hundred stores), the three as one integer, then
-    a stable sort of the integers: equal keys stay in read order, so the last of a run is the latest.
+    The (store, order) pair as one integer (:func:`_order_keys`), the line number folded in, then a
+    stable sort of the integers: equal keys stay in read order, so the last of a run is the latest.
     A dictionary of the order ids would cost its hash table (17 MB for the 244,472 keys of a
     full-size window), a sort of the strings themselves their copy in sorted order."""
     n = keys.num_rows
     last = np.zeros(n, dtype=bool)
     if n == 0:
         return last
-    key = pc.rank(keys["order_id"], tiebreaker="dense").to_numpy().astype(np.int64)  # 1..n
-    # a window holds a few hundred stores: their codes from a small hash table (a rank sorts every row)
-    store = stores
-    if store is None:
-        store = pc.dictionary_encode(keys["store_id"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
-    key *= int(store.max()) + 1
-    key += store.astype(np.int64)  # the (store, order) pair: < (n + 1) x (stores + 1), fits int64
-    del store
+    key = _order_keys(keys, stores) if orders is None else orders.copy()
     line = keys["line_no"].to_numpy()
     is_last = np.ones(n, dtype=bool)
     if int(key.max()) < (2**63 - 1) // (int(line.max()) + 1) - 1:  # the three keys as one integer

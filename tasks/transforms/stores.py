@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,24 +22,32 @@ SCHEMA = pa.schema(
 TOTALS_SCHEMA = pa.schema([pa.field("store_id", pa.string()), *SCHEMA])
 
 
-def store_totals(lines: pa.Table, day: dt.date) -> pa.Table:
+def store_totals(lines: pa.Table, day: dt.date, order_keys: np.ndarray | None = None) -> pa.Table:
     """One date's stg_qsr_pos lines summed per store (sorted by store_id): sum of net_amount, distinct
-    orders, lines flagged is_suspicious. A store without lines that date has no row."""
+    orders, lines flagged is_suspicious. A store without lines that date has no row.
+
+    ``order_keys`` (optional): per line, an integer equal for the lines of one order of one store
+    (the staging transform has them from its de-duplication): the orders are then counted from them
+    instead of hashing every order id string."""
     if lines.num_rows == 0:
         return TOTALS_SCHEMA.empty_table()
     flagged = pc.cast(lines["is_suspicious"], pa.int64())
-    columns = {"store_id": lines["store_id"], "net": lines["net_amount"], "order": lines["order_id"], "flag": flagged}
+    columns = {"store_id": lines["store_id"], "net": lines["net_amount"], "flag": flagged}
+    if order_keys is None:
+        columns["order"], orders = lines["order_id"], ("order", "count_distinct")
+    else:  # each order's first line counts it once
+        first = np.zeros(lines.num_rows, np.int64)
+        first[np.unique(order_keys, return_index=True)[1]] = 1
+        columns["order"], orders = first, ("order", "sum")
     grouped = (
-        pa.table(columns)
-        .group_by("store_id", use_threads=False)
-        .aggregate([("net", "sum"), ("order", "count_distinct"), ("flag", "sum")])
+        pa.table(columns).group_by("store_id", use_threads=False).aggregate([("net", "sum"), orders, ("flag", "sum")])
     )
     out = pa.table(
         {
             "store_id": grouped["store_id"],
             "business_date": pa.repeat(pa.scalar(day, pa.date32()), grouped.num_rows),
             "net_sales": pc.cast(grouped["net_sum"], SCHEMA.field("net_sales").type),
-            "orders": grouped["order_count_distinct"],
+            "orders": grouped[f"order_{orders[1]}"],
             "suspicious_lines": pc.fill_null(grouped["flag_sum"], 0),
         },
         schema=TOTALS_SCHEMA,

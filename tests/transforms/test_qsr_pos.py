@@ -9,6 +9,7 @@ import pytest
 
 from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines
 from tasks.transforms.rawcsv import RawSchemaError, parse_csv
+from tasks.transforms.stores import store_totals
 
 HEADER = ",".join(RAW_COLUMNS)
 D15, D16 = dt.date(2026, 9, 15), dt.date(2026, 9, 16)
@@ -101,6 +102,26 @@ def test_a_line_is_the_same_key_in_both_folders_whatever_stores_each_holds():
     rows = sorted(zip(result.table["store_id"].to_pylist(), result.table["qty"].to_pylist(), strict=True))
     assert rows == [("S001", 1), ("S002", 20), ("S003", 30)]
     assert result.duplicates_dropped == 2
+
+
+def test_store_totals_from_the_de_duplication_are_those_from_the_lines():
+    # the orders of each store counted from the transform's order keys, as from the order ids: the
+    # same order id in two stores is two orders, an order's lines one, a re-sent line no second one
+    def store_line(store, order, n, qty="1"):
+        return f"{order},{n},{store},2026-09-15T12:00:00-04:00,SKU1,{qty},5.00,,COMPLETED"
+
+    d15 = [
+        parsed(D15, [store_line("S001", "O1", 1), store_line("S001", "O1", 2), store_line("S001", "O2", 1)], "S001"),
+        parsed(D15, [store_line("S002", "O1", 1), store_line("S002", "O3", 1, qty="50")], "S002"),
+    ]
+    d16 = [parsed(D16, [store_line("S002", "O1", 1, qty="2"), store_line("S002", "O4", 1)], "S002")]
+    result = clean_pos_lines([(D15, d15), (D16, d16)], D15, QsrRules())
+    by_keys = store_totals(result.table, D15, result.order_keys)
+    assert by_keys.equals(store_totals(result.table, D15))
+    assert by_keys.select(["store_id", "orders", "suspicious_lines"]).to_pylist() == [
+        {"store_id": "S001", "orders": 2, "suspicious_lines": 0},
+        {"store_id": "S002", "orders": 3, "suspicious_lines": 1},
+    ]
 
 
 @pytest.mark.parametrize(
