@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import json
+import mmap
 import os
 import time
 import zlib
@@ -85,10 +86,14 @@ class FolderCache:
         when ``reader`` is not the partition that wrote it: each folder serves two partitions."""
         path = self.path(folder)
         try:
-            data = path.read_bytes()
+            # mapped, not read: no copy of the entry, and its pages come in 16 at a fault (a build forked
+            # per task would fault a fresh copy's every page in); entries are renamed over, never
+            # rewritten in place, so the mapping keeps what was found even if the entry is replaced
+            with open(path, "rb") as fh:
+                data = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
             size = int.from_bytes(data[-8:], "little")
-            meta = json.loads(data[-8 - size : -8])
-        except (OSError, ValueError):
+            meta = json.loads(bytes(data[-8 - size : -8]))
+        except (OSError, ValueError):  # an empty file cannot be mapped: ValueError
             return None
         if not isinstance(meta, dict) or meta.get("key") != key:
             return None

@@ -186,6 +186,23 @@ def test_the_two_partitions_of_a_folder_checking_it_at_once_leave_no_entry(tmp_p
     assert not cache.path(NEXT).exists()  # read by the other partition: gone
 
 
+def test_an_entry_read_stays_whole_when_it_is_replaced_or_removed(tmp_path):
+    """An entry is mapped, not copied: what a reader got must not change when another process
+    replaces the entry (a rename over it) or removes it (the second partition has had it)."""
+    from tasks.foldercache import FolderCache
+
+    cache = FolderCache(tmp_path, "staging/qsr_pos")
+    cache.put(NEXT, "k1", D, lambda sink: sink.write(b"first rows"))
+    held = cache.get(NEXT, "k1", D)
+    cache.put(NEXT, "k2", D, lambda sink: sink.write(b"other rows, longer"))  # renamed over it
+    assert bytes(held) == b"first rows"
+    assert bytes(cache.get(NEXT, "k2", NEXT)) == b"other rows, longer"  # the other partition: removed
+    assert not cache.path(NEXT).exists()
+    assert bytes(held) == b"first rows"
+    cache.path(NEXT).write_bytes(b"")  # an empty file is a miss, not an error
+    assert cache.get(NEXT, "k1", D) is None
+
+
 def test_an_entry_is_there_only_once_committed(tmp_path):
     """An entry is written as its folder is checked: a build that stops half-way (an error, a bad
     file found late) leaves neither an entry nor a temporary file."""
