@@ -30,22 +30,19 @@ def money_cents(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     col = as_array(col)
     n = len(col)
     ok, cents, whole = np.zeros(n, dtype=bool), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    if n == 0 or col.buffers()[2] is None:  # no text at all
+    layout = _text_layout(col)
+    if layout is None:
         return ok, cents, whole
-    offsets = np.frombuffer(col.buffers()[1], np.int32)[col.offset : col.offset + n + 1]
-    lengths = np.diff(offsets)
-    sized = (lengths >= 1) & (lengths <= 18)  # 15 digits, a dot and 2 more at most
-    if col.null_count:
-        sized &= col.is_valid().to_numpy(zero_copy_only=False)
-    at = np.flatnonzero(sized)
+    offsets, lengths = layout
+    at = np.flatnonzero((lengths >= 1) & (lengths <= 18))  # 15 digits, a dot and 2 more at most
     if not len(at):
         return ok, cents, whole
     size = lengths[at]
     width = int(size.max())
     data = np.frombuffer(col.buffers()[2], np.uint8, count=int(offsets[-1]))
     padded = np.concatenate((np.zeros(width, np.uint8), data))  # the first row's record starts before it
-    records = np.ndarray((padded.size - width + 1,), f"V{width}", padded, 0, (1,))[offsets[1:][at]]
-    by_position = np.ascontiguousarray(records.view(np.uint8).reshape(-1, width).T)
+    # each row's last ``width`` bytes: in ``padded`` they start where the row ends in ``data``
+    by_position = np.ascontiguousarray(_records(padded, width, offsets[1:][at]).T)
     first = width - size  # a row's text is its record's bytes from ``first`` on
     bad, dots = np.zeros(len(at), dtype=bool), np.zeros(len(at), np.int8)
     fraction, value = np.zeros(len(at), np.int8), np.zeros(len(at), np.int64)
@@ -73,6 +70,25 @@ def money_cents(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _CENTS_PER_UNIT = np.array([100, 10, 1], np.int64)  # by the digits after the dot
+
+
+def _text_layout(col: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """A string array's offsets into its data buffer and each row's length in bytes (-1 for a null),
+    or None when it holds no text at all."""
+    if len(col) == 0 or col.buffers()[2] is None:
+        return None
+    offsets = np.frombuffer(col.buffers()[1], np.int32)[col.offset : col.offset + len(col) + 1]
+    lengths = np.diff(offsets)
+    if col.null_count:
+        lengths[~col.is_valid().to_numpy(zero_copy_only=False)] = -1
+    return offsets, lengths
+
+
+def _records(data, width: int, starts: np.ndarray) -> np.ndarray:
+    """The ``width`` bytes of ``data`` (an Arrow buffer or uint8 array) from each of ``starts`` on, a row
+    each (a gather of fixed-width records over the bytes, not a loop); no start may be within
+    ``width`` of the end."""
+    return np.ndarray((data.size - width + 1,), f"V{width}", data, 0, (1,))[starts].view(np.uint8).reshape(-1, width)
 
 
 def count(mask: pa.Array) -> int:
@@ -145,25 +161,18 @@ def _iso_seconds(col: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
     seconds since 1970-01-01T00:00:00Z (a date: its midnight), else 0. numpy over the array's own
     bytes: each row's first ``width`` and last 8 bytes gathered as one record, then read a position
     at a time (small temporaries, no page faults)."""
-    n = len(col)
-    keep, seconds = np.zeros(n, dtype=bool), np.zeros(n, np.int64)
-    if n == 0 or col.buffers()[2] is None:  # no text at all
+    keep, seconds = np.zeros(len(col), dtype=bool), np.zeros(len(col), np.int64)
+    layout = _text_layout(col)
+    if layout is None:
         return keep, seconds
-    offsets = np.frombuffer(col.buffers()[1], np.int32)[col.offset : col.offset + n + 1]
-    lengths = np.diff(offsets)
+    offsets, lengths = layout
     sized = (lengths == 10) if width == 10 else (lengths == 20) | (lengths == 24) | (lengths == 25)
-    if col.null_count:
-        sized &= col.is_valid().to_numpy(zero_copy_only=False)
     at = np.flatnonzero(sized)
     if not len(at):
         return keep, seconds
     starts, size = offsets[:-1][at], lengths[at]
     data = col.buffers()[2]
-
-    def records(n: int, first: np.ndarray) -> np.ndarray:  # the n bytes from each of ``first`` on, a row each
-        return np.ndarray((data.size - n + 1,), f"V{n}", data, 0, (1,))[first].view(np.uint8).reshape(-1, n)
-
-    head = records(width, starts)  # every text is at least ``width`` bytes long: no read past the data
+    head = _records(data, width, starts)  # every text is at least ``width`` bytes long: no read past the data
     ok = (head[:, 4] == ord("-")) & (head[:, 7] == ord("-"))
 
     def number(*positions: int) -> np.ndarray:
@@ -191,7 +200,7 @@ def _iso_seconds(col: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
         ok &= (hour <= 23) & (minute <= 59) & (second <= 59)
         value += hour * 3600 + minute * 60 + second
         # the offset ends the text: Z (20 bytes in all), +HH:MM (25) or +HHMM (24)
-        tail = records(8, starts + size - 8)
+        tail = _records(data, 8, starts + size - 8)
         long, zulu = size == 25, size == 20
         sign = np.where(long, tail[:, 2], tail[:, 3])
         h1, h2 = np.where(long, tail[:, 3], tail[:, 4]), np.where(long, tail[:, 4], tail[:, 5])

@@ -426,8 +426,13 @@ def checked_from_ipc(data) -> CheckedFolder:
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
     """Per row: its store_id differs from its file's name (store ids are short: cheap to spell out per row)."""
-    stems = pa.array([f.source_file.rsplit("/", 1)[-1].removesuffix(".csv") for f in files], pa.string())
+    stems = pa.array([_stem(f.source_file) for f in files], pa.string())
     return pc.not_equal(raw["store_id"], pc.take(stems, file_index))
+
+
+def _stem(source_file: str) -> str:
+    """The store id a file's name gives: ``qsr_pos/2026-09-15/S001.csv`` -> ``S001``."""
+    return source_file.rsplit("/", 1)[-1].removesuffix(".csv")
 
 
 def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_store: pa.Array, price, discount):
@@ -475,8 +480,8 @@ def _store_codes(files: pa.ChunkedArray, codes: dict[str, int]) -> np.ndarray:
     ``codes`` (store id -> code) is shared by the folders of a window: one store, one code."""
     out = [np.zeros(0, np.int64)]
     for chunk in files.chunks:
-        stems = (name.rsplit("/", 1)[-1].removesuffix(".csv") for name in chunk.dictionary.to_pylist())
-        lookup = np.array([codes.setdefault(stem, len(codes)) for stem in stems], np.int64)
+        names = chunk.dictionary.to_pylist()
+        lookup = np.array([codes.setdefault(_stem(name), len(codes)) for name in names], np.int64)
         out.append(lookup[chunk.indices.to_numpy(zero_copy_only=False)] if len(lookup) else np.zeros(0, np.int64))
     return np.concatenate(out)
 
@@ -495,10 +500,10 @@ def _order_keys(keys: pa.Table, stores: np.ndarray | None = None) -> np.ndarray:
     return key
 
 
-def _last_per_key(keys: pa.Table, stores: np.ndarray | None = None, orders: np.ndarray | None = None) -> np.ndarray:
+def _last_per_key(keys: pa.Table, orders: np.ndarray | None = None) -> np.ndarray:
     """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one
-    read of its key. ``stores``: instead of the store_id column, a code per row (equal stores,
-    equal codes, >= 0); ``orders``: the :func:`_order_keys` of the keys, if they are known.
+    read of its key. ``orders``: the :func:`_order_keys` of the keys, if they are known (then the
+    store_id column is not read).
 
     The (store, order) pair as one integer (:func:`_order_keys`), the line number folded in, then a
     stable sort of the integers: equal keys stay in read order, so the last of a run is the latest.
@@ -508,7 +513,7 @@ def _last_per_key(keys: pa.Table, stores: np.ndarray | None = None, orders: np.n
     last = np.zeros(n, dtype=bool)
     if n == 0:
         return last
-    key = _order_keys(keys, stores) if orders is None else orders.copy()
+    key = _order_keys(keys) if orders is None else orders.copy()
     line = keys["line_no"].to_numpy()
     is_last = np.ones(n, dtype=bool)
     if int(key.max()) < (2**63 - 1) // (int(line.max()) + 1) - 1:  # the three keys as one integer

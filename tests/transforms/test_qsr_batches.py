@@ -188,7 +188,8 @@ def test_the_last_line_read_of_each_key_is_kept(n, stores, orders, lines):
     codes = np.array([int(s[1:]) * 7 for s in store_id])  # a store's code instead of its id: any >= 0
     for keys in (table, chunked):
         assert qsr_pos._last_per_key(keys).nonzero()[0].tolist() == sorted(last.values())
-        by_code = qsr_pos._last_per_key(keys.drop_columns(["store_id"]), codes)
+        without_store = keys.drop_columns(["store_id"])
+        by_code = qsr_pos._last_per_key(without_store, orders=qsr_pos._order_keys(without_store, codes))
         assert by_code.nonzero()[0].tolist() == sorted(last.values())
     assert len(last) < n
     assert qsr_pos._last_per_key(table.slice(0, 0)).tolist() == []
