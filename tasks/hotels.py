@@ -82,12 +82,12 @@ class StgHotelBookingsDaily(PartitionedTask):
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.hotels import RAW_COLUMNS, HotelLimits, clean_booking_events, slice_digests
-        from tasks.transforms.rawcsv import parse_csv_many
+        from tasks.transforms.rawcsv import file_stem, parse_csv_many
 
         cfg = settings.hotels()
         limits = HotelLimits(cfg.max_stay_nights, cfg.max_rooms, cfg.max_rate)  # checked before any file is read
         known = hotels()
-        unknown = [f.relpath for f in inputs if f.relpath.rsplit("/", 1)[-1].removesuffix(".csv") not in known]
+        unknown = [f.relpath for f in inputs if file_stem(f.relpath) not in known]
         if unknown:
             raise UnknownHotelError(
                 f"{', '.join(unknown)}: hotel not in config/hotels.csv; the file was not read. "
@@ -95,7 +95,7 @@ class StgHotelBookingsDaily(PartitionedTask):
             )
         zone = self.zone()
         parsed = parse_csv_many(((zone.read_input(f), f.relpath) for f in inputs), RAW_COLUMNS)
-        timezones = [known[f.relpath.rsplit("/", 1)[-1].removesuffix(".csv")].timezone for f in inputs]
+        timezones = [known[file_stem(f.relpath)].timezone for f in inputs]
         result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date, limits)
         stats = {"raw_files": len(inputs), "attributed_rows": result.rows_read}
         stats["hotel_versions"] = slice_digests(result.table, "hotel_id")  # what HotelPickup depends on

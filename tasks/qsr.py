@@ -192,5 +192,6 @@ def store_versions(inputs: list[RawFile], table: pa.Table) -> dict[str, str]:
     not). Only a change of a store's rows changes its version, so per-store consumers (StoreDailySales)
     rebuild for that store alone, and a rule change that alters no row of a store rebuilds nothing of it."""
     from tasks.freshness.identity import slice_versions
+    from tasks.transforms.rawcsv import file_stem
 
-    return slice_versions(table, "store_id", {f.relpath.rsplit("/", 1)[-1].removesuffix(".csv") for f in inputs})
+    return slice_versions(table, "store_id", {file_stem(f.relpath) for f in inputs})

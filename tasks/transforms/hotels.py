@@ -23,7 +23,7 @@ from tasks.transforms.checks import (
     parse_instants,
     reject_schema,
 )
-from tasks.transforms.rawcsv import ParsedCsv
+from tasks.transforms.rawcsv import ParsedCsv, file_stem
 from tasks.transforms.versions import BOOKING_STATE_VERSION, OTB_VERSION, PICKUP_VERSION  # noqa: F401
 from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
 
@@ -153,7 +153,7 @@ def clean_booking_events(
 
 def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelLimits) -> tuple[pa.Table, pa.Table]:
     raw = parsed.table
-    stem = parsed.source_file.rsplit("/", 1)[-1].removesuffix(".csv")
+    stem = file_stem(parsed.source_file)
     event_at = parse_instants(raw["event_at"])
     local_day = (
         pc.local_timestamp(event_at.cast(pa.timestamp("s", tz=timezone))).cast(pa.timestamp("s")).cast(pa.date32())

@@ -28,7 +28,7 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
-from tasks.transforms.rawcsv import ParsedCsv, RawSchemaError, check_header, parse_csv_many
+from tasks.transforms.rawcsv import ParsedCsv, RawSchemaError, check_header, file_stem, parse_csv_many
 
 RAW_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
 STATUSES = ["COMPLETED", "VOIDED", "REFUNDED"]
@@ -426,13 +426,8 @@ def checked_from_ipc(data) -> CheckedFolder:
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
     """Per row: its store_id differs from its file's name (store ids are short: cheap to spell out per row)."""
-    stems = pa.array([_stem(f.source_file) for f in files], pa.string())
+    stems = pa.array([file_stem(f.source_file) for f in files], pa.string())
     return pc.not_equal(raw["store_id"], pc.take(stems, file_index))
-
-
-def _stem(source_file: str) -> str:
-    """The store id a file's name gives: ``qsr_pos/2026-09-15/S001.csv`` -> ``S001``."""
-    return source_file.rsplit("/", 1)[-1].removesuffix(".csv")
 
 
 def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_store: pa.Array, price, discount):
@@ -481,7 +476,7 @@ def _store_codes(files: pa.ChunkedArray, codes: dict[str, int]) -> np.ndarray:
     out = [np.zeros(0, np.int64)]
     for chunk in files.chunks:
         names = chunk.dictionary.to_pylist()
-        lookup = np.array([codes.setdefault(_stem(name), len(codes)) for name in names], np.int64)
+        lookup = np.array([codes.setdefault(file_stem(name), len(codes)) for name in names], np.int64)
         out.append(lookup[chunk.indices.to_numpy(zero_copy_only=False)] if len(lookup) else np.zeros(0, np.int64))
     return np.concatenate(out)
 

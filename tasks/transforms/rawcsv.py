@@ -35,6 +35,12 @@ class ParsedCsv:
     malformed: list[tuple[int, str, str]]  # (row number, reason, raw text) of rows that could not be split
 
 
+def file_stem(path: str) -> str:
+    """The id a raw file's name gives (the contract's ``<store or hotel id>.csv``), from a bare name or a
+    path: ``qsr_pos/2026-09-15/S001.csv`` -> ``S001``. The one spelling of the rule."""
+    return path.rsplit("/", 1)[-1].removesuffix(".csv")
+
+
 def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
     """Parse CSV bytes with a header row. Every contract column must be in the header, once; extra
     columns are checked (UTF-8, control characters) but not returned.

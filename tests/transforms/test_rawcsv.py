@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.transforms.rawcsv import RawSchemaError, parse_csv, parse_csv_many
+from tasks.transforms.rawcsv import RawSchemaError, file_stem, parse_csv, parse_csv_many
 
 COLS = ["a", "b", "c"]
 FILES = [
@@ -191,3 +191,17 @@ def test_a_file_whose_lines_end_in_a_lone_carriage_return_is_read_line_by_line(p
     p = parse(b"a,b,c\r1,2,3\r4,5\r6,7,8\r", "mac.csv", COLS)  # old Mac line ends: each CR ends a line
     assert p.table.to_pydict() == {"a": ["1", "6"], "b": ["2", "7"], "c": ["3", "8"]}
     assert p.row_numbers.to_pylist() == [2, 4] and p.malformed == [(3, "row has 2 fields, header has 3", "4,5")]
+
+
+@pytest.mark.parametrize(
+    "path, stem",
+    [
+        ("qsr_pos/2026-09-15/S001.csv", "S001"),  # a raw zone relpath
+        ("S001.csv", "S001"),  # a bare name, as a folder listing gives it
+        ("hotel_bookings/2026-09-15/H1.csv", "H1"),
+        ("qsr_pos/2026-09-15/S001.csv.csv", "S001.csv"),  # only the one final suffix is the contract's
+        ("qsr_pos/2026-09-15/S001", "S001"),  # no suffix: the name itself
+    ],
+)
+def test_a_files_stem_is_its_name_without_folder_or_csv_suffix(path, stem):
+    assert file_stem(path) == stem
