@@ -154,3 +154,33 @@ def test_a_high_cardinality_column_is_not_kept_in_a_dictionary(tmp_path):
     )  # a low-cardinality column keeps its dictionary
     assert pq.read_table(written).select(["order_id", "status"]).equals(rows)
     assert duckdb.sql(f"select count(distinct order_id) from '{written}'").fetchall() == [(n // 2,)]
+
+
+def test_decimals_are_stored_as_integers_and_read_back_as_the_same_decimals(tmp_path):
+    """Amounts (decimal(18,2)) and any decimal up to precision 9 go to Parquet as INT64 / INT32 with the
+    DECIMAL logical type: pyarrow reads the same decimal type and values back, DuckDB the same sums,
+    negative amounts and the largest decimal(18,2) included."""
+    import decimal
+
+    import pyarrow.parquet as pq
+
+    amounts = [decimal.Decimal(v) for v in ("1.99", "-12.50", "0.00", "9999999999999999.99", "-0.01")]
+    rows = pa.table(
+        {
+            "net_amount": pa.array(amounts, pa.decimal128(18, 2)),
+            "rate": pa.array([decimal.Decimal("123.45")] * 5, pa.decimal128(9, 2)),
+        }
+    )
+    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store.write(D1, rows, {})
+    written = store.path(D1) / "data.parquet"
+    schema = pq.ParquetFile(written).schema
+    assert [schema.column(i).physical_type for i in range(2)] == ["INT64", "INT32"]
+    assert [str(schema.column(i).logical_type) for i in range(2)] == ["Decimal(precision=18, scale=2)"] + [
+        "Decimal(precision=9, scale=2)"
+    ]
+    back = pq.read_table(written).select(["net_amount", "rate"])
+    assert back.schema == rows.schema
+    assert back.equals(rows)
+    total = duckdb.sql(f"select sum(net_amount), min(net_amount), max(net_amount) from '{written}'").fetchall()
+    assert total == [(sum(amounts), decimal.Decimal("-12.50"), decimal.Decimal("9999999999999999.99"))]

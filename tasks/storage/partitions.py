@@ -528,12 +528,22 @@ def _replace(path: Path, write) -> str:
 # packs its plain values better; low-cardinality ones (stores, SKUs, statuses, file names) keep theirs.
 # A stg_qsr_pos partition: 30 % smaller, 4 ms faster to write (docs/performance.md, "Parquet").
 DICTIONARY_PAGE_LIMIT = 64 << 10
+# Decimals of precision up to 18 (every amount Daybreak writes) are stored as Parquet INT64 (INT32 up
+# to 9) with the DECIMAL logical type, as the format recommends, instead of fixed-length byte arrays:
+# readers get the same decimal columns back, and the writer's encoding and statistics cost a third
+# less (a stg_qsr_pos partition's three decimal columns: 25 to 17 ms; docs/performance.md, "Parquet").
 
 
 def _write_parquet(path: Path, table: pa.Table) -> str:
     import pyarrow.parquet as pq
 
-    pq.write_table(table, path, compression="zstd", dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT)
+    pq.write_table(
+        table,
+        path,
+        compression="zstd",
+        dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
+        store_decimal_as_integer=True,
+    )
     return _sha256(path, fsync=True)
 
 
