@@ -11,7 +11,16 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.transforms.checks import blank, count, file_rejects, first_failed, is_money, parse_dates, reject_schema
+from tasks.transforms.checks import (
+    blank,
+    count,
+    file_rejects,
+    first_failed,
+    fit_total,
+    is_money,
+    parse_dates,
+    reject_schema,
+)
 from tasks.transforms.rawcsv import ParsedCsv
 from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
 from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION  # noqa: F401
@@ -170,9 +179,18 @@ def rolling_window(days: list[tuple[dt.date, pa.Table]], days_in_window: int) ->
         .aggregate([("spend", "sum"), ("conversions", "sum"), ("conversion_value", "sum")])
         .sort_by("campaign_id")
     )
-    spend = pc.cast(sums["spend_sum"], MONEY)
+    window = f"the {days[0][0]} to {days[-1][0]} window, campaign"
+    spend = fit_total(
+        sums["spend_sum"], MONEY, sums["campaign_id"], f"spend_7d of {window}", " (ads_daily of those dates)"
+    )
     conversions = sums["conversions_sum"]
-    value = pc.cast(sums["conversion_value_sum"], MONEY)
+    value = fit_total(
+        sums["conversion_value_sum"],
+        MONEY,
+        sums["campaign_id"],
+        f"conversion_value_7d of {window}",
+        " (ads_daily of those dates)",
+    )
     spend_f, conv_f, value_f = (pc.cast(c, pa.float64()) for c in (spend, conversions, value))
     null = pa.scalar(None, pa.float64())
     return pa.table(

@@ -247,3 +247,33 @@ def file_rejects(
     if parsed.malformed and malformed_text is not None:
         rejected = pa.concat_tables([rejected, malformed_rejects(parsed, raw_columns, schema, malformed_text)])
     return rejected
+
+
+class TotalOutOfRange(ValueError):
+    """A sum of valid amounts that its output column's decimal type cannot hold: fails the partition."""
+
+
+def fit_total(
+    sums: pa.Array | pa.ChunkedArray, kind: pa.DataType, keys: pa.Array | pa.ChunkedArray, what: str, where: str = ""
+):
+    """``sums`` (Arrow's sums of decimals, widened to precision 38) cast to ``kind``; a sum that does not
+    fit raises :class:`TotalOutOfRange` naming ``what`` (the output column and partition) and each
+    key (store, campaign) whose sum is too large, with its value, then ``where`` (the files its rows
+    came from). Each amount summed is within the
+    contract's bounds, so only many large ones together get here."""
+    try:
+        return pc.cast(sums, kind)
+    except pa.ArrowInvalid:
+        pass
+    limit = pa.scalar(10 ** (kind.precision - kind.scale), pa.decimal128(38, 0))
+    big = pc.greater_equal(
+        pc.abs(pc.cast(sums, pa.decimal128(38, kind.scale))), pc.cast(limit, pa.decimal128(38, kind.scale))
+    )
+    over = [
+        f"{k} ({v})" for k, v in zip(pc.filter(keys, big).to_pylist(), pc.filter(sums, big).to_pylist(), strict=True)
+    ]
+    raise TotalOutOfRange(
+        f"{what}: the sum of {', '.join(over[:10])}{' ...' if len(over) > 10 else ''} does not fit {kind} "
+        f"(below {limit.as_py():,} in absolute value); each amount summed is valid, their total is not"
+        f"{where}. The partition is not written; the previous one stays."
+    )

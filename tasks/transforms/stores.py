@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tasks.transforms.checks import fit_total
+
 SCHEMA = pa.schema(
     [
         ("business_date", pa.date32()),
@@ -46,7 +48,14 @@ def store_totals(lines: pa.Table, day: dt.date, order_keys: np.ndarray | None = 
         {
             "store_id": grouped["store_id"],
             "business_date": pa.repeat(pa.scalar(day, pa.date32()), grouped.num_rows),
-            "net_sales": pc.cast(grouped["net_sum"], SCHEMA.field("net_sales").type),
+            "net_sales": fit_total(
+                grouped["net_sum"],
+                SCHEMA.field("net_sales").type,
+                grouped["store_id"],
+                f"net_sales of {day}, store",
+                f" (the store's lines of {day} are in qsr_pos/{day}/<store>.csv and "
+                f"qsr_pos/{day + dt.timedelta(days=1)}/<store>.csv)",
+            ),
             "orders": grouped[f"order_{orders[1]}"],
             "suspicious_lines": pc.fill_null(grouped["flag_sum"], 0),
         },

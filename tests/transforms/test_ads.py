@@ -141,3 +141,17 @@ def test_a_date_that_does_not_exist_is_rejected_not_read_as_the_next():
     assert result.rejected.select(["row_number", "reason"]).to_pylist() == [
         {"row_number": 2, "reason": "date is not an ISO date"}
     ]
+
+
+def test_a_window_total_too_large_for_its_type_fails_naming_the_campaign_and_window():
+    """Each day's spend is valid (decimal(18,2)); eleven of the largest sum past what spend_7d holds."""
+    from tasks.transforms.checks import TotalOutOfRange
+
+    big = "9999999999999999.99"
+    days = [(D + dt.timedelta(days=i), daily([("C1", big, 1, "1.00"), ("C2", "1.00", 1, "1.00")])) for i in range(11)]
+    with pytest.raises(TotalOutOfRange) as err:
+        rolling_window(days, 11)
+    message = str(err.value)
+    assert "spend_7d" in message and "C1 (109999999999999999.89)" in message and "C2" not in message
+    assert f"{D} to {D + dt.timedelta(days=10)}" in message
+    assert rolling_window(days[:1], 1).column("spend_7d").to_pylist()[0] == Decimal(big)  # one day fits

@@ -331,3 +331,31 @@ def test_a_day_that_does_not_exist_is_rejected_not_moved_to_the_next():
             "reason": "ordered_at is not ISO 8601 with a UTC offset",
         }
     ]
+
+
+def test_a_store_total_too_large_for_net_sales_fails_naming_store_date_and_files():
+    """Every line's net_amount fits decimal(18,2) (the contract's bound); eleven of the largest do not
+    sum into net_sales: a clear error (store, value, date, where its lines are), not Arrow's."""
+    import pyarrow as pa
+
+    from tasks.transforms.checks import TotalOutOfRange
+
+    money = pa.decimal128(18, 2)
+    n = 11
+    lines = pa.table(
+        {
+            "store_id": ["S001"] * n + ["S002"],
+            "order_id": [f"o{i}" for i in range(n + 1)],
+            "net_amount": pa.array([Decimal("8999999999999999.91")] * n + [Decimal("1.00")], money),
+            "is_suspicious": [False] * (n + 1),
+        }
+    )
+    with pytest.raises(TotalOutOfRange) as err:
+        store_totals(lines, D15)
+    message = str(err.value)
+    assert f"net_sales of {D15}, store: the sum of S001 (98999999999999999.01)" in message
+    assert "S002" not in message and f"qsr_pos/{D15}/<store>.csv" in message
+    assert store_totals(lines.slice(n - 1), D15)["net_sales"].to_pylist() == [
+        Decimal("8999999999999999.91"),
+        Decimal("1.00"),
+    ]
