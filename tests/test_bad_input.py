@@ -245,6 +245,26 @@ def test_a_build_that_fails_on_too_many_rejects_keeps_the_partition_and_its_quar
     assert json.loads((lab.partition(day) / "_manifest.json").read_text())["quarantine"] is None
 
 
+def test_a_quote_early_in_folder_d_plus_1_fails_partition_d_too_and_keeps_it(lab):
+    """Folder d+1's file starts with the small hours of date d. A quote never closed on its second line
+    takes every line after it, d's among them: partition d counts them as rejects (their business date
+    cannot be read), fails on the share and keeps its previous output, instead of being rebuilt without
+    those lines as if nothing had happened."""
+    day, after = dt.date(2026, 9, 21), dt.date(2026, 9, 22)
+    mine = [f"O{i},1,S001,{day}T12:{i:02d}:00-04:00,SKU,1,1.00,,COMPLETED" for i in range(10, 50)]
+    small_hours = [f"N{i},1,S001,{after}T0{i % 5}:{i:02d}:00-04:00,SKU,1,1.00,,COMPLETED" for i in range(10, 34)]
+    lab.qsr_file(str(day), "S001", mine)
+    lab.qsr_file(str(after), "S001", small_hours)
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    assert pq.read_table(lab.partition(day)).num_rows == 40 + 24
+    kept = {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))}
+    lab.qsr_file(str(after), "S001", [small_hours[0], small_hours[1].replace(",SKU,", ',"SKU,'), *small_hours[2:]])
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 30
+    assert {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))} == kept
+    failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
+    assert "23 of 64 rows rejected" in failure["error"] and f"qsr_pos/{after}/S001.csv" in failure["error"]
+
+
 def test_an_unbalanced_quote_rejects_every_line_it_swallows_and_the_share_fails_the_build(lab):
     """A quote opened in S002's second line and never closed takes the rest of the file into one record:
     each of the 40 lines is a reject, so the share (40 of 80 rows) fails the build, naming the file and

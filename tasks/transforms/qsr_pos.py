@@ -93,7 +93,8 @@ class CheckedFolder:
     Nothing here depends on the partition's date: each row carries the business date that owns it
     (``owner``), so the two partitions that read a folder (folder-1 and folder) each take their rows
     from the same checked folder (computed once, see :func:`check_folder`, or read back from Arrow IPC,
-    see :func:`checked_to_ipc`).
+    see :func:`checked_to_ipc`). A rejected row whose business date cannot be known (its ordered_at
+    does not parse, or the parser could not split it) has no owner: both partitions take it.
     """
 
     folder: dt.date
@@ -109,7 +110,8 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
 
     ``folders`` yields (export folder date, its parsed files) in read order; it is consumed once, so a
     generator keeps one folder's raw rows in memory at a time. A rejected row whose ``ordered_at``
-    parses belongs to its business date, one whose timestamp does not parse to its folder date.
+    parses belongs to its business date (a misfiled one to its folder's date); one whose timestamp does
+    not parse, or that the parser could not split, to every partition that reads its folder.
     The output keeps read order: folder ``date`` before ``date+1``, files by name, rows as written.
     """
     return clean_checked((check_folder(parsed, folder, rules) for folder, parsed in folders), date, rules)
@@ -144,7 +146,10 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
                 key = key.take(pa.array(np.arange(key.num_rows))) if key.num_rows else key
         keys.append(key)
         rejected = checked.rejected
-        rejected = rejected.filter(pc.equal(rejected["owner"], day))
+        # its own rejects, and those whose business date is unknown (owner null): a line of the window's
+        # folder d+1 that the parser could not split, or whose ordered_at does not parse, may be a line of
+        # this date (d+1's file starts with d's small hours), so it counts against both partitions
+        rejected = rejected.filter(pc.fill_null(pc.equal(rejected["owner"], day), True))
         if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
             rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
         rejects.append(rejected.select(REJECT_SCHEMA.names))
@@ -200,8 +205,9 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     price, discount = money_cents(raw["unit_price"]), money_cents(raw["discount"])
     code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index), price, discount)
     valid = pc.equal(code, 0)
-    by_folder = pc.or_(pc.is_null(bdate), misfiled)  # no usable business date: the folder's date owns it
-    owner = pc.if_else(by_folder, pa.scalar(folder, pa.date32()), bdate)
+    # a misfiled line's business date is known and is neither partition's: the folder's date reports it;
+    # a line whose ordered_at does not parse may be either partition's: its owner is null (both take it)
+    owner = pc.if_else(pc.and_(misfiled, pc.is_valid(bdate)), pa.scalar(folder, pa.date32()), bdate)
     # copy only what is valid, then cast: every value already passed its type rule
     picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "status"]).filter(valid)
     rows = pa.table(
@@ -232,10 +238,10 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
     reject_cols.update(owner=pc.filter(owner, bad), parsed=pa.repeat(pa.scalar(True), count(bad)))
     tables = [pa.table(reject_cols, schema=_CHECKED_REJECT_SCHEMA)]
-    for f in files:  # rows the parser could not split belong to the folder's date
+    for f in files:  # rows the parser could not split: either partition's (owner null), like a bad ordered_at
         if f.malformed:
             m = malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id")
-            m = m.append_column("owner", pa.repeat(pa.scalar(folder, pa.date32()), m.num_rows))
+            m = m.append_column("owner", pa.nulls(m.num_rows, pa.date32()))
             tables.append(m.append_column("parsed", pa.repeat(pa.scalar(False), m.num_rows)))
     rejected = pa.concat_tables(tables).combine_chunks()
     rows_read = raw.num_rows + sum(len(f.malformed) for f in files)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+import pyarrow.compute as pc
 import pytest
 
 from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines
@@ -173,13 +174,32 @@ def test_bad_rows_are_rejected_with_file_row_and_reason(row, reason):
     assert result.attributed_rows == 3
 
 
-def test_rejects_are_attributed_to_one_partition_only():
-    # an unparseable timestamp belongs to its folder's date; a parseable one to its business date
+def test_a_reject_with_a_business_date_goes_to_that_partition_and_one_without_to_both():
+    # a parseable timestamp gives the reject its business date; an unparseable one could be either
+    # partition's that reads the folder (folder 16 starts with the 15th's small hours): both count it
     folder16 = [line("O1", "garbage"), line("O2", "2026-09-16T04:00:00-04:00", qty="x")]
+    folder16.append(line("O3", "2026-09-16T12:00:00-04:00", qty="x"))
     d15 = clean(D15, [(D15, []), (D16, folder16)])
     d16 = clean(D16, [(D16, folder16)])
-    assert [r["order_id"] for r in d15.rejected.to_pylist()] == ["O2"]
-    assert [r["order_id"] for r in d16.rejected.to_pylist()] == ["O1"]
+    assert [r["order_id"] for r in d15.rejected.to_pylist()] == ["O1", "O2"]
+    assert [r["order_id"] for r in d16.rejected.to_pylist()] == ["O1", "O3"]
+    assert (d15.attributed_rows, d16.attributed_rows) == (2, 2)
+    assert d15.rows_read == d15.attributed_rows + d15.other_date_rows  # the counts still add up per partition
+
+
+def test_lines_the_parser_cannot_split_in_folder_d_plus_1_count_against_partition_d():
+    """An unterminated quote early in folder d+1's file takes the lines after it, the small hours of
+    date d among them: partition d counts them as rejects (and fails past the reject share), instead of
+    passing with those lines silently missing."""
+    early = [line(f"E{i}", f"2026-09-16T0{i % 5}:10:00-04:00") for i in range(8)]
+    later = [line(f"L{i}", "2026-09-16T12:00:00-04:00") for i in range(4)]
+    broken = [early[0], early[1].replace("SKU1", '"SKU1'), *early[2:], *later]
+    d15 = clean(D15, [(D15, [line("G1", "2026-09-15T12:00:00-04:00")]), (D16, broken)])
+    swallowed = d15.rejected.filter(pc.equal(d15.rejected["source_file"], "qsr_pos/2026-09-16/S001.csv"))
+    assert swallowed.num_rows == len(broken) - 1  # every line from the quote on
+    assert swallowed["row_number"].to_pylist() == list(range(3, len(broken) + 2))
+    assert d15.table["order_id"].to_pylist() == ["G1", "E0"]
+    assert d15.attributed_rows == 2 + swallowed.num_rows
 
 
 def test_fractional_seconds_are_accepted():
@@ -315,8 +335,9 @@ def test_counts_add_up_to_the_rows_read():
     rows15 = [line("O1", ts), line("O1", ts), line("O2", ts, status="VOIDED"), line("O3", ts, qty="x")]
     rows15.append(line("O4", "2026-09-15T01:00:00-04:00"))  # business date 09-14
     result = clean(D15, [(D15, rows15), (D16, [line("O5", "2026-09-16T12:00:00-04:00"), "short,row"])])
-    assert (result.rows_read, result.table.num_rows, result.rejected.num_rows) == (7, 1, 1)
-    assert (result.duplicates_of_date, result.voided_dropped, result.other_date_rows) == (1, 1, 3)
+    # O3 (bad qty) and folder 16's unsplittable row (its business date unknown: it may be the 15th's)
+    assert (result.rows_read, result.table.num_rows, result.rejected.num_rows) == (7, 1, 2)
+    assert (result.duplicates_of_date, result.voided_dropped, result.other_date_rows) == (1, 1, 2)
 
 
 def test_a_day_that_does_not_exist_is_rejected_not_moved_to_the_next():
