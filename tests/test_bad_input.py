@@ -298,6 +298,33 @@ def test_an_unbalanced_quote_rejects_every_line_it_swallows_and_the_share_fails_
     assert (manifest["row_count"], manifest["rejected_count"]) == (79, 1)
 
 
+def test_a_refused_name_is_shown_escaped_and_counted_once_over_the_two_dates_that_read_its_folder(lab, caplog):
+    """A file name with a terminal escape, a newline or a byte that is not UTF-8 is refused (not a store
+    id) and reported with those spelled ``\\xNN``: it cannot drive the terminal or forge a status
+    line. Its folder is in the windows of two dates: the status view counts each file once."""
+    from tasks.views import status
+
+    lab.qsr_days(FIRST, 2, stores=("S001",))
+    second = FIRST + dt.timedelta(days=1)
+    folder = lab.raw / "qsr_pos" / str(second)  # read by the partitions of FIRST and second
+    hostile = [b"\x1b[2J\x1b[31mS9.csv", b"S8\n  2026-09-03 ok.csv", b"S\xff.csv"]
+    for name in hostile:
+        with open(os.fsencode(folder) + b"/" + name, "wb") as fh:
+            fh.write(b"order_id\n")
+    with caplog.at_level("WARNING", logger="luigi-interface"):
+        assert lab.range(FIRST, second + dt.timedelta(days=1)) == 0
+    shown = [f"qsr_pos/{second}/\\x1b[2J\\x1b[31mS9.csv", f"qsr_pos/{second}/S8\\x0a  2026-09-03 ok.csv"]
+    shown.append(f"qsr_pos/{second}/S\\xff.csv")
+    for day in (FIRST, second):
+        manifest = json.loads((lab.partition(day) / "_manifest.json").read_text())
+        assert sorted(r["path"] for r in manifest["refused_inputs"]) == sorted(shown)
+    warnings = "\n".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert "\x1b" not in warnings and "\udcff" not in warnings and shown[0] in warnings
+    text = status.render_text(status.collect(FIRST, second + dt.timedelta(days=1), ["stg_qsr_pos"]))
+    assert "\x1b" not in text and "\udcff" not in text and "\n  2026-09-03 ok" not in text
+    assert "2 ok; 3 raw file(s) not read" in text  # three files, each in two dates' windows
+
+
 # -- every raw file that is not read is reported -------------------------------------------------------
 @pytest.fixture
 def zone_kind(request, lab, setting, tmp_path):

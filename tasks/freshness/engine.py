@@ -53,7 +53,7 @@ from tasks.freshness import identity
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
 from tasks.storage.partitions import MANIFEST, PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone, Refused
+from tasks.storage.rawzone import RawFile, RawZone, Refused, printable
 
 Entries = list[tuple[str, int, int]]  # (name, size, mtime_ns) of the files of one raw folder
 logger = logging.getLogger("luigi-interface")
@@ -141,7 +141,9 @@ class Window:
     @property
     def refused(self) -> list[dict[str, str]]:
         """Every file of the window that is not read, and why (the manifest's ``refused_inputs``)."""
-        return [{"path": f"{f.relpath}/{name}", "reason": why} for f in self.folders for name, why in f.refused]
+        return [
+            {"path": printable(f"{f.relpath}/{name}"), "reason": why} for f in self.folders for name, why in f.refused
+        ]
 
 
 def _partition(store: PartitionStore, key: dt.date | None) -> tuple:

@@ -39,6 +39,21 @@ class Refused(NamedTuple):
     reason: str
 
 
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def printable(name: str) -> str:
+    """A raw zone name as Daybreak shows it (warnings, manifests, ``daybreak status``): a control
+    character (U+0000..U+001F, U+007F: an escape sequence, a newline that would forge a line of the
+    status view) and a byte that is not UTF-8 (which the listing decoded as a lone surrogate) spelled
+    ``\\xNN``, so a name can neither drive the terminal nor pass for another one. Names of files that are
+    read are never like this (the contract's names)."""
+    if name.isprintable():
+        return name
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 class RawFileUnreadable(RuntimeError):
     """A listed raw file that could not be opened (permissions, or replaced by a symbolic link)."""
 

@@ -23,6 +23,8 @@ import textwrap
 import warnings
 from collections import defaultdict
 
+from tasks.storage.rawzone import printable
+
 logger = logging.getLogger("luigi-interface")
 
 LUIGI_SUMMARY = "===== Luigi Execution Summary ====="
@@ -153,7 +155,7 @@ def _waiting(cache, zone, source: str, waits: list[tuple[dt.date, str, object]])
     first = f"{zone.describe()}/{zone.folder_relpath(source, folders[0])}/"
     where = f"folder {first}" if len(folders) == 1 else f"folders {first} .. {folders[-1]}/ ({len(folders)})"
     why = {d: cache.absent_because(zone, source, d) for d in folders}
-    notes = "; ".join(dict.fromkeys(f"{r.name} is {r.reason}" for r in why.values() if r))
+    notes = "; ".join(dict.fromkeys(f"{printable(r.name)} is {r.reason}" for r in why.values() if r))
     state = "not there yet" if not notes else f"not read: {notes}" if all(why.values()) else f"not there yet; {notes}"
     return f"for raw {where} ({state}): {_names([(f, k) for _, f, k in waits])}"
 

@@ -22,6 +22,7 @@ from tasks.freshness import identity
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
 from tasks.storage.partitions import PartitionStore
+from tasks.storage.rawzone import printable
 
 _CLASSES = {d.name: d.task_class() for d in catalogue.DATASETS}
 DATASETS: dict[str, type[PartitionedTask]] = {n: _CLASSES[n] for n in catalogue.names("date")}
@@ -171,7 +172,10 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
         n = len(unread)
         reason = f"{n} {'entry' if n == 1 else 'entries'} of the raw zone not read by any partition"
         out.insert(
-            0, DayStatus(RAW_ZONE, None, NOT_READ, reason, not_read=tuple(f"{r.name} ({r.reason})" for r in unread))
+            0,
+            DayStatus(
+                RAW_ZONE, None, NOT_READ, reason, not_read=tuple(f"{printable(r.name)} ({r.reason})" for r in unread)
+            ),
         )
     return out
 
@@ -219,7 +223,7 @@ def render_text(rows: list[DayStatus]) -> str:
         lines.append(f"{name}  {mine[0].date} .. {mine[-1].date}")
         bar = "".join(SYMBOLS[r.state] for r in mine)
         lines.extend(f"  {bar[i : i + 70]}" for i in range(0, len(bar), 70))
-        unread = sum(len(r.not_read) for r in mine)
+        unread = len({entry for r in mine for entry in r.not_read})  # a file is in the windows of two dates
         lines.append(
             "  "
             + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
