@@ -138,8 +138,12 @@ def test_bad_ad_rows_are_quarantined(ads_lab):
     got = duckdb.execute(f"select source_file, row_number, reason from '{q}' order by row_number").fetchall()
     assert got == [
         ("ads/2026-10-01/ads.csv", 16, "impressions is not an integer >= 0"),
-        ("ads/2026-10-01/ads.csv", 17, "date is not an ISO date"),  # unparseable: the export's day before
+        ("ads/2026-10-01/ads.csv", 17, "date is not an ISO date"),  # unparseable: every date the export restates
     ]
+    assert ads_lab.range(dt.date(2026, 9, 24), dt.date(2026, 9, 25), of="AdsDaily") == 0
+    q = ads_lab.data / "quarantine/staging/ads_daily/business_date=2026-09-24/rejected.parquet"
+    got = duckdb.execute(f"select source_file, row_number, reason from '{q}' order by row_number").fetchall()
+    assert ("ads/2026-10-01/ads.csv", 17, "date is not an ISO date") in got  # 09-24 is one it restates too
 
 
 def _manifest(lab, dataset: str, date: dt.date) -> dict:

@@ -83,10 +83,12 @@ def newest_restatement(
 ) -> DailyResult:
     """Date ``date`` as the newest export that holds it reports it (exports in any order).
 
-    Export ``E`` restates ``E - restatement_days .. E - 1``. A row whose ``date`` does not parse, or
-    is not one of those, is rejected into the partition of its export's day before (the most recent
-    day an export restates), so it is quarantined exactly once and never lost. A campaign listed
-    twice for the date in one export keeps its last valid row (as POS duplicates do).
+    Export ``E`` restates ``E - restatement_days .. E - 1``. A row whose ``date`` is not one of those is
+    rejected into the partition of its export's day before (the most recent day an export restates).
+    A row whose ``date`` does not parse, or that the parser could not split, may be a row of any date
+    the export restates: each of them rejects it (so a date whose truth lost rows to a broken export
+    says so in its own quarantine). A campaign listed twice for the date in one export keeps its last
+    valid row (as POS duplicates do).
     """
     holding, rejected, rows_read, attributed = [], [], 0, 0
     for export_date, parsed in sorted(exports, key=lambda e: e[0]):
@@ -125,7 +127,7 @@ def _export_rows(
     day = parse_dates(raw["date"])
     day_before = export_date - dt.timedelta(days=1)
     restated = pa.array([export_date - dt.timedelta(days=k) for k in range(1, restatement_days + 1)], pa.date32())
-    outside = pc.fill_null(pc.invert(pc.is_in(day, restated)), False)
+    outside = pc.and_(pc.is_valid(day), pc.invert(pc.is_in(day, restated)))  # a date, not one restated
     checks = [
         pc.is_null(day),
         blank(raw["campaign_id"]),
@@ -140,8 +142,10 @@ def _export_rows(
     code = first_failed(checks)
     valid = pc.equal(code, 0)
     target = pa.scalar(date, pa.date32())
-    by_export = pc.or_(pc.is_null(day), outside)  # no date this export restates: its day before owns it
-    mine = pc.if_else(by_export, pa.scalar(day_before == date), pc.equal(day, target))
+    # a date it does not restate: its day before owns the row; no date at all (it does not parse): every
+    # date the export restates may own it, so each of them counts it
+    restates = 1 <= (export_date - date).days <= restatement_days
+    mine = pc.if_else(outside, pa.scalar(day_before == date), pc.fill_null(pc.equal(day, target), restates))
     keep = pc.and_(valid, mine)
     picked = raw.filter(keep)
     rows = pa.table(
@@ -156,7 +160,7 @@ def _export_rows(
         }
     )
     bad = pc.and_(pc.invert(valid), mine)
-    malformed_here = day_before == date  # unsplittable rows: the export's day before
+    malformed_here = restates  # unsplittable rows: no date can be read, so every date the export restates
     rejected = file_rejects(
         parsed, code, bad, REASONS, REJECT_SCHEMA, malformed_text="campaign_id" if malformed_here else None
     )

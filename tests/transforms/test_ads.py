@@ -143,6 +143,28 @@ def test_a_date_that_does_not_exist_is_rejected_not_read_as_the_next():
     ]
 
 
+def test_a_row_whose_date_cannot_be_read_is_rejected_by_every_date_its_export_restates():
+    """An unparseable date, or a row the parser cannot split (a thousands separator in spend), may be a
+    row of any date export E restates (E-7 .. E-1): each of those dates rejects it, so a date whose
+    truth is E and whose campaign went missing says so; a date E does not restate does not."""
+    e = D + dt.timedelta(days=3)
+    rows = [
+        f"{D},C1,google,1,1,1.00,1,1.00",
+        "yesterday,C2,google,1,1,1.00,1,1.00",
+        f'{D},C3,google,1,1,"1,000.00",1,1.00',
+    ]
+    rows.append(f"{D},C4,google,1,1,1,000.00,1,1.00")  # nine fields: the parser cannot split it
+    exp = export(e, rows)
+    for day in (D, e - dt.timedelta(days=1), e - dt.timedelta(days=7)):
+        result = newest_restatement([exp], day)
+        # row 4 (C3's spend is no decimal) has a date: D's alone
+        assert result.rejected["row_number"].to_pylist() == ([3, 4, 5] if day == D else [3, 5]), day
+        assert result.rows_read == result.table.num_rows + result.rejected.num_rows + result.other_date_rows
+    assert newest_restatement([exp], D).table["campaign_id"].to_pylist() == ["C1"]
+    outside = newest_restatement([exp], e - dt.timedelta(days=8))
+    assert (outside.rejected.num_rows, outside.other_date_rows) == (0, 4)
+
+
 def test_a_window_total_too_large_for_its_type_fails_naming_the_campaign_and_window():
     """Each day's spend is valid (decimal(18,2)); eleven of the largest sum past what spend_7d holds."""
     from tasks.transforms.checks import TotalOutOfRange
