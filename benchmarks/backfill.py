@@ -591,7 +591,10 @@ def _plain_clean(window: list[dict], d: dt.date):
             reason = pc.if_else(has, "a field holds a control character", reason)
             code[np.asarray(has)] = 99
         valid = pa.array(code == 0)
-        mine = pc.if_else(pc.or_(pc.is_null(bdate), misfiled), fdate == d, pc.equal(bdate, pa.scalar(d)))
+        # a line whose business date cannot be read is a reject of every partition that reads its folder;
+        # a misfiled one (a date neither partition holds) of the folder's date's
+        known = pc.if_else(misfiled, fdate == d, pc.equal(bdate, pa.scalar(d)))
+        mine = pc.if_else(pc.is_null(bdate), True, known)
         seq = pa.array(np.arange(seq0, seq0 + t.num_rows))
         seq0 += t.num_rows
         good = t.select(["store_id", "order_id", "line_no"]).filter(valid)
@@ -607,7 +610,7 @@ def _plain_clean(window: list[dict], d: dt.date):
             .append_column("reason", reason.filter(bad))
             .select(["source_file", "row_number", "reason", *PLAIN_COLUMNS])
         )
-        mal = f["malformed"] if fdate == d else []
+        mal = f["malformed"]  # a row the parser cannot split: no date to read, so every partition's
         if mal:
             cols = {
                 "source_file": [m[0] for m in mal],
