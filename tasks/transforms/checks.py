@@ -259,8 +259,8 @@ def fit_total(
     """``sums`` (Arrow's sums of decimals, widened to precision 38) cast to ``kind``; a sum that does not
     fit raises :class:`TotalOutOfRange` naming ``what`` (the output column and partition) and each
     key (store, campaign) whose sum is too large, with its value, then ``where`` (the files its rows
-    came from). Each amount summed is within the
-    contract's bounds, so only many large ones together get here."""
+    came from). Each amount summed is within the contract's bounds, so only many large ones together
+    get here."""
     try:
         return pc.cast(sums, kind)
     except pa.ArrowInvalid:
