@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import configparser
 import datetime as dt
+import os
 from pathlib import Path
 from typing import NoReturn
 
@@ -211,7 +212,60 @@ def config_errors(config=None) -> list[str]:
             error = _value_error(name, key, params[key], text)
             if error:
                 errors.append(f"[{name}] {key} = {text!r} in {where}: {error}")
+    errors += section_errors(config)
+    named = os.environ.get("LUIGI_CONFIG_PATH")
+    if named and not os.path.isfile(named):  # Luigi only warns, then runs on the defaults
+        errors.append(f"LUIGI_CONFIG_PATH={named}: no such file (Luigi would go on without it)")
     return errors
+
+
+# Sections Luigi reads that are no registered class (the classes: core, worker, scheduler, email, ...)
+LUIGI_SECTIONS = frozenset({"retcode", "resources", "task_history", "hdfs", "hadoop", "spark", "webhdfs"})
+
+
+def section_errors(config) -> list[str]:
+    """A section one edit away from a Daybreak section (``[qrs]``, ``[hotel]``, ``[QSR]``) that neither
+    Daybreak nor Luigi reads: a typo, whose settings would be ignored without a word."""
+    import luigi.task_register
+
+    known = {c.get_task_family() for c in luigi.task_register.Register._reg} | LUIGI_SECTIONS | set(SECTIONS)
+    errors = []
+    for name in config.sections():
+        if name in known:
+            continue
+        meant = next((s for s in SECTIONS if _one_edit(name.lower(), s)), None)
+        if meant is not None:
+            where = _section_file(name)
+            errors.append(f"unknown section [{name}] in {where}; did you mean [{meant}]? (its settings are not read)")
+    return errors
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Equal, or one character inserted, deleted, replaced, or two neighbours swapped."""
+    if a == b:
+        return True
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        )
+    short, long_ = sorted((a, b), key=len)
+    return len(long_) - len(short) == 1 and any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def _section_file(section: str) -> str:
+    """The last config file read that has ``[section]``."""
+    import luigi.configuration
+
+    for path in reversed(list(type(luigi.configuration.get_config())._config_paths)):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        if parser.has_section(section):
+            return str(Path(path).resolve())
+    return "the configuration"
 
 
 def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> str | None:
@@ -246,10 +300,22 @@ def check_config(config=None) -> None:
 
 
 def check_raw_root(uri: str) -> None:
-    """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set."""
-    if "://" in uri or Path(uri).is_dir():
+    """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set, or when
+    ``data_root`` is that folder or inside it: outputs would be written into the raw zone, which
+    Daybreak never changes (and a later listing would take them for raw files)."""
+    if "://" in uri:
         return
-    raw_root_missing(uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})")
+    if not Path(uri).is_dir():
+        raw_root_missing(uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})")
+    raw, data = Path(uri).resolve(), data_root().resolve()
+    if data == raw or raw in data.parents:
+        from tasks.guard import fail
+
+        fail(
+            f"data_root {data} is {'the raw zone' if data == raw else 'inside the raw zone'} (raw_root {raw}; "
+            f"[daybreak] data_root from {source_of('daybreak', 'data_root')}): outputs would be written among "
+            "the raw files, which Daybreak never changes; put data_root beside raw_root"
+        )
 
 
 def raw_root_missing(shown: str, where_else: str = "") -> NoReturn:

@@ -83,6 +83,41 @@ def test_the_built_in_default_raw_root_is_named_as_such(lab):
     one_line(run(bare, "status", luigi=False), expected)
 
 
+@pytest.mark.parametrize("inside", ["raw", "raw/data"])
+def test_a_data_root_in_the_raw_zone_is_refused_before_anything_is_written(lab, inside):
+    """``data_root`` equal to ``raw_root`` or below it would write outputs among the raw files (which
+    Daybreak never changes): every command refuses it, naming both paths and the file that sets it."""
+    lab.qsr_days(START, 2)
+    before = sorted(p for p in lab.raw.rglob("*"))
+    data = lab.root / inside
+    cron = folder_cfg(lab, f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {data}\n")
+    where = "the raw zone" if inside == "raw" else "inside the raw zone"
+    expected = f"data_root {data} is {where} (raw_root {lab.raw}; [daybreak] data_root from {cron / 'luigi.cfg'})"
+    for args in COMMANDS[:3]:
+        one_line(run(cron, *args), expected)
+    one_line(run(cron, "status", luigi=False), expected)
+    assert sorted(p for p in lab.raw.rglob("*")) == before  # nothing written into the raw zone
+
+
+def test_a_misspelled_section_and_a_missing_config_file_are_errors(lab):
+    """A section one edit from a Daybreak section is a typo whose settings would be ignored; a
+    LUIGI_CONFIG_PATH that names no file would leave Luigi on its defaults. Sections of Luigi's own
+    and of other tools are left alone."""
+    text = f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n[qrs]\nsuspicious_qty_threshold = 5\n"
+    text += "[worker]\nkeep_alive = false\n[retcode]\nfailed = 30\n[my_tool]\nx = 1\n"
+    cron = folder_cfg(lab, text)
+    expected = f"unknown section [qrs] in {cron / 'luigi.cfg'}; did you mean [qsr]?"
+    one_line(run(cron, "status", luigi=False), expected)
+    one_line(run(cron, "StgQsrPos", "--date", str(START)), expected)
+    (cron / "luigi.cfg").write_text(text.replace("[qrs]", "[qsr]"))
+    assert "unknown section" not in run(cron, "status", luigi=False).stderr
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cron / "nosuch.cfg")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tasks.cli", "status"], cwd=cron, env=env, capture_output=True, text=True, timeout=300
+    )
+    one_line(proc, f"LUIGI_CONFIG_PATH={cron / 'nosuch.cfg'}: no such file")
+
+
 def test_an_sftp_raw_root_is_checked_on_connect(lab, tmp_path):
     from tasks.settings import write_config
     from tests.sshd import Sshd
