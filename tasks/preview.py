@@ -137,21 +137,36 @@ def _candidates(dataset: str, start: dt.date, stop: dt.date) -> list:
     return out
 
 
-def downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date) -> list:
+def downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, held: list | None = None) -> list:
     """Built partitions that read a rebuilt one, directly or through another: the ones that would go
-    stale once the rebuild is published (to a fixed point, within the range and HORIZON_DAYS after)."""
+    stale once the rebuild is published (to a fixed point, within the range and HORIZON_DAYS after).
+
+    One that also reads a partition of ``dataset`` outside ``[start, stop)`` that is not up to date (a
+    store's mart reads every date of its store) is not built: Luigi would build those dates too, into
+    the preview, and the preview is of the range. It goes to ``held`` as (task, the date it waits on)."""
     ids = {t.task_id for t in rebuilt}
+    root = type(rebuilt[0]) if rebuilt else None
     engine = freshness.new_pass()
     pending = [t for t in _candidates(dataset, start, stop) if engine.manifest(engine.store(t), t.key) is not None]
     found, grew = [], True
     while grew:
         grew = False
         for task in list(pending):
-            if any(up.task_id in ids for up in task.upstream()):
-                ids.add(task.task_id)
-                found.append(task)
+            upstream = task.upstream()
+            if any(up.task_id in ids for up in upstream):
                 pending.remove(task)
                 grew = True
+                outside = [
+                    up
+                    for up in upstream
+                    if type(up) is root and not start <= up.date < stop and not engine.state(up).ok
+                ]
+                if outside:
+                    if held is not None:
+                        held.append((task, outside[0]))
+                    continue
+                ids.add(task.task_id)
+                found.append(task)
     return found
 
 
@@ -190,7 +205,8 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
     t0 = time.perf_counter()
     with settings.snapshot():
         roots, waiting = _not_ok(dataset, start, stop)
-        later = downstream(roots, dataset, start, stop) if roots else []
+        held: list = []
+        later = downstream(roots, dataset, start, stop, held) if roots else []
         before = {_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
     if roots:
         with partitions.shadowed(data_root, shadow), contextlib.redirect_stdout(sys.stderr):
@@ -214,6 +230,13 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
             for rel in built
         ],
         waiting=[{"date": d.isoformat(), "reason": why} for d, why in waiting],
+        not_built=[
+            {
+                "partition": _rel(t.store(), t.key, data_root),
+                "reason": f"also reads {_rel(up.store(), up.key, data_root)}, outside the range and not up to date",
+            }
+            for t, up in held
+        ],
         failed=_failures(shadow),
         datasets=_by_dataset(built, diffs),
     )
@@ -467,7 +490,7 @@ def open_records(data_root: Path | None = None) -> list[dict]:
 
 # -- rendering ---------------------------------------------------------------------------------------------
 def to_json(record: dict) -> str:
-    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "waiting")
+    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "waiting", "not_built")
     return json.dumps({k: record.get(k) for k in keep}, indent=1, default=str)
 
 
@@ -482,6 +505,7 @@ def render(record: dict) -> str:
     if not parts and not record.get("failed"):
         lines.append("  nothing to rebuild: every partition of the range is up to date")
     lines += [f"  wait    {w['date']}  {w['reason']}" for w in record.get("waiting", [])]
+    lines += [f"  not built  {h['partition']}: {h['reason']}" for h in record.get("not_built", [])]
     lines += [f"  FAILED  {f['task_id']}: {f['error'][:200]}" for f in record.get("failed", [])]
     for name, entry in record.get("datasets", {}).items():
         measure = entry.get("measure") or ""

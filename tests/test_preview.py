@@ -254,3 +254,28 @@ def test_a_preview_builds_upstream_partitions_production_does_not_have_yet(lab, 
     code, out = daybreak(capsys, "publish", report["id"])
     assert code == 0, out
     assert lab.rebuilt_by(lambda: lab.range(first, stop, of="AdsRolling7d"), "marts/ads_rolling_7d") == set()
+
+
+def test_a_preview_builds_only_its_range_and_holds_a_mart_that_reads_stale_dates_outside_it(lab, capsys, qsr_setting):
+    """After a rule change every date is stale. A preview of D1 alone builds D1, not D2 and D3: the store
+    mart of S001, which reads every date of its store, is not built (Luigi would build the stale D2
+    and D3 for it, into the preview, and publish would put them in place); the record and the text
+    say so. Once D2 and D3 are up to date, the mart is previewed with the range."""
+    qsr_lab(lab)
+    assert lab.range(D1, STOP) == 0 and lab.luigi("AllStores") == 0  # staging and the store mart at 20
+    qsr_setting("suspicious_qty_threshold", 15)
+    report = preview_json(capsys, "stg_qsr_pos", D1, D2)
+    built = {name: [p["date"] for p in d["partitions"]] for name, d in report["datasets"].items()}
+    assert built == {"stg_qsr_pos": [D1.isoformat()]}
+    assert report["not_built"] == [
+        {
+            "partition": "marts/store_daily_sales/store_id=S001",
+            "reason": f"also reads staging/qsr_pos/business_date={D2}, outside the range and not up to date",
+        }
+    ]
+    code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(D2))
+    assert code == 0 and "  not built  marts/store_daily_sales/store_id=S001: also reads" in out
+    assert lab.range(D2, STOP) == 0  # D2 and D3 at threshold 15
+    report = preview_json(capsys, "stg_qsr_pos", D1, D2)
+    assert report["not_built"] == []
+    assert set(report["datasets"]) == {"stg_qsr_pos", "store_daily_sales"}
