@@ -397,10 +397,11 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         equivalent = identity.legacy_equivalents(store, self.key, previous, built.table)
         if equivalent:
             manifest["equivalent_versions"] = equivalent
-        no_rejects = (built.rejected is None or built.rejected.num_rows == 0) and not (previous or {}).get("quarantine")
-        if no_rejects and not built.extras and identity.same_rows(store, self.key, previous, manifest["data_version"]):
-            # data and (empty) quarantine kept as they are; the manifest alone is replaced
-            store.update_manifest(self.key, dict(manifest, data_files=previous["data_files"], quarantine=None))
+        if _files_in_place(store, self.key, previous, built, manifest["data_version"]):
+            # the data, the files beside it and the quarantine already hold this build: kept as they are,
+            # the manifest alone is replaced
+            kept = dict(manifest, data_files=previous["data_files"], quarantine=previous.get("quarantine"))
+            store.update_manifest(self.key, kept)
         else:
             store.write(self.key, built.table, manifest, built.extras, rejected=built.rejected)
         store.clear_failure(self.key)
@@ -532,3 +533,27 @@ def waiting_for(task: MaterializedTask, cache: Engine) -> str:
     """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
     partition waits for one. Empty when nothing is in the way."""
     return cache.waiting_for(task)
+
+
+def _files_in_place(store: PartitionStore, key, previous: dict | None, built: Built, version: str) -> bool:
+    """Whether the partition's files in place hold exactly ``built``: its rows (the data version, the
+    files intact), each file beside the data byte for byte (stg_qsr_pos's store totals), and its
+    quarantine as it would be written (none when there are no rejects). Then a rebuild that changed
+    nothing (a rule change that moves no row of this date) writes nothing but its manifest."""
+    import hashlib
+
+    if not identity.same_rows(store, key, previous, version):
+        return False
+    recorded = {f["name"]: f.get("sha256") for f in previous.get("data_files", [])}
+    if set(recorded) != {partitions.DATA_FILE, *built.extras}:
+        return False
+    if any(recorded[name] != hashlib.sha256(content).hexdigest() for name, content in built.extras.items()):
+        return False
+    quarantine, rejected = previous.get("quarantine"), built.rejected
+    if rejected is None or rejected.num_rows == 0:
+        return not quarantine
+    return (
+        bool(quarantine)
+        and quarantine.get("rows") == rejected.num_rows
+        and quarantine.get("sha256") == partitions.parquet_sha256(rejected)
+    )

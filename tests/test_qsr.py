@@ -14,6 +14,7 @@ import pytest
 
 from tasks.base import CheckCache
 from tasks.qsr import StgQsrPos
+from tests.conftest import qsr_rows
 
 START = dt.date(2026, 9, 10)
 
@@ -68,6 +69,34 @@ def test_changing_the_suspicious_threshold_rebuilds_every_partition(lab, qsr_set
     assert lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=4))) == dates(START, 4)
     flagged = pq.read_table(lab.partition(START) / "data.parquet").to_pylist()
     assert {(r["sku"], r["is_suspicious"]) for r in flagged} == {("COLA", True), ("BURGER", False), ("FRIES", False)}
+
+
+def test_a_rule_change_that_moves_no_row_of_a_date_rewrites_only_its_manifest(lab, qsr_setting):
+    """Threshold 20 to 25: no line has a qty from 21 to 25 except on one date, so every date is rebuilt
+    (its rules changed) but only that date's data, store totals and quarantine are rewritten; the
+    others keep their files byte for byte, inode and mtime, quarantine included (a bad line each)."""
+    lab.qsr_days(START, 3)
+    qsr_setting("max_reject_share", 0.5)  # a small day: its one bad line is 1 of 9
+    changed = START + dt.timedelta(days=1)
+    for i in range(3):  # one rejected line a date, so each date has a quarantine to keep or replace
+        d = START + dt.timedelta(days=i)
+        good = [r.replace(",COLA,3,", ",COLA,22,") if d == changed else r for r in qsr_rows("S001", d)]
+        lab.qsr_file(d.isoformat(), "S001", [f"X{i},1,S001,{d}T13:00:00-04:00,COLA,x,1.99,,COMPLETED", *good])
+    assert lab.range(START, START + dt.timedelta(days=3)) == 0
+
+    def files(day):
+        folder, quarantine = lab.partition(day), lab.data / f"quarantine/staging/qsr_pos/business_date={day}"
+        paths = [*sorted(folder.glob("[!_]*")), folder / "_store_totals.arrow", quarantine / "rejected.parquet"]
+        return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in paths}
+
+    before = {d: files(d) for d in dates(START, 3)}
+    qsr_setting("suspicious_qty_threshold", 25)
+    assert lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=3))) == dates(START, 3)
+    after = {d: files(d) for d in dates(START, 3)}
+    assert {d for d in after if after[d] != before[d]} == {changed}
+    assert all(set(after[d]) == {"data.parquet", "_store_totals.arrow", "rejected.parquet"} for d in after)
+    flagged = pq.read_table(lab.partition(changed) / "data.parquet").to_pylist()
+    assert not any(r["is_suspicious"] for r in flagged)  # qty 22 is not above 25
 
 
 def test_late_store_file_rebuilds_exactly_the_two_partitions_that_read_its_folder(lab):

@@ -535,16 +535,31 @@ DICTIONARY_PAGE_LIMIT = 64 << 10
 
 
 def _write_parquet(path: Path, table: pa.Table) -> str:
+    _parquet_to(path, table)
+    return _sha256(path, fsync=True)
+
+
+def _parquet_to(where, table: pa.Table) -> None:
+    """``table`` as every Parquet file of a partition is written (to a path or a buffer)."""
     import pyarrow.parquet as pq
 
     pq.write_table(
         table,
-        path,
+        where,
         compression="zstd",
         dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
         store_decimal_as_integer=True,
     )
-    return _sha256(path, fsync=True)
+
+
+def parquet_sha256(table: pa.Table) -> str:
+    """The sha256 of the Parquet file :meth:`PartitionStore.write` would write for ``table`` (in memory:
+    whether a quarantine in place already holds exactly these rows)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    _parquet_to(sink, table)
+    return hashlib.sha256(sink.getvalue()).hexdigest()
 
 
 def _write_bytes(path: Path, content: bytes) -> str:
