@@ -173,16 +173,26 @@ def source_of(section: str, key: str) -> str:
     config = luigi.configuration.get_config()
     if not config.has_option(section, key):
         return f"the built-in default (no config file sets [{section}] {key}; tasks/settings.py)"
-    for path in reversed(list(type(config)._config_paths)):
+    found = _last_file_with(lambda parser: parser.has_option(section, key))
+    if found is not None and found[1].get(section, key) == config.get(section, key):
+        return str(Path(found[0]).resolve())
+    return "a value set at run time"
+
+
+def _last_file_with(has) -> tuple[str, configparser.ConfigParser] | None:
+    """(path, its parsed text) of the last config file read (the one that wins, as in Luigi) for
+    which ``has(parser)`` holds; None when none does."""
+    import luigi.configuration
+
+    for path in reversed(list(type(luigi.configuration.get_config())._config_paths)):
         parser = configparser.ConfigParser(interpolation=None)
         try:
             parser.read(path)
         except configparser.Error:
             continue
-        if parser.has_option(section, key):
-            same = parser.get(section, key) == config.get(section, key)
-            return str(Path(path).resolve()) if same else "a value set at run time"
-    return "a value set at run time"
+        if has(parser):
+            return path, parser
+    return None
 
 
 def config_errors(config=None) -> list[str]:
@@ -255,17 +265,8 @@ def _one_edit(a: str, b: str) -> bool:
 
 def _section_file(section: str) -> str:
     """The last config file read that has ``[section]``."""
-    import luigi.configuration
-
-    for path in reversed(list(type(luigi.configuration.get_config())._config_paths)):
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read(path)
-        except configparser.Error:
-            continue
-        if parser.has_section(section):
-            return str(Path(path).resolve())
-    return "the configuration"
+    found = _last_file_with(lambda parser: parser.has_section(section))
+    return str(Path(found[0]).resolve()) if found is not None else "the configuration"
 
 
 def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> str | None:
