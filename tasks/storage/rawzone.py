@@ -39,7 +39,12 @@ class Refused(NamedTuple):
     reason: str
 
 
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL_CHARACTER = r"[\x00-\x1f\x7f]"  # U+0000..U+001F and U+007F: the contract forbids them in any field
+
+
+def escape_control(text: str) -> str:
+    """``text`` with each control character spelled ``\\xNN`` (quarantined rows, names shown)."""
+    return re.sub(CONTROL_CHARACTER, lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def printable(name: str) -> str:
@@ -50,8 +55,7 @@ def printable(name: str) -> str:
     read are never like this (the contract's names)."""
     if name.isprintable():
         return name
-    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return escape_control(name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
 
 
 class RawFileUnreadable(RuntimeError):

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-CONTROL_CHARACTER = r"[\x00-\x1f\x7f]"  # U+0000..U+001F and U+007F: the contract forbids them in any field
+from tasks.storage.rawzone import CONTROL_CHARACTER, escape_control
 
 
 class RawSchemaError(ValueError):
@@ -169,7 +169,9 @@ def _read(data: bytes, header: list[str], columns: list[str]) -> tuple[pa.Table,
 
     def on_invalid(row: pcsv.InvalidRow) -> str:
         reason = f"row has {row.actual_columns} fields, header has {row.expected_columns}"
-        malformed.append((row.number or -1, reason, _escape(row.text)))  # the quarantine holds no control character
+        malformed.append(
+            (row.number or -1, reason, escape_control(row.text))
+        )  # the quarantine holds no control character
         return "skip"
 
     table = pcsv.read_csv(
@@ -227,7 +229,7 @@ def _by_line(
         )
 
     def line_text(number: int) -> str:
-        return _escape(lines[number - 1].rstrip("\r\n"))
+        return escape_control(lines[number - 1].rstrip("\r\n"))
 
     bad = {number - 2: reason for number, reason, _ in malformed}  # record index -> the parser's reason
     lone_cr_splits = b"\n" in data  # in a file of lone-CR line ends (old Mac style) a CR is its line end
@@ -284,7 +286,7 @@ def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
             f"{name} holds a control character (U+{ord(at.group()):04X} at character {at.start() + 1}); "
             "the contract forbids U+0000..U+001F and U+007F in any field"
         )
-        text = ",".join(_escape(table[c][i].as_py()) for c in table.column_names)
+        text = ",".join(escape_control(table[c][i].as_py()) for c in table.column_names)
         flagged.append((parsed.row_numbers[i].as_py(), reason, text))
     keep = pc.invert(bad)
     return ParsedCsv(
@@ -315,11 +317,6 @@ def _holds_control_byte(chunk: pa.Array, step: int = 1 << 20) -> bool:
         if ((part < 0x20) | (part == 0x7F)).any():
             return True
     return False
-
-
-def _escape(value: str) -> str:
-    """A field with its control characters spelled ``\\xNN``, for the quarantine."""
-    return re.sub(CONTROL_CHARACTER, lambda m: f"\\x{ord(m.group()):02x}", value)
 
 
 def _undecodable(data: bytes) -> str | None:
