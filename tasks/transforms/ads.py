@@ -160,11 +160,11 @@ def _export_rows(
         }
     )
     bad = pc.and_(pc.invert(valid), mine)
-    malformed_here = restates  # unsplittable rows: no date can be read, so every date the export restates
+    # unsplittable rows: no date can be read either, so every date the export restates takes them
     rejected = file_rejects(
-        parsed, code, bad, REASONS, REJECT_SCHEMA, malformed_text="campaign_id" if malformed_here else None
+        parsed, code, bad, REASONS, REJECT_SCHEMA, malformed_text="campaign_id" if restates else None
     )
-    return rows, rejected, count(mine) + (len(parsed.malformed) if malformed_here else 0)
+    return rows, rejected, count(mine) + (len(parsed.malformed) if restates else 0)
 
 
 def rolling_window(days: list[tuple[dt.date, pa.Table]], days_in_window: int) -> pa.Table:

@@ -201,13 +201,13 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     bdate = business_dates(ordered_at, rules.timezone, rules.day_start_hour)
     # only partitions folder-1 and folder read this folder: a line of any other business date would be lost
     held = pa.array([folder - dt.timedelta(days=1), folder], pa.date32())
-    misfiled = pc.fill_null(pc.invert(pc.is_in(bdate, held)), False)
+    misfiled = pc.and_(pc.is_valid(bdate), pc.invert(pc.is_in(bdate, held)))  # a date, neither of the two
     price, discount = money_cents(raw["unit_price"]), money_cents(raw["discount"])
     code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index), price, discount)
     valid = pc.equal(code, 0)
     # a misfiled line's business date is known and is neither partition's: the folder's date reports it;
     # a line whose ordered_at does not parse may be either partition's: its owner is null (both take it)
-    owner = pc.if_else(pc.and_(misfiled, pc.is_valid(bdate)), pa.scalar(folder, pa.date32()), bdate)
+    owner = pc.if_else(misfiled, pa.scalar(folder, pa.date32()), bdate)
     # copy only what is valid, then cast: every value already passed its type rule
     picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "status"]).filter(valid)
     rows = pa.table(
