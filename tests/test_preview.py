@@ -279,3 +279,31 @@ def test_a_preview_builds_only_its_range_and_holds_a_mart_that_reads_stale_dates
     report = preview_json(capsys, "stg_qsr_pos", D1, D2)
     assert report["not_built"] == []
     assert set(report["datasets"]) == {"stg_qsr_pos", "store_daily_sales"}
+
+
+def test_a_rule_change_that_moves_no_row_previews_and_publishes_a_partition_with_a_quarantine(lab, capsys, qsr_setting):
+    """The README's own change (threshold 20 -> 15) on a date whose quantities are all below 15 and that
+    has a rejected line: the rebuild gives production's rows again, so the preview links production's
+    files (data, store totals, quarantine) and writes a new manifest. Publish puts it in place, the
+    quarantine stays readable with its one row, and the backfill has nothing left to do."""
+    d = D1.isoformat()
+    good = [f"S001-{d}-{k},1,S001,{d}T12:30:00-04:00,BURGER,{1 + k % 10},6.50,,COMPLETED" for k in range(30)]
+    bad = f"S001-{d}-X,1,S001,{d}T12:30:00-04:00,BURGER,abc,6.50,,COMPLETED"  # 1 of 31: under max_reject_share
+    lab.qsr_file(d, "S001", [*good, bad])
+    lab.qsr_file(D2.isoformat(), "S001", [])
+    assert lab.range(D1, D2) == 0
+    quarantine = lab.data / "quarantine" / "staging" / "qsr_pos" / f"business_date={d}" / "rejected.parquet"
+    assert pq.read_table(quarantine).num_rows == 1
+    qsr_setting("suspicious_qty_threshold", 15)
+    before = production(lab)
+    report = preview_json(capsys, "stg_qsr_pos", D1, D2)
+    (part,) = report["datasets"]["stg_qsr_pos"]["partitions"]
+    assert (part["rows_before"], part["rows_after"], part["changed"]) == (30, 30, 0)
+    assert production(lab) == before
+    code, out = daybreak(capsys, "publish", report["id"])
+    assert code == 0 and "published 1 partition(s)" in out, out
+    data_files = {k: v for k, v in before.items() if not k.endswith("_manifest.json")}
+    assert {k: v for k, v in production(lab).items() if not k.endswith("_manifest.json")} == data_files
+    assert production(lab) != before  # the same rows, the same quarantine: only the manifest is new
+    assert pq.read_table(quarantine).column("qty").to_pylist() == ["abc"]
+    assert lab.rebuilt_by(lambda: lab.range(D1, D2)) == set()

@@ -465,10 +465,16 @@ class ShadowStore(PartitionStore):
         if self.own.path(date).is_dir():
             return super().update_manifest(date, manifest)
         origin = self.production.path(date)
+        quarantine = manifest.get("quarantine")
 
         def fill(folder: Path) -> dict:
             for f in manifest.get("data_files", []):
                 os.link(origin / f["name"], folder / f["name"])
+            if quarantine:  # the manifest names it: the shadow's partition is whole only with it
+                target = self.own.data_root / quarantine["path"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.unlink(missing_ok=True)
+                os.link(self.production.data_root / quarantine["path"], target)
             _write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
             return manifest
 
