@@ -30,23 +30,7 @@ if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
 # when numpy is first imported, so, as above, where Daybreak is imported first; a value set is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-# family -> module that defines it
-FAMILIES = {
-    "AdsDaily": "tasks.ads",
-    "AdsRolling7d": "tasks.ads",
-    "MorningRefresh": "tasks.backfill",
-    "RangeSingleRun": "tasks.backfill",
-    "AllHotelsPickup": "tasks.hotels",
-    "HotelBookingState": "tasks.hotels",
-    "HotelOtbExport": "tasks.hotels",
-    "HotelPickup": "tasks.hotels",
-    "OtbByStayDate": "tasks.hotels",
-    "StgHotelBookingsDaily": "tasks.hotels",
-    "StgQsrPos": "tasks.qsr",
-    "AllStores": "tasks.stores",
-    "DiscoverStores": "tasks.stores",
-    "StoreDailySales": "tasks.stores",
-}
+from tasks.catalogue import FAMILIES  # noqa: E402  (the family -> module registry; no Luigi)
 
 
 def register() -> None:

@@ -5,15 +5,37 @@ come from here (tests/test_catalogue.py checks the docs and every task against i
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 from dataclasses import dataclass
 
+from tasks.calendar import date_range
 from tasks.transforms import versions
 from tasks.transforms.qsr_rules import VERSION as QSR_VERSION
+
+# Every Luigi task family a user can name, and the module that defines it (``tasks/__init__.py``
+# imports these modules under Luigi; :meth:`DatasetSpec.task_class` imports one).
+FAMILIES = {
+    "AdsDaily": "tasks.ads",
+    "AdsRolling7d": "tasks.ads",
+    "MorningRefresh": "tasks.backfill",
+    "RangeSingleRun": "tasks.backfill",
+    "AllHotelsPickup": "tasks.hotels",
+    "HotelBookingState": "tasks.hotels",
+    "HotelOtbExport": "tasks.hotels",
+    "HotelPickup": "tasks.hotels",
+    "OtbByStayDate": "tasks.hotels",
+    "StgHotelBookingsDaily": "tasks.hotels",
+    "StgQsrPos": "tasks.qsr",
+    "AllStores": "tasks.stores",
+    "DiscoverStores": "tasks.stores",
+    "StoreDailySales": "tasks.stores",
+}
 
 # How a dataset is partitioned: one folder per business date, per date and hotel, per (static) hotel
 # or store, or one folder for all of it.
 KINDS = ("date", "date x hotel", "hotel", "store", "none")
+KEY_PARAMS = {"date x hotel": "hotel", "hotel": "hotel", "store": "store_id"}  # kind -> the key's task parameter
 
 
 @dataclass(frozen=True)
@@ -30,9 +52,27 @@ class DatasetSpec:
 
     def task_class(self) -> type:
         """The task class (loads Luigi and the recipes)."""
-        from tasks import FAMILIES
-
         return getattr(importlib.import_module(FAMILIES[self.family]), self.family)
+
+    @property
+    def key_param(self) -> str | None:
+        """The task parameter of the static key (``hotel``, ``store_id``); None for none."""
+        return KEY_PARAMS.get(self.partition)
+
+    def partitions(self, start: dt.date | None = None, stop: dt.date | None = None) -> list:
+        """Every partition (a task) of the dataset with ``start`` <= date < ``stop``: one per date, per
+        date and hotel, per hotel or store (today's keys: the recipe's ``static_keys()``), or the one."""
+        cls = self.task_class()
+        if self.partition == "none":
+            return [cls()]
+        keys = sorted(cls.static_keys()) if self.key_param else [None]
+        if self.partition in ("hotel", "store"):
+            return [cls(**{self.key_param: k}) for k in keys]
+        if start is None or stop is None:
+            raise ValueError(f"{self.name} is partitioned by date: give start and stop")
+        if self.key_param is None:
+            return [cls(date=d) for d in date_range(start, stop)]
+        return [cls(date=d, **{self.key_param: k}) for d in date_range(start, stop) for k in keys]
 
 
 DATASETS: tuple[DatasetSpec, ...] = (
@@ -140,6 +180,11 @@ DATASETS: tuple[DatasetSpec, ...] = (
 )
 
 BY_NAME: dict[str, DatasetSpec] = {d.name: d for d in DATASETS}
+
+
+def classes(*kinds: str) -> dict[str, type]:
+    """Task class of each dataset of these partition kinds (all when none is given), in catalogue order."""
+    return {d.name: d.task_class() for d in DATASETS if not kinds or d.partition in kinds}
 
 
 def names(*kinds: str) -> list[str]:

@@ -34,7 +34,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tasks.views import status
+    from tasks.views import status, status_html
 
     start = args.start or settings.daybreak().start_date
     stop = args.stop or status.default_stop()
@@ -42,7 +42,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         stop = start  # --start after the newest raw folder: nothing to show, not a reversed range
     rows = status.collect(start, stop, [args.dataset] if args.dataset else None)
     if args.html:
-        Path(args.html).write_text(status.render_html(rows), encoding="utf-8")
+        Path(args.html).write_text(status_html.render(rows), encoding="utf-8")
         print(f"wrote {args.html}")
     print(status.render_json(rows) if args.json else status.render_text(rows))
     return 0

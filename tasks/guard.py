@@ -69,9 +69,9 @@ def nearest(name: str, known) -> str:
 
 def _families() -> list[str]:
     """The task families a user can name: the ones ``tasks`` exports, and RangeDaily."""
-    import tasks
+    from tasks.catalogue import FAMILIES
 
-    return sorted({*tasks.FAMILIES, "RangeDaily"})
+    return sorted({*FAMILIES, "RangeDaily"})
 
 
 def _unknown_task(exc: Exception) -> str:

@@ -162,6 +162,11 @@ class HotelOtbExport(SnapshotTask):
     hotel = HotelParameter(description="hotel_id, one of config/hotels.csv")
     dataset = "exports/otb"
 
+    @classmethod
+    def static_keys(cls) -> list[str]:
+        """Its hotels: config/hotels.csv (the catalogue's partitions of the dataset)."""
+        return list(hotels())
+
     def dataset_path(self) -> str:
         if self.hotel not in hotels():  # also keeps the partition name inside its folder
             raise UnknownHotelError(f"hotel {self.hotel!r} is not in config/hotels.csv")
@@ -348,6 +353,11 @@ class HotelPickup(PartitionedTask):
 
     hotel = HotelParameter(description="hotel_id, one of config/hotels.csv")
     dataset = "marts/hotel_pickup"
+
+    @classmethod
+    def static_keys(cls) -> list[str]:
+        """Its hotels: config/hotels.csv (the catalogue's partitions of the dataset)."""
+        return list(hotels())
 
     def dataset_path(self) -> str:
         return f"{self.dataset}/*/hotel_id={self.hotel}"  # identity of this hotel's store (not a real path)

@@ -124,17 +124,8 @@ def _not_ok(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tup
 
 def _candidates(dataset: str, start: dt.date, stop: dt.date) -> list:
     """Partitions of the other datasets that may read what the range rebuilds, directly or not."""
-    from tasks.reference import hotels
-    from tasks.stores import read_registry
-    from tasks.views import status
-
-    days = list(date_range(start, stop + dt.timedelta(days=HORIZON_DAYS)))
-    out = [cls(date=d) for name, cls in status.DATASETS.items() if name != dataset for d in days]
-    out += [cls(date=d, **{key: k}) for cls, key in status.MULTI.values() for k in hotels() for d in days]
-    out += [cls() for cls in status.SNAPSHOTS.values()]
-    for cls, key in status.STATIC.values():
-        out += [cls(**{key: k}) for k in sorted(hotels() if key == "hotel" else read_registry())]
-    return out
+    horizon = stop + dt.timedelta(days=HORIZON_DAYS)
+    return [task for spec in catalogue.DATASETS if spec.name != dataset for task in spec.partitions(start, horizon)]
 
 
 def downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, held: list | None = None) -> list:

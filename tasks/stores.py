@@ -161,6 +161,11 @@ class StoreDailySales(SnapshotTask):
     store_id = StoreIdParameter(description="A store from the registry (data/_state/stores.json)")
     dataset = "marts/store_daily_sales"
 
+    @classmethod
+    def static_keys(cls) -> list[str]:
+        """The registered stores (the catalogue's partitions of the dataset)."""
+        return list(read_registry())
+
     def dataset_path(self) -> str:
         if not is_store_file(f"{self.store_id}.csv"):  # keeps the partition name inside its folder
             raise ValueError(f"store id {self.store_id!r} does not match ^[A-Z0-9][A-Z0-9_-]{{0,31}}$")

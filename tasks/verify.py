@@ -10,13 +10,11 @@ import datetime as dt
 import time
 from dataclasses import dataclass, field
 
-from tasks import settings
+from tasks import catalogue, settings
 from tasks.base import MaterializedTask
-from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
 from tasks.storage.partitions import _sha256
 from tasks.storage.rawzone import RawFile, RawZone, content_hash
-from tasks.views.status import DATASETS, MULTI
 
 
 @dataclass
@@ -39,7 +37,7 @@ def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> 
         zone = RawZone.from_uri(settings.raw_root())
         report, raw = Report(), {}
         try:
-            for task in _partitions(start, stop, datasets or [*DATASETS, *MULTI]):
+            for task in _partitions(start, stop, datasets or catalogue.names("date", "date x hotel")):
                 _verify_partition(engine, zone, task, raw, report)
         finally:
             zone.close()
@@ -48,15 +46,8 @@ def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> 
 
 
 def _partitions(start: dt.date, stop: dt.date, names: list[str]):
-    from tasks.reference import hotels
-
     for name in names:
-        for day in date_range(start, stop):
-            if name in MULTI:
-                cls, key = MULTI[name]
-                yield from (cls(date=day, **{key: k}) for k in hotels())
-            else:
-                yield DATASETS[name](date=day)
+        yield from catalogue.BY_NAME[name].partitions(start, stop)
 
 
 def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, report: Report) -> None:

@@ -102,17 +102,13 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, hor
 
 def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date) -> list[tuple[str, MaterializedTask]]:
     """(label, task) of every partition a keyed or unpartitioned dataset's run would consider."""
-    from tasks.reference import hotels
-    from tasks.stores import read_registry
-
-    if dataset in MULTI:
-        cls, key = MULTI[dataset]
-        return [(f"{d} {h}", cls(date=d, **{key: h})) for d in date_range(start, stop) for h in hotels()]
-    if dataset in STATIC:
-        cls, key = STATIC[dataset]
-        keys = sorted(hotels() if key == "hotel" else read_registry())
-        return [(k, cls(**{key: k})) for k in keys]
-    return [("(all)", SNAPSHOTS[dataset]())]
+    spec = catalogue.BY_NAME[dataset]
+    parts = spec.partitions(start, stop)
+    if spec.partition == "date x hotel":
+        return [(f"{t.date} {getattr(t, spec.key_param)}", t) for t in parts]
+    if spec.key_param:
+        return [(getattr(t, spec.key_param), t) for t in parts]
+    return [("(all)", t) for t in parts]
 
 
 @dataclass

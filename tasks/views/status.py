@@ -24,18 +24,16 @@ from tasks.guard import check_range
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import printable
 
-_CLASSES = {d.name: d.task_class() for d in catalogue.DATASETS}
-DATASETS: dict[str, type[PartitionedTask]] = {n: _CLASSES[n] for n in catalogue.names("date")}
+DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
 # Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
 MULTI: dict[str, tuple[type[PartitionedTask], str]] = {
-    n: (_CLASSES[n], "hotel") for n in catalogue.names("date x hotel")
+    n: (cls, catalogue.BY_NAME[n].key_param) for n, cls in catalogue.classes("date x hotel").items()
 }
 # Unpartitioned datasets: one state each, shown after the daily ones.
-SNAPSHOTS: dict[str, type[MaterializedTask]] = {n: _CLASSES[n] for n in catalogue.names("none")}
+SNAPSHOTS: dict[str, type[MaterializedTask]] = catalogue.classes("none")
 # One partition per hotel or store: one state each, the worst of the keys' states.
 STATIC: dict[str, tuple[type[MaterializedTask], str]] = {
-    n: (_CLASSES[n], {"hotel": "hotel", "store": "store_id"}[catalogue.BY_NAME[n].partition])
-    for n in catalogue.names("hotel", "store")
+    n: (cls, catalogue.BY_NAME[n].key_param) for n, cls in catalogue.classes("hotel", "store").items()
 }
 SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
 WORST_FIRST = ["failed", "stale", "waiting", "missing", "provisional", "ok"]
@@ -99,21 +97,17 @@ def _failure_records(data_root) -> set[str]:
 def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: CheckCache, name: str) -> DayStatus:
     """One day of a date x key dataset: the worst state of its keys, the keys in that state in the
     reason, rows summed over the keys."""
-    from tasks.reference import hotels
-
-    return _worst(name, day, key, {k: day_status(cls(date=day, **{key: k}), cache, name) for k in hotels()})
+    parts = catalogue.BY_NAME[name].partitions(day, day + dt.timedelta(days=1))
+    return _worst(name, day, key, {getattr(t, key): day_status(t, cache, name) for t in parts})
 
 
 def static_status(cls: type[MaterializedTask], key: str, cache: CheckCache, name: str) -> DayStatus:
     """A dataset of one partition per hotel or store: the worst state of its keys (every hotel of
     config/hotels.csv, every registered store)."""
-    from tasks.reference import hotels
-    from tasks.stores import read_registry
-
-    keys = sorted(hotels() if key == "hotel" else read_registry())
-    if not keys:
+    parts = catalogue.BY_NAME[name].partitions()
+    if not parts:
         return DayStatus(name, None, "missing", f"no {key} known yet")
-    return _worst(name, None, key, {k: day_status(cls(**{key: k}), cache, name) for k in keys})
+    return _worst(name, None, key, {getattr(t, key): day_status(t, cache, name) for t in parts})
 
 
 def _worst(name: str, day: dt.date | None, key: str, rows: dict[str, DayStatus]) -> DayStatus:
@@ -258,12 +252,3 @@ def render_json(rows: list[DayStatus]) -> str:
 
 
 _JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f != "not_read"]
-
-
-def render_html(rows: list[DayStatus]) -> str:
-    """A self-contained page: a bar per dataset (per hotel for hotel_pickup), days grouped by month;
-    a click on a day shows its state, reason, rows, build time and rebuild command (tasks/views/status_html.py)."""
-    from tasks.views import status_html
-
-    with freshness.quiet():
-        return status_html.render(rows)

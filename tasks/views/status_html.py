@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from html import escape
 
-from tasks import settings
+from tasks import catalogue, settings
 from tasks.storage.partitions import PARTITION_PREFIX, partition_name
 
 # Bar colours on the white page: each at least 3:1 against it (WCAG 1.4.11, graphics), and white
@@ -62,7 +62,6 @@ def key_lines(rows: list) -> list[Line]:
     """The page's bars: one per date-only dataset of ``rows``, one per key of a date x key dataset
     (its keys' states read again, one :func:`~tasks.views.status.day_status` each)."""
     from tasks.base import CheckCache
-    from tasks.reference import hotels
     from tasks.views import status
 
     out: list[Line] = []
@@ -70,14 +69,16 @@ def key_lines(rows: list) -> list[Line]:
     with settings.snapshot():
         for name in dict.fromkeys(r.dataset for r in rows if r.date is not None):
             mine = {r.date: r for r in rows if r.dataset == name}
-            if name not in status.MULTI:
-                cls = status.DATASETS[name]
-                out.append(_line(name, cls(date=min(mine)), "", mine))
+            spec = catalogue.BY_NAME[name]
+            first = min(mine)
+            if spec.key_param is None:
+                out.append(_line(name, spec.task_class()(date=first), "", mine))
                 continue
-            cls, key = status.MULTI[name]
-            for k in hotels():
-                days = {d: status.day_status(cls(date=d, **{key: k}), cache, name) for d in mine}
-                out.append(_line(f"{name} {k}", cls(date=min(mine), **{key: k}), f" --{key} {k}", days))
+            key = spec.key_param
+            for task in spec.partitions(first, first + dt.timedelta(days=1)):
+                k = getattr(task, key)
+                days = {d: status.day_status(type(task)(date=d, **{key: k}), cache, name) for d in mine}
+                out.append(_line(f"{name} {k}", task, f" --{key} {k}", days))
     return out
 
 
@@ -90,11 +91,17 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
     """The page for ``rows`` (from :func:`tasks.views.status.collect`); ``lines`` default to
     :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
     root) are shown beside the grid, each with its diff per partition."""
+    from tasks.freshness import engine as freshness
+
+    with freshness.quiet():  # the page shows the raw zone's unread entries itself: no warning in the log
+        return _render(rows, lines, previews)
+
+
+def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -> str:
     from tasks import preview
     from tasks.views import status
 
     previews = preview.open_records() if previews is None else previews
-
     lines = key_lines(rows) if lines is None else lines
     snapshots = [r for r in rows if r.date is None and r.dataset != status.RAW_ZONE]
     unread = "".join(
@@ -121,12 +128,13 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
             }
         )
     for r in snapshots:
-        if r.dataset in status.STATIC:  # one partition per hotel or store: the command names one of them
-            cls, key = status.STATIC[r.dataset]
+        spec = catalogue.BY_NAME[r.dataset]
+        cls = spec.task_class()
+        if spec.key_param:  # one partition per hotel or store: the command names one of them
+            key = spec.key_param
             run = f"luigi --module tasks {cls.task_family} --{key.replace('_', '-')} <{key}> --local-scheduler"
             rm = ""  # the worst key is named in the reason; a fresh one is rebuilt by deleting its folder
         else:
-            cls = status.SNAPSHOTS[r.dataset]
             run = f"luigi --module tasks {cls.task_family} --local-scheduler"
             rm = f"rm -r {shlex.quote(str(cls().store().path(None)))}"
         data["snapshots"].append(
