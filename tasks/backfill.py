@@ -11,7 +11,6 @@ import os
 import time
 import warnings
 from collections.abc import Iterator
-from zoneinfo import ZoneInfo
 
 import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
@@ -24,14 +23,9 @@ from tasks.freshness.engine import Engine
 from tasks.guard import check_range
 from tasks.hotels import StgHotelBookingsDaily
 from tasks.qsr import StgQsrPos
-from tasks.views import progress, runlog
-from tasks.views.progress import logger
-
-
-def business_today() -> dt.date:
-    """Today's date in the business timezone ([qsr] timezone), not UTC: a cron at 06:00 Toronto is
-    already tomorrow in UTC from 19:00 the evening before."""
-    return dt.datetime.now(ZoneInfo(settings.qsr().timezone)).date()
+from tasks.reporting import progress, runlog
+from tasks.reporting.progress import logger
+from tasks.settings import business_today
 
 
 class BusinessDateParameter(luigi.DateParameter):

@@ -23,12 +23,13 @@ import tasks
 from tasks import settings
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
-from tasks.freshness.engine import Engine, FolderInputs, State, Window, diff_inputs, fingerprint, input_line
+from tasks.freshness.engine import Engine, State, fingerprint
+from tasks.freshness.inputs import FolderInputs, Window, diff_inputs, input_line
 from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
+from tasks.reporting import progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone
-from tasks.views import progress, runlog
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -510,10 +511,8 @@ def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
     """The newest folder date of a raw source, at most tomorrow (business timezone): a stray folder
     dated later (``qsr_pos/2099-01-01/``) must not stretch a snapshot or the status view to 2099, so
     it is clamped and named in a warning (once per process)."""
-    from tasks.backfill import business_today  # backfill imports the recipes, which import this module
-
     newest = zone.newest_folder_date(source)
-    limit = business_today() + dt.timedelta(days=1)
+    limit = settings.business_today() + dt.timedelta(days=1)
     if newest is None or newest <= limit:
         return newest
     folder = f"{zone.describe()}/{zone.folder_relpath(source, newest)}"

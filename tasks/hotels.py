@@ -8,11 +8,12 @@ import luigi
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, newest_raw_date
+from tasks.contract import is_store_file
 from tasks.freshness import engine as freshness
 from tasks.guard import fail, nearest
 from tasks.reference import hotels
 from tasks.storage.partitions import PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone, is_store_file
+from tasks.storage.rawzone import RawFile, RawZone
 
 SOURCE = "hotel_bookings"
 

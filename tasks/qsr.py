@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from tasks import settings
 from tasks.base import Built, PartitionedTask, fingerprint, input_line, reuse, reusing_now
 from tasks.calendar import qsr_dependency_window
+from tasks.contract import is_store_file
 from tasks.foldercache import FolderCache
-from tasks.storage.rawzone import RawFile, is_store_file
+from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules
 
 if TYPE_CHECKING:

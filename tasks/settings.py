@@ -104,7 +104,7 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     "RangeDailyBase": {"task_limit": "100000", "days_back": "36500"},
     # concurrent SFTP sessions of all workers sharing a scheduler; a scheduler without it gives 1 slot
     "resources": {"sftp": "4"},
-    # NOTSET: Daybreak's default output, progress lines and a summary (tasks/views/runlog.py); --log-level
+    # NOTSET: Daybreak's default output, progress lines and a summary (tasks/reporting/runlog.py); --log-level
     # DEBUG or INFO, or a [core] log_level in a config file, is Luigi's own logging at that level
     "core": {"log_level": "NOTSET"},
 }
@@ -128,6 +128,14 @@ def apply_luigi_defaults(config=None) -> dict[str, dict[str, str]]:
 
 def data_root() -> Path:
     return Path(daybreak().data_root)
+
+
+def business_today() -> dt.date:
+    """Today's date in the business timezone ([qsr] timezone), not UTC: a cron at 06:00 Toronto is
+    already tomorrow in UTC from 19:00 the evening before."""
+    from zoneinfo import ZoneInfo
+
+    return dt.datetime.now(ZoneInfo(qsr().timezone)).date()
 
 
 def raw_root() -> str:

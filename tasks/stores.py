@@ -12,10 +12,11 @@ import luigi
 
 from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, luigi_engine, newest_raw_date
+from tasks.contract import is_store_file
 from tasks.guard import fail
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.storage.partitions import atomic_write_text, exclusive
-from tasks.storage.rawzone import RawFile, RawZone, is_store_file
+from tasks.storage.rawzone import RawFile, RawZone
 
 logger = logging.getLogger("luigi-interface")
 SOURCE = "qsr_pos"

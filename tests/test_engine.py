@@ -19,7 +19,8 @@ import pyarrow as pa
 import pytest
 
 from tasks.freshness import engine as freshness
-from tasks.freshness.engine import Engine, fingerprint, input_line
+from tasks.freshness.engine import Engine, fingerprint
+from tasks.freshness.inputs import input_line
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawZone

@@ -50,12 +50,12 @@ from pathlib import Path
 from typing import Protocol
 
 from tasks.freshness import identity
+from tasks.freshness.inputs import Entries, FolderInputs, Window
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
 from tasks.storage.partitions import MANIFEST, PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone, Refused, printable
+from tasks.storage.rawzone import RawFile, RawZone, Refused
 
-Entries = list[tuple[str, int, int]]  # (name, size, mtime_ns) of the files of one raw folder
 logger = logging.getLogger("luigi-interface")
 
 
@@ -106,44 +106,6 @@ class Blocked:
 
 def fingerprint(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:32]
-
-
-def input_line(f: RawFile) -> str:
-    """How a manifest lists one input: ``"<path> <size> <mtime_ns>"`` (fast to load for a thousand manifests)."""
-    return f"{f.relpath} {f.size} {f.mtime_ns}"
-
-
-@dataclass(frozen=True)
-class FolderInputs:
-    """One raw folder as a partition sees it: the entries it reads, the names it refuses, a digest."""
-
-    relpath: str  # <source>/<date>
-    read: Entries
-    refused: list[tuple[str, str]]  # (name, reason): never read
-    digest: str  # over the read entries' names, sizes and mtimes
-    newest: int = 0  # the newest mtime_ns of the read entries
-
-
-@dataclass(frozen=True)
-class Window:
-    """The raw files a partition reads (and refuses) now, and the input fingerprint over them."""
-
-    folders: list[FolderInputs]
-
-    @property
-    def fingerprint(self) -> str:
-        return hashlib.sha256("\n".join(f.digest for f in self.folders).encode()).hexdigest()[:32]
-
-    @property
-    def read(self) -> list[RawFile]:
-        return [RawFile(f"{f.relpath}/{n}", size, mtime) for f in self.folders for n, size, mtime in f.read]
-
-    @property
-    def refused(self) -> list[dict[str, str]]:
-        """Every file of the window that is not read, and why (the manifest's ``refused_inputs``)."""
-        return [
-            {"path": printable(f"{f.relpath}/{name}"), "reason": why} for f in self.folders for name, why in f.refused
-        ]
 
 
 def _partition(store: PartitionStore, key: dt.date | None) -> tuple:
@@ -602,24 +564,6 @@ def diff_rules(old: dict, new: dict) -> str:
     keys = sorted(set(old) | set(new))
     changed = [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
     return ", ".join(changed) or "fingerprint differs"
-
-
-def _parse_input_line(line: str | list) -> tuple[str, tuple[int, int]]:
-    """One manifest input; manifests written before 0.1.0's final format hold ``[path, size, mtime_ns]``."""
-    path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
-    return path, (int(size), int(mtime_ns))
-
-
-def diff_inputs(old: list[str], new: list[RawFile]) -> str:
-    before = dict(map(_parse_input_line, old))
-    after = {f.relpath: (f.size, f.mtime_ns) for f in new}
-    added = sorted(set(after) - set(before))
-    removed = sorted(set(before) - set(after))
-    changed = sorted(p for p in set(after) & set(before) if after[p] != before[p])
-    parts = [
-        f"{what} {p}" for what, ps in (("new file", added), ("removed", removed), ("changed", changed)) for p in ps
-    ]
-    return ", ".join(parts[:3]) + (f" (+{len(parts) - 3} more)" if len(parts) > 3 else "")
 
 
 # -- the process-wide engine ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from tasks.freshness.engine import Window
+    from tasks.freshness.inputs import Window
     from tasks.storage.partitions import PartitionStore
     from tasks.storage.rawzone import RawFile, RawZone
 
@@ -355,7 +355,7 @@ def _more(items: list) -> str:
 
 
 def describe_changes(manifest: dict, files: list[RawFile]) -> str:
-    from tasks.freshness.engine import diff_inputs
+    from tasks.freshness.inputs import diff_inputs
 
     return diff_inputs(manifest.get("inputs", []), files)
 
@@ -405,3 +405,14 @@ def failure_applies(engine, node, failure: dict) -> bool:
         elif before[f.relpath] != (f.size, f.mtime_ns):
             return False
     return True
+
+
+def _register() -> None:
+    """A partition written without a data version gets this one (tasks/storage/partitions.py)."""
+    from tasks.storage import partitions
+
+    if not partitions.DATA_VERSION:
+        partitions.DATA_VERSION.append((LOGICAL, logical_version))
+
+
+_register()

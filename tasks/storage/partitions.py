@@ -49,6 +49,9 @@ PARTITION_PREFIX = "business_date="
 # Called with (store, date) after every write of a partition, done or failed half-way: the freshness
 # engine drops what it remembers of that partition (tasks/freshness/engine.py registers itself).
 WRITE_HOOKS: list = []
+# (kind, function of the table) that versions the rows of a manifest written without a data_version:
+# tasks/freshness/identity.py sets it when imported (a data version is a freshness rule, not storage's).
+DATA_VERSION: list = []
 
 
 def partition_name(date: dt.date) -> str:
@@ -314,12 +317,12 @@ class PartitionStore:
         pending: list[tuple[Path, Path]] = []
         step = "before writing"  # named in the error
         # the rows' version is hashed on another core while the files are written (both release the GIL)
-        version = None if "data_version" in manifest else ThreadPoolExecutor(1, thread_name_prefix="data-version")
+        versioned = "data_version" in manifest or not DATA_VERSION
+        version = None if versioned else ThreadPoolExecutor(1, thread_name_prefix="data-version")
         try:
             if version is not None:
-                from tasks.freshness.identity import LOGICAL, logical_version
-
-                data_version = version.submit(logical_version, table)
+                kind, versioner = DATA_VERSION[0]
+                data_version = version.submit(versioner, table)
             files = []
             for name, content in [(DATA_FILE, table), *extras.items()]:
                 step = f"while writing {name}"
@@ -330,7 +333,7 @@ class PartitionStore:
                 files.append({"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
             manifest = dict(manifest, data_files=files)
             if version is not None:  # the rows, not the bytes: see tasks/freshness/identity.py
-                manifest.update(data_version=data_version.result(), data_version_kind=LOGICAL)
+                manifest.update(data_version=data_version.result(), data_version_kind=kind)
             drop = None  # an old quarantine the new build does not replace: removed before the manifest
             if quarantine is not None:
                 step = "while writing the quarantine"

@@ -11,15 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import hashlib
+import importlib
 import os
 import re
 import stat
 from pathlib import Path
 from typing import NamedTuple
 
-STORE_FILE_PATTERN = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}\.csv")  # <store_id>.csv, matched whole
-SOURCES = ("qsr_pos", "hotel_bookings", "ads")  # the raw zone's source folders (contract, section 1)
-
+from tasks.contract import is_store_file
 
 SYMLINK = "a symbolic link (never followed)"
 NOT_REGULAR = "not a regular file"
@@ -39,23 +38,8 @@ class Refused(NamedTuple):
     reason: str
 
 
-CONTROL_CHARACTER = r"[\x00-\x1f\x7f]"  # U+0000..U+001F and U+007F: the contract forbids them in any field
-
-
-def escape_control(text: str) -> str:
-    """``text`` with each control character spelled ``\\xNN`` (quarantined rows, names shown)."""
-    return re.sub(CONTROL_CHARACTER, lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def printable(name: str) -> str:
-    """A raw zone name as Daybreak shows it (warnings, manifests, ``daybreak status``): a control
-    character (U+0000..U+001F, U+007F: an escape sequence, a newline that would forge a line of the
-    status view) and a byte that is not UTF-8 (which the listing decoded as a lone surrogate) spelled
-    ``\\xNN``, so a name can neither drive the terminal nor pass for another one. Names of files that are
-    read are never like this (the contract's names)."""
-    if name.isprintable():
-        return name
-    return escape_control(name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+# Raw zones other than a local folder, by URI scheme: (module, class), each a subclass of RawZone
+REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone")}
 
 
 class RawFileUnreadable(RuntimeError):
@@ -91,10 +75,10 @@ class RawZone:
     @classmethod
     def from_uri(cls, uri: str) -> RawZone:
         """A local folder, or ``sftp://user@host:port/path`` (read with paramiko, settings from [sftp])."""
-        if uri.startswith("sftp://"):
-            from tasks.storage.sftp import SftpRawZone
-
-            return SftpRawZone.from_settings(uri)
+        scheme = uri.split("://", 1)[0] if "://" in uri else ""
+        if scheme in REMOTE:  # its module subclasses this one: loaded by name, only when configured
+            module, name = REMOTE[scheme]
+            return getattr(importlib.import_module(module), name).from_settings(uri)
         if "://" in uri:
             scheme = uri.split("://", 1)[0]
             raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported (a local folder or sftp://)")
@@ -314,23 +298,9 @@ def unread_in_source(source: str, kind: str | None, entries: list[tuple[str, str
     return sorted(unread)
 
 
-def is_store_file(name: str) -> bool:
-    """``<store_id>.csv`` with a store id of the contract's pattern: the only QSR files ever read."""
-    return STORE_FILE_PATTERN.fullmatch(name) is not None
-
-
 def split_store_files(files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
     """(store files that may be read, files that must not be read) by the contract's store id pattern."""
     good, bad = [], []
     for f in files:
         (good if is_store_file(f.relpath.rpartition("/")[2]) else bad).append(f)
     return good, bad
-
-
-def __getattr__(name: str):
-    """``RawFolderTarget`` (a Luigi target) lives in tasks.base, so that this module loads no Luigi."""
-    if name == "RawFolderTarget":
-        from tasks.base import RawFolderTarget
-
-        return RawFolderTarget
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

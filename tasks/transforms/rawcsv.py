@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from tasks.storage.rawzone import CONTROL_CHARACTER, escape_control
+from tasks.contract import CONTROL_CHARACTER, escape_control
 
 
 class RawSchemaError(ValueError):

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass, replace  # noqa: F401  (asdict: the r
 from tasks import catalogue, settings
 from tasks.base import CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
 from tasks.calendar import date_range
+from tasks.contract import printable
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
 from tasks.storage.partitions import PartitionStore
-from tasks.storage.rawzone import printable
 
 DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
 # Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
@@ -179,7 +179,8 @@ def default_stop() -> dt.date:
     partitions show as waiting or done. One stop for every dataset, not one per source: the bars share
     one axis, and a source whose drop is late shows its last days as waiting instead of leaving them out
     (docs/operations.md, "The status view")."""
-    from tasks.storage.rawzone import SOURCES, RawZone
+    from tasks.contract import SOURCES
+    from tasks.storage.rawzone import RawZone
 
     zone = RawZone.from_uri(settings.raw_root())
     newest = [d for d in (newest_raw_date(zone, source) for source in SOURCES) if d is not None]

@@ -13,7 +13,7 @@ Lines go to the ``luigi-interface`` logger, so they appear on the terminal and i
 
     progress: 12/60 partitions (20%), 2.4/s, about 20 s left - done StgQsrPos(date=2026-09-12)
 
-By default (tasks/views/runlog.py) a line each tenth of the range and at its end; with ``--log-level INFO``
+By default (tasks/reporting/runlog.py) a line each tenth of the range and at its end; with ``--log-level INFO``
 or ``DEBUG``, a line per partition.
 """
 
@@ -23,7 +23,7 @@ import logging
 import multiprocessing
 import time
 
-from tasks.views import runlog
+from tasks.reporting import runlog
 
 logger = logging.getLogger("luigi-interface")
 

@@ -6,7 +6,7 @@ turns on the default mode (:func:`watch`): the ``luigi-interface`` logger passes
 
 * warnings and errors, except the two kinds the summary replaces: one "Data for RawFolder(...) does
   not exist (yet?)" line per missing raw folder, and one traceback per failed partition;
-* the progress lines (tasks/views/progress.py, one per tenth of the range);
+* the progress lines (tasks/reporting/progress.py, one per tenth of the range);
 * Daybreak's summary in place of Luigi's execution summary: per dataset what ran, what was up to
   date (skipped), what failed (with the error, which names the file and the reason), what waits for
   which raw folder, and what did not run because something it reads failed or waits.
@@ -23,7 +23,7 @@ import textwrap
 import warnings
 from collections import defaultdict
 
-from tasks.storage.rawzone import printable
+from tasks.contract import printable
 
 logger = logging.getLogger("luigi-interface")
 
@@ -109,10 +109,9 @@ def summary() -> str:
     if not watched:
         return ""
     from tasks import settings
-    from tasks.backfill import missing_raw
-    from tasks.base import CheckCache
+    from tasks.freshness.engine import Engine
 
-    cache = CheckCache()
+    cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     failed, waiting, blocked = [], defaultdict(list), []
     with settings.snapshot():
@@ -128,7 +127,7 @@ def summary() -> str:
                 failed.append(f"{_name(family, key)}: {_first_line(record.get('error', ''))}")
             elif task.state(cache).ok:
                 counts[family]["ran"].append(key)
-            elif folders := missing_raw(task, cache):
+            elif folders := cache.blocked(task).missing:
                 counts[family]["waiting"].append(key)
                 for source, date in folders:
                     waiting[source].append((date, family, key))
