@@ -22,6 +22,21 @@ from tasks.freshness import engine as freshness
 from tasks.settings import write_config
 
 REPO = Path(__file__).resolve().parent.parent
+# A test's tier is the highest of its tier markers (a module's ``pytestmark``, raised for one test by its
+# own ``@pytest.mark.system``): unit (no Luigi run), luigi (Luigi in this process, a temporary raw zone),
+# system (subprocesses, sshd, luigid, radosgw, Chromium, kill -9, a fresh clone). ``bin/test --fast``
+# runs the first two: ``-m "not system"``.
+TIERS = ("unit", "luigi", "system")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test has a tier: a test without one is an error, not a test that runs in every tier."""
+    untiered = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
+    if untiered:
+        raise pytest.UsageError(
+            f"{len(untiered)} test(s) without a tier marker ({', '.join(TIERS)}), e.g. {untiered[0]}: "
+            "give the module a pytestmark (tests/conftest.py, TIERS)"
+        )
 QSR_HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status"
 HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 

@@ -12,6 +12,8 @@ import pytest
 from tasks.settings import write_config
 from tests.conftest import ads_rows
 
+pytestmark = pytest.mark.luigi
+
 FIRST = dt.date(2026, 9, 20)  # [daybreak] start_date in these tests
 DAY = dt.timedelta(days=1)
 
@@ -328,6 +330,7 @@ def test_an_older_export_arriving_late_rebuilds_the_date_to_the_same_rows_and_no
     assert (stats["source_export_date"], stats["exports_read"]) == ("2026-09-23", ["2026-09-21", "2026-09-23"])
 
 
+@pytest.mark.system
 def test_a_date_with_no_export_in_d_plus_1_to_d_plus_7_waits_for_d_plus_1(lab, setting):
     setting("daybreak", "start_date", FIRST)
     day = dt.date(2026, 9, 21)

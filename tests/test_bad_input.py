@@ -13,6 +13,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.luigi
+
 REPO = Path(__file__).resolve().parent.parent
 FIRST = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)
@@ -170,6 +172,7 @@ def pos_day(lab, day: dt.date, bad: dict[int, str]) -> None:
     lab.qsr_file(str(day + dt.timedelta(days=1)), "S001", [])
 
 
+@pytest.mark.system
 def test_a_crash_at_any_write_step_never_pairs_a_partition_with_another_builds_quarantine(lab):
     import shutil
     import subprocess
@@ -341,6 +344,7 @@ def zone_kind(request, lab, setting, tmp_path):
     return request.param
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
 def test_every_file_not_read_is_reported_in_the_manifest_the_log_and_status(lab, zone_kind, caplog):
     from tasks.views import status
@@ -400,6 +404,7 @@ def test_a_symbolic_link_is_never_followed_out_of_the_raw_zone(lab, tmp_path):
         zone.read_bytes(listed)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
 def test_only_a_real_folder_named_yyyy_mm_dd_is_an_export_folder(lab, zone_kind, setting, tmp_path, capsys):
     """Folders 09-10 and 09-11, beside `20260930/` and `2026-W40-1/` (dates to Python's fromisoformat),
@@ -437,6 +442,7 @@ def warnings_of(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
 def test_entries_of_a_source_folder_that_no_partition_reads_are_named_in_the_log_and_status(
     lab, zone_kind, setting, caplog, capsys
@@ -508,6 +514,7 @@ def test_entries_of_a_source_folder_that_no_partition_reads_are_named_in_the_log
     assert not [w for w in warnings_of(caplog) if SOURCE_LEVEL in w][1:]  # the view shows them, says nothing
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
 def test_a_linked_source_folder_is_named_in_the_log_and_status_as_not_read(lab, zone_kind, caplog, capsys):
     """``raw/qsr_pos -> elsewhere``: a source folder that is a symbolic link is not read (its folders read
@@ -540,6 +547,7 @@ def test_a_linked_source_folder_is_named_in_the_log_and_status_as_not_read(lab, 
     assert "<li>qsr_pos (a symbolic link (never followed))</li>" in (lab.root / "s.html").read_text()
 
 
+@pytest.mark.system
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to list as nobody")
 def test_a_file_the_pipelines_user_cannot_read_is_refused_naming_the_reason(tmp_path):
     import subprocess
@@ -568,6 +576,7 @@ def test_a_file_the_pipelines_user_cannot_read_is_refused_naming_the_reason(tmp_
         shutil.rmtree(zone)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("zone_kind", ["local", "sftp"], indirect=True)
 def test_a_file_swapped_for_a_symbolic_link_after_its_listing_is_not_read(lab, zone_kind, tmp_path):
     from tasks import settings

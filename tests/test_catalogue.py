@@ -11,6 +11,8 @@ import pytest
 from tasks import catalogue
 from tests.conftest import qsr_rows
 
+pytestmark = pytest.mark.luigi
+
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "datasets.md"
 DAY = dt.date(2026, 9, 10)
 

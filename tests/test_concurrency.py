@@ -9,6 +9,9 @@ import subprocess
 import sys
 
 import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.system
 
 START = dt.date(2026, 9, 10)
 DAYS = 16

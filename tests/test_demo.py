@@ -15,7 +15,10 @@ import pytest
 from tasks import demo, settings
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.luigi
 
+
+@pytest.mark.system
 def test_demo_with_no_arguments_writes_its_table_to_its_own_output(tmp_path):
     tracked = {p: p.read_bytes() for p in (REPO / "README.md", REPO / "docs" / "backfills.md")}
     daybreak = Path(sys.executable).parent / "daybreak"
@@ -46,6 +49,7 @@ def test_update_docs_writes_the_table_between_the_markers(tmp_path, monkeypatch)
         assert f"<!-- demo:start -->\n{table}<!-- demo:end -->" in doc.read_text()
 
 
+@pytest.mark.system
 def test_demo_never_deletes_a_folder_it_did_not_make(tmp_path):
     """``daybreak demo --workdir .`` from a project folder exits 2 and deletes nothing; a folder an
     earlier demo made (its marker) is deleted and remade."""

@@ -44,6 +44,8 @@ import pytest
 from tests.conftest import REPO
 from tests.luigid import Luigid
 
+pytestmark = pytest.mark.luigi
+
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 PROGRAM = re.compile(r"^(luigi --module tasks \S|daybreak \S|python3? \S|bin/test\b|systemctl |duckdb )")
 PLACEHOLDER = re.compile(r"<[^>]*>|\[|\b[A-Z]+\b|\.\.\.")  # <Family>, [--json], DATASET, A, B, N, ...
@@ -172,6 +174,7 @@ def docs_lab(tmp_path_factory):
     server.stop()
 
 
+@pytest.mark.system
 def test_the_readme_first_command_works_from_a_fresh_clone(docs_lab):
     clone, _env, proc = docs_lab
     assert (clone / ".venv" / "bin" / "daybreak").exists()
@@ -179,6 +182,7 @@ def test_the_readme_first_command_works_from_a_fresh_clone(docs_lab):
     assert len(proc.stderr.splitlines()) < 200, proc.stderr[-3000:]  # 1,714 lines before issue 15
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("doc", runnable(), ids=lambda d: f"{d.where} {d.text[:60]}")
 def test_documented_command_runs_as_written(docs_lab, doc):
     clone, env, _ = docs_lab
@@ -187,6 +191,7 @@ def test_documented_command_runs_as_written(docs_lab, doc):
     assert proc.returncode in expected_exit(doc.text), where
 
 
+@pytest.mark.system
 def test_the_cron_line_runs_as_cron_runs_it(docs_lab):
     clone, env, _ = docs_lab
     (cron,) = [d for d in ALL if d.kind == "cron"]
@@ -198,6 +203,7 @@ def test_the_cron_line_runs_as_cron_runs_it(docs_lab):
     assert "summary of this run:" in (clone / log).read_text()
 
 
+@pytest.mark.system
 def test_the_systemd_units_verify_and_the_service_runs(docs_lab, tmp_path):
     clone, env, _ = docs_lab
     units = {}
@@ -225,12 +231,13 @@ def test_the_systemd_units_verify_and_the_service_runs(docs_lab, tmp_path):
     assert proc.returncode in expected_exit(exec_start), proc.stderr[-3000:]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("doc", [d for d in ALL if d.kind == "bin/test"], ids=lambda d: f"{d.where} {d.text}")
 def test_documented_test_commands_select_tests(doc):
     """bin/test is the README's second command: not run from inside the tests (it would run them)."""
     assert os.access(REPO / "bin" / "test", os.X_OK)
     assert re.search(r"^bin/test$", (REPO / ".ci" / "run").read_text(), re.M)  # CI runs the README's command
-    assert 'exec pytest -q "$@"' in (REPO / "bin" / "test").read_text()
+    assert 'exec pytest -q -n 2 --dist loadfile ${args[@]+"${args[@]}"}' in (REPO / "bin" / "test").read_text()
     env_part = ENV_ASSIGNMENT.match(doc.text)
     args = shlex.split(doc.text[env_part.end() if env_part else 0 :])[1:]
     env = {**os.environ, **dict(x.split("=", 1) for x in (env_part.group(0).split() if env_part else []))}
@@ -245,6 +252,7 @@ def test_documented_test_commands_select_tests(doc):
     assert proc.returncode == 0 and selected and int(selected.group(1)) >= 1, proc.stdout[-2000:]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("doc", [d for d in ALL if d.kind == "benchmark"], ids=lambda d: f"{d.where} {d.text}")
 def test_documented_benchmarks_start(doc):
     script = shlex.split(doc.text)[1]

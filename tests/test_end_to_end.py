@@ -8,10 +8,13 @@ import json
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pytest
 
 import tasks
 from tasks import sample
 from tasks.base import MaterializedTask
+
+pytestmark = pytest.mark.luigi
 
 START = dt.date(2026, 10, 30)
 

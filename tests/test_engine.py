@@ -25,6 +25,8 @@ from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawZone
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 DAY = dt.timedelta(days=1)
 START = dt.date(2026, 9, 1)
@@ -128,6 +130,7 @@ def chain(tmp_path) -> list[Node]:
     return nodes
 
 
+@pytest.mark.system
 def test_importing_the_engine_and_the_transforms_loads_no_luigi():
     code = (
         "import sys\n"

@@ -16,6 +16,8 @@ from tasks.base import MaterializedTask, luigi_run
 from tasks.freshness import engine as freshness
 from tasks.hotels import HotelBookingState, StgHotelBookingsDaily
 
+pytestmark = pytest.mark.luigi
+
 FIRST = dt.date(2026, 9, 10)
 HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 

@@ -14,6 +14,8 @@ import pytest
 from tasks.qsr import StgQsrPos
 from tests.conftest import qsr_rows
 
+pytestmark = pytest.mark.luigi
+
 D = dt.date(2026, 9, 10)
 NEXT = D + dt.timedelta(days=1)
 
@@ -223,6 +225,7 @@ def test_an_entry_is_there_only_once_committed(tmp_path):
     assert os.listdir(cache.root) == [cache.path(D).name]
 
 
+@pytest.mark.system
 def test_a_full_disk_while_an_entry_is_written_costs_the_entry_only(small_disk, monkeypatch):
     """The disk fills up in the middle of an entry (the free-space guard let it start): no error
     reaches the build, no entry and no temporary file are left."""

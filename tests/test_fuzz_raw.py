@@ -39,7 +39,7 @@ FUZZ = settings(
 
 # invalid UTF-8 in a row the parser cannot split fails inside pyarrow's invalid-row callback; pyarrow
 # reports it as unraisable before it raises ArrowInvalid (which parse_csv turns into RawSchemaError)
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+pytestmark = [pytest.mark.luigi, pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
 
 
 def fuzz(max_examples: int) -> settings:

@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.luigi
 
 FIRST = dt.date(2026, 9, 10)
 DAYS = 18

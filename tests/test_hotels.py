@@ -9,6 +9,8 @@ import shutil
 import duckdb
 import pytest
 
+pytestmark = pytest.mark.luigi
+
 FIRST = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)
 STATE = "marts/hotel_booking_state"
@@ -85,6 +87,7 @@ def test_a_missing_date_inside_the_range_blocks_on_the_books(hotel_lab):
     assert not (hotel_lab.data / "marts/otb_by_stay_date").exists()
 
 
+@pytest.mark.system
 def test_no_extract_at_all_waits_for_the_start_date_folder_instead_of_empty_books(lab):
     """A raw zone without hotel_bookings/ (a wrong raw_root, the extracts not there yet): the range is
     start_date .. the newest extract, so it waits for start_date's folder; nothing is written."""
@@ -124,6 +127,7 @@ def test_a_file_or_a_link_named_like_a_later_date_does_not_stretch_the_range(hot
     assert set(hotel_lab.built_at("staging/hotel_bookings_daily")) == {FIRST + dt.timedelta(days=k) for k in range(4)}
 
 
+@pytest.mark.system
 def test_an_unknown_hotel_file_is_refused_naming_it(hotel_lab):
     write(hotel_lab, FIRST, "H9", ["this is not even a valid row"])
     cfg = hotel_lab.write_cfg(hotel_lab.root / "luigi.cfg")

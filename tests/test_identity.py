@@ -8,9 +8,13 @@ import json
 import os
 import shutil
 
+import pytest
+
 from tasks import cli
 from tasks.storage.partitions import PartitionStore
 from tasks.views import plan, status
+
+pytestmark = pytest.mark.luigi
 
 START = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)

@@ -14,6 +14,8 @@ import tasks
 from tasks import catalogue, settings
 from tasks.luigi_shortcuts import CachedInstances, SnapshotSections, snapshot
 
+pytestmark = pytest.mark.luigi
+
 DATE = dt.date(2026, 9, 15)
 
 

@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tasks.backfill import business_today
 from tests.conftest import Lab
+
+pytestmark = pytest.mark.system
 
 DAY = dt.timedelta(days=1)
 

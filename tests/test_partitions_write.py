@@ -19,6 +19,8 @@ import pytest
 from tasks.storage import tempnames
 from tasks.storage.partitions import PartitionStore
 
+pytestmark = pytest.mark.unit
+
 D1, D2 = dt.date(2026, 9, 10), dt.date(2026, 9, 11)
 
 
@@ -84,6 +86,7 @@ def aged(path: Path, hours: float) -> Path:
     return path
 
 
+@pytest.mark.system
 def test_the_sweep_removes_dead_writers_temporaries_and_never_a_live_writers(tmp_path):
     store = PartitionStore(tmp_path, "staging/qsr_pos")
     store.write(D1, table(2), {})
@@ -121,6 +124,7 @@ def test_the_sweep_removes_dead_writers_temporaries_and_never_a_live_writers(tmp
         live.wait()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("state", ["Z"])
 def test_a_killed_writer_not_yet_reaped_counts_as_dead(tmp_path, state):
     child = subprocess.Popen(["sleep", "60"])

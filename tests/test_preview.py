@@ -21,6 +21,8 @@ import pytest
 from tasks import cli
 from tests.conftest import REPO, ads_rows
 
+pytestmark = pytest.mark.luigi
+
 D1, D2, D3 = dt.date(2026, 9, 1), dt.date(2026, 9, 2), dt.date(2026, 9, 3)
 STOP = dt.date(2026, 9, 4)
 DAY = dt.timedelta(days=1)
@@ -131,6 +133,7 @@ def test_publish_refuses_when_the_rules_no_longer_match(threshold_lab, capsys, q
     assert production(threshold_lab) == before
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("at", [1, 2, 3])
 def test_kill_9_during_publish_then_publish_again_equals_a_clean_build(threshold_lab, capsys, setting, tmp_path, at):
     lab = threshold_lab

@@ -16,6 +16,8 @@ from tasks.base import CheckCache
 from tasks.qsr import StgQsrPos
 from tests.conftest import qsr_rows
 
+pytestmark = pytest.mark.luigi
+
 START = dt.date(2026, 9, 10)
 
 
@@ -148,6 +150,7 @@ def test_bad_rows_are_quarantined_and_the_partition_succeeds(lab):
     assert manifest["rejected_count"] == 1
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("kind", ["too_many_rejects", "missing_column"])
 def test_a_failing_partition_exits_non_zero_names_the_problem_and_keeps_the_old_partition(lab, kind):
     lab.qsr_days(START, 2, stores=("S001",))
@@ -236,6 +239,7 @@ def test_invalid_store_file_names_are_never_read(lab):
     ]
 
 
+@pytest.mark.system
 def test_cli_from_another_working_directory(lab, tmp_path):
     lab.qsr_days(START, 2)
     elsewhere = tmp_path / "elsewhere"

@@ -36,6 +36,8 @@ from tasks.base import CheckCache
 from tasks.qsr import StgQsrPos
 from tasks.settings import write_config
 
+pytestmark = pytest.mark.system
+
 REPO = Path(__file__).resolve().parent.parent
 START, DAYS = dt.date(2026, 9, 10), 3
 STOP = START + dt.timedelta(days=DAYS)  # RangeDaily's --stop is exclusive

@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Lab
+
+pytestmark = pytest.mark.system
 
 START = dt.date(2026, 3, 2)  # long before today (2026-12 on the machines of this repo): beyond days_back 100
 

@@ -15,6 +15,8 @@ import pytest
 
 from tasks import sample
 
+pytestmark = pytest.mark.unit
+
 TORONTO = ZoneInfo("America/Toronto")
 START, DAYS, STORES, SEED, MEAN = date(2026, 9, 11), 3, 4, 7, 150  # Fri..Sun
 QSR_HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status"

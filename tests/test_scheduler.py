@@ -12,8 +12,12 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
 from tasks.settings import write_config
 from tests.sshd import free_port
+
+pytestmark = pytest.mark.system
 
 START = dt.date(2026, 9, 10)
 

@@ -19,6 +19,8 @@ import pytest
 from tasks.settings import write_config
 from tests.sshd import Sshd, keygen
 
+pytestmark = pytest.mark.system
+
 START = dt.date(2026, 9, 10)
 
 

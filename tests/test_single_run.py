@@ -8,9 +8,12 @@ import re
 import shutil
 
 import pyarrow.parquet as pq
+import pytest
 
 from tasks.qsr import StgQsrPos
 from tests.conftest import qsr_rows
+
+pytestmark = pytest.mark.luigi
 
 START = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)
@@ -92,6 +95,7 @@ def test_a_look_back_range_builds_its_upstream_range_first_with_the_same_results
     assert list(single_run) == list(per_date) and all(single_run[k].equals(per_date[k]) for k in per_date)
 
 
+@pytest.mark.system
 def test_progress_shows_done_of_total_rate_and_time_left_across_worker_processes(lab):
     lab.qsr_days(START, 6)
     cfg = lab.write_cfg(lab.root / "luigi.cfg")

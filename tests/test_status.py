@@ -6,8 +6,12 @@ import datetime as dt
 import json
 import shutil
 
+import pytest
+
 from tasks.cli import main
 from tasks.views import status
+
+pytestmark = pytest.mark.luigi
 
 START = dt.date(2026, 9, 10)
 

@@ -13,10 +13,13 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tasks.cli import main
 from tasks.views import status
 from tests.browser import Browser
+
+pytestmark = pytest.mark.luigi
 
 START = dt.date(2026, 9, 10)
 HOTELS = [f"hotel_pickup H{k}" for k in range(1, 6)]  # config/hotels.csv
@@ -87,6 +90,7 @@ def five_states(lab) -> Path:
     return page
 
 
+@pytest.mark.system
 def test_the_page_in_a_real_browser(lab, tmp_path):
     page_file = five_states(lab)
     assert not re.search(r"(src|href)=['\"]?(https?:)?//", page_file.read_text()), "an external asset"
@@ -149,6 +153,7 @@ def test_the_page_in_a_real_browser(lab, tmp_path):
         assert shown["cmd"] == "luigi --module tasks OtbByStayDate --local-scheduler"
 
 
+@pytest.mark.system
 def test_the_commands_shown_rebuild_the_day(lab, tmp_path):
     """The commands the page shows, run as written in a shell: the stale day's, then the ok day's
     (delete it and run it), each from a folder whose luigi.cfg points at the lab."""
@@ -175,6 +180,7 @@ def test_the_commands_shown_rebuild_the_day(lab, tmp_path):
     assert [r.state for r in days] == ["ok", "ok"]
 
 
+@pytest.mark.system
 def test_text_contrast_meets_wcag_aa(lab, tmp_path):
     page_file = five_states(lab)
     with Browser(tmp_path / "profile") as browser:
@@ -202,6 +208,7 @@ def test_text_contrast_meets_wcag_aa(lab, tmp_path):
     assert len(shapes) == 6, swatches
 
 
+@pytest.mark.system
 def test_three_years_fit_one_screen(lab, tmp_path):
     """1,095 days of every dataset (nothing built: waiting for raw data) in a 1366 x 768 window, a
     1920 x 1080 one and a 1280 x 800 one, with no scrolling, one cell per day and bar."""
@@ -227,6 +234,7 @@ def test_three_years_fit_one_screen(lab, tmp_path):
             assert min(widths) >= (3 if width >= 1366 else 2)  # a day is a target a mouse can hit
 
 
+@pytest.mark.system
 def test_a_bar_per_hotel_with_its_own_state(lab, setting, tmp_path):
     """The text view's hotel_pickup day is the worst of the hotels (missing here: H2 alone is
     built); the page has a bar per hotel, each with its own state."""

@@ -7,9 +7,12 @@ import json
 import threading
 
 import duckdb
+import pytest
 
 from tasks import stores
 from tests.conftest import qsr_rows
+
+pytestmark = pytest.mark.luigi
 
 START = dt.date(2026, 9, 10)
 

@@ -12,6 +12,8 @@ from tasks.hotels import HotelPickup
 from tasks.qsr import StgQsrPos
 from tasks.stores import StoreDailySales
 
+pytestmark = pytest.mark.unit
+
 CASES = [
     (StgQsrPos, {"date": dt.date(2026, 9, 10)}),
     (StgQsrPos, {"date": dt.datetime(2026, 9, 10, 13, 5)}),  # normalised to its date, as Luigi does

@@ -23,6 +23,8 @@ from tasks.cli import main
 from tasks.views import plan, status
 from tests.conftest import Lab
 
+pytestmark = pytest.mark.luigi
+
 START = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)
 REVERSED = "--start 2026-09-15 is after --stop 2026-09-12"
@@ -65,6 +67,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.system
 def test_every_command_names_a_missing_raw_root_and_the_file_that_sets_it(lab):
     nowhere = lab.root / "nowhere"
     cron = folder_cfg(lab, f"[daybreak]\nraw_root = {nowhere}\ndata_root = {lab.data}\n")
@@ -76,6 +79,7 @@ def test_every_command_names_a_missing_raw_root_and_the_file_that_sets_it(lab):
     assert not lab.data.exists()  # nothing ran
 
 
+@pytest.mark.system
 def test_the_built_in_default_raw_root_is_named_as_such(lab):
     bare = folder_cfg(lab, name="bare")  # no luigi.cfg: raw_root is data/raw of the working directory
     expected = f"raw_root data/raw ({bare / 'data/raw'}) does not exist (from the built-in default"
@@ -83,6 +87,7 @@ def test_the_built_in_default_raw_root_is_named_as_such(lab):
     one_line(run(bare, "status", luigi=False), expected)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("inside", ["raw", "raw/data"])
 def test_a_data_root_in_the_raw_zone_is_refused_before_anything_is_written(lab, inside):
     """``data_root`` equal to ``raw_root`` or below it would write outputs among the raw files (which
@@ -99,6 +104,7 @@ def test_a_data_root_in_the_raw_zone_is_refused_before_anything_is_written(lab, 
     assert sorted(p for p in lab.raw.rglob("*")) == before  # nothing written into the raw zone
 
 
+@pytest.mark.system
 def test_a_misspelled_section_and_a_missing_config_file_are_errors(lab):
     """A section one edit from a Daybreak section is a typo whose settings would be ignored; a
     LUIGI_CONFIG_PATH that names no file would leave Luigi on its defaults. Sections of Luigi's own
@@ -118,6 +124,7 @@ def test_a_misspelled_section_and_a_missing_config_file_are_errors(lab):
     one_line(proc, f"LUIGI_CONFIG_PATH={cron / 'nosuch.cfg'}: no such file")
 
 
+@pytest.mark.system
 def test_an_sftp_raw_root_is_checked_on_connect(lab, tmp_path):
     from tasks.settings import write_config
     from tests.sshd import Sshd
@@ -153,6 +160,7 @@ def test_a_reversed_range_is_the_same_error_everywhere(lab, capsys):
     assert lab.range(start, start) == 0  # start == stop: an empty range, not an error
 
 
+@pytest.mark.system
 def test_a_reversed_range_from_the_luigi_command_is_one_line(lab):
     lab.qsr_days(START, 6)
     cron = folder_cfg(lab)
@@ -176,6 +184,7 @@ def test_a_reversed_range_from_the_luigi_command_is_one_line(lab):
         ("timezone = Mars/Olympus", "[qsr] timezone = 'Mars/Olympus' in {cfg}: not an IANA timezone"),
     ],
 )
+@pytest.mark.system
 def test_a_bad_setting_names_the_file_the_section_and_the_key(lab, line, expected):
     lab.qsr_days(START, 2)
     cron = folder_cfg(lab, f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n[qsr]\n{line}\n")
@@ -190,6 +199,7 @@ def test_a_bad_setting_names_the_file_the_section_and_the_key(lab, line, expecte
     assert not lab.data.exists()
 
 
+@pytest.mark.system
 def test_every_unknown_key_of_every_daybreak_section_is_reported_at_once(lab):
     cron = folder_cfg(
         lab,
@@ -211,6 +221,7 @@ def test_every_unknown_key_of_every_daybreak_section_is_reported_at_once(lab):
 # -- item 10: dates that have not begun or ended -------------------------------------------------------
 
 
+@pytest.mark.system
 def test_plan_and_range_runs_say_how_many_future_dates_they_leave_out(lab):
     today = business_today()
     lab.qsr_days(today - 4 * DAY, 3)
@@ -260,6 +271,7 @@ def test_a_stray_future_folder_is_clamped_to_tomorrow_and_named(lab, caplog):
         (("StgQsrPos",), "StgQsrPos needs --date"),
     ],
 )
+@pytest.mark.system
 def test_a_wrong_task_name_or_value_is_one_short_line_and_exit_2(lab, args, expected):
     proc = run(folder_cfg(lab), *args)
     one_line(proc, expected)
@@ -273,6 +285,7 @@ def test_a_bad_date_of_the_daybreak_command_is_named_as_such(lab, capsys):
     assert "argument --start: '2026-13-01' is not a date (YYYY-MM-DD)" in capsys.readouterr().err
 
 
+@pytest.mark.system
 def test_status_into_a_closed_pipe_ends_quietly(lab):
     cron = folder_cfg(lab)
     env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
@@ -310,6 +323,7 @@ STORE_ID = "a store id matches ^[A-Z0-9][A-Z0-9_-]{0,31}$ (e.g. S001)"  # the co
         (("StoreDailySales", "--store-id", "s001"), f"--store-id 's001': not a store id; {STORE_ID}"),
     ],
 )
+@pytest.mark.system
 def test_an_unknown_hotel_or_a_malformed_store_id_is_one_line_and_exit_2(lab, args, expected):
     lab.qsr_days(START, 1)
     cron = folder_cfg(lab)

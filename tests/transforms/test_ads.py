@@ -11,6 +11,8 @@ import pytest
 from tasks.transforms.ads import DAILY_SCHEMA, RAW_COLUMNS, newest_restatement, rolling_window
 from tasks.transforms.rawcsv import parse_csv
 
+pytestmark = pytest.mark.unit
+
 D = dt.date(2026, 9, 30)
 HEADER = ",".join(RAW_COLUMNS)
 

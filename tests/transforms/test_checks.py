@@ -10,6 +10,8 @@ import pytest
 
 from tasks.transforms.checks import is_money, money_cents, parse_dates, parse_instants
 
+pytestmark = pytest.mark.unit
+
 UTC = dt.UTC
 
 

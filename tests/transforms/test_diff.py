@@ -9,6 +9,8 @@ import pytest
 
 from tasks.transforms.diff import diff_partition, total
 
+pytestmark = pytest.mark.unit
+
 KEY = ("business_date", "store_id", "order_id", "line_no")
 MONEY = pa.decimal128(18, 2)
 

@@ -19,6 +19,8 @@ from tasks.transforms.hotels import (
     pickup_from_state,
 )
 
+pytestmark = pytest.mark.unit
+
 D = dt.date(2026, 9, 15)
 UTC = dt.UTC
 

@@ -10,6 +10,8 @@ import pytest
 from tasks.transforms.hotels import RAW_COLUMNS, HotelLimits, clean_booking_events, on_the_books
 from tasks.transforms.rawcsv import parse_csv
 
+pytestmark = pytest.mark.unit
+
 D = dt.date(2026, 9, 15)
 TORONTO, VANCOUVER = "America/Toronto", "America/Vancouver"
 

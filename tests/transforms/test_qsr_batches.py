@@ -22,6 +22,8 @@ from tasks.transforms.qsr_pos import (
 )
 from tasks.transforms.rawcsv import RawSchemaError, parse_csv_many
 
+pytestmark = pytest.mark.unit
+
 D15, D16 = dt.date(2026, 9, 15), dt.date(2026, 9, 16)
 HEADER = ",".join(RAW_COLUMNS)
 

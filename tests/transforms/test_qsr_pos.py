@@ -12,6 +12,8 @@ from tasks.transforms.qsr_pos import RAW_COLUMNS, QsrRules, clean_pos_lines
 from tasks.transforms.rawcsv import RawSchemaError, parse_csv
 from tasks.transforms.stores import store_totals
 
+pytestmark = pytest.mark.unit
+
 HEADER = ",".join(RAW_COLUMNS)
 D15, D16 = dt.date(2026, 9, 15), dt.date(2026, 9, 16)
 

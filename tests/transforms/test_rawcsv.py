@@ -6,6 +6,8 @@ import pytest
 
 from tasks.transforms.rawcsv import RawSchemaError, file_stem, parse_csv, parse_csv_many
 
+pytestmark = pytest.mark.unit
+
 COLS = ["a", "b", "c"]
 FILES = [
     (b"a,b,c\n1,2,3\n4,5,6\n", "f1.csv"),
