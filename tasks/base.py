@@ -81,10 +81,9 @@ class PartitionTarget(luigi.Target):
 
     def __init__(self, store: PartitionStore, date: dt.date):
         self.store, self.date = store, date
-        self.path = store.path(date)
 
     def exists(self) -> bool:
-        return (self.path / "_manifest.json").is_file()
+        return self.store.has_manifest(self.date)
 
 
 class RawInputChanged(RuntimeError):
@@ -235,7 +234,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return self.dataset
 
     def store(self) -> PartitionStore:
-        return PartitionStore(settings.data_root(), self.dataset_path())
+        return partitions.open_store(settings.data_uri(), self.dataset_path())
 
     def zone(self) -> RawZone:
         return RawZone.from_uri(settings.raw_root())

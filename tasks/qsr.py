@@ -129,7 +129,7 @@ class StgQsrPos(PartitionedTask):
         entry before it is handed on."""
         from tasks.transforms import qsr_pos
 
-        cache = FolderCache(settings.data_root(), self.dataset)
+        cache = FolderCache(self.store().state_dir.parent, self.dataset)
         with cache.checking(folder):  # a process checking this folder now: wait for its entry
             checked = None
             if cache.path(folder).exists():  # an entry: its key needs every file's hash first

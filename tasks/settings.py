@@ -36,6 +36,11 @@ class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the cl
         default=7.0,
         description="A preview (daybreak preview) older than this many days is swept: deleted, never published",
     )
+    cache_dir = luigi.Parameter(
+        default="",
+        description="This host's own state for a data_root in an object store (folder cache, summaries, "
+        "temporary files); default: $XDG_CACHE_HOME/daybreak or ~/.cache/daybreak",
+    )
 
 
 class qsr(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
@@ -86,6 +91,18 @@ class sftp(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     retries = luigi.IntParameter(default=3, description="Retries of a transient failure (reset, timeout), with backoff")
 
 
+class s3(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
+    endpoint_url = luigi.Parameter(
+        default="", description="S3-compatible endpoint, e.g. http://127.0.0.1:7480 (empty: AWS's own)"
+    )
+    region = luigi.Parameter(default="us-east-1", description="Region the requests are signed for")
+    lease_seconds = luigi.FloatParameter(
+        default=60.0,
+        description="A partition being built is leased for this long, renewed while its build runs; a "
+        "host that stops renewing (dead, frozen) is taken over once it expires",
+    )
+
+
 # Luigi settings Daybreak cannot run safely without, whatever config files exist and whatever the
 # working directory: a blocked or failed run must exit non-zero (Luigi's own retcodes are all 0),
 # and a range must never be cut short in silence (Luigi's RangeDaily keeps 50 tasks and looks back
@@ -127,7 +144,23 @@ def apply_luigi_defaults(config=None) -> dict[str, dict[str, str]]:
 
 
 def data_root() -> Path:
-    return Path(daybreak().data_root)
+    """The local data root (a folder). For a data_root that may be an object store, :func:`data_uri`."""
+    uri = data_uri()
+    if "://" in uri:
+        raise ValueError(f"data_root {uri} is not a local folder")
+    return Path(uri)
+
+
+def data_uri() -> str:
+    """``[daybreak] data_root`` as written: a local folder or ``s3://BUCKET/PREFIX``."""
+    return str(daybreak().data_root)
+
+
+def cache_dir() -> Path:
+    """This host's own state for a remote data root (``[daybreak] cache_dir``)."""
+    if daybreak().cache_dir:
+        return Path(daybreak().cache_dir).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "daybreak"
 
 
 def business_today() -> dt.date:
@@ -144,7 +177,9 @@ def raw_root() -> str:
 
 # -- where a setting comes from, and validation of every value ----------------------------------------
 
-SECTIONS: dict[str, type[luigi.Config]] = {"daybreak": daybreak, "qsr": qsr, "ads": ads, "hotels": hotels, "sftp": sftp}
+SECTIONS: dict[str, type[luigi.Config]] = {
+    "daybreak": daybreak, "qsr": qsr, "ads": ads, "hotels": hotels, "sftp": sftp, "s3": s3,
+}  # fmt: skip
 
 # Valid values, (lowest, highest) inclusive; None: no bound. docs/operations.md lists them.
 RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
@@ -161,6 +196,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("hotels", "max_rate"): (0.01, None),
     ("sftp", "timeout"): (0.001, None),
     ("sftp", "retries"): (0, 100),
+    ("s3", "lease_seconds"): (1, None),
 }
 _KINDS = {
     luigi.IntParameter: "a whole number",
@@ -316,6 +352,8 @@ def check_raw_root(uri: str) -> None:
         return
     if not Path(uri).is_dir():
         raw_root_missing(uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})")
+    if "://" in data_uri():
+        return
     raw, data = Path(uri).resolve(), data_root().resolve()
     if data == raw or raw in data.parents:
         from tasks.guard import fail

@@ -227,10 +227,12 @@ class StoreDailySales(SnapshotTask):
 
         from tasks.transforms.stores import store_rows, store_totals
 
-        path = staging.store().path(staging.date) / STORE_TOTALS_FILE
-        if path.is_file():
-            with pa.OSFile(str(path)) as source:  # read into memory (a closed memory map would free the rows)
-                totals = pa.ipc.open_file(source).read_all()
+        try:
+            data = staging.store().read_file(staging.date, STORE_TOTALS_FILE)
+        except FileNotFoundError:
+            data = None
+        if data is not None:
+            totals = pa.ipc.open_file(pa.BufferReader(data)).read_all()
             return store_rows(totals, self.store_id), totals.num_rows
         lines = staging.store().read_table(staging.date).select(["store_id", "order_id", "net_amount", "is_suspicious"])
         mine = lines.filter(pc.equal(lines["store_id"], self.store_id))

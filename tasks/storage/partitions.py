@@ -27,6 +27,7 @@ import datetime as dt
 import errno
 import fcntl
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -119,12 +120,15 @@ class PartitionStore:
     def quarantine_path(self, date: dt.date | None) -> Path:
         return (self.data_root / "quarantine" / self.dataset).joinpath(*self._levels(date)) / "rejected.parquet"
 
-    def failure_path(self, date: dt.date | None) -> Path:
-        folder = self.data_root / "_state" / "failures"
+    def record_name(self, date: dt.date | None) -> str:
+        """The partition's name under ``_state/failures``, ``_state/identity``...: ``<dataset>/<levels>.json``
+        (``<dataset>.json`` for an unpartitioned dataset)."""
         if date is None:
-            return folder / f"{self.dataset}.json"
-        *parents, last = self._levels(date)
-        return (folder / self.dataset).joinpath(*parents) / f"{last}.json"
+            return f"{self.dataset}.json"
+        return "/".join([self.dataset, *self._levels(date)]) + ".json"
+
+    def failure_path(self, date: dt.date | None) -> Path:
+        return self.data_root / "_state" / "failures" / self.record_name(date)
 
     def lock_path(self, date: dt.date | None) -> Path:
         """``_state/locks/`` mirrors ``_state/failures/``: one lock file per partition."""
@@ -182,6 +186,67 @@ class PartitionStore:
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path(date) / DATA_FILE)
+
+    def read_file(self, date: dt.date | None, name: str) -> bytes:
+        """A file of the partition's folder (``finished.arrow``, ``_store_totals.arrow``); FileNotFoundError."""
+        with open(os.path.join(self.folder(date), name), "rb") as fh:
+            return fh.read()
+
+    def file_sha256(self, date: dt.date | None, name: str) -> str | None:
+        """sha256 of a file of the partition's folder as it is now; None when it is not there."""
+        try:
+            return _sha256(self.path(date) / name)
+        except FileNotFoundError:
+            return None
+
+    def quarantine_sha256(self, manifest: dict) -> str | None:
+        """sha256 of the quarantine file a manifest names, as it is now; None when it is not there."""
+        try:
+            return _sha256(self.data_root / manifest["quarantine"]["path"])
+        except FileNotFoundError:
+            return None
+
+    def has_manifest(self, date: dt.date | None) -> bool:
+        return os.path.isfile(os.path.join(self.folder(date), MANIFEST))
+
+    def uri(self, date: dt.date | None = None) -> str:
+        """The partition's folder as a user names it (messages, the status page's commands)."""
+        return self.folder(date)
+
+    @property
+    def state_dir(self) -> Path:
+        """Where this data root's own state lives (summaries, identity sidecars, the folder cache)."""
+        return self.data_root / "_state"
+
+    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
+        """(device, inode, size, mtime_ns, ctime_ns) of the partition's manifest; None when it has none. The
+        ctime cannot be set back (a restore that keeps mtimes, a reused inode), and a rename sets it."""
+        try:
+            st = os.stat(os.path.join(self.folder(date), MANIFEST))  # a string path: a view stats thousands
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return _stat_stamp(st)
+
+    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
+        """(stamp, content) of the manifest, ``known`` when it has that stamp still; the stamp is taken from
+        the open file, so it is the stamp of the content read. (None, None) when there is none."""
+        try:
+            fh = open(os.path.join(self.folder(date), MANIFEST), "rb")
+        except (FileNotFoundError, NotADirectoryError):
+            return None, None
+        with fh:
+            stamp = _stat_stamp(os.fstat(fh.fileno()))
+            if known is not None and known[0] == stamp:
+                return known
+            return stamp, parse_manifest(fh.read())
+
+    def failure_id(self, date: dt.date | None) -> str:
+        return str(self.failure_path(date))
+
+    def failure_records(self) -> set[str]:
+        """:meth:`failure_id` of every failure record under the data root (one walk; most days have none)."""
+        top = os.path.join(self.data_root, "_state", "failures")
+        return {os.path.join(folder, name) for folder, _, names in os.walk(top) for name in names}
 
     def read_failure(self, date: dt.date | None) -> dict | None:
         try:
@@ -499,6 +564,36 @@ def _place(folder: Path, pending: list[tuple[Path, Path]], drop: Path | None, qu
 
 class PartitionWriteError(RuntimeError):
     """A partition (or its quarantine) could not be written: disk full, permissions. Names the partition."""
+
+
+def _stat_stamp(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
+    """The store of ``dataset`` under ``data_root``: a local folder (:class:`PartitionStore`) or
+    ``s3://BUCKET/PREFIX`` (:class:`tasks.storage.s3store.S3PartitionStore`, loaded only then)."""
+    scheme = data_root.split("://", 1)[0] if isinstance(data_root, str) and "://" in data_root else ""
+    if scheme in REMOTE:  # its module builds on this one: loaded by name, only when configured
+        module, name = REMOTE[scheme]
+        return getattr(importlib.import_module(module), name)(data_root, dataset, subpartition)
+    if scheme:
+        raise ValueError(f"data_root {data_root}: scheme {scheme!r} is not supported (a local folder or s3://)")
+    return PartitionStore(data_root, dataset, subpartition)
+
+
+# Data roots other than a local folder, by URI scheme: (module, class)
+REMOTE = {"s3": ("tasks.storage.s3store", "S3PartitionStore")}
+
+
+# Called when a freshness pass begins (tasks/freshness/engine.py): a backend that remembers listings
+# for a pass (tasks/storage/s3store.py) forgets them.
+PASS_HOOKS: list = []
+
+
+def new_pass() -> None:
+    for hook in PASS_HOOKS:
+        hook()
 
 
 def warm_up() -> None:

@@ -11,7 +11,6 @@ import contextlib
 import datetime as dt
 import gc
 import json
-import os
 from dataclasses import asdict, dataclass, replace  # noqa: F401  (asdict: the reference of render_json)
 
 from tasks import catalogue, settings
@@ -22,7 +21,7 @@ from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
-from tasks.storage.partitions import PartitionStore
+from tasks.storage.partitions import open_store
 
 DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
 # Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
@@ -68,8 +67,8 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
     state, day = task.state(cache), task.key
     store = cache.once(("store", task.dataset_path()), task.store)
     manifest = cache.summary(store, day) or {}  # rows, duration, finished_at: no list of inputs
-    recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
-    failure = store.read_failure(day) if recorded and str(store.failure_path(day)) in recorded else None
+    recorded = cache.once(("failure records", store.data_root), store.failure_records)
+    failure = store.read_failure(day) if recorded and store.failure_id(day) in recorded else None
     if (
         not state.ok
         and failure
@@ -86,12 +85,6 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
         return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
     # an ok partition's reason is a note: its raw files' metadata changed, their content did not
     return DayStatus(name, day, state.state, state.reason, rows, duration)
-
-
-def _failure_records(data_root) -> set[str]:
-    """Paths of every failure record, from one walk of ``_state/failures`` (most days have none)."""
-    top = os.path.join(data_root, "_state", "failures")
-    return {os.path.join(folder, name) for folder, _, names in os.walk(top) for name in names}
 
 
 def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: CheckCache, name: str) -> DayStatus:
@@ -154,7 +147,7 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
             continue
         if name in MULTI:
             cls, key = MULTI[name]
-            cache.list_dataset(PartitionStore(settings.data_root(), cls.dataset))
+            cache.list_dataset(open_store(settings.data_uri(), cls.dataset))
             out.extend(multi_day_status(cls, key, d, cache, name) for d in date_range(start, stop))
             continue
         cls = DATASETS[name]
