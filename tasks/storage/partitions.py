@@ -586,6 +586,43 @@ def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | N
 REMOTE = {"s3": ("tasks.storage.s3store", "S3PartitionStore")}
 
 
+def _remote(data_root) -> object | None:
+    """The module of a data root that is not a local folder; None for a local one."""
+    scheme = data_root.split("://", 1)[0] if isinstance(data_root, str) and "://" in data_root else ""
+    return importlib.import_module(REMOTE[scheme][0]) if scheme in REMOTE else None
+
+
+def state_dir(data_root: str | os.PathLike) -> Path:
+    """This host's state folder for ``data_root`` (a local data root's own ``_state``)."""
+    remote = _remote(data_root)
+    return remote.state_dir(data_root) if remote else Path(data_root) / "_state"
+
+
+def read_document(data_root: str | os.PathLike, name: str) -> dict | None:
+    """A JSON document every host shares (``_state/<name>``, e.g. the store registry); None when absent."""
+    remote = _remote(data_root)
+    if remote:
+        return remote.read_document(data_root, name)
+    try:
+        return json.loads((Path(data_root) / "_state" / name).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def update_document(data_root: str | os.PathLike, name: str, merge, what: str) -> dict:
+    """Replace the shared document ``name`` with ``merge(current or None)``, atomically with respect to every
+    other writer (an flock locally; a compare-and-swap in a bucket, merged again when it lost); the result."""
+    remote = _remote(data_root)
+    if remote:
+        return remote.update_document(data_root, name, merge)
+    path = Path(data_root) / "_state" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(path.with_suffix(".lock"), what):
+        doc = merge(read_document(data_root, name))
+        atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True))
+        return doc
+
+
 # Called when a freshness pass begins (tasks/freshness/engine.py): a backend that remembers listings
 # for a pass (tasks/storage/s3store.py) forgets them.
 PASS_HOOKS: list = []

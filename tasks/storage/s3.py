@@ -19,6 +19,7 @@ atomically, so nothing can slip in between).
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import os
 import threading
 from dataclasses import dataclass
@@ -207,6 +208,22 @@ class Bucket:
 
     def read(self, rel: str) -> bytes:
         return self.get(rel)[0]
+
+    def get_with_date(self, rel: str) -> tuple[bytes, Obj, float]:
+        """:meth:`get`, and the store's own time of the answer (its ``Date`` header, epoch seconds): a lease's
+        age is the store's clock minus its ``Last-Modified``, whatever this host's clock says."""
+        try:
+            got = self.client.get_object(Bucket=self.bucket, Key=self.prefix + rel)
+            data = got["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(self.describe(rel)) from None
+            raise self._fail(exc, "GET", rel) from None
+        except BotoCoreError as exc:
+            raise self._fail(exc, "GET", rel) from None
+        date = got.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        now = email.utils.parsedate_to_datetime(date).timestamp() if date else dt.datetime.now(dt.UTC).timestamp()
+        return data, Obj(len(data), _etag(got.get("ETag")), _ns(got["LastModified"])), now
 
     # -- writing ---------------------------------------------------------------------------------
     def put(self, rel: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
