@@ -21,13 +21,10 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 import secrets
-import shutil
 import sys
 import time
-from pathlib import Path
 
 from tasks import catalogue, settings
 from tasks.calendar import date_range
@@ -35,6 +32,7 @@ from tasks.freshness import engine as freshness
 from tasks.guard import check_range
 from tasks.storage import partitions
 from tasks.storage.partitions import MANIFEST, PartitionStore, plain_store
+from tasks.storage.roots import open_root
 from tasks.transforms.diff import diff_partition, total
 
 RECORD = "preview.json"
@@ -48,30 +46,31 @@ class PreviewError(RuntimeError):
     """A preview that does not exist, or that cannot be published; the message says why."""
 
 
-def previews_root(data_root: Path | None = None) -> Path:
-    return Path(data_root or settings.data_root()) / "_state" / "preview"
+def previews_root(data_root: str | None = None):
+    """``<data_root>/_state/preview`` (:mod:`tasks.storage.roots`: a folder, or a prefix of the bucket)."""
+    return open_root(data_root or settings.data_uri()).child("_state/preview")
 
 
-def folder_of(pid: str, data_root: Path | None = None) -> Path:
+def folder_of(pid: str, data_root: str | None = None):
     if not ID_PATTERN.match(pid):
         raise PreviewError(f"{pid!r} is not a preview id (see `daybreak previews`)")
-    folder = previews_root(data_root) / pid
-    if not (folder / RECORD).is_file():
-        raise PreviewError(f"no preview {pid} under {previews_root(data_root)} (see `daybreak previews`)")
+    folder = previews_root(data_root).child(pid)
+    if not folder.exists(RECORD):
+        raise PreviewError(f"no preview {pid} under {previews_root(data_root).uri} (see `daybreak previews`)")
     return folder
 
 
-def read_record(folder: Path) -> dict:
-    return json.loads((folder / RECORD).read_text(encoding="utf-8"))
+def read_record(folder) -> dict:
+    return json.loads(folder.read(RECORD))
 
 
-def write_record(folder: Path, record: dict) -> None:
-    partitions.atomic_write_text(folder / RECORD, json.dumps(record, indent=1, default=str))
+def write_record(folder, record: dict) -> None:
+    folder.write(RECORD, json.dumps(record, indent=1, default=str).encode())
 
 
 def manifest_sha(store: PartitionStore, date: dt.date | None) -> str | None:
     try:
-        return hashlib.sha256((store.path(date) / MANIFEST).read_bytes()).hexdigest()
+        return hashlib.sha256(store.read_file(date, MANIFEST)).hexdigest()
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -161,18 +160,15 @@ def downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, held:
     return found
 
 
-def shadow_partitions(shadow: Path) -> list[str]:
+def shadow_partitions(shadow) -> list[str]:
     """Folders (relative to the shadow root) of every partition the shadow holds, upstream datasets
     first (catalogue order), then by folder name (dates in order)."""
     order = {d.path: i for i, d in enumerate(catalogue.DATASETS)}
-    found = []
-    for top in sorted(os.listdir(shadow)) if shadow.is_dir() else []:
-        if top.startswith("_") or top.startswith(".") or top == "quarantine" or not (shadow / top).is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(shadow / top):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            if MANIFEST in filenames:
-                found.append(str(Path(dirpath).relative_to(shadow)))
+    found = [
+        rel.rpartition("/")[0]
+        for rel in shadow.files()
+        if rel.endswith(f"/{MANIFEST}") and not rel.startswith(("_", ".", "quarantine/"))
+    ]
     return sorted(found, key=lambda rel: (order.get(spec_of(rel).path, 99), rel))
 
 
@@ -183,11 +179,11 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
     import luigi
 
     check_range(start, stop, "preview")
-    data_root = settings.data_root()
+    data_root = settings.data_uri()
     sweep(data_root)
     pid = f"{dataset}-{start:%Y%m%d}-{stop:%Y%m%d}-{secrets.token_hex(3)}"
-    shadow = previews_root(data_root) / pid
-    shadow.mkdir(parents=True)
+    shadow = previews_root(data_root).child(pid)
+    shadow.mkdir()
     record = {
         "id": pid, "dataset": dataset, "start": start.isoformat(), "stop": stop.isoformat(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(), "state": "building", "data_root": str(data_root),
@@ -200,7 +196,7 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
         later = downstream(roots, dataset, start, stop, held) if roots else []
         before = {_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
     if roots:
-        with partitions.shadowed(data_root, shadow), contextlib.redirect_stdout(sys.stderr):
+        with partitions.shadowed(data_root, shadow.uri), contextlib.redirect_stdout(sys.stderr):
             freshness.new_pass()
             luigi.build([*roots, *later], workers=workers, local_scheduler=True, detailed_summary=True)
         freshness.new_pass()  # what this process remembers of the shadow view is not production's
@@ -235,36 +231,36 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
     return record, EXIT_FAILED if record["failed"] else 0
 
 
-def _rel(store: PartitionStore, date: dt.date | None, data_root: Path) -> str:
-    return str(plain_store(data_root, store.dataset, store.sub).path(date).relative_to(data_root))
+def _rel(store: PartitionStore, date: dt.date | None, data_root: str) -> str:
+    return plain_store(data_root, store.dataset, store.sub).rel(date)
 
 
-def _sha_now(rel: str, data_root: Path) -> str | None:
+def _sha_now(rel: str, data_root: str) -> str | None:
     task = task_for(rel)
     return manifest_sha(task.store(), task.key)
 
 
-def _diffs(built: list[str], data_root: Path, shadow: Path, workers: int) -> dict[str, dict]:
+def _diffs(built: list[str], data_root: str, shadow, workers: int) -> dict[str, dict]:
     """The diff of each built partition against production (pyarrow reads and joins outside the GIL:
     one thread per worker)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import pyarrow.parquet as pq
-
     def one(rel: str) -> dict:
         spec = spec_of(rel)
-        manifest = json.loads((shadow / rel / MANIFEST).read_text(encoding="utf-8"))
+        production, date = _production(rel, data_root), _date(rel)
+        mine = plain_store(shadow.uri, production.dataset, production.sub)
+        manifest = mine.read_manifest(date) or {}
         names = [f["name"] for f in manifest.get("data_files", []) if f["name"].endswith(".parquet")]
-        after = pq.read_table(shadow / rel / names[0]) if names else None
-        old = data_root / rel / partitions.DATA_FILE
-        try:
-            version = json.loads((data_root / rel / MANIFEST).read_text(encoding="utf-8")).get("data_version", "")
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-            version = None  # no production partition: every row is added
+        after = mine.read_table(date) if names else None
+        old = production.read_manifest(date)
+        version = None if old is None or old.get("_corrupt") else old.get("data_version", "")
         if version and version == manifest.get("data_version") and after is not None:
             before = after  # the same rows (logical data version): nothing to read twice
         else:
-            before = pq.read_table(old) if version is not None and old.is_file() else None
+            try:
+                before = production.read_table(date) if version is not None else None
+            except FileNotFoundError:
+                before = None
         if after is None and before is None:
             return dict.fromkeys(("rows_before", "rows_after", "added", "removed", "changed"), 0)
         return diff_partition(before, after, spec.key, spec.measure)
@@ -287,21 +283,20 @@ def _by_dataset(built: list[str], diffs: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
-def _failures(shadow: Path) -> list[dict]:
+def _failures(shadow) -> list[dict]:
     out = []
-    for dirpath, _, filenames in os.walk(shadow / "_state" / "failures"):
-        for name in sorted(filenames):
-            if name.endswith(".json"):
-                rec = json.loads((Path(dirpath) / name).read_text(encoding="utf-8"))
-                out.append({"task_id": rec.get("task_id"), "error": str(rec.get("error", ""))[:500]})
+    for rel in sorted(shadow.files("_state/failures")):
+        if rel.endswith(".json"):
+            rec = json.loads(shadow.read(rel))
+            out.append({"task_id": rec.get("task_id"), "error": str(rec.get("error", ""))[:500]})
     return out
 
 
 # -- publishing --------------------------------------------------------------------------------------------
-def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
+def problems(record: dict, folder) -> tuple[list[str], list[str]]:
     """(partitions still to publish, reasons the preview cannot be published). A partition whose
     production manifest is the preview's own is published already (a resumed publish skips it)."""
-    data_root = folder.parent.parent.parent  # <data_root>/_state/preview/<id>
+    data_root = record["data_root"]
     if record.get("state") == "published":
         return [], []
     if record.get("state") != "open":
@@ -314,7 +309,7 @@ def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
     for part in record["partitions"]:
         rel = part["folder"]
         now = manifest_sha(_production(rel, data_root), _date(rel))
-        mine = manifest_sha(_production(rel, folder), _date(rel))
+        mine = manifest_sha(_production(rel, folder.uri), _date(rel))
         if mine is None:
             reasons.append(f"{rel}: the preview's partition is gone")
         elif now == mine:
@@ -325,7 +320,7 @@ def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
             todo.append(rel)
     if reasons:
         return todo, reasons
-    with settings.snapshot(), partitions.shadowed(data_root, folder):
+    with settings.snapshot(), partitions.shadowed(data_root, folder.uri):
         engine = freshness.new_pass()
         for rel in todo:
             task = task_for(rel)
@@ -336,7 +331,7 @@ def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
     return todo, reasons
 
 
-def _production(rel: str, data_root: Path) -> PartitionStore:
+def _production(rel: str, data_root: str) -> PartitionStore:
     task = task_for(rel)
     store = task.store()
     return plain_store(data_root, store.dataset, store.sub)
@@ -352,15 +347,15 @@ def publish(pid: str) -> tuple[int, str]:
     folder = folder_of(pid)
     t0 = time.perf_counter()
     try:
-        with partitions.exclusive(folder / PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+        with folder.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
             return _publish(folder, t0)
     except partitions.PartitionBusy:
         return 1, f"preview {pid}: another `daybreak publish` is publishing it now"
 
 
-def _publish(folder: Path, t0: float) -> tuple[int, str]:
+def _publish(folder, t0: float) -> tuple[int, str]:
     record = read_record(folder)
-    pid, data_root = record["id"], folder.parent.parent.parent
+    pid, data_root = record["id"], record["data_root"]
     if record.get("state") == "published":
         _drop_partitions(folder)
         return 0, f"preview {pid} was published at {record.get('published_at')}; nothing to do"
@@ -379,7 +374,7 @@ def _publish(folder: Path, t0: float) -> tuple[int, str]:
                 p["replaces"] for p in record["partitions"] if p["folder"] == rel
             ):
                 return 1, f"preview {pid}: {rel} changed in production while publishing; published before it: kept"
-            production.adopt(date, plain_store(folder, production.dataset, production.sub))
+            production.adopt(date, plain_store(folder.uri, production.dataset, production.sub))
             production.clear_failure(date)
     record.update(state="published", published_at=dt.datetime.now(dt.UTC).isoformat())
     write_record(folder, record)
@@ -391,40 +386,37 @@ def _publish(folder: Path, t0: float) -> tuple[int, str]:
     )
 
 
-def _drop_partitions(folder: Path) -> None:
+def _drop_partitions(folder) -> None:
     """Delete the shadow's files (production holds its own names of the published ones), keep the record."""
-    for entry in os.listdir(folder):
-        if entry in (RECORD, PUBLISH_LOCK):
-            continue
-        path = folder / entry
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    for entry in folder.names():
+        if entry not in (RECORD, PUBLISH_LOCK):
+            folder.remove(entry)
 
 
 # -- listing, discarding, sweeping -------------------------------------------------------------------------
 def discard(pid: str) -> str:
     folder = folder_of(pid)
     try:
-        with partitions.exclusive(folder / PUBLISH_LOCK, f"preview {pid}", wait_s=0):
-            shutil.rmtree(folder)
+        with folder.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+            folder.remove()
     except partitions.PartitionBusy:
         raise PreviewError(f"preview {pid} is being published; not discarded") from None
     return f"discarded preview {pid}"
 
 
-def listing(data_root: Path | None = None) -> list[dict]:
+def listing(data_root: str | None = None) -> list[dict]:
     """Every preview: id, dataset, range, age, size, state and whether it can be published now."""
     root = previews_root(data_root)
     out = []
-    for name in sorted(os.listdir(root)) if root.is_dir() else []:
-        folder = root / name
+    for name in root.names():
+        folder = root.child(name)
         try:
             record = read_record(folder)
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
             continue
         created = dt.datetime.fromisoformat(record["created_at"])
         age_h = (dt.datetime.now(dt.UTC) - created).total_seconds() / 3600
-        stats = [os.lstat(Path(d) / f) for d, _, fs in os.walk(folder) for f in fs]
-        size = sum(st.st_size for st in stats if st.st_nlink == 1)  # a linked file is production's too
+        size = sum(folder.files().values())  # a file hard-linked from production counts nothing
         _, reasons = problems(record, folder) if record.get("state") == "open" else ([], [record.get("state")])
         out.append(
             {
@@ -437,26 +429,27 @@ def listing(data_root: Path | None = None) -> list[dict]:
     return out
 
 
-def sweep(data_root: Path | None = None, keep_days: float | None = None) -> list[str]:
+def sweep(data_root: str | None = None, keep_days: float | None = None) -> list[str]:
     """Delete previews older than ``[daybreak] preview_keep_days``; return their ids."""
     keep = settings.daybreak().preview_keep_days if keep_days is None else keep_days
     root, now, gone = previews_root(data_root), dt.datetime.now(dt.UTC), []
-    for name in sorted(os.listdir(root)) if root.is_dir() else []:
+    for name in root.names():
+        folder = root.child(name)
         try:
-            created = dt.datetime.fromisoformat(read_record(root / name)["created_at"])
+            created = dt.datetime.fromisoformat(read_record(folder)["created_at"])
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, KeyError):
             continue
         if now - created > dt.timedelta(days=keep):
             try:
-                with partitions.exclusive(root / name / PUBLISH_LOCK, name, wait_s=0):
-                    shutil.rmtree(root / name)
+                with folder.exclusive(PUBLISH_LOCK, name, wait_s=0):
+                    folder.remove()
                 gone.append(name)
             except partitions.PartitionBusy:
                 continue
     return gone
 
 
-def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: Path | None = None) -> list[dict]:
+def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: str | None = None) -> list[dict]:
     """Open previews of ``dataset`` whose range overlaps ``[start, stop)`` (for `daybreak plan`)."""
     return [
         r
@@ -465,13 +458,13 @@ def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: Path | None
     ]
 
 
-def open_records(data_root: Path | None = None) -> list[dict]:
+def open_records(data_root: str | None = None) -> list[dict]:
     """Every open preview's record (the HTML status page shows their diffs)."""
     root = previews_root(data_root)
     out = []
-    for name in sorted(os.listdir(root)) if root.is_dir() else []:
+    for name in root.names():
         try:
-            record = read_record(root / name)
+            record = read_record(root.child(name))
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
             continue
         if record.get("state") == "open":
@@ -491,7 +484,7 @@ def render(record: dict) -> str:
     lines = [
         f"preview {pid}",
         f"  {record['dataset']} {record['start']} .. {record['stop']} (stop exclusive): {parts} partition(s) built "
-        f"into {previews_root(Path(record['data_root'])) / pid}; production unchanged",
+        f"into {previews_root(record['data_root']).child(pid).uri}; production unchanged",
     ]
     if not parts and not record.get("failed"):
         lines.append("  nothing to rebuild: every partition of the range is up to date")

@@ -87,15 +87,9 @@ def parse_manifest(data: bytes) -> dict:
 
 
 class PartitionStore:
-    """One dataset's partitions under ``data_root``. While a preview builds (:func:`shadowed`), a store
-    of the production data root is a :class:`ShadowStore`: it writes to the preview's shadow root."""
-
-    def __new__(cls, *args, **kwargs):
-        data_root = args[0] if args else kwargs.get("data_root")
-        if cls is PartitionStore and _shadow is not None and data_root is not None:
-            if os.path.abspath(data_root) == _shadow[0]:
-                cls = ShadowStore
-        return super().__new__(cls)
+    """One dataset's partitions under a local ``data_root`` (:func:`open_store` makes the store of any data
+    root; while a preview builds, :func:`shadowed`, a store of the production data root is a
+    :class:`ShadowStore`: it writes to the preview's shadow root)."""
 
     def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
         """``subpartition`` is a second hive level under each date, e.g. ``hotel_id=H1``."""
@@ -110,6 +104,10 @@ class PartitionStore:
 
     def _levels(self, date: dt.date | None) -> list[str]:
         return [] if date is None else [partition_name(date), *([self.sub] if self.sub else [])]
+
+    def rel(self, date: dt.date | None) -> str:
+        """The partition's folder, relative to the data root (``staging/qsr_pos/business_date=D``)."""
+        return "/".join([self.dataset, *self._levels(date)])
 
     def path(self, date: dt.date | None) -> Path:
         """The partition's folder; the dataset folder itself for an unpartitioned dataset (None)."""
@@ -474,27 +472,30 @@ class PartitionStore:
 
 
 # -- previews: writes to a shadow root, reads of what it does not hold from production -----------------
-_shadow: tuple[str, Path] | None = None  # (production data root, absolute; the preview's shadow root)
+_shadow: tuple[str, str] | None = None  # (production data root, as _root_key gives it; the preview's shadow root)
+
+
+def _root_key(data_root: str | os.PathLike) -> str:
+    return data_root.rstrip("/") if _remote(data_root) else os.path.abspath(data_root)
 
 
 @contextmanager
 def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterator[None]:
     """For the duration of the block (and in the worker processes forked in it), every store of the
-    ``production`` data root is a :class:`ShadowStore` over ``shadow``: nothing under production is
-    written. tasks/preview.py builds previews this way."""
+    ``production`` data root that :func:`open_store` makes writes to ``shadow`` and reads a partition
+    there when the shadow holds it (:class:`ShadowStore`): nothing under production is written.
+    tasks/preview.py builds previews this way."""
     global _shadow
-    previous, _shadow = _shadow, (os.path.abspath(production), Path(shadow))
+    previous, _shadow = _shadow, (_root_key(production), str(shadow))
     try:
         yield
     finally:
         _shadow = previous
 
 
-def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None) -> PartitionStore:
+def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
     """A store of ``data_root`` as it is, whether or not a preview is being built."""
-    store = object.__new__(PartitionStore)
-    store.__init__(data_root, dataset, subpartition)
-    return store
+    return open_store(data_root, dataset, subpartition, plain=True)
 
 
 class ShadowStore(PartitionStore):
@@ -506,8 +507,8 @@ class ShadowStore(PartitionStore):
     def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
         assert _shadow is not None
         super().__init__(_shadow[1], dataset, subpartition)
-        self.production = plain_store(data_root, dataset, subpartition)
-        self.own = plain_store(_shadow[1], dataset, subpartition)
+        self.production = PartitionStore(data_root, dataset, subpartition)
+        self.own = PartitionStore(_shadow[1], dataset, subpartition)
 
     def _side(self, date: dt.date | None) -> PartitionStore:
         return self.own if self.own.path(date).is_dir() else self.production
@@ -570,26 +571,28 @@ def _stat_stamp(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
+def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None, plain: bool = False):
     """The store of ``dataset`` under ``data_root``: a local folder (:class:`PartitionStore`) or
-    ``s3://BUCKET/PREFIX`` (:class:`tasks.storage.s3store.S3PartitionStore`, loaded only then)."""
+    ``s3://BUCKET/PREFIX`` (:class:`tasks.storage.s3store.S3PartitionStore`, loaded only then); while a
+    preview builds (:func:`shadowed`), its shadow store, unless ``plain``."""
+    remote = _remote(data_root)
+    shadow = not plain and _shadow is not None and _root_key(data_root) == _shadow[0]
+    if remote is not None:
+        return (remote.S3ShadowStore if shadow else remote.S3PartitionStore)(data_root, dataset, subpartition)
+    return (ShadowStore if shadow else PartitionStore)(data_root, dataset, subpartition)
+
+
+# Data roots other than a local folder, by URI scheme: the module that stores them
+REMOTE = {"s3": "tasks.storage.s3store"}
+
+
+def _remote(data_root):
+    """The module of a data root that is not a local folder (loaded by name, only when configured: it
+    builds on this one); None for a local folder."""
     scheme = data_root.split("://", 1)[0] if isinstance(data_root, str) and "://" in data_root else ""
-    if scheme in REMOTE:  # its module builds on this one: loaded by name, only when configured
-        module, name = REMOTE[scheme]
-        return getattr(importlib.import_module(module), name)(data_root, dataset, subpartition)
-    if scheme:
+    if scheme and scheme not in REMOTE:
         raise ValueError(f"data_root {data_root}: scheme {scheme!r} is not supported (a local folder or s3://)")
-    return PartitionStore(data_root, dataset, subpartition)
-
-
-# Data roots other than a local folder, by URI scheme: (module, class)
-REMOTE = {"s3": ("tasks.storage.s3store", "S3PartitionStore")}
-
-
-def _remote(data_root) -> object | None:
-    """The module of a data root that is not a local folder; None for a local one."""
-    scheme = data_root.split("://", 1)[0] if isinstance(data_root, str) and "://" in data_root else ""
-    return importlib.import_module(REMOTE[scheme][0]) if scheme in REMOTE else None
+    return importlib.import_module(REMOTE[scheme]) if scheme else None
 
 
 def state_dir(data_root: str | os.PathLike) -> Path:

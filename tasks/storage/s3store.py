@@ -318,6 +318,30 @@ class S3PartitionStore:
             put(f"{folder}/{MANIFEST}", _manifest_bytes(manifest), manifest=manifest)
         return manifest
 
+    def adopt(self, date: dt.date | None, source: S3PartitionStore) -> dict:
+        """Replace partition ``date`` with the one ``source`` (a preview's shadow) holds, by the same
+        protocol as :meth:`write`: each object copied with a conditional PUT, data first, the manifest
+        last, byte for byte (an object's ETag is the MD5 of its bytes, so the manifest still describes
+        them). Returns the adopted manifest."""
+        manifest = source.read_manifest(date)
+        if not manifest or manifest.get("_corrupt"):
+            raise ValueError(f"{source.uri(date)}: no readable manifest to adopt")
+        with self._committing(date) as put:
+            folder = self.rel(date)
+            for f in manifest.get("data_files", []):
+                put(f"{folder}/{f['name']}", source.read_file(date, f["name"]))
+            quarantine, rel = manifest.get("quarantine"), self.quarantine_rel(date)
+            if quarantine:
+                put(rel, source.bucket.read(quarantine["path"]))
+            elif rel in put.base:  # the old quarantine, emptied (no delete in a commit)
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                old = pq.read_schema(pa.BufferReader(self.bucket.read(rel)))
+                put(rel, _parquet_bytes(old.empty_table()))
+            put(f"{folder}/{MANIFEST}", source.read_file(date, MANIFEST), manifest=manifest)
+        return manifest
+
     def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
         """Replace the manifest alone (conditionally, as a commit)."""
         with self._committing(date) as put:
@@ -510,3 +534,106 @@ def update_document(data_root: str, name: str, merge) -> dict:
             return doc
         except PreconditionFailed:
             continue
+
+
+class S3Root:
+    """A bucket prefix as a tree of files (:class:`tasks.storage.roots.LocalRoot`'s interface)."""
+
+    def __init__(self, uri: str):
+        self.bucket = Bucket(uri)
+        self.uri = uri.rstrip("/")
+
+    def child(self, rel: str) -> S3Root:
+        return S3Root(f"{self.uri}/{rel.strip('/')}")
+
+    def exists(self, rel: str = "") -> bool:
+        if rel and self.bucket.head(rel) is not None:
+            return True
+        return bool(self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""))
+
+    def read(self, rel: str) -> bytes:
+        return self.bucket.read(rel)
+
+    def write(self, rel: str, data: bytes) -> None:
+        self.bucket.put(rel, data)
+
+    def mkdir(self) -> None:
+        """Nothing to make: a prefix exists once it holds an object."""
+
+    def names(self) -> list[str]:
+        return sorted(self.bucket.folders(""))
+
+    def files(self, rel: str = "") -> dict[str, int]:
+        prefix = f"{rel.rstrip('/')}/" if rel else ""
+        return {key: obj.size for key, obj in self.bucket.list(prefix).items()}
+
+    def remove(self, rel: str = "") -> None:
+        prefix = f"{rel.rstrip('/')}/" if rel else ""
+        if rel and self.bucket.head(rel) is not None:
+            self.bucket.delete(rel)
+        for key in self.bucket.list(prefix):
+            self.bucket.delete(key)
+
+    @contextmanager
+    def exclusive(self, rel: str, what: str, wait_s: float | None = 0) -> Iterator[None]:
+        from tasks import settings
+
+        lease = Lease(self.bucket, rel, settings.s3().lease_seconds)
+        lease.acquire(what, wait_s)
+        try:
+            with lease.renewing():
+                yield
+        finally:
+            lease.release()
+
+
+class S3ShadowStore(S3PartitionStore):
+    """A dataset's partitions as a preview sees them (:class:`tasks.storage.partitions.ShadowStore` for a
+    bucket): a partition the shadow root holds is read there, any other from production; every write
+    (objects, manifests, failure records, leases) goes to the shadow. A manifest-only update of a
+    partition the shadow does not hold yet copies production's objects into the shadow first."""
+
+    def __init__(self, data_root: str, dataset: str, subpartition: str | None = None):
+        shadow = partitions._shadow[1]
+        super().__init__(shadow, dataset, subpartition)
+        self.production = S3PartitionStore(data_root, dataset, subpartition)
+        self.own = S3PartitionStore(shadow, dataset, subpartition)
+
+    def _side(self, date: dt.date | None) -> S3PartitionStore:
+        return self.own if self.own.manifest_stamp(date) is not None else self.production
+
+    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
+        return self._side(date).manifest_stamp(date, fresh)
+
+    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
+        return self._side(date).read_manifest_stamped(date, known)
+
+    def read_manifest(self, date: dt.date | None) -> dict | None:
+        return self._side(date).read_manifest(date)
+
+    def has_manifest(self, date: dt.date | None) -> bool:
+        return self._side(date).has_manifest(date)
+
+    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
+        return self._side(date).data_matches(date, manifest)
+
+    def read_file(self, date: dt.date | None, name: str) -> bytes:
+        return self._side(date).read_file(date, name)
+
+    def file_sha256(self, date: dt.date | None, name: str) -> str | None:
+        return self._side(date).file_sha256(date, name)
+
+    def uri(self, date: dt.date | None = None) -> str:
+        return self._side(date).uri(date)
+
+    def listed_dates(self) -> set[dt.date]:
+        return self.production.listed_dates() | self.own.listed_dates()
+
+    def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
+        if self.own.manifest_stamp(date) is None:
+            quarantine = manifest.get("quarantine")
+            names = [f"{self.rel(date)}/{f['name']}" for f in manifest.get("data_files", [])]
+            for rel in [*names, *([quarantine["path"]] if quarantine else [])]:
+                content = self.production.bucket.read(rel)
+                self.own._known(rel, Obj(len(content), self.own.bucket.put(rel, content), time.time_ns()))
+        super().update_manifest(date, manifest)
