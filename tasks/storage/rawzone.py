@@ -39,7 +39,7 @@ class Refused(NamedTuple):
 
 
 # Raw zones other than a local folder, by URI scheme: (module, class), each a subclass of RawZone
-REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone")}
+REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone"), "s3": ("tasks.storage.s3raw", "S3RawZone")}
 
 
 class RawFileUnreadable(RuntimeError):
@@ -81,7 +81,7 @@ class RawZone:
             return getattr(importlib.import_module(module), name).from_settings(uri)
         if "://" in uri:
             scheme = uri.split("://", 1)[0]
-            raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported (a local folder or sftp://)")
+            raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported (a local folder, sftp:// or s3://)")
         from tasks.settings import check_raw_root
 
         check_raw_root(uri)  # a missing root is a setting to fix, not data to wait for: exit 2

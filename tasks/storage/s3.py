@@ -167,20 +167,25 @@ class Bucket:
             raise self._fail(exc, "LIST", rel_prefix) from None
         return out
 
-    def folders(self, rel_prefix: str) -> list[str]:
-        """The names one level below ``rel_prefix`` (a ``/``-delimited listing), without the trailing ``/``."""
-        out = []
+    def children(self, rel_prefix: str) -> tuple[list[str], list[str]]:
+        """(folders, objects) one level below ``rel_prefix``: a ``/``-delimited listing, names without it."""
+        folders, objects = [], []
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=self.prefix + rel_prefix, Delimiter="/"
         )
+        start = len(self.prefix + rel_prefix)
         try:
             for page in pages:
-                start = len(self.prefix + rel_prefix)
-                out += [p["Prefix"][start:].rstrip("/") for p in page.get("CommonPrefixes", ())]
-                out += [item["Key"][start:] for item in page.get("Contents", ())]
+                folders += [p["Prefix"][start:].rstrip("/") for p in page.get("CommonPrefixes", ())]
+                objects += [item["Key"][start:] for item in page.get("Contents", ())]
         except (ClientError, BotoCoreError) as exc:
             raise self._fail(exc, "LIST", rel_prefix) from None
-        return out
+        return folders, objects
+
+    def folders(self, rel_prefix: str) -> list[str]:
+        """Every name one level below ``rel_prefix``, folders and objects."""
+        folders, objects = self.children(rel_prefix)
+        return folders + objects
 
     def head(self, rel: str) -> Obj | None:
         try:
