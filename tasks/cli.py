@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     luigi.configuration.get_config()  # reads ./luigi.cfg and $LUIGI_CONFIG_PATH like the luigi command
     try:
         settings.check_config()
+        if args.func not in (cmd_sample, cmd_demo):  # they make their own roots
+            settings.check_stores()
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code

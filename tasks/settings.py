@@ -344,6 +344,21 @@ def check_config(config=None) -> None:
         fail("invalid settings:\n  " + "\n  ".join(errors) if len(errors) > 1 else errors[0])
 
 
+def check_stores() -> None:
+    """Exit 2 when data_root or raw_root is a bucket that does not answer (it does not exist, the
+    credentials are refused, the endpoint is down): one line, before any partition runs."""
+    roots = [("[daybreak] data_root", data_uri()), ("[daybreak] raw_root", raw_root())]
+    if not any(uri.startswith("s3://") for _, uri in roots):
+        return
+    from tasks.storage.partitions import check_roots  # loads the store's client only for a bucket
+
+    error = check_roots(*roots)
+    if error:
+        from tasks.guard import fail
+
+        fail(error)
+
+
 def check_raw_root(uri: str) -> None:
     """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set, or when
     ``data_root`` is that folder or inside it: outputs would be written into the raw zone, which

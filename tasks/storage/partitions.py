@@ -595,6 +595,18 @@ def _remote(data_root):
     return importlib.import_module(REMOTE[scheme]) if scheme else None
 
 
+def check_roots(*roots: tuple[str, str]) -> str | None:
+    """Ask each ``(setting, uri)`` that is a bucket for its bucket (credentials, endpoint, name): one line
+    naming the setting, the endpoint, the bucket and the store's error code for the first that fails."""
+    for setting, uri in roots:
+        remote = _remote(uri) if str(uri).startswith("s3://") else None
+        if remote is not None:
+            error = remote.check(uri)
+            if error:
+                return f"{setting} {uri}: {error}"
+    return None
+
+
 def state_dir(data_root: str | os.PathLike) -> Path:
     """This host's state folder for ``data_root`` (a local data root's own ``_state``)."""
     remote = _remote(data_root)

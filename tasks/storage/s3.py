@@ -150,6 +150,13 @@ class Bucket:
             if error.code in ("404", "NoSuchBucket"):
                 missing = f"object store: bucket {self.bucket} does not exist ({self._where()})"
                 error = StoreError(missing, "NoSuchBucket")
+            elif error.code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+                refused = (
+                    f"object store: access to bucket {self.bucket} refused ({self._where()}): {error.code}: the "
+                    "credentials of the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials) "
+                    "are wrong or not allowed on this bucket"
+                )
+                error = StoreError(refused, error.code)
             raise error from None
 
     def list(self, rel_prefix: str = "") -> dict[str, Obj]:

@@ -502,6 +502,16 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 
 # -- documents every host shares, and this host's state ---------------------------------------------
+def check(uri: str) -> str | None:
+    """None when the bucket answers; else what the store said (endpoint, bucket, error code)."""
+    try:
+        Bucket(uri).check()
+    except StoreError as exc:
+        return str(exc)
+    return None
+
+
+
 def state_dir(data_root: str) -> Path:
     """This host's state for a bucket data root: ``<cache_dir>/s3/<bucket>/<prefix>/_state``."""
     from tasks import settings
