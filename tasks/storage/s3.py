@@ -80,7 +80,8 @@ def _settings() -> tuple[str | None, str]:
 
 def _client(endpoint: str | None, region: str):
     """One client per process and endpoint (a forked worker makes its own: connections are not shared)."""
-    key = (os.getpid(), endpoint, region)
+    credentials = (os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY"))
+    key = (os.getpid(), endpoint, region, credentials)
     with _lock:
         if key not in _clients:
             config = Config(
