@@ -429,6 +429,9 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             )
 
     def on_failure(self, exception: BaseException) -> str:
+        if getattr(exception, "superseded", False):  # another writer committed the partition: not a failure
+            logger.warning("%s", exception)
+            return str(exception)
         record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
         try:  # what the attempt was made of: the record stops applying once any of it differs
             with settings.snapshot():
@@ -437,7 +440,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
         try:
             self.store().record_failure(self.key, record)
-        except OSError as exc:  # the failure record must never hide the real error
+        except (OSError, RuntimeError) as exc:  # the failure record must never hide the real error (a store's)
             logger.warning("could not record the failure of %s: %s", self.task_id, exc)
         return super().on_failure(exception)
 

@@ -74,7 +74,10 @@ partitions.PASS_HOOKS.append(_forget_listings)
 
 
 class OtherWriterCommitted(RuntimeError):
-    """A conditional write failed: another writer committed the partition since this build started."""
+    """A conditional write failed: another writer committed the partition since this build started. The run
+    counts it as a partition another worker ran (exit 10: tasks/luigi_shortcuts.py, SUPERSEDED)."""
+
+    superseded = True
 
 
 def _stamp(obj: Obj | None) -> tuple | None:
@@ -509,7 +512,6 @@ def check(uri: str) -> str | None:
     except StoreError as exc:
         return str(exc)
     return None
-
 
 
 def state_dir(data_root: str) -> Path:
