@@ -11,7 +11,7 @@ from pathlib import Path
 import luigi.configuration
 
 from tasks import catalogue, settings
-from tasks.guard import UsageError
+from tasks.guard import UsageError, check_range
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
 STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
@@ -105,6 +105,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     start = args.start or settings.daybreak().start_date
     stop = args.stop or status.default_stop()
+    if start > stop and (args.start is None or args.stop is None):
+        from tasks.guard import fail
+
+        first = f"--start {start}" if args.start else f"[daybreak] start_date {start}"
+        last = f"--stop {stop}" if args.stop else f"the day after the newest raw folder ({stop})"
+        fail(f"verify: {first} is after {last}: no partition to verify; give --start and --stop")
+    check_range(start, stop, "verify")
     report = verify.verify(start, stop, [args.dataset] if args.dataset else None)
     print(verify.render(report))
     return 1 if report.mismatches else 0

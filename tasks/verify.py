@@ -7,14 +7,16 @@ RangeDaily rebuilds them. Each raw file is hashed once, over one connection for 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 
 from tasks import catalogue, settings
 from tasks.base import MaterializedTask
 from tasks.freshness import engine as freshness
-from tasks.storage.partitions import _sha256
-from tasks.storage.rawzone import RawFile, RawZone, content_hash
+from tasks.storage.partitions import MANIFEST
+from tasks.storage.rawzone import RawFile, RawFileUnreadable, RawZone, content_hash, open_regular
 
 
 @dataclass
@@ -53,43 +55,67 @@ def _partitions(start: dt.date, stop: dt.date, names: list[str]):
 def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, report: Report) -> None:
     store = engine.store(task)
     manifest = engine.manifest(store, task.key)
-    if not manifest or manifest.get("_corrupt"):
+    if not manifest:
         return
     report.partitions += 1
     label = f"{task.dataset} {task.key}" + (f" {store.sub}" if store.sub else "")
+    if manifest.get("_corrupt"):  # already stale (the engine cannot read it): the next run rebuilds it
+        path = store.path(task.key) / MANIFEST
+        report.mismatches.setdefault(f"manifest {path}: empty, truncated or not JSON", []).append(label)
+        return
     found = []
-    for f in manifest.get("data_files", []):
-        path = store.path(task.key) / f["name"]
+    files = [(store.path(task.key) / f["name"], f, "data") for f in manifest.get("data_files", [])]
+    if manifest.get("quarantine"):
+        files.append((store.data_root / manifest["quarantine"]["path"], manifest["quarantine"], "quarantine"))
+    for path, f, kind in files:
         report.data_files += 1
-        try:
-            digest, report.bytes_hashed = _sha256(path), report.bytes_hashed + path.stat().st_size
-        except FileNotFoundError:
-            digest = None
+        digest, why = _file_digest(path, report)
         if digest != f.get("sha256"):
-            found.append(f"data {path}: " + ("missing" if digest is None else "content differs from its manifest"))
+            found.append(f"{kind} {path}: " + (why or "content differs from its manifest"))
     hashes = manifest.get("input_hashes")
     if hashes is None:
         report.unverifiable += bool(manifest.get("inputs"))
     for relpath, recorded in (hashes or {}).items():
         if relpath not in raw:
             raw[relpath] = _raw_digest(zone, relpath, report)
-        if raw[relpath] != recorded:
-            why = "missing" if raw[relpath] is None else "content differs from the one the partition was built from"
-            found.append(f"raw {relpath}: {why}")
+        digest, why = raw[relpath]
+        if digest != recorded:
+            found.append(f"raw {relpath}: {why or 'content differs from the one the partition was built from'}")
     for mismatch in found:
         report.mismatches.setdefault(mismatch, []).append(label)
     if found:  # stale until rebuilt: the engine reads verify_mismatch (tasks/freshness/engine.py)
         store.update_manifest(task.key, dict(manifest, verify_mismatch="; ".join(found)))
 
 
-def _raw_digest(zone: RawZone, relpath: str, report: Report) -> str | None:
+def _file_digest(path, report: Report) -> tuple[str | None, str]:
+    """(sha256, "") of a file of a partition, read through :func:`open_regular` (a FIFO put in its place
+    is refused, not waited on); (None, why) when it is missing or not a regular file."""
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return None, "missing"
+    except RawFileUnreadable as exc:
+        return None, str(exc).removeprefix(f"{path}: ")
+    h = hashlib.sha256()
+    with os.fdopen(fd, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+            report.bytes_hashed += len(block)
+    return h.hexdigest(), ""
+
+
+def _raw_digest(zone: RawZone, relpath: str, report: Report) -> tuple[str | None, str]:
+    """(content hash, "") of a raw file now; (None, why) when it is missing or cannot be read as a
+    regular file (a FIFO, a folder or a symbolic link in its place: the build refuses them alike)."""
     try:
         data = zone.read_bytes(RawFile(relpath, 0, 0))
     except FileNotFoundError:
-        return None
+        return None, "missing"
+    except RawFileUnreadable as exc:
+        return None, str(exc).removeprefix(f"{relpath}: ")
     report.raw_files += 1
     report.bytes_hashed += len(data)
-    return content_hash(data)
+    return content_hash(data), ""
 
 
 def render(report: Report) -> str:

@@ -1,0 +1,131 @@
+"""Faults: damaged files, dead servers, previews (docs/reliability.md, "Faults: damaged files, dead
+servers, previews"). Each ends in one line naming the file, partition or server and a documented exit
+code, never a traceback or a hang, and nothing is lost."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tasks import cli
+from tests.conftest import qsr_rows
+
+pytestmark = pytest.mark.luigi
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+SPAN = ["--start", str(START), "--stop", str(START + 2 * DAY)]
+
+
+def built(lab, setting, days: int = 2, rejects: bool = False) -> None:
+    """Staging START .. START+days-1 built, each date with a quarantine when ``rejects``."""
+    setting("daybreak", "start_date", START)
+    setting("qsr", "max_reject_share", 1)
+    for i in range(days + 1):
+        d = START + i * DAY
+        bad = [f"S001-{d}-X,1,S001,{d}T12:00:00-04:00,COLA,lots,1.99,,COMPLETED"] if rejects else []
+        lab.qsr_file(d.isoformat(), "S001", qsr_rows("S001", d) + bad)
+        lab.qsr_file(d.isoformat(), "S002", qsr_rows("S002", d))
+    assert lab.range(START, START + days * DAY) == 0
+
+
+def verify(*args: str) -> int:
+    return cli.main(["verify", *args])
+
+
+def run_cli(lab, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``daybreak <args>`` in a subprocess with a luigi.cfg pointing at the lab (and its settings)."""
+    cfg = lab.root / "luigi.cfg"
+    if not cfg.exists():
+        lab.write_cfg(cfg)
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+    cmd = [sys.executable, "-c", "import sys; from tasks.cli import main; sys.exit(main())", *args]
+    return subprocess.run(cmd, cwd=lab.root, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+# -- verify: damaged and replaced files ----------------------------------------------------------------
+
+
+def test_verify_finds_a_damaged_or_deleted_quarantine_and_marks_the_partition_stale(lab, setting, capsys):
+    built(lab, setting, rejects=True)
+    manifest = json.loads((lab.partition(START) / "_manifest.json").read_text())
+    quarantine = lab.data / manifest["quarantine"]["path"]
+    st, good = quarantine.stat(), quarantine.read_bytes()
+    quarantine.write_bytes(good[:50] + bytes([good[50] ^ 1]) + good[51:])  # same size, same mtime
+    os.utime(quarantine, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (lab.data / manifest["quarantine"]["path"].replace(str(START), str(START + DAY))).unlink()
+    assert verify(*SPAN) == 1
+    out = capsys.readouterr().out
+    assert f"MISMATCH quarantine {quarantine}: content differs from its manifest" in out
+    assert "quarantine/staging/qsr_pos/business_date=2026-09-11/rejected.parquet: missing" in out
+    assert "2 mismatches" in out
+    assert lab.rebuilt_by(lambda: lab.range(START, START + 2 * DAY)) == {START, START + DAY}
+    assert quarantine.read_bytes() == good
+    assert verify(*SPAN) == 0
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"dataset": "staging/qs'])
+def test_verify_finds_an_empty_or_truncated_manifest(lab, setting, capsys, damage):
+    built(lab, setting)
+    manifest = lab.partition(START) / "_manifest.json"
+    manifest.write_bytes(damage)
+    assert verify(*SPAN) == 1
+    out = capsys.readouterr().out
+    assert f"MISMATCH manifest {manifest}: empty, truncated or not JSON\n  stale now: staging/qsr_pos {START}" in out
+    assert "verified 2 partitions" in out
+    kept = json.loads((lab.partition(START + DAY) / "_manifest.json").read_text())["finished_at"]
+    assert lab.range(START, START + 2 * DAY) == 0
+    assert json.loads(manifest.read_text())["row_count"] == 8  # rebuilt
+    assert json.loads((lab.partition(START + DAY) / "_manifest.json").read_text())["finished_at"] == kept
+    assert verify(*SPAN) == 0
+
+
+@pytest.mark.parametrize("replacement", ["folder", "symlink"])
+def test_verify_reports_a_raw_file_replaced_by_a_folder_or_a_link_as_a_mismatch(lab, setting, capsys, replacement):
+    built(lab, setting)
+    raw = lab.raw / "qsr_pos" / str(START + DAY) / "S001.csv"
+    kept = raw.read_bytes()
+    raw.unlink()
+    if replacement == "folder":
+        raw.mkdir()
+    else:
+        (lab.root / "elsewhere.csv").write_bytes(kept)
+        raw.symlink_to(lab.root / "elsewhere.csv")
+    assert verify(*SPAN) == 1
+    out = capsys.readouterr().out
+    what = "a folder" if replacement == "folder" else "a symbolic link"
+    line = next(x for x in out.splitlines() if x.startswith(f"MISMATCH raw qsr_pos/{START + DAY}/S001.csv: "))
+    assert what in line, out
+    assert f"stale now: staging/qsr_pos {START}, staging/qsr_pos {START + DAY}" in out
+
+
+@pytest.mark.system
+def test_verify_refuses_a_raw_file_replaced_by_a_fifo_instead_of_hanging(lab, setting):
+    built(lab, setting)
+    raw = lab.raw / "qsr_pos" / str(START + DAY) / "S002.csv"
+    raw.unlink()
+    os.mkfifo(raw)
+    data = lab.partition(START) / "data.parquet"
+    data.unlink()
+    os.mkfifo(data)  # a data file too: verify hashes both through the same open
+    out = run_cli(lab, "verify", *SPAN, timeout=20)
+    assert out.returncode == 1, out.stderr
+    assert f"MISMATCH raw qsr_pos/{START + DAY}/S002.csv: not a regular file (a FIFO)" in out.stdout
+    assert f"MISMATCH data {data}: not a regular file (a FIFO)" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_verify_refuses_a_reversed_range_or_a_start_date_after_the_newest_folder(lab, setting, capsys):
+    built(lab, setting)
+    assert verify("--start", str(START + DAY), "--stop", str(START)) == 2
+    assert "--start 2026-09-11 is after --stop 2026-09-10" in capsys.readouterr().err
+    setting("daybreak", "start_date", START + 30 * DAY)
+    assert verify() == 2
+    err = capsys.readouterr().err
+    assert f"[daybreak] start_date {START + 30 * DAY} is after the day after the newest raw folder" in err
+    assert err.count("\n") == 1
