@@ -24,6 +24,17 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
+def _workers(text: str) -> int:
+    """``--workers``: a whole number of at least 1 (0 workers build nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1 worker is needed to build anything")
+    return value
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from tasks import sample
 
@@ -161,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
-    p.add_argument("--workers", type=int, default=1, help="for the time estimate")
+    p.add_argument("--workers", type=_workers, default=1, help="for the time estimate")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser(
@@ -170,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
-    p.add_argument("--workers", type=int, default=1, help="Luigi workers for the builds")
+    p.add_argument("--workers", type=_workers, default=1, help="Luigi workers for the builds")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_preview)
 
@@ -214,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1))
     p.add_argument("--days", type=int, default=60)
     p.add_argument("--stores", type=int, default=50)
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workers", type=_workers, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_demo)
     return parser

@@ -42,6 +42,7 @@ PUBLISH_LOCK = "_publish.lock"
 HORIZON_DAYS = 7  # downstream dates looked at past the range (a look-back's window)
 ID_PATTERN = re.compile(r"^[a-z0-9_]+-\d{8}-\d{8}-[0-9a-f]{6}$")
 EXIT_FAILED = 30  # a partition of the preview failed (the others built): Luigi's task_failed
+EXIT_NOT_RUN = 25  # a partition of the preview was not built, none failed: Luigi's not_run
 
 
 class PreviewError(RuntimeError):
@@ -199,10 +200,13 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
         held: list = []
         later = downstream(roots, dataset, start, stop, held) if roots else []
         before = {_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
+    not_run: list[dict] = []
     if roots:
         with partitions.shadowed(data_root, shadow), contextlib.redirect_stdout(sys.stderr):
             freshness.new_pass()
             luigi.build([*roots, *later], workers=workers, local_scheduler=True, detailed_summary=True)
+            with settings.snapshot():
+                not_run = _not_run([*roots, *later], data_root)
         freshness.new_pass()  # what this process remembers of the shadow view is not production's
     built_s = time.perf_counter() - t0
     built = shadow_partitions(shadow)
@@ -229,10 +233,26 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
             for t, up in held
         ],
         failed=_failures(shadow),
+        not_run=not_run,
         datasets=_by_dataset(built, diffs),
     )
     write_record(shadow, record)
-    return record, EXIT_FAILED if record["failed"] else 0
+    return record, EXIT_FAILED if record["failed"] else EXIT_NOT_RUN if not_run else 0
+
+
+def _not_run(tasks: list, data_root: Path) -> list[dict]:
+    """The partitions the preview was to build that are still not up to date in the shadow view and
+    have no failure record there: Luigi left them "not run" (a partition they read failed, no worker).
+    Asked of a new pass inside :func:`partitions.shadowed`."""
+    engine = freshness.new_pass()
+    out = []
+    for task in tasks:
+        state = engine.state(task)
+        if state.ok or task.store().read_failure(task.key) is not None:
+            continue
+        why = engine.waiting_for(task) or f"not run ({state.state}: {state.reason or 'no partition'})"
+        out.append({"partition": _rel(task.store(), task.key, data_root), "reason": why})
+    return out
 
 
 def _rel(store: PartitionStore, date: dt.date | None, data_root: Path) -> str:
@@ -309,6 +329,12 @@ def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
     if record.get("failed"):
         return [], [
             f"{len(record['failed'])} partition(s) failed in the preview, e.g. {record['failed'][0]['task_id']}"
+        ]
+    if record.get("not_run"):
+        first = record["not_run"][0]
+        return [], [
+            f"{len(record['not_run'])} partition(s) of the preview were not built, e.g. {first['partition']} "
+            f"({first['reason']}); make a new preview"
         ]
     todo, reasons = [], []
     for part in record["partitions"]:
@@ -481,7 +507,7 @@ def open_records(data_root: Path | None = None) -> list[dict]:
 
 # -- rendering ---------------------------------------------------------------------------------------------
 def to_json(record: dict) -> str:
-    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "waiting", "not_built")
+    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "not_run", "waiting", "not_built")
     return json.dumps({k: record.get(k) for k in keep}, indent=1, default=str)
 
 
@@ -493,11 +519,12 @@ def render(record: dict) -> str:
         f"  {record['dataset']} {record['start']} .. {record['stop']} (stop exclusive): {parts} partition(s) built "
         f"into {previews_root(Path(record['data_root'])) / pid}; production unchanged",
     ]
-    if not parts and not record.get("failed"):
+    if not parts and not record.get("failed") and not record.get("not_run"):
         lines.append("  nothing to rebuild: every partition of the range is up to date")
     lines += [f"  wait    {w['date']}  {w['reason']}" for w in record.get("waiting", [])]
     lines += [f"  not built  {h['partition']}: {h['reason']}" for h in record.get("not_built", [])]
     lines += [f"  FAILED  {f['task_id']}: {f['error'][:200]}" for f in record.get("failed", [])]
+    lines += [f"  NOT BUILT  {n['partition']}: {n['reason'][:200]}" for n in record.get("not_run", [])]
     for name, entry in record.get("datasets", {}).items():
         measure = entry.get("measure") or ""
         lines.append(f"{name} (rows matched on {', '.join(entry['key'])})")

@@ -14,6 +14,7 @@ import pytest
 
 from tasks import cli
 from tests.conftest import qsr_rows
+from tests.test_preview import D1, D2, D3, STOP, production, qsr_lab
 
 pytestmark = pytest.mark.luigi
 
@@ -129,3 +130,41 @@ def test_verify_refuses_a_reversed_range_or_a_start_date_after_the_newest_folder
     err = capsys.readouterr().err
     assert f"[daybreak] start_date {START + 30 * DAY} is after the day after the newest raw folder" in err
     assert err.count("\n") == 1
+
+
+# -- previews ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def threshold_lab(lab, qsr_setting):
+    """tests/test_preview.py's: three dates built at threshold 20, then the threshold set to 15."""
+    qsr_lab(lab)
+    assert lab.range(D1, STOP) == 0
+    qsr_setting("suspicious_qty_threshold", 15)
+    return lab
+
+
+def test_preview_with_no_worker_is_a_usage_error(threshold_lab, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP), "--workers", "0"])
+    assert exit_.value.code == 2
+    assert "--workers: 0: at least 1 worker is needed" in capsys.readouterr().err
+    assert not (threshold_lab.data / "_state" / "preview").exists()
+
+
+def test_a_preview_whose_partitions_luigi_did_not_run_says_so_and_cannot_be_published(threshold_lab, capsys):
+    from tasks import preview
+
+    before = production(threshold_lab)
+    record, code = preview.make("stg_qsr_pos", D1, STOP, workers=0)  # Luigi runs nothing with no worker
+    assert code == 25
+    assert [n["partition"] for n in record["not_run"]] == [f"staging/qsr_pos/business_date={d}" for d in (D1, D2, D3)]
+    text = preview.render(record)
+    assert "every partition of the range is up to date" not in text
+    assert f"NOT BUILT  staging/qsr_pos/business_date={D1}: not run (stale: rules changed" in text
+    code, message = preview.publish(record["id"])
+    assert code == 1
+    assert "3 partition(s) of the preview were not built" in message
+    assert production(threshold_lab) == before
+    listed = preview.listing()[0]
+    assert listed["publishable"] is False
