@@ -47,7 +47,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from tasks.views import status, status_html
 
-    start = args.start or settings.daybreak().start_date
+    start = args.start or status.default_start([args.dataset] if args.dataset else None)
     stop = args.stop or status.default_stop()
     if args.stop is None and start > stop:
         stop = start  # --start after the newest raw folder: nothing to show, not a reversed range
@@ -160,7 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="ok / stale / missing / waiting / failed per dataset and day")
     p.add_argument("--dataset", choices=STATUS_NAMES)
-    p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
+    p.add_argument(
+        "--start",
+        type=_date,
+        help="first date, inclusive (default: [daybreak] start_date, or the first partition kept from before it)",
+    )
     p.add_argument(
         "--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder of any source)"
     )

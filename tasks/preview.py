@@ -103,14 +103,15 @@ def task_for(relfolder: str):
 
 def _not_ok(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tuple[dt.date, str]]]:
     """Tasks of the range a RangeDaily would build (missing or stale), and the dates waiting for raw data."""
-    from tasks.backfill import left_out
+    from tasks.backfill import before_start, left_out
 
     cls = catalogue.BY_NAME[dataset].task_class()
     later, why_later = left_out("RangeDaily", cls, start, stop)  # not begun yet: RangeDaily leaves them out
+    earlier, _ = before_start(start, stop)  # before start_date: every range leaves them out, kept as built
     engine = freshness.new_pass()
     build, waiting = [], [(day, why_later) for day in later]
     for day in date_range(start, stop):
-        if day in later:
+        if day in later or day in earlier:
             continue
         task = cls(date=day)
         if engine.state(task).ok:

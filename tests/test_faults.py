@@ -168,3 +168,43 @@ def test_a_preview_whose_partitions_luigi_did_not_run_says_so_and_cannot_be_publ
     assert production(threshold_lab) == before
     listed = preview.listing()[0]
     assert listed["publishable"] is False
+
+
+# -- start_date moved forward ---------------------------------------------------------------------------
+
+
+def test_moving_start_date_forward_keeps_the_partitions_before_it_and_status_shows_them(lab, setting, capsys):
+    from tasks.views import status
+
+    first, moved, stop = dt.date(2026, 9, 20), dt.date(2026, 9, 23), dt.date(2026, 9, 27)
+    setting("daybreak", "start_date", first)
+    for k in range(1, 15):
+        lab.ads_export(first + k * DAY, first)
+    assert lab.range(first, stop, of="AdsRolling7d") == 0
+    rolling = "marts/ads_rolling_7d"
+    kept = {d: (lab.partition(d, rolling) / "data.parquet").read_bytes() for d in (first, first + DAY, first + 2 * DAY)}
+    built = lab.built_at(rolling)
+    setting("daybreak", "start_date", moved)
+    assert lab.range(first, stop, of="AdsRolling7d") == 0
+    after = lab.built_at(rolling)
+    assert {d for d in after if after[d] != built[d]} == {moved + k * DAY for k in range(4)}  # rules: start_date
+    for d, data in kept.items():  # never rewritten, and not empty (2 campaigns each)
+        assert (lab.partition(d, rolling) / "data.parquet").read_bytes() == data
+        assert json.loads((lab.partition(d, rolling) / "_manifest.json").read_text())["row_count"] == 2
+    assert (
+        lab.range(
+            first,
+            stop,
+            of="AdsRolling7d",
+        )
+        == 0
+    )
+    assert lab.built_at(rolling) == after  # nothing to do
+    capsys.readouterr()
+    assert cli.main(["status", "--dataset", "ads_rolling_7d", "--stop", str(stop)]) == 0
+    out = capsys.readouterr().out
+    assert f"ads_rolling_7d  {first} .. {stop - DAY}" in out
+    assert f"{first} .. {first + 2 * DAY} ok, before [daybreak] start_date {moved}: kept as built, never rebuilt" in out
+    assert "\n  7 ok\n" in out and "stale:" not in out
+    rows = status.collect(first, stop, ["ads_rolling_7d"])
+    assert [r.state for r in rows] == ["ok"] * 7

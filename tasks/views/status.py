@@ -15,7 +15,7 @@ import os
 from dataclasses import asdict, dataclass, replace  # noqa: F401  (asdict: the reference of render_json)
 
 from tasks import catalogue, settings
-from tasks.base import CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
+from tasks.base import BEFORE_START, CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
 from tasks.calendar import date_range
 from tasks.contract import printable
 from tasks.freshness import engine as freshness
@@ -78,6 +78,8 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
     ):
         return DayStatus(name, day, "failed", failure.get("error", ""))  # whole: shortened only for display
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
+    if task.before_start():  # kept as built, or never built: nothing waits, nothing will run
+        return DayStatus(name, day, state.state, state.reason, rows, duration)
     if not state.ok:  # missing or stale, and a run cannot build it yet: it waits, as the run says
         waiting = waiting_for(task, cache)
         if waiting:
@@ -174,6 +176,17 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
     return out
 
 
+def default_start(datasets: list[str] | None = None) -> dt.date:
+    """``[daybreak] start_date``, or the first date of a partition kept from before it (start_date moved
+    forward: those partitions are kept as built, and shown), from one listing of each dataset folder."""
+    first = settings.daybreak().start_date
+    for name in datasets or catalogue.names("date", "date x hotel"):
+        spec = catalogue.BY_NAME[name]
+        if spec.partition in ("date", "date x hotel"):
+            first = min([first, *PartitionStore(settings.data_root(), spec.path).listed_dates()])
+    return first
+
+
 def default_stop() -> dt.date:
     """The day after the newest raw folder of any source (qsr_pos, hotel_bookings, ads), so that its
     partitions show as waiting or done. One stop for every dataset, not one per source: the bars share
@@ -229,6 +242,9 @@ def render_text(rows: list[DayStatus]) -> str:
                 lines.append(f"  {r.date} {r.state}: {shorten(r.reason)}")
             if r.not_read:
                 lines.append(f"  {r.date} not read: {', '.join(r.not_read)}")
+        kept = [r for r in mine if r.state == "ok" and r.reason.startswith(BEFORE_START)]
+        if kept:
+            lines.append(f"  {kept[0].date} .. {kept[-1].date} ok, {kept[0].reason}")
         same = [r.date for r in mine if r.state == "ok" and r.reason == SAME_CONTENT]
         if same:
             lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({same[0]} .. {same[-1]}): nothing to rebuild")
