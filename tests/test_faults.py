@@ -208,3 +208,35 @@ def test_moving_start_date_forward_keeps_the_partitions_before_it_and_status_sho
     assert "\n  7 ok\n" in out and "stale:" not in out
     rows = status.collect(first, stop, ["ads_rolling_7d"])
     assert [r.state for r in rows] == ["ok"] * 7
+
+
+# -- a store file re-sent with its header only -----------------------------------------------------------
+
+
+def test_a_store_file_resent_header_only_is_named_in_the_summary_and_in_status(lab, setting, capsys, caplog):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2)
+    assert lab.range(START, START + 2 * DAY) == 0
+    day = START + DAY
+    # date `day` reads S001's lines of folder `day` after 05:00 (2) and of folder `day`+1 before (2)
+    resent = [lab.qsr_file(str(day + k * DAY), "S001", []) for k in (0, 1)]  # header only: the contract allows it
+    caplog.clear()
+    assert lab.range(START, START + 2 * DAY) == 0
+    summary = caplog.text[caplog.text.index("summary of this run:") :]
+    line = f"  warning  StgQsrPos {day}: store S001 had 4 rows in the previous build of {day} and has none now"
+    assert line in summary, summary
+    assert f"its files: qsr_pos/{day}/S001.csv, qsr_pos/{day + DAY}/S001.csv hold no rows" in summary
+    assert f"StgQsrPos {START}: store" not in summary  # START keeps 2 of S001's 4 rows
+    capsys.readouterr()
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    out = capsys.readouterr().out
+    assert "2 ok; 1 warning(s)" in out
+    assert f"  {day} warning: store S001 had 4 rows in the previous build of {day} and has none now" in out
+    lab.qsr_file(str(day), "S002", [*qsr_rows("S002", day)[:3]])  # another change: the warning is kept
+    assert lab.range(START, START + 2 * DAY) == 0
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    assert f"  {day} warning: store S001 had 4 rows" in capsys.readouterr().out
+    resent[0].write_text(resent[0].read_text() + "\n".join(qsr_rows("S001", day)) + "\n")  # re-sent whole
+    assert lab.range(START, START + 2 * DAY) == 0
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    assert "warning" not in capsys.readouterr().out

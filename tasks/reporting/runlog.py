@@ -113,7 +113,7 @@ def summary() -> str:
 
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    failed, waiting, blocked = [], defaultdict(list), []
+    failed, waiting, blocked, warned = [], defaultdict(list), [], []
     with settings.snapshot():
         zone = cache.zone(watched[0][0])
         for task, ok_at_check in watched:
@@ -127,6 +127,8 @@ def summary() -> str:
                 failed.append(f"{_name(family, key)}: {_first_line(record.get('error', ''))}")
             elif task.state(cache).ok:
                 counts[family]["ran"].append(key)
+                stats = (cache.summary(cache.store(task), key) or {}).get("stats") or {}
+                warned += [f"{_name(family, key)}: {w}" for w in stats.get("warnings") or []]
             elif folders := cache.blocked(task).missing:
                 counts[family]["waiting"].append(key)
                 for source, date in folders:
@@ -140,6 +142,7 @@ def summary() -> str:
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
         lines.append(f"  {_name(family, _span(keys) or None)}: {parts}")
     lines += _capped("  failed   ", failed)
+    lines += _capped("  warning  ", warned)
     lines += _capped("  waiting  ", [_waiting(cache, zone, source, waits) for source, waits in sorted(waiting.items())])
     lines += _capped("  not run  ", blocked, "(a partition it reads failed or waits; or see --log-level INFO)")
     if failed or blocked or waiting:

@@ -52,12 +52,16 @@ class DayStatus:
     rows: int | None = None
     duration_s: float | None = None
     not_read: tuple[str, ...] = ()  # raw files of its window that are not read: "path (reason)"
+    warnings: tuple[str, ...] = ()  # of the build in place: a store that had rows and has none now
 
 
 def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
     """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
     window that are not read (as the raw zone is now)."""
     status = _day_status(task, cache, name)
+    warnings = ((cache.summary(cache.store(task), task.key) or {}).get("stats") or {}).get("warnings")
+    if warnings and status.state in ("ok", "provisional"):
+        status = replace(status, warnings=tuple(warnings))
     window = task.input_files(cache) if task.reads_raw() else None
     if window is None or not window.refused:
         return status
@@ -232,14 +236,17 @@ def render_text(rows: list[DayStatus]) -> str:
         bar = "".join(SYMBOLS[r.state] for r in mine)
         lines.extend(f"  {bar[i : i + 70]}" for i in range(0, len(bar), 70))
         unread = len({entry for r in mine for entry in r.not_read})  # a file is in the windows of two dates
+        warned = sum(len(r.warnings) for r in mine)
         lines.append(
             "  "
             + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
             + (f"; {unread} raw file(s) not read" if unread else "")
+            + (f"; {warned} warning(s)" if warned else "")
         )
         for r in mine:
             if r.state in ("stale", "failed", "waiting"):  # provisional: a count, not a line per day
                 lines.append(f"  {r.date} {r.state}: {shorten(r.reason)}")
+            lines.extend(f"  {r.date} warning: {shorten(w)}" for w in r.warnings)
             if r.not_read:
                 lines.append(f"  {r.date} not read: {', '.join(r.not_read)}")
         kept = [r for r in mine if r.state == "ok" and r.reason.startswith(BEFORE_START)]
@@ -264,8 +271,10 @@ def render_json(rows: list[DayStatus]) -> str:
         fields = [f'  "{name}": {value(v)}' for name, v in values.items()]
         unread = ",\n".join(f"   {value(f)}" for f in r.not_read)
         fields.append(f'  "not_read": [\n{unread}\n  ]' if unread else '  "not_read": []')
+        warned = ",\n".join(f"   {value(w)}" for w in r.warnings)
+        fields.append(f'  "warnings": [\n{warned}\n  ]' if warned else '  "warnings": []')
         out.append(" {\n" + ",\n".join(fields) + "\n }")
     return "[\n" + ",\n".join(out) + "\n]"
 
 
-_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f != "not_read"]
+_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f not in ("not_read", "warnings")]
