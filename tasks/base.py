@@ -29,7 +29,7 @@ from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
 from tasks.reporting import progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone
+from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -448,11 +448,13 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             with settings.snapshot():
                 record.update(identity.attempt(luigi_engine(), self, getattr(exception, "decided_by", None)))
         except Exception as exc:  # noqa: BLE001 - the failure record must never hide the real error
-            logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
+            if not isinstance(exc, RawZoneUnavailable):  # the error itself says the raw zone is gone
+                logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
         try:
             self.store().record_failure(self.key, record)
-        except OSError as exc:  # the failure record must never hide the real error
-            logger.warning("could not record the failure of %s: %s", self.task_id, exc)
+        except OSError as exc:  # the failure record must never hide the real error: named here instead
+            first = (str(exception) or type(exception).__name__).splitlines()[0]
+            logger.warning("%s failed: %s (its failure record could not be written: %s)", self.task_id, first, exc)
         return super().on_failure(exception)
 
 
@@ -469,6 +471,7 @@ def _progress_success(task: MaterializedTask) -> None:
 @MaterializedTask.event_handler(luigi.Event.FAILURE)
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
     progress.finished(task.task_id)
+    runlog.failed(task, exception)
 
 
 class PartitionedTask(MaterializedTask):

@@ -11,7 +11,7 @@ from pathlib import Path
 import luigi.configuration
 
 from tasks import catalogue, settings
-from tasks.guard import UsageError, check_range
+from tasks.guard import FAULT_EXIT, Fault, UsageError, check_range, fault_line
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
 STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
@@ -237,8 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 2 for a usage error (argparse's own, or :class:`tasks.guard.UsageError`: a bad setting, a
-    missing raw_root, a reversed range), with one line on stderr. A closed pipe (``daybreak status |
-    head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
+    missing raw_root, a reversed range), exit 30 for a store or server error (:func:`tasks.guard.fault_line`:
+    an SFTP server down, a read-only or full data root), each with one line on stderr. A closed pipe
+    (``daybreak status | head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
     args = build_parser().parse_args(argv)
     luigi.configuration.get_config()  # reads ./luigi.cfg and $LUIGI_CONFIG_PATH like the luigi command
     try:
@@ -248,6 +249,14 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except UsageError as exc:  # its message is on stderr already
         return exc.code
+    except Fault as exc:  # its message is on stderr already
+        return exc.code
+    except Exception as exc:  # a store or server error: one line, exit 30; any other error keeps its traceback
+        line = fault_line(exc)
+        if line is None:
+            raise
+        print(f"daybreak: error: {line}", file=sys.stderr, flush=True)
+        return FAULT_EXIT
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from tasks import catalogue, settings
 from tasks.base import MaterializedTask
 from tasks.freshness import engine as freshness
-from tasks.storage.partitions import MANIFEST
+from tasks.storage.partitions import MANIFEST, PartitionWriteError
 from tasks.storage.rawzone import RawFile, RawFileUnreadable, RawZone, content_hash, open_regular
 
 
@@ -28,6 +28,8 @@ class Report:
     unverifiable: int = 0  # manifests written before content hashes: their inputs cannot be checked
     mismatches: dict[str, list[str]] = field(default_factory=dict)  # "raw <path>: why" -> partitions
     seconds: float = 0.0
+    unmarked: list[str] = field(default_factory=list)  # partitions with a mismatch that could not be marked stale
+    write_error: str = ""
 
 
 def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> Report:
@@ -84,7 +86,11 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
     for mismatch in found:
         report.mismatches.setdefault(mismatch, []).append(label)
     if found:  # stale until rebuilt: the engine reads verify_mismatch (tasks/freshness/engine.py)
-        store.update_manifest(task.key, dict(manifest, verify_mismatch="; ".join(found)))
+        try:
+            store.update_manifest(task.key, dict(manifest, verify_mismatch="; ".join(found)))
+        except PartitionWriteError as exc:  # a read-only or full data root: the mismatches are still reported
+            report.unmarked.append(label)
+            report.write_error = report.write_error or str(exc).splitlines()[0]
 
 
 def _file_digest(path, report: Report) -> tuple[str | None, str]:
@@ -131,6 +137,11 @@ def render(report: Report) -> str:
             f"{report.unverifiable} partitions were built before content hashes were recorded: their raw "
             "inputs cannot be verified until they are rebuilt"
         )
-    if report.mismatches:
+    if report.unmarked:
+        lines.append(
+            f"{len(report.unmarked)} partition(s) could not be marked stale ({report.write_error}): rebuild them by "
+            "hand (delete their folders, rerun) once the data root can be written"
+        )
+    elif report.mismatches:
         lines.append("the partitions named are marked stale: the next RangeDaily rebuilds them")
     return "\n".join(lines)

@@ -4,11 +4,15 @@ code, never a traceback or a hang, and nothing is lost."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -240,3 +244,147 @@ def test_a_store_file_resent_header_only_is_named_in_the_summary_and_in_status(l
     assert lab.range(START, START + 2 * DAY) == 0
     assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+# -- a read-only data root --------------------------------------------------------------------------------
+
+
+def read_only(lab, *command: str) -> subprocess.CompletedProcess:
+    """``command`` in a subprocess that sees the lab's data root mounted read-only (a mount namespace of
+    its own: ``unshare -m``, root only), with a luigi.cfg pointing at the lab."""
+    cfg = lab.root / "luigi.cfg"
+    if not cfg.exists():
+        lab.write_cfg(cfg)
+    script = f'mount --bind "{lab.data}" "{lab.data}" && mount -o remount,bind,ro "{lab.data}" && exec "$@"'
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+    argv = ["unshare", "-m", "sh", "-c", script, "sh", *command]
+    return subprocess.run(argv, cwd=lab.root, env=env, capture_output=True, text=True, timeout=120)
+
+
+def can_mount() -> bool:
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o ro tmpfs /mnt"], capture_output=True)
+    return probe.returncode == 0
+
+
+DAYBREAK = [sys.executable, "-c", "import sys; from tasks.cli import main; sys.exit(main())"]
+LUIGI = [sys.executable, "-m", "luigi", "--local-scheduler", "--module", "tasks"]
+
+
+@pytest.mark.system
+@pytest.mark.skipif(not can_mount(), reason="needs root and a mount namespace (unshare -m)")
+def test_a_read_only_data_root_is_named_by_every_command(lab, setting):
+    built(lab, setting)
+    for k in range(3):
+        lab.qsr_file(str(START + (2 + k) * DAY), "S001", qsr_rows("S001", START + (2 + k) * DAY))
+    data = lab.partition(START) / "data.parquet"
+    st, good = data.stat(), data.read_bytes()
+    data.write_bytes(good[:100] + bytes([good[100] ^ 1]) + good[101:])
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
+    before = {p: p.read_bytes() for p in lab.data.rglob("*") if p.is_file()}
+
+    run = read_only(
+        lab, *LUIGI, "RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + 4 * DAY)
+    )
+    assert run.returncode == 30, run.stderr
+    assert f"failed   StgQsrPos {START + 2 * DAY}: [Errno 30] Read-only file system" in run.stderr
+    checked = read_only(lab, *DAYBREAK, "verify", *SPAN)
+    assert checked.returncode == 1, checked.stderr
+    assert f"MISMATCH data {data}: content differs from its manifest" in checked.stdout
+    assert "1 partition(s) could not be marked stale" in checked.stdout and "read-only file system" in checked.stdout
+    preview = read_only(lab, *DAYBREAK, "preview", "stg_qsr_pos", *SPAN)
+    assert preview.returncode == 30
+    assert preview.stderr.strip() == (
+        f"daybreak: error: {lab.data}/_state/preview: Read-only file system; nothing more was written, "
+        "the partitions in place are kept"
+    )
+    for out in (run, checked, preview):
+        assert "Traceback" not in out.stdout + out.stderr
+    assert {p: p.read_bytes() for p in lab.data.rglob("*") if p.is_file()} == before
+
+
+# -- an SFTP server down or frozen ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    from tests.sshd import Sshd
+
+    server = Sshd(tmp_path / "sshd").start()
+    yield server
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.proc.pid, signal.SIGCONT)
+    server.stop()
+
+
+def sftp_cfg(lab, sshd, threshold: int = 20) -> dict:
+    from tasks.settings import write_config
+
+    values = {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts, "retries": 1, "timeout": 2}
+    roots = {"raw_root": sshd.uri(lab.raw), "data_root": lab.data, "start_date": START}
+    qsr = {"suspicious_qty_threshold": threshold}
+    cfg = write_config(lab.root / "sftp.cfg", {"daybreak": roots, "sftp": values, "qsr": qsr})
+    return {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+
+
+def one_line_exit_30(proc: subprocess.CompletedProcess, sshd) -> None:
+    assert proc.returncode == 30, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("daybreak: error: ")]
+    assert len(errors) == 1, proc.stderr
+    assert errors[0].startswith(f"daybreak: error: sftp://{sshd.user}@127.0.0.1:{sshd.port}/"), errors
+    assert "server not answering" in errors[0], errors
+
+
+@pytest.mark.system
+def test_a_server_down_when_a_command_starts_is_one_line_and_exit_30(lab, sshd):
+    lab.qsr_days(START, 3)
+    span = ["--start", str(START), "--stop", str(START + 2 * DAY)]
+    first = [*LUIGI, "RangeDaily", "--of", "StgQsrPos", *span]
+    assert subprocess.run(first, cwd=lab.root, env=sftp_cfg(lab, sshd), capture_output=True).returncode == 0
+    env = sftp_cfg(lab, sshd, threshold=2)  # every partition stale: the preview builds them
+    made = subprocess.run(
+        [*DAYBREAK, "preview", "stg_qsr_pos", *span], cwd=lab.root, env=env, capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    pid = made.stdout.split()[1]
+    sshd.stop()
+    commands = [
+        [*LUIGI, "RangeDaily", "--of", "StgQsrPos", *span],
+        [*LUIGI, "StgQsrPos", "--date", str(START)],
+        [*DAYBREAK, "status"],
+        [*DAYBREAK, "verify", *span],
+        [*DAYBREAK, "preview", "stg_qsr_pos", *span],
+        [*DAYBREAK, "publish", pid],
+    ]
+    for command in commands:
+        proc = subprocess.run(command, cwd=lab.root, env=env, capture_output=True, text=True, timeout=120)
+        one_line_exit_30(proc, sshd)
+        assert "(unable to connect to port" in proc.stderr, command
+    assert len(list((lab.data / "staging" / "qsr_pos").glob("*/_manifest.json"))) == 2
+
+
+@pytest.mark.system
+def test_a_server_frozen_mid_backfill_fails_the_remaining_dates_at_once(lab, sshd):
+    """timeout 2 s, 1 retry: a date that waits out the frozen server takes over 4 s; eight took 134 s
+    at the default settings before the server was given up on."""
+    stores = tuple(f"S{k:03d}" for k in range(1, 31))
+    lab.qsr_days(START, 8, stores)
+    env = sftp_cfg(lab, sshd)
+    command = [*LUIGI, "RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + 8 * DAY)]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(command, cwd=lab.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not list((lab.data / "staging" / "qsr_pos").glob("*/_manifest.json")) and proc.poll() is None:
+        time.sleep(0.005)
+    os.killpg(sshd.proc.pid, signal.SIGSTOP)  # frozen: connections are accepted, nothing answers
+    frozen = time.monotonic()
+    out, err = proc.communicate(timeout=300)
+    took = time.monotonic() - frozen
+    assert proc.returncode == 30, err
+    done = {p.parent.name for p in (lab.data / "staging" / "qsr_pos").glob("*/_manifest.json")}
+    assert len(done) <= 4, done  # the freeze came early enough to leave several dates
+    assert f"StgQsrPos {START} .. {START + 7 * DAY}: {len(done)} ran, {8 - len(done)} failed" in err, err
+    assert "server not answering" in err and "not tried again in this run" in err
+    assert took < 4.5 + 2 * 4, f"{took:.1f} s after the freeze ({time.monotonic() - t0:.1f} s in all)"
+    assert "Traceback" not in out + err

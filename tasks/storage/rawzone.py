@@ -42,6 +42,11 @@ class Refused(NamedTuple):
 REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone")}
 
 
+class RawZoneUnavailable(RuntimeError):
+    """The raw zone cannot be reached (a server down, frozen, or refusing this client): nothing can be
+    listed or read. Its message names the server and why; tasks/guard.py makes it one line, exit 30."""
+
+
 class RawFileUnreadable(RuntimeError):
     """A listed raw file that could not be opened (permissions, or replaced by a symbolic link)."""
 
