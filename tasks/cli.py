@@ -251,15 +251,15 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
     except Fault as exc:  # its message is on stderr already
         return exc.code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
     except Exception as exc:  # a store or server error: one line, exit 30; any other error keeps its traceback
         line = fault_line(exc)
         if line is None:
             raise
         print(f"daybreak: error: {line}", file=sys.stderr, flush=True)
         return FAULT_EXIT
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 141
 
 
 if __name__ == "__main__":

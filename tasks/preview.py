@@ -181,15 +181,25 @@ def shadow_partitions(shadow: Path) -> list[str]:
 # -- building a preview ----------------------------------------------------------------------------------
 def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple[dict, int]:
     """Build the preview of ``RangeDaily --of <dataset>`` over ``[start, stop)``; return its record and
-    the exit code (0 built, 30 a partition failed)."""
-    import luigi
-
+    the exit code (0 built, 30 a partition failed, 25 one not built). An error that stops the preview
+    itself (a full or read-only disk) removes it and is raised."""
     check_range(start, stop, "preview")
     data_root = settings.data_root()
     sweep(data_root)
     pid = f"{dataset}-{start:%Y%m%d}-{stop:%Y%m%d}-{secrets.token_hex(3)}"
     shadow = previews_root(data_root) / pid
     shadow.mkdir(parents=True)
+    try:  # held while it builds: `previews` never sweeps, nor `discard` deletes, a preview being built
+        with partitions.exclusive(shadow / PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+            return _make(dataset, start, stop, workers, data_root, pid, shadow)
+    except BaseException:  # a crash, a full or read-only disk: no preview is left "building" to be swept later
+        shutil.rmtree(shadow, ignore_errors=True)
+        raise
+
+
+def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: Path, pid: str, shadow: Path):
+    import luigi
+
     record = {
         "id": pid, "dataset": dataset, "start": start.isoformat(), "stop": stop.isoformat(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(), "state": "building", "data_root": str(data_root),
@@ -285,7 +295,12 @@ def _diffs(built: list[str], data_root: Path, shadow: Path, workers: int) -> dic
         if version and version == manifest.get("data_version") and after is not None:
             before = after  # the same rows (logical data version): nothing to read twice
         else:
-            before = pq.read_table(old) if version is not None and old.is_file() else None
+            try:
+                before = pq.read_table(old) if version is not None and old.is_file() else None
+            except (OSError, ValueError) as exc:  # production's partition is damaged: the preview replaces it
+                why = str(exc).splitlines()[0][:160]
+                note = f"production's partition could not be read ({why}): every row counted as added"
+                return {**diff_partition(None, after, spec.key, spec.measure), "note": note}
         if after is None and before is None:
             return dict.fromkeys(("rows_before", "rows_after", "added", "removed", "changed"), 0)
         return diff_partition(before, after, spec.key, spec.measure)
@@ -325,7 +340,7 @@ def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
     data_root = folder.parent.parent.parent  # <data_root>/_state/preview/<id>
     if record.get("state") == "published":
         return [], []
-    if record.get("state") != "open":
+    if record.get("state") not in ("open", "publishing"):
         return [], [f"the preview is {record.get('state')}, not open"]
     if record.get("failed"):
         return [], [
@@ -398,6 +413,9 @@ def _publish(folder: Path, t0: float) -> tuple[int, str]:
         return 1, f"preview {pid}: refused, nothing was changed:\n  {shown}"
     checked = time.perf_counter()
     wait = settings.daybreak().lock_wait_s
+    if todo and record.get("state") != "publishing":  # from here on production holds part of it until done
+        record.update(state="publishing", publishing_at=dt.datetime.now(dt.UTC).isoformat())
+        write_record(folder, record)
     for rel in todo:
         production = _production(rel, data_root)
         date = _date(rel)
@@ -432,10 +450,30 @@ def discard(pid: str) -> str:
     folder = folder_of(pid)
     try:
         with partitions.exclusive(folder / PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+            record = read_record(folder)
+            placed = in_production(record, folder)
+            if record.get("state") == "publishing" or (placed and record.get("state") != "published"):
+                raise PreviewError(
+                    f"preview {pid} is half published ({len(placed)} of {len(record.get('partitions', []))} "
+                    f"partitions are in production, e.g. {placed[0] if placed else '?'}): not discarded. "
+                    f"Finish it with `daybreak publish {pid}`"
+                )
             shutil.rmtree(folder)
     except partitions.PartitionBusy:
-        raise PreviewError(f"preview {pid} is being published; not discarded") from None
+        raise PreviewError(f"preview {pid} is being built or published now; not discarded") from None
     return f"discarded preview {pid}"
+
+
+def in_production(record: dict, folder: Path) -> list[str]:
+    """The partitions of the preview whose production manifest is the preview's own: published."""
+    data_root = folder.parent.parent.parent
+    out = []
+    for part in record.get("partitions", []):
+        rel = part["folder"]
+        mine = manifest_sha(_production(rel, folder), _date(rel))
+        if mine is not None and manifest_sha(_production(rel, data_root), _date(rel)) == mine:
+            out.append(rel)
+    return out
 
 
 def listing(data_root: Path | None = None) -> list[dict]:
@@ -450,18 +488,33 @@ def listing(data_root: Path | None = None) -> list[dict]:
             continue
         created = dt.datetime.fromisoformat(record["created_at"])
         age_h = (dt.datetime.now(dt.UTC) - created).total_seconds() / 3600
-        stats = [os.lstat(Path(d) / f) for d, _, fs in os.walk(folder) for f in fs]
+        stats = [st for d, _, fs in os.walk(folder) for f in fs if (st := _lstat(Path(d) / f)) is not None]
         size = sum(st.st_size for st in stats if st.st_nlink == 1)  # a linked file is production's too
-        _, reasons = problems(record, folder) if record.get("state") == "open" else ([], [record.get("state")])
+        state = record.get("state")
+        if state in ("open", "publishing"):
+            _, reasons = problems(record, folder)
+            placed = in_production(record, folder)  # a publish killed half-way (before it recorded so)
+            if placed or state == "publishing":
+                state = f"half published ({len(placed)} of {len(record.get('partitions', []))} in production)"
+                reasons = reasons or []
+        else:
+            reasons = [state]
         out.append(
             {
                 "id": record["id"], "dataset": record["dataset"], "start": record["start"], "stop": record["stop"],
-                "age_hours": round(age_h, 1), "size_bytes": size, "state": record.get("state"),
+                "age_hours": round(age_h, 1), "size_bytes": size, "state": state,
                 "partitions": len(record.get("partitions", [])), "publishable": not reasons,
                 "why_not": reasons[:3],
             }
         )  # fmt: skip
     return out
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:  # a preview being built or swept meanwhile
+        return None
 
 
 def sweep(data_root: Path | None = None, keep_days: float | None = None) -> list[str]:
@@ -474,11 +527,14 @@ def sweep(data_root: Path | None = None, keep_days: float | None = None) -> list
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, KeyError):
             continue
         if now - created > dt.timedelta(days=keep):
-            try:
+            try:  # a preview being built or published holds its lock: never swept
                 with partitions.exclusive(root / name / PUBLISH_LOCK, name, wait_s=0):
+                    record = read_record(root / name)
+                    if record.get("state") == "publishing" or in_production(record, root / name):
+                        continue  # half published: `daybreak publish` finishes it, nothing deletes it
                     shutil.rmtree(root / name)
                 gone.append(name)
-            except partitions.PartitionBusy:
+            except (partitions.PartitionBusy, FileNotFoundError):
                 continue
     return gone
 
@@ -541,7 +597,7 @@ def render(record: dict) -> str:
                 change = (p.get("measure") or {}).get("change")
                 row += f" {'' if change is None else f'{change:+.2f}':>22}"
             cols = ", ".join(f"{c} {n}" for c, n in p.get("changed_columns", {}).items())
-            lines.append(row + ("  " + cols if cols else ""))
+            lines.append(row + ("  " + cols if cols else "") + (f"  ({p['note']})" if p.get("note") else ""))
     lines.append(f"publish: daybreak publish {pid}    discard: daybreak discard {pid}")
     return "\n".join(lines)
 

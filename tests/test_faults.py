@@ -388,3 +388,59 @@ def test_a_server_frozen_mid_backfill_fails_the_remaining_dates_at_once(lab, ssh
     assert "server not answering" in err and "not tried again in this run" in err
     assert took < 4.5 + 2 * 4, f"{took:.1f} s after the freeze ({time.monotonic() - t0:.1f} s in all)"
     assert "Traceback" not in out + err
+
+
+# -- previews of damaged, busy and half-published data -------------------------------------------------------
+
+
+def test_a_preview_over_a_damaged_production_partition_builds_and_says_so(threshold_lab, capsys):
+    from tasks import preview
+
+    data = threshold_lab.partition(D1) / "data.parquet"
+    data.write_bytes(b"not parquet at all")
+    record, code = preview.make("stg_qsr_pos", D1, STOP)
+    assert code == 0 and record["state"] == "open"
+    first = record["datasets"]["stg_qsr_pos"]["partitions"][0]
+    assert first["date"] == str(D1) and first["rows_before"] == 0 and first["added"] == 6
+    assert "production's partition could not be read" in preview.render(record)
+    assert preview.publish(record["id"])[0] == 0
+    assert threshold_lab.range(D1, STOP) == 0 and data.read_bytes() != b"not parquet at all"
+
+
+def test_previews_with_keep_days_0_never_sweeps_a_preview_being_built(threshold_lab, capsys, setting):
+    from tasks import preview
+    from tasks.storage import partitions
+
+    record, _ = preview.make("stg_qsr_pos", D1, STOP)
+    folder = preview.folder_of(record["id"])
+    setting("daybreak", "preview_keep_days", 0)
+    with partitions.exclusive(folder / preview.PUBLISH_LOCK):  # what `daybreak preview` holds while it builds
+        capsys.readouterr()
+        assert cli.main(["previews"]) == 0
+        assert folder.is_dir() and record["id"] in capsys.readouterr().out
+        assert cli.main(["discard", record["id"]]) == 2
+        assert "is being built or published now; not discarded" in capsys.readouterr().err
+    assert cli.main(["previews"]) == 0
+    assert not folder.exists()
+
+
+def test_a_half_published_preview_is_listed_so_and_not_discarded(threshold_lab, capsys):
+    from tasks import preview
+    from tasks.storage.partitions import plain_store
+
+    record, _ = preview.make("stg_qsr_pos", D1, STOP)
+    folder = preview.folder_of(record["id"])
+    production = plain_store(threshold_lab.data, "staging/qsr_pos")
+    production.adopt(D1, plain_store(folder, "staging/qsr_pos"))  # what a publish killed after D1 leaves
+    listed = preview.listing()[0]
+    assert listed["state"] == "half published (1 of 3 in production)"
+    assert "half published (1 of 3 in production)" in preview.render_listing([listed])
+    capsys.readouterr()
+    assert cli.main(["discard", record["id"]]) == 2
+    err = capsys.readouterr().err
+    assert f"is half published (1 of 3 partitions are in production, e.g. staging/qsr_pos/business_date={D1})" in err
+    assert f"daybreak publish {record['id']}" in err
+    assert folder.is_dir()
+    assert preview.publish(record["id"])[0] == 0  # finishes it
+    assert threshold_lab.range(D1, STOP) == 0
+    assert threshold_lab.rebuilt_by(lambda: threshold_lab.range(D1, STOP)) == set()
