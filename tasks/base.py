@@ -454,7 +454,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             self.store().record_failure(self.key, record)
         except OSError as exc:  # the failure record must never hide the real error: named here instead
             first = (str(exception) or type(exception).__name__).splitlines()[0]
-            logger.warning("%s failed: %s (its failure record could not be written: %s)", self.task_id, first, exc)
+            logger.warning("%s failed: %s (could not record the failure: %s)", self.task_id, first, exc)
         return super().on_failure(exception)
 
 
