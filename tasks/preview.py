@@ -40,6 +40,7 @@ PUBLISH_LOCK = "_publish.lock"
 HORIZON_DAYS = 7  # downstream dates looked at past the range (a look-back's window)
 ID_PATTERN = re.compile(r"^[a-z0-9_]+-\d{8}-\d{8}-[0-9a-f]{6}$")
 EXIT_FAILED = 30  # a partition of the preview failed (the others built): Luigi's task_failed
+EXIT_NOT_RUN = 25  # a partition of the preview was not built, none failed: Luigi's not_run
 
 
 class PreviewError(RuntimeError):
@@ -101,14 +102,15 @@ def task_for(relfolder: str):
 
 def _not_ok(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tuple[dt.date, str]]]:
     """Tasks of the range a RangeDaily would build (missing or stale), and the dates waiting for raw data."""
-    from tasks.backfill import left_out
+    from tasks.backfill import before_start, left_out
 
     cls = catalogue.BY_NAME[dataset].task_class()
     later, why_later = left_out("RangeDaily", cls, start, stop)  # not begun yet: RangeDaily leaves them out
+    earlier, _ = before_start(start, stop)  # before start_date: every range leaves them out, kept as built
     engine = freshness.new_pass()
     build, waiting = [], [(day, why_later) for day in later]
     for day in date_range(start, stop):
-        if day in later:
+        if day in later or day in earlier:
             continue
         task = cls(date=day)
         if engine.state(task).ok:
@@ -175,15 +177,26 @@ def shadow_partitions(shadow) -> list[str]:
 # -- building a preview ----------------------------------------------------------------------------------
 def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple[dict, int]:
     """Build the preview of ``RangeDaily --of <dataset>`` over ``[start, stop)``; return its record and
-    the exit code (0 built, 30 a partition failed)."""
-    import luigi
-
+    the exit code (0 built, 30 a partition failed, 25 one not built). An error that stops the preview
+    itself (a full or read-only disk) removes it and is raised."""
     check_range(start, stop, "preview")
     data_root = settings.data_uri()
     sweep(data_root)
     pid = f"{dataset}-{start:%Y%m%d}-{stop:%Y%m%d}-{secrets.token_hex(3)}"
     shadow = previews_root(data_root).child(pid)
     shadow.mkdir()
+    try:  # held while it builds: `previews` never sweeps, nor `discard` deletes, a preview being built
+        with shadow.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+            return _make(dataset, start, stop, workers, data_root, pid, shadow)
+    except BaseException:  # a crash, a full or read-only disk: no preview is left "building" to be swept later
+        with contextlib.suppress(Exception):
+            shadow.remove()
+        raise
+
+
+def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: str, pid: str, shadow):
+    import luigi
+
     record = {
         "id": pid, "dataset": dataset, "start": start.isoformat(), "stop": stop.isoformat(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(), "state": "building", "data_root": str(data_root),
@@ -195,10 +208,13 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
         held: list = []
         later = downstream(roots, dataset, start, stop, held) if roots else []
         before = {_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
+    not_run: list[dict] = []
     if roots:
         with partitions.shadowed(data_root, shadow.uri), contextlib.redirect_stdout(sys.stderr):
             freshness.new_pass()
             luigi.build([*roots, *later], workers=workers, local_scheduler=True, detailed_summary=True)
+            with settings.snapshot():
+                not_run = _not_run([*roots, *later], data_root)
         freshness.new_pass()  # what this process remembers of the shadow view is not production's
     built_s = time.perf_counter() - t0
     built = shadow_partitions(shadow)
@@ -225,10 +241,26 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
             for t, up in held
         ],
         failed=_failures(shadow),
+        not_run=not_run,
         datasets=_by_dataset(built, diffs),
     )
     write_record(shadow, record)
-    return record, EXIT_FAILED if record["failed"] else 0
+    return record, EXIT_FAILED if record["failed"] else EXIT_NOT_RUN if not_run else 0
+
+
+def _not_run(tasks: list, data_root: str) -> list[dict]:
+    """The partitions the preview was to build that are still not up to date in the shadow view and
+    have no failure record there: Luigi left them "not run" (a partition they read failed, no worker).
+    Asked of a new pass inside :func:`partitions.shadowed`."""
+    engine = freshness.new_pass()
+    out = []
+    for task in tasks:
+        state = engine.state(task)
+        if state.ok or task.store().read_failure(task.key) is not None:
+            continue
+        why = engine.waiting_for(task) or f"not run ({state.state}: {state.reason or 'no partition'})"
+        out.append({"partition": _rel(task.store(), task.key, data_root), "reason": why})
+    return out
 
 
 def _rel(store: PartitionStore, date: dt.date | None, data_root: str) -> str:
@@ -261,6 +293,10 @@ def _diffs(built: list[str], data_root: str, shadow, workers: int) -> dict[str, 
                 before = production.read_table(date) if version is not None else None
             except FileNotFoundError:
                 before = None
+            except (OSError, ValueError) as exc:  # production's partition is damaged: the preview replaces it
+                why = str(exc).splitlines()[0][:160]
+                note = f"production's partition could not be read ({why}): every row counted as added"
+                return {**diff_partition(None, after, spec.key, spec.measure), "note": note}
         if after is None and before is None:
             return dict.fromkeys(("rows_before", "rows_after", "added", "removed", "changed"), 0)
         return diff_partition(before, after, spec.key, spec.measure)
@@ -299,11 +335,17 @@ def problems(record: dict, folder) -> tuple[list[str], list[str]]:
     data_root = record["data_root"]
     if record.get("state") == "published":
         return [], []
-    if record.get("state") != "open":
+    if record.get("state") not in ("open", "publishing"):
         return [], [f"the preview is {record.get('state')}, not open"]
     if record.get("failed"):
         return [], [
             f"{len(record['failed'])} partition(s) failed in the preview, e.g. {record['failed'][0]['task_id']}"
+        ]
+    if record.get("not_run"):
+        first = record["not_run"][0]
+        return [], [
+            f"{len(record['not_run'])} partition(s) of the preview were not built, e.g. {first['partition']} "
+            f"({first['reason']}); make a new preview"
         ]
     todo, reasons = [], []
     for part in record["partitions"]:
@@ -366,6 +408,9 @@ def _publish(folder, t0: float) -> tuple[int, str]:
         return 1, f"preview {pid}: refused, nothing was changed:\n  {shown}"
     checked = time.perf_counter()
     wait = settings.daybreak().lock_wait_s
+    if todo and record.get("state") != "publishing":  # from here on production holds part of it until done
+        record.update(state="publishing", publishing_at=dt.datetime.now(dt.UTC).isoformat())
+        write_record(folder, record)
     for rel in todo:
         production = _production(rel, data_root)
         date = _date(rel)
@@ -398,10 +443,30 @@ def discard(pid: str) -> str:
     folder = folder_of(pid)
     try:
         with folder.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+            record = read_record(folder)
+            placed = in_production(record, folder)
+            if record.get("state") == "publishing" or (placed and record.get("state") != "published"):
+                raise PreviewError(
+                    f"preview {pid} is half published ({len(placed)} of {len(record.get('partitions', []))} "
+                    f"partitions are in production, e.g. {placed[0] if placed else '?'}): not discarded. "
+                    f"Finish it with `daybreak publish {pid}`"
+                )
             folder.remove()
     except partitions.PartitionBusy:
-        raise PreviewError(f"preview {pid} is being published; not discarded") from None
+        raise PreviewError(f"preview {pid} is being built or published now; not discarded") from None
     return f"discarded preview {pid}"
+
+
+def in_production(record: dict, folder) -> list[str]:
+    """The partitions of the preview whose production manifest is the preview's own: published."""
+    data_root = record["data_root"]
+    out = []
+    for part in record.get("partitions", []):
+        rel = part["folder"]
+        mine = manifest_sha(_production(rel, folder.uri), _date(rel))
+        if mine is not None and manifest_sha(_production(rel, data_root), _date(rel)) == mine:
+            out.append(rel)
+    return out
 
 
 def listing(data_root: str | None = None) -> list[dict]:
@@ -417,11 +482,19 @@ def listing(data_root: str | None = None) -> list[dict]:
         created = dt.datetime.fromisoformat(record["created_at"])
         age_h = (dt.datetime.now(dt.UTC) - created).total_seconds() / 3600
         size = sum(folder.files().values())  # a file hard-linked from production counts nothing
-        _, reasons = problems(record, folder) if record.get("state") == "open" else ([], [record.get("state")])
+        state = record.get("state")
+        if state in ("open", "publishing"):
+            _, reasons = problems(record, folder)
+            placed = in_production(record, folder)  # a publish killed half-way (before it recorded so)
+            if placed or state == "publishing":
+                state = f"half published ({len(placed)} of {len(record.get('partitions', []))} in production)"
+                reasons = reasons or []
+        else:
+            reasons = [state]
         out.append(
             {
                 "id": record["id"], "dataset": record["dataset"], "start": record["start"], "stop": record["stop"],
-                "age_hours": round(age_h, 1), "size_bytes": size, "state": record.get("state"),
+                "age_hours": round(age_h, 1), "size_bytes": size, "state": state,
                 "partitions": len(record.get("partitions", [])), "publishable": not reasons,
                 "why_not": reasons[:3],
             }
@@ -440,11 +513,14 @@ def sweep(data_root: str | None = None, keep_days: float | None = None) -> list[
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, KeyError):
             continue
         if now - created > dt.timedelta(days=keep):
-            try:
+            try:  # a preview being built or published holds its lock: never swept
                 with folder.exclusive(PUBLISH_LOCK, name, wait_s=0):
+                    record = read_record(folder)
+                    if record.get("state") == "publishing" or in_production(record, folder):
+                        continue  # half published: `daybreak publish` finishes it, nothing deletes it
                     folder.remove()
                 gone.append(name)
-            except partitions.PartitionBusy:
+            except (partitions.PartitionBusy, FileNotFoundError):
                 continue
     return gone
 
@@ -474,7 +550,7 @@ def open_records(data_root: str | None = None) -> list[dict]:
 
 # -- rendering ---------------------------------------------------------------------------------------------
 def to_json(record: dict) -> str:
-    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "waiting", "not_built")
+    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "not_run", "waiting", "not_built")
     return json.dumps({k: record.get(k) for k in keep}, indent=1, default=str)
 
 
@@ -486,11 +562,12 @@ def render(record: dict) -> str:
         f"  {record['dataset']} {record['start']} .. {record['stop']} (stop exclusive): {parts} partition(s) built "
         f"into {previews_root(record['data_root']).child(pid).uri}; production unchanged",
     ]
-    if not parts and not record.get("failed"):
+    if not parts and not record.get("failed") and not record.get("not_run"):
         lines.append("  nothing to rebuild: every partition of the range is up to date")
     lines += [f"  wait    {w['date']}  {w['reason']}" for w in record.get("waiting", [])]
     lines += [f"  not built  {h['partition']}: {h['reason']}" for h in record.get("not_built", [])]
     lines += [f"  FAILED  {f['task_id']}: {f['error'][:200]}" for f in record.get("failed", [])]
+    lines += [f"  NOT BUILT  {n['partition']}: {n['reason'][:200]}" for n in record.get("not_run", [])]
     for name, entry in record.get("datasets", {}).items():
         measure = entry.get("measure") or ""
         lines.append(f"{name} (rows matched on {', '.join(entry['key'])})")
@@ -506,7 +583,7 @@ def render(record: dict) -> str:
                 change = (p.get("measure") or {}).get("change")
                 row += f" {'' if change is None else f'{change:+.2f}':>22}"
             cols = ", ".join(f"{c} {n}" for c, n in p.get("changed_columns", {}).items())
-            lines.append(row + ("  " + cols if cols else ""))
+            lines.append(row + ("  " + cols if cols else "") + (f"  ({p['note']})" if p.get("note") else ""))
     lines.append(f"publish: daybreak publish {pid}    discard: daybreak discard {pid}")
     return "\n".join(lines)
 

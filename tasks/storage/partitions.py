@@ -179,30 +179,35 @@ class PartitionStore:
                 return False
         return bool(manifest.get("data_files"))
 
-    def read_table(self, date: dt.date | None) -> pa.Table:
-        """The data of one partition, as written (without the hive column)."""
+    def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
+        """The data of one partition, as written (without the hive column); ``columns``: only these."""
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.path(date) / DATA_FILE)
+        return pq.read_table(self.path(date) / DATA_FILE, columns=columns)
 
     def read_file(self, date: dt.date | None, name: str) -> bytes:
         """A file of the partition's folder (``finished.arrow``, ``_store_totals.arrow``); FileNotFoundError."""
         with open(os.path.join(self.folder(date), name), "rb") as fh:
             return fh.read()
 
-    def file_sha256(self, date: dt.date | None, name: str) -> str | None:
-        """sha256 of a file of the partition's folder as it is now; None when it is not there."""
-        try:
-            return _sha256(self.path(date) / name)
-        except FileNotFoundError:
-            return None
+    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
+        """(sha256, "", bytes read) of a file of the data root (``rel`` below it) as it is now; (None, why, 0)
+        when it is missing or not a regular file (a FIFO put in its place is refused, not waited on)."""
+        from tasks.storage.rawzone import RawFileUnreadable, open_regular
 
-    def quarantine_sha256(self, manifest: dict) -> str | None:
-        """sha256 of the quarantine file a manifest names, as it is now; None when it is not there."""
+        path = self.data_root / rel
         try:
-            return _sha256(self.data_root / manifest["quarantine"]["path"])
+            fd = open_regular(path)
         except FileNotFoundError:
-            return None
+            return None, "missing", 0
+        except RawFileUnreadable as exc:
+            return None, str(exc).removeprefix(f"{path}: "), 0
+        h, size = hashlib.sha256(), 0
+        with os.fdopen(fd, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+                size += len(block)
+        return h.hexdigest(), "", size
 
     def has_manifest(self, date: dt.date | None) -> bool:
         return os.path.isfile(os.path.join(self.folder(date), MANIFEST))

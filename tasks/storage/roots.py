@@ -58,7 +58,10 @@ class LocalRoot:
             for name in filenames:
                 if tempnames.is_temp_name(name):
                     continue
-                st = os.lstat(os.path.join(dirpath, name))
+                try:
+                    st = os.lstat(os.path.join(dirpath, name))
+                except FileNotFoundError:  # removed meanwhile (a preview built or swept now)
+                    continue
                 out[str(Path(dirpath, name).relative_to(self.path))] = st.st_size if st.st_nlink == 1 else 0
         return out
 

@@ -208,23 +208,19 @@ class S3PartitionStore:
     def read_file(self, date: dt.date | None, name: str) -> bytes:
         return self.bucket.read(f"{self.rel(date)}/{name}")
 
-    def read_table(self, date: dt.date | None) -> pa.Table:
+    def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        return pq.read_table(pa.BufferReader(self.read_file(date, DATA_FILE)))
+        return pq.read_table(pa.BufferReader(self.read_file(date, DATA_FILE)), columns=columns)
 
-    def file_sha256(self, date: dt.date | None, name: str) -> str | None:
+    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
+        """(sha256, "", bytes read) of an object of the data root now; (None, "missing", 0) without one."""
         try:
-            return hashlib.sha256(self.read_file(date, name)).hexdigest()
+            data = self.bucket.read(rel)
         except FileNotFoundError:
-            return None
-
-    def quarantine_sha256(self, manifest: dict) -> str | None:
-        try:
-            return hashlib.sha256(self.bucket.read(manifest["quarantine"]["path"])).hexdigest()
-        except FileNotFoundError:
-            return None
+            return None, "missing", 0
+        return hashlib.sha256(data).hexdigest(), "", len(data)
 
     def read_failure(self, date: dt.date | None) -> dict | None:
         try:
@@ -632,8 +628,12 @@ class S3ShadowStore(S3PartitionStore):
     def read_file(self, date: dt.date | None, name: str) -> bytes:
         return self._side(date).read_file(date, name)
 
-    def file_sha256(self, date: dt.date | None, name: str) -> str | None:
-        return self._side(date).file_sha256(date, name)
+    def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
+        return self._side(date).read_table(date, columns)
+
+    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
+        own = self.own.file_digest(rel)
+        return own if own[0] is not None else self.production.file_digest(rel)
 
     def uri(self, date: dt.date | None = None) -> str:
         return self._side(date).uri(date)

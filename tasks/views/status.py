@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, replace  # noqa: F401  (asdict: the reference of render_json)
 
 from tasks import catalogue, settings
-from tasks.base import CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
+from tasks.base import BEFORE_START, CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
 from tasks.calendar import date_range
 from tasks.contract import printable
 from tasks.freshness import engine as freshness
@@ -51,12 +51,16 @@ class DayStatus:
     rows: int | None = None
     duration_s: float | None = None
     not_read: tuple[str, ...] = ()  # raw files of its window that are not read: "path (reason)"
+    warnings: tuple[str, ...] = ()  # of the build in place: a store that had rows and has none now
 
 
 def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
     """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
     window that are not read (as the raw zone is now)."""
     status = _day_status(task, cache, name)
+    warnings = ((cache.summary(cache.store(task), task.key) or {}).get("stats") or {}).get("warnings")
+    if warnings and status.state in ("ok", "provisional"):
+        status = replace(status, warnings=tuple(warnings))
     window = task.input_files(cache) if task.reads_raw() else None
     if window is None or not window.refused:
         return status
@@ -77,6 +81,8 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
     ):
         return DayStatus(name, day, "failed", failure.get("error", ""))  # whole: shortened only for display
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
+    if task.before_start():  # kept as built, or never built: nothing waits, nothing will run
+        return DayStatus(name, day, state.state, state.reason, rows, duration)
     if not state.ok:  # missing or stale, and a run cannot build it yet: it waits, as the run says
         waiting = waiting_for(task, cache)
         if waiting:
@@ -167,6 +173,17 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
     return out
 
 
+def default_start(datasets: list[str] | None = None) -> dt.date:
+    """``[daybreak] start_date``, or the first date of a partition kept from before it (start_date moved
+    forward: those partitions are kept as built, and shown), from one listing of each dataset folder."""
+    first = settings.daybreak().start_date
+    for name in datasets or catalogue.names("date", "date x hotel"):
+        spec = catalogue.BY_NAME[name]
+        if spec.partition in ("date", "date x hotel"):
+            first = min([first, *open_store(settings.data_uri(), spec.path).listed_dates()])
+    return first
+
+
 def default_stop() -> dt.date:
     """The day after the newest raw folder of any source (qsr_pos, hotel_bookings, ads), so that its
     partitions show as waiting or done. One stop for every dataset, not one per source: the bars share
@@ -212,16 +229,22 @@ def render_text(rows: list[DayStatus]) -> str:
         bar = "".join(SYMBOLS[r.state] for r in mine)
         lines.extend(f"  {bar[i : i + 70]}" for i in range(0, len(bar), 70))
         unread = len({entry for r in mine for entry in r.not_read})  # a file is in the windows of two dates
+        warned = sum(len(r.warnings) for r in mine)
         lines.append(
             "  "
             + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
             + (f"; {unread} raw file(s) not read" if unread else "")
+            + (f"; {warned} warning(s)" if warned else "")
         )
         for r in mine:
             if r.state in ("stale", "failed", "waiting"):  # provisional: a count, not a line per day
                 lines.append(f"  {r.date} {r.state}: {shorten(r.reason)}")
+            lines.extend(f"  {r.date} warning: {shorten(w)}" for w in r.warnings)
             if r.not_read:
                 lines.append(f"  {r.date} not read: {', '.join(r.not_read)}")
+        kept = [r for r in mine if r.state == "ok" and r.reason.startswith(BEFORE_START)]
+        if kept:
+            lines.append(f"  {kept[0].date} .. {kept[-1].date} ok, {kept[0].reason}")
         same = [r.date for r in mine if r.state == "ok" and r.reason == SAME_CONTENT]
         if same:
             lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({same[0]} .. {same[-1]}): nothing to rebuild")
@@ -241,8 +264,10 @@ def render_json(rows: list[DayStatus]) -> str:
         fields = [f'  "{name}": {value(v)}' for name, v in values.items()]
         unread = ",\n".join(f"   {value(f)}" for f in r.not_read)
         fields.append(f'  "not_read": [\n{unread}\n  ]' if unread else '  "not_read": []')
+        warned = ",\n".join(f"   {value(w)}" for w in r.warnings)
+        fields.append(f'  "warnings": [\n{warned}\n  ]' if warned else '  "warnings": []')
         out.append(" {\n" + ",\n".join(fields) + "\n }")
     return "[\n" + ",\n".join(out) + "\n]"
 
 
-_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f != "not_read"]
+_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f not in ("not_read", "warnings")]
