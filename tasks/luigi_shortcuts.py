@@ -412,9 +412,9 @@ def many_hosts() -> None:
       (``Worker._keep_alive``; Luigi's own rule otherwise): without it, a host gives up on a range
       another host is still building, and its run ends "not granted run permission" (exit 25);
     * the exit code (``execution_summary._summary_dict``, which ``luigi.retcodes`` reads): a task another
-      worker ran, or that was not granted run permission, and that is complete when the run ends is
-      done, whoever built it (exit 0, not 10 or 25); a build that lost its commit to another writer
-      (:data:`SUPERSEDED`) counts as run by another worker (exit 10), not failed."""
+      worker ran, or that was not granted run permission, and that the scheduler has DONE or that is
+      complete when the run ends is done, whoever built it (exit 0, not 10 or 25); a build that lost its
+      commit to another writer (:data:`SUPERSEDED`) counts as run by another worker (exit 10), not failed."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
@@ -442,11 +442,12 @@ def _hosts_summary(summary_dict):
                 sets["failed"].discard(task)
                 sets["run_by_other_worker"].add(task)
                 sets["still_pending_not_ext"].add(task)
+        done = _done_in_scheduler(worker) if any(sets[c] for c in _DONE_ELSEWHERE) else set()
         for category in _DONE_ELSEWHERE:
             for task in list(sets[category]):
                 if task in sets["run_by_other_worker"] and SUPERSEDED in _error_of(worker, task):
                     continue
-                if _complete(task):
+                if task.task_id in done or _complete(task):
                     sets[category].discard(task)
                     sets["still_pending_not_ext"].discard(task)
                     sets["already_done"].add(task)
@@ -454,6 +455,14 @@ def _hosts_summary(summary_dict):
 
     hosts_summary_dict.daybreak = True
     return hosts_summary_dict
+
+
+def _done_in_scheduler(worker) -> set[str]:
+    """Ids of the tasks the scheduler has DONE (whichever worker ran them)."""
+    try:
+        return set(worker._scheduler.task_list(scheduler.DONE, ""))
+    except Exception:  # noqa: BLE001 - a scheduler that cannot say: each task is asked whether it is complete
+        return set()
 
 
 def _error_of(worker, task) -> str:

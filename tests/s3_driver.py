@@ -1,0 +1,56 @@
+"""Run the ``luigi`` command line, and stop or kill it at the N-th write of one partition to the bucket.
+
+Used by tests/test_hosts.py as a subprocess (a "host")::
+
+    S3_PLAN='{"counter": "/tmp/c", "date": "2026-09-11", "at": 2, "mode": "stop"}' \\
+        LUIGI_CONFIG_PATH=host.cfg python tests/s3_driver.py RangeDaily --of StgQsrPos ...
+
+A *write* is one ``PutObject`` of an object of partition ``date`` (its data, the files beside it, its
+quarantine, its manifest; not its lease) by any process of the run. Writes are numbered through
+``<counter>.<date>`` (one byte appended per write, atomic across processes). Before write ``at``:
+
+- ``stop``: ``<counter>.stopped`` is created, then the process stops itself (SIGSTOP): a host frozen
+  mid-build, its lease no longer renewed (its renewing thread stops with it);
+- ``kill``: every process of the run is killed (SIGKILL to its session), as a host crash would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+import luigi.retcodes
+
+from tasks.storage import s3
+
+PLAN = json.loads(os.environ["S3_PLAN"])
+real_put = s3.Bucket.put
+
+
+def append(path: str) -> int:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b".")
+        return os.lseek(fd, 0, os.SEEK_CUR)
+    finally:
+        os.close(fd)
+
+
+def put(self, rel, data, **kwargs):
+    date = PLAN.get("date")
+    if date and f"business_date={date}" in rel and not rel.startswith("_state/"):
+        if append(f"{PLAN['counter']}.{date}") == PLAN["at"]:
+            if PLAN["mode"] == "stop":
+                open(PLAN["counter"] + ".stopped", "w").close()
+                os.kill(os.getpid(), signal.SIGSTOP)
+            else:
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+    return real_put(self, rel, data, **kwargs)
+
+
+s3.Bucket.put = put
+
+if __name__ == "__main__":
+    luigi.retcodes.run_with_retcodes(["--module", "tasks", *sys.argv[1:]])

@@ -1,0 +1,307 @@
+"""Several hosts on one bucket (a real radosgw, tests/radosgw.py), with and without one luigid (a real one,
+``daybreak scheduler``): each partition built once, equal to a local build, nothing lost when a host
+freezes, dies, or the store restarts. docs/scale-out.md.
+
+A host is a process of its own: its own working directory, HOME, TMPDIR and cache folder, the raw zone
+in the bucket (a landing prefix), the data root in the bucket."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.settings import write_config
+from tests import radosgw
+from tests.conftest import REPO, qsr_rows
+from tests.sshd import free_port
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL})"),
+]
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+DATES = 10
+
+
+@pytest.fixture(scope="module")
+def rgw(tmp_path_factory):
+    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
+        yield server
+
+
+class Site:
+    """A bucket with a landing prefix (the raw zone) and the data root, and hosts that share it."""
+
+    def __init__(self, lab, rgw):
+        self.lab, self.rgw = lab, rgw
+        self.s3 = rgw.client()
+        self.bucket = rgw.make_bucket(f"site-{uuid.uuid4().hex[:10]}")
+        self.raw_uri, self.data_uri = f"s3://{self.bucket}/landing", f"s3://{self.bucket}/lake"
+        self.scheduler_port: int | None = None
+
+    def land(self, days: int = DATES) -> None:
+        """Folders START .. START+days in the lab (for the local build) and in the landing prefix. Partition
+        d: S001's 4 lines, 12 more COLA x3 lines, S002's 4 lines and one rejected line (qty abc)."""
+        lab = self.lab
+        for i in range(days + 1):
+            d = START + i * DAY
+            cola = qsr_rows("S001", d)[2]
+            bad = f"S002-{d}-X,1,S002,{d}T12:30:00-04:00,BURGER,abc,6.50,,COMPLETED"
+            lab.qsr_file(
+                d.isoformat(), "S001", [*qsr_rows("S001", d), *(cola.replace("-B,", f"-B{k},") for k in range(12))]
+            )
+            lab.qsr_file(d.isoformat(), "S002", [*qsr_rows("S002", d), bad])
+        for path in sorted(lab.raw.rglob("*.csv")):
+            key = f"landing/{path.relative_to(lab.raw)}"
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+
+    def config(self, name: str, **qsr) -> tuple[Path, Path]:
+        """(folder, luigi.cfg) of host ``name``."""
+        home = self.lab.root / "hosts" / name
+        (home / "tmp").mkdir(parents=True, exist_ok=True)
+        sections = {
+            "daybreak": {"raw_root": self.raw_uri, "data_root": self.data_uri, "cache_dir": home / "cache"},
+            "s3": {"endpoint_url": self.rgw.endpoint_url, "region": self.rgw.region, "lease_seconds": 3},
+            "qsr": qsr,
+        }
+        if self.scheduler_port is not None:
+            sections["core"] = {"scheduler_host": "127.0.0.1", "scheduler_port": self.scheduler_port}
+        return home, write_config(home / "luigi.cfg", sections)
+
+    def env(self, home: Path, cfg: Path) -> dict[str, str]:
+        return {
+            **os.environ, "HOME": str(home), "TMPDIR": str(home / "tmp"), "LUIGI_CONFIG_PATH": str(cfg),
+            "AWS_ACCESS_KEY_ID": self.rgw.access_key, "AWS_SECRET_ACCESS_KEY": self.rgw.secret_key,
+            "PYTHONPATH": str(REPO),
+        }  # fmt: skip
+
+    def host(self, name: str, *args: str, plan: dict | None = None, **qsr) -> subprocess.Popen:
+        """``luigi --module tasks <args>`` as host ``name`` (through tests/s3_driver.py with a plan)."""
+        home, cfg = self.config(name, **qsr)
+        env = self.env(home, cfg)
+        if plan is not None:
+            env["S3_PLAN"] = json.dumps(plan)
+            cmd = [sys.executable, str(REPO / "tests" / "s3_driver.py"), *args]
+        else:
+            cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args]
+        out = open(home / "out.txt", "a")
+        return subprocess.Popen(cmd, cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def range_args(self, days: int = DATES, *extra: str) -> list[str]:
+        return ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + days * DAY), *extra]
+
+    def scheduler(self, **settings) -> subprocess.Popen:
+        """``daybreak scheduler`` (luigid with SQLite task history) on a port of its own."""
+        self.scheduler_port = free_port()
+        home, cfg = self.config("luigid")
+        if settings:
+            text = cfg.read_text() + "\n[scheduler]\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
+            cfg.write_text(text)
+        code = f"from tasks.cli import main; main(['scheduler', '--port', '{self.scheduler_port}'])"
+        server = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=home, env=self.env(home, cfg), stdout=subprocess.DEVNULL,
+            stderr=open(home / "luigid.err", "w"),
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", self.scheduler_port)) == 0:
+                    return server
+            time.sleep(0.1)
+        raise RuntimeError((home / "luigid.err").read_text())
+
+    def history(self) -> Path:
+        return next((self.lab.root / "hosts" / "luigid" / "cache").rglob("history.db"))
+
+    def objects(self, prefix: str = "lake/") -> dict[str, str]:
+        out = {}
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            out.update({o["Key"]: o["ETag"] for o in page.get("Contents", ())})
+        return out
+
+    def tables(self, prefix: str) -> dict[str, list]:
+        """Every Parquet object under ``prefix`` of the bucket (partitions or quarantines), by folder, rows."""
+        out = {}
+        for key in self.objects(prefix):
+            if key.endswith(".parquet"):
+                table = pq.read_table(io.BytesIO(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()))
+                out[key.removeprefix(prefix).rsplit("/", 1)[0]] = _rows(table)
+        return out
+
+    def rules_of(self, date: dt.date) -> dict:
+        key = f"lake/staging/qsr_pos/business_date={date}/_manifest.json"
+        return json.loads(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())["rules"]
+
+    def local_build(self, setting, **qsr) -> Path:
+        """The same raw zone built locally, with one process (the reference)."""
+        root = self.lab.root / "local"
+        setting("daybreak", "data_root", root)
+        for key, value in qsr.items():
+            setting("qsr", key, value)
+        assert self.lab.range(START, START + DATES * DAY) == 0
+        return root
+
+
+def _rows(table) -> list:
+    return table.sort_by([(c, "ascending") for c in table.column_names if c != "row_number"][:4]).to_pylist()
+
+
+def local_tables(root: Path, prefix: str) -> dict[str, list]:
+    return {
+        str(p.parent.relative_to(root / prefix)): _rows(pq.read_table(p))
+        for p in sorted((root / prefix).rglob("*.parquet"))
+    }
+
+
+def log(site, name: str) -> str:
+    return (site.lab.root / "hosts" / name / "out.txt").read_text()[-3000:]
+
+
+def wait(procs: list[subprocess.Popen], timeout: float = 240) -> list[int]:
+    return [p.wait(timeout=timeout) for p in procs]
+
+
+@pytest.fixture
+def site(lab, rgw):
+    return Site(lab, rgw)
+
+
+def test_three_hosts_on_one_luigid_build_each_partition_once_and_equal_a_local_build(site, setting):
+    site.land()
+    server = site.scheduler()
+    try:
+        hosts = [site.host(f"h{k}", *site.range_args()) for k in range(3)]
+        assert wait(hosts) == [0, 0, 0], [
+            (site.lab.root / "hosts" / f"h{k}" / "out.txt").read_text()[-3000:] for k in range(3)
+        ]
+        running = (
+            sqlite3.connect(site.history())
+            .execute(
+                "select p.value, count(*) from task_events e join tasks t on e.task_id = t.id "
+                "join task_parameters p on p.task_id = t.id and p.name = 'date' "
+                "where t.name = 'StgQsrPos' and e.event_name = 'RUNNING' group by p.value"
+            )
+            .fetchall()
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert sorted(running) == [(str(START + i * DAY), 1) for i in range(DATES)]
+    local = site.local_build(setting)
+    assert site.tables("lake/staging/qsr_pos/") == local_tables(local, "staging/qsr_pos")
+    assert site.tables("lake/quarantine/staging/qsr_pos/") == local_tables(local, "quarantine/staging/qsr_pos")
+
+
+def test_three_hosts_with_local_schedulers_at_once_equal_a_local_build_and_a_rerun_changes_nothing(site, setting):
+    site.land()
+    hosts = [site.host(f"h{k}", *site.range_args(DATES, "--local-scheduler")) for k in range(3)]
+    codes = wait(hosts)
+    assert set(codes) <= {0, 10}, codes  # 10: a host whose build lost its commit to another (the fence)
+    stored = site.objects()
+    local = site.local_build(setting)
+    assert site.tables("lake/staging/qsr_pos/") == local_tables(local, "staging/qsr_pos")
+    assert site.tables("lake/quarantine/staging/qsr_pos/") == local_tables(local, "quarantine/staging/qsr_pos")
+    parquet = [k for k in stored if k.endswith(".parquet") and "/_state/" not in k]
+    assert len(parquet) == len(list(local.rglob("*.parquet"))) == 2 * DATES
+    again = site.host("h0", *site.range_args(DATES, "--local-scheduler"))
+    assert wait([again]) == [0]
+    assert site.objects() == stored
+
+
+def test_a_frozen_host_cannot_replace_what_another_host_committed(site, setting):
+    """Host A (old rules) freezes mid-build of one date, holding its lease; host B (new rules) takes the
+    lease over once it expired and builds the whole range while A is frozen; A resumes: its commit is
+    refused (another writer committed), it exits 10, and every partition holds B's rules."""
+    site.land()
+    server = site.scheduler(worker_disconnect_delay=2, retry_delay=1, prune_on_get_work="true")
+    frozen = START + 3 * DAY
+    counter = site.lab.root / "a-steps"
+    try:
+        a = site.host(
+            "a", *site.range_args(), plan={"counter": str(counter), "date": str(frozen), "at": 2, "mode": "stop"}
+        )
+        deadline = time.monotonic() + 120
+        while not Path(f"{counter}.stopped").exists():
+            assert time.monotonic() < deadline and a.poll() is None
+            time.sleep(0.1)
+        b = site.host("b", *site.range_args(DATES, "--worker-keep-alive"), suspicious_qty_threshold=2)
+        assert wait([b]) == [0], log(site, "b")
+        assert all(site.rules_of(START + i * DAY)["suspicious_qty_threshold"] == 2 for i in range(DATES))
+        after_b = site.objects()
+        os.killpg(a.pid, signal.SIGCONT)
+        assert wait([a]) == [10], log(site, "a")
+        assert "another writer committed staging/qsr_pos" in (site.lab.root / "hosts" / "a" / "out.txt").read_text()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert site.objects() == after_b  # A wrote nothing after B
+    rerun = site.host("b", *site.range_args(DATES, "--local-scheduler"), suspicious_qty_threshold=2)
+    assert wait([rerun]) == [0]
+    assert site.objects() == after_b
+
+
+def test_a_host_killed_mid_build_is_taken_over_after_its_lease(site, setting):
+    site.land()
+    counter = site.lab.root / "steps"
+    dead = site.host(
+        "a", *site.range_args(DATES, "--local-scheduler"),
+        plan={"counter": str(counter), "date": str(START + 5 * DAY), "at": 2, "mode": "kill"},
+    )  # fmt: skip
+    assert wait([dead]) == [-signal.SIGKILL]
+    t0 = time.monotonic()
+    rerun = site.host("b", *site.range_args(DATES, "--local-scheduler"))
+    assert wait([rerun]) == [0], log(site, "b")
+    assert time.monotonic() - t0 < 60
+    local = site.local_build(setting)
+    assert site.tables("lake/staging/qsr_pos/") == local_tables(local, "staging/qsr_pos")
+
+
+def test_the_store_going_away_mid_run_fails_the_run_and_keeps_the_other_partitions(site, setting):
+    """A rebuild with new rules; the store stops answering during the commit of one date. That date fails
+    (its manifest still names the old objects: stale, never a mix that counts), the run exits 30, every
+    partition it had not reached is byte-identical, and a rerun after the store is back completes."""
+    site.land()
+    first = site.host("a", *site.range_args(DATES, "--local-scheduler"))
+    assert wait([first]) == [0]
+    before = site.objects()
+    counter = site.lab.root / "steps"
+    at = START + 4 * DAY
+    run = site.host(
+        "a", *site.range_args(DATES, "--local-scheduler"), suspicious_qty_threshold=2,
+        plan={"counter": str(counter), "date": str(at), "at": 2, "mode": "stop"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not Path(f"{counter}.stopped").exists():
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.1)
+    site.rgw._kill("rgw")  # the store goes away
+    os.killpg(run.pid, signal.SIGCONT)
+    assert wait([run]) == [30], log(site, "a")
+    site.rgw.restart()
+    now = site.objects()
+    untouched = [k for k in before if "/_state/" not in k and not any(f"={d}" in k for d in _reached(now, before))]
+    assert untouched and all(now[k] == before[k] for k in untouched)
+    again = site.host("a", *site.range_args(DATES, "--local-scheduler"), suspicious_qty_threshold=2)
+    assert wait([again]) == [0]
+    local = site.local_build(setting, suspicious_qty_threshold=2)
+    assert site.tables("lake/staging/qsr_pos/") == local_tables(local, "staging/qsr_pos")
+
+
+def _reached(now: dict, before: dict) -> set[str]:
+    """Dates of the partitions a run changed (their objects' ETags differ)."""
+    return {k.split("business_date=")[1][:10] for k in before if "business_date=" in k and now.get(k) != before[k]}
