@@ -26,6 +26,7 @@ from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
 from tasks.freshness.inputs import FolderInputs, Window, diff_inputs, input_line
 from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
+from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
@@ -464,7 +465,7 @@ class PartitionedTask(MaterializedTask):
     ``rules()`` and ``build()``; ``requires()`` is derived from the first two, so the completeness
     check never has to instantiate Luigi tasks to know the window."""
 
-    date = luigi.DateParameter(description="Business date of the partition")
+    date = DateParameter(description="Business date of the partition")
 
     @property
     def key(self) -> dt.date:

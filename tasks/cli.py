@@ -10,7 +10,7 @@ from pathlib import Path
 
 import luigi.configuration
 
-from tasks import catalogue, settings
+from tasks import catalogue, guard, settings
 from tasks.guard import UsageError
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
@@ -42,7 +42,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         stop = start  # --start after the newest raw folder: nothing to show, not a reversed range
     rows = status.collect(start, stop, [args.dataset] if args.dataset else None)
     if args.html:
-        Path(args.html).write_text(status_html.render(rows), encoding="utf-8")
+        try:
+            Path(args.html).write_text(status_html.render(rows), encoding="utf-8")
+        except OSError as exc:
+            guard.fail(f"--html {args.html}: cannot write it: {exc.strerror or exc}")
         print(f"wrote {args.html}")
     print(status.render_json(rows) if args.json else status.render_text(rows))
     return 0
@@ -213,6 +216,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# (option, lowest, highest or None) of every whole number a command takes: checked by tasks/guard.py
+COUNTS = {
+    "workers": ("--workers", 1, None),
+    "days": ("--days", 1, guard.MAX_RANGE_DAYS),
+    "stores": ("--stores", 1, 9999),
+    "seed": ("--seed", 0, None),
+    "port": ("--port", 1, 65535),
+}
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every date, range and count of the command line, by the one check every command shares
+    (tasks/guard.py): a bad value is one line and exit 2, before anything is read or written."""
+    guard.check_range(getattr(args, "start", None), getattr(args, "stop", None), args.command)
+    for name, (flag, low, high) in COUNTS.items():
+        if getattr(args, name, None) is not None:
+            guard.check_count(getattr(args, name), flag, low, high)
+    if getattr(args, "days", None) is not None and getattr(args, "start", None) is not None:
+        guard.check_range(args.start, args.start + dt.timedelta(days=args.days), args.command)
+    if getattr(args, "html", None):
+        folder = Path(args.html).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            guard.fail(f"--html {args.html}: cannot write there ({folder} is not a folder this user can write to)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit 2 for a usage error (argparse's own, or :class:`tasks.guard.UsageError`: a bad setting, a
     missing raw_root, a reversed range), with one line on stderr. A closed pipe (``daybreak status |
@@ -221,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     luigi.configuration.get_config()  # reads ./luigi.cfg and $LUIGI_CONFIG_PATH like the luigi command
     try:
         settings.check_config()
+        check_args(args)
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code

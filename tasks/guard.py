@@ -48,13 +48,48 @@ def fail(message: str) -> NoReturn:
     raise UsageError(message)
 
 
+# -- the one check of dates and counts ------------------------------------------------------------------
+# Every date a user gives (a --date, --start, --stop, [daybreak] start_date) lies in DATES: far enough
+# from the calendar's ends (year 1, year 9999) that a look-back or a restatement window never leaves it.
+# A range holds at most MAX_RANGE_DAYS dates: [RangeDaily] days_back (tasks/settings.py), so no range
+# run is cut short without a word, and no status or plan walks millions of days.
+DATES = (dt.date(1900, 1, 1), dt.date(2999, 12, 31))
+MAX_RANGE_DAYS = 36500
+
+
+def check_date(value: dt.date, flag: str = "--date") -> dt.date:
+    """``value`` if it lies in :data:`DATES`; else exit 2 naming ``flag`` (``--stop``, ``[daybreak] start_date``)."""
+    low, high = DATES
+    if not low <= value <= high:
+        fail(f"{flag} {value}: out of range; a date is from {low} to {high}")
+    return value
+
+
+def check_count(value: int, flag: str, low: int = 1, high: int | None = None) -> int:
+    """``value`` if it is a whole number from ``low`` to ``high`` (inclusive; None: no upper bound); else
+    exit 2 naming ``flag`` (``--workers``, ``--days``, ``--stores``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
+        fail(f"{flag} {value}: expected a whole number, {bounds}")
+    return value
+
+
 def check_range(start: dt.date | None, stop: dt.date | None, what: str = "") -> None:
-    """A range ``[start, stop)`` with ``start`` after ``stop`` is a usage error (``start == stop`` is an
-    empty range, not an error)."""
+    """A range ``[start, stop)``: each end a date of :data:`DATES`, ``start`` not after ``stop``
+    (``start == stop`` is an empty range, not an error), at most :data:`MAX_RANGE_DAYS` dates."""
+    prefix = f"{what}: " if what else ""
+    for flag, value in (("--start", start), ("--stop", stop)):
+        if value is not None and not DATES[0] <= value <= DATES[1]:
+            check_date(value, prefix + flag)
     if start is not None and stop is not None and start > stop:
         fail(
-            f"{what + ': ' if what else ''}--start {start} is after --stop {stop}; a range runs from --start "
+            f"{prefix}--start {start} is after --stop {stop}; a range runs from --start "
             "(inclusive) to --stop (exclusive), so --start must not be after --stop"
+        )
+    if start is not None and stop is not None and (stop - start).days > MAX_RANGE_DAYS:
+        fail(
+            f"{prefix}--start {start} --stop {stop} is {(stop - start).days} days; a range holds at most "
+            f"{MAX_RANGE_DAYS} days (100 years): split it"
         )
 
 

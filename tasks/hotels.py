@@ -10,7 +10,8 @@ from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.contract import is_store_file
 from tasks.freshness import engine as freshness
-from tasks.guard import fail, nearest
+from tasks.guard import check_range, fail, nearest
+from tasks.parameters import DateParameter
 from tasks.reference import hotels
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone
@@ -398,8 +399,12 @@ class AllHotelsPickup(luigi.WrapperTask):
     """Backfill HotelPickup for every hotel in config/hotels.csv over [start, stop) (stop exclusive), and
     HotelBookingState over the same dates."""
 
-    start = luigi.DateParameter(description="First booking date, inclusive")
-    stop = luigi.DateParameter(description="Last booking date, exclusive")
+    start = DateParameter(flag="--start", description="First booking date, inclusive")
+    stop = DateParameter(flag="--stop", description="Last booking date, exclusive")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        check_range(self.start, self.stop, type(self).__name__)
 
     def requires(self):
         from luigi.tools.range import RangeDaily

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import configparser
 import datetime as dt
+import math
 import os
 from pathlib import Path
 from typing import NoReturn
@@ -162,6 +163,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("sftp", "timeout"): (0.001, None),
     ("sftp", "retries"): (0, 100),
 }
+INT_MAX = 2**31 - 1  # the largest whole-number setting: the columns it is compared with are int32
 _KINDS = {
     luigi.IntParameter: "a whole number",
     luigi.FloatParameter: "a number",
@@ -284,9 +286,28 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> s
     except (ValueError, TypeError):
         return f"expected {kind or 'another value'}"
     low, high = RANGES.get((section, key), (None, None))
+    if isinstance(param, luigi.IntParameter):  # a whole number is compared with int32 columns (qty, rooms)
+        high = INT_MAX if high is None else min(high, INT_MAX)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected {kind}, finite"
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
         return f"out of range: expected {bounds}"
+    if isinstance(value, dt.date):
+        from tasks.guard import DATES
+
+        if not DATES[0] <= value <= DATES[1]:
+            return f"out of range: a date is from {DATES[0]} to {DATES[1]}"
+        if (section, key) == ("daybreak", "start_date"):
+            try:
+                today = business_today()
+            except (ValueError, KeyError):  # an invalid [qsr] timezone, reported on its own
+                today = dt.datetime.now(dt.UTC).date()
+            if value > today:
+                return (
+                    f"after today ({today}): the first business date must have begun, else no range has a date "
+                    "to build (set it to today or earlier)"
+                )
     if (section, key) == ("qsr", "timezone"):
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 

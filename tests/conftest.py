@@ -37,6 +37,8 @@ def pytest_collection_modifyitems(config, items):
             f"{len(untiered)} test(s) without a tier marker ({', '.join(TIERS)}), e.g. {untiered[0]}: "
             "give the module a pytestmark (tests/conftest.py, TIERS)"
         )
+
+
 QSR_HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status"
 HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 

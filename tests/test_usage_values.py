@@ -1,0 +1,171 @@
+"""Dates, counts and settings a command cannot use are refused the same way by every command: one line
+on stderr and exit 2, before anything is read or written (tasks/guard.py: ``DATES``, ``MAX_RANGE_DAYS``,
+``check_count``; tasks/settings.py for luigi.cfg values).
+
+The commands run as a user runs them: in a subprocess, from a folder of their own with its luigi.cfg.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks import guard
+from tests.conftest import Lab
+
+pytestmark = pytest.mark.unit
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+
+
+def folder_cfg(lab: Lab, extra: str = "") -> Path:
+    """A working folder of its own whose luigi.cfg names the lab's roots, plus ``extra``."""
+    folder = lab.root / "cron"
+    folder.mkdir(exist_ok=True)
+    (folder / "luigi.cfg").write_text(f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n{extra}")
+    return folder
+
+
+def run(folder: Path, *args: str, luigi: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--local-scheduler"]
+    if not luigi:
+        cmd = [sys.executable, "-m", "tasks.cli", *args]
+    return subprocess.run(cmd, cwd=folder, env={**base, **(env or {})}, capture_output=True, text=True, timeout=300)
+
+
+def refused(proc: subprocess.CompletedProcess, expected: str) -> None:
+    """Exit 2, one line on stderr holding ``expected``, no traceback."""
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [f"daybreak: error: {expected}"], proc.stderr[-3000:]
+
+
+# -- the one check ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: guard.check_date(dt.date(9999, 12, 31), "--stop"), "--stop 9999-12-31: out of range"),
+        (lambda: guard.check_date(dt.date(1, 1, 1), "--start"), "--start 0001-01-01: out of range"),
+        (lambda: guard.check_count(0, "--workers"), "--workers 0: expected a whole number, 1 or more"),
+        (lambda: guard.check_count(-5, "--days", 1, 10), "--days -5: expected a whole number, from 1 to 10"),
+        (lambda: guard.check_range(dt.date(2026, 9, 2), dt.date(2026, 9, 1)), "--start 2026-09-02 is after --stop"),
+        (
+            lambda: guard.check_range(dt.date(1950, 1, 1), dt.date(2051, 1, 1), "plan"),
+            "plan: --start 1950-01-01 --stop 2051-01-01 is 36890 days; a range holds at most 36500 days",
+        ),
+    ],
+)
+def test_the_one_check_refuses_with_exit_2(call, message, capsys):
+    with pytest.raises(guard.UsageError) as refusal:
+        call()
+    assert refusal.value.code == 2 and message in str(refusal.value)
+    assert capsys.readouterr().err.startswith(f"daybreak: error: {message}")
+
+
+def test_the_one_check_passes_its_bounds():
+    low, high = guard.DATES
+    assert guard.check_date(low) == low and guard.check_date(high) == high
+    assert guard.check_count(1, "--workers") == 1
+    guard.check_range(low, low + dt.timedelta(days=guard.MAX_RANGE_DAYS))  # exactly the longest range
+    guard.check_range(START, START)  # an empty range
+    # a look-back or a restatement of at most 366 days from either end stays a date
+    assert low - dt.timedelta(days=366) > dt.date.min and high + dt.timedelta(days=366) < dt.date.max
+
+
+# -- every command --------------------------------------------------------------------------------------
+
+OUT = "out of range; a date is from 1900-01-01 to 2999-12-31"
+DAYBREAK = [
+    (("status", "--stop", "9999-12-31"), f"status: --stop 9999-12-31: {OUT}"),
+    (("status", "--html", "/nonexistent/x.html"), "--html /nonexistent/x.html: cannot write there"),
+    (
+        ("preview", "ads_rolling_7d", "--start", "0001-01-01", "--stop", "0001-01-10"),
+        f"preview: --start 0001-01-01: {OUT}",
+    ),
+    (("preview", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY), "--workers", "0"), "--workers 0"),
+    (("plan", "stg_qsr_pos", "--start", str(START), "--stop", "9999-12-31"), f"plan: --stop 9999-12-31: {OUT}"),
+    (("plan", "stg_qsr_pos", "--start", "1900-01-01", "--stop", str(START)), "a range holds at most 36500 days"),
+    (("verify", "--start", str(START), "--stop", "9999-12-31"), f"verify: --stop 9999-12-31: {OUT}"),
+    (("sample", "--days", "-5"), "--days -5: expected a whole number, from 1 to 36500"),
+    (("sample", "--stores", "0"), "--stores 0: expected a whole number, from 1 to 9999"),
+    (("scheduler", "--port", "0"), "--port 0: expected a whole number, from 1 to 65535"),
+]
+LUIGI = [
+    (("StgQsrPos", "--date", "9999-12-31"), f"--date 9999-12-31: {OUT}"),
+    (("AdsRolling7d", "--date", "0001-01-01"), f"--date 0001-01-01: {OUT}"),
+    (
+        ("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", "9999-12-31"),
+        f"RangeDaily: --stop 9999-12-31: {OUT}",
+    ),
+    (
+        ("RangeDaily", "--of", "StgQsrPos", "--start", "1800-01-01", "--stop", str(START)),
+        f"RangeDaily: --start 1800-01-01: {OUT}",
+    ),
+    (("RangeSingleRun", "--of", "StgQsrPos", "--start", "1900-01-01", "--stop", str(START)), "at most 36500 days"),
+    (
+        ("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + DAY), "--workers", "0"),
+        "--workers 0",
+    ),
+    (("AllHotelsPickup", "--start", str(START), "--stop", "9999-12-31"), f"--stop 9999-12-31: {OUT}"),
+    (("MorningRefresh", "--today", "9999-12-31"), f"--today 9999-12-31: {OUT}"),
+]
+
+
+@pytest.mark.system
+def test_every_command_refuses_the_same_bad_dates_and_counts(lab):
+    lab.qsr_days(START, 2)
+    cron = folder_cfg(lab)
+    raw_before = lab.files()
+    for args, expected in DAYBREAK:
+        proc = run(cron, *args, luigi=False)
+        assert proc.returncode == 2 and expected in proc.stderr, (args, proc.stderr[-3000:])
+        assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr[-3000:])
+    for args, expected in LUIGI:
+        proc = run(cron, *args)
+        assert proc.returncode == 2 and expected in proc.stderr, (args, proc.stderr[-3000:])
+        assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr[-3000:])
+    assert lab.files() == raw_before and not lab.data.exists()  # nothing read into outputs, nothing written
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "[daybreak]\nstart_date = 2999-01-01",
+            "[daybreak] start_date = '2999-01-01' in {cfg}: after today",
+        ),
+        ("[daybreak]\nstart_date = 1066-10-14", "[daybreak] start_date = '1066-10-14' in {cfg}: out of range"),
+        (
+            "[qsr]\nsuspicious_qty_threshold = 99999999999999999999",
+            "[qsr] suspicious_qty_threshold = '99999999999999999999' in {cfg}: out of range: expected from 0 to "
+            "2147483647",
+        ),
+        ("[daybreak]\nlock_wait_s = nan", "[daybreak] lock_wait_s = 'nan' in {cfg}: expected a number, finite"),
+    ],
+)
+def test_a_setting_no_run_can_use_is_refused_by_both_commands(lab, line, expected):
+    """A start_date after today made MorningRefresh die with Luigi's "Can't have start > stop" (exit 35); a
+    threshold above int64 failed every partition with a pyarrow type error."""
+    lab.qsr_days(START, 2)
+    other = lab.root / "other.cfg"
+    other.write_text(line + "\n")
+    cron = folder_cfg(lab)
+    env = {"LUIGI_CONFIG_PATH": str(other)}
+    message = expected.format(cfg=other)
+    for proc in (
+        run(cron, "MorningRefresh", env=env),
+        run(cron, "RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + DAY), env=env),
+        run(cron, "status", luigi=False, env=env),
+    ):
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-3000:]
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
+    assert not lab.data.exists()
