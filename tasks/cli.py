@@ -1,4 +1,7 @@
-"""The ``daybreak`` console script: sample data, the status view, the backfill demonstration."""
+"""The ``daybreak`` console script: sample data, the status view, the backfill demonstration.
+
+Luigi is imported only once the config files it would read are checked (tasks/configfiles.py): a file
+Luigi cannot read is one line and exit 2, not a traceback from ``import luigi``."""
 
 from __future__ import annotations
 
@@ -8,9 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-import luigi.configuration
-
-from tasks import catalogue, guard, settings
+from tasks import catalogue, guard
 from tasks.guard import UsageError
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
@@ -25,7 +26,7 @@ def _date(text: str) -> dt.date:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from tasks import sample
+    from tasks import sample, settings
 
     root = Path(args.raw_root or settings.raw_root())
     summary = sample.generate(root, args.start, args.days, stores=args.stores, seed=args.seed, include_late=args.late)
@@ -34,6 +35,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from tasks import settings
     from tasks.views import status, status_html
 
     start = args.start or settings.daybreak().start_date
@@ -103,7 +105,7 @@ def cmd_previews(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from tasks import verify
+    from tasks import settings, verify
     from tasks.views import status
 
     start = args.start or settings.daybreak().start_date
@@ -246,6 +248,17 @@ def main(argv: list[str] | None = None) -> int:
     missing raw_root, a reversed range), with one line on stderr. A closed pipe (``daybreak status |
     head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
     args = build_parser().parse_args(argv)
+    from tasks import configfiles
+
+    unreadable = configfiles.errors()  # before Luigi reads them: `import luigi` would raise
+    if unreadable:
+        for line in unreadable:
+            print(f"daybreak: error: {line}", file=sys.stderr)
+        return guard.USAGE_EXIT
+    import luigi.configuration
+
+    from tasks import settings
+
     luigi.configuration.get_config()  # reads ./luigi.cfg and $LUIGI_CONFIG_PATH like the luigi command
     try:
         settings.check_config()

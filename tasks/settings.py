@@ -210,8 +210,12 @@ def config_errors(config=None) -> list[str]:
     range (:data:`RANGES`), one message each naming the file, the section and the key."""
     import luigi.configuration
 
+    from tasks import configfiles
+
+    errors = configfiles.errors()  # a file Luigi cannot read, a % it cannot interpolate: nothing else can be read
+    if errors:
+        return errors
     config = config if config is not None else luigi.configuration.get_config()
-    errors = []
     defaults = set(config.defaults())
     for name, section in SECTIONS.items():
         if not config.has_section(name):

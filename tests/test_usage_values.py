@@ -41,9 +41,10 @@ def run(folder: Path, *args: str, luigi: bool = True, env: dict | None = None) -
 
 
 def refused(proc: subprocess.CompletedProcess, expected: str) -> None:
-    """Exit 2, one line on stderr holding ``expected``, no traceback."""
+    """Exit 2, one line on stderr that starts with ``expected``, no traceback."""
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert proc.stderr.splitlines() == [f"daybreak: error: {expected}"], proc.stderr[-3000:]
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
+    assert proc.stderr.startswith(f"daybreak: error: {expected}"), proc.stderr[-3000:]
 
 
 # -- the one check ----------------------------------------------------------------------------------------
@@ -169,3 +170,69 @@ def test_a_setting_no_run_can_use_is_refused_by_both_commands(lab, line, expecte
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-3000:]
         assert len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
     assert not lab.data.exists()
+
+
+# -- luigi.cfg that Luigi cannot read -------------------------------------------------------------------
+
+CFG_FAULTS = [
+    (
+        "[daybreak]\nraw_root = {raw}\n[daybreak]\ndata_root = {data}\n",
+        "{cfg} line 3: section [daybreak] appears twice",
+    ),
+    ("[daybreak]\nraw_root = {raw}\nraw_root = {raw}\n", "{cfg} line 3: [daybreak] raw_root is set twice; keep one"),
+    ("[daybreak]\nraw_root = {raw}\ndata_root = {data}\nstart_date\n", "{cfg} line 4: 'start_date' is neither"),
+    ("raw_root = {raw}\n", "{cfg} line 1: 'raw_root = {raw}' comes before any [section]"),
+    (
+        "[daybreak]\nraw_root = {raw}\ndata_root = {data}%x\n",
+        "[daybreak] data_root = '{data}%x' in {cfg}: a % must be written %%",
+    ),
+    (
+        "[daybreak]\nraw_root = {raw}\ndata_root = {data}\n[qsr]\ntimezone = %(zone)s\n",
+        "[qsr] timezone = '%(zone)s' in {cfg}: %(zone)s names no setting of [qsr]",
+    ),
+    (
+        "[daybreak]\nraw_root = ${{DAYBREAK_NO_SUCH_VARIABLE}}\n",
+        "[daybreak] raw_root = '${{DAYBREAK_NO_SUCH_VARIABLE}}' in {cfg}: ${{DAYBREAK_NO_SUCH_VARIABLE}}: the "
+        "environment variable DAYBREAK_NO_SUCH_VARIABLE is not set",
+    ),
+]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(("text", "expected"), CFG_FAULTS)
+def test_a_config_file_luigi_cannot_read_is_one_line_from_daybreak(lab, text, expected):
+    """Before, each was configparser's traceback from ``import luigi`` or from the first value read (exit 1)."""
+    cron = lab.root / "cron"
+    cron.mkdir()
+    cfg = cron / "luigi.cfg"
+    cfg.write_text(text.format(raw=lab.raw, data=lab.data))
+    message = expected.format(cfg=cfg, raw=lab.raw, data=lab.data)
+    for args in (("status",), ("plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY))):
+        refused(run(cron, *args, luigi=False), message)
+    # the same file named by LUIGI_CONFIG_PATH, from another folder
+    other = lab.root / "elsewhere"
+    other.mkdir()
+    refused(run(other, "status", luigi=False, env={"LUIGI_CONFIG_PATH": str(cfg)}), message)
+    assert not lab.data.exists()
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(("text", "expected"), [f for f in CFG_FAULTS if "%" in f[0] or "$" in f[0]])
+def test_a_value_luigi_cannot_interpolate_is_one_line_from_the_luigi_command(lab, text, expected):
+    """A value is interpolated when it is read, which Daybreak's check does first; a repeated section or
+    key stops ``import luigi`` itself, before the luigi command loads Daybreak (docs/operations.md)."""
+    cron = lab.root / "cron"
+    cron.mkdir()
+    cfg = cron / "luigi.cfg"
+    cfg.write_text(text.format(raw=lab.raw, data=lab.data))
+    refused(run(cron, "StgQsrPos", "--date", str(START)), expected.format(cfg=cfg, raw=lab.raw, data=lab.data))
+
+
+def test_the_daybreak_command_loads_luigi_only_after_the_check():
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys, tasks.cli; print('luigi' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.strip() == "False", proc.stderr
