@@ -28,8 +28,19 @@ def _date(text: str) -> dt.date:
 def cmd_sample(args: argparse.Namespace) -> int:
     from tasks import sample, settings
 
-    root = Path(args.raw_root or settings.raw_root())
-    summary = sample.generate(root, args.start, args.days, stores=args.stores, seed=args.seed, include_late=args.late)
+    uri = args.raw_root or settings.raw_root()
+    if "://" in uri:  # Path("sftp://u@h/p") is the local folder "sftp:/u@h/p"
+        where = (
+            "--raw-root" if args.raw_root else f"[daybreak] raw_root from {settings.source_of('daybreak', 'raw_root')}"
+        )
+        guard.fail(f"raw_root {uri} ({where}) is not a local folder: the sample is written to one; give --raw-root")
+    root = Path(uri)
+    try:
+        summary = sample.generate(
+            root, args.start, args.days, stores=args.stores, seed=args.seed, include_late=args.late
+        )
+    except sample.SampleExists as exc:
+        guard.fail(f"sample: {exc}")
     print(f"sample raw zone in {root}: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
     return 0
 

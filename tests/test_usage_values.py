@@ -236,3 +236,30 @@ def test_the_daybreak_command_loads_luigi_only_after_the_check():
         timeout=60,
     )
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+# -- daybreak sample into a raw zone ---------------------------------------------------------------------
+
+
+@pytest.mark.system
+def test_sample_refuses_to_write_over_a_raw_file_and_into_an_sftp_raw_root(lab):
+    cron = folder_cfg(lab)
+    args = ("sample", "--start", str(START), "--days", "2", "--stores", "2")
+    assert run(cron, *args, "--seed", "7", luigi=False).returncode == 0
+    edited = lab.raw / "qsr_pos" / str(START + DAY) / "S001.csv"
+    edited.write_text(edited.read_text() + "S001-X,1,S001,2026-09-11T12:00:00-04:00,COLA,1,1.99,,COMPLETED\n")
+    before = lab.files()
+    proc = run(cron, *args, "--seed", "8", luigi=False)
+    refused(proc, f"sample: {lab.raw}/")
+    assert "exists (and " in proc.stderr and "the sample never writes over a raw file" in proc.stderr
+    assert lab.files() == before  # the added line is still there, nothing else changed
+
+    uri = "sftp://someone@127.0.0.1:1/srv/raw"
+    sftp = folder_cfg(lab).parent / "sftp"
+    sftp.mkdir()
+    (sftp / "luigi.cfg").write_text(f"[daybreak]\nraw_root = {uri}\ndata_root = {lab.data}\n")
+    refused(
+        run(sftp, *args, luigi=False),
+        f"raw_root {uri} ([daybreak] raw_root from {sftp / 'luigi.cfg'}) is not a local folder",
+    )
+    assert sorted(p.name for p in sftp.iterdir()) == ["luigi.cfg"]  # no folder named sftp:
