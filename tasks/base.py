@@ -509,24 +509,26 @@ _warned_future: set[str] = set()
 
 
 def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
-    """The newest folder date of a raw source, at most tomorrow (business timezone): a stray folder
-    dated later (``qsr_pos/2099-01-01/``) must not stretch a snapshot or the status view to 2099, so
-    it is clamped and named in a warning (once per process)."""
-    newest = zone.newest_folder_date(source)
+    """The newest folder date of a raw source dated at most tomorrow (business timezone): a stray folder
+    dated later (``qsr_pos/2099-01-01/``) is ignored, named in a warning (once per process), so it
+    neither stretches a snapshot or the status view to 2099 nor makes them wait for folders up to
+    tomorrow that will never come."""
     limit = settings.business_today() + dt.timedelta(days=1)
+    newest = zone.newest_folder_date(source)
     if newest is None or newest <= limit:
         return newest
     folder = f"{zone.describe()}/{zone.folder_relpath(source, newest)}"
+    kept = zone.newest_folder_date(source, not_after=limit)
     if folder not in _warned_future:
         _warned_future.add(folder)
         logger.warning(
-            "raw folder %s is dated after tomorrow (%s): ignored, dates are taken up to %s. A stray folder? "
-            "Move it out of the raw zone.",
+            "raw folder %s is dated after tomorrow (%s): ignored; the newest folder counted is %s. A stray "
+            "folder? Move it out of the raw zone.",
             folder,
             limit,
-            limit,
+            kept or "none",
         )
-    return limit
+    return kept
 
 
 def waiting_for(task: MaterializedTask, cache: Engine) -> str:

@@ -239,20 +239,27 @@ def test_plan_and_range_runs_say_how_many_future_dates_they_leave_out(lab):
     assert f"RangeSingleRun StgQsrPos: 2 of 3 dates left out ({today} .. {today + DAY})" in proc.stderr
 
 
-def test_a_stray_future_folder_is_clamped_to_tomorrow_and_named(lab, caplog):
+def test_a_stray_future_folder_is_ignored_and_named(lab, caplog, setting):
+    """A folder dated after tomorrow neither stretches a range nor makes one wait: the newest folder
+    dated up to tomorrow counts. (It used to be clamped to tomorrow, so OtbByStayDate waited every day
+    for the folders up to tomorrow, exit 20.)"""
     from tasks.hotels import OtbByStayDate
     from tasks.stores import AllStores
 
-    tomorrow = business_today() + DAY
+    setting("daybreak", "start_date", START)
     lab.qsr_days(START, 2)
+    lab.hotel_days(START, 3)
     lab.qsr_file("2099-01-01", "S001", [])
     (lab.raw / "hotel_bookings" / "2099-01-01").mkdir(parents=True)
     with caplog.at_level("WARNING", logger="luigi-interface"):
-        assert status.default_stop() == tomorrow + DAY
-        assert max(OtbByStayDate().dates()) == tomorrow
-        assert AllStores().requires().stop == tomorrow + DAY
+        assert status.default_stop() == START + 3 * DAY  # the day after the newest real folder, qsr_pos's
+        assert OtbByStayDate().dates() == [START, START + DAY, START + 2 * DAY]
+        assert AllStores().requires().stop == START + 3 * DAY
     assert "qsr_pos/2099-01-01 is dated after tomorrow" in caplog.text
     assert "hotel_bookings/2099-01-01 is dated after tomorrow" in caplog.text
+    assert f"the newest folder counted is {START + 2 * DAY}" in caplog.text
+    assert lab.luigi("OtbByStayDate") == 0
+    assert (lab.data / "marts/otb_by_stay_date/_manifest.json").exists()
 
 
 # -- item 12: wrong names and values of the luigi command, and a closed pipe ----------------------------
