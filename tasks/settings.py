@@ -333,23 +333,42 @@ def check_config(config=None) -> None:
         fail("invalid settings:\n  " + "\n  ".join(errors) if len(errors) > 1 else errors[0])
 
 
+def output_folders() -> list[str]:
+    """The folders of the data root that Daybreak writes: each dataset's top folder (catalogue), the
+    quarantine and ``_state``. Anything else under the data root (``raw/`` by default) is left alone."""
+    from tasks.catalogue import DATASETS
+
+    return sorted({d.path.split("/")[0] for d in DATASETS} | {"quarantine", "_state"})
+
+
 def check_raw_root(uri: str) -> None:
     """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set, or when
-    ``data_root`` is that folder or inside it: outputs would be written into the raw zone, which
-    Daybreak never changes (and a later listing would take them for raw files)."""
+    it and the folders Daybreak writes overlap: ``data_root`` is the raw zone or inside it, or the raw
+    zone is (inside) an output folder of the data root (``<data_root>/staging``). Outputs would be
+    written into the raw zone, which Daybreak never changes (and a later listing would take them for
+    raw files)."""
     if "://" in uri:
         return
     if not Path(uri).is_dir():
         raw_root_missing(uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})")
     raw, data = Path(uri).resolve(), data_root().resolve()
-    if data == raw or raw in data.parents:
-        from tasks.guard import fail
+    from tasks.guard import fail
 
+    if data == raw or raw in data.parents:
         fail(
             f"data_root {data} is {'the raw zone' if data == raw else 'inside the raw zone'} (raw_root {raw}; "
             f"[daybreak] data_root from {source_of('daybreak', 'data_root')}): outputs would be written among "
             "the raw files, which Daybreak never changes; put data_root beside raw_root"
         )
+    for name in output_folders():
+        out = data / name
+        if raw == out or out in raw.parents:
+            fail(
+                f"raw_root {raw} is {'' if raw == out else 'inside '}{out}, where Daybreak writes its outputs "
+                f"([daybreak] raw_root from {source_of('daybreak', 'raw_root')}): they would be written among the "
+                "raw files, which Daybreak never changes; put raw_root outside "
+                f"{', '.join(output_folders())} of the data root"
+            )
 
 
 def raw_root_missing(shown: str, where_else: str = "") -> NoReturn:

@@ -105,6 +105,28 @@ def test_a_data_root_in_the_raw_zone_is_refused_before_anything_is_written(lab, 
 
 
 @pytest.mark.system
+@pytest.mark.parametrize("raw", ["data/staging", "data/marts/x", "data/_state"])
+def test_a_raw_zone_where_outputs_are_written_is_refused_before_anything_is_written(lab, raw):
+    """The other way round: ``raw_root = <data_root>/staging`` was accepted, and the outputs were written
+    into the raw zone. ``<data_root>/raw`` (the default layout) is fine."""
+    raw_root = lab.root / raw
+    raw_root.mkdir(parents=True)
+    (raw_root / "qsr_pos" / str(START)).mkdir(parents=True)
+    before = sorted(lab.root.rglob("*"))
+    cron = folder_cfg(lab, f"[daybreak]\nraw_root = {raw_root}\ndata_root = {lab.data}\n")
+    out = lab.data / raw.split("/")[1]
+    where = "" if raw_root == out else "inside "
+    expected = (
+        f"raw_root {raw_root} is {where}{out}, where Daybreak writes its outputs ([daybreak] raw_root from "
+        f"{cron / 'luigi.cfg'}): they would be written among the raw files"
+    )
+    for args in COMMANDS[:3]:
+        one_line(run(cron, *args), expected)
+    one_line(run(cron, "status", luigi=False), expected)
+    assert sorted(lab.root.rglob("*")) == sorted([*before, cron, cron / "luigi.cfg"])  # nothing written
+
+
+@pytest.mark.system
 def test_a_misspelled_section_and_a_missing_config_file_are_errors(lab):
     """A section one edit from a Daybreak section is a typo whose settings would be ignored; a
     LUIGI_CONFIG_PATH that names no file would leave Luigi on its defaults. Sections of Luigi's own
