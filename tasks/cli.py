@@ -26,7 +26,7 @@ def _date(text: str) -> dt.date:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from tasks import sample, settings
+    from tasks import reference, sample, settings
 
     uri = args.raw_root or settings.raw_root()
     if "://" in uri:  # Path("sftp://u@h/p") is the local folder "sftp:/u@h/p"
@@ -37,7 +37,13 @@ def cmd_sample(args: argparse.Namespace) -> int:
     root = Path(uri)
     try:
         summary = sample.generate(
-            root, args.start, args.days, stores=args.stores, seed=args.seed, include_late=args.late
+            root,
+            args.start,
+            args.days,
+            stores=args.stores,
+            seed=args.seed,
+            include_late=args.late,
+            hotels_csv=reference.hotels_source(),
         )
     except sample.SampleExists as exc:
         guard.fail(f"sample: {exc}")
@@ -60,7 +66,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         except OSError as exc:
             guard.fail(f"--html {args.html}: cannot write it: {exc.strerror or exc}")
         print(f"wrote {args.html}")
-    print(status.render_json(rows) if args.json else status.render_text(rows))
+    if args.json:
+        print(status.render_json(rows))
+    else:
+        from tasks import reference
+
+        print(status.render_text(rows))
+        hotel_datasets = {d.name for d in catalogue.DATASETS if catalogue.FAMILIES[d.family] == "tasks.hotels"}
+        if any(r.dataset in hotel_datasets for r in rows):  # the list their partitions are made of
+            print(f"hotels: {', '.join(reference.hotels())} (from {reference.hotels_source()})")
     return 0
 
 

@@ -13,7 +13,7 @@
   REFUNDED orders. Dirt: ~0.3 % duplicated lines (re-written later in the same file, a fifth of them re-sent as
   VOIDED) and ~0.1 % malformed rows (qty ``abc``, negative unit_price, empty order_id, status ``PENDING``,
   ``ordered_at`` without offset, line_no 0), capped at 1 % of any file.
-* ``hotel_bookings/<D>/<hotel_id>.csv``: for every hotel in ``config/hotels.csv`` and every date, 20-60 CREATED /
+* ``hotel_bookings/<D>/<hotel_id>.csv``: for every hotel of the hotels list and every date, 20-60 CREATED /
   MODIFIED / CANCELLED events whose local date at the hotel is ``D`` (some at 00:00:xx and 23:59:xx).
 * ``ads/<E>/ads.csv``: exports ``E = start+1 .. start+days``, each restating dates ``E-7 .. E-1`` (not before
   ``start``) for 8 campaigns; conversions and conversion_value grow with newer exports, the rest is fixed. One
@@ -123,6 +123,7 @@ def generate(
     seed: int = 1,
     mean_lines_per_store: int = 400,
     include_late: bool = False,
+    hotels_csv: Path = HOTELS_CSV,
 ) -> dict:
     """Write a raw zone for business dates ``start .. start+days-1`` (all three sources); return a summary.
 
@@ -134,14 +135,14 @@ def generate(
     root = Path(raw_root)
     late = late_file_relpath(start, days, stores, seed)
     skip = set() if include_late else {late}
-    there = [rel for rel in planned_files(start, days, stores) if rel not in skip and (root / rel).exists()]
+    there = [rel for rel in planned_files(start, days, stores, hotels_csv) if rel not in skip and (root / rel).exists()]
     if there:
         raise SampleExists(root, there)
     qsr_files = qsr_lines = 0
     for index in range(1, stores + 1):
         files, lines = _qsr_store(root, start, days, stores, seed, mean_lines_per_store, index, None, skip)
         qsr_files, qsr_lines = qsr_files + files, qsr_lines + lines
-    hotel_files, hotel_events = _hotels(root, start, days, seed)
+    hotel_files, hotel_events = _hotels(root, start, days, seed, hotels_csv)
     ads_files, ads_rows = _ads(root, start, days, seed)
     return {
         "qsr_files": qsr_files,
@@ -167,11 +168,11 @@ class SampleExists(FileExistsError):
         )
 
 
-def planned_files(start: date, days: int, stores: int) -> list[str]:
+def planned_files(start: date, days: int, stores: int, hotels_csv: Path = HOTELS_CSV) -> list[str]:
     """Every file ``generate()`` writes (the late file included), as paths below the raw root."""
     folders = [start + timedelta(days=i) for i in range(days + 1)]
     qsr = [f"qsr_pos/{f.isoformat()}/{store_id(i, stores)}.csv" for i in range(1, stores + 1) for f in folders]
-    hotels = pd.read_csv(HOTELS_CSV, dtype=str)["hotel_id"]
+    hotels = pd.read_csv(hotels_csv, dtype=str)["hotel_id"]
     booked = [f"hotel_bookings/{d.isoformat()}/{h}.csv" for h in hotels for d in folders[:-1]]
     return [*qsr, *booked, *(f"ads/{d.isoformat()}/ads.csv" for d in folders[1:])]
 
@@ -348,9 +349,9 @@ def _create(path: Path, data: bytes) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- hotels
-def _hotels(root: Path, start: date, days: int, seed: int) -> tuple[int, int]:
-    """Write every hotel's extract for every date; return (files, events)."""
-    hotels = pd.read_csv(HOTELS_CSV, dtype=str)
+def _hotels(root: Path, start: date, days: int, seed: int, hotels_csv: Path) -> tuple[int, int]:
+    """Write every hotel's extract for every date (the hotels of ``hotels_csv``); return (files, events)."""
+    hotels = pd.read_csv(hotels_csv, dtype=str)
     files = events = 0
     for hi, (hotel_id, tz) in enumerate(zip(hotels["hotel_id"], hotels["timezone"], strict=True)):
         books: dict[str, list] = {}  # booking_id -> [arrival, departure, rooms, rate_cents, channel]

@@ -71,6 +71,11 @@ class hotels(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
         default=365, description="A booking event whose stay (departure - arrival) is longer is rejected"
     )
     max_rooms = luigi.IntParameter(default=1000, description="A booking event of more rooms is rejected")
+    reference_file = luigi.Parameter(
+        default="",
+        description="The hotels list (hotel_id,name,timezone,rooms); default: config/hotels.csv beside the "
+        "config file read last, else the package's config/hotels.csv",
+    )
     max_rate = luigi.FloatParameter(
         default=100000.0,
         description="A booking event whose nightly rate per room is higher is rejected; "
@@ -321,6 +326,8 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> s
             return "not an IANA timezone (e.g. America/Toronto)"
     if isinstance(value, str) and not value and key in ("raw_root", "data_root"):
         return "empty"
+    if (section, key) == ("hotels", "reference_file") and value and not Path(value).is_file():
+        return f"no such file ({Path(value).resolve()})"
     return None
 
 
