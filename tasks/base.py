@@ -406,6 +406,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             store.update_manifest(self.key, kept)
         else:
             store.write(self.key, built.table, manifest, built.extras, rejected=built.rejected)
+        runlog.wrote(self.task_id)
         store.clear_failure(self.key)
         logger.info(
             "%s: wrote %s rows (%s rejected) in %.2f s",
