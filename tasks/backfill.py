@@ -232,7 +232,7 @@ class SingleRunBuild(luigi.Task):
         for task, error in built_in_parallel(todo, processes) if processes > 1 else built_in_order(todo):
             if error is not None:
                 failed.append((task.date, error))
-            meter.step(task.task_id)
+            meter.step(runlog.label(task))
             self.set_progress_percentage(round(100 * meter.done / len(todo)))
             self.set_status_message(f"{meter.done}/{len(todo)} dates, {len(failed)} failed")
         if failed:

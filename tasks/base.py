@@ -452,12 +452,12 @@ def _progress_start(task: MaterializedTask) -> None:
 
 @MaterializedTask.event_handler(luigi.Event.SUCCESS)
 def _progress_success(task: MaterializedTask) -> None:
-    progress.finished(task.task_id)
+    progress.finished(task.task_id, runlog.label(task))
 
 
 @MaterializedTask.event_handler(luigi.Event.FAILURE)
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
-    progress.finished(task.task_id)
+    progress.finished(task.task_id, runlog.label(task))
 
 
 class PartitionedTask(MaterializedTask):

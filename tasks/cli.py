@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("status", help="ok / stale / missing / waiting / failed per dataset and day")
-    p.add_argument("--dataset", choices=STATUS_NAMES)
+    p.add_argument("--dataset", type=guard.dataset_argument(STATUS_NAMES), choices=STATUS_NAMES)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
     p.add_argument(
         "--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder of any source)"
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("plan", help="dry run of a backfill: what would run and why; exit 0 when nothing would")
-    p.add_argument("dataset", choices=DATASET_NAMES)
+    p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
     p.add_argument("--workers", type=int, default=1, help="for the time estimate")
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "preview", help="build what a backfill of the range would change into a shadow root and show the diff"
     )
-    p.add_argument("dataset", choices=DATASET_NAMES)
+    p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
     p.add_argument("--workers", type=int, default=1, help="Luigi workers for the builds")
@@ -213,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         help="re-hash raw inputs and data files against their manifests; mark mismatches stale; exit 1 on any",
     )
-    p.add_argument("--dataset", choices=catalogue.names("date", "date x hotel"))
+    verified = catalogue.names("date", "date x hotel")
+    p.add_argument("--dataset", type=guard.dataset_argument(verified), choices=verified)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
     p.add_argument(
         "--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder of any source)"

@@ -110,10 +110,37 @@ def _families() -> list[str]:
 
 
 def _unknown_task(exc: Exception) -> str:
+    from tasks.catalogue import family_for
+
     match = re.match(r"No task (\S+?)\.", str(exc))
     name = match.group(1) if match else str(exc)
     families = _families()
-    return f"no task {name}{nearest(name, families) or '.'} Daybreak's tasks: {', '.join(families)}"
+    spec = family_for(name)  # a dataset's name, as the daybreak command takes it
+    hint = (
+        f"; did you mean {spec.family}? (the task that builds dataset {spec.name})" if spec else nearest(name, families)
+    )
+    return f"no task {name}{hint or '.'} Daybreak's tasks: {', '.join(families)}"
+
+
+def dataset_argument(known: list[str]):
+    """An argparse ``type`` for a dataset name of ``known``: a task family (``StgQsrPos``, what ``luigi``
+    takes) or a near miss is refused suggesting the dataset's name (exit 2, argparse's usage error)."""
+    import argparse
+
+    from tasks.catalogue import dataset_for
+
+    def parse(text: str) -> str:
+        if text in known:
+            return text
+        spec = dataset_for(text)
+        if spec is not None and spec.name in known:
+            hint = f"; did you mean {spec.name}? ({text} is the luigi task that builds it)"
+        else:
+            hint = nearest(text, known)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a dataset{hint or '.'} Datasets: {', '.join(known)}")
+
+    parse.__name__ = "dataset"
+    return parse
 
 
 def describe(exc: BaseException, tb=None) -> str | None:

@@ -263,3 +263,41 @@ def test_sample_refuses_to_write_over_a_raw_file_and_into_an_sftp_raw_root(lab):
         f"raw_root {uri} ([daybreak] raw_root from {sftp / 'luigi.cfg'}) is not a local folder",
     )
     assert sorted(p.name for p in sftp.iterdir()) == ["luigi.cfg"]  # no folder named sftp:
+
+
+# -- the names a user gives and reads -------------------------------------------------------------------
+
+
+@pytest.mark.system
+def test_each_command_suggests_the_name_the_other_one_takes_and_progress_names_partitions(lab):
+    """``luigi`` takes StgQsrPos where ``daybreak`` takes stg_qsr_pos: given the other's name, each says
+    which one it means. Progress lines and plan reasons named partitions by Luigi's task id and hash."""
+    import re
+
+    lab.qsr_days(START, 3)
+    cron = folder_cfg(lab)
+    proc = run(cron, "plan", "StgQsrPos", "--start", str(START), "--stop", str(START + DAY), luigi=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "'StgQsrPos' is not a dataset; did you mean stg_qsr_pos? (StgQsrPos is the luigi task" in proc.stderr
+    proc = run(cron, "status", "--dataset", "AdsRolling7d", luigi=False)
+    assert "did you mean ads_rolling_7d? (AdsRolling7d is the luigi task that builds it)" in proc.stderr
+    refused(run(cron, "stg_qsr_pos", "--date", str(START)), "no task stg_qsr_pos; did you mean StgQsrPos?")
+    refused(
+        run(cron, "RangeDaily", "--of", "ads_rolling_7d", "--start", str(START), "--stop", str(START + DAY)),
+        "--of ads_rolling_7d: no task ads_rolling_7d; did you mean AdsRolling7d? (the task that builds dataset",
+    )
+    proc = run(cron, "RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + 3 * DAY))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = [x for x in proc.stderr.splitlines() if "progress: " in x]
+    assert shown and all(re.search(rf" - StgQsrPos {START.year}-\d\d-\d\d$", x) for x in shown), shown
+    assert not re.search(r"_[0-9a-f]{10}\b", proc.stderr), proc.stderr  # no task id hash anywhere
+
+
+def test_a_partition_is_named_by_its_family_and_key():
+    from tasks.hotels import HotelPickup, OtbByStayDate
+    from tasks.qsr import StgQsrPos
+    from tasks.reporting.runlog import label
+
+    assert label(StgQsrPos(date=START)) == "StgQsrPos 2026-09-10"
+    assert label(HotelPickup(date=START, hotel="H1")) == "HotelPickup 2026-09-10 H1"
+    assert label(OtbByStayDate()) == "OtbByStayDate"

@@ -217,6 +217,13 @@ def _first_line(error: str) -> str:
     return textwrap.shorten((error.strip().splitlines() or ["(no message)"])[0], 240, placeholder=" ...")
 
 
+def label(task) -> str:
+    """A partition as the user names it: ``StgQsrPos 2026-09-12``, ``HotelPickup 2026-09-12 H1``,
+    ``OtbByStayDate`` (never Luigi's task id, whose hash means nothing to anyone)."""
+    hotel = getattr(task, "hotel", None)
+    return " ".join(str(x) for x in (task.task_family, getattr(task, "key", None), hotel) if x is not None)
+
+
 def _name(family: str, key) -> str:
     return f"{family} {key}" if key is not None else family
 
