@@ -301,3 +301,34 @@ def test_a_partition_is_named_by_its_family_and_key():
     assert label(StgQsrPos(date=START)) == "StgQsrPos 2026-09-10"
     assert label(HotelPickup(date=START, hotel="H1")) == "HotelPickup 2026-09-10 H1"
     assert label(OtbByStayDate()) == "OtbByStayDate"
+
+
+# -- a field longer than the parser's block ---------------------------------------------------------------
+
+
+def test_a_field_over_1_mib_rejects_its_row_naming_file_row_and_column(lab, setting):
+    """It failed the partition with Arrow's "straddling object ... (try to increase block size?)"."""
+    import pyarrow.parquet as pq
+
+    from tasks.transforms.rawcsv import MAX_FIELD
+
+    setting("qsr", "max_reject_share", 0.5)
+    lab.qsr_days(START, 1)
+    rows = [
+        f"S001-{START}-L,1,S001,{START}T12:00:00-04:00,{'X' * (MAX_FIELD + 1)},1,1.99,,COMPLETED",
+        f"S001-{START}-M,1,S001,{START}T12:30:00-04:00,{'Y' * MAX_FIELD},1,1.99,,COMPLETED",  # at the limit: kept
+    ]
+    path = lab.raw / "qsr_pos" / str(START) / "S001.csv"
+    path.write_text(path.read_text() + "\n".join(rows) + "\n")
+    assert lab.luigi("StgQsrPos", "--date", str(START)) == 0
+    quarantine = pq.read_table(lab.data / f"quarantine/staging/qsr_pos/business_date={START}/rejected.parquet")
+    got = quarantine.to_pylist()
+    assert len(got) == 1, got
+    assert got[0]["source_file"].endswith(f"qsr_pos/{START}/S001.csv") and got[0]["row_number"] == 6
+    assert (
+        got[0]["reason"]
+        == "sku is 1,048,577 bytes long; the contract allows at most 1,048,576 bytes (1 MiB) in a field"
+    )
+    assert got[0]["order_id"].startswith(f"S001-{START}-L,1,S001,") and len(got[0]["order_id"]) <= 200  # its text
+    data = pq.read_table(lab.partition(START))
+    assert f"S001-{START}-M" in data["order_id"].to_pylist() and f"S001-{START}-L" not in data["order_id"].to_pylist()
