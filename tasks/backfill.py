@@ -17,7 +17,7 @@ from luigi.tools.range import RangeDaily, RangeDailyBase
 
 from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
-from tasks.base import PartitionedTask, RawFolder, luigi_engine, reusing
+from tasks.base import PartitionedTask, RawFolder, before_start_reason, luigi_engine, reusing
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine
 from tasks.guard import check_range
@@ -87,14 +87,21 @@ def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | No
     return [d for d in date_range(start, stop) if task.parameter_to_datetime(d) >= limit], why
 
 
+def before_start(start: dt.date, stop: dt.date) -> tuple[list[dt.date], str]:
+    """The dates of ``[start, stop)`` before ``[daybreak] start_date``, which every range leaves out (a
+    partition there is kept as built: :meth:`tasks.base.PartitionedTask.before_start`), and why."""
+    first = settings.daybreak().start_date
+    return list(date_range(start, min(stop, first))), before_start_reason(first)
+
+
 def report_left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> str | None:
-    """Log (warning) how many dates a range run leaves out and why; return the line, None when none."""
-    dates, why = left_out(family, of, start, stop, now)
-    if not dates:
-        return None
-    text = f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}"
-    logger.warning(text)
-    return text
+    """Log (warning) how many dates a range run leaves out and why; return the lines, None when none."""
+    lines = []
+    for dates, why in (before_start(start, stop), left_out(family, of, start, stop, now)):
+        if dates:
+            lines.append(f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}")
+            logger.warning(lines[-1])
+    return "\n".join(lines) or None
 
 
 def describe_left_out(dates: list[dt.date], why: str, total: int) -> str:
@@ -189,7 +196,7 @@ class SingleRunBuild(luigi.Task):
         it instead of one build per day before ``start``."""
         if not (isinstance(self.of, type) and issubclass(self.of, PartitionedTask)):
             raise TypeError(f"a single-run range builds a PartitionedTask family, not {self.of!r}")
-        start, stop = self.start, min(self.stop, business_today())
+        start, stop = max(self.start, settings.daybreak().start_date), min(self.stop, business_today())
         while earlier := [u.date for u in self.of(date=start, **self.of_params).upstream() if self._same(u, start)]:
             start = min(earlier)
         return [self.of(date=d, **self.of_params) for d in date_range(start, stop)]

@@ -30,7 +30,7 @@ from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone
+from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -82,10 +82,9 @@ class PartitionTarget(luigi.Target):
 
     def __init__(self, store: PartitionStore, date: dt.date):
         self.store, self.date = store, date
-        self.path = store.path(date)
 
     def exists(self) -> bool:
-        return (self.path / "_manifest.json").is_file()
+        return self.store.has_manifest(self.date)
 
 
 class RawInputChanged(RuntimeError):
@@ -236,7 +235,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return self.dataset
 
     def store(self) -> PartitionStore:
-        return PartitionStore(settings.data_root(), self.dataset_path())
+        return partitions.open_store(settings.data_uri(), self.dataset_path())
 
     def zone(self) -> RawZone:
         return RawZone.from_uri(settings.raw_root())
@@ -293,10 +292,15 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return cache.window(self)
 
     # -- completeness ------------------------------------------------------------------------------
+    def before_start(self) -> str:
+        """Why the partition is out of the pipeline's range and never built or rebuilt (a partition
+        already there is kept as it is); '' when it is in range. Default: always in range."""
+        return ""
+
     def complete(self) -> bool:
         engine = luigi_engine()
         with settings.snapshot():  # a check of a chain asks for start_date and data_root at every link
-            done = engine.state(self).ok
+            done = bool(self.before_start()) or engine.state(self).ok
         runlog.watch([(self, done)])
         if not done:
             type(self).prepare_to_run()
@@ -325,7 +329,12 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         """Load what the transform initialises lazily. Default: nothing."""
 
     def state(self, cache: Engine) -> State:
-        """This partition's state, as ``cache`` (an engine: :func:`freshness.shared` or a fresh one) sees it."""
+        """This partition's state, as ``cache`` (an engine: :func:`freshness.shared` or a fresh one) sees it;
+        before ``[daybreak] start_date``, ok (kept as built) or missing, never stale."""
+        why = self.before_start()
+        if why:
+            store = cache.store(self)
+            return State("ok" if cache.manifest(store, self.key) is not None else "missing", why)
         return cache.state(self)
 
     # -- the run template --------------------------------------------------------------------------
@@ -346,6 +355,9 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
                 self._build_and_write()
 
     def _build_and_write(self) -> None:
+        if self.before_start():  # complete() says so: reached only by a direct call of the template
+            logger.warning("%s: %s; nothing written", self.task_id, self.before_start())
+            return
         started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
         engine = luigi_engine()
         listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
@@ -432,16 +444,21 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             )
 
     def on_failure(self, exception: BaseException) -> str:
+        if getattr(exception, "superseded", False):  # another writer committed the partition: not a failure
+            logger.warning("%s", exception)
+            return str(exception)
         record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
         try:  # what the attempt was made of: the record stops applying once any of it differs
             with settings.snapshot():
                 record.update(identity.attempt(luigi_engine(), self, getattr(exception, "decided_by", None)))
         except Exception as exc:  # noqa: BLE001 - the failure record must never hide the real error
-            logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
+            if not isinstance(exc, RawZoneUnavailable):  # the error itself says the raw zone is gone
+                logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
         try:
             self.store().record_failure(self.key, record)
-        except OSError as exc:  # the failure record must never hide the real error
-            logger.warning("could not record the failure of %s: %s", self.task_id, exc)
+        except (OSError, RuntimeError) as exc:  # the failure record must never hide the real error: named here
+            first = (str(exception) or type(exception).__name__).splitlines()[0]
+            logger.warning("%s failed: %s (could not record the failure: %s)", self.task_id, first, exc)
         return super().on_failure(exception)
 
 
@@ -458,6 +475,7 @@ def _progress_success(task: MaterializedTask) -> None:
 @MaterializedTask.event_handler(luigi.Event.FAILURE)
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
     progress.finished(task.task_id, runlog.label(task))
+    runlog.failed(task, exception)
 
 
 class PartitionedTask(MaterializedTask):
@@ -472,6 +490,13 @@ class PartitionedTask(MaterializedTask):
     def key(self) -> dt.date:
         return self.date
 
+    def before_start(self) -> str:
+        """A date before ``[daybreak] start_date`` is out of range, as RangeDaily leaves out a date that has
+        not begun: nothing is built there, and a partition already there (start_date moved forward) is
+        kept as built, never rewritten (an ads look-back there would have no day left in its window)."""
+        start = settings.daybreak().start_date
+        return before_start_reason(start) if self.date < start else ""
+
     @classmethod
     def bulk_complete(cls, parameter_tuples: Iterable) -> list[dt.date]:
         """The dates of ``parameter_tuples`` that are complete; same answers as ``complete()``.
@@ -485,6 +510,9 @@ class PartitionedTask(MaterializedTask):
         with settings.snapshot():
             for value in parameter_tuples:
                 task = factory(date=value)
+                if task.before_start():  # left out, as RangeDaily leaves out dates not begun
+                    done.append(task)
+                    continue
                 if not engine.listed:
                     engine.list_dataset(engine.store(task))
                 if engine.state(task).ok:
@@ -496,6 +524,13 @@ class PartitionedTask(MaterializedTask):
             type(incomplete[0]).prepare_to_run()
             progress.expect(t.task_id for t in incomplete)
         return [t.date for t in done]
+
+
+BEFORE_START = "before [daybreak] start_date"
+
+
+def before_start_reason(start: dt.date) -> str:
+    return f"{BEFORE_START} {start}: kept as built, never rebuilt"
 
 
 class SnapshotTask(MaterializedTask):

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from tasks import catalogue, guard
-from tasks.guard import UsageError
+from tasks.guard import FAULT_EXIT, Fault, UsageError, check_range, fault_line
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
 STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
@@ -23,6 +23,17 @@ def _date(text: str) -> dt.date:
         return dt.date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number of at least 1 (0 workers build nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1 worker is needed to build anything")
+    return value
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -52,10 +63,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tasks import settings
     from tasks.views import status, status_html
 
-    start = args.start or settings.daybreak().start_date
+    start = args.start or status.default_start([args.dataset] if args.dataset else None)
     stop = args.stop or status.default_stop()
     if args.stop is None and start > stop:
         stop = start  # --start after the newest raw folder: nothing to show, not a reversed range
@@ -135,6 +145,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     start = args.start or settings.daybreak().start_date
     stop = args.stop or status.default_stop()
+    if start > stop and (args.start is None or args.stop is None):
+        from tasks.guard import fail
+
+        first = f"--start {start}" if args.start else f"[daybreak] start_date {start}"
+        last = f"--stop {stop}" if args.stop else f"the day after the newest raw folder ({stop})"
+        fail(f"verify: {first} is after {last}: no partition to verify; give --start and --stop")
+    check_range(start, stop, "verify")
     report = verify.verify(start, stop, [args.dataset] if args.dataset else None)
     print(verify.render(report))
     return 1 if report.mismatches else 0
@@ -172,7 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="ok / stale / missing / waiting / failed per dataset and day")
     p.add_argument("--dataset", type=guard.dataset_argument(STATUS_NAMES), choices=STATUS_NAMES)
-    p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
+    p.add_argument(
+        "--start",
+        type=_date,
+        help="first date, inclusive (default: [daybreak] start_date, or the first partition kept from before it)",
+    )
     p.add_argument(
         "--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder of any source)"
     )
@@ -184,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
-    p.add_argument("--workers", type=int, default=1, help="for the time estimate")
+    p.add_argument("--workers", type=_workers, default=1, help="for the time estimate")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser(
@@ -193,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
-    p.add_argument("--workers", type=int, default=1, help="Luigi workers for the builds")
+    p.add_argument("--workers", type=_workers, default=1, help="Luigi workers for the builds")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_preview)
 
@@ -238,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1))
     p.add_argument("--days", type=int, default=60)
     p.add_argument("--stores", type=int, default=50)
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workers", type=_workers, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_demo)
     return parser
@@ -271,8 +292,9 @@ def check_args(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 2 for a usage error (argparse's own, or :class:`tasks.guard.UsageError`: a bad setting, a
-    missing raw_root, a reversed range), with one line on stderr. A closed pipe (``daybreak status |
-    head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
+    missing raw_root, a reversed range), exit 30 for a store or server error (:func:`tasks.guard.fault_line`:
+    an SFTP server down, a read-only or full data root), each with one line on stderr. A closed pipe
+    (``daybreak status | head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
     args = build_parser().parse_args(argv)
     from tasks import configfiles
 
@@ -289,14 +311,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings.check_config()
         check_args(args)
+        if args.func not in (cmd_sample, cmd_demo):  # they make their own roots
+            settings.check_stores()
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except UsageError as exc:  # its message is on stderr already
         return exc.code
+    except Fault as exc:  # its message is on stderr already
+        return exc.code
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
+    except Exception as exc:  # a store or server error: one line, exit 30; any other error keeps its traceback
+        line = fault_line(exc)
+        if line is None:
+            raise
+        print(f"daybreak: error: {line}", file=sys.stderr, flush=True)
+        return FAULT_EXIT
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from tasks.freshness import engine as freshness
 from tasks.guard import check_range, fail, nearest
 from tasks.parameters import DateParameter
 from tasks.reference import hotels, hotels_source
-from tasks.storage.partitions import PartitionStore
+from tasks.storage.partitions import PartitionStore, open_store
 from tasks.storage.rawzone import RawFile, RawZone
 
 SOURCE = "hotel_bookings"
@@ -240,14 +240,14 @@ def read_finished(store: PartitionStore, date: dt.date):
     """The rows that left the open state on ``date`` (hotel_booking_state's ``finished.arrow``)."""
     import pyarrow as pa
 
-    path = store.path(date) / FINISHED
     try:
-        with pa.memory_map(str(path)) as source:
-            return pa.ipc.open_file(source).read_all()
+        data = store.read_file(date, FINISHED)
     except FileNotFoundError:
         raise FileNotFoundError(
-            f"{path}: the finished bookings of hotel_booking_state {date} are missing; rebuild that date"
+            f"{store.uri(date)}/{FINISHED}: the finished bookings of hotel_booking_state {date} are missing; "
+            "rebuild that date"
         ) from None
+    return pa.ipc.open_file(pa.BufferReader(data)).read_all()
 
 
 def to_ipc(table) -> bytes:
@@ -367,7 +367,7 @@ class HotelPickup(PartitionedTask):
     def store(self) -> PartitionStore:
         if self.hotel not in hotels():  # also keeps the partition name inside its folder
             raise UnknownHotelError(f"hotel {self.hotel!r} is not in {hotels_source()}")
-        return PartitionStore(settings.data_root(), self.dataset, subpartition=f"hotel_id={self.hotel}")
+        return open_store(settings.data_uri(), self.dataset, subpartition=f"hotel_id={self.hotel}")
 
     def upstream(self) -> list[PartitionedTask]:
         previous = self.date - dt.timedelta(days=1)

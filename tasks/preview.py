@@ -21,13 +21,10 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 import secrets
-import shutil
 import sys
 import time
-from pathlib import Path
 
 from tasks import catalogue, settings
 from tasks.calendar import date_range
@@ -35,6 +32,7 @@ from tasks.freshness import engine as freshness
 from tasks.guard import check_range
 from tasks.storage import partitions
 from tasks.storage.partitions import MANIFEST, PartitionStore, plain_store
+from tasks.storage.roots import open_root
 from tasks.transforms.diff import diff_partition, total
 
 RECORD = "preview.json"
@@ -42,36 +40,38 @@ PUBLISH_LOCK = "_publish.lock"
 HORIZON_DAYS = 7  # downstream dates looked at past the range (a look-back's window)
 ID_PATTERN = re.compile(r"^[a-z0-9_]+-\d{8}-\d{8}-[0-9a-f]{6}$")
 EXIT_FAILED = 30  # a partition of the preview failed (the others built): Luigi's task_failed
+EXIT_NOT_RUN = 25  # a partition of the preview was not built, none failed: Luigi's not_run
 
 
 class PreviewError(RuntimeError):
     """A preview that does not exist, or that cannot be published; the message says why."""
 
 
-def previews_root(data_root: Path | None = None) -> Path:
-    return Path(data_root or settings.data_root()) / "_state" / "preview"
+def previews_root(data_root: str | None = None):
+    """``<data_root>/_state/preview`` (:mod:`tasks.storage.roots`: a folder, or a prefix of the bucket)."""
+    return open_root(data_root or settings.data_uri()).child("_state/preview")
 
 
-def folder_of(pid: str, data_root: Path | None = None) -> Path:
+def folder_of(pid: str, data_root: str | None = None):
     if not ID_PATTERN.match(pid):
         raise PreviewError(f"{pid!r} is not a preview id (see `daybreak previews`)")
-    folder = previews_root(data_root) / pid
-    if not (folder / RECORD).is_file():
-        raise PreviewError(f"no preview {pid} under {previews_root(data_root)} (see `daybreak previews`)")
+    folder = previews_root(data_root).child(pid)
+    if not folder.exists(RECORD):
+        raise PreviewError(f"no preview {pid} under {previews_root(data_root).uri} (see `daybreak previews`)")
     return folder
 
 
-def read_record(folder: Path) -> dict:
-    return json.loads((folder / RECORD).read_text(encoding="utf-8"))
+def read_record(folder) -> dict:
+    return json.loads(folder.read(RECORD))
 
 
-def write_record(folder: Path, record: dict) -> None:
-    partitions.atomic_write_text(folder / RECORD, json.dumps(record, indent=1, default=str))
+def write_record(folder, record: dict) -> None:
+    folder.write(RECORD, json.dumps(record, indent=1, default=str).encode())
 
 
 def manifest_sha(store: PartitionStore, date: dt.date | None) -> str | None:
     try:
-        return hashlib.sha256((store.path(date) / MANIFEST).read_bytes()).hexdigest()
+        return hashlib.sha256(store.read_file(date, MANIFEST)).hexdigest()
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -102,14 +102,15 @@ def task_for(relfolder: str):
 
 def _not_ok(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tuple[dt.date, str]]]:
     """Tasks of the range a RangeDaily would build (missing or stale), and the dates waiting for raw data."""
-    from tasks.backfill import left_out
+    from tasks.backfill import before_start, left_out
 
     cls = catalogue.BY_NAME[dataset].task_class()
     later, why_later = left_out("RangeDaily", cls, start, stop)  # not begun yet: RangeDaily leaves them out
+    earlier, _ = before_start(start, stop)  # before start_date: every range leaves them out, kept as built
     engine = freshness.new_pass()
     build, waiting = [], [(day, why_later) for day in later]
     for day in date_range(start, stop):
-        if day in later:
+        if day in later or day in earlier:
             continue
         task = cls(date=day)
         if engine.state(task).ok:
@@ -161,33 +162,41 @@ def downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, held:
     return found
 
 
-def shadow_partitions(shadow: Path) -> list[str]:
+def shadow_partitions(shadow) -> list[str]:
     """Folders (relative to the shadow root) of every partition the shadow holds, upstream datasets
     first (catalogue order), then by folder name (dates in order)."""
     order = {d.path: i for i, d in enumerate(catalogue.DATASETS)}
-    found = []
-    for top in sorted(os.listdir(shadow)) if shadow.is_dir() else []:
-        if top.startswith("_") or top.startswith(".") or top == "quarantine" or not (shadow / top).is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(shadow / top):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            if MANIFEST in filenames:
-                found.append(str(Path(dirpath).relative_to(shadow)))
+    found = [
+        rel.rpartition("/")[0]
+        for rel in shadow.files()
+        if rel.endswith(f"/{MANIFEST}") and not rel.startswith(("_", ".", "quarantine/"))
+    ]
     return sorted(found, key=lambda rel: (order.get(spec_of(rel).path, 99), rel))
 
 
 # -- building a preview ----------------------------------------------------------------------------------
 def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple[dict, int]:
     """Build the preview of ``RangeDaily --of <dataset>`` over ``[start, stop)``; return its record and
-    the exit code (0 built, 30 a partition failed)."""
-    import luigi
-
+    the exit code (0 built, 30 a partition failed, 25 one not built). An error that stops the preview
+    itself (a full or read-only disk) removes it and is raised."""
     check_range(start, stop, "preview")
-    data_root = settings.data_root()
+    data_root = settings.data_uri()
     sweep(data_root)
     pid = f"{dataset}-{start:%Y%m%d}-{stop:%Y%m%d}-{secrets.token_hex(3)}"
-    shadow = previews_root(data_root) / pid
-    shadow.mkdir(parents=True)
+    shadow = previews_root(data_root).child(pid)
+    shadow.mkdir()
+    try:  # held while it builds: `previews` never sweeps, nor `discard` deletes, a preview being built
+        with shadow.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+            return _make(dataset, start, stop, workers, data_root, pid, shadow)
+    except BaseException:  # a crash, a full or read-only disk: no preview is left "building" to be swept later
+        with contextlib.suppress(Exception):
+            shadow.remove()
+        raise
+
+
+def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: str, pid: str, shadow):
+    import luigi
+
     record = {
         "id": pid, "dataset": dataset, "start": start.isoformat(), "stop": stop.isoformat(),
         "created_at": dt.datetime.now(dt.UTC).isoformat(), "state": "building", "data_root": str(data_root),
@@ -199,10 +208,13 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
         held: list = []
         later = downstream(roots, dataset, start, stop, held) if roots else []
         before = {_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
+    not_run: list[dict] = []
     if roots:
-        with partitions.shadowed(data_root, shadow), contextlib.redirect_stdout(sys.stderr):
+        with partitions.shadowed(data_root, shadow.uri), contextlib.redirect_stdout(sys.stderr):
             freshness.new_pass()
             luigi.build([*roots, *later], workers=workers, local_scheduler=True, detailed_summary=True)
+            with settings.snapshot():
+                not_run = _not_run([*roots, *later], data_root)
         freshness.new_pass()  # what this process remembers of the shadow view is not production's
     built_s = time.perf_counter() - t0
     built = shadow_partitions(shadow)
@@ -229,42 +241,62 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
             for t, up in held
         ],
         failed=_failures(shadow),
+        not_run=not_run,
         datasets=_by_dataset(built, diffs),
     )
     write_record(shadow, record)
-    return record, EXIT_FAILED if record["failed"] else 0
+    return record, EXIT_FAILED if record["failed"] else EXIT_NOT_RUN if not_run else 0
 
 
-def _rel(store: PartitionStore, date: dt.date | None, data_root: Path) -> str:
-    return str(plain_store(data_root, store.dataset, store.sub).path(date).relative_to(data_root))
+def _not_run(tasks: list, data_root: str) -> list[dict]:
+    """The partitions the preview was to build that are still not up to date in the shadow view and
+    have no failure record there: Luigi left them "not run" (a partition they read failed, no worker).
+    Asked of a new pass inside :func:`partitions.shadowed`."""
+    engine = freshness.new_pass()
+    out = []
+    for task in tasks:
+        state = engine.state(task)
+        if state.ok or task.store().read_failure(task.key) is not None:
+            continue
+        why = engine.waiting_for(task) or f"not run ({state.state}: {state.reason or 'no partition'})"
+        out.append({"partition": _rel(task.store(), task.key, data_root), "reason": why})
+    return out
 
 
-def _sha_now(rel: str, data_root: Path) -> str | None:
+def _rel(store: PartitionStore, date: dt.date | None, data_root: str) -> str:
+    return plain_store(data_root, store.dataset, store.sub).rel(date)
+
+
+def _sha_now(rel: str, data_root: str) -> str | None:
     task = task_for(rel)
     return manifest_sha(task.store(), task.key)
 
 
-def _diffs(built: list[str], data_root: Path, shadow: Path, workers: int) -> dict[str, dict]:
+def _diffs(built: list[str], data_root: str, shadow, workers: int) -> dict[str, dict]:
     """The diff of each built partition against production (pyarrow reads and joins outside the GIL:
     one thread per worker)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import pyarrow.parquet as pq
-
     def one(rel: str) -> dict:
         spec = spec_of(rel)
-        manifest = json.loads((shadow / rel / MANIFEST).read_text(encoding="utf-8"))
+        production, date = _production(rel, data_root), _date(rel)
+        mine = plain_store(shadow.uri, production.dataset, production.sub)
+        manifest = mine.read_manifest(date) or {}
         names = [f["name"] for f in manifest.get("data_files", []) if f["name"].endswith(".parquet")]
-        after = pq.read_table(shadow / rel / names[0]) if names else None
-        old = data_root / rel / partitions.DATA_FILE
-        try:
-            version = json.loads((data_root / rel / MANIFEST).read_text(encoding="utf-8")).get("data_version", "")
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-            version = None  # no production partition: every row is added
+        after = mine.read_table(date) if names else None
+        old = production.read_manifest(date)
+        version = None if old is None or old.get("_corrupt") else old.get("data_version", "")
         if version and version == manifest.get("data_version") and after is not None:
             before = after  # the same rows (logical data version): nothing to read twice
         else:
-            before = pq.read_table(old) if version is not None and old.is_file() else None
+            try:
+                before = production.read_table(date) if version is not None else None
+            except FileNotFoundError:
+                before = None
+            except (OSError, ValueError) as exc:  # production's partition is damaged: the preview replaces it
+                why = str(exc).splitlines()[0][:160]
+                note = f"production's partition could not be read ({why}): every row counted as added"
+                return {**diff_partition(None, after, spec.key, spec.measure), "note": note}
         if after is None and before is None:
             return dict.fromkeys(("rows_before", "rows_after", "added", "removed", "changed"), 0)
         return diff_partition(before, after, spec.key, spec.measure)
@@ -287,34 +319,39 @@ def _by_dataset(built: list[str], diffs: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
-def _failures(shadow: Path) -> list[dict]:
+def _failures(shadow) -> list[dict]:
     out = []
-    for dirpath, _, filenames in os.walk(shadow / "_state" / "failures"):
-        for name in sorted(filenames):
-            if name.endswith(".json"):
-                rec = json.loads((Path(dirpath) / name).read_text(encoding="utf-8"))
-                out.append({"task_id": rec.get("task_id"), "error": str(rec.get("error", ""))[:500]})
+    for rel in sorted(shadow.files("_state/failures")):
+        if rel.endswith(".json"):
+            rec = json.loads(shadow.read(rel))
+            out.append({"task_id": rec.get("task_id"), "error": str(rec.get("error", ""))[:500]})
     return out
 
 
 # -- publishing --------------------------------------------------------------------------------------------
-def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
+def problems(record: dict, folder) -> tuple[list[str], list[str]]:
     """(partitions still to publish, reasons the preview cannot be published). A partition whose
     production manifest is the preview's own is published already (a resumed publish skips it)."""
-    data_root = folder.parent.parent.parent  # <data_root>/_state/preview/<id>
+    data_root = record["data_root"]
     if record.get("state") == "published":
         return [], []
-    if record.get("state") != "open":
+    if record.get("state") not in ("open", "publishing"):
         return [], [f"the preview is {record.get('state')}, not open"]
     if record.get("failed"):
         return [], [
             f"{len(record['failed'])} partition(s) failed in the preview, e.g. {record['failed'][0]['task_id']}"
         ]
+    if record.get("not_run"):
+        first = record["not_run"][0]
+        return [], [
+            f"{len(record['not_run'])} partition(s) of the preview were not built, e.g. {first['partition']} "
+            f"({first['reason']}); make a new preview"
+        ]
     todo, reasons = [], []
     for part in record["partitions"]:
         rel = part["folder"]
         now = manifest_sha(_production(rel, data_root), _date(rel))
-        mine = manifest_sha(_production(rel, folder), _date(rel))
+        mine = manifest_sha(_production(rel, folder.uri), _date(rel))
         if mine is None:
             reasons.append(f"{rel}: the preview's partition is gone")
         elif now == mine:
@@ -325,7 +362,7 @@ def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
             todo.append(rel)
     if reasons:
         return todo, reasons
-    with settings.snapshot(), partitions.shadowed(data_root, folder):
+    with settings.snapshot(), partitions.shadowed(data_root, folder.uri):
         engine = freshness.new_pass()
         for rel in todo:
             task = task_for(rel)
@@ -336,7 +373,7 @@ def problems(record: dict, folder: Path) -> tuple[list[str], list[str]]:
     return todo, reasons
 
 
-def _production(rel: str, data_root: Path) -> PartitionStore:
+def _production(rel: str, data_root: str) -> PartitionStore:
     task = task_for(rel)
     store = task.store()
     return plain_store(data_root, store.dataset, store.sub)
@@ -352,15 +389,15 @@ def publish(pid: str) -> tuple[int, str]:
     folder = folder_of(pid)
     t0 = time.perf_counter()
     try:
-        with partitions.exclusive(folder / PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+        with folder.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
             return _publish(folder, t0)
     except partitions.PartitionBusy:
         return 1, f"preview {pid}: another `daybreak publish` is publishing it now"
 
 
-def _publish(folder: Path, t0: float) -> tuple[int, str]:
+def _publish(folder, t0: float) -> tuple[int, str]:
     record = read_record(folder)
-    pid, data_root = record["id"], folder.parent.parent.parent
+    pid, data_root = record["id"], record["data_root"]
     if record.get("state") == "published":
         _drop_partitions(folder)
         return 0, f"preview {pid} was published at {record.get('published_at')}; nothing to do"
@@ -371,6 +408,9 @@ def _publish(folder: Path, t0: float) -> tuple[int, str]:
         return 1, f"preview {pid}: refused, nothing was changed:\n  {shown}"
     checked = time.perf_counter()
     wait = settings.daybreak().lock_wait_s
+    if todo and record.get("state") != "publishing":  # from here on production holds part of it until done
+        record.update(state="publishing", publishing_at=dt.datetime.now(dt.UTC).isoformat())
+        write_record(folder, record)
     for rel in todo:
         production = _production(rel, data_root)
         date = _date(rel)
@@ -379,7 +419,7 @@ def _publish(folder: Path, t0: float) -> tuple[int, str]:
                 p["replaces"] for p in record["partitions"] if p["folder"] == rel
             ):
                 return 1, f"preview {pid}: {rel} changed in production while publishing; published before it: kept"
-            production.adopt(date, plain_store(folder, production.dataset, production.sub))
+            production.adopt(date, plain_store(folder.uri, production.dataset, production.sub))
             production.clear_failure(date)
     record.update(state="published", published_at=dt.datetime.now(dt.UTC).isoformat())
     write_record(folder, record)
@@ -391,45 +431,70 @@ def _publish(folder: Path, t0: float) -> tuple[int, str]:
     )
 
 
-def _drop_partitions(folder: Path) -> None:
+def _drop_partitions(folder) -> None:
     """Delete the shadow's files (production holds its own names of the published ones), keep the record."""
-    for entry in os.listdir(folder):
-        if entry in (RECORD, PUBLISH_LOCK):
-            continue
-        path = folder / entry
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    for entry in folder.names():
+        if entry not in (RECORD, PUBLISH_LOCK):
+            folder.remove(entry)
 
 
 # -- listing, discarding, sweeping -------------------------------------------------------------------------
 def discard(pid: str) -> str:
     folder = folder_of(pid)
     try:
-        with partitions.exclusive(folder / PUBLISH_LOCK, f"preview {pid}", wait_s=0):
-            shutil.rmtree(folder)
+        with folder.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
+            record = read_record(folder)
+            placed = in_production(record, folder)
+            if record.get("state") == "publishing" or (placed and record.get("state") != "published"):
+                raise PreviewError(
+                    f"preview {pid} is half published ({len(placed)} of {len(record.get('partitions', []))} "
+                    f"partitions are in production, e.g. {placed[0] if placed else '?'}): not discarded. "
+                    f"Finish it with `daybreak publish {pid}`"
+                )
+            folder.remove()
     except partitions.PartitionBusy:
-        raise PreviewError(f"preview {pid} is being published; not discarded") from None
+        raise PreviewError(f"preview {pid} is being built or published now; not discarded") from None
     return f"discarded preview {pid}"
 
 
-def listing(data_root: Path | None = None) -> list[dict]:
+def in_production(record: dict, folder) -> list[str]:
+    """The partitions of the preview whose production manifest is the preview's own: published."""
+    data_root = record["data_root"]
+    out = []
+    for part in record.get("partitions", []):
+        rel = part["folder"]
+        mine = manifest_sha(_production(rel, folder.uri), _date(rel))
+        if mine is not None and manifest_sha(_production(rel, data_root), _date(rel)) == mine:
+            out.append(rel)
+    return out
+
+
+def listing(data_root: str | None = None) -> list[dict]:
     """Every preview: id, dataset, range, age, size, state and whether it can be published now."""
     root = previews_root(data_root)
     out = []
-    for name in sorted(os.listdir(root)) if root.is_dir() else []:
-        folder = root / name
+    for name in root.names():
+        folder = root.child(name)
         try:
             record = read_record(folder)
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
             continue
         created = dt.datetime.fromisoformat(record["created_at"])
         age_h = (dt.datetime.now(dt.UTC) - created).total_seconds() / 3600
-        stats = [os.lstat(Path(d) / f) for d, _, fs in os.walk(folder) for f in fs]
-        size = sum(st.st_size for st in stats if st.st_nlink == 1)  # a linked file is production's too
-        _, reasons = problems(record, folder) if record.get("state") == "open" else ([], [record.get("state")])
+        size = sum(folder.files().values())  # a file hard-linked from production counts nothing
+        state = record.get("state")
+        if state in ("open", "publishing"):
+            _, reasons = problems(record, folder)
+            placed = in_production(record, folder)  # a publish killed half-way (before it recorded so)
+            if placed or state == "publishing":
+                state = f"half published ({len(placed)} of {len(record.get('partitions', []))} in production)"
+                reasons = reasons or []
+        else:
+            reasons = [state]
         out.append(
             {
                 "id": record["id"], "dataset": record["dataset"], "start": record["start"], "stop": record["stop"],
-                "age_hours": round(age_h, 1), "size_bytes": size, "state": record.get("state"),
+                "age_hours": round(age_h, 1), "size_bytes": size, "state": state,
                 "partitions": len(record.get("partitions", [])), "publishable": not reasons,
                 "why_not": reasons[:3],
             }
@@ -437,26 +502,30 @@ def listing(data_root: Path | None = None) -> list[dict]:
     return out
 
 
-def sweep(data_root: Path | None = None, keep_days: float | None = None) -> list[str]:
+def sweep(data_root: str | None = None, keep_days: float | None = None) -> list[str]:
     """Delete previews older than ``[daybreak] preview_keep_days``; return their ids."""
     keep = settings.daybreak().preview_keep_days if keep_days is None else keep_days
     root, now, gone = previews_root(data_root), dt.datetime.now(dt.UTC), []
-    for name in sorted(os.listdir(root)) if root.is_dir() else []:
+    for name in root.names():
+        folder = root.child(name)
         try:
-            created = dt.datetime.fromisoformat(read_record(root / name)["created_at"])
+            created = dt.datetime.fromisoformat(read_record(folder)["created_at"])
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, KeyError):
             continue
         if now - created > dt.timedelta(days=keep):
-            try:
-                with partitions.exclusive(root / name / PUBLISH_LOCK, name, wait_s=0):
-                    shutil.rmtree(root / name)
+            try:  # a preview being built or published holds its lock: never swept
+                with folder.exclusive(PUBLISH_LOCK, name, wait_s=0):
+                    record = read_record(folder)
+                    if record.get("state") == "publishing" or in_production(record, folder):
+                        continue  # half published: `daybreak publish` finishes it, nothing deletes it
+                    folder.remove()
                 gone.append(name)
-            except partitions.PartitionBusy:
+            except (partitions.PartitionBusy, FileNotFoundError):
                 continue
     return gone
 
 
-def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: Path | None = None) -> list[dict]:
+def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: str | None = None) -> list[dict]:
     """Open previews of ``dataset`` whose range overlaps ``[start, stop)`` (for `daybreak plan`)."""
     return [
         r
@@ -465,13 +534,13 @@ def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: Path | None
     ]
 
 
-def open_records(data_root: Path | None = None) -> list[dict]:
+def open_records(data_root: str | None = None) -> list[dict]:
     """Every open preview's record (the HTML status page shows their diffs)."""
     root = previews_root(data_root)
     out = []
-    for name in sorted(os.listdir(root)) if root.is_dir() else []:
+    for name in root.names():
         try:
-            record = read_record(root / name)
+            record = read_record(root.child(name))
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
             continue
         if record.get("state") == "open":
@@ -481,7 +550,7 @@ def open_records(data_root: Path | None = None) -> list[dict]:
 
 # -- rendering ---------------------------------------------------------------------------------------------
 def to_json(record: dict) -> str:
-    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "waiting", "not_built")
+    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "not_run", "waiting", "not_built")
     return json.dumps({k: record.get(k) for k in keep}, indent=1, default=str)
 
 
@@ -491,13 +560,14 @@ def render(record: dict) -> str:
     lines = [
         f"preview {pid}",
         f"  {record['dataset']} {record['start']} .. {record['stop']} (stop exclusive): {parts} partition(s) built "
-        f"into {previews_root(Path(record['data_root'])) / pid}; production unchanged",
+        f"into {previews_root(record['data_root']).child(pid).uri}; production unchanged",
     ]
-    if not parts and not record.get("failed"):
+    if not parts and not record.get("failed") and not record.get("not_run"):
         lines.append("  nothing to rebuild: every partition of the range is up to date")
     lines += [f"  wait    {w['date']}  {w['reason']}" for w in record.get("waiting", [])]
     lines += [f"  not built  {h['partition']}: {h['reason']}" for h in record.get("not_built", [])]
     lines += [f"  FAILED  {f['task_id']}: {f['error'][:200]}" for f in record.get("failed", [])]
+    lines += [f"  NOT BUILT  {n['partition']}: {n['reason'][:200]}" for n in record.get("not_run", [])]
     for name, entry in record.get("datasets", {}).items():
         measure = entry.get("measure") or ""
         lines.append(f"{name} (rows matched on {', '.join(entry['key'])})")
@@ -513,7 +583,7 @@ def render(record: dict) -> str:
                 change = (p.get("measure") or {}).get("change")
                 row += f" {'' if change is None else f'{change:+.2f}':>22}"
             cols = ", ".join(f"{c} {n}" for c, n in p.get("changed_columns", {}).items())
-            lines.append(row + ("  " + cols if cols else ""))
+            lines.append(row + ("  " + cols if cols else "") + (f"  ({p['note']})" if p.get("note") else ""))
     lines.append(f"publish: daybreak publish {pid}    discard: daybreak discard {pid}")
     return "\n".join(lines)
 

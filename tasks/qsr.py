@@ -87,9 +87,40 @@ class StgQsrPos(PartitionedTask):
             "other_date_rows": result.other_date_rows,
         }
         stats["store_versions"] = store_versions(inputs, result.table)
+        stats.update(self._emptied_stores(inputs, result.table))
         # what StoreDailySales reads, so that a store's mart never reads another store's lines
         extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date, result.order_keys))}
         return Built(result.table, result.rejected, stats, extras)
+
+    def _emptied_stores(self, inputs: list[RawFile], table: pa.Table) -> dict:
+        """``store_rows`` (rows per store of this build) and, for every store that had rows in the
+        previous build of the partition and has none now (a store file re-sent with its header only:
+        the contract allows an empty file, so it is no error), a warning: logged now, and kept in the
+        manifest's ``stats.warnings`` (the run's summary and ``daybreak status`` show it) for as long as
+        the store has no rows."""
+        import pyarrow.compute as pc
+
+        from tasks.base import luigi_engine
+        from tasks.transforms.rawcsv import file_stem
+
+        counts = pc.value_counts(table["store_id"]).to_pylist() if table.num_rows else []
+        now = {c["values"]: c["counts"] for c in counts}
+        store = self.store()
+        previous = (luigi_engine().manifest(store, self.date) or {}).get("stats") or {}
+        before = previous.get("store_rows")
+        if before is None and previous:  # a partition built before store_rows was recorded: its data file
+            before = _store_rows_of(store, self.date)
+        emptied = {s: why for s, why in (previous.get("emptied_stores") or {}).items() if not now.get(s)}
+        for s, rows in sorted((before or {}).items()):
+            if rows and not now.get(s) and s not in emptied:
+                files = [f.relpath for f in inputs if file_stem(f.relpath) == s]
+                emptied[s] = (
+                    f"store {s} had {rows} rows in the previous build of {self.date} and has none now "
+                    f"({'its files: ' + ', '.join(files) + ' hold no rows of the date' if files else 'no file'}); "
+                    "a file re-sent with its header only?"
+                )
+                logger.warning("%s: %s", self.task_id, emptied[s])
+        return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
 
     def _checked(self, inputs: list[RawFile]) -> Iterator[CheckedFolder]:
         """Each folder of the window checked (:func:`check_folder`), in read order: a folder whole, or
@@ -129,7 +160,7 @@ class StgQsrPos(PartitionedTask):
         entry before it is handed on."""
         from tasks.transforms import qsr_pos
 
-        cache = FolderCache(settings.data_root(), self.dataset)
+        cache = FolderCache(self.store().state_dir.parent, self.dataset)
         with cache.checking(folder):  # a process checking this folder now: wait for its entry
             checked = None
             if cache.path(folder).exists():  # an entry: its key needs every file's hash first
@@ -186,6 +217,17 @@ def _batches(zone, files: list[RawFile], size: int) -> Iterator[list[tuple[bytes
             batch, held = [], 0
     if batch:
         yield batch
+
+
+def _store_rows_of(store, date: dt.date) -> dict[str, int]:
+    """Rows per store of the partition in place (its data file's store_id column); {} when unreadable."""
+    import pyarrow.compute as pc
+
+    try:
+        column = store.read_table(date, columns=["store_id"])["store_id"]
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return {}
+    return {c["values"]: c["counts"] for c in pc.value_counts(column).to_pylist()}
 
 
 def store_versions(inputs: list[RawFile], table: pa.Table) -> dict[str, str]:

@@ -1,11 +1,12 @@
 """``daybreak scheduler``: Luigi's central scheduler (luigid) as Daybreak runs it.
 
 luigid binds to every interface by default and has no authentication; here it binds to 127.0.0.1
-unless told otherwise. Its state, logs and task history (SQLite) live under the data root:
+unless told otherwise. Its state, logs and task history (SQLite) live in the data root's state folder
+(``<data_root>/_state``; for a data root in a bucket, this host's ``[daybreak] cache_dir``):
 
-    <data_root>/_state/luigid/state.pickle   scheduler state across restarts
-    <data_root>/_state/luigid/logs/          luigid's log folder (luigid needs it to exist)
-    <data_root>/_state/luigid/history.db     task history, browsable at /history
+    _state/luigid/state.pickle   scheduler state across restarts
+    _state/luigid/logs/          luigid's log folder (luigid needs it to exist)
+    _state/luigid/history.db     task history, browsable at /history
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 from tasks import settings
 
 
-def scheduler_files(data_root: Path) -> dict[str, Path]:
-    folder = data_root / "_state" / "luigid"
+def scheduler_files(state: Path) -> dict[str, Path]:
+    folder = state / "luigid"
     return {
         "folder": folder,
         "state": folder / "state.pickle",
@@ -34,7 +35,9 @@ def luigid_command(address: str, port: int) -> tuple[list[str], dict[str, str]]:
     resource caps in force here (``[resources]``, e.g. ``sftp``: the user's, else the package's)."""
     import luigi.configuration
 
-    files = scheduler_files(settings.data_root().resolve())
+    from tasks.storage.partitions import state_dir
+
+    files = scheduler_files(state_dir(settings.data_uri()).resolve())
     files["logs"].mkdir(parents=True, exist_ok=True)
     config = luigi.configuration.get_config()
     parser = configparser.ConfigParser(interpolation=None)

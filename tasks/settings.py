@@ -37,6 +37,11 @@ class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the cl
         default=7.0,
         description="A preview (daybreak preview) older than this many days is swept: deleted, never published",
     )
+    cache_dir = luigi.Parameter(
+        default="",
+        description="This host's own state for a data_root in an object store (folder cache, summaries, "
+        "temporary files); default: $XDG_CACHE_HOME/daybreak or ~/.cache/daybreak",
+    )
 
 
 class qsr(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
@@ -92,6 +97,18 @@ class sftp(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     retries = luigi.IntParameter(default=3, description="Retries of a transient failure (reset, timeout), with backoff")
 
 
+class s3(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
+    endpoint_url = luigi.Parameter(
+        default="", description="S3-compatible endpoint, e.g. http://127.0.0.1:7480 (empty: AWS's own)"
+    )
+    region = luigi.Parameter(default="us-east-1", description="Region the requests are signed for")
+    lease_seconds = luigi.FloatParameter(
+        default=60.0,
+        description="A partition being built is leased for this long, renewed while its build runs; a "
+        "host that stops renewing (dead, frozen) is taken over once it expires",
+    )
+
+
 # Luigi settings Daybreak cannot run safely without, whatever config files exist and whatever the
 # working directory: a blocked or failed run must exit non-zero (Luigi's own retcodes are all 0),
 # and a range must never be cut short in silence (Luigi's RangeDaily keeps 50 tasks and looks back
@@ -133,7 +150,23 @@ def apply_luigi_defaults(config=None) -> dict[str, dict[str, str]]:
 
 
 def data_root() -> Path:
-    return Path(daybreak().data_root)
+    """The local data root (a folder). For a data_root that may be an object store, :func:`data_uri`."""
+    uri = data_uri()
+    if "://" in uri:
+        raise ValueError(f"data_root {uri} is not a local folder")
+    return Path(uri)
+
+
+def data_uri() -> str:
+    """``[daybreak] data_root`` as written: a local folder or ``s3://BUCKET/PREFIX``."""
+    return str(daybreak().data_root)
+
+
+def cache_dir() -> Path:
+    """This host's own state for a remote data root (``[daybreak] cache_dir``)."""
+    if daybreak().cache_dir:
+        return Path(daybreak().cache_dir).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "daybreak"
 
 
 def business_today() -> dt.date:
@@ -150,7 +183,9 @@ def raw_root() -> str:
 
 # -- where a setting comes from, and validation of every value ----------------------------------------
 
-SECTIONS: dict[str, type[luigi.Config]] = {"daybreak": daybreak, "qsr": qsr, "ads": ads, "hotels": hotels, "sftp": sftp}
+SECTIONS: dict[str, type[luigi.Config]] = {
+    "daybreak": daybreak, "qsr": qsr, "ads": ads, "hotels": hotels, "sftp": sftp, "s3": s3,
+}  # fmt: skip
 
 # Valid values, (lowest, highest) inclusive; None: no bound. docs/operations.md lists them.
 RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
@@ -167,6 +202,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("hotels", "max_rate"): (0.01, None),
     ("sftp", "timeout"): (0.001, None),
     ("sftp", "retries"): (0, 100),
+    ("s3", "lease_seconds"): (1, None),
 }
 INT_MAX = 2**31 - 1  # the largest whole-number setting: the columns it is compared with are int32
 _KINDS = {
@@ -348,6 +384,21 @@ def output_folders() -> list[str]:
     return sorted({d.path.split("/")[0] for d in DATASETS} | {"quarantine", "_state"})
 
 
+def check_stores() -> None:
+    """Exit 2 when data_root or raw_root is a bucket that does not answer (it does not exist, the
+    credentials are refused, the endpoint is down): one line, before any partition runs."""
+    roots = [("[daybreak] data_root", data_uri()), ("[daybreak] raw_root", raw_root())]
+    if not any(uri.startswith("s3://") for _, uri in roots):
+        return
+    from tasks.storage.partitions import check_roots  # loads the store's client only for a bucket
+
+    error = check_roots(*roots)
+    if error:
+        from tasks.guard import fail
+
+        fail(error)
+
+
 def check_raw_root(uri: str) -> None:
     """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set, or when
     it and the folders Daybreak writes overlap: ``data_root`` is the raw zone or inside it, or the raw
@@ -358,6 +409,8 @@ def check_raw_root(uri: str) -> None:
         return
     if not Path(uri).is_dir():
         raw_root_missing(uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})")
+    if "://" in data_uri():
+        return
     raw, data = Path(uri).resolve(), data_root().resolve()
     from tasks.guard import fail
 

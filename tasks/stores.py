@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from contextlib import contextmanager
 from pathlib import Path
 
 import luigi
@@ -15,6 +14,7 @@ from tasks.base import Built, PartitionedTask, SnapshotTask, luigi_engine, newes
 from tasks.contract import is_store_file
 from tasks.guard import fail
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
+from tasks.storage import partitions
 from tasks.storage.partitions import atomic_write_text, exclusive
 from tasks.storage.rawzone import RawFile, RawZone
 
@@ -22,35 +22,26 @@ logger = logging.getLogger("luigi-interface")
 SOURCE = "qsr_pos"
 
 
-def registry_path() -> Path:
-    return settings.data_root() / "_state" / "stores.json"
+REGISTRY = "stores.json"  # shared by every host: _state/stores.json under the data root
 
 
 def read_registry() -> dict[str, str]:
     """{store_id: first-seen folder date} of every registered store."""
-    try:
-        return json.loads(registry_path().read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-
-
-@contextmanager
-def _locked():
-    path = registry_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(path.with_suffix(".lock"), "the store registry"):  # two sensors: one merges after the other
-        yield
+    return partitions.read_document(settings.data_uri(), REGISTRY) or {}
 
 
 def register(found: dict[str, str]) -> dict[str, str]:
-    """Merge ``found`` ({store: first-seen date}) into the registry, keeping the earliest date; atomic."""
-    with _locked():
-        registry = read_registry()
+    """Merge ``found`` ({store: first-seen date}) into the registry, keeping the earliest date; atomic (two
+    sensors at once: one merges after the other)."""
+
+    def merge(registry: dict | None) -> dict:
+        registry = dict(registry or {})
         for store, first in found.items():
             if store not in registry or first < registry[store]:
                 registry[store] = first
-        atomic_write_text(registry_path(), json.dumps(registry, indent=1, sort_keys=True))
         return registry
+
+    return partitions.update_document(settings.data_uri(), REGISTRY, merge, "the store registry")
 
 
 def scan_stores(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str]]:
@@ -69,7 +60,8 @@ def scan_stores(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str,
 
 
 def seen_path() -> Path:
-    return settings.data_root() / "_state" / "stores_seen.json"
+    """This host's memory of the folders it listed (a cache: a new host lists them again)."""
+    return partitions.state_dir(settings.data_uri()) / "stores_seen.json"
 
 
 def read_seen(zone: RawZone) -> dict[str, list]:
@@ -111,9 +103,11 @@ def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, st
     for name, (_, folder_stores) in sorted({**known, **fresh}.items()):
         for store in folder_stores:
             found.setdefault(store, name)
-    with _locked():  # another sensor may have remembered other folders meanwhile
+    path = seen_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(path.with_suffix(".lock"), "the stores seen"):  # another sensor may have remembered others
         state = {"raw_root": zone.describe(), "folders": {**read_seen(zone), **fresh}}
-        atomic_write_text(seen_path(), json.dumps(state, indent=1, sort_keys=True))
+        atomic_write_text(path, json.dumps(state, indent=1, sort_keys=True))
     return found, invalid
 
 
@@ -227,10 +221,12 @@ class StoreDailySales(SnapshotTask):
 
         from tasks.transforms.stores import store_rows, store_totals
 
-        path = staging.store().path(staging.date) / STORE_TOTALS_FILE
-        if path.is_file():
-            with pa.OSFile(str(path)) as source:  # read into memory (a closed memory map would free the rows)
-                totals = pa.ipc.open_file(source).read_all()
+        try:
+            data = staging.store().read_file(staging.date, STORE_TOTALS_FILE)
+        except FileNotFoundError:
+            data = None
+        if data is not None:
+            totals = pa.ipc.open_file(pa.BufferReader(data)).read_all()
             return store_rows(totals, self.store_id), totals.num_rows
         lines = staging.store().read_table(staging.date).select(["store_id", "order_id", "net_amount", "is_suspicious"])
         mine = lines.filter(pc.equal(lines["store_id"], self.store_id))

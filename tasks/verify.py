@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from tasks import catalogue, settings
 from tasks.base import MaterializedTask
 from tasks.freshness import engine as freshness
-from tasks.storage.partitions import _sha256
-from tasks.storage.rawzone import RawFile, RawZone, content_hash
+from tasks.storage.partitions import MANIFEST, PartitionWriteError
+from tasks.storage.rawzone import RawFile, RawFileUnreadable, RawZone, content_hash
 
 
 @dataclass
@@ -26,6 +26,8 @@ class Report:
     unverifiable: int = 0  # manifests written before content hashes: their inputs cannot be checked
     mismatches: dict[str, list[str]] = field(default_factory=dict)  # "raw <path>: why" -> partitions
     seconds: float = 0.0
+    unmarked: list[str] = field(default_factory=list)  # partitions with a mismatch that could not be marked stale
+    write_error: str = ""
 
 
 def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> Report:
@@ -53,43 +55,56 @@ def _partitions(start: dt.date, stop: dt.date, names: list[str]):
 def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, report: Report) -> None:
     store = engine.store(task)
     manifest = engine.manifest(store, task.key)
-    if not manifest or manifest.get("_corrupt"):
+    if not manifest:
         return
     report.partitions += 1
     label = f"{task.dataset} {task.key}" + (f" {store.sub}" if store.sub else "")
+    if manifest.get("_corrupt"):  # already stale (the engine cannot read it): the next run rebuilds it
+        path = f"{store.uri(task.key)}/{MANIFEST}"
+        report.mismatches.setdefault(f"manifest {path}: empty, truncated or not JSON", []).append(label)
+        return
     found = []
-    for f in manifest.get("data_files", []):
-        path = store.path(task.key) / f["name"]
+    files = [(store.rel(task.key) + "/" + f["name"], f, "data") for f in manifest.get("data_files", [])]
+    if manifest.get("quarantine"):
+        files.append((manifest["quarantine"]["path"], manifest["quarantine"], "quarantine"))
+    for rel, f, kind in files:
         report.data_files += 1
-        try:
-            digest, report.bytes_hashed = _sha256(path), report.bytes_hashed + path.stat().st_size
-        except FileNotFoundError:
-            digest = None
+        digest, why, size = store.file_digest(rel)
+        report.bytes_hashed += size
+        path = f"{store.data_root}/{rel}"
         if digest != f.get("sha256"):
-            found.append(f"data {path}: " + ("missing" if digest is None else "content differs from its manifest"))
+            found.append(f"{kind} {path}: " + (why or "content differs from its manifest"))
     hashes = manifest.get("input_hashes")
     if hashes is None:
         report.unverifiable += bool(manifest.get("inputs"))
     for relpath, recorded in (hashes or {}).items():
         if relpath not in raw:
             raw[relpath] = _raw_digest(zone, relpath, report)
-        if raw[relpath] != recorded:
-            why = "missing" if raw[relpath] is None else "content differs from the one the partition was built from"
-            found.append(f"raw {relpath}: {why}")
+        digest, why = raw[relpath]
+        if digest != recorded:
+            found.append(f"raw {relpath}: {why or 'content differs from the one the partition was built from'}")
     for mismatch in found:
         report.mismatches.setdefault(mismatch, []).append(label)
     if found:  # stale until rebuilt: the engine reads verify_mismatch (tasks/freshness/engine.py)
-        store.update_manifest(task.key, dict(manifest, verify_mismatch="; ".join(found)))
+        try:
+            store.update_manifest(task.key, dict(manifest, verify_mismatch="; ".join(found)))
+        except PartitionWriteError as exc:  # a read-only or full data root: the mismatches are still reported
+            report.unmarked.append(label)
+            report.write_error = report.write_error or str(exc).splitlines()[0]
 
 
-def _raw_digest(zone: RawZone, relpath: str, report: Report) -> str | None:
+def _raw_digest(zone: RawZone, relpath: str, report: Report) -> tuple[str | None, str]:
+    """(content hash, "") of a raw file now; (None, why) when it is missing or cannot be read as a
+    regular file (a FIFO, a folder or a symbolic link in its place: the build refuses them alike)."""
     try:
         data = zone.read_bytes(RawFile(relpath, 0, 0))
     except FileNotFoundError:
-        return None
+        return None, "missing"
+    except RawFileUnreadable as exc:
+        return None, str(exc).removeprefix(f"{relpath}: ")
     report.raw_files += 1
     report.bytes_hashed += len(data)
-    return content_hash(data)
+    return content_hash(data), ""
 
 
 def render(report: Report) -> str:
@@ -105,6 +120,11 @@ def render(report: Report) -> str:
             f"{report.unverifiable} partitions were built before content hashes were recorded: their raw "
             "inputs cannot be verified until they are rebuilt"
         )
-    if report.mismatches:
+    if report.unmarked:
+        lines.append(
+            f"{len(report.unmarked)} partition(s) could not be marked stale ({report.write_error}): rebuild them by "
+            "hand (delete their folders, rerun) once the data root can be written"
+        )
+    elif report.mismatches:
         lines.append("the partitions named are marked stale: the next RangeDaily rebuilds them")
     return "\n".join(lines)

@@ -230,3 +230,13 @@ def small_disk(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "--lazy", str(mnt)], check=True)
+
+
+@pytest.fixture(autouse=True)
+def _sftp_server_taken_for_alive():
+    """A server given up on by one test's run (tasks/storage/sftp.py, known_dead) is not by the next's:
+    each test stands for a new command."""
+    yield
+    sftp = sys.modules.get("tasks.storage.sftp")
+    if sftp is not None:
+        sftp.forget_dead()

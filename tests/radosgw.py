@@ -133,7 +133,7 @@ paxos propose interval = 0.01
 paxos min wait = 0.001
 
 [client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:{self.port}
+rgw frontends = beast endpoint=127.0.0.1:{self.port} tcp_nodelay=1
 rgw data = {f / "rgw"}
 rgw thread pool size = 64
 """

@@ -70,7 +70,8 @@ def test_on_the_books_and_a_resent_old_extract(hotel_lab):
     from tasks.views import status
 
     (snapshot,) = status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])
-    assert (snapshot.date, snapshot.state) == (None, "stale") and "upstream staging/hotel_bookings_daily 2026-09-" in snapshot.reason
+    assert (snapshot.date, snapshot.state) == (None, "stale")
+    assert "upstream staging/hotel_bookings_daily 2026-09-" in snapshot.reason
     assert "otb_by_stay_date  (unpartitioned)  stale: upstream" in status.render_text([snapshot])
     assert hotel_lab.luigi("OtbByStayDate") == 0
     assert [r.state for r in status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])] == ["ok"]
@@ -381,11 +382,13 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
     assert rows[-1].reason.startswith(f"hotel {', '.join(hotels())}: upstream staging/hotel_bookings_daily 2026-09-")
     assert rows[-1].reason.endswith("is stale")  # staging not rebuilt yet: which hotel changed is unknown
     chain = status.collect(FIRST, stop, ["hotel_booking_state"])  # the state of that day reads it too
-    assert [r.state for r in chain] == ["ok", "ok", "ok", "stale"] and "staging/hotel_bookings_daily" in chain[-1].reason
+    assert [r.state for r in chain] == ["ok", "ok", "ok", "stale"]
+    assert "staging/hotel_bookings_daily" in chain[-1].reason
     assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(last)) == 0
     rows = status.collect(FIRST, stop, ["hotel_pickup"])
     assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
-    assert rows[-1].reason.startswith("hotel H2: upstream staging/hotel_bookings_daily 2026-09-") and "changed" in rows[-1].reason
+    assert rows[-1].reason.startswith("hotel H2: upstream staging/hotel_bookings_daily 2026-09-")
+    assert "changed" in rows[-1].reason
     # the day after the newest extract: no raw folder yet, so every hotel's pickup waits for it
     later = status.collect(stop, stop + dt.timedelta(days=2), ["hotel_pickup"])
     waits = f"hotel {', '.join(hotels())}: upstream staging/hotel_bookings_daily {stop} waits for raw data"

@@ -5,6 +5,7 @@ what they rely on fails here). Luigi's own path is called directly: ``Register._
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import luigi
 import pytest
@@ -385,6 +386,7 @@ def test_a_luigi_run_in_a_daybreak_process_uses_the_local_scheduler(lab):
     """The ``luigi`` command and ``luigi.build`` make their scheduler through Luigi's factory, which
     Daybreak's registration points at :class:`LocalScheduler`; a run through it succeeds."""
     from luigi import interface
+    from luigi.setup_logging import InterfaceLogging
 
     from tasks.luigi_shortcuts import LocalScheduler
 
@@ -404,7 +406,14 @@ def test_a_luigi_run_in_a_daybreak_process_uses_the_local_scheduler(lab):
         def run(self):
             order.append(self.n)
 
-    assert luigi.build([Step(n=30)], local_scheduler=True, log_level="WARNING")
+    logger = logging.getLogger("luigi-interface")
+    level, handlers, configured = logger.level, list(logger.handlers), InterfaceLogging._configured
+    try:
+        assert luigi.build([Step(n=30)], local_scheduler=True, log_level="WARNING")
+    finally:  # Luigi sets up its logging once per process: later tests of this process keep Daybreak's
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
+        InterfaceLogging._configured = configured
     assert order == list(range(31))
 
 

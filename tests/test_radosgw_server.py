@@ -17,9 +17,12 @@ import pytest
 
 from tests import radosgw
 
-pytestmark = pytest.mark.skipif(
-    not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL}): {', '.join(radosgw.missing())}"
-)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(
+        not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL}): {', '.join(radosgw.missing())}"
+    ),
+]
 boto3 = pytest.importorskip("boto3")
 from botocore.exceptions import ClientError  # noqa: E402
 

@@ -27,7 +27,8 @@ def _minimal_cfg(lab: Lab) -> Path:
     cron = lab.root / "cron"
     cron.mkdir(exist_ok=True)
     cfg = cron / "luigi.cfg"
-    cfg.write_text(f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n")
+    # start_date too: the dates of these tests are before the built-in default, which a range leaves out
+    cfg.write_text(f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\nstart_date = 2026-01-01\n")
     return cfg
 
 

@@ -208,6 +208,6 @@ def test_the_sensor_lists_only_folders_it_has_not_seen(lab, setting, monkeypatch
     lab.qsr_file(old_day, "S004", qsr_rows("S004", START + dt.timedelta(days=1)))  # a late file: a new entry
     assert listed_by_run() == [old_day]
     assert stores.read_registry() == {"S001": "2026-09-10", "S002": "2026-09-10", "S003": new_day, "S004": old_day}
-    stores.registry_path().unlink()  # a lost registry is rebuilt from what the sensor remembers
+    (lab.data / "_state" / stores.REGISTRY).unlink()  # a lost registry is rebuilt from what the sensor remembers
     assert listed_by_run() == []
     assert stores.read_registry()["S004"] == old_day

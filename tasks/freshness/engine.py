@@ -53,7 +53,7 @@ from tasks.freshness import identity
 from tasks.freshness.inputs import Entries, FolderInputs, Window
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
-from tasks.storage.partitions import MANIFEST, PartitionStore
+from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, Refused
 
 logger = logging.getLogger("luigi-interface")
@@ -112,25 +112,17 @@ def _partition(store: PartitionStore, key: dt.date | None) -> tuple:
     return (store.root, store.sub, key)
 
 
-def _stamp(store: PartitionStore, key: dt.date | None) -> tuple | None:
-    """(device, inode, size, mtime_ns, ctime_ns) of the partition's manifest; None when it has none. The
-    ctime cannot be set back (a restore that keeps mtimes, a reused inode), and a rename sets it."""
-    try:
-        st = os.stat(os.path.join(store.folder(key), MANIFEST))  # a string path: a view stats thousands
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return _stat_stamp(st)
-
-
-def _stat_stamp(st: os.stat_result) -> tuple:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+def _stamp(store: PartitionStore, key: dt.date | None, fresh: bool = False) -> tuple | None:
+    """What identifies the partition's manifest as it is now (a file's inode, size and times; an object's
+    ETag); None when it has none (:meth:`PartitionStore.manifest_stamp`)."""
+    return store.manifest_stamp(key, fresh)
 
 
 class Engine:
     """Answers for one process (:func:`shared`), or for one pass when made directly (``Engine()``)."""
 
     def __init__(self):
-        self._parsed: dict[Path, tuple[tuple, dict | None]] = {}  # manifest path -> (stat, content)
+        self._parsed: dict[tuple, tuple[tuple, dict | None]] = {}  # partition -> (stamp, content)
         self._summary_files = SummaryFiles()  # what checks read of manifests, kept between processes
         self._accepts: dict[tuple, bool] = {}  # (node class, file name) -> accepts_input (by name alone)
         self._pid = os.getpid()
@@ -142,6 +134,7 @@ class Engine:
         """Forget the raw zone and every state: the next questions look again (manifests whose files
         did not change are not parsed again)."""
         self.flush()
+        partitions.new_pass()
         self.passes += 1
         self.raw: dict[tuple, Entries | None] = {}
         self.sources: dict[tuple[str, str], list[Refused]] = {}  # (zone, source) -> entries no partition reads
@@ -270,10 +263,10 @@ class Engine:
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
         """The manifest, parsed again only when its file's stamp (:func:`_stamp`) changed."""
-        path = store.path(key) / MANIFEST
-        stamp, content = _read_manifest(path, self._parsed.get(path))
+        part = _partition(store, key)
+        stamp, content = store.read_manifest_stamped(key, self._parsed.get(part))
         if content is not None:
-            self._parsed[path] = (stamp, content)
+            self._parsed[part] = (stamp, content)
         return stamp, content
 
     def learn(self, store: PartitionStore, key: dt.date | None) -> None:
@@ -281,7 +274,7 @@ class Engine:
         in the summary file and a run after a build, with nothing to do, writes nothing."""
         if os.getpid() != self._pid:
             return  # a forked worker: its summaries would not be kept
-        stamp, content = _read_manifest(store.path(key) / MANIFEST, None)
+        stamp, content = store.read_manifest_stamped(key, None)
         if stamp is not None and content is not None and not content.get("_corrupt"):
             self._summary_files.put(store, key, stamp, summary(content))
 
@@ -393,7 +386,7 @@ class Engine:
         if state is None or state.ok:
             return state
         store = self.store(node)
-        if self._stamps.get(node.task_id) == _stamp(store, node.key):
+        if self._stamps.get(node.task_id) == _stamp(store, node.key, fresh=True):
             return state
         self.forget(store, node.key)
         return None
@@ -532,20 +525,6 @@ def quiet():
         yield
     finally:
         _quiet -= 1
-
-
-def _read_manifest(path: Path, known: tuple | None) -> tuple[tuple | None, dict | None]:
-    """(stamp, content) of a manifest file, ``known`` when it has that stamp still; the stamp is taken
-    from the open file, so it is the stamp of the content read. (None, None) when there is none."""
-    try:
-        fh = open(path, "rb")
-    except (FileNotFoundError, NotADirectoryError):
-        return None, None
-    with fh:
-        stamp = _stat_stamp(os.fstat(fh.fileno()))
-        if known is not None and known[0] == stamp:
-            return known
-        return stamp, partitions.parse_manifest(fh.read())
 
 
 def _select(node: Node, relpath: str, entries: Entries, unread: list, accepts: dict) -> FolderInputs:

@@ -264,8 +264,7 @@ def _as_stored(table: pa.Table) -> str:
 # -- raw inputs by content -------------------------------------------------------------------------
 def sidecar_path(store: PartitionStore, key: dt.date | None) -> Path:
     """``_state/identity/`` mirrors ``_state/failures/``: one small JSON file per partition."""
-    state = store.data_root / "_state"
-    return state / "identity" / store.failure_path(key).relative_to(state / "failures")
+    return store.state_dir / "identity" / store.record_name(key)
 
 
 def read_sidecar(store: PartitionStore, key: dt.date | None, manifest: dict) -> dict | None:

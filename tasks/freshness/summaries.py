@@ -49,8 +49,8 @@ class SummaryFiles:
         path = self._paths.get(key)
         if path is None:
             name = f"{store.dataset}/{store.sub}.json" if store.sub else f"{store.dataset}.json"
-            path = self._paths[key] = store.data_root / "_state" / "summaries" / name
-            self._roots[path] = store.data_root
+            path = self._paths[key] = store.state_dir / "summaries" / name
+            self._roots[path] = store.state_dir.parent
         return path
 
     def _entries(self, path: Path) -> dict[str, list]:

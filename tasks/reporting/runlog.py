@@ -54,6 +54,13 @@ _default_mode = False
 _watched: dict[str, tuple[object, bool]] = {}  # task id -> (task, complete when first checked)
 _started_at: str | None = None  # UTC, ISO: failure records from this time on are this run's
 _writes: str | None = None  # the file of this run's writes: a task id a line, appended by each build
+_failed_here: dict[str, str] = {}  # task id -> error, of a task that failed in this process (no record needed)
+
+
+def failed(task, exception: BaseException) -> None:
+    """A task failed in this process: the summary names its error even when no failure record could be
+    written (a read-only or full data root)."""
+    _failed_here[task.task_id] = str(exception) or type(exception).__name__
 
 
 def quiet() -> bool:
@@ -149,7 +156,7 @@ def summary() -> str:
 
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    failed, waiting, blocked, others = [], defaultdict(list), [], []
+    failed, waiting, blocked, warned, others = [], defaultdict(list), [], [], []
     with settings.snapshot():
         zone = cache.zone(watched[0][0])
         for task, ok_at_check in watched:
@@ -158,19 +165,23 @@ def summary() -> str:
                 counts[family]["up to date"].append(key)
                 continue
             record = task.store().read_failure(key)
-            if record and record.get("failed_at", "") >= started:
+            here = _failed_here.pop(task.task_id, None)
+            if (record and record.get("failed_at", "") >= started) or here is not None:
+                error = record.get("error", "") if record and record.get("failed_at", "") >= started else here
                 counts[family]["failed"].append(key)
-                failed.append(f"{_name(family, key)}: {_first_line(record.get('error', ''))}")
+                failed.append(f"{_name(family, key)}: {_first_line(error or '')}")
             elif task.task_id in written:
                 counts[family]["ran"].append(key)
-            elif task.state(cache).ok:  # nothing written by this run: by another one meanwhile, or not needed
-                manifest = cache.summary(task.store(), key) or {}
-                if manifest.get("finished_at", "") >= started:
+                stats = (cache.summary(cache.store(task), key) or {}).get("stats") or {}
+                warned += [f"{_name(family, key)}: {w}" for w in stats.get("warnings") or []]
+            elif _ran(task, cache, started):  # up to date, nothing written by this run
+                manifest = cache.summary(cache.store(task), key) or {}
+                if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
                     counts[family]["written by another run"].append(key)
                     others.append((family, key))
                 else:  # found up to date once its upstream was rebuilt to the same rows
                     counts[family]["up to date"].append(key)
-            elif folders := cache.blocked(task).missing:
+            elif folders := _missing(task, cache):
                 counts[family]["waiting"].append(key)
                 for source, date in folders:
                     waiting[source].append((date, family, key))
@@ -185,11 +196,37 @@ def summary() -> str:
     if others:
         lines.append(f"  another run wrote {_names(others)} (this run waited for its lock, then found it done)")
     lines += _capped("  failed   ", failed)
+    lines += _capped("  warning  ", warned)
     lines += _capped("  waiting  ", [_waiting(cache, zone, source, waits) for source, waits in sorted(waiting.items())])
     lines += _capped("  not run  ", blocked, "(a partition it reads failed or waits; or see --log-level INFO)")
     if failed or blocked or waiting:
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return "\n".join(lines)
+
+
+def _ran(task, cache, started: str) -> bool:
+    """Whether the partition is up to date now; when the raw zone cannot be reached any more (a server
+    that died during the run), whether this run wrote its manifest."""
+    from tasks.guard import fault_line
+
+    try:
+        return task.state(cache).ok
+    except Exception as exc:
+        if fault_line(exc) is None:
+            raise
+        return (cache.summary(cache.store(task), task.key) or {}).get("finished_at", "") >= started
+
+
+def _missing(task, cache) -> frozenset:
+    """The raw folders the partition waits for; none known when the raw zone cannot be reached."""
+    from tasks.guard import fault_line
+
+    try:
+        return cache.blocked(task).missing
+    except Exception as exc:
+        if fault_line(exc) is None:
+            raise
+        return frozenset()
 
 
 def _waiting(cache, zone, source: str, waits: list[tuple[dt.date, str, object]]) -> str:

@@ -27,6 +27,7 @@ import datetime as dt
 import errno
 import fcntl
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -86,15 +87,9 @@ def parse_manifest(data: bytes) -> dict:
 
 
 class PartitionStore:
-    """One dataset's partitions under ``data_root``. While a preview builds (:func:`shadowed`), a store
-    of the production data root is a :class:`ShadowStore`: it writes to the preview's shadow root."""
-
-    def __new__(cls, *args, **kwargs):
-        data_root = args[0] if args else kwargs.get("data_root")
-        if cls is PartitionStore and _shadow is not None and data_root is not None:
-            if os.path.abspath(data_root) == _shadow[0]:
-                cls = ShadowStore
-        return super().__new__(cls)
+    """One dataset's partitions under a local ``data_root`` (:func:`open_store` makes the store of any data
+    root; while a preview builds, :func:`shadowed`, a store of the production data root is a
+    :class:`ShadowStore`: it writes to the preview's shadow root)."""
 
     def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
         """``subpartition`` is a second hive level under each date, e.g. ``hotel_id=H1``."""
@@ -110,6 +105,10 @@ class PartitionStore:
     def _levels(self, date: dt.date | None) -> list[str]:
         return [] if date is None else [partition_name(date), *([self.sub] if self.sub else [])]
 
+    def rel(self, date: dt.date | None) -> str:
+        """The partition's folder, relative to the data root (``staging/qsr_pos/business_date=D``)."""
+        return "/".join([self.dataset, *self._levels(date)])
+
     def path(self, date: dt.date | None) -> Path:
         """The partition's folder; the dataset folder itself for an unpartitioned dataset (None)."""
         if date not in self._paths:  # a status view asks for each of a thousand folders several times
@@ -119,12 +118,15 @@ class PartitionStore:
     def quarantine_path(self, date: dt.date | None) -> Path:
         return (self.data_root / "quarantine" / self.dataset).joinpath(*self._levels(date)) / "rejected.parquet"
 
-    def failure_path(self, date: dt.date | None) -> Path:
-        folder = self.data_root / "_state" / "failures"
+    def record_name(self, date: dt.date | None) -> str:
+        """The partition's name under ``_state/failures``, ``_state/identity``...: ``<dataset>/<levels>.json``
+        (``<dataset>.json`` for an unpartitioned dataset)."""
         if date is None:
-            return folder / f"{self.dataset}.json"
-        *parents, last = self._levels(date)
-        return (folder / self.dataset).joinpath(*parents) / f"{last}.json"
+            return f"{self.dataset}.json"
+        return "/".join([self.dataset, *self._levels(date)]) + ".json"
+
+    def failure_path(self, date: dt.date | None) -> Path:
+        return self.data_root / "_state" / "failures" / self.record_name(date)
 
     def lock_path(self, date: dt.date | None) -> Path:
         """``_state/locks/`` mirrors ``_state/failures/``: one lock file per partition."""
@@ -177,11 +179,77 @@ class PartitionStore:
                 return False
         return bool(manifest.get("data_files"))
 
-    def read_table(self, date: dt.date | None) -> pa.Table:
-        """The data of one partition, as written (without the hive column)."""
+    def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
+        """The data of one partition, as written (without the hive column); ``columns``: only these."""
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.path(date) / DATA_FILE)
+        return pq.read_table(self.path(date) / DATA_FILE, columns=columns)
+
+    def read_file(self, date: dt.date | None, name: str) -> bytes:
+        """A file of the partition's folder (``finished.arrow``, ``_store_totals.arrow``); FileNotFoundError."""
+        with open(os.path.join(self.folder(date), name), "rb") as fh:
+            return fh.read()
+
+    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
+        """(sha256, "", bytes read) of a file of the data root (``rel`` below it) as it is now; (None, why, 0)
+        when it is missing or not a regular file (a FIFO put in its place is refused, not waited on)."""
+        from tasks.storage.rawzone import RawFileUnreadable, open_regular
+
+        path = self.data_root / rel
+        try:
+            fd = open_regular(path)
+        except FileNotFoundError:
+            return None, "missing", 0
+        except RawFileUnreadable as exc:
+            return None, str(exc).removeprefix(f"{path}: "), 0
+        h, size = hashlib.sha256(), 0
+        with os.fdopen(fd, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+                size += len(block)
+        return h.hexdigest(), "", size
+
+    def has_manifest(self, date: dt.date | None) -> bool:
+        return os.path.isfile(os.path.join(self.folder(date), MANIFEST))
+
+    def uri(self, date: dt.date | None = None) -> str:
+        """The partition's folder as a user names it (messages, the status page's commands)."""
+        return self.folder(date)
+
+    @property
+    def state_dir(self) -> Path:
+        """Where this data root's own state lives (summaries, identity sidecars, the folder cache)."""
+        return self.data_root / "_state"
+
+    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
+        """(device, inode, size, mtime_ns, ctime_ns) of the partition's manifest; None when it has none. The
+        ctime cannot be set back (a restore that keeps mtimes, a reused inode), and a rename sets it."""
+        try:
+            st = os.stat(os.path.join(self.folder(date), MANIFEST))  # a string path: a view stats thousands
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return _stat_stamp(st)
+
+    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
+        """(stamp, content) of the manifest, ``known`` when it has that stamp still; the stamp is taken from
+        the open file, so it is the stamp of the content read. (None, None) when there is none."""
+        try:
+            fh = open(os.path.join(self.folder(date), MANIFEST), "rb")
+        except (FileNotFoundError, NotADirectoryError):
+            return None, None
+        with fh:
+            stamp = _stat_stamp(os.fstat(fh.fileno()))
+            if known is not None and known[0] == stamp:
+                return known
+            return stamp, parse_manifest(fh.read())
+
+    def failure_id(self, date: dt.date | None) -> str:
+        return str(self.failure_path(date))
+
+    def failure_records(self) -> set[str]:
+        """:meth:`failure_id` of every failure record under the data root (one walk; most days have none)."""
+        top = os.path.join(self.data_root, "_state", "failures")
+        return {os.path.join(folder, name) for folder, _, names in os.walk(top) for name in names}
 
     def read_failure(self, date: dt.date | None) -> dict | None:
         try:
@@ -409,27 +477,30 @@ class PartitionStore:
 
 
 # -- previews: writes to a shadow root, reads of what it does not hold from production -----------------
-_shadow: tuple[str, Path] | None = None  # (production data root, absolute; the preview's shadow root)
+_shadow: tuple[str, str] | None = None  # (production data root, as _root_key gives it; the preview's shadow root)
+
+
+def _root_key(data_root: str | os.PathLike) -> str:
+    return data_root.rstrip("/") if _remote(data_root) else os.path.abspath(data_root)
 
 
 @contextmanager
 def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterator[None]:
     """For the duration of the block (and in the worker processes forked in it), every store of the
-    ``production`` data root is a :class:`ShadowStore` over ``shadow``: nothing under production is
-    written. tasks/preview.py builds previews this way."""
+    ``production`` data root that :func:`open_store` makes writes to ``shadow`` and reads a partition
+    there when the shadow holds it (:class:`ShadowStore`): nothing under production is written.
+    tasks/preview.py builds previews this way."""
     global _shadow
-    previous, _shadow = _shadow, (os.path.abspath(production), Path(shadow))
+    previous, _shadow = _shadow, (_root_key(production), str(shadow))
     try:
         yield
     finally:
         _shadow = previous
 
 
-def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None) -> PartitionStore:
+def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
     """A store of ``data_root`` as it is, whether or not a preview is being built."""
-    store = object.__new__(PartitionStore)
-    store.__init__(data_root, dataset, subpartition)
-    return store
+    return open_store(data_root, dataset, subpartition, plain=True)
 
 
 class ShadowStore(PartitionStore):
@@ -441,8 +512,8 @@ class ShadowStore(PartitionStore):
     def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
         assert _shadow is not None
         super().__init__(_shadow[1], dataset, subpartition)
-        self.production = plain_store(data_root, dataset, subpartition)
-        self.own = plain_store(_shadow[1], dataset, subpartition)
+        self.production = PartitionStore(data_root, dataset, subpartition)
+        self.own = PartitionStore(_shadow[1], dataset, subpartition)
 
     def _side(self, date: dt.date | None) -> PartitionStore:
         return self.own if self.own.path(date).is_dir() else self.production
@@ -499,6 +570,87 @@ def _place(folder: Path, pending: list[tuple[Path, Path]], drop: Path | None, qu
 
 class PartitionWriteError(RuntimeError):
     """A partition (or its quarantine) could not be written: disk full, permissions. Names the partition."""
+
+
+def _stat_stamp(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None, plain: bool = False):
+    """The store of ``dataset`` under ``data_root``: a local folder (:class:`PartitionStore`) or
+    ``s3://BUCKET/PREFIX`` (:class:`tasks.storage.s3store.S3PartitionStore`, loaded only then); while a
+    preview builds (:func:`shadowed`), its shadow store, unless ``plain``."""
+    remote = _remote(data_root)
+    shadow = not plain and _shadow is not None and _root_key(data_root) == _shadow[0]
+    if remote is not None:
+        return (remote.S3ShadowStore if shadow else remote.S3PartitionStore)(data_root, dataset, subpartition)
+    return (ShadowStore if shadow else PartitionStore)(data_root, dataset, subpartition)
+
+
+# Data roots other than a local folder, by URI scheme: the module that stores them
+REMOTE = {"s3": "tasks.storage.s3store"}
+
+
+def _remote(data_root):
+    """The module of a data root that is not a local folder (loaded by name, only when configured: it
+    builds on this one); None for a local folder."""
+    scheme = data_root.split("://", 1)[0] if isinstance(data_root, str) and "://" in data_root else ""
+    if scheme and scheme not in REMOTE:
+        raise ValueError(f"data_root {data_root}: scheme {scheme!r} is not supported (a local folder or s3://)")
+    return importlib.import_module(REMOTE[scheme]) if scheme else None
+
+
+def check_roots(*roots: tuple[str, str]) -> str | None:
+    """Ask each ``(setting, uri)`` that is a bucket for its bucket (credentials, endpoint, name): one line
+    naming the setting, the endpoint, the bucket and the store's error code for the first that fails."""
+    for setting, uri in roots:
+        remote = _remote(uri) if str(uri).startswith("s3://") else None
+        if remote is not None:
+            error = remote.check(uri)
+            if error:
+                return f"{setting} {uri}: {error}"
+    return None
+
+
+def state_dir(data_root: str | os.PathLike) -> Path:
+    """This host's state folder for ``data_root`` (a local data root's own ``_state``)."""
+    remote = _remote(data_root)
+    return remote.state_dir(data_root) if remote else Path(data_root) / "_state"
+
+
+def read_document(data_root: str | os.PathLike, name: str) -> dict | None:
+    """A JSON document every host shares (``_state/<name>``, e.g. the store registry); None when absent."""
+    remote = _remote(data_root)
+    if remote:
+        return remote.read_document(data_root, name)
+    try:
+        return json.loads((Path(data_root) / "_state" / name).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def update_document(data_root: str | os.PathLike, name: str, merge, what: str) -> dict:
+    """Replace the shared document ``name`` with ``merge(current or None)``, atomically with respect to every
+    other writer (an flock locally; a compare-and-swap in a bucket, merged again when it lost); the result."""
+    remote = _remote(data_root)
+    if remote:
+        return remote.update_document(data_root, name, merge)
+    path = Path(data_root) / "_state" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(path.with_suffix(".lock"), what):
+        doc = merge(read_document(data_root, name))
+        atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True))
+        return doc
+
+
+# Called when a freshness pass begins (tasks/freshness/engine.py): a backend that remembers listings
+# for a pass (tasks/storage/s3store.py) forgets them.
+PASS_HOOKS: list = []
+
+
+def new_pass() -> None:
+    for hook in PASS_HOOKS:
+        hook()
 
 
 def warm_up() -> None:

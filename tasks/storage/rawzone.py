@@ -39,7 +39,12 @@ class Refused(NamedTuple):
 
 
 # Raw zones other than a local folder, by URI scheme: (module, class), each a subclass of RawZone
-REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone")}
+REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone"), "s3": ("tasks.storage.s3raw", "S3RawZone")}
+
+
+class RawZoneUnavailable(RuntimeError):
+    """The raw zone cannot be reached (a server down, frozen, or refusing this client): nothing can be
+    listed or read. Its message names the server and why; tasks/guard.py makes it one line, exit 30."""
 
 
 class RawFileUnreadable(RuntimeError):
@@ -51,6 +56,32 @@ def _raise_unless_linked(exc: OSError) -> None:
     says ENOTDIR, caught before): nothing to read, reported by :meth:`RawZone.source_unread`."""
     if exc.errno != errno.ELOOP:
         raise exc
+
+
+def open_regular(path: str | os.PathLike, shown: str | None = None) -> int:
+    """A file descriptor open for reading on ``path``, a regular file: the one way a raw file is opened
+    for reading or hashing (a build, ``daybreak verify``). A symbolic link is not followed
+    (``O_NOFOLLOW``); a FIFO is opened without waiting for a writer (``O_NONBLOCK``) and, like a folder or
+    a device, refused after an ``fstat`` of what was opened: :class:`RawFileUnreadable` naming ``shown``
+    (default: the path) and what it is. A missing file raises FileNotFoundError."""
+    shown = shown or os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except PermissionError as exc:
+        raise RawFileUnreadable(f"{shown}: {UNREADABLE} ({exc.strerror}); fix its permissions") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RawFileUnreadable(f"{shown}: became {SYMLINK} after it was listed; rerun") from exc
+        if exc.errno in (errno.ENOTDIR, errno.ENXIO):  # a path through a file; a socket
+            raise RawFileUnreadable(f"{shown}: {NOT_REGULAR} ({exc.strerror})") from exc
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise RawFileUnreadable(f"{shown}: {NOT_REGULAR} ({kind}); nothing was read from it")
+    os.set_blocking(fd, True)
+    return fd
 
 
 class RawFile(NamedTuple):
@@ -81,7 +112,7 @@ class RawZone:
             return getattr(importlib.import_module(module), name).from_settings(uri)
         if "://" in uri:
             scheme = uri.split("://", 1)[0]
-            raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported (a local folder or sftp://)")
+            raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported (a local folder, sftp:// or s3://)")
         from tasks.settings import check_raw_root
 
         check_raw_root(uri)  # a missing root is a setting to fix, not data to wait for: exit 2
@@ -206,16 +237,9 @@ class RawZone:
         }
 
     def read_bytes(self, raw: RawFile) -> bytes:
-        """The file's bytes; a file replaced by a symbolic link since it was listed is not followed."""
-        try:
-            fd = os.open(self.root / raw.relpath, os.O_RDONLY | os.O_NOFOLLOW)
-        except PermissionError as exc:
-            raise RawFileUnreadable(f"{raw.relpath}: {UNREADABLE} ({exc.strerror}); fix its permissions") from exc
-        except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                raise
-            raise RawFileUnreadable(f"{raw.relpath}: became {SYMLINK} after it was listed; rerun") from exc
-        with os.fdopen(fd, "rb") as fh:
+        """The file's bytes (:func:`open_regular`: a file replaced since it was listed by a symbolic link,
+        a FIFO, a folder or a device is refused, never followed or waited on)."""
+        with os.fdopen(open_regular(self.root / raw.relpath, raw.relpath), "rb") as fh:
             return fh.read()
 
     # -- content -----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import functools
 import logging
+import mmap
 import os
 import socket
 import stat
@@ -29,18 +30,44 @@ from tasks.storage.rawzone import (
     RawFile,
     RawFileUnreadable,
     RawZone,
+    RawZoneUnavailable,
     Refused,
     is_date_name,
     mode_kind,
 )
 
 logger = logging.getLogger("luigi-interface")
+# paramiko's transport thread logs a server that stops answering with a traceback of its own ("Error
+# reading SSH protocol banner"); the SftpError raised here names the server and the cause in one line
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 WINDOW_BYTES = 64 * 1024 * 1024
 _CONNECTIONS: dict[tuple, tuple[int, paramiko.SSHClient, paramiko.SFTPClient]] = {}
 
 
-class SftpError(RuntimeError):
+class SftpError(RawZoneUnavailable):
     """An SFTP failure that retrying will not fix (host key, authentication) or that outlasted the retries."""
+
+
+# Once a connection failed past its retries, the server is taken for dead by this process and every
+# process forked from it (Luigi's task processes, a single run's builders: an anonymous shared mapping is
+# shared across fork), so the remaining partitions fail at once instead of each waiting out its own
+# timeouts and retries. Bytes: 1 (dead) or 0, then the reason, NUL-terminated. A new command starts alive.
+_DEAD = mmap.mmap(-1, 4096)
+
+
+def _declare_dead(reason: str) -> None:
+    _DEAD[1:] = reason.encode("utf-8", "replace")[: len(_DEAD) - 2].ljust(len(_DEAD) - 1, b"\0")
+    _DEAD[0] = 1
+
+
+def known_dead() -> str | None:
+    """Why the server was given up on by this run (a process of it), or None while it is not."""
+    return _DEAD[1:].split(b"\0", 1)[0].decode("utf-8", "replace") if _DEAD[0] else None
+
+
+def forget_dead() -> None:
+    """Take the server for alive again (a new run in the same process: tests)."""
+    _DEAD[0] = 0
 
 
 class SftpRawZone(RawZone):
@@ -184,7 +211,12 @@ class SftpRawZone(RawZone):
 
     # -- connections ---------------------------------------------------------------------------
     def _call(self, operation):
-        """``operation(sftp)`` on this process's connection, reconnecting and retrying transient failures."""
+        """``operation(sftp)`` on this process's connection, reconnecting and retrying transient failures.
+        Past the retries the server is given up on for the rest of the run (:func:`known_dead`): every
+        later call fails at once, naming the first failure."""
+        dead = known_dead()
+        if dead is not None:
+            raise SftpError(f"{dead}; not tried again in this run")
         for attempt in range(self.retries + 1):
             try:
                 return operation(self._sftp())
@@ -193,7 +225,10 @@ class SftpRawZone(RawZone):
                     raise
                 self._drop()
                 if attempt == self.retries:
-                    raise SftpError(f"{self.describe()}: {exc!r} after {self.retries + 1} attempts") from exc
+                    tries = self.retries + 1
+                    reason = f"{self.describe()}: server not answering ({_cause(exc)}) after {tries} attempts"
+                    _declare_dead(f"{reason} at {time.strftime('%H:%M:%S')}")
+                    raise SftpError(reason) from exc
                 wait = 0.5 * 2**attempt
                 logger.warning("%s: %r, retrying in %.1f s", self.describe(), exc, wait)
                 time.sleep(wait)
@@ -286,6 +321,14 @@ class SftpRawZone(RawZone):
                 cached[1].close()
             except Exception:  # noqa: BLE001 - closing a broken connection must not hide the real error
                 pass
+
+
+def _cause(exc: BaseException) -> str:
+    """What failed, in a few words: ``connection refused``, ``timed out``, ``Error reading SSH protocol banner``."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+    return text.splitlines()[0].lower() if text else type(exc).__name__
 
 
 def _listdir_attr(sftp: paramiko.SFTPClient, path: str):

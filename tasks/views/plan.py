@@ -152,13 +152,16 @@ def _make_keyed_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, 
 
 
 def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
-    from tasks.backfill import left_out
+    from tasks.backfill import before_start, left_out
     from tasks.preview import open_for
 
     cache = freshness.new_pass()
     cls = DATASETS[dataset]
     family = Plan(dataset, [], [], [], {}, None, workers, start, stop).mode[0]
+    earlier, why_earlier = before_start(start, stop)  # kept as built, never rebuilt
     later, why = left_out(family, cls, start, stop)
+    why = "; ".join(w for dates, w in ((earlier, why_earlier), (later, why)) if dates)
+    later = earlier + later
     dates = [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(later)]
     found = _classify(dates, cache, dataset)
     downstream = _downstream(found.rebuilt, start, stop + dt.timedelta(days=horizon_days), cls)

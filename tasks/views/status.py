@@ -11,18 +11,17 @@ import contextlib
 import datetime as dt
 import gc
 import json
-import os
 from dataclasses import asdict, dataclass, replace  # noqa: F401  (asdict: the reference of render_json)
 
 from tasks import catalogue, settings
-from tasks.base import CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
+from tasks.base import BEFORE_START, CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
 from tasks.calendar import date_range
 from tasks.contract import printable
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
-from tasks.storage.partitions import PartitionStore
+from tasks.storage.partitions import open_store
 
 DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
 # Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
@@ -52,12 +51,16 @@ class DayStatus:
     rows: int | None = None
     duration_s: float | None = None
     not_read: tuple[str, ...] = ()  # raw files of its window that are not read: "path (reason)"
+    warnings: tuple[str, ...] = ()  # of the build in place: a store that had rows and has none now
 
 
 def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
     """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
     window that are not read (as the raw zone is now)."""
     status = _day_status(task, cache, name)
+    warnings = ((cache.summary(cache.store(task), task.key) or {}).get("stats") or {}).get("warnings")
+    if warnings and status.state in ("ok", "provisional"):
+        status = replace(status, warnings=tuple(warnings))
     window = task.input_files(cache) if task.reads_raw() else None
     if window is None or not window.refused:
         return status
@@ -68,8 +71,8 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
     state, day = task.state(cache), task.key
     store = cache.once(("store", task.dataset_path()), task.store)
     manifest = cache.summary(store, day) or {}  # rows, duration, finished_at: no list of inputs
-    recorded = cache.once(("failure records", store.data_root), _failure_records, store.data_root)
-    failure = store.read_failure(day) if recorded and str(store.failure_path(day)) in recorded else None
+    recorded = cache.once(("failure records", store.data_root), store.failure_records)
+    failure = store.read_failure(day) if recorded and store.failure_id(day) in recorded else None
     if (
         not state.ok
         and failure
@@ -78,6 +81,8 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
     ):
         return DayStatus(name, day, "failed", failure.get("error", ""))  # whole: shortened only for display
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
+    if task.before_start():  # kept as built, or never built: nothing waits, nothing will run
+        return DayStatus(name, day, state.state, state.reason, rows, duration)
     if not state.ok:  # missing or stale, and a run cannot build it yet: it waits, as the run says
         waiting = waiting_for(task, cache)
         if waiting:
@@ -86,12 +91,6 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
         return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
     # an ok partition's reason is a note: its raw files' metadata changed, their content did not
     return DayStatus(name, day, state.state, state.reason, rows, duration)
-
-
-def _failure_records(data_root) -> set[str]:
-    """Paths of every failure record, from one walk of ``_state/failures`` (most days have none)."""
-    top = os.path.join(data_root, "_state", "failures")
-    return {os.path.join(folder, name) for folder, _, names in os.walk(top) for name in names}
 
 
 def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: CheckCache, name: str) -> DayStatus:
@@ -154,7 +153,7 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
             continue
         if name in MULTI:
             cls, key = MULTI[name]
-            cache.list_dataset(PartitionStore(settings.data_root(), cls.dataset))
+            cache.list_dataset(open_store(settings.data_uri(), cls.dataset))
             out.extend(multi_day_status(cls, key, d, cache, name) for d in date_range(start, stop))
             continue
         cls = DATASETS[name]
@@ -172,6 +171,17 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
             ),
         )
     return out
+
+
+def default_start(datasets: list[str] | None = None) -> dt.date:
+    """``[daybreak] start_date``, or the first date of a partition kept from before it (start_date moved
+    forward: those partitions are kept as built, and shown), from one listing of each dataset folder."""
+    first = settings.daybreak().start_date
+    for name in datasets or catalogue.names("date", "date x hotel"):
+        spec = catalogue.BY_NAME[name]
+        if spec.partition in ("date", "date x hotel"):
+            first = min([first, *open_store(settings.data_uri(), spec.path).listed_dates()])
+    return first
 
 
 def default_stop() -> dt.date:
@@ -219,17 +229,24 @@ def render_text(rows: list[DayStatus]) -> str:
         bar = "".join(SYMBOLS[r.state] for r in mine)
         lines.extend(f"  {bar[i : i + 70]}" for i in range(0, len(bar), 70))
         unread = len({entry for r in mine for entry in r.not_read})  # a file is in the windows of two dates
+        warned = sum(len(r.warnings) for r in mine)
         lines.append(
             "  "
             + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
             + (f"; {unread} raw file(s) not read" if unread else "")
+            + (f"; {warned} warning(s)" if warned else "")
         )
         # provisional: a count, not a line; days in a row with the same state and reason: one line
         attention = [r for r in mine if r.state in ("stale", "failed", "waiting")]
         for first, last, r in runs(attention, lambda r: (r.state, r.reason)):
             lines.append(f"  {span(first, last)} {r.state}: {shorten(r.reason)}")
+        for first, last, r in runs([r for r in mine if r.warnings], lambda r: r.warnings):
+            lines.extend(f"  {span(first, last)} warning: {shorten(w)}" for w in r.warnings)
         for first, last, r in runs([r for r in mine if r.not_read], lambda r: r.not_read):
             lines.append(f"  {span(first, last)} not read: {', '.join(r.not_read)}")
+        kept = [r for r in mine if r.state == "ok" and r.reason.startswith(BEFORE_START)]
+        if kept:
+            lines.append(f"  {kept[0].date} .. {kept[-1].date} ok, {kept[0].reason}")
         same = [r.date for r in mine if r.state == "ok" and r.reason == SAME_CONTENT]
         if same:
             lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({same[0]} .. {same[-1]}): nothing to rebuild")
@@ -265,8 +282,10 @@ def render_json(rows: list[DayStatus]) -> str:
         fields = [f'  "{name}": {value(v)}' for name, v in values.items()]
         unread = ",\n".join(f"   {value(f)}" for f in r.not_read)
         fields.append(f'  "not_read": [\n{unread}\n  ]' if unread else '  "not_read": []')
+        warned = ",\n".join(f"   {value(w)}" for w in r.warnings)
+        fields.append(f'  "warnings": [\n{warned}\n  ]' if warned else '  "warnings": []')
         out.append(" {\n" + ",\n".join(fields) + "\n }")
     return "[\n" + ",\n".join(out) + "\n]"
 
 
-_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f != "not_read"]
+_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f not in ("not_read", "warnings")]

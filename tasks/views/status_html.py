@@ -83,8 +83,20 @@ def key_lines(rows: list) -> list[Line]:
 
 
 def _line(label: str, task, params: str, days: dict) -> Line:
-    path = str(task.store().path(task.key)).replace(partition_name(task.key), PARTITION_PREFIX + "{d}")
+    path = task.store().uri(task.key).replace(partition_name(task.key), PARTITION_PREFIX + "{d}")
     return Line(label, task.task_family, params, path, days)
+
+
+def remove_command(folder: str) -> str:
+    """The shell command that deletes a partition's folder (a local one, or its prefix in a bucket)."""
+    if folder.startswith("s3://"):
+        endpoint = settings.s3().endpoint_url
+        return (
+            "aws s3 rm --recursive "
+            + (f"--endpoint-url {shlex.quote(endpoint)} " if endpoint else "")
+            + (shlex.quote(folder + "/"))
+        )
+    return "rm -r " + shlex.quote(folder)
 
 
 def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | None = None) -> str:
@@ -121,7 +133,7 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
             {
                 "label": line.label,
                 "run": f"luigi --module tasks {line.family} --date {{d}}{line.params} --local-scheduler",
-                "rm": "rm -r " + shlex.quote(line.path.replace("{d}", NO_DAY)).replace(NO_DAY, "{d}"),
+                "rm": remove_command(line.path.replace("{d}", NO_DAY)).replace(NO_DAY, "{d}"),
                 "reasons": {i: c.reason for i, c in enumerate(cells) if c and c.reason},
                 "rows": [c and c.rows for c in cells],
                 "took": [c and c.duration_s for c in cells],
@@ -136,7 +148,7 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
             rm = ""  # the worst key is named in the reason; a fresh one is rebuilt by deleting its folder
         else:
             run = f"luigi --module tasks {cls.task_family} --local-scheduler"
-            rm = f"rm -r {shlex.quote(str(cls().store().path(None)))}"
+            rm = remove_command(cls().store().uri(None))
         data["snapshots"].append(
             {
                 "label": r.dataset,

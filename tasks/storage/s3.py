@@ -1,0 +1,283 @@
+"""An S3-compatible object store (AWS S3, Ceph's RADOS Gateway, MinIO): the only module that imports boto3.
+
+A :class:`Bucket` is ``s3://BUCKET/PREFIX`` with the ``[s3]`` settings (``endpoint_url``, ``region``);
+credentials come from the standard AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
+``~/.aws/credentials``, an instance role), never from luigi.cfg. Keys are named relative to the prefix
+(``staging/qsr_pos/business_date=2026-09-01/data.parquet``), so the layout is the local one.
+
+Every write is one ``PutObject`` (no multipart upload): with ``If-None-Match: *`` for a key that must be new,
+``If-Match`` on the ETag read before for a key that must not have changed. A failed condition raises
+:class:`PreconditionFailed`; any other refusal or a store that does not answer raises :class:`StoreError`,
+whose message names the endpoint, the bucket, the key and the store's error code.
+
+Servers differ on ``If-Match``: AWS compares the quoted ETag it returns, Ceph's radosgw 16 only the bare
+MD5. A write sends the bare ETag; when the store answers 412 although the key still has that ETag, the
+server wants quotes, and the write is made again with them (the condition is still the store's to check,
+atomically, so nothing can slip in between).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import os
+import threading
+from dataclasses import dataclass
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+SCHEME = "s3://"
+
+
+class StoreError(RuntimeError):
+    """The store refused a request or did not answer; the message names endpoint, bucket, key and code."""
+
+    def __init__(self, message: str, code: str = ""):
+        super().__init__(message)
+        self.code = code
+
+
+class PreconditionFailed(RuntimeError):
+    """A conditional write's condition did not hold: another writer changed (or created) the key."""
+
+
+@dataclass(frozen=True)
+class Obj:
+    """What a listing says of one object."""
+
+    size: int
+    etag: str  # without quotes
+    mtime_ns: int
+
+
+def is_uri(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(SCHEME)
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix`` -> (``bucket``, ``some/prefix/``); the prefix may be empty."""
+    rest = uri[len(SCHEME) :]
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    if not bucket or any(part in (".", "..") for part in prefix.split("/") if prefix):
+        raise ValueError(f"{uri!r} is not s3://BUCKET/PREFIX")
+    return bucket, f"{prefix}/" if prefix else ""
+
+
+_clients: dict[tuple, object] = {}
+_lock = threading.Lock()
+_quoted_if_match: dict[str, bool] = {}  # endpoint -> the server compares If-Match with the quoted ETag
+
+
+def _settings() -> tuple[str | None, str]:
+    from tasks import settings
+
+    cfg = settings.s3()
+    return (cfg.endpoint_url or None), cfg.region
+
+
+def _client(endpoint: str | None, region: str):
+    """One client per process and endpoint (a forked worker makes its own: connections are not shared)."""
+    credentials = (os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY"))
+    key = (os.getpid(), endpoint, region, credentials)
+    with _lock:
+        if key not in _clients:
+            config = Config(
+                region_name=region,
+                signature_version="s3v4",
+                s3={"addressing_style": "path" if endpoint else "auto"},
+                retries={"max_attempts": 3, "mode": "standard"},
+                connect_timeout=5,
+                read_timeout=60,
+                # aws-chunked bodies with trailing checksums (botocore's default over HTTPS) are refused by
+                # radosgw 16 (411); a checksum only where the operation requires one works everywhere
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+                max_pool_connections=16,
+            )
+            _clients[key] = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+        return _clients[key]
+
+
+def _etag(value: str | None) -> str:
+    return (value or "").strip('"')
+
+
+def _ns(when: dt.datetime) -> int:
+    return int(when.timestamp() * 1_000_000) * 1000
+
+
+class Bucket:
+    """``s3://BUCKET/PREFIX`` and the requests Daybreak makes of it, keys relative to the prefix."""
+
+    def __init__(self, uri: str, endpoint: str | None = None, region: str | None = None):
+        self.uri = uri.rstrip("/")
+        self.bucket, self.prefix = split_uri(uri)
+        configured = _settings() if endpoint is None or region is None else (endpoint, region)
+        self.endpoint = endpoint if endpoint is not None else configured[0]
+        self.region = region if region is not None else configured[1]
+
+    @property
+    def client(self):
+        return _client(self.endpoint, self.region)
+
+    def describe(self, rel: str = "") -> str:
+        return f"s3://{self.bucket}/{self.prefix}{rel}"
+
+    def _where(self) -> str:
+        return f"endpoint {self.endpoint or 'AWS'}, bucket {self.bucket}"
+
+    def _fail(self, exc: Exception, action: str, rel: str = "") -> StoreError:
+        """One line: what was asked, of which key, the endpoint, the bucket and the store's error code."""
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?"))
+            why = f"{code}: {error.get('Message') or code}"
+        else:
+            code = type(exc).__name__
+            why = f"{code}: {exc}"
+        key = f" {self.describe(rel)}" if rel else ""
+        return StoreError(f"object store: {action}{key} failed ({self._where()}): {why}", code)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def check(self) -> None:
+        """A request to the bucket (credentials, endpoint, bucket name): :class:`StoreError` if it fails."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except (ClientError, BotoCoreError) as exc:
+            error = self._fail(exc, "HEAD bucket")
+            if error.code in ("404", "NoSuchBucket"):
+                missing = f"object store: bucket {self.bucket} does not exist ({self._where()})"
+                error = StoreError(missing, "NoSuchBucket")
+            elif error.code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+                refused = (
+                    f"object store: access to bucket {self.bucket} refused ({self._where()}): {error.code}: the "
+                    "credentials of the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials) "
+                    "are wrong or not allowed on this bucket"
+                )
+                error = StoreError(refused, error.code)
+            raise error from None
+
+    def list(self, rel_prefix: str = "") -> dict[str, Obj]:
+        """Every object under ``rel_prefix`` (relative keys), each page one request."""
+        out: dict[str, Obj] = {}
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self.prefix + rel_prefix, PaginationConfig={"PageSize": 1000}
+        )
+        try:
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    rel = item["Key"][len(self.prefix) :]
+                    out[rel] = Obj(item["Size"], _etag(item.get("ETag")), _ns(item["LastModified"]))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail(exc, "LIST", rel_prefix) from None
+        return out
+
+    def children(self, rel_prefix: str) -> tuple[list[str], list[str]]:
+        """(folders, objects) one level below ``rel_prefix``: a ``/``-delimited listing, names without it."""
+        folders, objects = [], []
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self.prefix + rel_prefix, Delimiter="/"
+        )
+        start = len(self.prefix + rel_prefix)
+        try:
+            for page in pages:
+                folders += [p["Prefix"][start:].rstrip("/") for p in page.get("CommonPrefixes", ())]
+                objects += [item["Key"][start:] for item in page.get("Contents", ())]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail(exc, "LIST", rel_prefix) from None
+        return folders, objects
+
+    def folders(self, rel_prefix: str) -> list[str]:
+        """Every name one level below ``rel_prefix``, folders and objects."""
+        folders, objects = self.children(rel_prefix)
+        return folders + objects
+
+    def head(self, rel: str) -> Obj | None:
+        try:
+            got = self.client.head_object(Bucket=self.bucket, Key=self.prefix + rel)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._fail(exc, "HEAD", rel) from None
+        except BotoCoreError as exc:
+            raise self._fail(exc, "HEAD", rel) from None
+        return Obj(got["ContentLength"], _etag(got.get("ETag")), _ns(got["LastModified"]))
+
+    def get(self, rel: str) -> tuple[bytes, Obj]:
+        """The object's bytes and what they are (ETag, size, time); FileNotFoundError when there is none."""
+        try:
+            got = self.client.get_object(Bucket=self.bucket, Key=self.prefix + rel)
+            data = got["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(self.describe(rel)) from None
+            raise self._fail(exc, "GET", rel) from None
+        except BotoCoreError as exc:
+            raise self._fail(exc, "GET", rel) from None
+        return data, Obj(len(data), _etag(got.get("ETag")), _ns(got["LastModified"]))
+
+    def read(self, rel: str) -> bytes:
+        return self.get(rel)[0]
+
+    def get_with_date(self, rel: str) -> tuple[bytes, Obj, float]:
+        """:meth:`get`, and the store's own time of the answer (its ``Date`` header, epoch seconds): a lease's
+        age is the store's clock minus its ``Last-Modified``, whatever this host's clock says."""
+        try:
+            got = self.client.get_object(Bucket=self.bucket, Key=self.prefix + rel)
+            data = got["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(self.describe(rel)) from None
+            raise self._fail(exc, "GET", rel) from None
+        except BotoCoreError as exc:
+            raise self._fail(exc, "GET", rel) from None
+        date = got.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        now = email.utils.parsedate_to_datetime(date).timestamp() if date else dt.datetime.now(dt.UTC).timestamp()
+        return data, Obj(len(data), _etag(got.get("ETag")), _ns(got["LastModified"])), now
+
+    # -- writing ---------------------------------------------------------------------------------
+    def put(self, rel: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        """One PutObject of ``data``; its ETag. ``if_none_match``: only if the key does not exist;
+        ``if_match``: only if the key has this ETag. :class:`PreconditionFailed` when the condition fails."""
+        args = {"Bucket": self.bucket, "Key": self.prefix + rel, "Body": data}
+        if if_none_match:
+            args["IfNoneMatch"] = "*"
+        if if_match is not None:
+            quoted = _quoted_if_match.get(self.endpoint or "", False)
+            args["IfMatch"] = f'"{if_match}"' if quoted else if_match
+        try:
+            try:
+                return _etag(self.client.put_object(**args)["ETag"])
+            except ClientError as exc:
+                if not _precondition(exc):
+                    raise
+                if if_match is not None and not _quoted_if_match.get(self.endpoint or "") and self._is(rel, if_match):
+                    _quoted_if_match[self.endpoint or ""] = True  # the server compares quoted ETags
+                    return _etag(self.client.put_object(**{**args, "IfMatch": f'"{if_match}"'})["ETag"])
+                raise
+        except ClientError as exc:
+            if _precondition(exc):
+                raise PreconditionFailed(f"{self.describe(rel)} changed (another writer)") from None
+            raise self._fail(exc, "PUT", rel) from None
+        except BotoCoreError as exc:
+            raise self._fail(exc, "PUT", rel) from None
+
+    def _is(self, rel: str, etag: str) -> bool:
+        found = self.head(rel)
+        return found is not None and found.etag == etag
+
+    def delete(self, rel: str) -> None:
+        """Remove a key (never part of a commit: failure records, leases released, swept previews)."""
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.prefix + rel)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail(exc, "DELETE", rel) from None
+
+
+def _precondition(exc: ClientError) -> bool:
+    error = exc.response.get("Error", {})
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return error.get("Code") in ("PreconditionFailed", "412") or status == 412

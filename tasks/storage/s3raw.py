@@ -1,0 +1,90 @@
+"""A raw zone in a bucket: ``[daybreak] raw_root = s3://BUCKET/PREFIX`` (a landing bucket).
+
+The contract is the local one (docs/raw-zone.md): ``<source>/<YYYY-MM-DD>/<file>``, the same names rule,
+every key that no partition reads reported with its reason (a key directly under a source, a folder whose
+name is not a date, a key one level too deep). Nothing here writes to the raw zone.
+
+An object is identified by its name, its size and its version stamp: the ETag when it is the MD5 of the
+content (a single PUT: an identical file uploaded again keeps it, so nothing is rebuilt and nothing is read
+again), else its Last-Modified time (a multipart upload's ETag does not say what the content is: a change
+of time makes the partitions that read it hash its content, as for a touched local file). The stamp takes
+the place of a local file's mtime in manifests and input fingerprints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import zlib
+
+from tasks.storage.rawzone import FOLDER, NOT_REGULAR, OTHER, RawFile, RawZone, Refused, is_date_name
+from tasks.storage.s3 import Bucket, Obj
+
+_CHECKED: set[str] = set()
+_MD5 = re.compile(r"^[0-9a-f]{32}$")
+
+
+def version_stamp(obj: Obj) -> int:
+    """What stands for an object's mtime: its content's MD5 (the ETag of a single PUT, first 52 bits: smaller
+    than any time in ns, so never taken for a recent write), else its Last-Modified time in ns."""
+    return int(obj.etag[:13], 16) if _MD5.match(obj.etag) else obj.mtime_ns
+
+
+class S3RawZone(RawZone):
+    """``s3://BUCKET/PREFIX`` as a raw zone (the interface of :class:`tasks.storage.rawzone.RawZone`)."""
+
+    mtime_resolution_ns = 1_000_000_000  # Last-Modified has whole seconds
+
+    def __init__(self, uri: str):
+        self.bucket = Bucket(uri)
+        self.uri = uri.rstrip("/")
+        self.root = self.uri  # what a message shows as the zone's root
+
+    @classmethod
+    def from_settings(cls, uri: str) -> S3RawZone:
+        zone = cls(uri)
+        if zone.uri not in _CHECKED:  # a missing bucket or wrong credentials: one line, exit 2; once a process
+            zone.bucket.check()
+            _CHECKED.add(zone.uri)
+        return zone
+
+    def describe(self) -> str:
+        return self.uri
+
+    def folder_exists(self, source: str, date: dt.date) -> bool:
+        return self.scan_folder_all(source, date) is not None
+
+    def scan_folder_all(self, source: str, date: dt.date) -> tuple[list[tuple[str, int, int]], list[Refused]] | None:
+        """(name, size, version stamp) of each object of ``<source>/<date>/``, and the keys below it that are
+        one level too deep (never read); None when the folder holds nothing."""
+        folder = f"{self.folder_relpath(source, date)}/"
+        listed = self.bucket.list(folder)
+        if not listed:
+            return None
+        entries, deeper = [], set()
+        for rel, obj in listed.items():
+            name = rel[len(folder) :]
+            if "/" in name:
+                deeper.add(name.split("/", 1)[0])
+            else:
+                entries.append((name, obj.size, version_stamp(obj)))
+        return sorted(entries), sorted(Refused(name, NOT_REGULAR) for name in deeper)
+
+    def _source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
+        folders, objects = self.bucket.children(f"{source}/")
+        if not folders and not objects:
+            return None, []
+        return FOLDER, sorted([(name, FOLDER) for name in folders] + [(name, OTHER) for name in objects])
+
+    def list_folders(self, source: str) -> dict[str, int]:
+        """{folder name: a stamp that changes when a key is added, removed or replaced} of a source's dated
+        folders, from one listing of the source (there are no folder times in a bucket)."""
+        stamps: dict[str, list[int]] = {}
+        for rel, obj in self.bucket.list(f"{source}/").items():
+            name, _, rest = rel[len(source) + 1 :].partition("/")
+            if rest and is_date_name(name):
+                stamps.setdefault(name, []).append(version_stamp(obj) ^ zlib.crc32(rest.encode()))
+        return {name: sum(values) % (1 << 62) for name, values in stamps.items()}
+
+    def read_bytes(self, raw: RawFile) -> bytes:
+        return self.bucket.read(raw.relpath)

@@ -1,0 +1,651 @@
+"""Partitions in an S3-compatible bucket: ``[daybreak] data_root = s3://BUCKET/PREFIX`` (docs/scale-out.md).
+
+The layout under the prefix is the local one (``staging/qsr_pos/business_date=D/data.parquet``, its
+``_manifest.json``, ``quarantine/...``, ``_state/failures/...``), so pyarrow, DuckDB and Spark read it with
+the same globs. What differs is how a partition is committed, and how hosts keep out of each other's way:
+
+* **A commit that holds across hosts.** Every object of a partition is one conditional PUT, data first,
+  the manifest last: ``If-None-Match: *`` for a key that did not exist when the build started, ``If-Match``
+  on the ETag it had then for a key it replaces. The manifest records the ETag, size and sha256 of every
+  object it names, and counts only while the bucket's listing still shows those ETags (otherwise the
+  partition is stale, as a local partition whose files do not match its manifest). A writer whose
+  condition fails stops at once (:class:`OtherWriterCommitted`): a later build committed the partition,
+  and the partition is that build's. No multipart upload and no delete is part of a commit; a quarantine
+  a rebuild no longer has is replaced by an empty one.
+* **Leases, so hosts do not build the same partition twice.** ``_state/leases/<dataset>/<partition>.json``
+  is taken by a put-if-absent, renewed by a compare-and-swap while the build runs, taken over by a
+  compare-and-swap once it expired by the store's own clock (its ``Last-Modified`` and ``Date``), and
+  released by a compare-and-swap. Correctness never rests on the lease: the conditional commit is the
+  fence, so a host frozen past its lease can no longer replace what another host committed since.
+* **Freshness at store speed.** One listing per dataset prefix (and one of its quarantine) per freshness
+  pass gives every object's ETag, size and time: a manifest's stamp is its ETag, and a check of a
+  thousand partitions needs no request per partition (summaries are kept in this host's cache folder,
+  keyed by the manifest's ETag).
+
+This host's own state (summaries, identity sidecars, the folder cache) lives under ``[daybreak] cache_dir``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tasks.storage import partitions, tempnames
+from tasks.storage.partitions import (
+    DATA_FILE,
+    MANIFEST,
+    PartitionBusy,
+    PartitionWriteError,
+    _safe_relpath,
+    parse_manifest,
+    parse_partition_name,
+    partition_name,
+)
+from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+logger = logging.getLogger("luigi-interface")
+
+# What this process listed in the current freshness pass: (data_root, prefix) -> {relative key: Obj}.
+# Writes of this process keep it up to date; a new pass (tasks/freshness/engine.py) empties it.
+_LISTINGS: dict[tuple[str, str], dict[str, Obj]] = {}
+# Manifests this process wrote or read, by (data_root, key): (stamp, content), so a check after a build
+# parses nothing again.
+_MANIFESTS: dict[tuple[str, str], tuple[tuple, dict]] = {}
+
+
+def _forget_listings() -> None:
+    _LISTINGS.clear()
+
+
+partitions.PASS_HOOKS.append(_forget_listings)
+
+
+class OtherWriterCommitted(RuntimeError):
+    """A conditional write failed: another writer committed the partition since this build started. The run
+    counts it as a partition another worker ran (exit 10: tasks/luigi_shortcuts.py, SUPERSEDED)."""
+
+    superseded = True
+
+
+def _stamp(obj: Obj | None) -> tuple | None:
+    return None if obj is None else ("etag", obj.etag, obj.size)
+
+
+class S3PartitionStore:
+    """One dataset's partitions under ``s3://BUCKET/PREFIX`` (the interface of
+    :class:`tasks.storage.partitions.PartitionStore`)."""
+
+    def __init__(self, data_root: str, dataset: str, subpartition: str | None = None):
+        self.data_root = data_root.rstrip("/")
+        self.bucket = Bucket(self.data_root)
+        self.dataset = _safe_relpath(dataset)
+        self.root = f"{self.data_root}/{dataset}"
+        if subpartition is not None and ("/" in subpartition or _safe_relpath(subpartition) != subpartition):
+            raise ValueError(f"subpartition {subpartition!r} could escape its folder")
+        self.sub = subpartition
+
+    # -- names -----------------------------------------------------------------------------------
+    def _levels(self, date: dt.date | None) -> list[str]:
+        return [] if date is None else [partition_name(date), *([self.sub] if self.sub else [])]
+
+    def rel(self, date: dt.date | None) -> str:
+        """The partition's folder, relative to the data root (``staging/qsr_pos/business_date=D``)."""
+        return "/".join([self.dataset, *self._levels(date)])
+
+    def uri(self, date: dt.date | None = None) -> str:
+        return f"{self.data_root}/{self.rel(date)}"
+
+    def record_name(self, date: dt.date | None) -> str:
+        return f"{self.rel(date)}.json"
+
+    def quarantine_rel(self, date: dt.date | None) -> str:
+        return "/".join(["quarantine", self.dataset, *self._levels(date), "rejected.parquet"])
+
+    def failure_id(self, date: dt.date | None) -> str:
+        return f"_state/failures/{self.record_name(date)}"
+
+    def failed_rejects_path(self, date: dt.date | None) -> str:
+        return f"{self.data_root}/{self.failure_id(date)[: -len('.json')]}.rejected.parquet"
+
+    @property
+    def state_dir(self) -> Path:
+        return state_dir(self.data_root)
+
+    # -- listings --------------------------------------------------------------------------------
+    def _listing(self, prefix: str) -> dict[str, Obj]:
+        key = (self.data_root, prefix)
+        if key not in _LISTINGS:
+            _LISTINGS[key] = self.bucket.list(prefix)
+        return _LISTINGS[key]
+
+    def _objects(self) -> dict[str, Obj]:
+        return self._listing(f"{self.dataset}/")
+
+    def _quarantined(self) -> dict[str, Obj]:
+        return self._listing(f"quarantine/{self.dataset}/")
+
+    def _known(self, rel: str, obj: Obj | None) -> None:
+        """This process wrote ``rel`` (``obj``) or found it gone: its listings say so from now on."""
+        for (root, prefix), listing in _LISTINGS.items():
+            if root == self.data_root and rel.startswith(prefix):
+                if obj is None:
+                    listing.pop(rel, None)
+                else:
+                    listing[rel] = obj
+
+    def listed_dates(self) -> set[dt.date]:
+        dates = set()
+        for rel in self._objects():
+            parts = rel[len(self.dataset) + 1 :].split("/", 1)
+            date = parse_partition_name(parts[0])
+            if date is not None and len(parts) == 2:
+                dates.add(date)
+        return dates
+
+    # -- reading ---------------------------------------------------------------------------------
+    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
+        rel = f"{self.rel(date)}/{MANIFEST}"
+        if fresh:
+            obj = self.bucket.head(rel)
+            self._known(rel, obj)
+            return _stamp(obj)
+        return _stamp(self._objects().get(rel))
+
+    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
+        rel = f"{self.rel(date)}/{MANIFEST}"
+        listed = _stamp(self._objects().get(rel))
+        if listed is None:
+            return None, None
+        if known is not None and known[0] == listed:
+            return known
+        mine = _MANIFESTS.get((self.data_root, rel))
+        if mine is not None and mine[0] == listed:
+            return mine
+        try:
+            data, obj = self.bucket.get(rel)
+        except FileNotFoundError:
+            self._known(rel, None)
+            return None, None
+        stamp, content = _stamp(obj), parse_manifest(data)
+        self._known(rel, obj)
+        _MANIFESTS[(self.data_root, rel)] = (stamp, content)
+        return stamp, content
+
+    def read_manifest(self, date: dt.date | None) -> dict | None:
+        try:
+            return parse_manifest(self.bucket.read(f"{self.rel(date)}/{MANIFEST}"))
+        except FileNotFoundError:
+            return None
+
+    def has_manifest(self, date: dt.date | None) -> bool:
+        return self.manifest_stamp(date, fresh=True) is not None
+
+    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
+        """Every object the manifest names is listed with the recorded ETag and size."""
+        objects, folder = self._objects(), self.rel(date)
+        files = [(objects.get(f"{folder}/{f['name']}"), f) for f in manifest.get("data_files", [])]
+        quarantine = manifest.get("quarantine")
+        if quarantine:
+            files.append((self._quarantined().get(quarantine["path"]), quarantine))
+        for obj, f in files:
+            if obj is None or obj.etag != f.get("etag") or obj.size != f.get("size"):
+                return False
+        return bool(manifest.get("data_files"))
+
+    def read_file(self, date: dt.date | None, name: str) -> bytes:
+        return self.bucket.read(f"{self.rel(date)}/{name}")
+
+    def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        return pq.read_table(pa.BufferReader(self.read_file(date, DATA_FILE)), columns=columns)
+
+    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
+        """(sha256, "", bytes read) of an object of the data root now; (None, "missing", 0) without one."""
+        try:
+            data = self.bucket.read(rel)
+        except FileNotFoundError:
+            return None, "missing", 0
+        return hashlib.sha256(data).hexdigest(), "", len(data)
+
+    def read_failure(self, date: dt.date | None) -> dict | None:
+        try:
+            return json.loads(self.bucket.read(self.failure_id(date)))
+        except FileNotFoundError:
+            return None
+
+    def failure_records(self) -> set[str]:
+        return set(self._listing("_state/failures/"))
+
+    # -- failure records -------------------------------------------------------------------------
+    def record_failure(self, date: dt.date | None, record: dict) -> None:
+        rel = self.failure_id(date)
+        self.bucket.put(rel, json.dumps(record, indent=1, default=str).encode())
+        self._known(rel, Obj(0, "", 0))
+
+    def clear_failure(self, date: dt.date | None) -> None:
+        """Remove the failure record and its rejected rows, if this pass's listing has them."""
+        records = self._listing("_state/failures/")
+        for rel in (self.failure_id(date), self.failed_rejects_path(date)[len(self.data_root) + 1 :]):
+            if rel in records:
+                self.bucket.delete(rel)
+                self._known(rel, None)
+
+    def write_failed_rejects(self, date: dt.date | None, rejected: pa.Table) -> str:
+        rel = self.failed_rejects_path(date)[len(self.data_root) + 1 :]
+        self.bucket.put(rel, _parquet_bytes(rejected))
+        self._known(rel, Obj(0, "", 0))
+        return f"{self.data_root}/{rel}"
+
+    # -- leases ----------------------------------------------------------------------------------
+    @contextmanager
+    def locked(self, date: dt.date | None, wait_s: float | None = None) -> Iterator[None]:
+        """Hold the partition's lease for the block (waiting at most ``wait_s`` for a live holder), and
+        remember the ETags of its objects as they were when the build started: its commit's conditions."""
+        from tasks import settings
+
+        lease = Lease(self.bucket, f"_state/leases/{self.record_name(date)}", settings.s3().lease_seconds)
+        lease.acquire(f"{self.dataset} {date or ''}".strip(), wait_s)
+        _BASES[(self.data_root, self.rel(date))] = self._snapshot(date)
+        try:
+            with lease.renewing():
+                yield
+        finally:
+            _BASES.pop((self.data_root, self.rel(date)), None)
+            lease.release()
+
+    def _snapshot(self, date: dt.date | None) -> dict[str, str]:
+        """{key: ETag} of the partition's objects and its quarantine now (one listing each)."""
+        folder = self.rel(date)
+        found = {
+            rel: obj.etag for rel, obj in self.bucket.list(f"{folder}/").items() if "/" not in rel[len(folder) + 1 :]
+        }
+        quarantine = self.bucket.head(self.quarantine_rel(date))
+        if quarantine is not None:
+            found[self.quarantine_rel(date)] = quarantine.etag
+        return found
+
+    # -- writing ---------------------------------------------------------------------------------
+    def write(
+        self,
+        date: dt.date | None,
+        table: pa.Table,
+        manifest: dict,
+        extras: dict[str, bytes] | None = None,
+        rejected: pa.Table | None = None,
+    ) -> dict:
+        """Commit partition ``date``: each object one conditional PUT, data first, the quarantine, the
+        manifest last (:class:`OtherWriterCommitted` when a condition fails)."""
+        for name in extras or {}:
+            if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
+                raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
+        if "data_version" not in manifest and partitions.DATA_VERSION:
+            kind, versioner = partitions.DATA_VERSION[0]
+            manifest = dict(manifest, data_version=versioner(table), data_version_kind=kind)
+        with self._committing(date) as put:
+            folder = self.rel(date)
+            files = []
+            for name, content in [(DATA_FILE, _parquet_bytes(table)), *(extras or {}).items()]:
+                etag = put(f"{folder}/{name}", content)
+                files.append({"name": name, "size": len(content), "etag": etag, "sha256": _sha(content)})
+            manifest = dict(manifest, data_files=files)
+            if rejected is not None:
+                manifest["quarantine"] = None
+                rel = self.quarantine_rel(date)
+                if rejected.num_rows or rel in put.base:  # an old one is replaced by an empty one: no delete
+                    content = _parquet_bytes(rejected)
+                    etag = put(rel, content)
+                    if rejected.num_rows:
+                        manifest["quarantine"] = {
+                            "path": rel, "rows": rejected.num_rows, "size": len(content), "etag": etag,
+                            "sha256": _sha(content),
+                        }  # fmt: skip
+            put(f"{folder}/{MANIFEST}", _manifest_bytes(manifest), manifest=manifest)
+        return manifest
+
+    def adopt(self, date: dt.date | None, source: S3PartitionStore) -> dict:
+        """Replace partition ``date`` with the one ``source`` (a preview's shadow) holds, by the same
+        protocol as :meth:`write`: each object copied with a conditional PUT, data first, the manifest
+        last, byte for byte (an object's ETag is the MD5 of its bytes, so the manifest still describes
+        them). Returns the adopted manifest."""
+        manifest = source.read_manifest(date)
+        if not manifest or manifest.get("_corrupt"):
+            raise ValueError(f"{source.uri(date)}: no readable manifest to adopt")
+        with self._committing(date) as put:
+            folder = self.rel(date)
+            for f in manifest.get("data_files", []):
+                put(f"{folder}/{f['name']}", source.read_file(date, f["name"]))
+            quarantine, rel = manifest.get("quarantine"), self.quarantine_rel(date)
+            if quarantine:
+                put(rel, source.bucket.read(quarantine["path"]))
+            elif rel in put.base:  # the old quarantine, emptied (no delete in a commit)
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                old = pq.read_schema(pa.BufferReader(self.bucket.read(rel)))
+                put(rel, _parquet_bytes(old.empty_table()))
+            put(f"{folder}/{MANIFEST}", source.read_file(date, MANIFEST), manifest=manifest)
+        return manifest
+
+    def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
+        """Replace the manifest alone (conditionally, as a commit)."""
+        with self._committing(date) as put:
+            put(f"{self.rel(date)}/{MANIFEST}", _manifest_bytes(manifest), manifest=manifest)
+
+    @contextmanager
+    def _committing(self, date: dt.date | None):
+        """A ``put(key, bytes)`` that writes conditionally on the ETags of the build's start; an error of the
+        store names the partition; the freshness engine hears of the write whether it succeeded or not."""
+        base = _BASES.get((self.data_root, self.rel(date)))
+        put = _ConditionalPut(self, date, self._snapshot(date) if base is None else base)
+        try:
+            yield put
+        except StoreError as exc:
+            raise PartitionWriteError(
+                f"{self.dataset} {'/'.join(self._levels(date))}: could not write the partition: {exc}. "
+                + (
+                    "Some objects may be replaced already: the partition counts as stale until a run rebuilds it."
+                    if put.done
+                    else "Nothing was replaced: the previous partition, if any, is kept."
+                )
+            ) from None
+        finally:
+            for hook in partitions.WRITE_HOOKS:
+                hook(self, date)
+
+
+_BASES: dict[tuple[str, str], dict[str, str]] = {}  # (data_root, partition) -> {key: ETag} at the build's start
+
+
+class _ConditionalPut:
+    def __init__(self, store: S3PartitionStore, date: dt.date | None, base: dict[str, str]):
+        self.store, self.date, self.base, self.done = store, date, base, 0
+
+    def __call__(self, rel: str, content: bytes, manifest: dict | None = None) -> str:
+        store = self.store
+        etag = self.base.get(rel)
+        try:
+            new = (
+                store.bucket.put(rel, content, if_match=etag)
+                if etag
+                else store.bucket.put(rel, content, if_none_match=True)
+            )
+        except PreconditionFailed:
+            where = f"{store.dataset} {self.date}" if self.date else store.dataset
+            raise OtherWriterCommitted(
+                f"another writer committed {where} since this build started ({store.bucket.describe(rel)} "
+                "changed); nothing more is written by this run, the partition is the other writer's"
+            ) from None
+        self.done += 1
+        obj = Obj(len(content), new, time.time_ns())
+        store._known(rel, obj)
+        if manifest is not None:
+            _MANIFESTS[(store.data_root, rel)] = (_stamp(obj), manifest)
+        return new
+
+
+class Lease:
+    """A lease object: who builds a partition, until when (by the store's clock)."""
+
+    def __init__(self, bucket: Bucket, rel: str, seconds: float):
+        self.bucket, self.rel, self.seconds = bucket, rel, seconds
+        self.etag: str | None = None
+        self.owner = f"{tempnames.host()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
+        self.lost = False
+        self._lock = threading.Lock()
+
+    def _body(self, released: bool = False) -> bytes:
+        return json.dumps({"owner": self.owner, "seconds": self.seconds, "released": released}).encode()
+
+    def acquire(self, what: str, wait_s: float | None) -> None:
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        logged = False
+        while True:
+            holder = self._try()
+            if holder is None:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise PartitionBusy(
+                    f"{what}: {holder} has held its lease ({self.bucket.describe(self.rel)}) for over "
+                    f"{wait_s:.0f} s; nothing was written by this run. Rerun once that run has finished."
+                )
+            if not logged:
+                logger.info("%s: %s holds its lease, waiting", what, holder)
+                logged = True
+            time.sleep(min(1.0, max(0.05, self.seconds / 10)))
+
+    def _try(self) -> str | None:
+        """Take the lease if it is free or expired; None when taken, else who holds it."""
+        try:
+            data, obj, now = self.bucket.get_with_date(self.rel)
+        except FileNotFoundError:
+            try:
+                self.etag = self.bucket.put(self.rel, self._body(), if_none_match=True)
+                return None
+            except PreconditionFailed:
+                return "another host"
+        try:
+            held = json.loads(data)
+        except ValueError:
+            held = {}
+        age = now - obj.mtime_ns / 1e9
+        if held.get("released") or age > float(held.get("seconds", self.seconds)):
+            try:
+                self.etag = self.bucket.put(self.rel, self._body(), if_match=obj.etag)
+                return None
+            except PreconditionFailed:
+                return "another host"
+        return str(held.get("owner", "another host"))
+
+    @contextmanager
+    def renewing(self):
+        """Renew the lease every third of its time while the block runs."""
+        stop = threading.Event()
+
+        def renew():
+            while not stop.wait(self.seconds / 3):
+                with self._lock:
+                    try:
+                        self.etag = self.bucket.put(self.rel, self._body(), if_match=self.etag)
+                    except PreconditionFailed:
+                        self.lost = True  # taken over (this host was frozen past it): the commit is the fence
+                        return
+                    except StoreError as exc:
+                        logger.warning("could not renew the lease %s: %s", self.rel, exc)
+
+        thread = threading.Thread(target=renew, name="lease", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+
+    def release(self) -> None:
+        if self.etag is None or self.lost:
+            return
+        try:
+            self.bucket.put(self.rel, self._body(released=True), if_match=self.etag)
+        except (PreconditionFailed, StoreError):
+            pass  # taken over, or the store is gone: it expires by itself
+
+
+def _sha(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def _manifest_bytes(manifest: dict) -> bytes:
+    return json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    partitions._parquet_to(sink, table)
+    return sink.getvalue().to_pybytes()
+
+
+# -- documents every host shares, and this host's state ---------------------------------------------
+def check(uri: str) -> str | None:
+    """None when the bucket answers; else what the store said (endpoint, bucket, error code)."""
+    try:
+        Bucket(uri).check()
+    except StoreError as exc:
+        return str(exc)
+    return None
+
+
+def state_dir(data_root: str) -> Path:
+    """This host's state for a bucket data root: ``<cache_dir>/s3/<bucket>/<prefix>/_state``."""
+    from tasks import settings
+
+    bucket = Bucket(data_root)
+    return settings.cache_dir() / "s3" / bucket.bucket / bucket.prefix / "_state"
+
+
+def read_document(data_root: str, name: str) -> dict | None:
+    try:
+        return json.loads(Bucket(data_root).read(f"_state/{name}"))
+    except FileNotFoundError:
+        return None
+
+
+def update_document(data_root: str, name: str, merge) -> dict:
+    """Compare-and-swap: read the document and its ETag, merge, put on that ETag; on a lost race, again."""
+    bucket, rel = Bucket(data_root), f"_state/{name}"
+    while True:
+        try:
+            data, obj = bucket.get(rel)
+            current, etag = json.loads(data), obj.etag
+        except FileNotFoundError:
+            current, etag = None, None
+        doc = merge(current)
+        try:
+            bucket.put(
+                rel, json.dumps(doc, indent=1, sort_keys=True).encode(), if_match=etag, if_none_match=etag is None
+            )
+            return doc
+        except PreconditionFailed:
+            continue
+
+
+class S3Root:
+    """A bucket prefix as a tree of files (:class:`tasks.storage.roots.LocalRoot`'s interface)."""
+
+    def __init__(self, uri: str):
+        self.bucket = Bucket(uri)
+        self.uri = uri.rstrip("/")
+
+    def child(self, rel: str) -> S3Root:
+        return S3Root(f"{self.uri}/{rel.strip('/')}")
+
+    def exists(self, rel: str = "") -> bool:
+        if rel and self.bucket.head(rel) is not None:
+            return True
+        return bool(self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""))
+
+    def read(self, rel: str) -> bytes:
+        return self.bucket.read(rel)
+
+    def write(self, rel: str, data: bytes) -> None:
+        self.bucket.put(rel, data)
+
+    def mkdir(self) -> None:
+        """Nothing to make: a prefix exists once it holds an object."""
+
+    def names(self) -> list[str]:
+        return sorted(self.bucket.folders(""))
+
+    def files(self, rel: str = "") -> dict[str, int]:
+        prefix = f"{rel.rstrip('/')}/" if rel else ""
+        return {key: obj.size for key, obj in self.bucket.list(prefix).items()}
+
+    def remove(self, rel: str = "") -> None:
+        prefix = f"{rel.rstrip('/')}/" if rel else ""
+        if rel and self.bucket.head(rel) is not None:
+            self.bucket.delete(rel)
+        for key in self.bucket.list(prefix):
+            self.bucket.delete(key)
+
+    @contextmanager
+    def exclusive(self, rel: str, what: str, wait_s: float | None = 0) -> Iterator[None]:
+        from tasks import settings
+
+        lease = Lease(self.bucket, rel, settings.s3().lease_seconds)
+        lease.acquire(what, wait_s)
+        try:
+            with lease.renewing():
+                yield
+        finally:
+            lease.release()
+
+
+class S3ShadowStore(S3PartitionStore):
+    """A dataset's partitions as a preview sees them (:class:`tasks.storage.partitions.ShadowStore` for a
+    bucket): a partition the shadow root holds is read there, any other from production; every write
+    (objects, manifests, failure records, leases) goes to the shadow. A manifest-only update of a
+    partition the shadow does not hold yet copies production's objects into the shadow first."""
+
+    def __init__(self, data_root: str, dataset: str, subpartition: str | None = None):
+        shadow = partitions._shadow[1]
+        super().__init__(shadow, dataset, subpartition)
+        self.production = S3PartitionStore(data_root, dataset, subpartition)
+        self.own = S3PartitionStore(shadow, dataset, subpartition)
+
+    def _side(self, date: dt.date | None) -> S3PartitionStore:
+        return self.own if self.own.manifest_stamp(date) is not None else self.production
+
+    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
+        return self._side(date).manifest_stamp(date, fresh)
+
+    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
+        return self._side(date).read_manifest_stamped(date, known)
+
+    def read_manifest(self, date: dt.date | None) -> dict | None:
+        return self._side(date).read_manifest(date)
+
+    def has_manifest(self, date: dt.date | None) -> bool:
+        return self._side(date).has_manifest(date)
+
+    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
+        return self._side(date).data_matches(date, manifest)
+
+    def read_file(self, date: dt.date | None, name: str) -> bytes:
+        return self._side(date).read_file(date, name)
+
+    def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
+        return self._side(date).read_table(date, columns)
+
+    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
+        own = self.own.file_digest(rel)
+        return own if own[0] is not None else self.production.file_digest(rel)
+
+    def uri(self, date: dt.date | None = None) -> str:
+        return self._side(date).uri(date)
+
+    def listed_dates(self) -> set[dt.date]:
+        return self.production.listed_dates() | self.own.listed_dates()
+
+    def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
+        if self.own.manifest_stamp(date) is None:
+            quarantine = manifest.get("quarantine")
+            names = [f"{self.rel(date)}/{f['name']}" for f in manifest.get("data_files", [])]
+            for rel in [*names, *([quarantine["path"]] if quarantine else [])]:
+                content = self.production.bucket.read(rel)
+                self.own._known(rel, Obj(len(content), self.own.bucket.put(rel, content), time.time_ns()))
+        super().update_manifest(date, manifest)

@@ -1,0 +1,327 @@
+"""Partitions and raw files in a real S3 server (Ceph's radosgw, tests/radosgw.py): every command on the store
+equals a local build, the commit is conditional (a stale writer commits nothing), leases, store errors.
+
+Each test gets a bucket of its own on one server per module; boto3 reads what the store holds, and DuckDB
+and pyarrow read the outputs as a user would (pyarrow's S3 filesystem)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import uuid
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from tasks import cli
+from tests import radosgw
+from tests.conftest import qsr_rows
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL})"),
+]
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+
+
+@pytest.fixture(scope="module")
+def rgw(tmp_path_factory):
+    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
+        yield server
+
+
+@pytest.fixture
+def store_env(rgw, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    return rgw
+
+
+@pytest.fixture
+def s3lab(lab, store_env, setting, tmp_path):
+    """The lab with data_root in a new bucket of the server (raw files local)."""
+    bucket = store_env.make_bucket(f"lab-{uuid.uuid4().hex[:10]}")
+    lab.bucket = bucket
+    lab.uri = f"s3://{bucket}/daybreak"
+    lab.s3 = store_env.client()
+    setting("daybreak", "data_root", lab.uri)
+    setting("daybreak", "cache_dir", tmp_path / "cache")
+    setting("s3", "endpoint_url", store_env.endpoint_url)
+    setting("s3", "region", store_env.region)
+    return lab
+
+
+def objects(lab, prefix: str = "daybreak/") -> dict[str, str]:
+    """{key: ETag} of every object under the prefix (what a rerun must not change)."""
+    out = {}
+    for page in lab.s3.get_paginator("list_objects_v2").paginate(Bucket=lab.bucket, Prefix=prefix):
+        out.update({o["Key"]: o["ETag"] for o in page.get("Contents", ())})
+    return out
+
+
+def store_tables(lab, dataset: str = "staging/qsr_pos") -> dict[str, list]:
+    """Every partition of ``dataset`` in the bucket, read with pyarrow's S3 filesystem as a user would."""
+    from pyarrow import fs
+
+    s3 = fs.S3FileSystem(
+        endpoint_override=lab.s3.meta.endpoint_url.removeprefix("http://"),
+        scheme="http",
+        access_key=lab.s3._request_signer._credentials.access_key,
+        secret_key=lab.s3._request_signer._credentials.secret_key,
+        region="default",
+    )
+    out = {}
+    for info in s3.get_file_info(fs.FileSelector(f"{lab.bucket}/daybreak/{dataset}", recursive=True)):
+        if info.path.endswith("/data.parquet"):
+            table = pq.read_table(info.path, filesystem=s3)
+            out[info.path.split("/")[-2]] = table.sort_by([(table.column_names[0], "ascending")]).to_pylist()
+    return out
+
+
+def local_tables(root, dataset: str = "staging/qsr_pos") -> dict[str, list]:
+    out = {}
+    for path in sorted((root / dataset).glob("business_date=*/data.parquet")):
+        table = pq.read_table(path)
+        out[path.parent.name] = table.sort_by([(table.column_names[0], "ascending")]).to_pylist()
+    return out
+
+
+def built_at(lab, dataset: str = "staging/qsr_pos") -> dict[dt.date, str]:
+    """finished_at of every manifest of ``dataset`` in the bucket, by date."""
+    out = {}
+    for key in objects(lab, f"daybreak/{dataset}/"):
+        if key.endswith("/_manifest.json"):
+            manifest = json.loads(lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read())
+            out[dt.date.fromisoformat(key.split("business_date=")[1][:10])] = manifest["finished_at"]
+    return out
+
+
+def rebuilt(lab, action, dataset: str = "staging/qsr_pos") -> set[dt.date]:
+    before = built_at(lab, dataset)
+    action()
+    return {d for d, t in built_at(lab, dataset).items() if before.get(d) != t}
+
+
+def bad_line(day: dt.date) -> str:
+    d = day.isoformat()
+    return f"S001-{d}-X,1,S001,{d}T12:30:00-04:00,BURGER,abc,6.50,,COMPLETED"
+
+
+def raw_lab(lab, days: int = 4) -> None:
+    """Folders START .. START+days. Partition d: S001's 4 lines and 30 more COLA x3 lines, S002's 4 lines and
+    one rejected (qty abc): 38 rows, 1 rejected (under max_reject_share)."""
+    for i in range(days + 1):
+        d = START + i * DAY
+        cola = qsr_rows("S001", d)[2]
+        more = [cola.replace("-B,", f"-B{k},") for k in range(30)]  # 30 lines of business date d
+        lab.qsr_file(d.isoformat(), "S001", [*qsr_rows("S001", d), *more])
+        lab.qsr_file(d.isoformat(), "S002", [*qsr_rows("S002", d), bad_line(d)])
+
+
+def test_a_backfill_on_the_store_equals_a_local_build_and_a_rerun_changes_no_object(s3lab, setting):
+    lab = s3lab
+    raw_lab(lab)
+    assert lab.range(START, START + 4 * DAY, "--workers", "2") == 0
+    stored = store_tables(lab)
+    before = objects(lab)
+    assert lab.range(START, START + 4 * DAY, "--workers", "2") == 0
+    assert objects(lab) == before  # nothing rewritten
+    assert sorted(k for k in before if k.endswith("data.parquet")) == [
+        f"daybreak/staging/qsr_pos/business_date={START + i * DAY}/data.parquet" for i in range(4)
+    ]
+    quarantined = {
+        k: pq.read_table(io.BytesIO(lab.s3.get_object(Bucket=lab.bucket, Key=k)["Body"].read()))
+        for k in before
+        if k.startswith("daybreak/quarantine/")
+    }
+    setting("daybreak", "data_root", lab.root / "local")
+    assert lab.range(START, START + 4 * DAY) == 0
+    assert stored == local_tables(lab.root / "local") and len(stored) == 4
+    local_q = {
+        str(p.relative_to(lab.root / "local")): pq.read_table(p)
+        for p in sorted((lab.root / "local" / "quarantine").rglob("*.parquet"))
+    }
+    assert {k.removeprefix("daybreak/"): t.to_pylist() for k, t in quarantined.items()} == {
+        k: t.to_pylist() for k, t in local_q.items()
+    }
+    assert len(local_q) == 4
+
+
+def test_duckdb_reads_the_store_through_pyarrow_as_a_user_would(s3lab):
+    from pyarrow import dataset as ds
+    from pyarrow import fs
+
+    lab = s3lab
+    raw_lab(lab, days=2)
+    assert lab.range(START, START + 2 * DAY) == 0
+    s3 = fs.S3FileSystem(
+        endpoint_override=lab.s3.meta.endpoint_url.removeprefix("http://"),
+        scheme="http",
+        access_key=lab.s3._request_signer._credentials.access_key,
+        secret_key=lab.s3._request_signer._credentials.secret_key,
+        region="default",
+    )
+    con = duckdb.connect()
+    con.register("lines", ds.dataset(f"{lab.bucket}/daybreak/staging/qsr_pos", filesystem=s3, partitioning="hive"))
+    got = con.sql("select business_date, count(*) from lines group by all order by 1").fetchall()
+    assert [(str(d), n) for d, n in got] == [(str(START), 38), (str(START + DAY), 38)]
+
+
+def test_a_late_raw_file_rebuilds_exactly_its_two_dates_and_status_and_plan_name_them(s3lab, capsys):
+    lab = s3lab
+    raw_lab(lab, days=5)
+    assert lab.range(START, START + 5 * DAY) == 0
+    late = (START + 3 * DAY).isoformat()
+    lab.qsr_file(late, "S003", qsr_rows("S003", START + 3 * DAY))  # folder d+3: partitions d+2 and d+3
+    capsys.readouterr()
+    assert cli.main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 5 * DAY)]) == 1  # work to do
+    plan = capsys.readouterr().out
+    assert "2 partitions would run" in plan, plan
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 5 * DAY)]) == 0
+    status = capsys.readouterr().out
+    assert status.count(f"qsr_pos/{late}/S003.csv") >= 2, status
+    assert rebuilt(lab, lambda: lab.range(START, START + 5 * DAY)) == {START + 2 * DAY, START + 3 * DAY}
+
+
+def test_a_writer_whose_condition_fails_commits_nothing_and_says_so(s3lab):
+    """Two writers of one partition: the first commits; the second, whose build started before that commit,
+    writes nothing (every object keeps the first writer's ETag) and names the partition."""
+    import pyarrow as pa
+
+    from tasks.storage.s3store import _BASES, OtherWriterCommitted, S3PartitionStore
+
+    store = S3PartitionStore(s3lab.uri, "marts/demo")
+    first = S3PartitionStore(s3lab.uri, "marts/demo")
+    store.write(START, pa.table({"x": [1]}), {"n": 0})  # the partition as both builds found it
+    started = first._snapshot(START)
+    store.write(START, pa.table({"x": [2]}), {"n": 1})  # the other writer commits meanwhile
+    committed = objects(s3lab)
+    _BASES[(s3lab.uri, first.rel(START))] = started
+    try:
+        with pytest.raises(OtherWriterCommitted, match=f"another writer committed marts/demo {START}"):
+            first.write(START, pa.table({"x": [3]}), {"n": 2})
+    finally:
+        _BASES.clear()
+    assert objects(s3lab) == committed
+    assert S3PartitionStore(s3lab.uri, "marts/demo").read_table(START).column("x").to_pylist() == [2]
+    with pytest.raises(OtherWriterCommitted):  # a new partition another writer created first
+        _BASES[(s3lab.uri, first.rel(START + DAY))] = {}
+        try:
+            store.write(START + DAY, pa.table({"x": [1]}), {"n": 0})
+            first.write(START + DAY, pa.table({"x": [9]}), {"n": 0})
+        finally:
+            _BASES.clear()
+    assert S3PartitionStore(s3lab.uri, "marts/demo").read_table(START + DAY).column("x").to_pylist() == [1]
+
+
+def test_a_manifest_counts_only_while_the_listing_shows_its_etags(s3lab):
+    """An object of a partition replaced behind Daybreak's back (not by a commit): the partition is stale,
+    and the next run rebuilds it."""
+    lab = s3lab
+    raw_lab(lab, days=2)
+    assert lab.range(START, START + 2 * DAY) == 0
+    key = f"daybreak/staging/qsr_pos/business_date={START}/data.parquet"
+    body = lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read()
+    lab.s3.put_object(Bucket=lab.bucket, Key=key, Body=body + b"\0")
+    assert rebuilt(lab, lambda: lab.range(START, START + 2 * DAY)) == {START}
+    assert lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read() == body
+
+
+def test_a_live_lease_makes_another_host_wait_then_fail_and_an_expired_one_is_taken_over(s3lab, setting):
+    from tasks.storage.partitions import PartitionBusy
+    from tasks.storage.s3store import S3PartitionStore
+
+    setting("s3", "lease_seconds", 2)
+    store = S3PartitionStore(s3lab.uri, "marts/demo")
+    other = S3PartitionStore(s3lab.uri, "marts/demo")
+    lease_key = f"daybreak/_state/leases/marts/demo/business_date={START}.json"
+    with store.locked(START, wait_s=0):
+        assert json.loads(s3lab.s3.get_object(Bucket=s3lab.bucket, Key=lease_key)["Body"].read())["released"] is False
+        with pytest.raises(PartitionBusy, match="holds its lease|has held its lease"):
+            with other.locked(START, wait_s=0.5):
+                pass
+        # renewed while held: still not free after more than its time
+        with pytest.raises(PartitionBusy):
+            with other.locked(START, wait_s=2.5):
+                pass
+    with other.locked(START, wait_s=0):  # released: free at once
+        pass
+    held = s3lab.s3.put_object(
+        Bucket=s3lab.bucket,
+        Key=lease_key,
+        Body=json.dumps({"owner": "a frozen host", "seconds": 2, "released": False}).encode(),
+    )
+    assert held["ETag"]
+    with pytest.raises(PartitionBusy, match="a frozen host"):
+        with other.locked(START, wait_s=0):
+            pass
+    with other.locked(START, wait_s=5):  # taken over once 2 s have passed by the store's clock
+        pass
+
+
+def test_preview_then_publish_on_the_store_equals_a_local_build_with_the_new_rules(s3lab, setting, capsys):
+    lab = s3lab
+    raw_lab(lab, days=3)
+    assert lab.range(START, START + 3 * DAY) == 0
+    setting("qsr", "suspicious_qty_threshold", 1)  # COLA x3 and FRIES x2 lines become suspicious
+    before = objects(lab)
+    capsys.readouterr()
+    assert cli.main(["preview", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 3 * DAY), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {k: v for k, v in objects(lab).items() if "/_state/" not in k} == {
+        k: v for k, v in before.items() if "/_state/" not in k
+    }  # production untouched
+    changed = {p["date"]: p["changed"] for p in report["datasets"]["stg_qsr_pos"]["partitions"]}
+    assert changed == {str(START + i * DAY): 34 for i in range(3)}  # every COLA x3 (32) and FRIES x2 (2) line
+    assert cli.main(["publish", report["id"]]) == 0
+    assert rebuilt(lab, lambda: lab.range(START, START + 3 * DAY)) == set()
+    published = store_tables(lab)
+    setting("daybreak", "data_root", lab.root / "local")
+    assert lab.range(START, START + 3 * DAY) == 0
+    assert published == local_tables(lab.root / "local")
+
+
+def test_a_missing_bucket_refused_credentials_and_a_dead_endpoint_are_one_line_and_exit_2(s3lab, monkeypatch):
+    lab = s3lab
+    raw_lab(lab, days=1)
+    cfg = lab.root / "s3.cfg"
+    endpoint = lab.s3.meta.endpoint_url
+
+    def run(data_root: str, endpoint_url: str, secret: str | None = None):
+        from tasks.settings import write_config
+
+        write_config(
+            cfg,
+            {
+                "daybreak": {"raw_root": lab.raw, "data_root": data_root},
+                "s3": {"endpoint_url": endpoint_url, "region": "default"},
+            },
+        )
+        env = {"LUIGI_CONFIG_PATH": str(cfg), **({"AWS_SECRET_ACCESS_KEY": secret} if secret else {})}
+        return lab.cli(
+            "RangeDaily",
+            "--of",
+            "StgQsrPos",
+            "--start",
+            str(START),
+            "--stop",
+            str(START + DAY),
+            "--local-scheduler",
+            env=env,
+        )
+
+    cases = [
+        (run("s3://no-such-bucket/x", endpoint), "bucket no-such-bucket does not exist"),
+        (run(lab.uri, endpoint, secret="wrong"), "access to bucket"),
+        (run(lab.uri, "http://127.0.0.1:9"), "EndpointConnectionError"),
+    ]
+    for proc, expected in cases:
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+        assert "data_root" in lines[0] and ("127.0.0.1" in lines[0])
+    assert objects(lab) == {}  # nothing ran
