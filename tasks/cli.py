@@ -25,17 +25,6 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
-def _workers(text: str) -> int:
-    """``--workers``: a whole number of at least 1 (0 workers build nothing)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: at least 1 worker is needed to build anything")
-    return value
-
-
 def cmd_sample(args: argparse.Namespace) -> int:
     from tasks import reference, sample, settings
 
@@ -180,9 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sample", help="write a deterministic sample raw zone")
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1), help="first business date (inclusive)")
-    p.add_argument("--days", type=int, default=60, help="number of business dates")
-    p.add_argument("--stores", type=int, default=50)
-    p.add_argument("--seed", type=int, default=1)
+    days = guard.count_argument(1, guard.MAX_RANGE_DAYS)
+    p.add_argument("--days", type=days, default=60, help="number of business dates")
+    p.add_argument("--stores", type=guard.count_argument(1, 9999), default=50)
+    p.add_argument("--seed", type=guard.count_argument(0), default=1)
     p.add_argument("--raw-root", help="folder to write (default: [daybreak] raw_root)")
     p.add_argument("--late", action="store_true", help="also write the one late-arriving file")
     p.set_defaults(func=cmd_sample)
@@ -205,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
-    p.add_argument("--workers", type=_workers, default=1, help="for the time estimate")
+    p.add_argument("--workers", type=guard.count_argument(1), default=1, help="for the time estimate")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser(
@@ -214,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
-    p.add_argument("--workers", type=_workers, default=1, help="Luigi workers for the builds")
+    p.add_argument("--workers", type=guard.count_argument(1), default=1, help="Luigi workers for the builds")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_preview)
 
@@ -246,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         "scheduler", help="run luigid on 127.0.0.1 with state, logs and SQLite history under the data root"
     )
     p.add_argument("--address", default="127.0.0.1", help="bind address (luigid has no authentication)")
-    p.add_argument("--port", type=int, default=8082)
+    p.add_argument("--port", type=guard.count_argument(1, 65535), default=8082)
     p.set_defaults(func=cmd_scheduler)
 
     p = sub.add_parser("demo", help="measure backfills after each kind of change; writes WORKDIR/backfills.md")
@@ -257,31 +247,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--update-docs", action="store_true", help="also write the table into README.md, docs/backfills.md")
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1))
-    p.add_argument("--days", type=int, default=60)
-    p.add_argument("--stores", type=int, default=50)
-    p.add_argument("--workers", type=_workers, default=2)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--days", type=guard.count_argument(1, guard.MAX_RANGE_DAYS), default=60)
+    p.add_argument("--stores", type=guard.count_argument(1, 9999), default=50)
+    p.add_argument("--workers", type=guard.count_argument(1), default=2)
+    p.add_argument("--seed", type=guard.count_argument(0), default=1)
     p.set_defaults(func=cmd_demo)
     return parser
 
 
-# (option, lowest, highest or None) of every whole number a command takes: checked by tasks/guard.py
-COUNTS = {
-    "workers": ("--workers", 1, None),
-    "days": ("--days", 1, guard.MAX_RANGE_DAYS),
-    "stores": ("--stores", 1, 9999),
-    "seed": ("--seed", 0, None),
-    "port": ("--port", 1, 65535),
-}
-
-
 def check_args(args: argparse.Namespace) -> None:
-    """Every date, range and count of the command line, by the one check every command shares
-    (tasks/guard.py): a bad value is one line and exit 2, before anything is read or written."""
+    """Every date and range of the command line, by the one check every command shares (tasks/guard.py;
+    its counts are checked as argparse reads them, :func:`tasks.guard.count_argument`): a bad value is
+    one line and exit 2, before anything is read or written."""
     guard.check_range(getattr(args, "start", None), getattr(args, "stop", None), args.command)
-    for name, (flag, low, high) in COUNTS.items():
-        if getattr(args, name, None) is not None:
-            guard.check_count(getattr(args, name), flag, low, high)
     if getattr(args, "days", None) is not None and getattr(args, "start", None) is not None:
         guard.check_range(args.start, args.start + dt.timedelta(days=args.days), args.command)
     if getattr(args, "html", None):

@@ -67,13 +67,39 @@ def check_date(value: dt.date, flag: str = "--date") -> dt.date:
     return value
 
 
-def check_count(value: int, flag: str, low: int = 1, high: int | None = None) -> int:
-    """``value`` if it is a whole number from ``low`` to ``high`` (inclusive; None: no upper bound); else
-    exit 2 naming ``flag`` (``--workers``, ``--days``, ``--stores``)."""
+def count_error(value, low: int = 1, high: int | None = None) -> str | None:
+    """Why ``value`` is not a whole number from ``low`` to ``high`` (inclusive; None: no upper bound), or None."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
-        fail(f"{flag} {value}: expected a whole number, {bounds}")
+        return f"expected a whole number, {f'from {low} to {high}' if high is not None else f'{low} or more'}"
+    return None
+
+
+def check_count(value: int, flag: str, low: int = 1, high: int | None = None) -> int:
+    """``value`` if it is a whole number from ``low`` to ``high`` (:func:`count_error`); else exit 2 naming
+    ``flag`` (``--workers``, ``--days``, ``--stores``)."""
+    error = count_error(value, low, high)
+    if error:
+        fail(f"{flag} {value}: {error}")
     return value
+
+
+def count_argument(low: int = 1, high: int | None = None):
+    """An argparse ``type`` for a count of the ``daybreak`` command, by :func:`count_error`: argparse's
+    usage error (exit 2), ``argument --workers: 0: expected a whole number, 1 or more``."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        error = count_error(value, low, high)
+        if error:
+            raise argparse.ArgumentTypeError(f"{value}: {error}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
 
 
 class Fault(SystemExit):

@@ -402,10 +402,13 @@ def linear_local_scheduler() -> None:
 
 
 def checked_workers() -> None:
-    """Make every Luigi run in this process refuse a worker count below 1 (``--workers 0``: Luigi would
-    start no worker, run nothing and exit 25 "not run") with one line and exit 2, as every ``daybreak``
-    command does (:func:`tasks.guard.check_count`): Luigi's ``_WorkerSchedulerFactory.create_worker``,
-    which the ``luigi`` command and ``luigi.build`` call before any task is checked, checks it first."""
+    """Make the ``luigi`` command refuse a worker count below 1 (``--workers 0``: Luigi would start no
+    worker, run nothing and exit 25 "not run") with one line and exit 2, as every ``daybreak`` command
+    does (:func:`tasks.guard.check_count`): Luigi's ``_WorkerSchedulerFactory.create_worker``, which it
+    calls before any task is checked, checks it first. A program's own ``luigi.build(workers=0)`` (no
+    command line parsed) is left to Luigi."""
+    from luigi.cmdline_parser import CmdlineParser
+
     from tasks.guard import check_count
 
     factory = interface._WorkerSchedulerFactory
@@ -414,7 +417,8 @@ def checked_workers() -> None:
     create = factory.create_worker
 
     def create_worker(self, scheduler, worker_processes, assistant=False):
-        check_count(worker_processes, "--workers")
+        if CmdlineParser.get_instance() is not None:
+            check_count(worker_processes, "--workers")
         return create(self, scheduler, worker_processes, assistant)
 
     create_worker.checked = True
