@@ -38,15 +38,23 @@ def register() -> None:
     import luigi.tools.range  # noqa: F401  (RangeDaily on the command line, even with autoload_range off)
 
     from tasks import guard
-    from tasks.luigi_shortcuts import linear_local_scheduler, many_hosts, options_in_full
+    from tasks.luigi_shortcuts import (
+        checked_ranges,
+        checked_workers,
+        linear_local_scheduler,
+        many_hosts,
+        options_in_full,
+    )
     from tasks.settings import apply_luigi_defaults, check_config, check_stores
 
+    check_config()  # luigi.cfg: a % Luigi cannot read, an unknown key, a bad value: exit 2, naming file and key
     apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode]
     options_in_full()  # `--hotel` is not an abbreviation of the [hotels] settings' flags
     linear_local_scheduler()  # a run without luigid schedules in linear time (tasks/luigi_shortcuts.py)
+    checked_workers()  # --workers 0: one line and exit 2, as every daybreak command (tasks/guard.py)
+    checked_ranges()  # RangeDaily's dates and length: the same check as every daybreak command
     many_hosts()  # hosts sharing a luigid wait for each other and exit as one host would
     guard.install()  # Luigi's usage errors: one line and exit 2 (tasks/guard.py)
-    check_config()  # an unknown key or a bad value in a Daybreak section: exit 2, naming file and key
     check_stores()  # a bucket that does not answer: exit 2 before any partition runs
     for module in dict.fromkeys(FAMILIES.values()):
         importlib.import_module(module)

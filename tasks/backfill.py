@@ -22,13 +22,14 @@ from tasks.calendar import date_range
 from tasks.freshness.engine import Engine
 from tasks.guard import check_range
 from tasks.hotels import StgHotelBookingsDaily
+from tasks.parameters import DateParameter
 from tasks.qsr import StgQsrPos
 from tasks.reporting import progress, runlog
 from tasks.reporting.progress import logger
 from tasks.settings import business_today
 
 
-class BusinessDateParameter(luigi.DateParameter):
+class BusinessDateParameter(DateParameter):
     """A date that defaults to :func:`business_today`, resolved when the task is created.
 
     A default of None would stay None in the task's parameters, and Luigi's execution summary, which
@@ -49,7 +50,7 @@ class MorningRefresh(luigi.WrapperTask):
     """
 
     today = BusinessDateParameter(
-        default=None, description="Run as of this date (default: today in the business timezone)"
+        default=None, flag="--today", description="Run as of this date (default: today in the business timezone)"
     )
 
     def as_of(self) -> dt.date:
@@ -238,7 +239,7 @@ class SingleRunBuild(luigi.Task):
         for task, error in built_in_parallel(todo, processes) if processes > 1 else built_in_order(todo):
             if error is not None:
                 failed.append((task.date, error))
-            meter.step(task.task_id)
+            meter.step(runlog.label(task))
             self.set_progress_percentage(round(100 * meter.done / len(todo)))
             self.set_status_message(f"{meter.done}/{len(todo)} dates, {len(failed)} failed")
         if failed:

@@ -26,6 +26,7 @@ from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
 from tasks.freshness.inputs import FolderInputs, Window, diff_inputs, input_line
 from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
+from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
@@ -417,6 +418,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             store.update_manifest(self.key, kept)
         else:
             store.write(self.key, built.table, manifest, built.extras, rejected=built.rejected)
+        runlog.wrote(self.task_id)
         store.clear_failure(self.key)
         logger.info(
             "%s: wrote %s rows (%s rejected) in %.2f s",
@@ -467,12 +469,12 @@ def _progress_start(task: MaterializedTask) -> None:
 
 @MaterializedTask.event_handler(luigi.Event.SUCCESS)
 def _progress_success(task: MaterializedTask) -> None:
-    progress.finished(task.task_id)
+    progress.finished(task.task_id, runlog.label(task))
 
 
 @MaterializedTask.event_handler(luigi.Event.FAILURE)
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
-    progress.finished(task.task_id)
+    progress.finished(task.task_id, runlog.label(task))
     runlog.failed(task, exception)
 
 
@@ -482,7 +484,7 @@ class PartitionedTask(MaterializedTask):
     ``rules()`` and ``build()``; ``requires()`` is derived from the first two, so the completeness
     check never has to instantiate Luigi tasks to know the window."""
 
-    date = luigi.DateParameter(description="Business date of the partition")
+    date = DateParameter(description="Business date of the partition")
 
     @property
     def key(self) -> dt.date:
@@ -543,24 +545,26 @@ _warned_future: set[str] = set()
 
 
 def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
-    """The newest folder date of a raw source, at most tomorrow (business timezone): a stray folder
-    dated later (``qsr_pos/2099-01-01/``) must not stretch a snapshot or the status view to 2099, so
-    it is clamped and named in a warning (once per process)."""
-    newest = zone.newest_folder_date(source)
+    """The newest folder date of a raw source dated at most tomorrow (business timezone): a stray folder
+    dated later (``qsr_pos/2099-01-01/``) is ignored, named in a warning (once per process), so it
+    neither stretches a snapshot or the status view to 2099 nor makes them wait for folders up to
+    tomorrow that will never come."""
     limit = settings.business_today() + dt.timedelta(days=1)
+    newest = zone.newest_folder_date(source)
     if newest is None or newest <= limit:
         return newest
     folder = f"{zone.describe()}/{zone.folder_relpath(source, newest)}"
+    kept = zone.newest_folder_date(source, not_after=limit)
     if folder not in _warned_future:
         _warned_future.add(folder)
         logger.warning(
-            "raw folder %s is dated after tomorrow (%s): ignored, dates are taken up to %s. A stray folder? "
-            "Move it out of the raw zone.",
+            "raw folder %s is dated after tomorrow (%s): ignored; the newest folder counted is %s. A stray "
+            "folder? Move it out of the raw zone.",
             folder,
             limit,
-            limit,
+            kept or "none",
         )
-    return limit
+    return kept
 
 
 def waiting_for(task: MaterializedTask, cache: Engine) -> str:

@@ -180,6 +180,22 @@ DATASETS: tuple[DatasetSpec, ...] = (
 )
 
 BY_NAME: dict[str, DatasetSpec] = {d.name: d for d in DATASETS}
+BY_FAMILY: dict[str, DatasetSpec] = {d.family: d for d in DATASETS}
+
+
+def _folded(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def dataset_for(name: str) -> DatasetSpec | None:
+    """The dataset a user meant by a task family (``StgQsrPos``, ``stgqsrpos``): what ``daybreak`` takes."""
+    return next((d for d in DATASETS if _folded(d.family) == _folded(name)), None)
+
+
+def family_for(name: str) -> DatasetSpec | None:
+    """The dataset a user meant by a dataset name (``stg_qsr_pos``, ``StgQsrPos``'s folded spelling), whose
+    family is what ``luigi --module tasks`` takes."""
+    return next((d for d in DATASETS if _folded(d.name) == _folded(name)), None)
 
 
 def classes(*kinds: str) -> dict[str, type]:

@@ -1,4 +1,7 @@
-"""The ``daybreak`` console script: sample data, the status view, the backfill demonstration."""
+"""The ``daybreak`` console script: sample data, the status view, the backfill demonstration.
+
+Luigi is imported only once the config files it would read are checked (tasks/configfiles.py): a file
+Luigi cannot read is one line and exit 2, not a traceback from ``import luigi``."""
 
 from __future__ import annotations
 
@@ -8,9 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-import luigi.configuration
-
-from tasks import catalogue, settings
+from tasks import catalogue, guard
 from tasks.guard import FAULT_EXIT, Fault, UsageError, check_range, fault_line
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
@@ -24,22 +25,28 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
-def _workers(text: str) -> int:
-    """``--workers``: a whole number of at least 1 (0 workers build nothing)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: at least 1 worker is needed to build anything")
-    return value
-
-
 def cmd_sample(args: argparse.Namespace) -> int:
-    from tasks import sample
+    from tasks import reference, sample, settings
 
-    root = Path(args.raw_root or settings.raw_root())
-    summary = sample.generate(root, args.start, args.days, stores=args.stores, seed=args.seed, include_late=args.late)
+    uri = args.raw_root or settings.raw_root()
+    if "://" in uri:  # Path("sftp://u@h/p") is the local folder "sftp:/u@h/p"
+        where = (
+            "--raw-root" if args.raw_root else f"[daybreak] raw_root from {settings.source_of('daybreak', 'raw_root')}"
+        )
+        guard.fail(f"raw_root {uri} ({where}) is not a local folder: the sample is written to one; give --raw-root")
+    root = Path(uri)
+    try:
+        summary = sample.generate(
+            root,
+            args.start,
+            args.days,
+            stores=args.stores,
+            seed=args.seed,
+            include_late=args.late,
+            hotels_csv=reference.hotels_source(),
+        )
+    except sample.SampleExists as exc:
+        guard.fail(f"sample: {exc}")
     print(f"sample raw zone in {root}: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
     return 0
 
@@ -53,9 +60,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         stop = start  # --start after the newest raw folder: nothing to show, not a reversed range
     rows = status.collect(start, stop, [args.dataset] if args.dataset else None)
     if args.html:
-        Path(args.html).write_text(status_html.render(rows), encoding="utf-8")
+        try:
+            Path(args.html).write_text(status_html.render(rows), encoding="utf-8")
+        except OSError as exc:
+            guard.fail(f"--html {args.html}: cannot write it: {exc.strerror or exc}")
         print(f"wrote {args.html}")
-    print(status.render_json(rows) if args.json else status.render_text(rows))
+    if args.json:
+        print(status.render_json(rows))
+    else:
+        from tasks import reference
+
+        print(status.render_text(rows))
+        hotel_datasets = {d.name for d in catalogue.DATASETS if catalogue.FAMILIES[d.family] == "tasks.hotels"}
+        if any(r.dataset in hotel_datasets for r in rows):  # the list their partitions are made of
+            print(f"hotels: {', '.join(reference.hotels())} (from {reference.hotels_source()})")
     return 0
 
 
@@ -111,7 +129,7 @@ def cmd_previews(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from tasks import verify
+    from tasks import settings, verify
     from tasks.views import status
 
     start = args.start or settings.daybreak().start_date
@@ -151,15 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sample", help="write a deterministic sample raw zone")
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1), help="first business date (inclusive)")
-    p.add_argument("--days", type=int, default=60, help="number of business dates")
-    p.add_argument("--stores", type=int, default=50)
-    p.add_argument("--seed", type=int, default=1)
+    days = guard.count_argument(1, guard.MAX_RANGE_DAYS)
+    p.add_argument("--days", type=days, default=60, help="number of business dates")
+    p.add_argument("--stores", type=guard.count_argument(1, 9999), default=50)
+    p.add_argument("--seed", type=guard.count_argument(0), default=1)
     p.add_argument("--raw-root", help="folder to write (default: [daybreak] raw_root)")
     p.add_argument("--late", action="store_true", help="also write the one late-arriving file")
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("status", help="ok / stale / missing / waiting / failed per dataset and day")
-    p.add_argument("--dataset", choices=STATUS_NAMES)
+    p.add_argument("--dataset", type=guard.dataset_argument(STATUS_NAMES), choices=STATUS_NAMES)
     p.add_argument(
         "--start",
         type=_date,
@@ -173,19 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("plan", help="dry run of a backfill: what would run and why; exit 0 when nothing would")
-    p.add_argument("dataset", choices=DATASET_NAMES)
+    p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
-    p.add_argument("--workers", type=_workers, default=1, help="for the time estimate")
+    p.add_argument("--workers", type=guard.count_argument(1), default=1, help="for the time estimate")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser(
         "preview", help="build what a backfill of the range would change into a shadow root and show the diff"
     )
-    p.add_argument("dataset", choices=DATASET_NAMES)
+    p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
-    p.add_argument("--workers", type=_workers, default=1, help="Luigi workers for the builds")
+    p.add_argument("--workers", type=guard.count_argument(1), default=1, help="Luigi workers for the builds")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_preview)
 
@@ -205,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         help="re-hash raw inputs and data files against their manifests; mark mismatches stale; exit 1 on any",
     )
-    p.add_argument("--dataset", choices=catalogue.names("date", "date x hotel"))
+    verified = catalogue.names("date", "date x hotel")
+    p.add_argument("--dataset", type=guard.dataset_argument(verified), choices=verified)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
     p.add_argument(
         "--stop", type=_date, help="last date, exclusive (default: the day after the newest raw folder of any source)"
@@ -216,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         "scheduler", help="run luigid on 127.0.0.1 with state, logs and SQLite history under the data root"
     )
     p.add_argument("--address", default="127.0.0.1", help="bind address (luigid has no authentication)")
-    p.add_argument("--port", type=int, default=8082)
+    p.add_argument("--port", type=guard.count_argument(1, 65535), default=8082)
     p.set_defaults(func=cmd_scheduler)
 
     p = sub.add_parser("demo", help="measure backfills after each kind of change; writes WORKDIR/backfills.md")
@@ -227,12 +247,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--update-docs", action="store_true", help="also write the table into README.md, docs/backfills.md")
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1))
-    p.add_argument("--days", type=int, default=60)
-    p.add_argument("--stores", type=int, default=50)
-    p.add_argument("--workers", type=_workers, default=2)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--days", type=guard.count_argument(1, guard.MAX_RANGE_DAYS), default=60)
+    p.add_argument("--stores", type=guard.count_argument(1, 9999), default=50)
+    p.add_argument("--workers", type=guard.count_argument(1), default=2)
+    p.add_argument("--seed", type=guard.count_argument(0), default=1)
     p.set_defaults(func=cmd_demo)
     return parser
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every date and range of the command line, by the one check every command shares (tasks/guard.py;
+    its counts are checked as argparse reads them, :func:`tasks.guard.count_argument`): a bad value is
+    one line and exit 2, before anything is read or written."""
+    guard.check_range(getattr(args, "start", None), getattr(args, "stop", None), args.command)
+    if getattr(args, "days", None) is not None and getattr(args, "start", None) is not None:
+        guard.check_range(args.start, args.start + dt.timedelta(days=args.days), args.command)
+    if getattr(args, "html", None):
+        folder = Path(args.html).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            guard.fail(f"--html {args.html}: cannot write there ({folder} is not a folder this user can write to)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,9 +274,21 @@ def main(argv: list[str] | None = None) -> int:
     an SFTP server down, a read-only or full data root), each with one line on stderr. A closed pipe
     (``daybreak status | head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
     args = build_parser().parse_args(argv)
+    from tasks import configfiles
+
+    unreadable = configfiles.errors()  # before Luigi reads them: `import luigi` would raise
+    if unreadable:
+        for line in unreadable:
+            print(f"daybreak: error: {line}", file=sys.stderr)
+        return guard.USAGE_EXIT
+    import luigi.configuration
+
+    from tasks import settings
+
     luigi.configuration.get_config()  # reads ./luigi.cfg and $LUIGI_CONFIG_PATH like the luigi command
     try:
         settings.check_config()
+        check_args(args)
         if args.func not in (cmd_sample, cmd_demo):  # they make their own roots
             settings.check_stores()
         code = args.func(args)

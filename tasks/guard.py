@@ -50,6 +50,58 @@ def fail(message: str) -> NoReturn:
     raise UsageError(message)
 
 
+# -- the one check of dates and counts ------------------------------------------------------------------
+# Every date a user gives (a --date, --start, --stop, [daybreak] start_date) lies in DATES: far enough
+# from the calendar's ends (year 1, year 9999) that a look-back or a restatement window never leaves it.
+# A range holds at most MAX_RANGE_DAYS dates: [RangeDaily] days_back (tasks/settings.py), so no range
+# run is cut short without a word, and no status or plan walks millions of days.
+DATES = (dt.date(1900, 1, 1), dt.date(2999, 12, 31))
+MAX_RANGE_DAYS = 36500
+
+
+def check_date(value: dt.date, flag: str = "--date") -> dt.date:
+    """``value`` if it lies in :data:`DATES`; else exit 2 naming ``flag`` (``--stop``, ``[daybreak] start_date``)."""
+    low, high = DATES
+    if not low <= value <= high:
+        fail(f"{flag} {value}: out of range; a date is from {low} to {high}")
+    return value
+
+
+def count_error(value, low: int = 1, high: int | None = None) -> str | None:
+    """Why ``value`` is not a whole number from ``low`` to ``high`` (inclusive; None: no upper bound), or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        return f"expected a whole number, {f'from {low} to {high}' if high is not None else f'{low} or more'}"
+    return None
+
+
+def check_count(value: int, flag: str, low: int = 1, high: int | None = None) -> int:
+    """``value`` if it is a whole number from ``low`` to ``high`` (:func:`count_error`); else exit 2 naming
+    ``flag`` (``--workers``, ``--days``, ``--stores``)."""
+    error = count_error(value, low, high)
+    if error:
+        fail(f"{flag} {value}: {error}")
+    return value
+
+
+def count_argument(low: int = 1, high: int | None = None):
+    """An argparse ``type`` for a count of the ``daybreak`` command, by :func:`count_error`: argparse's
+    usage error (exit 2), ``argument --workers: 0: expected a whole number, 1 or more``."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        error = count_error(value, low, high)
+        if error:
+            raise argparse.ArgumentTypeError(f"{value}: {error}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
 class Fault(SystemExit):
     """The raw zone's server or the data root's storage failed (unreachable, refusing, read-only, full):
     exit 30 wherever it is raised, the one line printed first (:func:`fault_exit`)."""
@@ -114,12 +166,21 @@ def fault_in_traceback(text: str) -> str | None:
 
 
 def check_range(start: dt.date | None, stop: dt.date | None, what: str = "") -> None:
-    """A range ``[start, stop)`` with ``start`` after ``stop`` is a usage error (``start == stop`` is an
-    empty range, not an error)."""
+    """A range ``[start, stop)``: each end a date of :data:`DATES`, ``start`` not after ``stop``
+    (``start == stop`` is an empty range, not an error), at most :data:`MAX_RANGE_DAYS` dates."""
+    prefix = f"{what}: " if what else ""
+    for flag, value in (("--start", start), ("--stop", stop)):
+        if value is not None and not DATES[0] <= value <= DATES[1]:
+            check_date(value, prefix + flag)
     if start is not None and stop is not None and start > stop:
         fail(
-            f"{what + ': ' if what else ''}--start {start} is after --stop {stop}; a range runs from --start "
+            f"{prefix}--start {start} is after --stop {stop}; a range runs from --start "
             "(inclusive) to --stop (exclusive), so --start must not be after --stop"
+        )
+    if start is not None and stop is not None and (stop - start).days > MAX_RANGE_DAYS:
+        fail(
+            f"{prefix}--start {start} --stop {stop} is {(stop - start).days} days; a range holds at most "
+            f"{MAX_RANGE_DAYS} days (100 years): split it"
         )
 
 
@@ -140,10 +201,37 @@ def _families() -> list[str]:
 
 
 def _unknown_task(exc: Exception) -> str:
+    from tasks.catalogue import family_for
+
     match = re.match(r"No task (\S+?)\.", str(exc))
     name = match.group(1) if match else str(exc)
     families = _families()
-    return f"no task {name}{nearest(name, families) or '.'} Daybreak's tasks: {', '.join(families)}"
+    spec = family_for(name)  # a dataset's name, as the daybreak command takes it
+    hint = (
+        f"; did you mean {spec.family}? (the task that builds dataset {spec.name})" if spec else nearest(name, families)
+    )
+    return f"no task {name}{hint or '.'} Daybreak's tasks: {', '.join(families)}"
+
+
+def dataset_argument(known: list[str]):
+    """An argparse ``type`` for a dataset name of ``known``: a task family (``StgQsrPos``, what ``luigi``
+    takes) or a near miss is refused suggesting the dataset's name (exit 2, argparse's usage error)."""
+    import argparse
+
+    from tasks.catalogue import dataset_for
+
+    def parse(text: str) -> str:
+        if text in known:
+            return text
+        spec = dataset_for(text)
+        if spec is not None and spec.name in known:
+            hint = f"; did you mean {spec.name}? ({text} is the luigi task that builds it)"
+        else:
+            hint = nearest(text, known)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a dataset{hint or '.'} Datasets: {', '.join(known)}")
+
+    parse.__name__ = "dataset"
+    return parse
 
 
 def describe(exc: BaseException, tb=None) -> str | None:

@@ -10,8 +10,9 @@ from tasks import settings
 from tasks.base import Built, PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.contract import is_store_file
 from tasks.freshness import engine as freshness
-from tasks.guard import fail, nearest
-from tasks.reference import hotels
+from tasks.guard import check_range, fail, nearest
+from tasks.parameters import DateParameter
+from tasks.reference import hotels, hotels_source
 from tasks.storage.partitions import PartitionStore, open_store
 from tasks.storage.rawzone import RawFile, RawZone
 
@@ -31,7 +32,7 @@ class HotelParameter(luigi.Parameter):
         known = hotels()
         if x not in known:
             listed = ", ".join(known)
-            fail(f"--hotel {x!r}: not a hotel of config/hotels.csv{nearest(str(x), known)} (hotels: {listed})")
+            fail(f"--hotel {x!r}: not a hotel of {hotels_source()}{nearest(str(x), known)} (hotels: {listed})")
         return x
 
 
@@ -91,8 +92,8 @@ class StgHotelBookingsDaily(PartitionedTask):
         unknown = [f.relpath for f in inputs if file_stem(f.relpath) not in known]
         if unknown:
             raise UnknownHotelError(
-                f"{', '.join(unknown)}: hotel not in config/hotels.csv; the file was not read. "
-                "Add the hotel (id, name, timezone, rooms) to config/hotels.csv or remove the file."
+                f"{', '.join(unknown)}: hotel not in {hotels_source()}; the file was not read. "
+                f"Add the hotel (id, name, timezone, rooms) to {hotels_source()} or remove the file."
             )
         zone = self.zone()
         parsed = parse_csv_many(((zone.read_input(f), f.relpath) for f in inputs), RAW_COLUMNS)
@@ -160,7 +161,7 @@ class HotelOtbExport(SnapshotTask):
     stay_date, rooms_on_books, room_revenue, bookings). Rebuilt when OtbByStayDate changed.
     """
 
-    hotel = HotelParameter(description="hotel_id, one of config/hotels.csv")
+    hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
     dataset = "exports/otb"
 
     @classmethod
@@ -170,7 +171,7 @@ class HotelOtbExport(SnapshotTask):
 
     def dataset_path(self) -> str:
         if self.hotel not in hotels():  # also keeps the partition name inside its folder
-            raise UnknownHotelError(f"hotel {self.hotel!r} is not in config/hotels.csv")
+            raise UnknownHotelError(f"hotel {self.hotel!r} is not in {hotels_source()}")
         return f"{self.dataset}/hotel_id={self.hotel}"
 
     def upstream(self) -> list[OtbByStayDate]:
@@ -352,7 +353,7 @@ class HotelPickup(PartitionedTask):
     hotel rebuilds only that hotel's pickups.
     """
 
-    hotel = HotelParameter(description="hotel_id, one of config/hotels.csv")
+    hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
     dataset = "marts/hotel_pickup"
 
     @classmethod
@@ -365,7 +366,7 @@ class HotelPickup(PartitionedTask):
 
     def store(self) -> PartitionStore:
         if self.hotel not in hotels():  # also keeps the partition name inside its folder
-            raise UnknownHotelError(f"hotel {self.hotel!r} is not in config/hotels.csv")
+            raise UnknownHotelError(f"hotel {self.hotel!r} is not in {hotels_source()}")
         return open_store(settings.data_uri(), self.dataset, subpartition=f"hotel_id={self.hotel}")
 
     def upstream(self) -> list[PartitionedTask]:
@@ -398,8 +399,12 @@ class AllHotelsPickup(luigi.WrapperTask):
     """Backfill HotelPickup for every hotel in config/hotels.csv over [start, stop) (stop exclusive), and
     HotelBookingState over the same dates."""
 
-    start = luigi.DateParameter(description="First booking date, inclusive")
-    stop = luigi.DateParameter(description="Last booking date, exclusive")
+    start = DateParameter(flag="--start", description="First booking date, inclusive")
+    stop = DateParameter(flag="--stop", description="Last booking date, exclusive")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        check_range(self.start, self.stop, type(self).__name__)
 
     def requires(self):
         from luigi.tools.range import RangeDaily

@@ -401,6 +401,52 @@ def linear_local_scheduler() -> None:
     factory.create_local_scheduler = create_local_scheduler
 
 
+def checked_workers() -> None:
+    """Make the ``luigi`` command refuse a worker count below 1 (``--workers 0``: Luigi would start no
+    worker, run nothing and exit 25 "not run") with one line and exit 2, as every ``daybreak`` command
+    does (:func:`tasks.guard.check_count`): Luigi's ``_WorkerSchedulerFactory.create_worker``, which it
+    calls before any task is checked, checks it first. A program's own ``luigi.build(workers=0)`` (no
+    command line parsed) is left to Luigi."""
+    from luigi.cmdline_parser import CmdlineParser
+
+    from tasks.guard import check_count
+
+    factory = interface._WorkerSchedulerFactory
+    if getattr(factory.create_worker, "checked", False):
+        return
+    create = factory.create_worker
+
+    def create_worker(self, scheduler, worker_processes, assistant=False):
+        if CmdlineParser.get_instance() is not None:
+            check_count(worker_processes, "--workers")
+        return create(self, scheduler, worker_processes, assistant)
+
+    create_worker.checked = True
+    factory.create_worker = create_worker
+
+
+def checked_ranges() -> None:
+    """Make Luigi's ``RangeDaily`` (every ``RangeDailyBase``) check ``--start`` and ``--stop`` when it is
+    made, as every ``daybreak`` command and ``RangeSingleRun`` do (:func:`tasks.guard.check_range`: each
+    a date of ``DATES``, ``--start`` not after ``--stop``, at most ``MAX_RANGE_DAYS`` apart). Luigi would
+    cut a range at ``days_back`` and run what is left, without a word. Event handlers cannot refuse
+    (Luigi logs and drops what they raise), so ``__init__`` checks."""
+    from luigi.tools.range import RangeDailyBase
+
+    from tasks.guard import check_range
+
+    init = RangeDailyBase.__init__
+    if getattr(init, "checked", False):
+        return
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        check_range(self.start, self.stop, type(self).__name__)
+
+    __init__.checked = True
+    RangeDailyBase.__init__ = __init__
+
+
 # -- many hosts on one luigid ----------------------------------------------------------------------------
 SUPERSEDED = "another writer committed"  # how a build that lost the commit to another writer says so
 

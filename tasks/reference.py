@@ -1,13 +1,21 @@
-"""Reference data under config/ (changes with the business, not the code), found relative to the project."""
+"""Reference data that changes with the business, not the code: the hotels list.
+
+Its file is ``[hotels] reference_file`` when set (relative to the working directory, like every path
+setting); else ``config/hotels.csv`` beside the config file read last (the luigi.cfg that wins), when
+there is one; else the package's own ``config/hotels.csv``. Read once per process.
+"""
 
 from __future__ import annotations
 
 import csv
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from tasks.settings import CONFIG_DIR
+
+COLUMNS = ("hotel_id", "name", "timezone", "rooms")
 
 
 @dataclass(frozen=True)
@@ -18,16 +26,58 @@ class Hotel:
     rooms: int
 
 
+def hotels_file() -> Path:
+    """The hotels list in force (see the module doc), as an absolute path."""
+    import os
+
+    from tasks import configfiles, settings
+
+    chosen = settings.hotels().reference_file
+    if chosen:
+        return Path(chosen).resolve()
+    read = [p for p in configfiles.luigi_files() if os.path.isfile(p)]
+    beside = Path(read[-1]).resolve().parent / "config" / "hotels.csv" if read else None
+    return beside if beside is not None and beside.is_file() else (CONFIG_DIR / "hotels.csv").resolve()
+
+
 @functools.cache
+def _load() -> tuple[Path, dict[str, Hotel]]:
+    path = hotels_file()
+    return path, read_hotels(path)
+
+
 def hotels() -> dict[str, Hotel]:
-    """config/hotels.csv by hotel_id; every timezone must be a valid IANA name."""
-    path = CONFIG_DIR / "hotels.csv"
-    with open(path, newline="", encoding="utf-8") as fh:
-        out = {}
-        for n, row in enumerate(csv.DictReader(fh), start=2):
-            try:
-                ZoneInfo(row["timezone"])
-                out[row["hotel_id"]] = Hotel(row["hotel_id"], row["name"], row["timezone"], int(row["rooms"]))
-            except (KeyError, ValueError) as exc:
-                raise ValueError(f"{path} row {n}: {exc}") from exc
+    """The hotels list by hotel_id (:func:`hotels_file`); a file that cannot be read as one is exit 2."""
+    return _load()[1]
+
+
+def hotels_source() -> Path:
+    """The file :func:`hotels` was read from: every message that refuses a hotel names it."""
+    return _load()[0]
+
+
+hotels.cache_clear = _load.cache_clear  # type: ignore[attr-defined]  (tests and tools: read the setting again)
+
+
+def read_hotels(path: Path) -> dict[str, Hotel]:
+    """``path`` by hotel_id; every timezone must be a valid IANA name. A file that is not a hotels list
+    (missing, a column short, a bad timezone or room count) is one line and exit 2, naming the file and row."""
+    from tasks.guard import fail
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+            header = list(rows[0]) if rows else []
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"hotels list {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})")
+    missing = [c for c in COLUMNS if c not in header]
+    if rows and missing:
+        fail(f"hotels list {path}: no column {', '.join(missing)} (the columns are {','.join(COLUMNS)})")
+    out = {}
+    for n, row in enumerate(rows, start=2):
+        try:
+            ZoneInfo(row["timezone"])
+            out[row["hotel_id"]] = Hotel(row["hotel_id"], row["name"], row["timezone"], int(row["rooms"]))
+        except (KeyError, ValueError, TypeError) as exc:
+            fail(f"hotels list {path} row {n}: {type(exc).__name__}: {exc}")
     return out

@@ -13,15 +13,17 @@
   REFUNDED orders. Dirt: ~0.3 % duplicated lines (re-written later in the same file, a fifth of them re-sent as
   VOIDED) and ~0.1 % malformed rows (qty ``abc``, negative unit_price, empty order_id, status ``PENDING``,
   ``ordered_at`` without offset, line_no 0), capped at 1 % of any file.
-* ``hotel_bookings/<D>/<hotel_id>.csv``: for every hotel in ``config/hotels.csv`` and every date, 20-60 CREATED /
+* ``hotel_bookings/<D>/<hotel_id>.csv``: for every hotel of the hotels list and every date, 20-60 CREATED /
   MODIFIED / CANCELLED events whose local date at the hotel is ``D`` (some at 00:00:xx and 23:59:xx).
 * ``ads/<E>/ads.csv``: exports ``E = start+1 .. start+days``, each restating dates ``E-7 .. E-1`` (not before
   ``start``) for 8 campaigns; conversions and conversion_value grow with newer exports, the rest is fixed. One
   campaign-day has spend 0.
 
 One QSR file (``late_file_relpath()``) is held back unless ``include_late``: ``write_late_file()`` drops it in later,
-byte-identical. Every random draw comes from ``numpy.random.default_rng([seed, source, ...])`` keyed per
-(source, store/hotel/campaign, day), so equal arguments give byte-identical files and one file can be written alone.
+byte-identical. A file is never written over: ``generate()`` refuses, writing nothing, when any file it would
+write exists (:class:`SampleExists`), and every file is created exclusively. Every random draw comes from
+``numpy.random.default_rng([seed, source, ...])`` keyed per (source, store/hotel/campaign, day), so equal
+arguments give byte-identical files and one file can be written alone.
 ``seed`` must be a non-negative integer.
 """
 
@@ -121,21 +123,26 @@ def generate(
     seed: int = 1,
     mean_lines_per_store: int = 400,
     include_late: bool = False,
+    hotels_csv: Path = HOTELS_CSV,
 ) -> dict:
     """Write a raw zone for business dates ``start .. start+days-1`` (all three sources); return a summary.
 
-    Unless ``include_late``, the designated late QSR file is not written (see ``write_late_file``).
+    Unless ``include_late``, the designated late QSR file is not written (see ``write_late_file``). Raises
+    :class:`SampleExists`, writing nothing, when a file it would write is there already.
     """
     if days < 1 or stores < 1:
         raise ValueError("days and stores must be >= 1")
     root = Path(raw_root)
     late = late_file_relpath(start, days, stores, seed)
     skip = set() if include_late else {late}
+    there = [rel for rel in planned_files(start, days, stores, hotels_csv) if rel not in skip and (root / rel).exists()]
+    if there:
+        raise SampleExists(root, there)
     qsr_files = qsr_lines = 0
     for index in range(1, stores + 1):
         files, lines = _qsr_store(root, start, days, stores, seed, mean_lines_per_store, index, None, skip)
         qsr_files, qsr_lines = qsr_files + files, qsr_lines + lines
-    hotel_files, hotel_events = _hotels(root, start, days, seed)
+    hotel_files, hotel_events = _hotels(root, start, days, seed, hotels_csv)
     ads_files, ads_rows = _ads(root, start, days, seed)
     return {
         "qsr_files": qsr_files,
@@ -147,6 +154,27 @@ def generate(
         "late_file": late,
         "late_file_written": include_late,
     }
+
+
+class SampleExists(FileExistsError):
+    """Files the sample would write are in the raw zone already: a raw file is never changed."""
+
+    def __init__(self, root: Path, relpaths: list[str]):
+        self.root, self.relpaths = root, relpaths
+        more = f" (and {len(relpaths) - 1} more of the files it would write)" if len(relpaths) > 1 else ""
+        super().__init__(
+            f"{root / relpaths[0]} exists{more}: the sample never writes over a raw file; "
+            "give it a new or empty folder (--raw-root)"
+        )
+
+
+def planned_files(start: date, days: int, stores: int, hotels_csv: Path = HOTELS_CSV) -> list[str]:
+    """Every file ``generate()`` writes (the late file included), as paths below the raw root."""
+    folders = [start + timedelta(days=i) for i in range(days + 1)]
+    qsr = [f"qsr_pos/{f.isoformat()}/{store_id(i, stores)}.csv" for i in range(1, stores + 1) for f in folders]
+    hotels = pd.read_csv(hotels_csv, dtype=str)["hotel_id"]
+    booked = [f"hotel_bookings/{d.isoformat()}/{h}.csv" for h in hotels for d in folders[:-1]]
+    return [*qsr, *booked, *(f"ads/{d.isoformat()}/ads.csv" for d in folders[1:])]
 
 
 def write_late_file(
@@ -184,7 +212,7 @@ def _qsr_store(
     for folder, a, b in zip(wanted, bounds[:-1], bounds[1:], strict=True):
         path = root / "qsr_pos" / folder.isoformat() / f"{sid}.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as fh:
+        with open(path, "xb") as fh:  # never over a file that is there
             fh.write(header)
             fh.write(data[offsets[a] : offsets[b]])
     return len(wanted), int(bounds[-1])
@@ -314,10 +342,16 @@ def _fmt_offset(seconds: int) -> str:
     return f"{sign}{hours:02d}:{minutes:02d}"
 
 
+def _create(path: Path, data: bytes) -> None:
+    """Write a new file; one that is there already is never written over (FileExistsError)."""
+    with open(path, "xb") as fh:
+        fh.write(data)
+
+
 # ---------------------------------------------------------------------------------------------------- hotels
-def _hotels(root: Path, start: date, days: int, seed: int) -> tuple[int, int]:
-    """Write every hotel's extract for every date; return (files, events)."""
-    hotels = pd.read_csv(HOTELS_CSV, dtype=str)
+def _hotels(root: Path, start: date, days: int, seed: int, hotels_csv: Path) -> tuple[int, int]:
+    """Write every hotel's extract for every date (the hotels of ``hotels_csv``); return (files, events)."""
+    hotels = pd.read_csv(hotels_csv, dtype=str)
     files = events = 0
     for hi, (hotel_id, tz) in enumerate(zip(hotels["hotel_id"], hotels["timezone"], strict=True)):
         books: dict[str, list] = {}  # booking_id -> [arrival, departure, rooms, rate_cents, channel]
@@ -327,7 +361,7 @@ def _hotels(root: Path, start: date, days: int, seed: int) -> tuple[int, int]:
             rows = _hotel_day(seed, hi, hotel_id, tz, day, books, counter)
             path = root / "hotel_bookings" / day.isoformat() / f"{hotel_id}.csv"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(("\n".join([",".join(HOTEL_COLUMNS), *rows]) + "\n").encode())
+            _create(path, ("\n".join([",".join(HOTEL_COLUMNS), *rows]) + "\n").encode())
             files, events = files + 1, events + len(rows)
     return files, events
 
@@ -424,6 +458,6 @@ def _ads(root: Path, start: date, days: int, seed: int) -> tuple[int, int]:
                 rows.append(f"{d},{cid},{channel},{shown},{clicks},{money[0]},{conv_now},{money[1]}")
         path = root / "ads" / export.isoformat() / "ads.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(("\n".join(rows) + "\n").encode())
+        _create(path, ("\n".join(rows) + "\n").encode())
         files, total = files + 1, total + len(rows) - 1
     return files, total

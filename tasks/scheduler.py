@@ -12,10 +12,8 @@ unless told otherwise. Its state, logs and task history (SQLite) live in the dat
 from __future__ import annotations
 
 import configparser
-import json
 import os
 import sys
-import urllib.request
 from pathlib import Path
 
 from tasks import settings
@@ -74,23 +72,27 @@ def run(address: str = "127.0.0.1", port: int = 8082) -> int:
     return 0  # not reached
 
 
+# [core] settings that name a central scheduler (Luigi's own names, old and new)
+SCHEDULER_KEYS = (
+    "default_scheduler_host",
+    "default_scheduler_port",
+    "default_scheduler_url",
+    "scheduler_host",
+    "scheduler_port",
+    "scheduler_url",
+)
+
+
 def central_scheduler() -> str | None:
-    """The URL of the central scheduler that a ``luigi`` command without ``--local-scheduler`` would
-    use, if it would find one: one is configured (``[core] default_scheduler_host``/``_url``, or
-    ``scheduler_host``/``_url``), or a luigid answers at the configured (default) host and port.
-    None when such a command would retry for 30 s and exit with an RPCError."""
+    """The URL of the central scheduler that a ``luigi`` command without ``--local-scheduler`` would use
+    when ``[core]`` names one (:data:`SCHEDULER_KEYS`); None otherwise, or when ``[core] local_scheduler``
+    is on. A luigid that merely answers on Luigi's default address (localhost:8082) is not one the user
+    chose: it may be anyone's, so it is never probed or joined."""
     import luigi.configuration
     import luigi.interface
 
-    core = luigi.interface.core()
-    url = core.scheduler_url or f"http://{core.scheduler_host}:{core.scheduler_port}/"
     config = luigi.configuration.get_config()
-    keys = ("default_scheduler_host", "default_scheduler_url", "scheduler_host", "scheduler_url")
-    if any(config.has_option("core", key) for key in keys):
-        return url
-    try:  # a read-only call of luigid's API
-        with urllib.request.urlopen(url.rstrip("/") + "/api/worker_list?data=%7B%7D", timeout=2) as response:
-            json.load(response)
-    except (OSError, ValueError):
+    core = luigi.interface.core()
+    if core.local_scheduler or not any(config.has_option("core", key) for key in SCHEDULER_KEYS):
         return None
-    return url
+    return core.scheduler_url or f"http://{core.scheduler_host}:{core.scheduler_port}/"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import configparser
 import datetime as dt
+import math
 import os
 from pathlib import Path
 from typing import NoReturn
@@ -75,6 +76,11 @@ class hotels(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
         default=365, description="A booking event whose stay (departure - arrival) is longer is rejected"
     )
     max_rooms = luigi.IntParameter(default=1000, description="A booking event of more rooms is rejected")
+    reference_file = luigi.Parameter(
+        default="",
+        description="The hotels list (hotel_id,name,timezone,rooms); default: config/hotels.csv beside the "
+        "config file read last, else the package's config/hotels.csv",
+    )
     max_rate = luigi.FloatParameter(
         default=100000.0,
         description="A booking event whose nightly rate per room is higher is rejected; "
@@ -198,6 +204,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("sftp", "retries"): (0, 100),
     ("s3", "lease_seconds"): (1, None),
 }
+INT_MAX = 2**31 - 1  # the largest whole-number setting: the columns it is compared with are int32
 _KINDS = {
     luigi.IntParameter: "a whole number",
     luigi.FloatParameter: "a number",
@@ -244,8 +251,12 @@ def config_errors(config=None) -> list[str]:
     range (:data:`RANGES`), one message each naming the file, the section and the key."""
     import luigi.configuration
 
+    from tasks import configfiles
+
+    errors = configfiles.errors()  # a file Luigi cannot read, a % it cannot interpolate: nothing else can be read
+    if errors:
+        return errors
     config = config if config is not None else luigi.configuration.get_config()
-    errors = []
     defaults = set(config.defaults())
     for name, section in SECTIONS.items():
         if not config.has_section(name):
@@ -320,9 +331,28 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> s
     except (ValueError, TypeError):
         return f"expected {kind or 'another value'}"
     low, high = RANGES.get((section, key), (None, None))
+    if isinstance(param, luigi.IntParameter):  # a whole number is compared with int32 columns (qty, rooms)
+        high = INT_MAX if high is None else min(high, INT_MAX)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected {kind}, finite"
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
         return f"out of range: expected {bounds}"
+    if isinstance(value, dt.date):
+        from tasks.guard import DATES
+
+        if not DATES[0] <= value <= DATES[1]:
+            return f"out of range: a date is from {DATES[0]} to {DATES[1]}"
+        if (section, key) == ("daybreak", "start_date"):
+            try:
+                today = business_today()
+            except (ValueError, KeyError):  # an invalid [qsr] timezone, reported on its own
+                today = dt.datetime.now(dt.UTC).date()
+            if value > today:
+                return (
+                    f"after today ({today}): the first business date must have begun, else no range has a date "
+                    "to build (set it to today or earlier)"
+                )
     if (section, key) == ("qsr", "timezone"):
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -332,6 +362,8 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> s
             return "not an IANA timezone (e.g. America/Toronto)"
     if isinstance(value, str) and not value and key in ("raw_root", "data_root"):
         return "empty"
+    if (section, key) == ("hotels", "reference_file") and value and not Path(value).is_file():
+        return f"no such file ({Path(value).resolve()})"
     return None
 
 
@@ -342,6 +374,14 @@ def check_config(config=None) -> None:
         from tasks.guard import fail
 
         fail("invalid settings:\n  " + "\n  ".join(errors) if len(errors) > 1 else errors[0])
+
+
+def output_folders() -> list[str]:
+    """The folders of the data root that Daybreak writes: each dataset's top folder (catalogue), the
+    quarantine and ``_state``. Anything else under the data root (``raw/`` by default) is left alone."""
+    from tasks.catalogue import DATASETS
+
+    return sorted({d.path.split("/")[0] for d in DATASETS} | {"quarantine", "_state"})
 
 
 def check_stores() -> None:
@@ -361,8 +401,10 @@ def check_stores() -> None:
 
 def check_raw_root(uri: str) -> None:
     """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set, or when
-    ``data_root`` is that folder or inside it: outputs would be written into the raw zone, which
-    Daybreak never changes (and a later listing would take them for raw files)."""
+    it and the folders Daybreak writes overlap: ``data_root`` is the raw zone or inside it, or the raw
+    zone is (inside) an output folder of the data root (``<data_root>/staging``). Outputs would be
+    written into the raw zone, which Daybreak never changes (and a later listing would take them for
+    raw files)."""
     if "://" in uri:
         return
     if not Path(uri).is_dir():
@@ -370,14 +412,23 @@ def check_raw_root(uri: str) -> None:
     if "://" in data_uri():
         return
     raw, data = Path(uri).resolve(), data_root().resolve()
-    if data == raw or raw in data.parents:
-        from tasks.guard import fail
+    from tasks.guard import fail
 
+    if data == raw or raw in data.parents:
         fail(
             f"data_root {data} is {'the raw zone' if data == raw else 'inside the raw zone'} (raw_root {raw}; "
             f"[daybreak] data_root from {source_of('daybreak', 'data_root')}): outputs would be written among "
             "the raw files, which Daybreak never changes; put data_root beside raw_root"
         )
+    for name in output_folders():
+        out = data / name
+        if raw == out or out in raw.parents:
+            fail(
+                f"raw_root {raw} is {'' if raw == out else 'inside '}{out}, where Daybreak writes its outputs "
+                f"([daybreak] raw_root from {source_of('daybreak', 'raw_root')}): they would be written among the "
+                "raw files, which Daybreak never changes; put raw_root outside "
+                f"{', '.join(output_folders())} of the data root"
+            )
 
 
 def raw_root_missing(shown: str, where_else: str = "") -> NoReturn:

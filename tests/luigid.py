@@ -13,10 +13,10 @@ from tests.sshd import free_port
 
 
 class Luigid:
-    def __init__(self, folder: Path, config: Path | None = None):
+    def __init__(self, folder: Path, config: Path | None = None, port: int | None = None):
         self.folder, self.config = folder, config
         (folder / "logs").mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Luigid:

@@ -104,7 +104,7 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     assert main(["plan", "store_daily_sales", "--start", str(start), "--stop", str(stop)]) == 1
     out = capsys.readouterr().out
     assert "store_daily_sales: 1 partitions would run" in out  # S002's slice of 09-02 is what it was
-    assert "run   S001  stale: upstream StgQsrPos_2026_09_02" in out
+    assert "run   S001  stale: upstream staging/qsr_pos 2026-09-02 changed" in out
     assert "run:  luigi --module tasks AllStores --local-scheduler" in out
     assert lab.luigi("AllStores") == 0
     assert main(["plan", "store_daily_sales", "--start", str(start), "--stop", str(stop)]) == 0

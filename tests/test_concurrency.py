@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import subprocess
 import sys
 
@@ -35,6 +36,17 @@ def test_two_local_scheduler_backfills_at_once_build_each_partition_once(lab):
     assert [p.returncode for p in runs] == [0, 0], logs[0][-2000:] + logs[1][-2000:]
     writes = [line for log in logs for line in log.splitlines() if ": wrote " in line and "StgQsrPos_" in line]
     assert len(writes) == DAYS, writes  # each partition written by exactly one of the two runs
+    # each summary counts what its own run wrote (both said "16 ran"), and names what the other one wrote
+    counts = []
+    for log in logs:
+        line = next(x for x in log.splitlines() if f"StgQsrPos {START} .. {stop - dt.timedelta(days=1)}: " in x)
+        counts.append({kind: int(n) for n, kind in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", line.split(": ", 1)[1])})
+    own = [sum(": wrote " in x and "StgQsrPos_" in x for x in log.splitlines()) for log in logs]
+    assert [c.get("ran", 0) for c in counts] == own and sum(own) == DAYS, counts
+    for mine, theirs, log in ((counts[0], own[1], logs[0]), (counts[1], own[0], logs[1])):
+        assert mine.get("written by another run", 0) <= theirs
+        assert sum(mine.values()) == DAYS, mine
+        assert ("another run wrote StgQsrPos" in log) == bool(mine.get("written by another run")), log[-2000:]
     concurrent = {p.name: pq.read_table(p / "data.parquet") for p in (lab.data / "staging/qsr_pos").iterdir()}
 
     # a single run into a fresh data root, for reference: the same partitions, the same rows

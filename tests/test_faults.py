@@ -153,7 +153,7 @@ def test_preview_with_no_worker_is_a_usage_error(threshold_lab, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP), "--workers", "0"])
     assert exit_.value.code == 2
-    assert "--workers: 0: at least 1 worker is needed" in capsys.readouterr().err
+    assert "argument --workers: 0: expected a whole number, 1 or more" in capsys.readouterr().err
     assert not (threshold_lab.data / "_state" / "preview").exists()
 
 

@@ -9,6 +9,8 @@ import shutil
 import duckdb
 import pytest
 
+from tests.conftest import REPO
+
 pytestmark = pytest.mark.luigi
 
 FIRST = dt.date(2026, 9, 10)
@@ -68,7 +70,8 @@ def test_on_the_books_and_a_resent_old_extract(hotel_lab):
     from tasks.views import status
 
     (snapshot,) = status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])
-    assert (snapshot.date, snapshot.state) == (None, "stale") and "upstream StgHotelBookingsDaily" in snapshot.reason
+    assert (snapshot.date, snapshot.state) == (None, "stale")
+    assert "upstream staging/hotel_bookings_daily 2026-09-" in snapshot.reason
     assert "otb_by_stay_date  (unpartitioned)  stale: upstream" in status.render_text([snapshot])
     assert hotel_lab.luigi("OtbByStayDate") == 0
     assert [r.state for r in status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])] == ["ok"]
@@ -137,7 +140,8 @@ def test_an_unknown_hotel_file_is_refused_naming_it(hotel_lab):
         "StgHotelBookingsDaily", "--date", str(FIRST), "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)}
     )
     assert proc.returncode == 30
-    assert "hotel_bookings/2026-09-10/H9.csv: hotel not in config/hotels.csv; the file was not read" in proc.stderr
+    listed = REPO / "config" / "hotels.csv"  # no config/ beside the luigi.cfg read: the package's list
+    assert f"hotel_bookings/2026-09-10/H9.csv: hotel not in {listed}; the file was not read" in proc.stderr
 
 
 def test_a_hotel_export_as_parquet_and_csv_follows_on_the_books(hotel_lab):
@@ -174,7 +178,7 @@ def test_an_export_for_an_unknown_or_escaping_hotel_is_refused(hotel_lab, hotel)
     from tasks.guard import UsageError
     from tasks.hotels import HotelOtbExport, HotelPickup
 
-    refused = re.escape(f"--hotel {hotel!r}: not a hotel of config/hotels.csv")
+    refused = re.escape(f"--hotel {hotel!r}: not a hotel of {REPO / 'config' / 'hotels.csv'}")
     with pytest.raises(UsageError, match=refused):
         HotelOtbExport(hotel=hotel)
     with pytest.raises(UsageError, match=refused):
@@ -375,14 +379,16 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
     write(hotel_lab, last, "H2", [f"V9,H2,{last}T23:50:00-07:00,CREATED,2026-10-05,2026-10-06,1,80.00,ota"])
     rows = status.collect(FIRST, stop, ["hotel_pickup"])
     assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
-    assert rows[-1].reason.startswith(f"hotel {', '.join(hotels())}: upstream StgHotelBookingsDaily")
+    assert rows[-1].reason.startswith(f"hotel {', '.join(hotels())}: upstream staging/hotel_bookings_daily 2026-09-")
     assert rows[-1].reason.endswith("is stale")  # staging not rebuilt yet: which hotel changed is unknown
     chain = status.collect(FIRST, stop, ["hotel_booking_state"])  # the state of that day reads it too
-    assert [r.state for r in chain] == ["ok", "ok", "ok", "stale"] and "StgHotelBookingsDaily" in chain[-1].reason
+    assert [r.state for r in chain] == ["ok", "ok", "ok", "stale"]
+    assert "staging/hotel_bookings_daily" in chain[-1].reason
     assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(last)) == 0
     rows = status.collect(FIRST, stop, ["hotel_pickup"])
     assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
-    assert rows[-1].reason.startswith("hotel H2: upstream StgHotelBookingsDaily") and "changed" in rows[-1].reason
+    assert rows[-1].reason.startswith("hotel H2: upstream staging/hotel_bookings_daily 2026-09-")
+    assert "changed" in rows[-1].reason
     # the day after the newest extract: no raw folder yet, so every hotel's pickup waits for it
     later = status.collect(stop, stop + dt.timedelta(days=2), ["hotel_pickup"])
     waits = f"hotel {', '.join(hotels())}: upstream staging/hotel_bookings_daily {stop} waits for raw data"
@@ -398,8 +404,9 @@ def test_all_hotels_pickup_asks_for_every_date_of_its_range(hotel_lab):
     assert {r.task_limit for r in ranges} == {120}  # not RangeDaily's default of 50
 
 
-def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extracts(hotel_lab, tmp_path, monkeypatch):
+def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extracts(hotel_lab, tmp_path, setting):
     from tasks import reference
+    from tasks.settings import CONFIG_DIR
     from tasks.views import status
 
     day = FIRST + dt.timedelta(days=2)
@@ -408,11 +415,9 @@ def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extrac
     names = ["stg_hotel_bookings_daily", "hotel_booking_state"]
     assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 30  # H6 is not in config: 09-12 fails
     before = {(r.dataset, r.date): r.state for r in status.collect(FIRST, stop, names)}
-    config = tmp_path / "config"
-    config.mkdir()
-    text = (reference.CONFIG_DIR / "hotels.csv").read_text()
-    (config / "hotels.csv").write_text(text + "H6,Lakeshore Toronto,America/Toronto,90\n")
-    monkeypatch.setattr(reference, "CONFIG_DIR", config)
+    mine = tmp_path / "my-hotels.csv"
+    mine.write_text((CONFIG_DIR / "hotels.csv").read_text() + "H6,Lakeshore Toronto,America/Toronto,90\n")
+    setting("hotels", "reference_file", mine)
     reference.hotels.cache_clear()
     try:
         after = {(r.dataset, r.date): r.state for r in status.collect(FIRST, stop, names)}
@@ -424,7 +429,6 @@ def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extrac
         )
         assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 0
     finally:
-        monkeypatch.undo()
         reference.hotels.cache_clear()
 
 
@@ -510,3 +514,50 @@ def test_a_reject_share_failure_of_hotel_staging_stops_applying_once_the_share_i
     assert shown() == ("missing", "no partition")  # never built: the next run builds it
     assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(FIRST)) == 0
     assert shown() == ("ok", "")
+
+
+@pytest.mark.system
+def test_the_hotels_list_beside_the_users_luigi_cfg_is_read_and_named(hotel_lab):
+    """config/hotels.csv was read from the package's folder only: a user's own list beside their
+    luigi.cfg was ignored without a word (H6's extract failed its partition)."""
+    import os
+    import subprocess
+    import sys
+
+    cron = hotel_lab.root / "cron"
+    (cron / "config").mkdir(parents=True)
+    mine = cron / "config" / "hotels.csv"
+    mine.write_text((REPO / "config" / "hotels.csv").read_text() + "H6,Lakeshore Toronto,America/Toronto,90\n")
+    write(hotel_lab, FIRST, "H6", [f"W1,H6,{FIRST}T09:00:00-04:00,CREATED,2026-10-05,2026-10-06,1,80.00,direct"])
+    cfg = cron / "luigi.cfg"
+    cfg.write_text(f"[daybreak]\nraw_root = {hotel_lab.raw}\ndata_root = {hotel_lab.data}\nstart_date = {FIRST}\n")
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+
+    def run(*args: str, luigi: bool = True) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args, "--local-scheduler"]
+        cmd = cmd if luigi else [sys.executable, "-m", "tasks.cli", *args]
+        return subprocess.run(cmd, cwd=cron, env=env, capture_output=True, text=True, timeout=300)
+
+    proc = run("StgHotelBookingsDaily", "--date", str(FIRST))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = duckdb.sql(
+        f"select hotel_id from read_parquet('{hotel_lab.partition(FIRST, 'staging/hotel_bookings_daily')}/*.parquet')"
+    ).fetchall()
+    assert ("H6",) in rows
+    proc = run("status", "--dataset", "stg_hotel_bookings_daily", luigi=False)
+    assert f"hotels: H1, H2, H3, H4, H5, H6 (from {mine})" in proc.stdout, proc.stdout
+    proc = run("HotelOtbExport", "--hotel", "H7")
+    assert proc.stderr.splitlines() == [
+        f"daybreak: error: --hotel 'H7': not a hotel of {mine} (hotels: H1, H2, H3, H4, H5, H6)"
+    ]
+    # [hotels] reference_file names another list (relative: the working directory); one that is not there is refused
+    (cron / "other.csv").write_text("hotel_id,name,timezone,rooms\nH1,Harbourfront Toronto,America/Toronto,220\n")
+    cfg.write_text(cfg.read_text() + "[hotels]\nreference_file = other.csv\n")
+    proc = run("HotelOtbExport", "--hotel", "H2")
+    assert proc.stderr.splitlines() == [
+        f"daybreak: error: --hotel 'H2': not a hotel of {cron / 'other.csv'} (hotels: H1)"
+    ]
+    cfg.write_text(cfg.read_text().replace("other.csv", "nowhere.csv"))
+    proc = run("status", luigi=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"daybreak: error: [hotels] reference_file = 'nowhere.csv' in {cfg}: no such file")

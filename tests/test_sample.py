@@ -220,3 +220,27 @@ def test_hotel_events_are_in_their_local_date_folder(zone):
     clock = df["event_at"].str[11:16]
     assert clock.isin(["00:00", "23:59"]).sum() >= 3
     assert (df["rooms"].astype(int) >= 1).all() and df["rate"].str.match(r"^\d+\.\d\d$").all()
+
+
+def test_a_file_already_there_is_never_written_over(tmp_path):
+    """Generating into a raw zone that holds any file the sample would write refuses, writing nothing:
+    a line a user added to one of its files stays (before, the file was rewritten)."""
+    _generate(tmp_path)
+    edited = tmp_path / "qsr_pos/2026-09-12/S001.csv"
+    edited.write_bytes(edited.read_bytes() + b"S001-X,1,S001,2026-09-12T12:00:00-04:00,COLA,1,1.99,,COMPLETED\n")
+    before = _files(tmp_path)
+    with pytest.raises(sample.SampleExists) as refused:
+        _generate(tmp_path)
+    assert _files(tmp_path) == before
+    assert str(refused.value).startswith(f"{tmp_path / refused.value.relpaths[0]} exists")
+    assert set(refused.value.relpaths) == set(before)  # every file it would write is there
+    # the late file alone is new: write_late_file adds it, and then refuses to write it again
+    late = sample.write_late_file(tmp_path, START, DAYS, STORES, SEED, MEAN)
+    assert late.relative_to(tmp_path).as_posix() not in before
+    with pytest.raises(FileExistsError):
+        sample.write_late_file(tmp_path, START, DAYS, STORES, SEED, MEAN)
+
+
+def test_planned_files_are_the_files_written(tmp_path):
+    _generate(tmp_path, include_late=True)
+    assert sorted(sample.planned_files(START, DAYS, STORES)) == sorted(_files(tmp_path))

@@ -103,3 +103,35 @@ def test_luigid_gets_the_sftp_cap_of_the_users_config_or_the_packages(lab):
     roots = f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n"
     assert _resource_totals(lab, roots + "[resources]\nsftp = 3\n") == {"sftp": 3}
     assert _resource_totals(lab, roots) == {"sftp": 4}  # the package's default, not luigid's 1 slot
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_plan_proposes_the_local_scheduler_unless_core_names_a_scheduler(lab, setting, capsys):
+    """A luigid answering on Luigi's default address (127.0.0.1:8082) is anyone's: the plan's run line
+    used to drop --local-scheduler for it, and its run then joined that scheduler. Only a scheduler that
+    [core] names is used. (The luigid on 8082 is started only when the port is free.)"""
+    from tasks.cli import main
+    from tests.luigid import Luigid
+
+    lab.qsr_days(START, 2)
+    args = ["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + dt.timedelta(days=2))]
+    args += ["--workers", "2"]
+    anyones = Luigid(lab.root / "anyone", port=8082).start() if _free(8082) else None
+    try:
+        assert main(args) == 1
+        assert capsys.readouterr().out.splitlines()[-1].endswith(" --workers 2 --local-scheduler")
+    finally:
+        if anyones:
+            anyones.stop()
+    ours = Luigid(lab.root / "ours").start()
+    try:
+        setting("core", "scheduler_port", ours.port)
+        assert main(args) == 1
+        line = capsys.readouterr().out.splitlines()[-1]
+        assert line.endswith(f"--stop {START + dt.timedelta(days=2)} --workers 2"), line
+    finally:
+        ours.stop()

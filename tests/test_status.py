@@ -74,8 +74,13 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
     # then a line per day that needs attention, with its reason; a reason over 300 characters (the
     # failure names the quarantine's full path) is cut at a word boundary for display, ` ...` after it
     attention = [r for r in as_json if r["state"] in ("stale", "failed", "waiting")]
-    assert [line.split(":", 1)[0] for line in lines[4:]] == [f"  {r['date']} {r['state']}" for r in attention]
-    for line, r in zip(lines[4:], attention, strict=True):
+    assert attention[1]["reason"] == attention[2]["reason"]  # 09-12 and 09-13: one line
+    assert [line.split(":", 1)[0] for line in lines[4:]] == [
+        f"  {attention[0]['date']} failed",
+        f"  {attention[1]['date']} .. {attention[2]['date']} (2 days) stale",
+        f"  {attention[3]['date']} waiting",
+    ]
+    for line, r in zip(lines[4:], [attention[0], attention[1], attention[3]], strict=True):
         shown = line.split(": ", 1)[1]
         if len(r["reason"]) <= 300:
             assert shown == r["reason"]
@@ -313,3 +318,29 @@ def test_verify_by_default_finds_a_change_in_a_hotel_extract_after_the_newest_po
         lambda: lab.range(START, START + 6 * DAY, of="StgHotelBookingsDaily"), "staging/hotel_bookings_daily"
     )
     assert rebuilt == {dt.date(2026, 9, 14)}
+
+
+def test_days_in_a_row_with_the_same_state_and_reason_are_one_line_and_json_keeps_every_day():
+    """A setting change over three years printed 5,343 lines, one a day."""
+    from dataclasses import replace
+
+    from tasks.views.status import DayStatus, render_json, render_text
+
+    first = dt.date(2026, 9, 1)
+    days = [first + dt.timedelta(days=k) for k in range(100)]
+    changed = "rules changed: [qsr] suspicious_qty_threshold 20 -> 15"
+    rows = [DayStatus("stg_qsr_pos", d, "stale", changed) for d in days]
+    rows[40] = DayStatus("stg_qsr_pos", days[40], "failed", "qsr_pos/2026-10-11/S001.csv: row 2: qty")
+    rows[41] = DayStatus("stg_qsr_pos", days[41], "ok", "", 10)
+    rows[99] = DayStatus("stg_qsr_pos", days[99], "waiting", "raw folder qsr_pos/2026-12-10 is not there yet")
+    rows[98] = replace(rows[98], not_read=("qsr_pos/2026-12-09/x.txt (name)",))
+    lines = render_text(rows).splitlines()
+    assert lines[4] == "  1 ok, 97 stale, 1 waiting, 1 failed; 1 raw file(s) not read"  # after two lines of bar
+    assert lines[5:] == [
+        f"  2026-09-01 .. 2026-10-10 (40 days) stale: {changed}",
+        "  2026-10-11 failed: qsr_pos/2026-10-11/S001.csv: row 2: qty",
+        f"  2026-10-13 .. 2026-12-08 (57 days) stale: {changed}",  # 10-12 is ok: a run ends there
+        "  2026-12-09 waiting: raw folder qsr_pos/2026-12-10 is not there yet",
+        "  2026-12-08 not read: qsr_pos/2026-12-09/x.txt (name)",
+    ]
+    assert [r["date"] for r in json.loads(render_json(rows))] == [d.isoformat() for d in days]

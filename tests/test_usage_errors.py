@@ -21,7 +21,7 @@ import pytest
 from tasks.backfill import business_today
 from tasks.cli import main
 from tasks.views import plan, status
-from tests.conftest import Lab
+from tests.conftest import REPO, Lab
 
 pytestmark = pytest.mark.luigi
 
@@ -102,6 +102,28 @@ def test_a_data_root_in_the_raw_zone_is_refused_before_anything_is_written(lab, 
         one_line(run(cron, *args), expected)
     one_line(run(cron, "status", luigi=False), expected)
     assert sorted(p for p in lab.raw.rglob("*")) == before  # nothing written into the raw zone
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("raw", ["data/staging", "data/marts/x", "data/_state"])
+def test_a_raw_zone_where_outputs_are_written_is_refused_before_anything_is_written(lab, raw):
+    """The other way round: ``raw_root = <data_root>/staging`` was accepted, and the outputs were written
+    into the raw zone. ``<data_root>/raw`` (the default layout) is fine."""
+    raw_root = lab.root / raw
+    raw_root.mkdir(parents=True)
+    (raw_root / "qsr_pos" / str(START)).mkdir(parents=True)
+    before = sorted(lab.root.rglob("*"))
+    cron = folder_cfg(lab, f"[daybreak]\nraw_root = {raw_root}\ndata_root = {lab.data}\n")
+    out = lab.data / raw.split("/")[1]
+    where = "" if raw_root == out else "inside "
+    expected = (
+        f"raw_root {raw_root} is {where}{out}, where Daybreak writes its outputs ([daybreak] raw_root from "
+        f"{cron / 'luigi.cfg'}): they would be written among the raw files"
+    )
+    for args in COMMANDS[:3]:
+        one_line(run(cron, *args), expected)
+    one_line(run(cron, "status", luigi=False), expected)
+    assert sorted(lab.root.rglob("*")) == sorted([*before, cron, cron / "luigi.cfg"])  # nothing written
 
 
 @pytest.mark.system
@@ -239,20 +261,27 @@ def test_plan_and_range_runs_say_how_many_future_dates_they_leave_out(lab):
     assert f"RangeSingleRun StgQsrPos: 2 of 3 dates left out ({today} .. {today + DAY})" in proc.stderr
 
 
-def test_a_stray_future_folder_is_clamped_to_tomorrow_and_named(lab, caplog):
+def test_a_stray_future_folder_is_ignored_and_named(lab, caplog, setting):
+    """A folder dated after tomorrow neither stretches a range nor makes one wait: the newest folder
+    dated up to tomorrow counts. (It used to be clamped to tomorrow, so OtbByStayDate waited every day
+    for the folders up to tomorrow, exit 20.)"""
     from tasks.hotels import OtbByStayDate
     from tasks.stores import AllStores
 
-    tomorrow = business_today() + DAY
+    setting("daybreak", "start_date", START)
     lab.qsr_days(START, 2)
+    lab.hotel_days(START, 3)
     lab.qsr_file("2099-01-01", "S001", [])
     (lab.raw / "hotel_bookings" / "2099-01-01").mkdir(parents=True)
     with caplog.at_level("WARNING", logger="luigi-interface"):
-        assert status.default_stop() == tomorrow + DAY
-        assert max(OtbByStayDate().dates()) == tomorrow
-        assert AllStores().requires().stop == tomorrow + DAY
+        assert status.default_stop() == START + 3 * DAY  # the day after the newest real folder, qsr_pos's
+        assert OtbByStayDate().dates() == [START, START + DAY, START + 2 * DAY]
+        assert AllStores().requires().stop == START + 3 * DAY
     assert "qsr_pos/2099-01-01 is dated after tomorrow" in caplog.text
     assert "hotel_bookings/2099-01-01 is dated after tomorrow" in caplog.text
+    assert f"the newest folder counted is {START + 2 * DAY}" in caplog.text
+    assert lab.luigi("OtbByStayDate") == 0
+    assert (lab.data / "marts/otb_by_stay_date/_manifest.json").exists()
 
 
 # -- item 12: wrong names and values of the luigi command, and a closed pipe ----------------------------
@@ -301,23 +330,24 @@ def test_status_into_a_closed_pipe_ends_quietly(lab):
 # -- audit item 7: a hotel or store id that is not one ---------------------------------------------------
 
 HOTELS = "(hotels: H1, H2, H3, H4, H5)"  # config/hotels.csv
+PACKAGED = REPO / "config" / "hotels.csv"  # no config/ beside the luigi.cfg read: the package's list
 STORE_ID = "a store id matches ^[A-Z0-9][A-Z0-9_-]{0,31}$ (e.g. S001)"  # the contract, section 2
 
 
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("HotelOtbExport", "--hotel", "H9"), f"--hotel 'H9': not a hotel of config/hotels.csv {HOTELS}"),
-        (("HotelOtbExport", "--hotel", "../x"), f"--hotel '../x': not a hotel of config/hotels.csv {HOTELS}"),
-        (("HotelOtbExport", "--hotel", "/etc"), f"--hotel '/etc': not a hotel of config/hotels.csv {HOTELS}"),
+        (("HotelOtbExport", "--hotel", "H9"), f"--hotel 'H9': not a hotel of {PACKAGED} {HOTELS}"),
+        (("HotelOtbExport", "--hotel", "../x"), f"--hotel '../x': not a hotel of {PACKAGED} {HOTELS}"),
+        (("HotelOtbExport", "--hotel", "/etc"), f"--hotel '/etc': not a hotel of {PACKAGED} {HOTELS}"),
         (
             ("HotelPickup", "--hotel", "../x", "--date", str(START)),
-            f"--hotel '../x': not a hotel of config/hotels.csv {HOTELS}",
+            f"--hotel '../x': not a hotel of {PACKAGED} {HOTELS}",
         ),
         (
             ("RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H1/../H9"}')
             + ("--start", str(START), "--stop", str(START + DAY)),
-            f"--hotel 'H1/../H9': not a hotel of config/hotels.csv {HOTELS}",
+            f"--hotel 'H1/../H9': not a hotel of {PACKAGED} {HOTELS}",
         ),
         (("StoreDailySales", "--store-id", "../../x"), f"--store-id '../../x': not a store id; {STORE_ID}"),
         (("StoreDailySales", "--store-id", "s001"), f"--store-id 's001': not a store id; {STORE_ID}"),

@@ -419,11 +419,11 @@ class Engine:
         for up in node.upstream():
             up_state = yield up
             if not up_state.ok:
-                return State("stale", f"upstream {up.task_id} is {up_state.state}")
+                return State("stale", f"upstream {_label(up)} is {up_state.state}")
             up_manifest = self._summary(self.store(up), up.key)[1]
             version = node.upstream_version(up_manifest)
             if not identity.version_matches(recorded.get(up.task_id), version, up_manifest):
-                return State("stale", f"upstream {up.task_id} changed")
+                return State("stale", f"upstream {_label(up)} changed")
         return State("ok", note)
 
     def _recent(self, node: Node, manifest: dict, window: Window) -> bool:
@@ -479,6 +479,13 @@ class Engine:
                 for s, d in self.missing_folders(node)
             )
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
+
+
+def _label(node: Node) -> str:
+    """A partition in a reason: ``staging/qsr_pos 2026-09-02`` (its dataset and key, the hotel of a
+    pickup too), as the reasons that wait name it; never Luigi's task id with its hash."""
+    parts = (node.dataset, node.key, getattr(node, "hotel", None))
+    return " ".join(str(x) for x in parts if x is not None)
 
 
 def absent_note(folder: str, why: Refused | None) -> str:

@@ -11,7 +11,7 @@ Two sources feed it:
 
 Lines go to the ``luigi-interface`` logger, so they appear on the terminal and in worker logs::
 
-    progress: 12/60 partitions (20%), 2.4/s, about 20 s left - done StgQsrPos(date=2026-09-12)
+    progress: 12/60 partitions (20%), 2.4/s, about 20 s left - StgQsrPos 2026-09-12
 
 By default (tasks/reporting/runlog.py) a line each tenth of the range and at its end; with ``--log-level INFO``
 or ``DEBUG``, a line per partition.
@@ -82,8 +82,9 @@ def expect(task_ids) -> None:
         _shared = (multiprocessing.Value("i", 0), multiprocessing.Value("d", 0.0))
 
 
-def finished(task_id: str) -> str | None:
-    """One expected partition task ended (built, found already up to date, or failed)."""
+def finished(task_id: str, what: str = "") -> str | None:
+    """One expected partition task ended (built, found already up to date, or failed); ``what`` names
+    it in the line (:func:`tasks.reporting.runlog.label`)."""
     if _shared is None or task_id not in _expected:
         return None
     done, started = _shared
@@ -91,7 +92,7 @@ def finished(task_id: str) -> str | None:
         done.value += 1
         count = done.value
     elapsed = time.time() - started.value if started.value else 0.0
-    text = line(count, len(_expected), elapsed, task_id)
+    text = line(count, len(_expected), elapsed, what or task_id)
     if shown(count, len(_expected)):
         logger.info(text)
     if count >= len(_expected):  # all done: a later run in this process counts from zero

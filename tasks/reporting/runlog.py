@@ -7,9 +7,16 @@ turns on the default mode (:func:`watch`): the ``luigi-interface`` logger passes
 * warnings and errors, except the two kinds the summary replaces: one "Data for RawFolder(...) does
   not exist (yet?)" line per missing raw folder, and one traceback per failed partition;
 * the progress lines (tasks/reporting/progress.py, one per tenth of the range);
-* Daybreak's summary in place of Luigi's execution summary: per dataset what ran, what was up to
-  date (skipped), what failed (with the error, which names the file and the reason), what waits for
-  which raw folder, and what did not run because something it reads failed or waits.
+* Daybreak's summary in place of Luigi's execution summary: per dataset what this run wrote ("ran"),
+  what another run wrote meanwhile (two backfills of one range: each partition is written once, by the
+  run that took its lock first, and each run says which ones the other wrote), what was up to date
+  (skipped, or found up to date once its upstream was rebuilt), what failed (with the error, which
+  names the file and the reason), what waits for which raw folder, and what did not run because
+  something it reads failed or waits.
+
+What this run wrote is known from the builds themselves: each one, in whichever process of the run
+(Luigi's workers and a single run's builders are forked from the process that checks), appends its
+task id to one file of the run (:func:`wrote`), which the summary reads and deletes.
 
 ``--log-level DEBUG`` (or INFO, or a ``[core] log_level``) is Luigi's own logging, everything at that
 level, with Daybreak's summary after Luigi's. ``WARNING`` and above: warnings and errors only.
@@ -17,8 +24,11 @@ level, with Daybreak's summary after Luigi's. ``WARNING`` and above: warnings an
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+import os
+import tempfile
 import textwrap
 import warnings
 from collections import defaultdict
@@ -28,7 +38,7 @@ from tasks.contract import printable
 logger = logging.getLogger("luigi-interface")
 
 LUIGI_SUMMARY = "===== Luigi Execution Summary ====="
-KINDS = ("ran", "up to date", "failed", "waiting", "not run")
+KINDS = ("ran", "written by another run", "up to date", "failed", "waiting", "not run")
 DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
 # messages of Luigi's (and of the single-run build) that the summary says better, one line per partition
 REPLACED = (
@@ -43,6 +53,7 @@ warnings.filterwarnings("ignore", message=r'Parameter "param_name" with value "N
 _default_mode = False
 _watched: dict[str, tuple[object, bool]] = {}  # task id -> (task, complete when first checked)
 _started_at: str | None = None  # UTC, ISO: failure records from this time on are this run's
+_writes: str | None = None  # the file of this run's writes: a task id a line, appended by each build
 _failed_here: dict[str, str] = {}  # task id -> error, of a task that failed in this process (no record needed)
 
 
@@ -60,9 +71,11 @@ def quiet() -> bool:
 def watch(tasks_and_states) -> None:
     """Partitions whose completeness the scheduling process checked, with the answer: the summary
     reports on them. Also turns the default mode on once Luigi has set up its logging (NOTSET)."""
-    global _started_at
+    global _started_at, _writes
     if _started_at is None:
         _started_at = dt.datetime.now(dt.UTC).isoformat()
+        fd, _writes = tempfile.mkstemp(prefix="daybreak-run-", suffix=".writes")
+        os.close(fd)
     for task, ok in tasks_and_states:
         _watched.setdefault(task.task_id, (task, ok))
     _set_mode()
@@ -74,6 +87,29 @@ def _set_mode() -> None:
     if not _default_mode and logger.level == logging.NOTSET and logger.handlers:
         logger.setLevel(logging.INFO)  # records of INFO are made, and filtered below
         _default_mode = True
+
+
+def wrote(task_id: str) -> None:
+    """A build of this run wrote its partition (data and manifest, or its manifest alone)."""
+    if _writes is not None:
+        with open(_writes, "a", encoding="utf-8") as fh:  # one short line, appended whole (O_APPEND)
+            fh.write(task_id + "\n")
+
+
+def _written() -> set[str]:
+    """The task ids this run's builds wrote; the file is deleted."""
+    global _writes
+    path, _writes = _writes, None
+    if path is None:
+        return set()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return set(fh.read().split())
+    except OSError:
+        return set()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 class _RunLog(logging.Filter):
@@ -110,7 +146,7 @@ logger.addFilter(_RunLog())
 def summary() -> str:
     """The summary of the partitions watched since the last one (and forget them)."""
     global _started_at
-    watched, started = list(_watched.values()), _started_at or ""
+    watched, started, written = list(_watched.values()), _started_at or "", _written()
     _watched.clear()
     _started_at = None
     if not watched:
@@ -120,7 +156,7 @@ def summary() -> str:
 
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    failed, waiting, blocked, warned = [], defaultdict(list), [], []
+    failed, waiting, blocked, warned, others = [], defaultdict(list), [], [], []
     with settings.snapshot():
         zone = cache.zone(watched[0][0])
         for task, ok_at_check in watched:
@@ -134,10 +170,17 @@ def summary() -> str:
                 error = record.get("error", "") if record and record.get("failed_at", "") >= started else here
                 counts[family]["failed"].append(key)
                 failed.append(f"{_name(family, key)}: {_first_line(error or '')}")
-            elif _ran(task, cache, started):
+            elif task.task_id in written:
                 counts[family]["ran"].append(key)
                 stats = (cache.summary(cache.store(task), key) or {}).get("stats") or {}
                 warned += [f"{_name(family, key)}: {w}" for w in stats.get("warnings") or []]
+            elif _ran(task, cache, started):  # up to date, nothing written by this run
+                manifest = cache.summary(cache.store(task), key) or {}
+                if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
+                    counts[family]["written by another run"].append(key)
+                    others.append((family, key))
+                else:  # found up to date once its upstream was rebuilt to the same rows
+                    counts[family]["up to date"].append(key)
             elif folders := _missing(task, cache):
                 counts[family]["waiting"].append(key)
                 for source, date in folders:
@@ -150,6 +193,8 @@ def summary() -> str:
         keys = [k for ks in kinds.values() for k in ks]
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
         lines.append(f"  {_name(family, _span(keys) or None)}: {parts}")
+    if others:
+        lines.append(f"  another run wrote {_names(others)} (this run waited for its lock, then found it done)")
     lines += _capped("  failed   ", failed)
     lines += _capped("  warning  ", warned)
     lines += _capped("  waiting  ", [_waiting(cache, zone, source, waits) for source, waits in sorted(waiting.items())])
@@ -207,6 +252,13 @@ def _capped(prefix: str, items: list[str], note: str = "") -> list[str]:
 
 def _first_line(error: str) -> str:
     return textwrap.shorten((error.strip().splitlines() or ["(no message)"])[0], 240, placeholder=" ...")
+
+
+def label(task) -> str:
+    """A partition as the user names it: ``StgQsrPos 2026-09-12``, ``HotelPickup 2026-09-12 H1``,
+    ``OtbByStayDate`` (never Luigi's task id, whose hash means nothing to anyone)."""
+    hotel = getattr(task, "hotel", None)
+    return " ".join(str(x) for x in (task.task_family, getattr(task, "key", None), hotel) if x is not None)
 
 
 def _name(family: str, key) -> str:

@@ -190,13 +190,14 @@ class RawZone:
         rel = self.folder_relpath(source, date)
         return None if entries is None else [RawFile(f"{rel}/{n}", size, mtime) for n, size, mtime in entries]
 
-    def newest_folder_date(self, source: str) -> dt.date | None:
-        """Latest date of a source's export folders, or None when it has none. Only what
-        :meth:`scan_folder_all` reads counts: a real folder named YYYY-MM-DD, not a symbolic link, not a
-        file named like a date; and nothing when the source folder itself is a link (never followed)."""
+    def newest_folder_date(self, source: str, not_after: dt.date | None = None) -> dt.date | None:
+        """Latest date of a source's export folders (of those dated ``not_after`` or earlier, when given), or
+        None when it has none. Only what :meth:`scan_folder_all` reads counts: a real folder named
+        YYYY-MM-DD, not a symbolic link, not a file named like a date; and nothing when the source folder
+        itself is a link (never followed)."""
         _, entries = self._source_listing(source)
         dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
-        return max(dates, default=None)
+        return max((d for d in dates if not_after is None or d <= not_after), default=None)
 
     def source_unread(self, source: str) -> list[Refused]:
         """Every entry of ``<source>/`` that no partition reads, by its path below the root, with the reason

@@ -20,6 +20,8 @@ import pyarrow.csv as pcsv
 
 from tasks.contract import CONTROL_CHARACTER, escape_control
 
+MAX_FIELD = 1 << 20  # bytes: a longer field rejects its row (docs/raw-zone.md, "Ground rules")
+
 
 class RawSchemaError(ValueError):
     """A raw file whose header does not carry the contract's columns. Fails the partition."""
@@ -53,7 +55,12 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
     if b"\n" not in data and b"\r" not in data:  # a header without a line end: the parser sees no row at all
         data += b"\n"
     try:
-        table, malformed = _read(data, header, columns)
+        try:
+            table, malformed = _read(data, header, columns)
+        except pa.ArrowInvalid as exc:  # a row longer than the parser's block: the file in one block
+            if "straddling" not in str(exc):
+                raise
+            table, malformed = _read(data, header, columns, block_size=len(data) + 1)
     except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:  # KeyError: a header the parser reads otherwise
         cause = _undecodable(data) or str(exc)
         raise RawSchemaError(f"{source_file}: cannot be read as UTF-8 CSV ({cause}). Fix or re-send the file.") from exc
@@ -153,6 +160,8 @@ def _parse_batch(
     for number, reason, text in malformed:  # batch row numbers: header = 1, first body line = 2
         i = bisect.bisect_right(starts, number - 2) - 1
         bad[i].append((number - starts[i], reason, text))
+    if clean and any(pc.any(mask).as_py() for mask in map(_long_mask, table.columns) if mask is not None):
+        clean = False  # a field over MAX_FIELD: its file's rows are checked one by one, as with a control character
     if clean:
         table = table.select(columns)
     out, offset = [], 0
@@ -164,7 +173,9 @@ def _parse_batch(
     return out
 
 
-def _read(data: bytes, header: list[str], columns: list[str]) -> tuple[pa.Table, list[tuple[int, str, str]]]:
+def _read(
+    data: bytes, header: list[str], columns: list[str], block_size: int | None = None
+) -> tuple[pa.Table, list[tuple[int, str, str]]]:
     malformed: list[tuple[int, str, str]] = []
 
     def on_invalid(row: pcsv.InvalidRow) -> str:
@@ -176,7 +187,8 @@ def _read(data: bytes, header: list[str], columns: list[str]) -> tuple[pa.Table,
 
     table = pcsv.read_csv(
         pa.BufferReader(data),
-        read_options=pcsv.ReadOptions(use_threads=False),  # 1 MiB blocks: larger ones parse no faster, peak higher
+        # 1 MiB blocks: larger ones parse no faster, peak higher (a longer row: the file in one block)
+        read_options=pcsv.ReadOptions(use_threads=False, **({"block_size": block_size} if block_size else {})),
         parse_options=pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
         convert_options=pcsv.ConvertOptions(  # every column: extra ones are checked too (UTF-8, control characters)
             column_types={c: pa.string() for c in header},
@@ -270,15 +282,27 @@ def _row_numbers(records: int, malformed: list[tuple[int, str, str]]) -> pa.Arra
 
 def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
     """``parsed`` with its contract columns only, and the rows holding a control character in any
-    field (extra columns included) moved to ``malformed``: reason naming the column, text escaped."""
+    field (extra columns included), or a field longer than :data:`MAX_FIELD` bytes, moved to
+    ``malformed``: reason naming the column, text escaped (a long field cut)."""
     table = parsed.table
+    long = {name: _long_mask(table[name]) for name in table.column_names}
+    long = {name: mask for name, mask in long.items() if mask is not None}
     masks = {name: _control_mask(table[name]) for name in table.column_names}
     masks = {name: mask for name, mask in masks.items() if mask is not None}
-    bad = functools.reduce(pc.or_, masks.values()) if masks else None
+    bad = functools.reduce(pc.or_, [*long.values(), *masks.values()]) if masks or long else None
     if bad is None or not pc.any(bad).as_py():
         return ParsedCsv(parsed.source_file, table.select(columns), parsed.row_numbers, parsed.malformed)
     flagged = []
     for i in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
+        too_long = next((n for n, mask in long.items() if mask[i].as_py()), None)
+        if too_long is not None:
+            size = len(table[too_long][i].as_py().encode())
+            reason = (
+                f"{too_long} is {size:,} bytes long; the contract allows at most {MAX_FIELD:,} bytes (1 MiB) in a field"
+            )
+            text = ",".join(_cut(escape_control(table[c][i].as_py())) for c in table.column_names)
+            flagged.append((parsed.row_numbers[i].as_py(), reason, text))
+            continue
         name = next(n for n, mask in masks.items() if mask[i].as_py())
         value = table[name][i].as_py()
         at = re.search(CONTROL_CHARACTER, value)
@@ -295,6 +319,19 @@ def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
         pc.filter(parsed.row_numbers, keep),
         sorted(parsed.malformed + flagged),
     )
+
+
+def _long_mask(col: pa.ChunkedArray) -> pa.Array | None:
+    """Per row, whether the value is longer than :data:`MAX_FIELD` bytes; None when none can be (the
+    column's data is not that long in all)."""
+    if sum(chunk.buffers()[2].size for chunk in col.chunks if chunk.buffers()[2] is not None) <= MAX_FIELD:
+        return None
+    return pc.greater(pc.binary_length(col), MAX_FIELD).combine_chunks()
+
+
+def _cut(text: str, keep: int = 200) -> str:
+    """A field as the quarantine keeps it: a long one cut to its first ``keep`` characters."""
+    return text if len(text) <= MAX_FIELD else f"{text[:keep]}... ({len(text):,} characters)"
 
 
 def _control_mask(col: pa.ChunkedArray) -> pa.Array | None:

@@ -236,12 +236,14 @@ def render_text(rows: list[DayStatus]) -> str:
             + (f"; {unread} raw file(s) not read" if unread else "")
             + (f"; {warned} warning(s)" if warned else "")
         )
-        for r in mine:
-            if r.state in ("stale", "failed", "waiting"):  # provisional: a count, not a line per day
-                lines.append(f"  {r.date} {r.state}: {shorten(r.reason)}")
-            lines.extend(f"  {r.date} warning: {shorten(w)}" for w in r.warnings)
-            if r.not_read:
-                lines.append(f"  {r.date} not read: {', '.join(r.not_read)}")
+        # provisional: a count, not a line; days in a row with the same state and reason: one line
+        attention = [r for r in mine if r.state in ("stale", "failed", "waiting")]
+        for first, last, r in runs(attention, lambda r: (r.state, r.reason)):
+            lines.append(f"  {span(first, last)} {r.state}: {shorten(r.reason)}")
+        for first, last, r in runs([r for r in mine if r.warnings], lambda r: r.warnings):
+            lines.extend(f"  {span(first, last)} warning: {shorten(w)}" for w in r.warnings)
+        for first, last, r in runs([r for r in mine if r.not_read], lambda r: r.not_read):
+            lines.append(f"  {span(first, last)} not read: {', '.join(r.not_read)}")
         kept = [r for r in mine if r.state == "ok" and r.reason.startswith(BEFORE_START)]
         if kept:
             lines.append(f"  {kept[0].date} .. {kept[-1].date} ok, {kept[0].reason}")
@@ -249,6 +251,22 @@ def render_text(rows: list[DayStatus]) -> str:
         if same:
             lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({same[0]} .. {same[-1]}): nothing to rebuild")
     return "\n".join(lines)
+
+
+def runs(rows: list[DayStatus], key) -> list[tuple[dt.date, dt.date, DayStatus]]:
+    """(first date, last date, first row) of each run of ``rows`` on consecutive days with the same ``key``."""
+    out: list[tuple[dt.date, dt.date, DayStatus]] = []
+    for r in rows:
+        if out and r.date == out[-1][1] + dt.timedelta(days=1) and key(r) == key(out[-1][2]):
+            out[-1] = (out[-1][0], r.date, out[-1][2])
+        else:
+            out.append((r.date, r.date, r))
+    return out
+
+
+def span(first: dt.date, last: dt.date) -> str:
+    """``2026-09-10``, or ``2026-09-01 .. 2026-10-29 (59 days)`` (both ends inclusive)."""
+    return str(first) if first == last else f"{first} .. {last} ({(last - first).days + 1} days)"
 
 
 def render_json(rows: list[DayStatus]) -> str:

@@ -1,0 +1,110 @@
+"""The config files Luigi reads, checked as text before Luigi reads a value from them. No Luigi here.
+
+Luigi reads ``/etc/luigi/client.cfg``, ``/etc/luigi/luigi.cfg``, ``./client.cfg``, ``./luigi.cfg`` and then
+``$LUIGI_CONFIG_PATH`` (the last file read wins), with configparser's strict reading and ``%``
+interpolation: a section or a key repeated in one file, a line that is neither, or a ``%`` that is not
+``%%`` or ``%(name)s`` is a configparser traceback deep inside Luigi. :func:`errors` finds each of these
+in every file, as one line naming the file, the line and what to write instead; the ``daybreak``
+command calls it before it imports Luigi, and ``import tasks`` under Luigi (``register()``) before any
+value is read (tasks/settings.py ``check_config`` then checks the values).
+
+Luigi itself reads the files when it is imported, which the ``luigi`` command does before it loads
+``--module tasks``: there a repeated section or key stops Luigi before Daybreak can speak
+(docs/operations.md, "Settings").
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import contextlib
+import os
+import re
+import sys
+
+# Luigi's list (luigi/configuration/cfg_parser.py, LuigiConfigParser._config_paths), then the variable
+LUIGI_FILES = ("/etc/luigi/client.cfg", "/etc/luigi/luigi.cfg", "client.cfg", "luigi.cfg")
+_ENV = re.compile(r"\$\{([^}]+)\}")  # Luigi's EnvironmentInterpolation, applied after the % interpolation
+
+
+def luigi_files() -> list[str]:
+    """The config files Luigi reads in this process, in its order (the last one wins), whether they exist
+    or not: its own list once Luigi is loaded (a test or a tool may have added to it), else the list it
+    will read."""
+    if "luigi.configuration" in sys.modules:
+        parser = sys.modules["luigi.configuration"].get_config()
+        return list(getattr(type(parser), "_config_paths", []))
+    named = os.environ.get("LUIGI_CONFIG_PATH")
+    return [*LUIGI_FILES, *([named] if named else [])]
+
+
+def read(path: str) -> tuple[configparser.ConfigParser | None, str | None]:
+    """(the file parsed as Luigi parses it, without interpolation; None when it cannot be) and the one-line
+    error that stops Luigi reading it (None: it reads)."""
+    parser = configparser.ConfigParser(interpolation=None, strict=True)
+    parser.optionxform = str  # Luigi keeps the keys' case
+    where = os.path.abspath(path)
+    try:
+        parser.read(path)  # Luigi's read: the locale's encoding
+    except configparser.DuplicateSectionError as exc:
+        return None, f"{where} line {exc.lineno}: section [{exc.section}] appears twice; merge the two into one"
+    except configparser.DuplicateOptionError as exc:
+        return None, f"{where} line {exc.lineno}: [{exc.section}] {exc.option} is set twice; keep one"
+    except configparser.MissingSectionHeaderError as exc:
+        return None, f"{where} line {exc.lineno}: {exc.line.strip()!r} comes before any [section]"
+    except configparser.ParsingError as exc:
+        lineno, line = exc.errors[0]  # configparser keeps the line as its repr()
+        with contextlib.suppress(ValueError, SyntaxError):
+            line = ast.literal_eval(line)
+        return None, f"{where} line {lineno}: {str(line).strip()!r} is neither 'key = value' nor a [section]"
+    except UnicodeDecodeError as exc:
+        return None, f"{where}: not text in this system's encoding ({exc.reason} at byte {exc.start})"
+    except OSError as exc:
+        return None, f"{where}: cannot be read ({exc.strerror or exc})"
+    return parser, None
+
+
+def errors(paths: list[str] | None = None) -> list[str]:
+    """Every reason Luigi would stop with a traceback over ``paths`` (default: :func:`luigi_files`): a file it
+    cannot read as a config file, and each value its interpolation refuses, naming the file that sets it."""
+    found, parsed = [], []
+    for path in paths if paths is not None else luigi_files():
+        if not os.path.isfile(path):
+            continue  # Luigi skips it (a LUIGI_CONFIG_PATH naming no file: tasks/settings.py)
+        parser, error = read(path)
+        if error:
+            found.append(error)
+        else:
+            parsed.append((path, parser))
+    merged = configparser.ConfigParser(interpolation=None)
+    merged.optionxform = str
+    for _, parser in parsed:  # as Luigi merges them: a later file's value replaces an earlier one's
+        merged.read_dict({"DEFAULT": dict(parser.defaults()), **{s: dict(parser[s]) for s in parser.sections()}})
+    defaults = dict(merged.defaults())
+    for section in ["DEFAULT", *merged.sections()]:
+        values = dict(merged.items(section, raw=True)) if section != "DEFAULT" else defaults
+        for key, value in values.items():
+            if section != "DEFAULT" and defaults.get(key) == value:
+                continue  # a [DEFAULT] value, checked once
+            problem = _interpolation_error(merged, section, key, value, values)
+            if problem:
+                where = next(
+                    (os.path.abspath(p) for p, q in reversed(parsed) if q.has_option(section, key)), "a config file"
+                )
+                found.append(f"[{section}] {key} = {value!r} in {where}: {problem}")
+    return found
+
+
+def _interpolation_error(parser, section: str, key: str, value: str, values: dict) -> str | None:
+    try:
+        value = configparser.BasicInterpolation().before_get(parser, section, key, value, values)
+    except configparser.InterpolationMissingOptionError as exc:
+        return f"%({exc.reference})s names no setting of [{section}]; write a literal % as %%"
+    except configparser.InterpolationSyntaxError:
+        return "a % must be written %% (Luigi reads %(name)s as the value of another setting)"
+    except configparser.InterpolationDepthError:
+        return "its %(name)s references go round in a circle"
+    missing = [name for name in _ENV.findall(value) if name not in os.environ]
+    if missing:
+        return f"${{{missing[0]}}}: the environment variable {missing[0]} is not set (Luigi reads ${{NAME}} from it)"
+    return None
