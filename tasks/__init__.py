@@ -37,7 +37,7 @@ def register() -> None:
     """Luigi's exit codes and uncapped ranges (tasks/settings.py), then every task family."""
     import luigi.tools.range  # noqa: F401  (RangeDaily on the command line, even with autoload_range off)
 
-    from tasks import guard
+    from tasks import faults, guard
     from tasks.luigi_shortcuts import (
         checked_ranges,
         checked_workers,
@@ -45,7 +45,7 @@ def register() -> None:
         many_hosts,
         options_in_full,
     )
-    from tasks.settings import apply_luigi_defaults, check_config, check_stores
+    from tasks.settings import apply_luigi_defaults, check_config
 
     check_config()  # luigi.cfg: a % Luigi cannot read, an unknown key, a bad value: exit 2, naming file and key
     apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode]
@@ -55,7 +55,8 @@ def register() -> None:
     checked_ranges()  # RangeDaily's dates and length: the same check as every daybreak command
     many_hosts()  # hosts sharing a luigid wait for each other and exit as one host would
     guard.install()  # Luigi's usage errors: one line and exit 2 (tasks/guard.py)
-    check_stores()  # a bucket that does not answer: exit 2 before any partition runs
+    faults.install()  # a store or server error: one line and exit 30 (tasks/faults.py)
+    faults.check_stores()  # a bucket that does not answer: exit 2 before any partition runs
     for module in dict.fromkeys(FAMILIES.values()):
         importlib.import_module(module)
 

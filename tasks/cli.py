@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from tasks import catalogue, guard
-from tasks.guard import FAULT_EXIT, Fault, UsageError, check_range, fault_line
+from tasks.faults import FAULT_EXIT, Fault, check_stores, fault_line
+from tasks.guard import UsageError, check_range
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
 STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
@@ -270,7 +271,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 2 for a usage error (argparse's own, or :class:`tasks.guard.UsageError`: a bad setting, a
-    missing raw_root, a reversed range), exit 30 for a store or server error (:func:`tasks.guard.fault_line`:
+    missing raw_root, a reversed range), exit 30 for a store or server error (:func:`tasks.faults.fault_line`:
     an SFTP server down, a read-only or full data root), each with one line on stderr. A closed pipe
     (``daybreak status | head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
     args = build_parser().parse_args(argv)
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.check_config()
         check_args(args)
         if args.func not in (cmd_sample, cmd_demo):  # they make their own roots
-            settings.check_stores()
+            check_stores()
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import errno
 import logging
 import re
 import sys
 from typing import NoReturn
 
 USAGE_EXIT = 2
-FAULT_EXIT = 30  # Luigi's task_failed: what docs/operations.md promises for a server or a disk that fails
 
 
 class UsageError(SystemExit):
@@ -100,69 +98,6 @@ def count_argument(low: int = 1, high: int | None = None):
 
     parse.__name__ = "count"
     return parse
-
-
-class Fault(SystemExit):
-    """The raw zone's server or the data root's storage failed (unreachable, refusing, read-only, full):
-    exit 30 wherever it is raised, the one line printed first (:func:`fault_exit`)."""
-
-    def __init__(self, message: str):
-        super().__init__(FAULT_EXIT)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-# OS errors of the storage itself, not of one file: the data root (or the raw zone) cannot be written or read
-STORAGE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO}
-
-
-def fault_line(exc: BaseException) -> str | None:
-    """The one place a store or server error becomes a line (then exit 30, :func:`fault_exit`): the raw
-    zone unreachable (an SFTP server down, frozen, refusing this client), a partition that could not be
-    written, an OS error of the storage (read-only, permissions, full, I/O). None for any other error,
-    which keeps its traceback (a bug)."""
-    from tasks.storage.partitions import PartitionBusy, PartitionWriteError
-    from tasks.storage.rawzone import RawZoneUnavailable
-
-    if isinstance(exc, RawZoneUnavailable | PartitionWriteError | PartitionBusy):
-        return str(exc).splitlines()[0]
-    if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
-        where = f"{exc.filename}: " if exc.filename else ""
-        return f"{where}{exc.strerror}; nothing more was written, the partitions in place are kept"
-    return None
-
-
-def fault_exit(line: str) -> NoReturn:
-    """Print ``daybreak: error: <line>`` on stderr and exit 30 (raise :class:`Fault`)."""
-    print(f"daybreak: error: {line}", file=sys.stderr, flush=True)
-    raise Fault(line)
-
-
-_TRACEBACK_LAST = re.compile(r"^(?P<cls>[\w.]+): (?P<msg>.*)$")
-
-
-def fault_in_traceback(text: str) -> str | None:
-    """:func:`fault_line` for an error Luigi hands on as traceback text only (an error in a task's
-    ``complete()`` or ``requires()``): its last line, when the class is a store or server error."""
-    lines = [line for line in text.strip().splitlines() if line and not line.startswith(" ")]
-    match = _TRACEBACK_LAST.match(lines[-1]) if lines else None
-    if match is None:
-        return None
-    name, message = match.group("cls"), match.group("msg")
-    from tasks.storage.partitions import PartitionBusy, PartitionWriteError
-    from tasks.storage.rawzone import RawZoneUnavailable
-
-    faults = {f"{c.__module__}.{c.__qualname__}" for c in (PartitionBusy, PartitionWriteError, RawZoneUnavailable)}
-    faults.add("tasks.storage.sftp.SftpError")
-    if name in faults:
-        return message
-    code = re.match(r"\[Errno (\d+)\] ([^:]*)(?::\s*(.*))?", message)
-    if name.rsplit(".", 1)[-1] in ("OSError", "PermissionError") and code and int(code.group(1)) in STORAGE_ERRNOS:
-        where = f"{code.group(3)}: " if code.group(3) else ""
-        return f"{where}{code.group(2)}; nothing more was written, the partitions in place are kept"
-    return None
 
 
 def check_range(start: dt.date | None, stop: dt.date | None, what: str = "") -> None:
@@ -277,14 +212,6 @@ class _UsageFilter(logging.Filter):
             text = describe(record.exc_info[1], record.exc_info[2])
             if text is not None:
                 fail(text)
-            line = fault_line(record.exc_info[1])
-            if line is not None:
-                fault_exit(line)
-        elif record.levelno == logging.WARNING and str(record.msg).startswith("Will not run "):
-            # a task's complete() or requires() raised: a store or server error ends the run with one line
-            line = fault_in_traceback(str(record.msg).split("\n", 1)[-1]) if "due to error in" in record.msg else None
-            if line is not None:
-                fault_exit(line)
         if record.levelno == logging.WARNING and "Can't have start > stop" in str(record.msg):
             reversed_range = _REVERSED.search(record.getMessage())
             if reversed_range:

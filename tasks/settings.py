@@ -384,21 +384,6 @@ def output_folders() -> list[str]:
     return sorted({d.path.split("/")[0] for d in DATASETS} | {"quarantine", "_state"})
 
 
-def check_stores() -> None:
-    """Exit 2 when data_root or raw_root is a bucket that does not answer (it does not exist, the
-    credentials are refused, the endpoint is down): one line, before any partition runs."""
-    roots = [("[daybreak] data_root", data_uri()), ("[daybreak] raw_root", raw_root())]
-    if not any(uri.startswith("s3://") for _, uri in roots):
-        return
-    from tasks.storage.partitions import check_roots  # loads the store's client only for a bucket
-
-    error = check_roots(*roots)
-    if error:
-        from tasks.guard import fail
-
-        fail(error)
-
-
 def check_raw_root(uri: str) -> None:
     """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set, or when
     it and the folders Daybreak writes overlap: ``data_root`` is the raw zone or inside it, or the raw

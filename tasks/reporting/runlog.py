@@ -207,7 +207,7 @@ def summary() -> str:
 def _ran(task, cache, started: str) -> bool:
     """Whether the partition is up to date now; when the raw zone cannot be reached any more (a server
     that died during the run), whether this run wrote its manifest."""
-    from tasks.guard import fault_line
+    from tasks.faults import fault_line
 
     try:
         return task.state(cache).ok
@@ -219,7 +219,7 @@ def _ran(task, cache, started: str) -> bool:
 
 def _missing(task, cache) -> frozenset:
     """The raw folders the partition waits for; none known when the raw zone cannot be reached."""
-    from tasks.guard import fault_line
+    from tasks.faults import fault_line
 
     try:
         return cache.blocked(task).missing

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tasks.contract import is_store_file
+from tasks.storage.errors import StorageUnavailable
 
 SYMLINK = "a symbolic link (never followed)"
 NOT_REGULAR = "not a regular file"
@@ -42,7 +43,7 @@ class Refused(NamedTuple):
 REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone"), "s3": ("tasks.storage.s3raw", "S3RawZone")}
 
 
-class RawZoneUnavailable(RuntimeError):
+class RawZoneUnavailable(StorageUnavailable):
     """The raw zone cannot be reached (a server down, frozen, or refusing this client): nothing can be
     listed or read. Its message names the server and why; tasks/guard.py makes it one line, exit 30."""
 

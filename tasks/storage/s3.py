@@ -28,10 +28,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from tasks.storage.errors import StorageUnavailable
+
 SCHEME = "s3://"
 
 
-class StoreError(RuntimeError):
+class StoreError(StorageUnavailable):
     """The store refused a request or did not answer; the message names endpoint, bucket, key and code."""
 
     def __init__(self, message: str, code: str = ""):

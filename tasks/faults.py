@@ -1,0 +1,117 @@
+"""Store and server errors as a user sees them: one line and exit 30, never a traceback.
+
+The one place a store or server error becomes a line (:func:`fault_line`): the raw zone unreachable (an
+SFTP server down, frozen, refusing this client; a bucket that does not answer), a partition that could not
+be written, an OS error of the storage itself (read-only, permissions, full, I/O). Any other error keeps
+its traceback (a bug). The ``daybreak`` command turns a fault into a line (tasks/cli.py); under the
+``luigi`` command, :func:`install` does it for an error Luigi logs with its traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import re
+import sys
+from typing import NoReturn
+
+from tasks.storage.errors import StorageUnavailable
+from tasks.storage.partitions import PartitionBusy, PartitionWriteError
+
+FAULT_EXIT = 30  # Luigi's task_failed: what docs/operations.md promises for a server or a disk that fails
+
+
+class Fault(SystemExit):
+    """The raw zone's server or the data root's storage failed (unreachable, refusing, read-only, full):
+    exit 30 wherever it is raised, the one line printed first (:func:`fault_exit`)."""
+
+    def __init__(self, message: str):
+        super().__init__(FAULT_EXIT)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# OS errors of the storage itself, not of one file: the data root (or the raw zone) cannot be written or read
+STORAGE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO}
+
+
+def fault_line(exc: BaseException) -> str | None:
+    """The one place a store or server error becomes a line (then exit 30, :func:`fault_exit`): the raw
+    zone unreachable (an SFTP server down, frozen, refusing this client), a partition that could not be
+    written, an OS error of the storage (read-only, permissions, full, I/O). None for any other error,
+    which keeps its traceback (a bug)."""
+    if isinstance(exc, StorageUnavailable | PartitionWriteError | PartitionBusy):
+        return str(exc).splitlines()[0]
+    if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}; nothing more was written, the partitions in place are kept"
+    return None
+
+
+def fault_exit(line: str) -> NoReturn:
+    """Print ``daybreak: error: <line>`` on stderr and exit 30 (raise :class:`Fault`)."""
+    print(f"daybreak: error: {line}", file=sys.stderr, flush=True)
+    raise Fault(line)
+
+
+_TRACEBACK_LAST = re.compile(r"^(?P<cls>[\w.]+): (?P<msg>.*)$")
+
+
+def fault_in_traceback(text: str) -> str | None:
+    """:func:`fault_line` for an error Luigi hands on as traceback text only (an error in a task's
+    ``complete()`` or ``requires()``): its last line, when the class is a store or server error."""
+    lines = [line for line in text.strip().splitlines() if line and not line.startswith(" ")]
+    match = _TRACEBACK_LAST.match(lines[-1]) if lines else None
+    if match is None:
+        return None
+    name, message = match.group("cls"), match.group("msg")
+    faults = {f"{c.__module__}.{c.__qualname__}" for c in (PartitionBusy, PartitionWriteError, StorageUnavailable)}
+    faults |= {
+        "tasks.storage.rawzone.RawZoneUnavailable",
+        "tasks.storage.sftp.SftpError",
+        "tasks.storage.s3.StoreError",
+    }
+    if name in faults:
+        return message
+    code = re.match(r"\[Errno (\d+)\] ([^:]*)(?::\s*(.*))?", message)
+    if name.rsplit(".", 1)[-1] in ("OSError", "PermissionError") and code and int(code.group(1)) in STORAGE_ERRNOS:
+        where = f"{code.group(3)}: " if code.group(3) else ""
+        return f"{where}{code.group(2)}; nothing more was written, the partitions in place are kept"
+    return None
+
+
+class _FaultFilter(logging.Filter):
+    """On the ``luigi-interface`` logger: a store or server error Luigi is about to log with a traceback
+    (uncaught, or raised by a task's ``complete()`` or ``requires()``) ends the run with one line, exit 30."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None and record.getMessage() == "Uncaught exception in luigi":
+            line = fault_line(record.exc_info[1])
+            if line is not None:
+                fault_exit(line)
+        elif record.levelno == logging.WARNING and str(record.msg).startswith("Will not run "):
+            line = fault_in_traceback(str(record.msg).split("\n", 1)[-1]) if "due to error in" in record.msg else None
+            if line is not None:
+                fault_exit(line)
+        return True
+
+
+def install() -> None:
+    """Hook the store and server errors of the ``luigi`` command. Idempotent."""
+    logger = logging.getLogger("luigi-interface")
+    if not any(isinstance(f, _FaultFilter) for f in logger.filters):
+        logger.addFilter(_FaultFilter())
+
+
+def check_stores() -> None:
+    """Exit 2 when data_root or raw_root is a bucket that does not answer (it does not exist, the
+    credentials are refused, the endpoint is down): one line, before any partition runs."""
+    from tasks import settings
+    from tasks.guard import fail
+    from tasks.storage.partitions import check_roots
+
+    error = check_roots(("[daybreak] data_root", settings.data_uri()), ("[daybreak] raw_root", settings.raw_root()))
+    if error:
+        fail(error)
