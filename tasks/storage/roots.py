@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tasks.storage import partitions, tempnames
+from tasks.storage import files, tempnames
+from tasks.storage.layout import remote
 
 
 def open_root(uri: str | os.PathLike):
-    remote = partitions._remote(uri)
-    return remote.S3Root(str(uri)) if remote else LocalRoot(uri)
+    backend = remote(uri)
+    return backend.S3Root(str(uri)) if backend else LocalRoot(uri)
 
 
 class LocalRoot:
@@ -39,7 +40,7 @@ class LocalRoot:
         """Whole or not at all (a temporary name, fsync, rename)."""
         path = self.path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        partitions._replace(path, lambda tmp: partitions._write_bytes(tmp, data))
+        files._replace(path, lambda tmp: files._write_bytes(tmp, data))
 
     def mkdir(self) -> None:
         self.path.mkdir(parents=True)
@@ -75,6 +76,6 @@ class LocalRoot:
 
     @contextmanager
     def exclusive(self, rel: str, what: str, wait_s: float | None = 0) -> Iterator[None]:
-        """An exclusive lock named ``rel`` (:class:`partitions.PartitionBusy` when held past ``wait_s``)."""
-        with partitions.exclusive(self.path / rel, what, wait_s):
+        """An exclusive lock named ``rel`` (:class:`tasks.storage.files.PartitionBusy` when held past ``wait_s``)."""
+        with files.exclusive(self.path / rel, what, wait_s):
             yield

@@ -40,18 +40,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage import partitions, tempnames
-from tasks.storage.partitions import (
+from tasks.storage import tempnames
+from tasks.storage.files import PartitionBusy, parquet_to
+from tasks.storage.layout import (
     DATA_FILE,
+    DATA_VERSION,
     MANIFEST,
-    PartitionBusy,
+    PASS_HOOKS,
+    WRITE_HOOKS,
     PartitionWriteError,
-    _safe_relpath,
     parse_manifest,
     parse_partition_name,
     partition_name,
+    safe_relpath,
 )
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
+from tasks.storage.shadow import shadow_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,7 +74,7 @@ def _forget_listings() -> None:
     _LISTINGS.clear()
 
 
-partitions.PASS_HOOKS.append(_forget_listings)
+PASS_HOOKS.append(_forget_listings)
 
 
 class OtherWriterCommitted(RuntimeError):
@@ -86,14 +90,14 @@ def _stamp(obj: Obj | None) -> tuple | None:
 
 class S3PartitionStore:
     """One dataset's partitions under ``s3://BUCKET/PREFIX`` (the interface of
-    :class:`tasks.storage.partitions.PartitionStore`)."""
+    :class:`tasks.storage.local.PartitionStore`)."""
 
     def __init__(self, data_root: str, dataset: str, subpartition: str | None = None):
         self.data_root = data_root.rstrip("/")
         self.bucket = Bucket(self.data_root)
-        self.dataset = _safe_relpath(dataset)
+        self.dataset = safe_relpath(dataset)
         self.root = f"{self.data_root}/{dataset}"
-        if subpartition is not None and ("/" in subpartition or _safe_relpath(subpartition) != subpartition):
+        if subpartition is not None and ("/" in subpartition or safe_relpath(subpartition) != subpartition):
             raise ValueError(f"subpartition {subpartition!r} could escape its folder")
         self.sub = subpartition
 
@@ -293,8 +297,8 @@ class S3PartitionStore:
         for name in extras or {}:
             if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
                 raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
-        if "data_version" not in manifest and partitions.DATA_VERSION:
-            kind, versioner = partitions.DATA_VERSION[0]
+        if "data_version" not in manifest and DATA_VERSION:
+            kind, versioner = DATA_VERSION[0]
             manifest = dict(manifest, data_version=versioner(table), data_version_kind=kind)
         with self._committing(date) as put:
             folder = self.rel(date)
@@ -364,7 +368,7 @@ class S3PartitionStore:
                 )
             ) from None
         finally:
-            for hook in partitions.WRITE_HOOKS:
+            for hook in WRITE_HOOKS:
                 hook(self, date)
 
 
@@ -496,7 +500,7 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
-    partitions._parquet_to(sink, table)
+    parquet_to(sink, table)
     return sink.getvalue().to_pybytes()
 
 
@@ -596,13 +600,13 @@ class S3Root:
 
 
 class S3ShadowStore(S3PartitionStore):
-    """A dataset's partitions as a preview sees them (:class:`tasks.storage.partitions.ShadowStore` for a
+    """A dataset's partitions as a preview sees them (:class:`tasks.storage.shadow.ShadowStore` for a
     bucket): a partition the shadow root holds is read there, any other from production; every write
     (objects, manifests, failure records, leases) goes to the shadow. A manifest-only update of a
     partition the shadow does not hold yet copies production's objects into the shadow first."""
 
     def __init__(self, data_root: str, dataset: str, subpartition: str | None = None):
-        shadow = partitions._shadow[1]
+        shadow = shadow_of(data_root)
         super().__init__(shadow, dataset, subpartition)
         self.production = S3PartitionStore(data_root, dataset, subpartition)
         self.own = S3PartitionStore(shadow, dataset, subpartition)

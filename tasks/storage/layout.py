@@ -1,0 +1,76 @@
+"""Where a partition's files are and what they are called, under any data root (a folder or a bucket);
+the hooks that tell the freshness engine of writes and passes; what a failed write raises."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+
+MANIFEST = "_manifest.json"
+DATA_FILE = "data.parquet"
+PARTITION_PREFIX = "business_date="
+# Called with (store, date) after every write of a partition, done or failed half-way: the freshness
+# engine drops what it remembers of that partition (tasks/freshness/engine.py registers itself).
+WRITE_HOOKS: list = []
+# (kind, function of the table) that versions the rows of a manifest written without a data_version:
+# tasks/freshness/identity.py sets it when imported (a data version is a freshness rule, not storage's).
+DATA_VERSION: list = []
+
+
+def partition_name(date: dt.date) -> str:
+    if not isinstance(date, dt.date):
+        raise TypeError(f"partition key must be a date, got {date!r}")
+    return f"{PARTITION_PREFIX}{date.isoformat()}"
+
+
+def parse_partition_name(name: str) -> dt.date | None:
+    if not name.startswith(PARTITION_PREFIX):
+        return None
+    try:
+        return dt.date.fromisoformat(name[len(PARTITION_PREFIX) :])
+    except ValueError:
+        return None
+
+
+def safe_relpath(dataset: str) -> str:
+    parts = dataset.split("/")
+    if not dataset or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p for p in parts):
+        raise ValueError(f"dataset path {dataset!r} could escape the data root")
+    return dataset
+
+
+def parse_manifest(data: bytes) -> dict:
+    """A manifest's content; ``{"_corrupt": True}`` for bytes that are not a JSON object."""
+    try:
+        content = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {"_corrupt": True}
+    return content if isinstance(content, dict) else {"_corrupt": True}
+
+
+# Data roots other than a local folder, by URI scheme: the module that stores them
+REMOTE = {"s3": "tasks.storage.s3store"}
+
+
+def remote(data_root):
+    """The module of a data root that is not a local folder (loaded by name, only when configured: it
+    builds on the local one); None for a local folder."""
+    scheme = data_root.split("://", 1)[0] if isinstance(data_root, str) and "://" in data_root else ""
+    if scheme and scheme not in REMOTE:
+        raise ValueError(f"data_root {data_root}: scheme {scheme!r} is not supported (a local folder or s3://)")
+    return importlib.import_module(REMOTE[scheme]) if scheme else None
+
+
+class PartitionWriteError(RuntimeError):
+    """A partition (or its quarantine) could not be written: disk full, permissions. Names the partition."""
+
+
+# Called when a freshness pass begins (tasks/freshness/engine.py): a backend that remembers listings
+# for a pass (tasks/storage/s3store.py) forgets them.
+PASS_HOOKS: list = []
+
+
+def new_pass() -> None:
+    for hook in PASS_HOOKS:
+        hook()

@@ -1,0 +1,94 @@
+"""Previews: while a preview builds, every store of the production data root writes to the preview's shadow
+root and reads a partition there when the shadow holds it (:class:`ShadowStore`; a bucket's:
+:class:`tasks.storage.s3store.S3ShadowStore`). tasks/preview.py builds previews this way."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tasks.storage.files import _write_bytes
+from tasks.storage.layout import MANIFEST, remote
+from tasks.storage.local import PartitionStore
+
+_shadow: tuple[str, str] | None = None  # (production data root, as _root_key gives it; the preview's shadow root)
+
+
+def root_key(data_root: str | os.PathLike) -> str:
+    return data_root.rstrip("/") if remote(data_root) else os.path.abspath(data_root)
+
+
+@contextmanager
+def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterator[None]:
+    """For the duration of the block (and in the worker processes forked in it), every store of the
+    ``production`` data root that :func:`open_store` makes writes to ``shadow`` and reads a partition
+    there when the shadow holds it (:class:`ShadowStore`): nothing under production is written.
+    tasks/preview.py builds previews this way."""
+    global _shadow
+    previous, _shadow = _shadow, (root_key(production), str(shadow))
+    try:
+        yield
+    finally:
+        _shadow = previous
+
+
+class ShadowStore(PartitionStore):
+    """A dataset's partitions as a preview sees them: a partition the shadow root holds is read there,
+    any other from production; every write (data, manifest, quarantine, failure record, lock, staging)
+    goes to the shadow. A manifest-only update of a partition the shadow does not hold yet (a rebuild
+    that gave production's rows again) links production's data files into the shadow: no copy."""
+
+    def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
+        assert _shadow is not None
+        super().__init__(_shadow[1], dataset, subpartition)
+        self.production = PartitionStore(data_root, dataset, subpartition)
+        self.own = PartitionStore(_shadow[1], dataset, subpartition)
+
+    def _side(self, date: dt.date | None) -> PartitionStore:
+        return self.own if self.own.path(date).is_dir() else self.production
+
+    def folder(self, date: dt.date | None) -> str:
+        """Not remembered, as :meth:`path` is not: the partition is read from the shadow once the preview
+        has written it there, from production before."""
+        return os.fspath(self.path(date))
+
+    def path(self, date: dt.date | None) -> Path:
+        return self._side(date).path(date)
+
+    def write_path(self, date: dt.date | None) -> Path:
+        return self.own.path(date)
+
+    def listed_dates(self) -> set[dt.date]:
+        return self.production.listed_dates() | self.own.listed_dates()
+
+    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
+        return self._side(date).data_matches(date, manifest)
+
+    def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
+        if self.own.path(date).is_dir():
+            return super().update_manifest(date, manifest)
+        origin = self.production.path(date)
+        quarantine = manifest.get("quarantine")
+
+        def fill(folder: Path) -> dict:
+            for f in manifest.get("data_files", []):
+                os.link(origin / f["name"], folder / f["name"])
+            if quarantine:  # the manifest names it: the shadow's partition is whole only with it
+                target = self.own.data_root / quarantine["path"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.unlink(missing_ok=True)
+                os.link(self.production.data_root / quarantine["path"], target)
+            _write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+            return manifest
+
+        with self._replacing(date):
+            self._into(self.own.path(date), fill)
+
+
+def shadow_of(data_root: str | os.PathLike) -> str | None:
+    """The shadow root that stands for ``data_root`` while a preview builds; None otherwise."""
+    return _shadow[1] if _shadow is not None and root_key(data_root) == _shadow[0] else None
