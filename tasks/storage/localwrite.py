@@ -23,8 +23,6 @@ from tasks.storage.layout import DATA_FILE, DATA_VERSION, MANIFEST, WRITE_HOOKS,
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from tasks.storage.local import PartitionStore
-
 
 class LocalWrites:
     """The writing half of a local partition store (its ``path``, ``quarantine_path``, ``failure_path``,
@@ -81,7 +79,7 @@ class LocalWrites:
         with self._replacing(date):
             atomic_write_text(self.path(date) / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str))
 
-    def adopt(self, date: dt.date | None, source: PartitionStore) -> dict:
+    def adopt(self, date: dt.date | None, source: LocalWrites) -> dict:
         """Replace partition ``date`` with the one ``source`` (a preview's shadow root) holds, by the
         same protocol as :meth:`write`: every file of the source folder, and its quarantine, is hard
         linked to a temporary name beside its target (no byte is copied; the source stays whole, so an
@@ -94,7 +92,7 @@ class LocalWrites:
         with self._replacing(date):
             return self._into(self.path(date), lambda folder: self._adopt_files(folder, date, source, manifest))
 
-    def _adopt_files(self, folder: Path, date: dt.date | None, source: PartitionStore, manifest: dict) -> dict:
+    def _adopt_files(self, folder: Path, date: dt.date | None, source: LocalWrites, manifest: dict) -> dict:
         tempnames.sweep(folder)
         src = source.path(date)
         names = sorted(n for n in os.listdir(src) if n != MANIFEST and not tempnames.is_temp_name(n))
