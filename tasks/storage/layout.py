@@ -50,7 +50,7 @@ def parse_manifest(data: bytes) -> dict:
 
 
 # Data roots other than a local folder, by URI scheme: the module that stores them
-REMOTE = {"s3": "tasks.storage.s3store"}
+REMOTE = {"s3": "tasks.storage.s3backend"}
 
 
 def remote(data_root):

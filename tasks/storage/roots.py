@@ -1,6 +1,6 @@
 """A data root as a tree of files, for what is not a partition: a preview's folder and record, its shadow
 partitions' files, its publish lock. A local folder (:class:`LocalRoot`) or a bucket prefix
-(:class:`tasks.storage.s3store.S3Root`); :func:`open_root` takes either URI."""
+(:class:`tasks.storage.s3docs.S3Root`); :func:`open_root` takes either URI."""
 
 from __future__ import annotations
 

@@ -1,28 +1,13 @@
 """Partitions in an S3-compatible bucket: ``[daybreak] data_root = s3://BUCKET/PREFIX`` (docs/scale-out.md).
 
-The layout under the prefix is the local one (``staging/qsr_pos/business_date=D/data.parquet``, its
-``_manifest.json``, ``quarantine/...``, ``_state/failures/...``), so pyarrow, DuckDB and Spark read it with
-the same globs. What differs is how a partition is committed, and how hosts keep out of each other's way:
-
-* **A commit that holds across hosts.** Every object of a partition is one conditional PUT, data first,
-  the manifest last: ``If-None-Match: *`` for a key that did not exist when the build started, ``If-Match``
-  on the ETag it had then for a key it replaces. The manifest records the ETag, size and sha256 of every
-  object it names, and counts only while the bucket's listing still shows those ETags (otherwise the
-  partition is stale, as a local partition whose files do not match its manifest). A writer whose
-  condition fails stops at once (:class:`OtherWriterCommitted`): a later build committed the partition,
-  and the partition is that build's. No multipart upload and no delete is part of a commit; a quarantine
-  a rebuild no longer has is replaced by an empty one.
-* **Leases, so hosts do not build the same partition twice.** ``_state/leases/<dataset>/<partition>.json``
-  is taken by a put-if-absent, renewed by a compare-and-swap while the build runs, taken over by a
-  compare-and-swap once it expired by the store's own clock (its ``Last-Modified`` and ``Date``), and
-  released by a compare-and-swap. Correctness never rests on the lease: the conditional commit is the
-  fence, so a host frozen past its lease can no longer replace what another host committed since.
-* **Freshness at store speed.** One listing per dataset prefix (and one of its quarantine) per freshness
-  pass gives every object's ETag, size and time: a manifest's stamp is its ETag, and a check of a
-  thousand partitions needs no request per partition (summaries are kept in this host's cache folder,
-  keyed by the manifest's ETag).
-
-This host's own state (summaries, identity sidecars, the folder cache) lives under ``[daybreak] cache_dir``.
+The layout under the prefix is the local one, so pyarrow, DuckDB and Spark read it with the same globs.
+A commit holds across hosts: every object of a partition is one conditional PUT, data first, the manifest
+last (``If-None-Match: *`` for a key that did not exist when the build started, ``If-Match`` on the ETag
+it had then); the manifest records every object's ETag and counts only while the listing still shows
+them; a writer whose condition fails stops (:class:`OtherWriterCommitted`). No multipart upload and no
+delete is part of a commit. A lease per partition (:mod:`tasks.storage.s3lease`) keeps hosts from
+building it twice; correctness rests on the conditional commit, not on the lease. One listing per
+dataset prefix per freshness pass: a check needs no request per partition.
 """
 
 from __future__ import annotations
@@ -31,17 +16,13 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import os
-import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage import tempnames
-from tasks.storage.files import PartitionBusy, parquet_to
+from tasks.storage.files import parquet_to
 from tasks.storage.layout import (
     DATA_FILE,
     DATA_VERSION,
@@ -55,7 +36,8 @@ from tasks.storage.layout import (
     safe_relpath,
 )
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
-from tasks.storage.shadow import shadow_of
+from tasks.storage.s3docs import state_dir
+from tasks.storage.s3lease import Lease
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -402,92 +384,6 @@ class _ConditionalPut:
         return new
 
 
-class Lease:
-    """A lease object: who builds a partition, until when (by the store's clock)."""
-
-    def __init__(self, bucket: Bucket, rel: str, seconds: float):
-        self.bucket, self.rel, self.seconds = bucket, rel, seconds
-        self.etag: str | None = None
-        self.owner = f"{tempnames.host()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
-        self.lost = False
-        self._lock = threading.Lock()
-
-    def _body(self, released: bool = False) -> bytes:
-        return json.dumps({"owner": self.owner, "seconds": self.seconds, "released": released}).encode()
-
-    def acquire(self, what: str, wait_s: float | None) -> None:
-        deadline = None if wait_s is None else time.monotonic() + wait_s
-        logged = False
-        while True:
-            holder = self._try()
-            if holder is None:
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                raise PartitionBusy(
-                    f"{what}: {holder} has held its lease ({self.bucket.describe(self.rel)}) for over "
-                    f"{wait_s:.0f} s; nothing was written by this run. Rerun once that run has finished."
-                )
-            if not logged:
-                logger.info("%s: %s holds its lease, waiting", what, holder)
-                logged = True
-            time.sleep(min(1.0, max(0.05, self.seconds / 10)))
-
-    def _try(self) -> str | None:
-        """Take the lease if it is free or expired; None when taken, else who holds it."""
-        try:
-            data, obj, now = self.bucket.get_with_date(self.rel)
-        except FileNotFoundError:
-            try:
-                self.etag = self.bucket.put(self.rel, self._body(), if_none_match=True)
-                return None
-            except PreconditionFailed:
-                return "another host"
-        try:
-            held = json.loads(data)
-        except ValueError:
-            held = {}
-        age = now - obj.mtime_ns / 1e9
-        if held.get("released") or age > float(held.get("seconds", self.seconds)):
-            try:
-                self.etag = self.bucket.put(self.rel, self._body(), if_match=obj.etag)
-                return None
-            except PreconditionFailed:
-                return "another host"
-        return str(held.get("owner", "another host"))
-
-    @contextmanager
-    def renewing(self):
-        """Renew the lease every third of its time while the block runs."""
-        stop = threading.Event()
-
-        def renew():
-            while not stop.wait(self.seconds / 3):
-                with self._lock:
-                    try:
-                        self.etag = self.bucket.put(self.rel, self._body(), if_match=self.etag)
-                    except PreconditionFailed:
-                        self.lost = True  # taken over (this host was frozen past it): the commit is the fence
-                        return
-                    except StoreError as exc:
-                        logger.warning("could not renew the lease %s: %s", self.rel, exc)
-
-        thread = threading.Thread(target=renew, name="lease", daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            stop.set()
-            thread.join()
-
-    def release(self) -> None:
-        if self.etag is None or self.lost:
-            return
-        try:
-            self.bucket.put(self.rel, self._body(released=True), if_match=self.etag)
-        except (PreconditionFailed, StoreError):
-            pass  # taken over, or the store is gone: it expires by itself
-
-
 def _sha(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
@@ -502,154 +398,3 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     parquet_to(sink, table)
     return sink.getvalue().to_pybytes()
-
-
-# -- documents every host shares, and this host's state ---------------------------------------------
-def check(uri: str) -> str | None:
-    """None when the bucket answers; else what the store said (endpoint, bucket, error code)."""
-    try:
-        Bucket(uri).check()
-    except StoreError as exc:
-        return str(exc)
-    return None
-
-
-def state_dir(data_root: str) -> Path:
-    """This host's state for a bucket data root: ``<cache_dir>/s3/<bucket>/<prefix>/_state``."""
-    from tasks import settings
-
-    bucket = Bucket(data_root)
-    return settings.cache_dir() / "s3" / bucket.bucket / bucket.prefix / "_state"
-
-
-def read_document(data_root: str, name: str) -> dict | None:
-    try:
-        return json.loads(Bucket(data_root).read(f"_state/{name}"))
-    except FileNotFoundError:
-        return None
-
-
-def update_document(data_root: str, name: str, merge) -> dict:
-    """Compare-and-swap: read the document and its ETag, merge, put on that ETag; on a lost race, again."""
-    bucket, rel = Bucket(data_root), f"_state/{name}"
-    while True:
-        try:
-            data, obj = bucket.get(rel)
-            current, etag = json.loads(data), obj.etag
-        except FileNotFoundError:
-            current, etag = None, None
-        doc = merge(current)
-        try:
-            bucket.put(
-                rel, json.dumps(doc, indent=1, sort_keys=True).encode(), if_match=etag, if_none_match=etag is None
-            )
-            return doc
-        except PreconditionFailed:
-            continue
-
-
-class S3Root:
-    """A bucket prefix as a tree of files (:class:`tasks.storage.roots.LocalRoot`'s interface)."""
-
-    def __init__(self, uri: str):
-        self.bucket = Bucket(uri)
-        self.uri = uri.rstrip("/")
-
-    def child(self, rel: str) -> S3Root:
-        return S3Root(f"{self.uri}/{rel.strip('/')}")
-
-    def exists(self, rel: str = "") -> bool:
-        if rel and self.bucket.head(rel) is not None:
-            return True
-        return bool(self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""))
-
-    def read(self, rel: str) -> bytes:
-        return self.bucket.read(rel)
-
-    def write(self, rel: str, data: bytes) -> None:
-        self.bucket.put(rel, data)
-
-    def mkdir(self) -> None:
-        """Nothing to make: a prefix exists once it holds an object."""
-
-    def names(self) -> list[str]:
-        return sorted(self.bucket.folders(""))
-
-    def files(self, rel: str = "") -> dict[str, int]:
-        prefix = f"{rel.rstrip('/')}/" if rel else ""
-        return {key: obj.size for key, obj in self.bucket.list(prefix).items()}
-
-    def remove(self, rel: str = "") -> None:
-        prefix = f"{rel.rstrip('/')}/" if rel else ""
-        if rel and self.bucket.head(rel) is not None:
-            self.bucket.delete(rel)
-        for key in self.bucket.list(prefix):
-            self.bucket.delete(key)
-
-    @contextmanager
-    def exclusive(self, rel: str, what: str, wait_s: float | None = 0) -> Iterator[None]:
-        from tasks import settings
-
-        lease = Lease(self.bucket, rel, settings.s3().lease_seconds)
-        lease.acquire(what, wait_s)
-        try:
-            with lease.renewing():
-                yield
-        finally:
-            lease.release()
-
-
-class S3ShadowStore(S3PartitionStore):
-    """A dataset's partitions as a preview sees them (:class:`tasks.storage.shadow.ShadowStore` for a
-    bucket): a partition the shadow root holds is read there, any other from production; every write
-    (objects, manifests, failure records, leases) goes to the shadow. A manifest-only update of a
-    partition the shadow does not hold yet copies production's objects into the shadow first."""
-
-    def __init__(self, data_root: str, dataset: str, subpartition: str | None = None):
-        shadow = shadow_of(data_root)
-        super().__init__(shadow, dataset, subpartition)
-        self.production = S3PartitionStore(data_root, dataset, subpartition)
-        self.own = S3PartitionStore(shadow, dataset, subpartition)
-
-    def _side(self, date: dt.date | None) -> S3PartitionStore:
-        return self.own if self.own.manifest_stamp(date) is not None else self.production
-
-    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
-        return self._side(date).manifest_stamp(date, fresh)
-
-    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
-        return self._side(date).read_manifest_stamped(date, known)
-
-    def read_manifest(self, date: dt.date | None) -> dict | None:
-        return self._side(date).read_manifest(date)
-
-    def has_manifest(self, date: dt.date | None) -> bool:
-        return self._side(date).has_manifest(date)
-
-    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
-        return self._side(date).data_matches(date, manifest)
-
-    def read_file(self, date: dt.date | None, name: str) -> bytes:
-        return self._side(date).read_file(date, name)
-
-    def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
-        return self._side(date).read_table(date, columns)
-
-    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
-        own = self.own.file_digest(rel)
-        return own if own[0] is not None else self.production.file_digest(rel)
-
-    def uri(self, date: dt.date | None = None) -> str:
-        return self._side(date).uri(date)
-
-    def listed_dates(self) -> set[dt.date]:
-        return self.production.listed_dates() | self.own.listed_dates()
-
-    def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
-        if self.own.manifest_stamp(date) is None:
-            quarantine = manifest.get("quarantine")
-            names = [f"{self.rel(date)}/{f['name']}" for f in manifest.get("data_files", [])]
-            for rel in [*names, *([quarantine["path"]] if quarantine else [])]:
-                content = self.production.bucket.read(rel)
-                self.own._known(rel, Obj(len(content), self.own.bucket.put(rel, content), time.time_ns()))
-        super().update_manifest(date, manifest)

@@ -1,6 +1,6 @@
 """Previews: while a preview builds, every store of the production data root writes to the preview's shadow
 root and reads a partition there when the shadow holds it (:class:`ShadowStore`; a bucket's:
-:class:`tasks.storage.s3store.S3ShadowStore`). tasks/preview.py builds previews this way."""
+:class:`tasks.storage.s3shadow.S3ShadowStore`). tasks/preview.py builds previews this way."""
 
 from __future__ import annotations
 
