@@ -20,6 +20,7 @@ from tasks.contract import printable
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.identity import SAME_CONTENT
+from tasks.freshness.memo import quiet
 from tasks.guard import check_range
 from tasks.storage.partitions import open_store
 
@@ -122,7 +123,7 @@ def _worst(name: str, day: dt.date | None, key: str, rows: dict[str, DayStatus])
 def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> list[DayStatus]:
     """Status of every (dataset, date) with ``start`` <= date < ``stop``."""
     check_range(start, stop, "status")
-    with settings.snapshot(), _without_gc_pauses(), freshness.quiet():
+    with settings.snapshot(), _without_gc_pauses(), quiet():
         return _collect(start, stop, datasets)
 
 

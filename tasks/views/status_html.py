@@ -103,9 +103,9 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
     """The page for ``rows`` (from :func:`tasks.views.status.collect`); ``lines`` default to
     :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
     root) are shown beside the grid, each with its diff per partition."""
-    from tasks.freshness import engine as freshness
+    from tasks.freshness.memo import quiet
 
-    with freshness.quiet():  # the page shows the raw zone's unread entries itself: no warning in the log
+    with quiet():  # the page shows the raw zone's unread entries itself: no warning in the log
         return _render(rows, lines, previews)
 
 

@@ -1,0 +1,359 @@
+"""What the freshness engine reads and remembers: the raw zone's folders (listed once per pass), manifests
+and their summaries (parsed once per stamp), the dependency window of a node, content hashes, and the
+memo of states that a write or a new pass forgets (docs/run-semantics.md, "One look per run")."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tasks.freshness.inputs import Entries, FolderInputs, Window
+from tasks.freshness.summaries import SummaryFiles, summary
+from tasks.storage import partitions
+from tasks.storage.partitions import PartitionStore
+from tasks.storage.rawzone import RawFile, RawZone, Refused
+
+logger = logging.getLogger("luigi-interface")
+
+
+class Node(Protocol):
+    """What the engine needs of a partition. :class:`tasks.base.MaterializedTask` implements it."""
+
+    task_id: str  # unique per partition (family and parameters)
+    dataset: str
+
+    @property
+    def key(self) -> dt.date | None: ...  # the business date; None for an unpartitioned dataset
+    def store(self) -> PartitionStore: ...
+    def dataset_path(self) -> str: ...  # one store per dataset path (a hotel's pickups have their own)
+    def zone(self) -> RawZone: ...
+    def rules(self) -> dict: ...
+    def rules_fingerprint(self) -> str: ...
+    def rules_key(self) -> Hashable: ...  # nodes with the same rules_key have the same rules
+    def raw_window(self) -> list[tuple[str, dt.date]]: ...  # required raw folders (source, date)
+    def any_raw_window(self) -> list[tuple[str, dt.date]]: ...  # at least one required; each present read
+    def optional_raw_window(self) -> list[tuple[str, dt.date]]: ...  # read when present
+    def accepts_input(self, name: str) -> bool: ...  # by the file's name alone (the engine remembers it)
+
+    input_names: str  # the names accepts_input takes, for the reason a file is refused
+
+    def upstream(self) -> list[Node]: ...
+    def upstream_version(self, manifest: dict | None) -> str | None: ...
+    def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
+
+
+@dataclass(frozen=True)
+class State:
+    state: str  # ok | stale | missing
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """What keeps a partition from being built now: the missing raw folders (of its own window or of
+    its not-ok upstream partitions' windows), and the first partition that waits for one of them."""
+
+    missing: frozenset[tuple[str, dt.date]]
+    root: Node | None
+
+
+def _partition(store: PartitionStore, key: dt.date | None) -> tuple:
+    return (store.root, store.sub, key)
+
+
+def _stamp(store: PartitionStore, key: dt.date | None, fresh: bool = False) -> tuple | None:
+    """What identifies the partition's manifest as it is now (a file's inode, size and times; an object's
+    ETag); None when it has none (:meth:`PartitionStore.manifest_stamp`)."""
+    return store.manifest_stamp(key, fresh)
+
+
+class Memo:
+    """What an engine remembers, and what it reads of the raw zone and the data root, for one process or
+    one pass (:class:`tasks.freshness.engine.Engine` asks it)."""
+
+    def __init__(self):
+        self._parsed: dict[tuple, tuple[tuple, dict | None]] = {}  # partition -> (stamp, content)
+        self._summary_files = SummaryFiles()  # what checks read of manifests, kept between processes
+        self._accepts: dict[tuple, bool] = {}  # (node class, file name) -> accepts_input (by name alone)
+        self._pid = os.getpid()
+        self.passes = 0
+        self.new_pass()
+
+    # -- the memo ------------------------------------------------------------------------------------
+    def new_pass(self) -> None:
+        """Forget the raw zone and every state: the next questions look again (manifests whose files
+        did not change are not parsed again)."""
+        self.flush()
+        partitions.new_pass()
+        self.passes += 1
+        self.raw: dict[tuple, Entries | None] = {}
+        self.sources: dict[tuple[str, str], list[Refused]] = {}  # (zone, source) -> entries no partition reads
+        self.listed: dict[Path, set[dt.date]] = {}
+        self.manifests: dict[tuple, tuple[tuple | None, dict | None]] = {}
+        self.summaries: dict[tuple, tuple[tuple | None, dict | None]] = {}
+        self.states: dict[str, State] = {}
+        self.memo: dict = {}
+        self.digests: dict[str, dict[tuple, str]] = {}  # raw folder relpath -> (zone, file) -> content hash
+        self._blocked: dict[str, Blocked] = {}
+        self._readers: dict[str, set[str]] = {}  # task id -> task ids whose state read its state
+        self._at: dict[tuple, set[str]] = {}  # partition -> task ids of its states
+        self._stamps: dict[str, tuple | None] = {}  # task id -> its manifest's stat when its state was found
+
+    def keep_ok_states(self) -> None:
+        """A new pass that keeps the ok states (a forked worker: what another worker built since the
+        fork was not ok before it, and a state that was ok reads only states that were ok)."""
+        ok = {k: v for k, v in self.states.items() if v.ok}
+        readers = {k: {r for r in v if r in ok} for k, v in self._readers.items() if k in ok}
+        at = {k: {t for t in v if t in ok} for k, v in self._at.items()}
+        stamps = {k: v for k, v in self._stamps.items() if k in ok}
+        sources = self.sources  # the run's listing of its source folders: reported once, not per task
+        self.new_pass()
+        self.states, self._readers, self._at, self._stamps, self.sources = ok, readers, at, stamps, sources
+
+    def flush(self) -> None:
+        """Keep the manifest summaries this process learned (:mod:`tasks.freshness.summaries`) for the next
+        process. Only the process that made the engine writes them: a forked worker leaves it to its parent."""
+        if os.getpid() == self._pid:
+            self._summary_files.flush()
+
+    def once(self, key, compute: Callable, *args):
+        """``compute(*args)`` the first time ``key`` is asked for in this pass, the remembered value after."""
+        if key not in self.memo:
+            self.memo[key] = compute(*args)
+        return self.memo[key]
+
+    def forget(self, store: PartitionStore, key: dt.date | None) -> None:
+        """Partition ``key`` of ``store`` was (re)written: drop what was read of it, its state and the
+        state of every partition that read it, directly or not."""
+        part = _partition(store, key)
+        self.manifests.pop(part, None)
+        self.summaries.pop(part, None)
+        self.listed.pop(store.root, None)
+        self._blocked.clear()
+        todo = list(self._at.pop(part, ()))
+        while todo:
+            task_id = todo.pop()
+            self.states.pop(task_id, None)
+            todo.extend(self._readers.pop(task_id, ()))
+
+    def refresh(self, node: Node) -> None:
+        """Read ``node``'s own manifest, raw folders and upstream manifests again on the next question
+        (the re-check of a build under its partition lock: another process may have written since)."""
+        store = self.store(node)
+        folders = set()
+        for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
+            self.raw.pop((self.zone(node).describe(), source, date), None)
+            self.memo.pop(("select", type(node), source, date), None)
+            folders.add(self.zone(node).folder_relpath(source, date))
+        for folder in folders:
+            self.digests.pop(folder, None)  # hashed again too: a same-size re-send within the mtime resolution
+        for up in node.upstream():
+            self.manifests.pop(_partition(self.store(up), up.key), None)
+            self.summaries.pop(_partition(self.store(up), up.key), None)
+        self.forget(store, node.key)
+
+    # -- what is read --------------------------------------------------------------------------------
+    def zone(self, node: Node) -> RawZone:
+        return self.once("zone", node.zone)
+
+    def store(self, node: Node) -> PartitionStore:
+        return self.once(("store", node.dataset_path()), node.store)
+
+    def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> tuple[Entries, list] | None:
+        """``zone.scan_folder_all`` of one folder (files read, entries refused), scanned once per pass
+        even when two partitions read it; None when the folder does not exist. The first folder of a
+        source in a pass also lists the source folder once (:meth:`source_unread`)."""
+        key = (zone.describe(), source, date)
+        if key not in self.raw:
+            self.raw[key] = zone.scan_folder_all(source, date)
+            if (key[0], source) not in self.sources:
+                self.source_unread(zone, source)
+        return self.raw[key]
+
+    def source_unread(self, zone: RawZone, source: str) -> list[Refused]:
+        """The entries of ``<source>/`` that no partition reads (a symbolic link, a name that is not
+        YYYY-MM-DD, a file named like a date; or the source folder itself, a link), listed once per
+        pass and named in a warning once per process (:func:`report_unread`)."""
+        key = (zone.describe(), source)
+        if key not in self.sources:
+            self.sources[key] = zone.source_unread(source)
+            report_unread(key[0], self.sources[key])
+        return self.sources[key]
+
+    def unread_listed(self) -> list[Refused]:
+        """Every entry no partition reads of the source folders listed in this pass, by path."""
+        return sorted(r for unread in self.sources.values() for r in unread)
+
+    def absent_because(self, zone: RawZone, source: str, date: dt.date) -> Refused | None:
+        """Why a raw folder that a partition needs reads as absent although an entry is there: itself,
+        or its source folder, is one that is not read (a symbolic link, a file); None: it is not there."""
+        folder = zone.folder_relpath(source, date)
+        return next((r for r in self.source_unread(zone, source) if r.name in (folder, source)), None)
+
+    def list_dataset(self, store: PartitionStore) -> None:
+        """List the dataset folder once, so that an absent partition costs no file lookup."""
+        if store.root not in self.listed:
+            self.listed[store.root] = store.listed_dates()
+
+    def manifest(self, store: PartitionStore, key: dt.date | None) -> dict | None:
+        return self._manifest(store, key)[1]
+
+    def summary(self, store: PartitionStore, key: dt.date | None) -> dict | None:
+        """The manifest without its list of inputs (:mod:`tasks.freshness.summaries`): what a view reads
+        of a partition (row count, duration, times, stats), from the summary file when it is current."""
+        return self._summary(store, key)[1]
+
+    def _manifest(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
+        """(stat of the manifest file as read, its content), once per pass."""
+        part = _partition(store, key)
+        if part not in self.manifests:
+            listed = self.listed.get(store.root) if key is not None else None
+            self.manifests[part] = (None, None) if listed is not None and key not in listed else self._read(store, key)
+        return self.manifests[part]
+
+    def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
+        """The manifest, parsed again only when its file's stamp (:func:`_stamp`) changed."""
+        part = _partition(store, key)
+        stamp, content = store.read_manifest_stamped(key, self._parsed.get(part))
+        if content is not None:
+            self._parsed[part] = (stamp, content)
+        return stamp, content
+
+    def learn(self, store: PartitionStore, key: dt.date | None) -> None:
+        """Remember the summary of a manifest this process just wrote, so that the next process finds it
+        in the summary file and a run after a build, with nothing to do, writes nothing."""
+        if os.getpid() != self._pid:
+            return  # a forked worker: its summaries would not be kept
+        stamp, content = store.read_manifest_stamped(key, None)
+        if stamp is not None and content is not None and not content.get("_corrupt"):
+            self._summary_files.put(store, key, stamp, summary(content))
+
+    def _summary(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
+        """(stamp, what a check reads of the manifest) once per pass: the manifest without its list of
+        inputs (:mod:`tasks.freshness.summaries`), from the dataset's summary file while the manifest
+        file is the one it was taken from, else parsed (and the summary remembered)."""
+        part = _partition(store, key)
+        known = self.summaries.get(part)
+        if known is None:
+            listed = self.listed.get(store.root) if key is not None else None
+            stamp = None if listed is not None and key not in listed else _stamp(store, key)
+            content = None if stamp is None else self._summary_files.get(store, key, stamp)
+            if content is not None:
+                known = (stamp, content)
+            elif stamp is None:
+                known = (None, None)
+            else:
+                stamp, full = self._manifest(store, key)
+                known = (stamp, summary(full))
+                if stamp is not None and full is not None and not full.get("_corrupt"):
+                    self._summary_files.put(store, key, stamp, known[1])
+            self.summaries[part] = known
+        return known
+
+    def window(self, node: Node, partial: bool = False) -> Window | None:
+        """The raw files of the dependency window, read and refused; None while a required folder is
+        missing, or while none of the folders of which one is required (``any_raw_window``) exists
+        (``partial``: the folders that are there, a missing one taken as empty: what can be seen)."""
+        zone, folders = self.zone(node), []
+        required, any_of = node.raw_window(), node.any_raw_window()
+        absent_ok = [*any_of, *node.optional_raw_window()]
+        found_any = False
+        for source, date in [*required, *absent_ok]:
+            scanned = self.raw_folder(zone, source, date)
+            relpath = zone.folder_relpath(source, date)
+            if scanned is None:
+                if (source, date) not in absent_ok and not partial:
+                    return None
+                folders.append(FolderInputs(relpath, [], [], "absent"))
+                continue
+            found_any = found_any or (source, date) in any_of
+            folders.append(
+                self.once(("select", type(node), source, date), _select, node, relpath, *scanned, self._accepts)
+            )
+        if any_of and not found_any and not partial:
+            return None
+        return Window(folders)
+
+    def digest(self, zone: RawZone, raw: RawFile) -> str:
+        """The content hash of a raw file, read once per pass (the raw zone is a snapshot per pass)."""
+        known = self.digests.setdefault(raw.relpath.rpartition("/")[0], {})
+        key = (zone.describe(), raw)
+        if key not in known:
+            known[key] = zone.digest_now(raw)
+        return known[key]
+
+    def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:
+        """(source, date) of the required raw folders of the node's own window that are absent; and,
+        while none of its ``any_raw_window`` exists, the first of those (the one it waits for)."""
+        zone = self.zone(node)
+        missing = [(s, d) for s, d in node.raw_window() if self.raw_folder(zone, s, d) is None]
+        any_of = node.any_raw_window()
+        if any_of and not self.present(node, any_of):
+            missing.append(any_of[0])
+        return missing
+
+    def present(self, node: Node, folders: list[tuple[str, dt.date]]) -> list[tuple[str, dt.date]]:
+        """The (source, date) of ``folders`` that exist in the node's raw zone, from the pass's listings."""
+        zone = self.zone(node)
+        return [(s, d) for s, d in folders if self.raw_folder(zone, s, d) is not None]
+
+
+_reported: set[tuple] = set()  # (zone, entries) already named in a warning by this process
+_quiet = 0
+
+
+def report_unread(zone: str, unread: list[Refused]) -> None:
+    """A warning in the run's log naming the entries of a source folder that no partition reads, once
+    per process (a forked worker inherits what its run reported); never inside :func:`quiet`."""
+    key = (zone, tuple(unread))
+    if not unread or _quiet or key in _reported:
+        return
+    _reported.add(key)
+    logger.warning(
+        "raw zone %s: %d %s not read by any partition: %s",
+        zone,
+        len(unread),
+        "entry" if len(unread) == 1 else "entries",
+        "; ".join(f"{r.name} ({r.reason})" for r in unread),
+    )
+
+
+@contextlib.contextmanager
+def quiet():
+    """No warning of :func:`report_unread` meanwhile: the status view shows the entries itself."""
+    global _quiet
+    _quiet += 1
+    try:
+        yield
+    finally:
+        _quiet -= 1
+
+
+def _select(node: Node, relpath: str, entries: Entries, unread: list, accepts: dict) -> FolderInputs:
+    """The entries ``node`` reads of one folder. ``accepts`` remembers ``node.accepts_input`` by (class,
+    name): it decides by the name alone, and a store's files have the same names every day."""
+    read, refused = [], [(name, reason) for name, reason in unread]
+    cls = type(node)
+    for entry in entries:
+        key = (cls, entry[0])
+        ok = accepts.get(key)
+        if ok is None:
+            ok = accepts[key] = node.accepts_input(entry[0])
+        if ok:
+            read.append(entry)
+        else:
+            refused.append((entry[0], f"name is not {node.input_names or 'one this dataset reads'}"))
+    refused.sort()
+    digest = hashlib.sha256(repr(read).encode()).hexdigest()
+    return FolderInputs(relpath, read, refused, digest, max((e[2] for e in read), default=0))
