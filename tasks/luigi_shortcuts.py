@@ -458,9 +458,10 @@ def many_hosts() -> None:
       (``Worker._keep_alive``; Luigi's own rule otherwise): without it, a host gives up on a range
       another host is still building, and its run ends "not granted run permission" (exit 25);
     * the exit code (``execution_summary._summary_dict``, which ``luigi.retcodes`` reads): a task another
-      worker ran, or that was not granted run permission, and that the scheduler has DONE or that is
-      complete when the run ends is done, whoever built it (exit 0, not 10 or 25); a build that lost its
-      commit to another writer (:data:`SUPERSEDED`) counts as run by another worker (exit 10), not failed."""
+      worker ran, or that was not granted run permission, and that is complete when the run ends is done,
+      whoever built it (exit 0, not 10 or 25); one the scheduler has DONE that is not complete here (a host
+      with other rules built it) counts as run by another worker (exit 10, not 25), as does a build that
+      lost its commit to another writer (:data:`SUPERSEDED`)."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
@@ -493,10 +494,13 @@ def _hosts_summary(summary_dict):
             for task in list(sets[category]):
                 if task in sets["run_by_other_worker"] and SUPERSEDED in _error_of(worker, task):
                     continue
-                if task.task_id in done or _complete(task):
+                if _complete(task):  # built, whoever built it
                     sets[category].discard(task)
                     sets["still_pending_not_ext"].discard(task)
                     sets["already_done"].add(task)
+                elif task.task_id in done and category != "run_by_other_worker":  # another worker says it built it
+                    sets[category].discard(task)
+                    sets["run_by_other_worker"].add(task)
         return sets
 
     hosts_summary_dict.daybreak = True

@@ -56,10 +56,11 @@ def s3lab(lab, store_env, setting, tmp_path):
 
 
 def objects(lab, prefix: str = "daybreak/") -> dict[str, str]:
-    """{key: ETag} of every object under the prefix (what a rerun must not change)."""
+    """{key: ETag} of every object under the prefix (what a rerun must not change), but the manifest summaries
+    (``_state/summaries/``: a cache of what checks read, which a check that learned something writes)."""
     out = {}
     for page in lab.s3.get_paginator("list_objects_v2").paginate(Bucket=lab.bucket, Prefix=prefix):
-        out.update({o["Key"]: o["ETag"] for o in page.get("Contents", ())})
+        out.update({o["Key"]: o["ETag"] for o in page.get("Contents", ()) if "/_state/summaries/" not in o["Key"]})
     return out
 
 

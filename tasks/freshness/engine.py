@@ -103,6 +103,7 @@ class Engine(Memo):
         store = self.store(node)
         if self._stamps.get(node.task_id) == _stamp(store, node.key, fresh=True):
             return state
+        store.refresh(node.key)  # another process wrote it: a bucket's listing of it is taken again
         self.forget(store, node.key)
         return None
 

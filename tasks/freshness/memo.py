@@ -161,6 +161,8 @@ class Memo:
         for up in node.upstream():
             self.manifests.pop(_partition(self.store(up), up.key), None)
             self.summaries.pop(_partition(self.store(up), up.key), None)
+            self.store(up).refresh(up.key)
+        store.refresh(node.key)  # a bucket's listing of the partition is taken again (a folder: nothing to do)
         self.forget(store, node.key)
 
     # -- what is read --------------------------------------------------------------------------------

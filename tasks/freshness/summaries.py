@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 
-from tasks.storage.partitions import PartitionStore, atomic_write_text
+from tasks.storage.partitions import PartitionStore
 
 # The keys a check does not read unless the raw files' metadata changed (then it reads the manifest).
 DETAIL = frozenset({"inputs", "input_hashes", "refused_inputs"})
@@ -36,40 +35,32 @@ def summary(manifest: dict | None) -> dict | None:
 
 
 class SummaryFiles:
-    """The summary files of one process: loaded once per dataset, written back when they learned something."""
+    """The summary files of one process: loaded once per dataset, written back when they learned something.
+    Each store reads and writes its own (:meth:`read_summaries`, :meth:`write_summaries`: a file of the
+    data root's state folder; an object of a bucket's ``_state/summaries/``, which every host shares)."""
 
     def __init__(self) -> None:
-        self._files: dict[Path, dict[str, list]] = {}  # summary file -> {partition folder: [stamp, summary]}
-        self._roots: dict[Path, Path] = {}  # summary file -> its data root
-        self._paths: dict[tuple, Path] = {}  # (data root, dataset, sub) -> summary file
-        self._dirty: set[Path] = set()
+        self._files: dict[tuple, dict[str, list]] = {}  # (data root, dataset, sub) -> {partition: [stamp, summary]}
+        self._stores: dict[tuple, PartitionStore] = {}  # the store each was read from: it writes it back
+        self._dirty: set[tuple] = set()
 
-    def _path(self, store: PartitionStore) -> Path:
+    def _entries(self, store: PartitionStore) -> dict[str, list]:
         key = (store.data_root, store.dataset, store.sub)
-        path = self._paths.get(key)
-        if path is None:
-            name = f"{store.dataset}/{store.sub}.json" if store.sub else f"{store.dataset}.json"
-            path = self._paths[key] = store.state_dir / "summaries" / name
-            self._roots[path] = store.state_dir.parent
-        return path
-
-    def _entries(self, path: Path) -> dict[str, list]:
-        entries = self._files.get(path)
+        entries = self._files.get(key)
         if entries is None:
             try:
-                with open(path, encoding="utf-8") as fh:
-                    doc = json.load(fh)
+                doc = json.loads(store.read_summaries() or b"{}")
                 entries = doc["partitions"] if doc.get("format") == FORMAT else {}
                 if not isinstance(entries, dict):
                     entries = {}
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError):
                 entries = {}  # none yet, or unreadable: the manifests are parsed again
-            self._files[path] = entries
+            self._files[key], self._stores[key] = entries, store
         return entries
 
     def get(self, store: PartitionStore, key: dt.date | None, stamp: tuple) -> dict | None:
         """The summary of partition ``key`` if it was taken from the manifest file with ``stamp``."""
-        entry = self._entries(self._path(store)).get(str(key))
+        entry = self._entries(store).get(str(key))
         try:
             if len(entry) == 2 and tuple(entry[0]) == stamp and isinstance(entry[1], dict):
                 return entry[1]
@@ -78,20 +69,16 @@ class SummaryFiles:
         return None
 
     def put(self, store: PartitionStore, key: dt.date | None, stamp: tuple, content: dict) -> None:
-        path = self._path(store)
-        self._entries(path)[str(key)] = [list(stamp), content]
-        self._dirty.add(path)
+        self._entries(store)[str(key)] = [list(stamp), content]
+        self._dirty.add((store.data_root, store.dataset, store.sub))
 
     def flush(self) -> None:
-        """Write the summary files that learned something, each whole (temporary name, then rename). A data
-        root that is gone or read-only keeps none: the next process parses the manifests again."""
+        """Write the summary files that learned something, each whole. A data root that is gone or read-only
+        (or a store that does not answer) keeps none: the next process parses the manifests again."""
         dirty, self._dirty = self._dirty, set()
-        for path in sorted(dirty):
-            if not self._roots[path].is_dir():  # the data root is gone (a test's temporary folder)
-                continue
+        for key in sorted(dirty, key=str):
+            doc = {"format": FORMAT, "partitions": self._files[key]}
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                doc = {"format": FORMAT, "partitions": self._files[path]}
-                atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
-            except OSError:
+                self._stores[key].write_summaries(json.dumps(doc, separators=(",", ":")).encode())
+            except (OSError, RuntimeError):
                 continue

@@ -79,14 +79,19 @@ def parquet_to(where, table: pa.Table) -> None:
     )
 
 
-def parquet_sha256(table: pa.Table) -> str:
-    """The sha256 of the Parquet file :meth:`PartitionStore.write` would write for ``table`` (in memory:
-    whether a quarantine in place already holds exactly these rows)."""
+def parquet_bytes(table: pa.Table) -> bytes:
+    """``table`` as the Parquet file a partition holds, in memory (an object of a bucket)."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
     parquet_to(sink, table)
-    return hashlib.sha256(sink.getvalue()).hexdigest()
+    return sink.getvalue().to_pybytes()
+
+
+def parquet_sha256(table: pa.Table) -> str:
+    """The sha256 of the Parquet file :meth:`PartitionStore.write` would write for ``table`` (in memory:
+    whether a quarantine in place already holds exactly these rows)."""
+    return hashlib.sha256(parquet_bytes(table)).hexdigest()
 
 
 def _write_bytes(path: Path, content: bytes) -> str:

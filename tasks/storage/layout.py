@@ -40,6 +40,11 @@ def safe_relpath(dataset: str) -> str:
     return dataset
 
 
+def manifest_bytes(manifest: dict) -> bytes:
+    """A manifest as every store writes it (indented JSON, keys sorted)."""
+    return json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
+
+
 def parse_manifest(data: bytes) -> dict:
     """A manifest's content; ``{"_corrupt": True}`` for bytes that are not a JSON object."""
     try:

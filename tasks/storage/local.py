@@ -32,9 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage.files import (
-    exclusive,
-)
+from tasks.storage.files import atomic_write_text, exclusive
 from tasks.storage.layout import DATA_FILE, MANIFEST, parse_manifest, parse_partition_name, partition_name, safe_relpath
 from tasks.storage.localwrite import LocalWrites
 
@@ -176,6 +174,27 @@ class PartitionStore(LocalWrites):
     def state_dir(self) -> Path:
         """Where this data root's own state lives (summaries, identity sidecars, the folder cache)."""
         return self.data_root / "_state"
+
+    def summaries_path(self) -> Path:
+        """This dataset's manifest summaries (tasks/freshness/summaries.py): ``_state/summaries/<dataset>.json``."""
+        name = f"{self.dataset}/{self.sub}.json" if self.sub else f"{self.dataset}.json"
+        return self.state_dir / "summaries" / name
+
+    def read_summaries(self) -> bytes | None:
+        try:
+            return self.summaries_path().read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write_summaries(self, data: bytes) -> None:
+        if not self.data_root.is_dir():  # the data root is gone (a test's temporary folder)
+            return
+        path = self.summaries_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, data.decode())
+
+    def refresh(self, date: dt.date | None) -> None:
+        """Nothing to do: a folder's files are looked at anew by every question (a bucket's listing is not)."""
 
     def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
         """(device, inode, size, mtime_ns, ctime_ns) of the partition's manifest; None when it has none. The

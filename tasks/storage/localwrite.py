@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from tasks.storage import tempnames
 from tasks.storage.files import _fsync_dir, _write_bytes, _write_parquet, atomic_write_parquet, atomic_write_text
-from tasks.storage.layout import DATA_FILE, DATA_VERSION, MANIFEST, WRITE_HOOKS, PartitionWriteError
+from tasks.storage.layout import DATA_FILE, DATA_VERSION, MANIFEST, WRITE_HOOKS, PartitionWriteError, manifest_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,7 +77,7 @@ class LocalWrites:
         """Replace the manifest alone, atomically: the data files it lists are kept as they are (a
         rebuild that produced the same rows; ``daybreak verify`` marking a partition stale)."""
         with self._replacing(date):
-            atomic_write_text(self.path(date) / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str))
+            atomic_write_text(self.path(date) / MANIFEST, manifest_bytes(manifest).decode())
 
     def adopt(self, date: dt.date | None, source: LocalWrites) -> dict:
         """Replace partition ``date`` with the one ``source`` (a preview's shadow root) holds, by the
@@ -194,7 +194,7 @@ class LocalWrites:
             step = f"while writing {MANIFEST}"
             tmp = tempnames.temp_path(folder / MANIFEST)
             pending.append((tmp, folder / MANIFEST))
-            _write_bytes(tmp, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+            _write_bytes(tmp, manifest_bytes(manifest))
             step = "while renaming the written files into place"
             _place(folder, pending, drop, quarantine[0] if quarantine is not None else None)
         except OSError as exc:

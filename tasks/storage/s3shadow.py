@@ -57,6 +57,10 @@ class S3ShadowStore(S3PartitionStore):
     def uri(self, date: dt.date | None = None) -> str:
         return self._side(date).uri(date)
 
+    def refresh(self, date: dt.date | None) -> None:
+        self.own.refresh(date)
+        self.production.refresh(date)
+
     def listed_dates(self) -> set[dt.date]:
         return self.production.listed_dates() | self.own.listed_dates()
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage.files import parquet_to
+from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import (
     DATA_FILE,
     DATA_VERSION,
@@ -30,13 +29,14 @@ from tasks.storage.layout import (
     PASS_HOOKS,
     WRITE_HOOKS,
     PartitionWriteError,
+    manifest_bytes,
     parse_manifest,
     parse_partition_name,
     partition_name,
     safe_relpath,
 )
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
-from tasks.storage.s3docs import state_dir
+from tasks.storage.s3docs import S3Records, state_dir
 from tasks.storage.s3lease import Lease
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _stamp(obj: Obj | None) -> tuple | None:
     return None if obj is None else ("etag", obj.etag, obj.size)
 
 
-class S3PartitionStore:
+class S3PartitionStore(S3Records):
     """One dataset's partitions under ``s3://BUCKET/PREFIX`` (the interface of
     :class:`tasks.storage.local.PartitionStore`)."""
 
@@ -100,12 +100,6 @@ class S3PartitionStore:
     def quarantine_rel(self, date: dt.date | None) -> str:
         return "/".join(["quarantine", self.dataset, *self._levels(date), "rejected.parquet"])
 
-    def failure_id(self, date: dt.date | None) -> str:
-        return f"_state/failures/{self.record_name(date)}"
-
-    def failed_rejects_path(self, date: dt.date | None) -> str:
-        return f"{self.data_root}/{self.failure_id(date)[: -len('.json')]}.rejected.parquet"
-
     @property
     def state_dir(self) -> Path:
         return state_dir(self.data_root)
@@ -131,6 +125,17 @@ class S3PartitionStore:
                     listing.pop(rel, None)
                 else:
                     listing[rel] = obj
+
+    def refresh(self, date: dt.date | None) -> None:
+        """List the partition's objects and its quarantine again into this pass's listings (another host
+        may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
+        folder = self.rel(date)
+        now = _SEEN.get((self.data_root, folder)) or self._objects_now(date)
+        objects = self._objects()
+        for rel in [r for r in objects if r.startswith(f"{folder}/") and "/" not in r[len(folder) + 1 :]]:
+            del objects[rel]
+        for rel, obj in now.items():
+            self._known(rel, obj)
 
     def listed_dates(self) -> set[dt.date]:
         dates = set()
@@ -208,35 +213,6 @@ class S3PartitionStore:
             return None, "missing", 0
         return hashlib.sha256(data).hexdigest(), "", len(data)
 
-    def read_failure(self, date: dt.date | None) -> dict | None:
-        try:
-            return json.loads(self.bucket.read(self.failure_id(date)))
-        except FileNotFoundError:
-            return None
-
-    def failure_records(self) -> set[str]:
-        return set(self._listing("_state/failures/"))
-
-    # -- failure records -------------------------------------------------------------------------
-    def record_failure(self, date: dt.date | None, record: dict) -> None:
-        rel = self.failure_id(date)
-        self.bucket.put(rel, json.dumps(record, indent=1, default=str).encode())
-        self._known(rel, Obj(0, "", 0))
-
-    def clear_failure(self, date: dt.date | None) -> None:
-        """Remove the failure record and its rejected rows, if this pass's listing has them."""
-        records = self._listing("_state/failures/")
-        for rel in (self.failure_id(date), self.failed_rejects_path(date)[len(self.data_root) + 1 :]):
-            if rel in records:
-                self.bucket.delete(rel)
-                self._known(rel, None)
-
-    def write_failed_rejects(self, date: dt.date | None, rejected: pa.Table) -> str:
-        rel = self.failed_rejects_path(date)[len(self.data_root) + 1 :]
-        self.bucket.put(rel, _parquet_bytes(rejected))
-        self._known(rel, Obj(0, "", 0))
-        return f"{self.data_root}/{rel}"
-
     # -- leases ----------------------------------------------------------------------------------
     @contextmanager
     def locked(self, date: dt.date | None, wait_s: float | None = None) -> Iterator[None]:
@@ -246,23 +222,28 @@ class S3PartitionStore:
 
         lease = Lease(self.bucket, f"_state/leases/{self.record_name(date)}", settings.s3().lease_seconds)
         lease.acquire(f"{self.dataset} {date or ''}".strip(), wait_s)
-        _BASES[(self.data_root, self.rel(date))] = self._snapshot(date)
+        key = (self.data_root, self.rel(date))
+        _SEEN[key] = self._objects_now(date)  # what the build's re-check reads (refresh), no request more
+        _BASES[key] = {rel: obj.etag for rel, obj in _SEEN[key].items() if obj is not None}
         try:
             with lease.renewing():
                 yield
         finally:
-            _BASES.pop((self.data_root, self.rel(date)), None)
+            _BASES.pop(key, None)
+            _SEEN.pop(key, None)
             lease.release()
 
     def _snapshot(self, date: dt.date | None) -> dict[str, str]:
-        """{key: ETag} of the partition's objects and its quarantine now (one listing each)."""
+        """{key: ETag} of the partition's objects and its quarantine now."""
+        return {rel: obj.etag for rel, obj in self._objects_now(date).items() if obj is not None}
+
+    def _objects_now(self, date: dt.date | None) -> dict[str, Obj | None]:
+        """The partition's objects and its quarantine (None: there is none) now: one listing, one HEAD."""
         folder = self.rel(date)
-        found = {
-            rel: obj.etag for rel, obj in self.bucket.list(f"{folder}/").items() if "/" not in rel[len(folder) + 1 :]
+        found: dict[str, Obj | None] = {
+            rel: obj for rel, obj in self.bucket.list(f"{folder}/").items() if "/" not in rel[len(folder) + 1 :]
         }
-        quarantine = self.bucket.head(self.quarantine_rel(date))
-        if quarantine is not None:
-            found[self.quarantine_rel(date)] = quarantine.etag
+        found[self.quarantine_rel(date)] = self.bucket.head(self.quarantine_rel(date))
         return found
 
     # -- writing ---------------------------------------------------------------------------------
@@ -285,22 +266,24 @@ class S3PartitionStore:
         with self._committing(date) as put:
             folder = self.rel(date)
             files = []
-            for name, content in [(DATA_FILE, _parquet_bytes(table)), *(extras or {}).items()]:
+            for name, content in [(DATA_FILE, parquet_bytes(table)), *(extras or {}).items()]:
                 etag = put(f"{folder}/{name}", content)
-                files.append({"name": name, "size": len(content), "etag": etag, "sha256": _sha(content)})
+                files.append(
+                    {"name": name, "size": len(content), "etag": etag, "sha256": hashlib.sha256(content).hexdigest()}
+                )
             manifest = dict(manifest, data_files=files)
             if rejected is not None:
                 manifest["quarantine"] = None
                 rel = self.quarantine_rel(date)
                 if rejected.num_rows or rel in put.base:  # an old one is replaced by an empty one: no delete
-                    content = _parquet_bytes(rejected)
+                    content = parquet_bytes(rejected)
                     etag = put(rel, content)
                     if rejected.num_rows:
                         manifest["quarantine"] = {
                             "path": rel, "rows": rejected.num_rows, "size": len(content), "etag": etag,
-                            "sha256": _sha(content),
+                            "sha256": hashlib.sha256(content).hexdigest(),
                         }  # fmt: skip
-            put(f"{folder}/{MANIFEST}", _manifest_bytes(manifest), manifest=manifest)
+            put(f"{folder}/{MANIFEST}", manifest_bytes(manifest), manifest=manifest)
         return manifest
 
     def adopt(self, date: dt.date | None, source: S3PartitionStore) -> dict:
@@ -323,14 +306,14 @@ class S3PartitionStore:
                 import pyarrow.parquet as pq
 
                 old = pq.read_schema(pa.BufferReader(self.bucket.read(rel)))
-                put(rel, _parquet_bytes(old.empty_table()))
+                put(rel, parquet_bytes(old.empty_table()))
             put(f"{folder}/{MANIFEST}", source.read_file(date, MANIFEST), manifest=manifest)
         return manifest
 
     def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
         """Replace the manifest alone (conditionally, as a commit)."""
         with self._committing(date) as put:
-            put(f"{self.rel(date)}/{MANIFEST}", _manifest_bytes(manifest), manifest=manifest)
+            put(f"{self.rel(date)}/{MANIFEST}", manifest_bytes(manifest), manifest=manifest)
 
     @contextmanager
     def _committing(self, date: dt.date | None):
@@ -355,6 +338,7 @@ class S3PartitionStore:
 
 
 _BASES: dict[tuple[str, str], dict[str, str]] = {}  # (data_root, partition) -> {key: ETag} at the build's start
+_SEEN: dict[tuple[str, str], dict[str, Obj | None]] = {}  # the same, as listed: {key: Obj, or None when absent}
 
 
 class _ConditionalPut:
@@ -382,19 +366,3 @@ class _ConditionalPut:
         if manifest is not None:
             _MANIFESTS[(store.data_root, rel)] = (_stamp(obj), manifest)
         return new
-
-
-def _sha(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
-
-
-def _manifest_bytes(manifest: dict) -> bytes:
-    return json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
-
-
-def _parquet_bytes(table: pa.Table) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    parquet_to(sink, table)
-    return sink.getvalue().to_pybytes()

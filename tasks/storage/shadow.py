@@ -5,14 +5,13 @@ root and reads a partition there when the shadow holds it (:class:`ShadowStore`;
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tasks.storage.files import _write_bytes
-from tasks.storage.layout import MANIFEST, remote
+from tasks.storage.layout import MANIFEST, manifest_bytes, remote
 from tasks.storage.local import PartitionStore
 
 _shadow: tuple[str, str] | None = None  # (production data root, as _root_key gives it; the preview's shadow root)
@@ -82,7 +81,7 @@ class ShadowStore(PartitionStore):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.unlink(missing_ok=True)
                 os.link(self.production.data_root / quarantine["path"], target)
-            _write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+            _write_bytes(folder / MANIFEST, manifest_bytes(manifest))
             return manifest
 
         with self._replacing(date):

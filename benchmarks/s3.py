@@ -1,0 +1,217 @@
+"""Partitions in a bucket (docs/scale-out.md). Run: python benchmarks/s3.py [--days 20] [--stores 100] [--repeat 3]
+
+Against a real S3 server started here (Ceph's radosgw on loopback, tests/radosgw.py), side by side in one run,
+each command in its own process, the order rotating over the repetitions:
+ (1) `RangeDaily --of StgQsrPos --workers 1` over DAYS dates x STORES stores, from an empty data root: a local
+     data_root (the baseline) against data_root = s3://... (target: at most 1.3x);
+ (2) the same range on the bucket by one host on one luigid against two hosts on it (target: two at least
+     1.6x faster; CPU seconds per partition within 15 % of one host's);
+ (3) a no-op RangeDaily over 1,095 complete dates on the bucket, in a new process: wall time (target under
+     3 s) and the requests it makes, counted with boto3's events (target: the listing's pages plus at most
+     10 per dataset), with this host's cache and from a new host (an empty cache_dir).
+The raw zone is `daybreak sample` on a local disk for (1) and (2), one tiny file per date for (3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks._luigi import children_cpu  # noqa: E402
+from tests import radosgw  # noqa: E402
+from tests.sshd import free_port  # noqa: E402
+
+START = dt.date(2026, 9, 1)
+NOOP_START = dt.date(2023, 9, 1)
+NOOP_DAYS = 1095
+
+COUNT_REQUESTS = """
+import atexit, collections, sys
+import luigi.retcodes
+import botocore.session
+counts = collections.Counter()
+real = botocore.session.Session.create_client
+def create_client(self, *args, **kwargs):
+    client = real(self, *args, **kwargs)
+    client.meta.events.register("before-call.s3", lambda model, **kw: counts.update([model.name]))
+    return client
+botocore.session.Session.create_client = create_client
+atexit.register(lambda: print("REQUESTS " + __import__("json").dumps(counts), file=sys.stderr))
+luigi.retcodes.run_with_retcodes(sys.argv[1:])
+"""
+
+
+def config(path: Path, raw: Path | str, data: str, rgw, cache: Path, scheduler: int | None = None) -> Path:
+    from tasks.settings import write_config
+
+    sections = {
+        "daybreak": {"raw_root": raw, "data_root": data, "start_date": NOOP_START, "cache_dir": cache},
+        "s3": {"endpoint_url": rgw.endpoint_url, "region": rgw.region},
+        "core": {"log_level": "WARNING"},
+    }
+    if scheduler is not None:
+        sections["core"].update(scheduler_host="127.0.0.1", scheduler_port=scheduler)
+    return write_config(path, sections)
+
+
+def luigi(cfg: Path, rgw, *args: str, count: bool = False) -> tuple[float, float, dict]:
+    """(wall s, CPU s, requests by operation) of one ``luigi --module tasks`` command."""
+    env = {
+        **os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO),
+        "AWS_ACCESS_KEY_ID": rgw.access_key, "AWS_SECRET_ACCESS_KEY": rgw.secret_key,
+    }  # fmt: skip
+    code = ["-c", COUNT_REQUESTS] if count else ["-m", "luigi"]
+    cmd = [sys.executable, *code, "--module", "tasks", *args]
+    t0, cpu0 = time.perf_counter(), children_cpu()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=cfg.parent)
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args[:3])} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    line = next((x for x in proc.stderr.splitlines() if x.startswith("REQUESTS ")), "REQUESTS {}")
+    return wall, cpu, json.loads(line.removeprefix("REQUESTS "))
+
+
+def range_args(days: int, start: dt.date = START, workers: int = 1, local: bool = True) -> list[str]:
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + dt.timedelta(days=days))]
+    return [*args, "--workers", str(workers), *(["--local-scheduler"] if local else []), "--no-lock"]
+
+
+def luigid(work: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    code = "from luigi.cmdline import luigid; luigid()"
+    args = ["--address", "127.0.0.1", "--port", str(port), "--state-path", str(work / f"luigid-{port}.pickle")]
+    (work / "logs").mkdir(exist_ok=True)
+    server = subprocess.Popen([sys.executable, "-c", code, *args, "--logdir", str(work / "logs")], cwd=work)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return server, port
+        time.sleep(0.1)
+    raise SystemExit("luigid did not start")
+
+
+LAST_CPU = [0.0]
+
+
+def hosts_run(work: Path, raw: Path, rgw, bucket: str, tag: str, hosts: int, args) -> float:
+    """Wall seconds of ``hosts`` processes running the range at once on a luigid of their own (one that saw
+    the range DONE would hand out nothing); their CPU seconds in LAST_CPU."""
+    server, port = luigid(work)
+    try:
+        data = f"s3://{bucket}/{tag}"
+        cfgs = [config(work / f"{tag}-h{h}.cfg", raw, data, rgw, work / f"cache-{tag}-{h}", port) for h in range(hosts)]
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(work)}
+        env.update(AWS_ACCESS_KEY_ID=rgw.access_key, AWS_SECRET_ACCESS_KEY=rgw.secret_key)
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *range_args(args.days, local=False)]
+        t0, cpu0 = time.perf_counter(), children_cpu()
+        procs = [
+            subprocess.Popen(cmd, env={**env, "LUIGI_CONFIG_PATH": str(c)}, cwd=c.parent, stderr=subprocess.PIPE)
+            for c in cfgs
+        ]
+        codes = [p.wait() for p in procs]
+        if codes != [0] * hosts:
+            raise SystemExit(f"{tag}: exit codes {codes}: {procs[0].stderr.read().decode()[-2000:]}")
+        wall = time.perf_counter() - t0
+        LAST_CPU[0] = children_cpu() - cpu0
+        return wall
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def tiny_zone(raw: Path, days: int) -> None:
+    header = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status\n"
+    for i in range(days + 1):
+        d = NOOP_START + dt.timedelta(days=i)
+        folder = raw / "qsr_pos" / d.isoformat()
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "S001.csv").write_text(f"{header}S001-{d},1,S001,{d}T12:00:00-04:00,COLA,1,1.99,,COMPLETED\n")
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=int, default=20)
+    parser.add_argument("--stores", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--skip-noop", action="store_true")
+    args = parser.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="daybreak-s3-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    raw = work / "raw"
+    if not (raw / "qsr_pos").is_dir():
+        subprocess.run(
+            [sys.executable, "-m", "tasks.cli", "sample", "--raw-root", str(raw), "--start", str(START),
+             "--days", str(args.days + 1), "--stores", str(args.stores), "--seed", "1"],
+            check=True, cwd=REPO, capture_output=True,
+        )  # fmt: skip
+    with radosgw.running(work / f"rgw-{uuid.uuid4().hex[:6]}") as rgw:
+        bucket = rgw.make_bucket("bench")
+        results: dict[str, list] = {"local": [], "s3": [], "one": [], "two": [], "cpu1": [], "cpu2": []}
+        for rep in range(args.repeat):
+            runs = ["local", "s3"] if rep % 2 == 0 else ["s3", "local"]
+            for kind in runs:
+                tag = f"{kind}-{rep}"
+                data = str(work / f"data-{tag}") if kind == "local" else f"s3://{bucket}/{tag}"
+                cfg = config(work / f"{tag}.cfg", raw, data, rgw, work / f"cache-{tag}")
+                results[kind].append(luigi(cfg, rgw, *range_args(args.days))[0])
+            for kind in ["one", "two"] if rep % 2 == 0 else ["two", "one"]:
+                results[kind].append(
+                    hosts_run(work, raw, rgw, bucket, f"{kind}-{rep}", 1 if kind == "one" else 2, args)
+                )
+                results["cpu1" if kind == "one" else "cpu2"].append(LAST_CPU[0] / args.days)
+        ratio = [s / a for s, a in zip(results["s3"], results["local"], strict=True)]
+        speedup = [a / b for a, b in zip(results["one"], results["two"], strict=True)]
+        cpu = [b / a for a, b in zip(results["cpu1"], results["cpu2"], strict=True)]
+        print(f"\n{args.days} dates x {args.stores} stores, {args.repeat} repetitions (min / median / max)")
+        print(f"  RangeDaily --workers 1, local data_root   {spread(results['local'])} s")
+        print(f"  RangeDaily --workers 1, data_root on s3   {spread(results['s3'])} s")
+        print(f"  s3 / local                                {spread(ratio)} x   (target <= 1.30)")
+        print(f"  one host on luigid                        {spread(results['one'])} s")
+        print(f"  two hosts on luigid                       {spread(results['two'])} s")
+        print(f"  one host / two hosts                      {spread(speedup)} x   (target >= 1.60)")
+        print(f"  CPU s a partition, two hosts / one        {spread(cpu)} x   (target within 1.15)")
+        if not args.skip_noop:
+            noop(work, rgw, bucket)
+
+
+def noop(work: Path, rgw, bucket: str) -> None:
+    raw = work / "noop-raw"
+    if not (raw / "qsr_pos").is_dir():
+        tiny_zone(raw, NOOP_DAYS)
+    data = f"s3://{bucket}/noop"
+    cache = work / "cache-noop"
+    build = config(work / "noop-build.cfg", raw, data, rgw, cache)
+    wall, _, _ = luigi(build, rgw, *range_args(NOOP_DAYS, NOOP_START, workers=2))
+    print(f"\nno-op check of {NOOP_DAYS} dates on s3 (built in {wall:.1f} s)")
+    for label, cache_dir in (("this host's cache", cache), ("a new host", None)):
+        walls, requests = [], {}
+        for k in range(3):
+            where = cache_dir or work / f"cache-new-{uuid.uuid4().hex[:6]}"
+            cfg = config(work / f"noop-{k}.cfg", raw, data, rgw, where)
+            wall, _, requests = luigi(cfg, rgw, *range_args(NOOP_DAYS, NOOP_START), count=True)
+            walls.append(wall)
+        total = sum(requests.values())
+        print(f"  {label:<20} {spread(walls)} s (target < 3 s); requests {total}: {dict(requests)}")
+
+
+if __name__ == "__main__":
+    main()
