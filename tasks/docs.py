@@ -75,9 +75,9 @@ def _cell(text: str) -> str:
 
 
 def dataset_names() -> str:
-    """The README's status synopsis: the datasets ``daybreak status --dataset`` takes (every dataset)."""
+    """The README's line on ``daybreak status``: the datasets its ``--dataset`` takes (every dataset)."""
     names = "|".join(catalogue.names())
-    return f"`daybreak status [--dataset {names}] [--start D] [--stop D] [--json] [--html FILE]`"
+    return f"- Status of every dataset, or of one: `daybreak status [--dataset {names}] [--start D] [--stop D] [--json]`"
 
 
 BLOCKS = (
