@@ -77,7 +77,8 @@ def _cell(text: str) -> str:
 def dataset_names() -> str:
     """The README's line on ``daybreak status``: the datasets its ``--dataset`` takes (every dataset)."""
     names = "|".join(catalogue.names())
-    return f"- Status of every dataset, or of one: `daybreak status [--dataset {names}] [--start D] [--stop D] [--json]`"
+    synopsis = f"daybreak status [--dataset {names}] [--start D] [--stop D] [--json]"
+    return f"- Status of every dataset, or of one: `{synopsis}`"
 
 
 BLOCKS = (

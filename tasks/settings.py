@@ -94,7 +94,8 @@ class hotels(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     max_rate = luigi.FloatParameter(
         default=100000.0,
         description="A booking event whose nightly rate per room is higher is rejected; "
-        "max_rooms x max_rate must be at most 10^10, so that no revenue sum overflows decimal(18,2)",
+        "max_rooms x max_rate must be at most 10^10 (else the hotel staging partitions fail, naming them), so that "
+        "no revenue sum overflows decimal(18,2)",
     )
 
 
