@@ -28,7 +28,8 @@ changes what they rely on fails there, in one place:
 
 One more is not for speed: :func:`options_in_full` makes Luigi's command line take options only as
 spelled in full (``CmdlineParser._build_parser``), since a task's ``--hotel`` is a prefix of the
-``[hotels]`` settings' flags.
+``[hotels]`` settings' flags. And :func:`default_of` reads a parameter's default as declared in the code
+(``Parameter._default``), for the settings table of the docs (tasks/docs.py).
 """
 
 from __future__ import annotations
@@ -123,6 +124,12 @@ class SnapshotSections(Register):
         if cls not in _snapshot:
             _snapshot[cls] = super().__call__()
         return _snapshot[cls]
+
+
+def default_of(param):
+    """The default a parameter declares in the code, whatever a config file sets (Luigi has no public
+    name for it): what Luigi gives for the parameter when no config file sets it."""
+    return param._default
 
 
 def luigi_run() -> threading.Thread | None:

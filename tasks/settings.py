@@ -24,82 +24,99 @@ CONFIG_DIR = PROJECT_ROOT / "config"
 
 
 class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the class name is the luigi.cfg section name
-    raw_root = luigi.Parameter(default="data/raw", description="Raw zone: a local folder or sftp://user@host:port/path")
-    data_root = luigi.Parameter(default="data", description="Folder that holds staging/, marts/, quarantine/")
+    raw_root = luigi.Parameter(
+        default="data/raw",
+        description="The raw zone Daybreak reads and never changes (docs/raw-zone.md): a local folder, "
+        "sftp://user@host:port/path or s3://BUCKET/PREFIX",
+    )
+    data_root = luigi.Parameter(
+        default="data",
+        description="Where the outputs go: staging/, marts/, exports/, quarantine/ and _state/; a local folder "
+        "(created when missing) or s3://BUCKET/PREFIX",
+    )
     start_date = luigi.DateParameter(
-        default=dt.date(2026, 9, 1), description="First business date that exists (inclusive)"
+        default=dt.date(2026, 9, 1),
+        description="The first business date: ranges leave out earlier dates, and partitions built before it "
+        "are kept as they are",
     )
     lock_wait_s = luigi.FloatParameter(
         default=900.0,
-        description="How long a run waits for another run that is writing the same partition before it fails",
+        description="Seconds a run waits for another run that is writing the same partition, then fails it",
     )
     preview_keep_days = luigi.FloatParameter(
         default=7.0,
-        description="A preview (daybreak preview) older than this many days is swept: deleted, never published",
+        description="Days after which a preview (daybreak preview) is deleted, never published",
     )
     cache_dir = luigi.Parameter(
         default="",
-        description="This host's own state for a data_root in an object store (folder cache, summaries, "
-        "temporary files); default: $XDG_CACHE_HOME/daybreak or ~/.cache/daybreak",
+        description="This host's own state when data_root is in an object store (folder cache, summaries, "
+        "luigid's state); empty: $XDG_CACHE_HOME/daybreak or ~/.cache/daybreak",
     )
 
 
 class qsr(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     suspicious_qty_threshold = luigi.IntParameter(
-        default=20, description="A POS line with qty above this (exclusive) is flagged is_suspicious"
+        default=20, description="A POS line with a qty above this is flagged is_suspicious"
     )
     max_reject_share = luigi.FloatParameter(
         default=0.05,
         description="A partition fails when rejected rows exceed this share of the rows attributed to it",
     )
-    timezone = luigi.Parameter(default="America/Toronto", description="IANA timezone of the QSR business day")
-    day_start_hour = luigi.IntParameter(
-        default=5, description="Local hour at which a QSR business day starts (the day ends at HH-1:59:59)"
-    )
+    timezone = luigi.Parameter(default="America/Toronto", description="Timezone of the QSR business day")
+    day_start_hour = luigi.IntParameter(default=5, description="Local hour at which a QSR business day starts")
 
 
 class ads(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     restatement_days = luigi.IntParameter(
         default=7,
-        description="An ad export of day E restates dates E-N .. E-1; date d is final once export d+N arrived",
+        description="An ad export of day E restates the N dates E-N .. E-1; date d is final once export d+N "
+        "has arrived",
     )
     rolling_window_days = luigi.IntParameter(
-        default=7, description="Length of the ads look-back: AdsRolling7d for d covers d-N+1 .. d (inclusive)"
+        default=7, description="Days in the ads look-back: ads_rolling_7d of date d covers d-N+1 .. d"
     )
 
 
 class hotels(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     max_reject_share = luigi.FloatParameter(
-        default=0.05, description="A hotel staging partition fails when more of its rows are rejected"
+        default=0.05,
+        description="A hotel staging partition fails when rejected rows exceed this share of its rows",
     )
     max_stay_nights = luigi.IntParameter(
-        default=365, description="A booking event whose stay (departure - arrival) is longer is rejected"
+        default=365, description="A booking event whose stay (departure - arrival) has more nights is rejected"
     )
     max_rooms = luigi.IntParameter(default=1000, description="A booking event of more rooms is rejected")
     reference_file = luigi.Parameter(
         default="",
-        description="The hotels list (hotel_id,name,timezone,rooms); default: config/hotels.csv beside the "
+        description="The hotels list (hotel_id,name,timezone,rooms); empty: config/hotels.csv beside the "
         "config file read last, else the package's config/hotels.csv",
     )
     max_rate = luigi.FloatParameter(
         default=100000.0,
         description="A booking event whose nightly rate per room is higher is rejected; "
-        "max_rooms x max_rate is at most 10**10, so no revenue sum can overflow decimal(18,2)",
+        "max_rooms x max_rate must be at most 10^10 (else the hotel staging partitions fail, naming them), so that "
+        "no revenue sum overflows decimal(18,2)",
     )
 
 
 class sftp(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
-    key_filename = luigi.Parameter(default="", description="Private key for SFTP (never stored in the repo)")
+    key_filename = luigi.Parameter(default="", description="Private key for SFTP; keep it out of the repository")
     known_hosts = luigi.Parameter(
         default="~/.ssh/known_hosts", description="Host keys to trust; an unknown or changed key is refused"
     )
-    timeout = luigi.FloatParameter(default=15.0, description="Seconds to connect, authenticate and per operation")
-    retries = luigi.IntParameter(default=3, description="Retries of a transient failure (reset, timeout), with backoff")
+    timeout = luigi.FloatParameter(
+        default=15.0, description="Seconds allowed to connect, to authenticate and for each operation"
+    )
+    retries = luigi.IntParameter(
+        default=3,
+        description="Retries of a transient failure (reset, timeout), with backoff; then the server "
+        "is given up for the rest of the command",
+    )
 
 
 class s3(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     endpoint_url = luigi.Parameter(
-        default="", description="S3-compatible endpoint, e.g. http://127.0.0.1:7480 (empty: AWS's own)"
+        default="", description="S3-compatible endpoint, e.g. http://rgw.internal:7480; empty: AWS"
     )
     region = luigi.Parameter(default="us-east-1", description="Region the requests are signed for")
     lease_seconds = luigi.FloatParameter(
@@ -203,6 +220,18 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("sftp", "timeout"): (0.001, None),
     ("sftp", "retries"): (0, 100),
     ("s3", "lease_seconds"): (1, None),
+}
+# What a text setting holds (docs/operations.md's table); the checks are in _value_error.
+FORMS: dict[tuple[str, str], str] = {
+    ("daybreak", "raw_root"): "an existing folder, or a URL",
+    ("daybreak", "data_root"): "a folder, or a URL",
+    ("daybreak", "cache_dir"): "a folder",
+    ("qsr", "timezone"): "an IANA timezone",
+    ("hotels", "reference_file"): "an existing file",
+    ("sftp", "key_filename"): "a file",
+    ("sftp", "known_hosts"): "a file",
+    ("s3", "endpoint_url"): "a URL",
+    ("s3", "region"): "a region name",
 }
 INT_MAX = 2**31 - 1  # the largest whole-number setting: the columns it is compared with are int32
 _KINDS = {

@@ -22,8 +22,10 @@ def test_the_docs_table_is_the_catalogue():
     table = [line for line in text.splitlines() if line.startswith("|")]
     expected = catalogue.markdown_table().splitlines()
     assert table == expected, (
-        "docs/datasets.md's datasets table differs from tasks/catalogue.py; paste catalogue.markdown_table()"
+        "docs/datasets.md's datasets table differs from tasks/catalogue.py; run `python -m tasks.docs`"
     )
+    marked = text.split("<!-- datasets:start -->\n", 1)[1].split("<!-- datasets:end -->", 1)[0]
+    assert marked.splitlines() == expected  # between the markers that `python -m tasks.docs` rewrites
 
 
 def _instance(spec: catalogue.DatasetSpec):

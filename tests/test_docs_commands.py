@@ -1,4 +1,4 @@
-"""Every command README.md and docs/ give runs as written (issue 15, items 3 and 9).
+"""Every command README.md and docs/ give runs as written.
 
 The commands are read from the markdown files themselves, so a new or changed command is tested
 without anyone listing it here:
@@ -11,15 +11,17 @@ without anyone listing it here:
 
 How each is checked:
 
-* a runnable command is run with ``bash -c`` exactly as written, from the root of a fresh clone of
-  the repository (its working tree, uncommitted changes included) in which the README's first
-  command has been run (it is run first, as written: virtualenv, install, sample data, backfills),
-  with that virtualenv's scripts on the PATH; a command without ``--local-scheduler`` finds a real
-  luigid through ``$LUIGI_CONFIG_PATH`` (docs/operations.md, "Several worker machines");
+* the README's "Try it" block (virtualenv, install, sample data, backfills, status) is run first, as one
+  ``bash`` script with ``set -e``, from the root of a fresh clone of the repository (its working tree,
+  uncommitted changes included), in a user's environment (no virtualenv active);
+* every other runnable command is then run with ``bash -c`` exactly as written, in that clone, with
+  its virtualenv's scripts on the PATH; a command without ``--local-scheduler`` finds a real luigid
+  through ``$LUIGI_CONFIG_PATH`` (docs/scale-out.md);
 * a synopsis (placeholders such as ``DATASET``, ``<Family>``, ``[--json]``) is not runnable: each of
   its options must exist (argparse for ``daybreak``, the task's parameters for ``luigi``);
 * ``bin/test ...`` is not run from inside the tests: the same arguments must select tests
-  (``pytest --collect-only``), bin/test must be executable, and .ci/run must call it;
+  (``pytest --collect-only``; ``--fast`` is bin/test's ``-m "not system"``), bin/test must be executable,
+  and .ci/run must call it;
 * a benchmark runs for minutes and never in CI (benchmarks/README.md): its ``--help`` must work;
 * ``daybreak demo`` is run by tests/test_demo.py;
 * the crontab line and the systemd service are run as cron and systemd would run them (``sh -c``
@@ -63,9 +65,15 @@ EXPECTED_EXIT = [("MorningRefresh", {20}), ("daybreak plan ", {0, 1})]
 @dataclass(frozen=True)
 class Documented:
     where: str  # file:line
-    kind: str  # command | synopsis | bin/test | benchmark | cron | unit
+    kind: str  # script | script line | command | synopsis | bin/test | benchmark | systemctl | cron | unit
     text: str
     env: tuple[tuple[str, str], ...] = ()
+
+
+def try_it_fence(text: str) -> re.Match | None:
+    """The README's "Try it" block: the first ``sh`` block after the heading."""
+    heading = re.search(r"^## Try it$", text, re.M)
+    return re.compile(r"^```sh\n(.*?)^```", re.S | re.M).search(text, heading.end()) if heading else None
 
 
 def documented() -> list[Documented]:
@@ -74,12 +82,21 @@ def documented() -> list[Documented]:
         text = path.read_text(encoding="utf-8")
         rel = path.relative_to(REPO)
         fences = list(re.finditer(r"^ *```(\w*)\n(.*?)^ *```", text, re.S | re.M))  # list items indent theirs
+        try_it = try_it_fence(text) if path.name == "README.md" else None
         for fence in fences:
             first = text.count("\n", 0, fence.start(2)) + 1
             body = "\n".join(line.strip() for line in fence.group(2).splitlines())
             shell = fence.group(1) in ("sh", "bash", "shell", "console")
             if body.startswith("[Unit]"):
                 found.append(Documented(f"{rel}:{first}", "unit", body))
+                continue
+            if try_it is not None and fence.start() == try_it.start():  # run as one script, first
+                found.append(Documented(f"{rel}:{first}", "script", body))
+                found += [
+                    Documented(f"{rel}:{first + k}", "script line", line)
+                    for k, line in enumerate(body.splitlines())
+                    if PROGRAM.match(line)
+                ]
                 continue
             env = tuple(tuple(x.split("=", 1)) for x in body.splitlines() if re.match(r"^[A-Z_]+=\S+$", x))
             for k, line in enumerate(body.splitlines()):
@@ -114,13 +131,13 @@ def classify(where: str, command: str) -> Documented:
 
 
 ALL = documented()
-README_FIRST = next(d for d in ALL if d.where.startswith("README.md") and d.kind == "command")
+TRY_IT = next(d for d in ALL if d.kind == "script")
 
 
 def runnable() -> list[Documented]:
     seen, out = set(), []
     for d in ALL:
-        if d.kind == "command" and d is not README_FIRST and d.text not in COVERED_ELSEWHERE and d.text not in seen:
+        if d.kind == "command" and d.text not in COVERED_ELSEWHERE and d.text not in seen:
             seen.add(d.text)
             out.append(d)
     return out
@@ -155,14 +172,15 @@ def clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def docs_lab(tmp_path_factory):
-    """A fresh clone in which the README's first command ran; then a luigid for the commands that
-    go to a central scheduler."""
+    """A fresh clone in which the README's "Try it" block ran as a script; then a luigid for the
+    commands that go to a central scheduler."""
     root = tmp_path_factory.mktemp("docs")
     clone = fresh_clone(root / "daybreak")
+    script = "set -e\n" + TRY_IT.text + "\n"
     proc = subprocess.run(
-        ["bash", "-c", README_FIRST.text], cwd=clone, env=clean_env(), capture_output=True, text=True, timeout=1800
+        ["bash", "-c", script], cwd=clone, env=clean_env(), capture_output=True, text=True, timeout=1800
     )
-    assert proc.returncode == 0, f"{README_FIRST.where}: {README_FIRST.text}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"{TRY_IT.where}: the Try it block\n{TRY_IT.text}\n{proc.stderr[-3000:]}"
     server = Luigid(root / "luigid").start()
     central = root / "central.cfg"
     central.write_text(f"[core]\ndefault-scheduler-host = 127.0.0.1\ndefault-scheduler-port = {server.port}\n")
@@ -175,11 +193,30 @@ def docs_lab(tmp_path_factory):
 
 
 @pytest.mark.system
-def test_the_readme_first_command_works_from_a_fresh_clone(docs_lab):
+def test_the_readme_try_it_block_works_from_a_fresh_clone(docs_lab):
     clone, _env, proc = docs_lab
     assert (clone / ".venv" / "bin" / "daybreak").exists()
-    assert "stg_qsr_pos" in proc.stdout  # daybreak status, the command's last step
-    assert len(proc.stderr.splitlines()) < 200, proc.stderr[-3000:]  # 1,714 lines before issue 15
+    assert "stg_qsr_pos" in proc.stdout and "otb_by_stay_date  (unpartitioned)  ok" in proc.stdout  # daybreak status
+    assert len(proc.stderr.splitlines()) < 200, proc.stderr[-3000:]  # progress lines and summaries only
+
+
+def test_the_readme_try_it_block_is_one_command_a_line_each_with_a_comment():
+    lines = TRY_IT.text.splitlines()
+    assert lines[0].startswith("#") and "python3 -m venv .venv" in lines[1]  # it installs what it runs
+    wanted = [
+        "daybreak sample ",
+        "luigi --module tasks RangeDaily --of StgQsrPos ",
+        "luigi --module tasks RangeDaily --of AdsRolling7d ",
+        "luigi --module tasks OtbByStayDate ",
+        "daybreak status",
+    ]
+    commands = [k for k, line in enumerate(lines) if PROGRAM.match(line) and not line.startswith("python3 -m venv")]
+    assert [next((w for w in wanted if lines[k].startswith(w)), lines[k]) for k in commands] == wanted, lines
+    for k in commands:
+        assert lines[k - 1].startswith("# ") and "&&" not in lines[k], lines[k - 1 : k + 1]
+    # a failing line stops the script (set -e): nothing after it runs
+    proc = subprocess.run(["bash", "-c", "set -e\nfalse\necho ran"], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stdout == ""
 
 
 @pytest.mark.system
@@ -238,8 +275,11 @@ def test_documented_test_commands_select_tests(doc):
     assert os.access(REPO / "bin" / "test", os.X_OK)
     assert re.search(r"^bin/test$", (REPO / ".ci" / "run").read_text(), re.M)  # CI runs the README's command
     assert 'exec pytest -q -n 2 --dist loadfile ${args[@]+"${args[@]}"}' in (REPO / "bin" / "test").read_text()
+    assert 'if [ "$a" = "--fast" ]' in (REPO / "bin" / "test").read_text()
+    assert '-m "not system"' in (REPO / "bin" / "test").read_text()
     env_part = ENV_ASSIGNMENT.match(doc.text)
     args = shlex.split(doc.text[env_part.end() if env_part else 0 :])[1:]
+    args = [x for a in args for x in (["-m", "not system"] if a == "--fast" else [a])]  # bin/test's --fast
     env = {**os.environ, **dict(x.split("=", 1) for x in (env_part.group(0).split() if env_part else []))}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", *args],

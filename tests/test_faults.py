@@ -1,5 +1,5 @@
-"""Faults: damaged files, dead servers, previews (docs/reliability.md, "Faults: damaged files, dead
-servers, previews"). Each ends in one line naming the file, partition or server and a documented exit
+"""Faults: damaged files, dead servers, previews (docs/reliability.md, "Every fault, and what you
+see"). Each ends in one line naming the file, partition or server and a documented exit
 code, never a traceback or a hang, and nothing is lost."""
 
 from __future__ import annotations

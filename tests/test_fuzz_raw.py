@@ -1,4 +1,4 @@
-"""Hostile raw files, generated with hypothesis (docs/reliability.md, "Hostile input").
+"""Hostile raw files, generated with hypothesis (docs/reliability.md, "Every fault, and what you see": raw files).
 
 Every data row of a raw file must end up in exactly one place: a staging partition, a quarantine
 (with file, row number and a reason), or a documented drop (another business date, a duplicate

@@ -13,7 +13,7 @@ from luigi.task_register import Register
 
 import tasks
 from tasks import catalogue, settings
-from tasks.luigi_shortcuts import CachedInstances, SnapshotSections, snapshot
+from tasks.luigi_shortcuts import CachedInstances, SnapshotSections, default_of, snapshot
 
 pytestmark = pytest.mark.luigi
 
@@ -92,6 +92,20 @@ def test_a_section_in_a_snapshot_is_read_once_with_luigis_values(fresh_luigi):
         cfg.set("qsr", "suspicious_qty_threshold", "17")
         assert settings.qsr().suspicious_qty_threshold == first.suspicious_qty_threshold  # a snapshot
     assert settings.qsr().suspicious_qty_threshold == 17  # seen once the block ends
+
+
+def test_a_settings_default_is_what_luigi_gives_when_no_config_file_sets_it(fresh_luigi):
+    cfg = luigi.configuration.get_config()
+    for name, section in settings.SECTIONS.items():
+        for key, param in section.get_params():
+            saved = cfg.get(name, key) if cfg.has_option(name, key) else None
+            if saved is not None:  # the repository's luigi.cfg sets it
+                cfg.remove_option(name, key)
+            try:
+                assert getattr(section(), key) == default_of(param), (name, key)
+            finally:
+                if saved is not None:
+                    cfg.set(name, key, saved)
 
 
 def test_luigis_command_line_takes_a_tasks_options_only_in_full(fresh_luigi):

@@ -231,7 +231,7 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
     # a process whose dates (or the range's wrapper task) the other one ran exits 25 "not run" or 10:
     # Luigi's exit code says what this process ran, and once in a full suite both processes exited
     # 25 (cause not established). The range's outcome is `daybreak plan`'s exit status: 0, nothing left to do
-    # (docs/operations.md, "Several worker machines"); no process may fail (30) or crash (40)
+    # (docs/scale-out.md); no process may fail (30) or crash (40)
     summaries = [log[log.rfind("===== Luigi Execution Summary", 0, len(log) - 40) :] for log in logs]
     assert set(codes) <= {0, 10, 25}, (codes, summaries)
     from tasks.cli import main
