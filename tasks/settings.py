@@ -147,6 +147,9 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     # NOTSET: Daybreak's default output, progress lines and a summary (tasks/reporting/runlog.py); --log-level
     # DEBUG or INFO, or a [core] log_level in a config file, is Luigi's own logging at that level
     "core": {"log_level": "NOTSET"},
+    # a host with nothing to do while another host runs a task it needs asks luigid again after this
+    # (Luigi's own 1 s plus up to 5 s of jitter left a host of two idle for seconds; docs/scale-out.md)
+    "worker": {"wait_interval": "0.2", "wait_jitter": "0.2"},
 }
 
 
