@@ -370,7 +370,8 @@ def test_every_dataset_and_a_single_run_on_the_store_equal_a_local_build_file_fo
         if p.is_file() and p.name != "_manifest.json" and "_state" not in p.parts and not p.name.startswith(".")
     }
     assert stored == files
-    datasets = {k.split("/business_date=")[0].split("/hotel_id=")[0].split("/store_id=")[0] for k in files}
+    folders = {k.rsplit("/", 1)[0] for k in files}
+    datasets = {f.split("/business_date=")[0].split("/hotel_id=")[0].split("/store_id=")[0] for f in folders}
     assert {
         "staging/qsr_pos", "staging/ads_daily", "staging/hotel_bookings_daily", "marts/ads_rolling_7d",
         "marts/hotel_booking_state", "marts/hotel_pickup", "marts/otb_by_stay_date", "exports/otb",

@@ -364,5 +364,5 @@ class _ConditionalPut:
         obj = Obj(len(content), new, time.time_ns())
         store._known(rel, obj)
         if manifest is not None:
-            _MANIFESTS[(store.data_root, rel)] = (_stamp(obj), manifest)
+            _MANIFESTS[(store.data_root, rel)] = (_stamp(obj), parse_manifest(content))  # as a reader parses it
         return new
