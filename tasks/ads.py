@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from tasks import settings
-from tasks.base import Built, CheckCache, PartitionedTask, input_line, reuse
+from tasks.base import CheckCache, PartitionedTask, input_line
+from tasks.building import Built, reuse
 from tasks.storage.rawzone import RawFile
 
 DAY = dt.timedelta(days=1)

@@ -17,7 +17,8 @@ from luigi.tools.range import RangeDaily, RangeDailyBase
 
 from tasks import settings
 from tasks.ads import AdsDaily, AdsRolling7d
-from tasks.base import PartitionedTask, RawFolder, before_start_reason, luigi_engine, reusing
+from tasks.base import PartitionedTask, RawFolder, before_start_reason, luigi_engine
+from tasks.building import reusing
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine
 from tasks.guard import check_range

@@ -12,19 +12,17 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import logging
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import luigi
 
-import tasks
-from tasks import settings
+from tasks import building, settings
+from tasks.building import Built
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
-from tasks.freshness.inputs import FolderInputs, Window, diff_inputs, input_line
+from tasks.freshness.inputs import FolderInputs, Window, input_line
 from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
@@ -33,7 +31,7 @@ from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 __all__ = ["CheckCache", "FolderInputs", "PartitionState", "Window", "fingerprint", "input_line"]
 
@@ -87,76 +85,6 @@ class PartitionTarget(luigi.Target):
         return self.store.has_manifest(self.date)
 
 
-class RawInputChanged(RuntimeError):
-    """A raw file of the window changed between the listing and the end of the read."""
-
-
-class RejectShareExceeded(RuntimeError):
-    """Too many rows of a partition failed the type rules: the partition fails, the old one is kept.
-    ``decided_by`` holds the limit exceeded: part of the failure's identity (a raised limit ends it)."""
-
-    def __init__(self, message: str, decided_by: dict | None = None):
-        super().__init__(message)
-        self.decided_by = decided_by or {}
-
-
-class Reuse:
-    """What one date of a single-run range read and parsed, offered to the next date.
-
-    Consecutive dates share raw folders (StgQsrPos reads folders d and d+1, so d+1 is read again for
-    date d+1). Inside :func:`reusing`, :func:`reuse` keeps each value for the date that computed it
-    and the next one, keyed by what it was computed from (file names, sizes and mtimes): two
-    generations, so memory holds at most two dates' worth. Outside it, :func:`reuse` just computes.
-    """
-
-    def __init__(self):
-        self.previous: dict = {}
-        self.current: dict = {}
-
-    def next_date(self) -> None:
-        self.previous, self.current = self.current, {}
-
-
-_reuse: Reuse | None = None
-
-
-def reuse(key, compute):
-    """``compute()``, or its value from the previous date of a single-run range (same key)."""
-    if _reuse is None:
-        return compute()
-    if key not in _reuse.current:
-        _reuse.current[key] = _reuse.previous.pop(key) if key in _reuse.previous else compute()
-    return _reuse.current[key]
-
-
-def reusing_now() -> bool:
-    """Whether this process is inside :class:`reusing` (a single-run range)."""
-    return _reuse is not None
-
-
-class reusing:
-    """Context manager for a single-run range: :func:`reuse` remembers across consecutive dates."""
-
-    def __enter__(self) -> Reuse:
-        global _reuse
-        _reuse = Reuse()
-        return _reuse
-
-    def __exit__(self, *exc) -> None:
-        global _reuse
-        _reuse = None
-
-
-@dataclass(frozen=True)
-class Built:
-    """What a task's build step hands back to the run() template."""
-
-    table: pa.Table
-    rejected: pa.Table | None = None
-    stats: dict = field(default_factory=dict)
-    extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
-
-
 class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     """A task whose output is one folder of Parquet + manifest, complete only while fresh (see module doc).
 
@@ -190,26 +118,14 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         kept beside its failure record). None: never."""
         return None
 
+    def check_built(self, built: Built) -> None:
+        """Fail the build when its rejected rows pass :meth:`max_reject_share` (:func:`building.check_built`)."""
+        building.check_built(self, built)
+
     def acceptance_settings(self) -> dict:
         """The settings that decide whether a build fails without changing what it writes (so not in
         :meth:`rules`): a failure they decided stops applying once they change (tasks/freshness/identity.py)."""
         return {"max_reject_share": self.max_reject_share()}
-
-    def check_built(self, built: Built) -> None:
-        limit = self.max_reject_share()
-        rejected = 0 if built.rejected is None else built.rejected.num_rows
-        attributed = built.stats.get("attributed_rows")
-        if limit is None or not attributed or rejected / attributed <= limit:
-            return
-        rows = built.rejected.slice(0, 5).to_pylist()
-        examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
-        where = f"{self.dataset} {self.key}" if self.key else self.dataset
-        raise RejectShareExceeded(
-            f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
-            f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
-            f"{self.store().write_failed_rejects(self.key, built.rejected)}. The previous partition is kept.",
-            decided_by=self.acceptance_settings(),
-        )
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         """What of an upstream partition this one depends on, from its manifest: by default its whole
@@ -358,90 +274,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         if self.before_start():  # complete() says so: reached only by a direct call of the template
             logger.warning("%s: %s; nothing written", self.task_id, self.before_start())
             return
-        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
-        engine = luigi_engine()
-        listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
-        engine.refresh(self)  # under the lock: what this build reads, as it is now (not the memo)
-        up_to_date = engine.state(self).ok
-        if up_to_date:
-            # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
-            # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
-            logger.info("%s: up to date now that its upstream is rebuilt; nothing written", self.task_id)
-            self.store().clear_failure(self.key)
-            return
-        window = engine.window(self)
-        if window is None:
-            raise RuntimeError(f"{self.task_id}: a raw folder of its dependency window disappeared; rerun later")
-        inputs = window.read
-        if window.refused:  # also in the manifest (refused_inputs) and in `daybreak status`
-            logger.warning(
-                "%s: %d raw file(s) of its window not read: %s",
-                self.task_id,
-                len(window.refused),
-                "; ".join(f"{r['path']} ({r['reason']})" for r in window.refused),
-            )
-        upstream = engine.upstream_versions(self)
-        built = self.build(inputs)
-        self._check_inputs_unchanged(window)
-        zone = self.zone()
-        store = self.store()
-        previous = engine.manifest(store, self.key)
-        self.check_built(built)
-        manifest = {
-            "dataset": self.dataset,
-            "business_date": self.key.isoformat() if self.key else None,
-            "rules": self.rules(),
-            "rules_fingerprint": self.rules_fingerprint(),
-            "inputs": [input_line(f) for f in inputs],
-            "input_fingerprint": window.fingerprint,
-            "input_hashes": {f.relpath: zone.digest(f) for f in inputs},
-            "inputs_listed_ns": listed_ns,
-            "refused_inputs": window.refused,
-            "upstream": upstream,
-            "row_count": built.table.num_rows,
-            "rejected_count": 0 if built.rejected is None else built.rejected.num_rows,
-            "stats": built.stats,
-            "task_id": self.task_id,
-            "package_version": tasks.__version__,
-            "started_at": started.isoformat(),
-        }
-        finished = dt.datetime.now(dt.UTC)
-        manifest.update(finished_at=finished.isoformat(), duration_s=round(time.perf_counter() - t0, 4))
-        manifest.update(data_version=identity.logical_version(built.table), data_version_kind=identity.LOGICAL)
-        equivalent = identity.legacy_equivalents(store, self.key, previous, built.table)
-        if equivalent:
-            manifest["equivalent_versions"] = equivalent
-        if _files_in_place(store, self.key, previous, built, manifest["data_version"]):
-            # the data, the files beside it and the quarantine already hold this build: kept as they are,
-            # the manifest alone is replaced
-            kept = dict(manifest, data_files=previous["data_files"], quarantine=previous.get("quarantine"))
-            store.update_manifest(self.key, kept)
-        else:
-            store.write(self.key, built.table, manifest, built.extras, rejected=built.rejected)
-        runlog.wrote(self.task_id)
-        store.clear_failure(self.key)
-        logger.info(
-            "%s: wrote %s rows (%s rejected) in %.2f s",
-            self.task_id,
-            manifest["row_count"],
-            manifest["rejected_count"],
-            manifest["duration_s"],
-        )
-
-    def _check_inputs_unchanged(self, before: Window) -> None:
-        """Fail, writing nothing, when a raw file changed while the partition read it (still being
-        uploaded, re-sent mid-read): a fresh listing must give the fingerprint taken before reading."""
-        after = Engine().window(self)
-        if after is None or after.fingerprint != before.fingerprint:
-            changed = (
-                "a raw folder disappeared"
-                if after is None
-                else diff_inputs([input_line(f) for f in before.read], after.read)
-            )
-            raise RawInputChanged(
-                f"{self.task_id}: raw input changed while it was read ({changed}); nothing was written, "
-                "the previous partition is kept. Rerun once the upload is complete."
-            )
+        building.build(self, luigi_engine())
 
     def on_failure(self, exception: BaseException) -> str:
         if getattr(exception, "superseded", False):  # another writer committed the partition: not a failure
@@ -571,27 +404,3 @@ def waiting_for(task: MaterializedTask, cache: Engine) -> str:
     """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
     partition waits for one. Empty when nothing is in the way."""
     return cache.waiting_for(task)
-
-
-def _files_in_place(store: PartitionStore, key, previous: dict | None, built: Built, version: str) -> bool:
-    """Whether the partition's files in place hold exactly ``built``: its rows (the data version, the
-    files intact), each file beside the data byte for byte (stg_qsr_pos's store totals), and its
-    quarantine as it would be written (none when there are no rejects). Then a rebuild that changed
-    nothing (a rule change that moves no row of this date) writes nothing but its manifest."""
-    import hashlib
-
-    if not identity.same_rows(store, key, previous, version):
-        return False
-    recorded = {f["name"]: f.get("sha256") for f in previous.get("data_files", [])}
-    if set(recorded) != {partitions.DATA_FILE, *built.extras}:
-        return False
-    if any(recorded[name] != hashlib.sha256(content).hexdigest() for name, content in built.extras.items()):
-        return False
-    quarantine, rejected = previous.get("quarantine"), built.rejected
-    if rejected is None or rejected.num_rows == 0:
-        return not quarantine
-    return (
-        bool(quarantine)
-        and quarantine.get("rows") == rejected.num_rows
-        and quarantine.get("sha256") == partitions.parquet_sha256(rejected)
-    )

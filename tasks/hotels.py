@@ -7,7 +7,8 @@ import datetime as dt
 import luigi
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, SnapshotTask, newest_raw_date
+from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
+from tasks.building import Built
 from tasks.contract import is_store_file
 from tasks.freshness import engine as freshness
 from tasks.guard import check_range, fail, nearest

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, fingerprint, input_line, reuse, reusing_now
+from tasks.base import PartitionedTask, fingerprint, input_line
+from tasks.building import Built, reuse, reusing_now
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
 from tasks.foldercache import FolderCache

@@ -10,7 +10,8 @@ from pathlib import Path
 import luigi
 
 from tasks import settings
-from tasks.base import Built, PartitionedTask, SnapshotTask, luigi_engine, newest_raw_date
+from tasks.base import PartitionedTask, SnapshotTask, luigi_engine, newest_raw_date
+from tasks.building import Built
 from tasks.contract import is_store_file
 from tasks.guard import fail
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tasks.base import RejectShareExceeded
+from tasks.building import RejectShareExceeded
 from tasks.qsr import StgQsrPos
 from tasks.transforms import ads, hotels, qsr_pos
 from tasks.transforms.checks import parse_dates, parse_instants

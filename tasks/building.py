@@ -1,0 +1,256 @@
+"""The build of one partition, without Luigi: the run template the Luigi task, a single-run range and a
+preview all call (:func:`build`), what a build hands back (:class:`Built`), the checks a build must pass, and
+the memory a single-run range keeps across consecutive dates (:func:`reuse`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tasks.freshness import identity
+from tasks.freshness.engine import Engine
+from tasks.freshness.inputs import Window, diff_inputs, input_line
+from tasks.reporting import runlog
+from tasks.storage import partitions
+from tasks.storage.partitions import PartitionStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+logger = logging.getLogger("luigi-interface")
+
+
+class RawInputChanged(RuntimeError):
+    """A raw file of the window changed between the listing and the end of the read."""
+
+
+class RejectShareExceeded(RuntimeError):
+    """Too many rows of a partition failed the type rules: the partition fails, the old one is kept.
+    ``decided_by`` holds the limit exceeded: part of the failure's identity (a raised limit ends it)."""
+
+    def __init__(self, message: str, decided_by: dict | None = None):
+        super().__init__(message)
+        self.decided_by = decided_by or {}
+
+
+class Reuse:
+    """What one date of a single-run range read and parsed, offered to the next date.
+
+    Consecutive dates share raw folders (StgQsrPos reads folders d and d+1, so d+1 is read again for
+    date d+1). Inside :func:`reusing`, :func:`reuse` keeps each value for the date that computed it
+    and the next one, keyed by what it was computed from (file names, sizes and mtimes): two
+    generations, so memory holds at most two dates' worth. Outside it, :func:`reuse` just computes.
+    """
+
+    def __init__(self):
+        self.previous: dict = {}
+        self.current: dict = {}
+
+    def next_date(self) -> None:
+        self.previous, self.current = self.current, {}
+
+
+_reuse: Reuse | None = None
+
+
+def reuse(key, compute):
+    """``compute()``, or its value from the previous date of a single-run range (same key)."""
+    if _reuse is None:
+        return compute()
+    if key not in _reuse.current:
+        _reuse.current[key] = _reuse.previous.pop(key) if key in _reuse.previous else compute()
+    return _reuse.current[key]
+
+
+def reusing_now() -> bool:
+    """Whether this process is inside :class:`reusing` (a single-run range)."""
+    return _reuse is not None
+
+
+class reusing:
+    """Context manager for a single-run range: :func:`reuse` remembers across consecutive dates."""
+
+    def __enter__(self) -> Reuse:
+        global _reuse
+        _reuse = Reuse()
+        return _reuse
+
+    def __exit__(self, *exc) -> None:
+        global _reuse
+        _reuse = None
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a task's build step hands back to the run() template."""
+
+    table: pa.Table
+    rejected: pa.Table | None = None
+    stats: dict = field(default_factory=dict)
+    extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
+
+
+def check_built(node, built: Built) -> None:
+    """Fail the build when its rejected rows pass the node's ``max_reject_share`` (the previous partition and
+    its quarantine are kept; the rejected rows of the failed build are kept beside its failure record)."""
+    limit = node.max_reject_share()
+    rejected = 0 if built.rejected is None else built.rejected.num_rows
+    attributed = built.stats.get("attributed_rows")
+    if limit is None or not attributed or rejected / attributed <= limit:
+        return
+    rows = built.rejected.slice(0, 5).to_pylist()
+    examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
+    where = f"{node.dataset} {node.key}" if node.key else node.dataset
+    raise RejectShareExceeded(
+        f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
+        f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
+        f"{node.store().write_failed_rejects(node.key, built.rejected)}. The previous partition is kept.",
+        decided_by=node.acceptance_settings(),
+    )
+
+
+@dataclass
+class Manifest:
+    """What a partition's manifest records of its build (docs/run-semantics.md): its rules, the raw files it
+    read (with their content hashes) and refused, the upstream versions it read, counts and times. The store
+    adds the files it wrote (``data_files``, ``quarantine``) when it writes it."""
+
+    dataset: str
+    business_date: str | None
+    rules: dict
+    rules_fingerprint: str
+    inputs: list[str]
+    input_fingerprint: str
+    input_hashes: dict[str, str]
+    inputs_listed_ns: int
+    refused_inputs: list[dict]
+    upstream: dict
+    row_count: int
+    rejected_count: int
+    stats: dict
+    task_id: str
+    package_version: str
+    started_at: str
+    finished_at: str = ""
+    duration_s: float = 0.0
+    data_version: str = ""
+    data_version_kind: str = ""
+    equivalent_versions: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        """The manifest as stores write it (``equivalent_versions`` only when there are some)."""
+        out = dict(self.__dict__)
+        if not out["equivalent_versions"]:
+            del out["equivalent_versions"]
+        return out
+
+
+def build(node, engine: Engine) -> dict | None:
+    """The build of ``node``'s partition, under its lock: re-check it (another process may have built it),
+    read its window, run its transform and the checks, then write the partition and its manifest through
+    its store (only the manifest when the files in place already hold this build). The manifest written,
+    or None when the partition was up to date."""
+    import tasks
+
+    started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+    listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
+    engine.refresh(node)  # under the lock: what this build reads, as it is now (not the memo)
+    store = node.store()
+    if engine.state(node).ok:
+        # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
+        # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
+        logger.info("%s: up to date now that its upstream is rebuilt; nothing written", node.task_id)
+        store.clear_failure(node.key)
+        return None
+    window = engine.window(node)
+    if window is None:
+        raise RuntimeError(f"{node.task_id}: a raw folder of its dependency window disappeared; rerun later")
+    inputs = window.read
+    if window.refused:  # also in the manifest (refused_inputs) and in `daybreak status`
+        refused = "; ".join(f"{r['path']} ({r['reason']})" for r in window.refused)
+        logger.warning("%s: %d raw file(s) of its window not read: %s", node.task_id, len(window.refused), refused)
+    upstream = engine.upstream_versions(node)
+    built = node.build(inputs)
+    check_inputs_unchanged(node, window)
+    zone, previous = node.zone(), engine.manifest(store, node.key)
+    node.check_built(built)
+    manifest = Manifest(
+        dataset=node.dataset,
+        business_date=node.key.isoformat() if node.key else None,
+        rules=node.rules(),
+        rules_fingerprint=node.rules_fingerprint(),
+        inputs=[input_line(f) for f in inputs],
+        input_fingerprint=window.fingerprint,
+        input_hashes={f.relpath: zone.digest(f) for f in inputs},
+        inputs_listed_ns=listed_ns,
+        refused_inputs=window.refused,
+        upstream=upstream,
+        row_count=built.table.num_rows,
+        rejected_count=0 if built.rejected is None else built.rejected.num_rows,
+        stats=built.stats,
+        task_id=node.task_id,
+        package_version=tasks.__version__,
+        started_at=started.isoformat(),
+    )
+    manifest.finished_at = dt.datetime.now(dt.UTC).isoformat()
+    manifest.duration_s = round(time.perf_counter() - t0, 4)
+    manifest.data_version, manifest.data_version_kind = identity.logical_version(built.table), identity.LOGICAL
+    manifest.equivalent_versions = identity.legacy_equivalents(store, node.key, previous, built.table)
+    written = manifest.as_dict()
+    if files_in_place(store, node.key, previous, built, manifest.data_version):
+        # the data, the files beside it and the quarantine already hold this build: kept as they are,
+        # the manifest alone is replaced
+        written.update(data_files=previous["data_files"], quarantine=previous.get("quarantine"))
+        store.update_manifest(node.key, written)
+    else:
+        written = store.write(node.key, built.table, written, built.extras, rejected=built.rejected)
+    runlog.wrote(node.task_id)
+    store.clear_failure(node.key)
+    logger.info(
+        "%s: wrote %s rows (%s rejected) in %.2f s",
+        node.task_id, manifest.row_count, manifest.rejected_count, manifest.duration_s,
+    )  # fmt: skip
+    return written
+
+
+def check_inputs_unchanged(node, before: Window) -> None:
+    """Fail, writing nothing, when a raw file changed while the partition read it (still being
+    uploaded, re-sent mid-read): a fresh listing must give the fingerprint taken before reading."""
+    after = Engine().window(node)
+    if after is None or after.fingerprint != before.fingerprint:
+        changed = (
+            "a raw folder disappeared"
+            if after is None
+            else diff_inputs([input_line(f) for f in before.read], after.read)
+        )
+        raise RawInputChanged(
+            f"{node.task_id}: raw input changed while it was read ({changed}); nothing was written, "
+            "the previous partition is kept. Rerun once the upload is complete."
+        )
+
+
+def files_in_place(store: PartitionStore, key, previous: dict | None, built: Built, version: str) -> bool:
+    """Whether the partition's files in place hold exactly ``built``: its rows (the data version, the
+    files intact), each file beside the data byte for byte (stg_qsr_pos's store totals), and its
+    quarantine as it would be written (none when there are no rejects). Then a rebuild that changed
+    nothing (a rule change that moves no row of this date) writes nothing but its manifest."""
+    import hashlib
+
+    if not identity.same_rows(store, key, previous, version):
+        return False
+    recorded = {f["name"]: f.get("sha256") for f in previous.get("data_files", [])}
+    if set(recorded) != {partitions.DATA_FILE, *built.extras}:
+        return False
+    if any(recorded[name] != hashlib.sha256(content).hexdigest() for name, content in built.extras.items()):
+        return False
+    quarantine, rejected = previous.get("quarantine"), built.rejected
+    if rejected is None or rejected.num_rows == 0:
+        return not quarantine
+    return (
+        bool(quarantine)
+        and quarantine.get("rows") == rejected.num_rows
+        and quarantine.get("sha256") == partitions.parquet_sha256(rejected)
+    )
