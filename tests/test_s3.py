@@ -377,3 +377,20 @@ def test_every_dataset_and_a_single_run_on_the_store_equal_a_local_build_file_fo
         "marts/hotel_booking_state", "marts/hotel_pickup", "marts/otb_by_stay_date", "exports/otb",
         "marts/store_daily_sales",
     } <= datasets  # fmt: skip
+
+
+def test_a_key_under_a_dataset_prefix_that_is_no_partition_is_named_by_status_and_never_read(s3lab, capsys):
+    lab = s3lab
+    raw_lab(lab, days=2)
+    assert lab.range(START, START + 2 * DAY) == 0
+    for key in ("daybreak/staging/qsr_pos/junk.csv", "daybreak/staging/qsr_pos/business_date=soon/data.parquet"):
+        lab.s3.put_object(Bucket=lab.bucket, Key=key, Body=b"not a partition")
+    capsys.readouterr()
+    assert cli.main(["status", "--start", str(START), "--stop", str(START + 2 * DAY), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert next(r for r in rows if r["dataset"] == "data_root")["not_read"] == [
+        "staging/qsr_pos/business_date=soon/data.parquet",
+        "staging/qsr_pos/junk.csv",
+    ]
+    assert [r["state"] for r in rows if r["dataset"] == "stg_qsr_pos"] == ["ok", "ok"]
+    assert rebuilt(lab, lambda: lab.range(START, START + 2 * DAY)) == set()

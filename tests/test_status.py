@@ -344,3 +344,36 @@ def test_days_in_a_row_with_the_same_state_and_reason_are_one_line_and_json_keep
         "  2026-12-08 not read: qsr_pos/2026-12-09/x.txt (name)",
     ]
     assert [r["date"] for r in json.loads(render_json(rows))] == [d.isoformat() for d in days]
+
+
+def test_an_entry_under_a_dataset_folder_that_is_no_partition_is_named_by_status_and_never_read(lab, capsys):
+    """A file beside the partitions, a folder whose name is not business_date=YYYY-MM-DD, a file where a
+    pickup's hotel folders are: each named in the status view (text and JSON), none read as data."""
+    import json
+
+    from tasks.cli import main
+
+    start = dt.date(2026, 9, 10)
+    lab.qsr_days(start, 2)
+    assert lab.range(start, start + dt.timedelta(days=2)) == 0
+    staging = lab.data / "staging" / "qsr_pos"
+    (staging / "notes.txt").write_text("left here by hand\n")
+    (staging / "business_date=2026-9-10").mkdir()
+    pickup = lab.data / "marts" / "hotel_pickup" / f"business_date={start}"
+    pickup.mkdir(parents=True)
+    (pickup / "stray.parquet").write_bytes(b"not a partition")
+    stop = str(start + dt.timedelta(days=2))
+    capsys.readouterr()
+    assert main(["status", "--start", str(start), "--stop", stop, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    stray = next(r for r in rows if r["dataset"] == "data_root")
+    assert stray["not_read"] == [
+        f"marts/hotel_pickup/business_date={start}/stray.parquet",
+        "staging/qsr_pos/business_date=2026-9-10",
+        "staging/qsr_pos/notes.txt",
+    ]
+    assert [r["state"] for r in rows if r["dataset"] == "stg_qsr_pos"] == ["ok", "ok"]
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(start), "--stop", stop]) == 0
+    text = capsys.readouterr().out
+    assert "2 entries under the datasets' folders that no partition is (never read):" in text
+    assert "  staging/qsr_pos/notes.txt" in text

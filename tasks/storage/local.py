@@ -103,6 +103,22 @@ class PartitionStore(LocalWrites):
             return set()
         return {d for d in map(parse_partition_name, names) if d is not None}
 
+    def strays(self, depth: int) -> list[str]:
+        """Entries of a date-partitioned dataset's folder that are no partition (never read as data): a name
+        that is not ``business_date=YYYY-MM-DD``, or a file where a partition's folders are (``depth`` levels
+        of folders under the dataset: 1, or 2 with a second level such as ``hotel_id=H1``). Hidden
+        temporary entries of writers are left out."""
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            rel = os.path.relpath(dirpath, self.root)
+            level = 0 if rel == "." else rel.count(os.sep) + 1
+            prefix = self.dataset if level == 0 else f"{self.dataset}/{rel}"
+            out += [f"{prefix}/{name}" for name in filenames if not name.startswith(".")]
+            if level == 0:
+                out += [f"{prefix}/{name}" for name in dirnames if parse_partition_name(name) is None]
+            dirnames[:] = [d for d in dirnames if level + 1 < depth and not d.startswith(".")]
+        return sorted(out)
+
     def folder(self, date: dt.date | None) -> str:
         """:meth:`path` as a string: a status view opens and stats files of thousands of folders, and
         a ``Path`` join and its conversion back to a string cost more than the system call."""

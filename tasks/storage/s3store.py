@@ -137,6 +137,17 @@ class S3PartitionStore(S3Records):
         for rel, obj in now.items():
             self._known(rel, obj)
 
+    def strays(self, depth: int) -> list[str]:
+        """Keys under a date-partitioned dataset's prefix that are no partition's (never read as data): a
+        first level that is not ``business_date=YYYY-MM-DD``, or an object where the partition's folders are
+        (``depth`` levels of them: 1, or 2 with a second level such as ``hotel_id=H1``)."""
+        out = []
+        for rel in self._objects():
+            parts = rel[len(self.dataset) + 1 :].split("/")
+            if len(parts) <= depth or parse_partition_name(parts[0]) is None:
+                out.append(rel)
+        return sorted(out)
+
     def listed_dates(self) -> set[dt.date]:
         dates = set()
         for rel in self._objects():

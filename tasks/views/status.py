@@ -39,7 +39,7 @@ SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "missing": ".", "waiting
 WORST_FIRST = ["failed", "stale", "waiting", "missing", "provisional", "ok"]
 # The row, first when there is one, of the raw zone's entries that belong to no day: entries of a source
 # folder that no partition reads (a link, a name that is not YYYY-MM-DD, ...), or a linked source folder.
-RAW_ZONE, NOT_READ = "raw_zone", "not_read"
+RAW_ZONE, DATA_ROOT, NOT_READ = "raw_zone", "data_root", "not_read"
 RAW_ZONE_LINES = 20  # the text view lists this many, then "... and N more" (--json lists them all)
 
 
@@ -161,6 +161,18 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
         first = cls(date=start)
         cache.list_dataset(first.store())
         out.extend(day_status(cls(date=d), cache, name) for d in date_range(start, stop))
+    strays = sorted(
+        key
+        for name in datasets or catalogue.names("date", "date x hotel")
+        if catalogue.BY_NAME[name].partition in ("date", "date x hotel")
+        for key in open_store(settings.data_uri(), catalogue.BY_NAME[name].path).strays(
+            2 if catalogue.BY_NAME[name].key_param else 1
+        )
+    )
+    if strays:
+        n = len(strays)
+        reason = f"{n} {'entry' if n == 1 else 'entries'} under the datasets' folders that no partition is (never read)"
+        out.insert(0, DayStatus(DATA_ROOT, None, NOT_READ, reason, not_read=tuple(printable(k) for k in strays)))
     unread = cache.unread_listed()  # of the source folders the partitions above read
     if unread:
         n = len(unread)
@@ -213,7 +225,7 @@ def render_text(rows: list[DayStatus]) -> str:
     lines = [f"legend: {'  '.join(f'{v} {k}' for k, v in SYMBOLS.items())}"]
     for name in dict.fromkeys(r.dataset for r in rows):
         mine = [r for r in rows if r.dataset == name]
-        if name == RAW_ZONE:
+        if name in (RAW_ZONE, DATA_ROOT):
             unread = mine[0].not_read
             lines.append(f"{mine[0].reason}:")
             lines.extend(f"  {entry}" for entry in unread[:RAW_ZONE_LINES])
