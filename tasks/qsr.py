@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import itertools
 import logging
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from tasks.transforms.qsr_rules import QsrRules
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from tasks.transforms.qsr_pos import CheckedFolder
+    from tasks.transforms.qsr_check import CheckedFolder
 
 logger = logging.getLogger("luigi-interface")
 STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
@@ -47,11 +48,15 @@ class StgQsrPos(PartitionedTask):
 
     @classmethod
     def warm_up(cls) -> None:
+        from tasks.foldercache.ipc import checked_from_ipc, checked_to_ipc
         from tasks.freshness.identity import logical_version, slice_versions
         from tasks.transforms.qsr_pos import warm_up
         from tasks.transforms.stores import store_totals, to_ipc
 
-        result = warm_up()
+        checked, result = warm_up()
+        sink = io.BytesIO()  # the folder cache's format: Arrow IPC loads lazily
+        checked_to_ipc(checked, sink)
+        checked_from_ipc(sink.getvalue())
         # what a build runs after the transform: Arrow's acero (the store totals' group-by) loads lazily
         to_ipc(store_totals(result.table, dt.date(2026, 9, 15)))
         slice_versions(result.table, "store_id", {"S1"})
@@ -133,7 +138,7 @@ class StgQsrPos(PartitionedTask):
         (``_state/cache``, see :mod:`tasks.foldercache`) for the other one, keyed by the content of
         its files (read and hashed either way: the manifest records the hashes), writing the entry
         piece by piece as the folder is checked."""
-        from tasks.transforms import qsr_pos
+        from tasks.transforms import qsr_check
 
         zone, rules = self.zone(), self.qsr_rules()
         for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
@@ -141,7 +146,7 @@ class StgQsrPos(PartitionedTask):
             if reusing_now():  # a single run: the folder is kept whole, in memory, for the next date
                 yield reuse(
                     ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)),
-                    lambda files=files, folder=folder: qsr_pos.merge_checked(
+                    lambda files=files, folder=folder: qsr_check.merge_checked(
                         folder, list(self._pieces(zone, files, folder, rules))
                     ),
                 )
@@ -152,14 +157,14 @@ class StgQsrPos(PartitionedTask):
         """The folder checked a batch at a time: read, parsed and checked a batch of files at a time,
         CHECK_THREADS batches at once (memory: docs/performance.md); the hashes remembered are those of
         the bytes checked, so is the cache key."""
-        from tasks.transforms import qsr_pos
+        from tasks.transforms import qsr_check
 
-        return qsr_pos.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
+        return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
 
     def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
         """The folder from its cache entry, or checked piece by piece, each piece written to a new
         entry before it is handed on."""
-        from tasks.transforms import qsr_pos
+        from tasks.foldercache import ipc
 
         cache = FolderCache(self.store().state_dir.parent, self.dataset)
         with cache.checking(folder):  # a process checking this folder now: wait for its entry
@@ -170,13 +175,13 @@ class StgQsrPos(PartitionedTask):
                 cached = cache.get(folder, self._cache_key(zone, files, rules), self.date)
                 if cached is not None:
                     try:
-                        checked = qsr_pos.checked_from_ipc(cached)
+                        checked = ipc.checked_from_ipc(cached)
                     except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
                         pass
                     del cached
             if checked is None:
                 with cache.putting(folder, self.date) as entry:
-                    writer = qsr_pos.CheckedWriter(entry, CACHE_COMPRESSION)
+                    writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     for piece in self._pieces(zone, files, folder, rules):
                         writer.write(piece)
                         yield piece

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 # the contract's column lists, from the transforms that read them
 from tasks.transforms.ads import RAW_COLUMNS as ADS_COLUMNS
 from tasks.transforms.hotels import RAW_COLUMNS as HOTEL_COLUMNS
-from tasks.transforms.qsr_pos import RAW_COLUMNS as QSR_COLUMNS
+from tasks.transforms.qsr_check import RAW_COLUMNS as QSR_COLUMNS
 
 QSR_TZ = "America/Toronto"
 HOTELS_CSV = Path(__file__).resolve().parent.parent / "config" / "hotels.csv"

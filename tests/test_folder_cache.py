@@ -346,11 +346,11 @@ def test_two_workers_building_the_two_partitions_of_a_folder_check_it_once(lab, 
 
     import luigi
 
-    from tasks.transforms import qsr_pos
+    from tasks.transforms import qsr_check
 
     lab.qsr_days(D, 3)
     log = lab.data.parent / "checks.log"
-    check_pieces = qsr_pos.check_pieces
+    check_pieces = qsr_check.check_pieces
 
     def logged(batches, folder, rules, threads=1):
         if folder == NEXT:
@@ -359,7 +359,7 @@ def test_two_workers_building_the_two_partitions_of_a_folder_check_it_once(lab, 
         with open(log, "a") as fh:
             fh.write(f"{os.getpid()} {folder}\n")
 
-    monkeypatch.setattr(qsr_pos, "check_pieces", logged)
+    monkeypatch.setattr(qsr_check, "check_pieces", logged)
     assert luigi.build([StgQsrPos(date=D), StgQsrPos(date=NEXT)], workers=2, local_scheduler=True, log_level="WARNING")
     checks = [line.split() for line in log.read_text().splitlines()]
     assert sorted(folder for _, folder in checks) == sorted(str(d) for d in (D, NEXT, NEXT + dt.timedelta(days=1)))

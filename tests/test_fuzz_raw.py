@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tasks.building import RejectShareExceeded
+from tasks.foldercache import ipc
 from tasks.qsr import StgQsrPos
-from tasks.transforms import ads, hotels, qsr_pos
+from tasks.transforms import ads, hotels, qsr_check, qsr_pos
 from tasks.transforms.checks import parse_dates, parse_instants
 from tasks.transforms.rawcsv import RawSchemaError, parse_csv_many
 
@@ -211,15 +212,15 @@ def through_ipc(window, date: dt.date):
     folders = []
     for folder, parsed in window:
         sink = io.BytesIO()
-        qsr_pos.checked_to_ipc(qsr_pos.check_folder(parsed, folder, qsr_pos.QsrRules()), sink)
-        folders.append(qsr_pos.checked_from_ipc(sink.getvalue()))
+        ipc.checked_to_ipc(qsr_pos.check_folder(parsed, folder, qsr_pos.QsrRules()), sink)
+        folders.append(ipc.checked_from_ipc(sink.getvalue()))
     return qsr_pos.clean_checked(folders, date, qsr_pos.QsrRules())
 
 
 def in_batches(raw: dict, window_dates: list[dt.date], date: dt.date):
     """clean_checked of the window's folders checked a file at a time (each file a batch, two threads)."""
     folders = [
-        qsr_pos.check_batches(([(f.data, f.name)] for f in raw[d]), d, qsr_pos.QsrRules(), threads=2)
+        qsr_check.check_batches(([(f.data, f.name)] for f in raw[d]), d, qsr_pos.QsrRules(), threads=2)
         for d in window_dates
     ]
     return qsr_pos.clean_checked(folders, date, qsr_pos.QsrRules())

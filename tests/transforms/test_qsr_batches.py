@@ -11,15 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from tasks.foldercache import ipc
 from tasks.transforms import qsr_pos
-from tasks.transforms.qsr_pos import (
-    RAW_COLUMNS,
-    QsrRules,
-    check_batches,
-    check_folder,
-    check_pieces,
-    clean_checked,
-)
+from tasks.transforms.qsr_check import RAW_COLUMNS, check_batches, check_folder, check_pieces
+from tasks.transforms.qsr_pos import QsrRules, clean_checked
 from tasks.transforms.rawcsv import RawSchemaError, parse_csv_many
 
 pytestmark = pytest.mark.unit
@@ -124,22 +119,22 @@ def test_a_partition_of_folders_handed_over_piece_by_piece_is_the_same_partition
         assert clean_checked(streamed, date, QsrRules()) == clean_checked(whole, date, QsrRules())
         for d, checked in zip(days, whole, strict=True):
             sink = io.BytesIO()
-            writer = qsr_pos.CheckedWriter(sink)
+            writer = ipc.CheckedWriter(sink)
             for piece in pieces[d]:
                 writer.write(piece)
             writer.close(d)
-            entry = qsr_pos.checked_from_ipc(sink.getvalue())
+            entry = ipc.checked_from_ipc(sink.getvalue())
             assert (entry.folder, plain(entry)) == (d, plain(checked))
 
 
 def test_an_entry_without_its_last_batch_is_not_a_checked_folder():
     sink = io.BytesIO()
-    writer = qsr_pos.CheckedWriter(sink)
+    writer = ipc.CheckedWriter(sink)
     writer.write(check_folder(parse_csv_many(folder_files(D15), RAW_COLUMNS), D15, QsrRules()))
     writer._writer.close()  # a stream ended before close() wrote the rejects and counts
     writer._out.detach()
     with pytest.raises(ValueError, match="last batch"):
-        qsr_pos.checked_from_ipc(sink.getvalue())
+        ipc.checked_from_ipc(sink.getvalue())
 
 
 def test_a_window_without_rows_gives_an_empty_partition():
@@ -153,8 +148,8 @@ def test_a_window_without_rows_gives_an_empty_partition():
 
 def through_ipc(checked: qsr_pos.CheckedFolder) -> qsr_pos.CheckedFolder:
     sink = io.BytesIO()
-    qsr_pos.checked_to_ipc(checked, sink)
-    return qsr_pos.checked_from_ipc(sink.getvalue())
+    ipc.checked_to_ipc(checked, sink)
+    return ipc.checked_from_ipc(sink.getvalue())
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -1,0 +1,319 @@
+"""stg_qsr_pos, step one: check an export folder against the contract (types, rules, the business date that
+owns each row), whichever of the two partitions that read it asks first. Pure: parsed raw files in, a
+checked folder out (:class:`CheckedFolder`), which the folder cache keeps for the other partition
+(tasks/foldercache/) and :func:`tasks.transforms.qsr_pos.clean_checked` turns into a partition.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.calendar import business_dates
+from tasks.transforms.checks import (
+    as_array,
+    blank,
+    count,
+    first_failed,
+    malformed_rejects,
+    money_cents,
+    not_int_ge1,
+    parse_instants,
+    reject_schema,
+)
+from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
+from tasks.transforms.rawcsv import ParsedCsv, RawSchemaError, check_header, file_stem, parse_csv_many
+
+RAW_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
+STATUSES = ["COMPLETED", "VOIDED", "REFUNDED"]
+MONEY = pa.decimal128(18, 2)
+OUTPUT_SCHEMA = pa.schema(
+    [
+        ("store_id", pa.string()),
+        ("order_id", pa.string()),
+        ("line_no", pa.int32()),
+        ("ordered_at", pa.timestamp("s", tz="UTC")),
+        ("sku", pa.string()),
+        ("qty", pa.int32()),
+        ("unit_price", MONEY),
+        ("discount", MONEY),
+        ("net_amount", MONEY),
+        ("status", pa.string()),
+        ("is_suspicious", pa.bool_()),
+        ("source_file", pa.string()),
+    ]
+)
+REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
+_FILE = pa.dictionary(pa.int32(), pa.string())  # source_file of a checked row: an index into the folder's files
+
+
+REASONS = [
+    "",  # 0: valid
+    "order_id is empty",
+    "line_no is not an integer >= 1",
+    "store_id does not match the file name",
+    "ordered_at is not ISO 8601 with a UTC offset",
+    "ordered_at is not on a business date its folder holds (folder date or the day before): misfiled",
+    "sku is empty",
+    "qty is not an integer >= 1",
+    "unit_price is not a decimal >= 0 (2 dp)",
+    "discount is not blank or a decimal >= 0 (2 dp)",
+    "status is not COMPLETED, VOIDED or REFUNDED",
+    "net_amount (qty x unit_price) does not fit decimal(18,2)",
+]
+
+
+@dataclass(frozen=True)
+class CheckedFolder:
+    """One export folder checked against the contract, whichever partition reads it.
+
+    Nothing here depends on the partition's date: each row carries the business date that owns it
+    (``owner``), so the two partitions that read a folder (folder-1 and folder) each take their rows
+    from the same checked folder (computed once, see :func:`check_folder`, or read back from Arrow IPC,
+    see :func:`checked_to_ipc`). A rejected row whose business date cannot be known (its ordered_at
+    does not parse, or the parser could not split it) has no owner: both partitions take it.
+    """
+
+    folder: dt.date
+    rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string; the
+    # file: a dictionary of the folder's, or a batch's, file names), its owner; chunked when checked in batches
+    rejected: pa.Table  # REJECT_SCHEMA + owner + parsed: rows failing a rule, and rows the parser could not split
+    rows_read: int  # every data row of the folder's files (rows the parser could not split included)
+    shared: bool = False  # its arrays point into one buffer (read back from Arrow IPC): a slice keeps it all
+
+
+def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> CheckedFolder:
+    """Every rule of the contract on one export folder's parsed files: valid rows typed, failed rows
+    with their reason, each row with the business date that owns it. Only ``rules.timezone`` and
+    ``rules.day_start_hour`` matter here (the suspicious threshold is applied per partition)."""
+    if not files:
+        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
+    raw = pa.concat_tables([f.table for f in files])  # chunked, no copy
+    names = pa.array([f.source_file for f in files], pa.string())
+    file_index = pa.array(np.repeat(np.arange(len(files), dtype="int32"), [f.table.num_rows for f in files]))
+    ordered_at = parse_instants(raw["ordered_at"])
+    bdate = business_dates(ordered_at, rules.timezone, rules.day_start_hour)
+    # only partitions folder-1 and folder read this folder: a line of any other business date would be lost
+    held = pa.array([folder - dt.timedelta(days=1), folder], pa.date32())
+    misfiled = pc.and_(pc.is_valid(bdate), pc.invert(pc.is_in(bdate, held)))  # a date, neither of the two
+    price, discount = money_cents(raw["unit_price"]), money_cents(raw["discount"])
+    code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index), price, discount)
+    valid = pc.equal(code, 0)
+    # a misfiled line's business date is known and is neither partition's: the folder's date reports it;
+    # a line whose ordered_at does not parse may be either partition's: its owner is null (both take it)
+    owner = pc.if_else(misfiled, pa.scalar(folder, pa.date32()), bdate)
+    # copy only what is valid, then cast: every value already passed its type rule
+    picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "status"]).filter(valid)
+    rows = pa.table(
+        {
+            "store_id": picked["store_id"],
+            "order_id": picked["order_id"],
+            "line_no": pc.cast(picked["line_no"], pa.int32()),
+            "ordered_at": pc.filter(ordered_at, valid),
+            "sku": picked["sku"],
+            "qty": pc.cast(picked["qty"], pa.int32()),
+            "unit_price": pc.filter(price[1], valid),  # in cents (decimal(18,2) once kept: _finish)
+            "discount": pc.filter(discount[1], valid),  # a blank one is 0
+            "status": picked["status"],
+            # each row's file as an index into the folder's file names (4 bytes a row, not the name)
+            "source_file": pa.DictionaryArray.from_arrays(as_array(pc.filter(file_index, valid)), names),
+            "owner": pc.filter(owner, valid),
+        },
+        schema=CHECKED_SCHEMA,
+    )
+    del picked
+    bad = pc.invert(valid)
+    row_numbers = pa.chunked_array([f.row_numbers for f in files], pa.int64())
+    reject_cols = {
+        "source_file": pc.take(names, pc.filter(file_index, bad)),
+        "row_number": pc.filter(row_numbers, bad),
+        "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
+    }
+    reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
+    reject_cols.update(owner=pc.filter(owner, bad), parsed=pa.repeat(pa.scalar(True), count(bad)))
+    tables = [pa.table(reject_cols, schema=_CHECKED_REJECT_SCHEMA)]
+    for f in files:  # rows the parser could not split: either partition's (owner null), like a bad ordered_at
+        if f.malformed:
+            m = malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id")
+            m = m.append_column("owner", pa.nulls(m.num_rows, pa.date32()))
+            tables.append(m.append_column("parsed", pa.repeat(pa.scalar(False), m.num_rows)))
+    rejected = pa.concat_tables(tables).combine_chunks()
+    rows_read = raw.num_rows + sum(len(f.malformed) for f in files)
+    return CheckedFolder(folder, rows, rejected, rows_read)
+
+
+def check_batches(
+    batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 1
+) -> CheckedFolder:
+    """:func:`check_folder` of one export folder whose files come in batches of (bytes, source_file),
+    in read order: the same result as parsing and checking every file at once, holding only a few
+    batches' raw bytes and parsed strings at a time (each batch's are let go once it is checked).
+    The pieces of :func:`check_pieces`, merged."""
+    return merge_checked(folder, list(check_pieces(batches, folder, rules, threads)))
+
+
+def check_pieces(
+    batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 1
+) -> Iterator[CheckedFolder]:
+    """Each batch of :func:`check_batches` checked (:func:`check_folder`), in read order, as soon as it
+    is: a caller that keeps only part of each piece (a cache entry written as it comes, the rows of
+    one date) never holds the whole folder. :func:`merge_checked` of them is the checked folder.
+
+    ``threads`` batches are parsed and checked at once in a thread pool (the CSV parser and Arrow's
+    kernels release the GIL), while the calling thread draws the next batch from ``batches`` (reading
+    the files); at most ``threads`` + 1 batches are in memory. ``threads`` <= 1: one after another.
+    A file whose header fails the contract is named as it would be if every file were parsed at once:
+    a header error of any file wins over another error of an earlier batch (raised after the pieces
+    before it were handed out)."""
+
+    def one(batch: list[tuple[bytes, str]]) -> CheckedFolder:
+        return check_folder(parse_csv_many(batch, RAW_COLUMNS), folder, rules)
+
+    it = iter(batches)
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="check") if threads > 1 else _InThisThread()
+    ahead = threads if threads > 1 else 0  # batches checked before the oldest one is handed out
+    with pool:
+        pending: collections.deque = collections.deque()
+        try:
+            for batch in it:
+                try:
+                    for data, name in batch:  # in this thread: a bad header stops the reading at once
+                        check_header(data, name, RAW_COLUMNS)
+                except RawSchemaError as exc:
+                    _read_the_rest(it, exc, headers=False)
+                pending.append(pool.submit(one, batch))
+                del batch
+                while len(pending) > ahead:
+                    yield _result(pending.popleft(), it)
+            while pending:
+                yield _result(pending.popleft(), it)
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+class _InThisThread:
+    """An executor that runs each call at once, in the calling thread."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001  (handed on by .result(), as a thread pool would)
+            future.set_exception(exc)
+        return future
+
+
+def _result(future, rest):
+    try:
+        return future.result()
+    except RawSchemaError as exc:
+        _read_the_rest(rest, exc, headers=True)
+
+
+def _read_the_rest(rest, error: RawSchemaError, headers: bool):
+    """Raise the error that parsing every file at once would: the files not read yet are read (a file
+    that cannot be read wins), then, for an error of a file's body (``headers``), the first header of
+    them that fails the contract wins; else ``error``."""
+    first = None
+    for batch in rest:
+        for data, name in batch:
+            if headers and first is None:
+                try:
+                    check_header(data, name, RAW_COLUMNS)
+                except RawSchemaError as exc:
+                    first = exc
+    raise first or error
+
+
+def merge_checked(folder: dt.date, pieces: list[CheckedFolder]) -> CheckedFolder:
+    """Checked batches of one folder's files (in read order) as one checked folder, equal to
+    :func:`check_folder` of all the files at once: the valid rows in read order (chunked, no copy);
+    the rejects that parsed, then the rows the parser could not split, each in read order."""
+    if not pieces:
+        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
+    if len(pieces) == 1:
+        return pieces[0]
+    return CheckedFolder(
+        folder,
+        pa.concat_tables([p.rows for p in pieces]),
+        _merged_rejects([p.rejected for p in pieces]),
+        sum(p.rows_read for p in pieces),
+    )
+
+
+def _merged_rejects(rejected: list[pa.Table]) -> pa.Table:
+    """The rejects of a folder's pieces (in read order) as :func:`check_folder` of the whole folder
+    gives them: the rows that parsed, then the rows the parser could not split, each in read order."""
+    if len(rejected) == 1:
+        return rejected[0]
+    if not rejected:
+        return _CHECKED_REJECT_SCHEMA.empty_table()
+    parsed = [r.filter(r["parsed"]) for r in rejected]
+    unparsed = [r.filter(pc.invert(r["parsed"])) for r in rejected]
+    return pa.concat_tables(parsed + unparsed).combine_chunks()
+
+
+def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:
+    """Per row: its store_id differs from its file's name (store ids are short: cheap to spell out per row)."""
+    stems = pa.array([file_stem(f.source_file) for f in files], pa.string())
+    return pc.not_equal(raw["store_id"], pc.take(stems, file_index))
+
+
+def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_store: pa.Array, price, discount):
+    """Per row, the index in REASONS of the first rule it fails (0 when it passes them all); ``price``
+    and ``discount`` are :func:`money_cents` of their columns."""
+    bad_qty, bad_price = not_int_ge1(raw["qty"]), pa.array(~price[0])
+    checks = [
+        blank(raw["order_id"]),
+        not_int_ge1(raw["line_no"]),
+        wrong_store,
+        pc.is_null(ordered_at),
+        misfiled,
+        blank(raw["sku"]),
+        bad_qty,
+        bad_price,
+        pc.invert(pc.or_(blank(raw["discount"]), pa.array(discount[0]))),
+        pc.invert(pc.is_in(raw["status"], pa.array(STATUSES))),
+        _gross_too_big(raw["qty"], price, pc.invert(pc.or_(bad_qty, bad_price))),
+    ]
+    return first_failed(checks)
+
+
+def _gross_too_big(qty, price, typed: pa.Array) -> pa.Array:
+    """qty x unit_price >= 10**16, where net_amount's decimal(18,2) cannot hold it (rows ``typed`` only;
+    ``price`` is :func:`money_cents` of unit_price).
+
+    A product of an a-digit integer and a b-digit whole part is below 10**(a+b), so only rows whose
+    lengths add up to more than 16 need the exact product (a handful, if any)."""
+    _, cents, whole = price
+    maybe = as_array(typed).to_numpy(zero_copy_only=False) & (as_array(pc.binary_length(qty)).to_numpy() + whole > 16)
+    too_big = np.zeros(len(typed), dtype=bool)
+    for i in np.flatnonzero(maybe):
+        too_big[i] = int(qty[int(i)].as_py()) * int(cents[i]) >= 10**18  # 10**16 in units is 10**18 cents
+    return pa.array(too_big)
+
+
+CHECKED_SCHEMA = pa.schema(  # money in int64 cents (decimal once a row is kept); the file as a dictionary
+    [
+        (f.name, {"unit_price": pa.int64(), "discount": pa.int64(), "source_file": _FILE}.get(f.name, f.type))
+        for f in OUTPUT_SCHEMA
+        if f.name not in ("net_amount", "is_suspicious")
+    ]
+    + [("owner", pa.date32())]
+)
+_CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
+_EMPTY_CHECKED = pa.RecordBatch.from_pylist([], schema=CHECKED_SCHEMA)
