@@ -1,6 +1,6 @@
 """Previews: while a preview builds, every store of the production data root writes to the preview's shadow
 root and reads a partition there when the shadow holds it (:class:`ShadowStore`; a bucket's:
-:class:`tasks.storage.s3shadow.S3ShadowStore`). tasks/preview.py builds previews this way."""
+:class:`tasks.storage.s3shadow.S3ShadowStore`). tasks/preview/ builds previews this way."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterat
     """For the duration of the block (and in the worker processes forked in it), every store of the
     ``production`` data root that :func:`open_store` makes writes to ``shadow`` and reads a partition
     there when the shadow holds it (:class:`ShadowStore`): nothing under production is written.
-    tasks/preview.py builds previews this way."""
+    tasks/preview/ builds previews this way."""
     global _shadow
     previous, _shadow = _shadow, (root_key(production), str(shadow))
     try:

@@ -1,6 +1,6 @@
 """The difference between two versions of one partition, rows matched on the dataset's key (pure).
 
-Used by previews (tasks/preview.py): what a backfill would change, before it replaces anything.
+Used by previews (tasks/preview/): what a backfill would change, before it replaces anything.
 No Luigi, no paths: tables in, a small dict out.
 """
 

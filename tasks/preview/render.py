@@ -1,0 +1,62 @@
+"""A preview's record as text and JSON, and the list of previews."""
+
+from __future__ import annotations
+
+import json
+
+from tasks.preview.records import (
+    previews_root,
+)
+
+
+# -- rendering ---------------------------------------------------------------------------------------------
+def to_json(record: dict) -> str:
+    keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "not_run", "waiting", "not_built")
+    return json.dumps({k: record.get(k) for k in keep}, indent=1, default=str)
+
+
+def render(record: dict) -> str:
+    pid = record["id"]
+    parts = len(record.get("partitions", []))
+    lines = [
+        f"preview {pid}",
+        f"  {record['dataset']} {record['start']} .. {record['stop']} (stop exclusive): {parts} partition(s) built "
+        f"into {previews_root(record['data_root']).child(pid).uri}; production unchanged",
+    ]
+    if not parts and not record.get("failed") and not record.get("not_run"):
+        lines.append("  nothing to rebuild: every partition of the range is up to date")
+    lines += [f"  wait    {w['date']}  {w['reason']}" for w in record.get("waiting", [])]
+    lines += [f"  not built  {h['partition']}: {h['reason']}" for h in record.get("not_built", [])]
+    lines += [f"  FAILED  {f['task_id']}: {f['error'][:200]}" for f in record.get("failed", [])]
+    lines += [f"  NOT BUILT  {n['partition']}: {n['reason'][:200]}" for n in record.get("not_run", [])]
+    for name, entry in record.get("datasets", {}).items():
+        measure = entry.get("measure") or ""
+        lines.append(f"{name} (rows matched on {', '.join(entry['key'])})")
+        head = f"  {'partition':<24} {'before':>8} {'after':>8} {'added':>7} {'removed':>7} {'changed':>7}"
+        lines.append(head + (f" {measure + ' change':>22}" if measure else "") + "  changed columns")
+        for p in [*entry["partitions"], {"date": "total", "partition": "", **entry["totals"]}]:
+            label = p["date"] or p["partition"] or "(all)"
+            if p["date"] and p["partition"] and "business_date" not in p["partition"].split("/")[-1]:
+                label = f"{p['date']} {p['partition'].split('/')[-1]}"
+            counts = f"{p['rows_before']:>8} {p['rows_after']:>8} {p['added']:>7} {p['removed']:>7} {p['changed']:>7}"
+            row = f"  {label:<24} {counts}"
+            if measure:
+                change = (p.get("measure") or {}).get("change")
+                row += f" {'' if change is None else f'{change:+.2f}':>22}"
+            cols = ", ".join(f"{c} {n}" for c, n in p.get("changed_columns", {}).items())
+            lines.append(row + ("  " + cols if cols else "") + (f"  ({p['note']})" if p.get("note") else ""))
+    lines.append(f"publish: daybreak publish {pid}    discard: daybreak discard {pid}")
+    return "\n".join(lines)
+
+
+def render_listing(rows: list[dict]) -> str:
+    if not rows:
+        return "no previews"
+    lines = [f"{'id':<44} {'range':<24} {'age':>7} {'size':>10} {'state':<10} publishable"]
+    for r in rows:
+        why = "yes" if r["publishable"] else "no: " + "; ".join(str(x) for x in r["why_not"])[:160]
+        lines.append(
+            f"{r['id']:<44} {r['start'] + '..' + r['stop']:<24} {r['age_hours']:>6.1f}h "
+            f"{r['size_bytes'] / 1e6:>8.1f}MB {r['state']:<10} {why}"
+        )
+    return "\n".join(lines)
