@@ -50,7 +50,7 @@ def register() -> None:
     check_config()  # luigi.cfg: a % Luigi cannot read, an unknown key, a bad value: exit 2, naming file and key
     apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode]
     options_in_full()  # `--hotel` is not an abbreviation of the [hotels] settings' flags
-    linear_local_scheduler()  # a run without luigid schedules in linear time (tasks/luigi_shortcuts.py)
+    linear_local_scheduler()  # a run without luigid schedules in linear time (tasks/luigi_shortcuts/)
     checked_workers()  # --workers 0: one line and exit 2, as every daybreak command (tasks/guard.py)
     checked_ranges()  # RangeDaily's dates and length: the same check as every daybreak command
     many_hosts()  # hosts sharing a luigid wait for each other and exit as one host would

@@ -1,4 +1,4 @@
-"""Each shortcut of tasks/luigi_shortcuts.py gives Luigi's own answer (a Luigi upgrade that changes
+"""Each shortcut of tasks/luigi_shortcuts/ gives Luigi's own answer (a Luigi upgrade that changes
 what they rely on fails here). Luigi's own path is called directly: ``Register.__call__`` and
 ``luigi.Task``'s ``get_params``/``get_param_values``, on every task family of the catalogue."""
 
@@ -383,7 +383,7 @@ def test_the_local_scheduler_prunes_once_a_second(monkeypatch):
     from tasks.luigi_shortcuts import LocalScheduler
 
     clock = [1000.0]
-    monkeypatch.setattr(luigi_shortcuts.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(luigi_shortcuts.scheduler.time, "monotonic", lambda: clock[0])
     sched = LocalScheduler(worker_disconnect_delay=0)
     sched.add_task(worker="gone", task_id="t", status=RUNNING, runnable=True)
     sched.get_work(worker="w")  # first request: pruned, "gone" has been silent for > 0 s

@@ -61,7 +61,7 @@ PASS_HOOKS.append(_forget_listings)
 
 class OtherWriterCommitted(RuntimeError):
     """A conditional write failed: another writer committed the partition since this build started. The run
-    counts it as a partition another worker ran (exit 10: tasks/luigi_shortcuts.py, SUPERSEDED)."""
+    counts it as a partition another worker ran (exit 10: tasks/luigi_shortcuts/, SUPERSEDED)."""
 
     superseded = True
 

@@ -1,0 +1,86 @@
+"""Hosts sharing one luigid: they wait for each other and exit as one host would (:func:`many_hosts`)."""
+
+from __future__ import annotations
+
+from luigi import scheduler
+
+SUPERSEDED = "another writer committed"  # how a build that lost the commit to another writer says so
+
+
+def many_hosts() -> None:
+    """What a run means when several hosts share one ``luigid`` (docs/scale-out.md), the same as on one:
+
+    * a worker with nothing to do now stays while another worker runs a task it needs
+      (``Worker._keep_alive``; Luigi's own rule otherwise): without it, a host gives up on a range
+      another host is still building, and its run ends "not granted run permission" (exit 25);
+    * the exit code (``execution_summary._summary_dict``, which ``luigi.retcodes`` reads): a task another
+      worker ran, or that was not granted run permission, and that is complete when the run ends is done,
+      whoever built it (exit 0, not 10 or 25); one the scheduler has DONE that is not complete here (a host
+      with other rules built it) counts as run by another worker (exit 10, not 25), as does a build that
+      lost its commit to another writer (:data:`SUPERSEDED`)."""
+    from luigi import execution_summary, worker
+
+    if getattr(worker.Worker._keep_alive, "daybreak", False):
+        return
+    keep_alive = worker.Worker._keep_alive
+
+    def _keep_alive(self, get_work_response) -> bool:
+        return bool(get_work_response.running_tasks) or keep_alive(self, get_work_response)
+
+    _keep_alive.daybreak = True
+    worker.Worker._keep_alive = _keep_alive
+    execution_summary._summary_dict = _hosts_summary(execution_summary._summary_dict)
+
+
+# A pending task is in "still_pending_not_ext" and in one of these: when it is complete by the end of the run
+# (another host built it), it is done, not pending.
+_DONE_ELSEWHERE = ("run_by_other_worker", "upstream_run_by_other_worker", "not_run")
+
+
+def _hosts_summary(summary_dict):
+    def hosts_summary_dict(worker) -> dict:
+        sets = summary_dict(worker)
+        for task in list(sets["failed"]):
+            if SUPERSEDED in _error_of(worker, task):
+                sets["failed"].discard(task)
+                sets["run_by_other_worker"].add(task)
+                sets["still_pending_not_ext"].add(task)
+        done = _done_in_scheduler(worker) if any(sets[c] for c in _DONE_ELSEWHERE) else set()
+        for category in _DONE_ELSEWHERE:
+            for task in list(sets[category]):
+                if task in sets["run_by_other_worker"] and SUPERSEDED in _error_of(worker, task):
+                    continue
+                if _complete(task):  # built, whoever built it
+                    sets[category].discard(task)
+                    sets["still_pending_not_ext"].discard(task)
+                    sets["already_done"].add(task)
+                elif task.task_id in done and category != "run_by_other_worker":  # another worker says it built it
+                    sets[category].discard(task)
+                    sets["run_by_other_worker"].add(task)
+        return sets
+
+    hosts_summary_dict.daybreak = True
+    return hosts_summary_dict
+
+
+def _done_in_scheduler(worker) -> set[str]:
+    """Ids of the tasks the scheduler has DONE (whichever worker ran them)."""
+    try:
+        return set(worker._scheduler.task_list(scheduler.DONE, ""))
+    except Exception:  # noqa: BLE001 - a scheduler that cannot say: each task is asked whether it is complete
+        return set()
+
+
+def _error_of(worker, task) -> str:
+    try:
+        found = worker._scheduler.fetch_error(task.task_id)
+    except Exception:  # noqa: BLE001 - a scheduler that cannot say: the task keeps its category
+        return ""
+    return str((found or {}).get("error") or "")
+
+
+def _complete(task) -> bool:
+    try:
+        return bool(task.complete())
+    except Exception:  # noqa: BLE001 - a check that fails here: the task keeps its category
+        return False

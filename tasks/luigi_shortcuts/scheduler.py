@@ -1,0 +1,255 @@
+"""Luigi's local scheduler in linear time (:class:`LocalScheduler`): the same answers as Luigi's own, with the
+prune at most once a second, the upstream walk only when a task is disabled, and, for a one-worker run,
+the next task from a heap of ready tasks (tasks/luigi_shortcuts/__init__.py says why)."""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import Counter
+
+from luigi import interface, scheduler
+
+_WAITING = frozenset((scheduler.PENDING, scheduler.FAILED))  # what count_pending counts
+
+
+class _IndexedState(scheduler.SimpleTaskState):
+    """Luigi's task state, plus two indexes kept up to date on every change, for :class:`LocalScheduler`.
+
+    * ``ready``: a heap of entries ``(-priority, time, seq, task)``, Luigi's rank order (``_rank``,
+      highest first). Every task that is ready (PENDING, every dependency DONE) has an entry with its
+      current rank; an entry may be out of date (the task ran, a dependency was re-opened, its priority
+      rose), so the scheduler checks it when it comes to the top and drops it if so. A task is pushed when
+      it may have become ready: its status became PENDING, a dependency became DONE, or ``add_task``
+      was called for it (deps, workers, priority).
+    * ``waiting``: per worker, how many tasks are PENDING or FAILED with the worker among their
+      ``workers`` (what ``count_pending`` counts), changed with each status and each worker membership.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ready: list = []
+        self.dependents: dict[str, set[str]] = {}
+        self.waiting: Counter[str] = Counter()
+        self.with_resources = False  # a task with resources was ever added
+        self._seq = 0
+
+    def push(self, task) -> None:
+        self._seq += 1
+        heapq.heappush(self.ready, (-task.priority, task.time, self._seq, task))
+
+    def count_waiting(self, task, delta: int) -> None:
+        for worker_id in task.workers:
+            self.waiting[worker_id] += delta
+
+    def set_status(self, task, new_status, config=None):
+        old = task.status
+        super().set_status(task, new_status, config)
+        new = task.status
+        if new == old:
+            return
+        if (old in _WAITING) != (new in _WAITING):
+            self.count_waiting(task, 1 if new in _WAITING else -1)
+        if new == scheduler.PENDING:
+            self.push(task)
+        elif new == scheduler.DONE:
+            for task_id in self.dependents.get(task.id, ()):
+                dependent = self._tasks.get(task_id)
+                if dependent is not None and dependent.status == scheduler.PENDING:
+                    self.push(dependent)
+
+    def inactivate_tasks(self, delete_tasks):
+        for task_id in delete_tasks:
+            task = self._tasks[task_id]
+            if task.status in _WAITING:
+                self.count_waiting(task, -1)
+        super().inactivate_tasks(delete_tasks)
+
+    def _remove_workers_from_tasks(self, workers, remove_stakeholders=True):
+        for task in self.get_active_tasks():
+            if task.status in _WAITING:
+                for worker_id in workers:
+                    if worker_id in task.workers:
+                        self.waiting[worker_id] -= 1
+        super()._remove_workers_from_tasks(workers, remove_stakeholders)
+
+
+class LocalScheduler(scheduler.Scheduler):
+    """Luigi's local scheduler, made as Luigi makes it (no task history), linear over a run.
+
+    * The prune (dead workers, retry and re-enable delays, done tasks past ``remove_delay``) runs on the
+      first ``get_work`` and then at most once every ``PRUNE_EVERY`` seconds, not on every call. Every
+      delay it applies is counted in seconds or minutes; ``luigid`` itself prunes once a minute.
+    * ``count_pending`` skips the upstream walk when no task is disabled: the walk only drops the tasks
+      that wait on a disabled one, so without one the counts are the same. With one worker (a local
+      run has one, whatever its ``--workers``) the counts are kept up to date (:class:`_IndexedState`)
+      instead of counted over every pending task.
+    * ``get_work``, in the case a local run is in (one worker, no task with resources, no batching, no
+      assistant), takes the highest ranked ready task from a heap instead of sorting every pending task
+      and scanning them for the first ready one, and gives the same answer. Any other case, and a tie
+      in rank, goes to Luigi's own ``get_work``.
+    """
+
+    PRUNE_EVERY = 1.0  # seconds
+
+    def __init__(self, **kwargs):
+        super().__init__(prune_on_get_work=False, record_task_history=False, **kwargs)
+        collector = self._state._metrics_collector
+        self._state = _IndexedState(self._config.state_path)  # as Scheduler.__init__ makes its state
+        self._state._metrics_collector = collector
+        self._pruned_at: float | None = None
+
+    def add_task(self, *args, **kwargs):
+        # Luigi's worker passes every argument by name; task_id is also Luigi's first positional one
+        task_id, worker, state = kwargs.get("task_id", args[0] if args else None), kwargs.get("worker"), self._state
+        before = state._tasks.get(task_id)
+        had = before is not None and worker in before.workers.map
+        super().add_task(*args, **kwargs)
+        task = state._tasks.get(task_id)
+        if task is None:
+            return
+        if not had and worker in task.workers.map and task.status in _WAITING:
+            state.waiting[worker] += 1
+        for dep in task.deps:
+            state.dependents.setdefault(dep, set()).add(task_id)
+        if task.resources:
+            state.with_resources = True
+        if task.status == scheduler.PENDING:
+            state.push(task)
+
+    def _update_priority(self, task, prio, worker):
+        old = task.priority
+        super()._update_priority(task, prio, worker)
+        if task.priority != old and task.status == scheduler.PENDING:
+            self._state.push(task)
+
+    def _ready(self, entry, worker_id: str) -> bool:
+        """Whether the heap entry is current and its task one Luigi's ``get_work`` could hand to the
+        worker: active, of the entry's priority, the worker in its ``workers``, and ``_schedulable``
+        (PENDING, every dependency DONE)."""
+        task = entry[3]
+        return (
+            self._state._tasks.get(task.id) is task
+            and entry[0] == -task.priority
+            and worker_id in task.workers.map
+            and self._schedulable(task)
+        )
+
+    def _best_ready(self, worker_id: str):
+        """(found, task): the highest ranked ready task of the worker (``None`` if none), as Luigi's
+        sort and scan would pick it; ``found`` is False when another ready task has the same rank, since
+        Luigi then picks by the order it iterates its tasks in."""
+        heap = self._state.ready
+        while heap and not self._ready(heap[0], worker_id):
+            heapq.heappop(heap)
+        if not heap:
+            return True, None
+        best = heapq.heappop(heap)
+        found = True
+        while heap and heap[0][:2] == best[:2]:
+            if heap[0][3] is not best[3] and self._ready(heap[0], worker_id):
+                found = False  # a tie: Luigi's own get_work decides
+                break
+            heapq.heappop(heap)  # a copy of best's entry, or not ready
+        heapq.heappush(heap, best)
+        return found, best[3]
+
+    def _only_worker(self, worker_id: str):
+        """The worker, if it is the only active one, else None."""
+        workers = self._state._active_workers
+        return workers.get(worker_id) if len(workers) == 1 else None
+
+    def get_work(self, host=None, assistant=False, current_tasks=None, worker=None, **kwargs):
+        now = time.monotonic()
+        if self._pruned_at is None or now - self._pruned_at >= self.PRUNE_EVERY:
+            self.prune()
+            self._pruned_at = now
+        state = self._state
+        the_worker = self._only_worker(worker)
+        fast = (
+            the_worker is not None
+            and the_worker.enabled
+            and not the_worker.assistant
+            and not assistant
+            and not self._paused
+            and not state.with_resources
+            and not state._task_batchers.get(worker)
+            and not state._status_tasks[scheduler.BATCH_RUNNING]
+        )
+        if fast and current_tasks is not None:  # Luigi re-hands a running task its worker has lost
+            running = state._status_tasks[scheduler.RUNNING].values()
+            claimed = set(current_tasks)
+            fast = not any(t.worker_running == worker and t.id not in claimed for t in running)
+        found, best = self._best_ready(worker) if fast else (False, None)
+        if not found:
+            kwargs.update(host=host, assistant=assistant, current_tasks=current_tasks, worker=worker)
+            return super().get_work(**kwargs)
+        # what Luigi's get_work does once it has chosen ``best`` (or none)
+        self._update_worker(worker, worker_reference={"host": host}, get_work=True)
+        reply = self.count_pending(worker)
+        if best is None:
+            reply["task_id"] = None
+            return reply
+        self.update_metrics_task_started(best)
+        state.set_status(best, scheduler.RUNNING, self._config)
+        best.worker_running = worker
+        best.resources_running = best.resources.copy()
+        best.time_running = time.time()
+        self._update_task_history(best, scheduler.RUNNING, host=host)
+        reply.update(task_id=best.id, task_family=best.family, task_module=getattr(best, "module", None))
+        reply["task_params"] = best.params
+        return reply
+
+    def _pending_of(self, worker):
+        """``worker.get_tasks(state, PENDING, FAILED)``, the same tasks in the same order, with the
+        membership test inlined (Luigi calls a lambda and ``OrderedSet.__contains__`` for each task)."""
+        statuses = (scheduler.PENDING, scheduler.FAILED)
+        if len(worker.tasks) < sum(self._state.get_active_task_count_for_status(s) for s in statuses):
+            return [task for task in worker.tasks if task.status in statuses]
+        worker_id = worker.id
+        return [task for task in self._state.get_active_tasks_by_status(*statuses) if worker_id in task.workers.map]
+
+    def count_pending(self, worker):
+        if self._state.get_active_task_count_for_status(scheduler.DISABLED):
+            return super().count_pending(worker)
+        # Luigi's count_pending without _upstream_status (which can only answer UPSTREAM_DISABLED here)
+        worker_id, worker = worker, self._state.get_worker(worker)
+        running_tasks = []
+        for task in worker.get_tasks(self._state, scheduler.RUNNING):
+            other_worker = self._state.get_worker(task.worker_running)
+            if other_worker is not None:
+                more_info = {"task_id": task.id, "worker": str(other_worker)}
+                more_info.update(other_worker.info)
+                running_tasks.append(more_info)
+        if self._only_worker(worker_id) is not None:
+            # every task's workers are active ones, so this worker is each counted task's only and last
+            num_pending = num_unique_pending = num_pending_last_scheduled = self._state.waiting[worker_id]
+        else:
+            num_pending = num_unique_pending = num_pending_last_scheduled = 0
+            for task in self._pending_of(worker):  # each task's workers: Luigi's OrderedSet, read directly
+                workers = task.workers
+                num_pending += 1
+                num_unique_pending += len(workers.map) == 1
+                num_pending_last_scheduled += workers.end[1][0] == worker_id  # workers.peek(last=True)
+        return {
+            "n_pending_tasks": num_pending,
+            "n_unique_pending": num_unique_pending,
+            "n_pending_last_scheduled": num_pending_last_scheduled,
+            "worker_state": worker.state,
+            "running_tasks": running_tasks,
+        }
+
+
+def linear_local_scheduler() -> None:
+    """Make every Luigi run without ``luigid`` in this process use :class:`LocalScheduler`: Luigi's
+    ``interface._WorkerSchedulerFactory.create_local_scheduler``, which the ``luigi`` command and
+    ``luigi.build`` call, returns one instead of ``Scheduler(prune_on_get_work=True, ...)``."""
+    factory = interface._WorkerSchedulerFactory
+    if getattr(factory.create_local_scheduler, "linear", False):
+        return
+
+    def create_local_scheduler(self):
+        return LocalScheduler()
+
+    create_local_scheduler.linear = True
+    factory.create_local_scheduler = create_local_scheduler
