@@ -45,7 +45,8 @@ def register() -> None:
         many_hosts,
         options_in_full,
     )
-    from tasks.settings import apply_luigi_defaults, check_config
+    from tasks.settings import apply_luigi_defaults
+    from tasks.settings_check import check_config
 
     check_config()  # luigi.cfg: a % Luigi cannot read, an unknown key, a bad value: exit 2, naming file and key
     apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode]

@@ -27,12 +27,14 @@ def _date(text: str) -> dt.date:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from tasks import reference, sample, settings
+    from tasks import reference, sample, settings, settings_check
 
     uri = args.raw_root or settings.raw_root()
     if "://" in uri:  # Path("sftp://u@h/p") is the local folder "sftp:/u@h/p"
         where = (
-            "--raw-root" if args.raw_root else f"[daybreak] raw_root from {settings.source_of('daybreak', 'raw_root')}"
+            "--raw-root"
+            if args.raw_root
+            else f"[daybreak] raw_root from {settings_check.source_of('daybreak', 'raw_root')}"
         )
         guard.fail(f"raw_root {uri} ({where}) is not a local folder: the sample is written to one; give --raw-root")
     root = Path(uri)
@@ -284,11 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         return guard.USAGE_EXIT
     import luigi.configuration
 
-    from tasks import settings
+    from tasks import settings_check
 
     luigi.configuration.get_config()  # reads ./luigi.cfg and $LUIGI_CONFIG_PATH like the luigi command
     try:
-        settings.check_config()
+        settings_check.check_config()
         check_args(args)
         if args.func not in (cmd_sample, cmd_demo):  # they make their own roots
             check_stores()

@@ -233,7 +233,7 @@ def test_a_failed_partition_exits_30_and_the_others_still_build(threshold_lab, c
     ("value", "error"), [("-1", "out of range: expected 0 or more"), ("soon", "expected a number")]
 )
 def test_preview_keep_days_is_validated(lab, setting, value, error):
-    from tasks.settings import config_errors
+    from tasks.settings_check import config_errors
 
     setting("daybreak", "preview_keep_days", value)
     assert any("[daybreak] preview_keep_days" in e and error in e for e in config_errors()), config_errors()

@@ -114,7 +114,7 @@ class RawZone:
         if "://" in uri:
             scheme = uri.split("://", 1)[0]
             raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported (a local folder, sftp:// or s3://)")
-        from tasks.settings import check_raw_root
+        from tasks.settings_check import check_raw_root
 
         check_raw_root(uri)  # a missing root is a setting to fix, not data to wait for: exit 2
         return cls(uri)

@@ -256,7 +256,7 @@ class SftpRawZone(RawZone):
             sftp.stat(self.base)
         except FileNotFoundError:
             client.close()
-            from tasks.settings import raw_root_missing
+            from tasks.settings_check import raw_root_missing
 
             raw_root_missing(self.describe(), " on the server")
 

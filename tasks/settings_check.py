@@ -1,0 +1,235 @@
+"""Where a setting comes from, and the check of every value: unknown keys and sections, values that
+do not parse or are out of range (:data:`tasks.settings.RANGES`), and a raw zone that overlaps the
+folders Daybreak writes. Each message names the file, the section and the key; a failure exits 2."""
+
+from __future__ import annotations
+
+import configparser
+import datetime as dt
+import math
+import os
+from pathlib import Path
+from typing import NoReturn
+
+import luigi
+
+from tasks.settings import INT_MAX, RANGES, SECTIONS, business_today, data_root, data_uri
+
+_KINDS = {
+    luigi.IntParameter: "a whole number",
+    luigi.FloatParameter: "a number",
+    luigi.DateParameter: "a date (YYYY-MM-DD)",
+}
+
+
+def source_of(section: str, key: str) -> str:
+    """Where the value of ``[section] key`` comes from: the command line, the config file that sets it
+    (the last one read wins, as in Luigi), a value set at run time, or the built-in default."""
+    import luigi.configuration
+    from luigi.cmdline_parser import CmdlineParser
+
+    cmdline = CmdlineParser.get_instance()
+    if cmdline is not None and getattr(cmdline.known_args, f"{section}_{key}", None) is not None:
+        return f"the command line (--{section}-{key.replace('_', '-')})"
+    config = luigi.configuration.get_config()
+    if not config.has_option(section, key):
+        return f"the built-in default (no config file sets [{section}] {key}; tasks/settings.py)"
+    found = _last_file_with(lambda parser: parser.has_option(section, key))
+    if found is not None and found[1].get(section, key) == config.get(section, key):
+        return str(Path(found[0]).resolve())
+    return "a value set at run time"
+
+
+def _last_file_with(has) -> tuple[str, configparser.ConfigParser] | None:
+    """(path, its parsed text) of the last config file read (the one that wins, as in Luigi) for
+    which ``has(parser)`` holds; None when none does."""
+    import luigi.configuration
+
+    for path in reversed(list(type(luigi.configuration.get_config())._config_paths)):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        if has(parser):
+            return path, parser
+    return None
+
+
+def config_errors(config=None) -> list[str]:
+    """Every unknown key of a Daybreak section, and every value that does not parse or is out of
+    range (:data:`RANGES`), one message each naming the file, the section and the key."""
+    import luigi.configuration
+
+    from tasks import configfiles
+
+    errors = configfiles.errors()  # a file Luigi cannot read, a % it cannot interpolate: nothing else can be read
+    if errors:
+        return errors
+    config = config if config is not None else luigi.configuration.get_config()
+    defaults = set(config.defaults())
+    for name, section in SECTIONS.items():
+        if not config.has_section(name):
+            continue
+        params = dict(section.get_params())
+        for key in config.options(name):
+            if key in defaults:
+                continue
+            where = source_of(name, key)
+            if key not in params:
+                from tasks.guard import nearest
+
+                errors.append(
+                    f"unknown setting [{name}] {key} in {where}{nearest(key, params)} (known: {', '.join(params)})"
+                )
+                continue
+            text = config.get(name, key)
+            error = _value_error(name, key, params[key], text)
+            if error:
+                errors.append(f"[{name}] {key} = {text!r} in {where}: {error}")
+    errors += section_errors(config)
+    named = os.environ.get("LUIGI_CONFIG_PATH")
+    if named and not os.path.isfile(named):  # Luigi only warns, then runs on the defaults
+        errors.append(f"LUIGI_CONFIG_PATH={named}: no such file (Luigi would go on without it)")
+    return errors
+
+
+# Sections Luigi reads that are no registered class (the classes: core, worker, scheduler, email, ...)
+LUIGI_SECTIONS = frozenset({"retcode", "resources", "task_history", "hdfs", "hadoop", "spark", "webhdfs"})
+
+
+def section_errors(config) -> list[str]:
+    """A section one edit away from a Daybreak section (``[qrs]``, ``[hotel]``, ``[QSR]``) that neither
+    Daybreak nor Luigi reads: a typo, whose settings would be ignored without a word."""
+    import luigi.task_register
+
+    known = {c.get_task_family() for c in luigi.task_register.Register._reg} | LUIGI_SECTIONS | set(SECTIONS)
+    errors = []
+    for name in config.sections():
+        if name in known:
+            continue
+        meant = next((s for s in SECTIONS if _one_edit(name.lower(), s)), None)
+        if meant is not None:
+            where = _section_file(name)
+            errors.append(f"unknown section [{name}] in {where}; did you mean [{meant}]? (its settings are not read)")
+    return errors
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Equal, or one character inserted, deleted, replaced, or two neighbours swapped."""
+    if a == b:
+        return True
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        )
+    short, long_ = sorted((a, b), key=len)
+    return len(long_) - len(short) == 1 and any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def _section_file(section: str) -> str:
+    """The last config file read that has ``[section]``."""
+    found = _last_file_with(lambda parser: parser.has_section(section))
+    return str(Path(found[0]).resolve()) if found is not None else "the configuration"
+
+
+def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> str | None:
+    kind = next((label for cls, label in _KINDS.items() if isinstance(param, cls)), None)
+    try:
+        value = param.parse(text)
+    except (ValueError, TypeError):
+        return f"expected {kind or 'another value'}"
+    low, high = RANGES.get((section, key), (None, None))
+    if isinstance(param, luigi.IntParameter):  # a whole number is compared with int32 columns (qty, rooms)
+        high = INT_MAX if high is None else min(high, INT_MAX)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected {kind}, finite"
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
+        return f"out of range: expected {bounds}"
+    if isinstance(value, dt.date):
+        from tasks.guard import DATES
+
+        if not DATES[0] <= value <= DATES[1]:
+            return f"out of range: a date is from {DATES[0]} to {DATES[1]}"
+        if (section, key) == ("daybreak", "start_date"):
+            try:
+                today = business_today()
+            except (ValueError, KeyError):  # an invalid [qsr] timezone, reported on its own
+                today = dt.datetime.now(dt.UTC).date()
+            if value > today:
+                return (
+                    f"after today ({today}): the first business date must have begun, else no range has a date "
+                    "to build (set it to today or earlier)"
+                )
+    if (section, key) == ("qsr", "timezone"):
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            return "not an IANA timezone (e.g. America/Toronto)"
+    if isinstance(value, str) and not value and key in ("raw_root", "data_root"):
+        return "empty"
+    if (section, key) == ("hotels", "reference_file") and value and not Path(value).is_file():
+        return f"no such file ({Path(value).resolve()})"
+    return None
+
+
+def check_config(config=None) -> None:
+    """Exit 2 (:func:`tasks.guard.fail`) when :func:`config_errors` finds anything."""
+    errors = config_errors(config)
+    if errors:
+        from tasks.guard import fail
+
+        fail("invalid settings:\n  " + "\n  ".join(errors) if len(errors) > 1 else errors[0])
+
+
+def output_folders() -> list[str]:
+    """The folders of the data root that Daybreak writes: each dataset's top folder (catalogue), the
+    quarantine and ``_state``. Anything else under the data root (``raw/`` by default) is left alone."""
+    from tasks.catalogue import DATASETS
+
+    return sorted({d.path.split("/")[0] for d in DATASETS} | {"quarantine", "_state"})
+
+
+def check_raw_root(uri: str) -> None:
+    """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set, or when
+    it and the folders Daybreak writes overlap: ``data_root`` is the raw zone or inside it, or the raw
+    zone is (inside) an output folder of the data root (``<data_root>/staging``). Outputs would be
+    written into the raw zone, which Daybreak never changes (and a later listing would take them for
+    raw files)."""
+    if "://" in uri:
+        return
+    if not Path(uri).is_dir():
+        raw_root_missing(uri if Path(uri).is_absolute() else f"{uri} ({Path(uri).resolve()})")
+    if "://" in data_uri():
+        return
+    raw, data = Path(uri).resolve(), data_root().resolve()
+    from tasks.guard import fail
+
+    if data == raw or raw in data.parents:
+        fail(
+            f"data_root {data} is {'the raw zone' if data == raw else 'inside the raw zone'} (raw_root {raw}; "
+            f"[daybreak] data_root from {source_of('daybreak', 'data_root')}): outputs would be written among "
+            "the raw files, which Daybreak never changes; put data_root beside raw_root"
+        )
+    for name in output_folders():
+        out = data / name
+        if raw == out or out in raw.parents:
+            fail(
+                f"raw_root {raw} is {'' if raw == out else 'inside '}{out}, where Daybreak writes its outputs "
+                f"([daybreak] raw_root from {source_of('daybreak', 'raw_root')}): they would be written among the "
+                "raw files, which Daybreak never changes; put raw_root outside "
+                f"{', '.join(output_folders())} of the data root"
+            )
+
+
+def raw_root_missing(shown: str, where_else: str = "") -> NoReturn:
+    """Exit 2: ``raw_root <shown> does not exist``, with where the setting comes from."""
+    from tasks.guard import fail
+
+    source = source_of("daybreak", "raw_root")
+    where = f"[daybreak] raw_root in {source}" if source.startswith("/") else source
+    fail(f"raw_root {shown} does not exist{where_else} (from {where})")
