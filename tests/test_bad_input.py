@@ -190,7 +190,7 @@ def test_a_crash_at_any_write_step_never_pairs_a_partition_with_another_builds_q
         cfg = write_config(runs / f"{root.name}.cfg", {"daybreak": {"raw_root": lab.raw, "data_root": root}})
         counter = runs / f"{root.name}.steps"
         plan = {"counter": str(counter), "root": str(root), "date": str(day), "at": at, "mode": "kill"}
-        env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "CRASH_PLAN": json.dumps(plan)}
+        env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "CRASH_PLAN": json.dumps(plan), "TMPDIR": str(runs)}
         cmd = [sys.executable, str(REPO / "tests" / "crash_driver.py"), "StgQsrPos", "--date", str(day)]
         subprocess.run([*cmd, "--local-scheduler", "--no-lock"], env=env, cwd=runs, capture_output=True, timeout=300)
         return (runs / f"{counter.name}.{day}").stat().st_size  # one byte a step of the partition

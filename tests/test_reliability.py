@@ -131,7 +131,11 @@ class Bench:
         args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(STOP)]
         args += ["--local-scheduler", "--no-lock", "--workers", str(trial.workers)]
         cfg = self.config(trial.name, NEW_RULES, root)
-        env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+        env = {
+            **os.environ,
+            "LUIGI_CONFIG_PATH": str(cfg),
+            "TMPDIR": str(self.tmp),
+        }  # a killed run's temp files stay here
         if trial.at:
             plan = {"counter": str(self.tmp / f"{trial.name}.steps"), "root": str(root), "at": trial.at}
             plan["date"] = trial.date and str(trial.date)

@@ -24,6 +24,7 @@ level, with Daybreak's summary after Luigi's. ``WARNING`` and above: warnings an
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as dt
 import logging
@@ -76,6 +77,7 @@ def watch(tasks_and_states) -> None:
         _started_at = dt.datetime.now(dt.UTC).isoformat()
         fd, _writes = tempfile.mkstemp(prefix="daybreak-run-", suffix=".writes")
         os.close(fd)
+        atexit.register(_written)  # a run that ends before its summary (Ctrl-C, an error) leaves no file
     for task, ok in tasks_and_states:
         _watched.setdefault(task.task_id, (task, ok))
     _set_mode()
