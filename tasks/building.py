@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -91,6 +92,17 @@ class Built:
     rejected: pa.Table | None = None
     stats: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
+
+
+def in_background(fn, *args) -> Future:
+    """``fn(*args)`` started now on a thread of its own (hashing, Arrow's kernels and writes release the
+    GIL: it runs on another core). A :class:`Future` left in a manifest is waited for when the manifest
+    is written (:func:`tasks.storage.layout.settle`)."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix=getattr(fn, "__name__", "background"))
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def check_built(node, built: Built) -> None:
@@ -197,15 +209,18 @@ def build(node, engine: Engine) -> dict | None:
     )
     manifest.finished_at = dt.datetime.now(dt.UTC).isoformat()
     manifest.duration_s = round(time.perf_counter() - t0, 4)
-    manifest.data_version, manifest.data_version_kind = identity.logical_version(built.table), identity.LOGICAL
+    # the rows' version, hashed on another core while the files are written; a partition in place
+    # needs it first (are its files this build already?)
+    version = in_background(identity.logical_version, built.table)
+    manifest.data_version, manifest.data_version_kind = version.result() if previous else version, identity.LOGICAL
     manifest.equivalent_versions = identity.legacy_equivalents(store, node.key, previous, built.table)
     written = manifest.as_dict()
-    if files_in_place(store, node.key, previous, built, manifest.data_version):
+    if previous and files_in_place(store, node.key, previous, built, manifest.data_version):
         # the data, the files beside it and the quarantine already hold this build: kept as they are,
         # the manifest alone is replaced
         written.update(data_files=previous["data_files"], quarantine=previous.get("quarantine"))
         store.update_manifest(node.key, written)
-    else:
+    else:  # the store waits for what is still being hashed (layout.settle) before it writes the manifest
         written = store.write(node.key, built.table, written, built.extras, rejected=built.rejected)
     runlog.wrote(node.task_id)
     store.clear_failure(node.key)

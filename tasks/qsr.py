@@ -7,12 +7,13 @@ import datetime as dt
 import io
 import itertools
 import logging
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tasks import settings
 from tasks.base import PartitionedTask, fingerprint, input_line
-from tasks.building import Built, reuse, reusing_now
+from tasks.building import Built, in_background, reuse, reusing_now
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
 from tasks.foldercache import FolderCache
@@ -29,7 +30,7 @@ STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's t
 CACHE_FORMAT = 6  # of a checked folder in the folder cache (tasks/foldercache.py); bump when it changes
 CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
 CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked at a time (docs/performance.md)
-CHECK_THREADS = 1  # batches parsed and checked at once (docs/performance.md: two cost memory)
+CHECK_THREADS = 2  # batches parsed and checked at once (docs/performance.md: two cost memory)
 
 
 class StgQsrPos(PartitionedTask):
@@ -92,7 +93,7 @@ class StgQsrPos(PartitionedTask):
             "duplicates_of_date": result.duplicates_of_date,
             "other_date_rows": result.other_date_rows,
         }
-        stats["store_versions"] = store_versions(inputs, result.table)
+        stats["store_versions"] = in_background(store_versions, inputs, result.table)  # needed in the manifest only
         stats.update(self._emptied_stores(inputs, result.table))
         # what StoreDailySales reads, so that a store's mart never reads another store's lines
         extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date, result.order_keys))}
@@ -169,9 +170,9 @@ class StgQsrPos(PartitionedTask):
         cache = FolderCache(self.store().state_dir.parent, self.dataset)
         with cache.checking(folder):  # a process checking this folder now: wait for its entry
             checked = None
-            if cache.path(folder).exists():  # an entry: its key needs every file's hash first
-                for f in files:
-                    zone.read_input(f)  # the hash is remembered (the manifest records it); the bytes go at once
+            about = cache.about(folder)
+            if about:  # an entry: its key needs every file's hash first
+                _hash_files(zone, files, about)
                 cached = cache.get(folder, self._cache_key(zone, files, rules), self.date)
                 if cached is not None:
                     try:
@@ -182,12 +183,18 @@ class StgQsrPos(PartitionedTask):
             if checked is None:
                 with cache.putting(folder, self.date) as entry:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
+                    read_ns = time.time_ns()  # before the files' identities are taken, then they are read
+                    identities = [zone.file_identity(f) for f in files]
                     for piece in self._pieces(zone, files, folder, rules):
                         writer.write(piece)
                         yield piece
                         del piece  # before the next one is checked
                     writer.close(folder)
-                    entry.commit(self._cache_key(zone, files, rules))
+                    # with what the files were when read: the next reader need not read them to hash them
+                    recorded = {
+                        f.relpath: [i, zone.known_digest(f)] for f, i in zip(files, identities, strict=True) if i
+                    }
+                    entry.commit(self._cache_key(zone, files, rules), files=recorded, read_ns=read_ns)
                 return
         yield checked  # the lock is let go first: the caller's work on it holds nobody up
 
@@ -208,6 +215,17 @@ class StgQsrPos(PartitionedTask):
 
     def max_reject_share(self) -> float:
         return settings.qsr().max_reject_share
+
+
+def _hash_files(zone, files: list[RawFile], about: dict) -> None:
+    """Make each file's content hash known to ``zone`` (the cache key and the manifest need it): as the
+    folder's cache entry recorded it (``about``: its trailer) when the file is still the one read then
+    (:meth:`RawZone.recorded_digest`), else by reading and hashing the file now."""
+    recorded = about.get("files") if isinstance(about.get("files"), dict) else {}
+    read_ns = about.get("read_ns") if isinstance(about.get("read_ns"), int) else 0
+    for f in files:
+        if not zone.recorded_digest(f, recorded.get(f.relpath), read_ns):
+            zone.read_input(f)  # the hash is remembered; the bytes go at once
 
 
 def _batches(zone, files: list[RawFile], size: int) -> Iterator[list[tuple[bytes, str]]]:

@@ -4,9 +4,11 @@ other partition that reads it, and never serves anything but the files it was co
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import shutil
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -127,6 +129,23 @@ def test_a_file_rewritten_with_the_same_size_and_mtime_is_not_served_from_the_ca
     assert build(lab, NEXT) == 0
     cola = [r for r in rows(lab, NEXT) if r["store_id"] == "S001" and r["sku"] == "COLA"]
     assert [r["qty"] for r in cola] == [4]
+
+
+def test_a_folder_served_from_the_cache_is_not_read_again_and_its_hashes_are_recorded(lab, monkeypatch):
+    from tasks.storage.rawzone import RawZone
+
+    lab.qsr_days(D, 2)
+    time.sleep(0.05)  # the files' last change is older than the clock's resolution when they are read
+    assert build(lab, D) == 0
+    read, real = [], RawZone.read_bytes
+    monkeypatch.setattr(RawZone, "read_bytes", lambda zone, raw: read.append(raw.relpath) or real(zone, raw))
+    assert build(lab, NEXT) == 0
+    # folder D+1 came from the entry D left, by the identities it recorded: none of its files read again
+    assert sorted({p.split("/")[1] for p in read}) == [str(NEXT + dt.timedelta(days=1))]
+    folder = lab.raw / "qsr_pos" / NEXT.isoformat()
+    assert {p: h for p, h in manifest(lab, NEXT)["input_hashes"].items() if f"/{NEXT}/" in p} == {
+        f"qsr_pos/{NEXT}/{f.name}": hashlib.sha256(f.read_bytes()).hexdigest() for f in folder.iterdir()
+    }
 
 
 def test_a_damaged_entry_is_never_used(lab):

@@ -81,6 +81,11 @@ class FolderCache:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)  # nothing if it was not taken
 
+    def about(self, folder: dt.date) -> dict:
+        """The trailer of the folder's entry (its key, writer, and what the writer added to it); {} when
+        there is no entry or its trailer cannot be read. Nothing of the payload is read."""
+        return _trailer(self.path(folder))
+
     def get(self, folder: dt.date, key: str, reader: dt.date) -> memoryview | None:
         """The payload of the folder's intact entry for ``key``, or None (a miss). The entry is removed
         when ``reader`` is not the partition that wrote it: each folder serves two partitions."""
@@ -187,9 +192,10 @@ class _Entry:
     def flush(self) -> None:
         pass
 
-    def commit(self, key: str) -> None:
-        """Add the trailer (``key``, writer, length, CRC-32) and rename the entry into place; nothing
-        when the writing failed. When the folder's entry already holds ``key`` from the other
+    def commit(self, key: str, **about) -> None:
+        """Add the trailer (``key``, writer, length, CRC-32, and ``about``: what the reader may want to
+        know before it maps the entry, :meth:`FolderCache.about`) and rename the entry into place;
+        nothing when the writing failed. When the folder's entry already holds ``key`` from the other
         partition reading the folder (both ran at once), that one is removed instead: both had it."""
         if self.fh is None:
             return
@@ -197,7 +203,7 @@ class _Entry:
         if other.get("key") == key and other.get("writer") != self.writer.isoformat():
             _remove(self.final)
             return self.close()
-        meta = {"key": key, "writer": self.writer.isoformat(), "length": self.length, "crc32": self.crc}
+        meta = {**about, "key": key, "writer": self.writer.isoformat(), "length": self.length, "crc32": self.crc}
         trailer = json.dumps(meta).encode()
         try:
             self.fh.write(trailer + len(trailer).to_bytes(8, "little"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import json
+from concurrent.futures import Future
 
 MANIFEST = "_manifest.json"
 DATA_FILE = "data.parquet"
@@ -41,8 +42,22 @@ def safe_relpath(dataset: str) -> str:
 
 
 def manifest_bytes(manifest: dict) -> bytes:
-    """A manifest as every store writes it (indented JSON, keys sorted)."""
-    return json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
+    """A manifest as every store writes it (indented JSON, keys sorted), once :func:`settle` has put
+    in place the values still being computed on another thread."""
+    return json.dumps(settle(manifest), indent=1, sort_keys=True, default=str).encode()
+
+
+def settle(manifest: dict) -> dict:
+    """``manifest`` (changed in place, and returned) with each value that is still being computed on
+    another thread (a :class:`concurrent.futures.Future`, in it or in a dict it holds) replaced by its
+    result, waited for: a build hashes its rows' versions while its files are written
+    (tasks/building.py), and they are needed only in the manifest, written last."""
+    for name, value in manifest.items():
+        if isinstance(value, Future):
+            manifest[name] = value.result()
+        elif isinstance(value, dict):
+            settle(value)
+    return manifest
 
 
 def parse_manifest(data: bytes) -> dict:

@@ -251,7 +251,7 @@ class RawZone:
     def read_input(self, raw: RawFile) -> bytes:
         """``read_bytes``, remembering the content hash of the bytes read (the manifest records it)."""
         data = self.read_bytes(raw)
-        _DIGESTS[(self.describe(), raw)] = content_hash(data)
+        _remember((self.describe(), raw), content_hash(data))
         return data
 
     def digest(self, raw: RawFile) -> str:
@@ -263,6 +263,31 @@ class RawZone:
         """The content hash of ``raw`` as this process read it, if it did."""
         return _DIGESTS.get((self.describe(), raw))
 
+    def file_identity(self, raw: RawFile) -> list[int] | None:
+        """What tells this very file again without reading it: the (inode, size, mtime_ns, ctime_ns) of
+        a local file now. Every write of a file, and every change of its times, moves its ctime, which
+        nobody can set: a file re-sent with its size and mtime kept differs here. None when the file
+        cannot be stat-ed, or where the zone cannot tell (an SFTP server or a bucket gives no ctime)."""
+        try:
+            st = os.stat(self.root / raw.relpath, follow_symlinks=False)
+        except OSError:
+            return None
+        return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+    def recorded_digest(self, raw: RawFile, recorded: list | None, read_ns: int) -> bool:
+        """Take a content hash another read recorded, ``recorded`` = [file identity, hash] (the identity
+        :meth:`file_identity` gave before the file was read, at ``read_ns``), as the hash of ``raw``
+        (then :meth:`known_digest`, as if this process had read it), when the file's identity now is
+        the one recorded and its last change was older than that read by more than the zone's clock
+        resolution. Returns whether it was taken; if not, the file must be read."""
+        if not recorded or len(recorded) != 2 or not isinstance(recorded[0], list) or len(recorded[0]) != 4:
+            return False
+        identity, digest = recorded
+        if identity[3] + self.mtime_resolution_ns >= read_ns or self.file_identity(raw) != identity:
+            return False
+        _remember((self.describe(), raw), digest)
+        return True
+
     def digest_now(self, raw: RawFile) -> str:
         """The content hash of ``raw``'s bytes now (a check: never a remembered value)."""
         return content_hash(self.read_bytes(raw))
@@ -273,10 +298,14 @@ _DIGESTS: dict[tuple[str, RawFile], str] = {}
 _DIGESTS_MAX = 200_000
 
 
-def content_hash(data: bytes) -> str:
-    """The content hash of a raw file (sha256: hardware-accelerated on current CPUs)."""
+def _remember(key: tuple[str, RawFile], digest: str) -> None:
     if len(_DIGESTS) > _DIGESTS_MAX:
         _DIGESTS.clear()
+    _DIGESTS[key] = digest
+
+
+def content_hash(data: bytes) -> str:
+    """The content hash of a raw file (sha256: hardware-accelerated on current CPUs)."""
     return hashlib.sha256(data).hexdigest()
 
 

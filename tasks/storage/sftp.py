@@ -192,6 +192,10 @@ class SftpRawZone(RawZone):
             if is_date_name(a.filename) and stat.S_ISDIR(a.st_mode or 0)
         }
 
+    def file_identity(self, raw: RawFile) -> None:
+        """None: no ctime here, so a recorded hash is never taken for the file's (it is read again)."""
+        return None
+
     def read_bytes(self, raw: RawFile) -> bytes:
         """The file's bytes; one replaced by a symbolic link since it was listed is not followed (the
         server opens what a link points to, so the entry is checked with lstat first)."""
