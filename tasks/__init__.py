@@ -11,7 +11,7 @@ import os
 import sys
 
 __version__ = "0.1.0"
-JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
+JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1"
 
 # Arrow's C++ allocations go to jemalloc rather than pyarrow's default (mimalloc): a partition build's
 # transient buffers then cost about half the resident memory at the same speed (docs/performance.md).
@@ -22,9 +22,20 @@ JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
 # build for about a second, then purged by jemalloc's background thread (returned to the system, not
 # left "muzzy"): a process between builds gives its memory back, and one building date after date
 # does not fault every page in again (docs/performance.md, "Memory of a build").
+# One arena (``narenas:1``): a build checks a folder on two threads (tasks/qsr.py), and a thread's own
+# arena would keep the pages that thread freed from the next steps of the build, on the main thread.
 if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
+    # the same for the C library's malloc (Python's larger objects, such as a raw file's bytes): its
+    # threads share one arena, not one each (glibc's M_ARENA_MAX; other C libraries are left alone)
+    try:
+        import ctypes
+
+        if os.confstr("CS_GNU_LIBC_VERSION"):
+            ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX = -8 in glibc's malloc.h
+    except (OSError, ValueError, AttributeError):
+        pass
 # numpy's OpenBLAS starts a thread per core when numpy is imported (0.05 to 0.1 s of CPU at every
 # start, inherited by nothing: forked tasks have no threads); Daybreak does no linear algebra. Read
 # when numpy is first imported, so, as above, where Daybreak is imported first; a value set is kept.

@@ -178,7 +178,7 @@ def check_pieces(
 
     it = iter(batches)
     pool = ThreadPoolExecutor(threads, thread_name_prefix="check") if threads > 1 else _InThisThread()
-    ahead = threads if threads > 1 else 0  # batches checked before the oldest one is handed out
+    ahead = threads - 1 if threads > 1 else 0  # batches checked before the oldest one is handed out
     with pool:
         pending: collections.deque = collections.deque()
         try:
@@ -262,6 +262,8 @@ def _merged_rejects(rejected: list[pa.Table]) -> pa.Table:
         return rejected[0]
     if not rejected:
         return _CHECKED_REJECT_SCHEMA.empty_table()
+    if all(pc.all(r["parsed"]).as_py() is not False for r in rejected):  # every row parsed (the usual case)
+        return pa.concat_tables(rejected).combine_chunks()
     parsed = [r.filter(r["parsed"]) for r in rejected]
     unparsed = [r.filter(pc.invert(r["parsed"])) for r in rejected]
     return pa.concat_tables(parsed + unparsed).combine_chunks()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,8 +84,9 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         if 2 * n_mine >= n:  # held whole: its rows of the date are picked at the end
             parts.append((valid.select(_PICKED), seq, mine.to_numpy(zero_copy_only=False)))
         else:
-            picked = mine.to_numpy(zero_copy_only=False)
-            parts.append((valid.select(_PICKED).filter(mine), np.flatnonzero(picked) + seq.start, None))
+            picked = np.flatnonzero(mine.to_numpy(zero_copy_only=False))
+            # a take of the few rows picked (a filter of every chunk costs twice as much)
+            parts.append((valid.select(_PICKED).take(pa.array(picked)), picked + seq.start, None))
             if checked.shared:  # a copy: a slice of an entry read from the cache keeps the whole entry
                 key = key.combine_chunks()
                 key = key.take(pa.array(np.arange(key.num_rows))) if key.num_rows else key
@@ -208,10 +210,12 @@ def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: Qsr
             chunks, kind = [c.dictionary_decode() for c in chunks], kind.value_type
         return as_array(pa.chunked_array(chunks, kind))
 
-    out = {name: take(name) for name in ("store_id", "order_id", "line_no", "ordered_at", "sku", "qty")}
+    # two columns at a time (Arrow's filter lets go of the GIL): a per-date build has the second core free here
+    with ThreadPoolExecutor(2, thread_name_prefix="pick") as pool:
+        names = ("store_id", "order_id", "sku", "status", "line_no", "ordered_at", "qty")
+        out = dict(zip(names, pool.map(take, names), strict=True))
     price, discount = take("unit_price").to_numpy(), take("discount").to_numpy()
     out["unit_price"], out["discount"] = _money(price), _money(discount)
-    out["status"] = take("status")
     refunded = pc.equal(out["status"], "REFUNDED")
     out["net_amount"] = _money(_net_cents(out["qty"], price, discount, refunded))
     del price, discount
