@@ -232,8 +232,7 @@ def _batches(zone, files: list[RawFile], size: int) -> Iterator[list[tuple[bytes
     """The files' (bytes, relpath) in read order, in batches of at least ``size`` bytes (the last one
     smaller), each read when it is asked for."""
     batch, held = [], 0
-    for f in files:
-        data = zone.read_input(f)
+    for f, data in zip(files, zone.read_inputs(files), strict=True):
         batch.append((data, f.relpath))
         held += len(data)
         if held >= size:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import os
 import shutil
@@ -246,6 +247,7 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
 
 
 def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(over_sftp, sshd, monkeypatch):
+    from tasks.storage import sftp as sftp_module
     from tasks.storage.sftp import SftpRawZone
     from tests.test_identity import backdate
 
@@ -255,12 +257,18 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
     log = sshd.folder / "sshd.log"
     reads: list[str] = []
     real_read = SftpRawZone.read_bytes
+    real_pipelined = sftp_module._read_pipelined
 
     def counted(zone, raw):  # a spy: the real read over the real server, counted
         reads.append(raw.relpath)
         return real_read(zone, raw)
 
+    def counted_many(sftp, paths):  # the same for the reads a build makes, several files in flight
+        reads.extend(relpath for _, relpath, _ in paths)
+        return real_pipelined(sftp, paths)
+
     monkeypatch.setattr(SftpRawZone, "read_bytes", counted)
+    monkeypatch.setattr(sftp_module, "_read_pipelined", counted_many)
     stop = START + dt.timedelta(days=6)
     from tasks.views.plan import make_plan
 
@@ -391,3 +399,32 @@ def test_the_newest_folder_date_counts_real_folders_only_over_sftp_as_locally(ov
     (lab.raw / "qsr_pos" / "2026-09-21").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     local, remote = RawZone(lab.raw), RawZone.from_uri(raw_root())
     assert remote.newest_folder_date("qsr_pos") == local.newest_folder_date("qsr_pos") == dt.date(2026, 9, 12)
+
+
+@pytest.mark.parametrize("chunk", [32768, 1 << 20])  # 1 MiB: more than OpenSSH sends at once, so replies are short
+def test_files_read_several_at_a_time_are_each_file_whole_and_a_link_is_named(sshd, tmp_path, monkeypatch, chunk):
+    from tasks.storage import sftp as sftp_module
+    from tasks.storage.rawzone import RawFileUnreadable, RawZone
+    from tasks.storage.sftp import SftpRawZone
+
+    folder = tmp_path / "raw" / "qsr_pos" / "2026-09-10"
+    folder.mkdir(parents=True)
+    monkeypatch.setattr(sftp_module, "_CHUNK", chunk)
+    sizes = {"A": 0, "B": 1, "C": 32768, "D": 32769, "E": 600_000, "F": 5}  # empty, one chunk, its edges, many
+    for name, size in sizes.items():
+        (folder / f"{name}.csv").write_bytes(bytes((i * 7 + len(name)) % 251 for i in range(size)))
+    files = RawZone(tmp_path / "raw").list_folder("qsr_pos", dt.date(2026, 9, 10))
+    (folder / "F.csv").write_bytes(b"grown since it was listed, past one chunk " * 1000)  # listed at 5 bytes
+    zone = SftpRawZone(
+        "127.0.0.1", sshd.port, sshd.user, str(tmp_path / "raw"), key_filename=str(sshd.client_key),
+        known_hosts=str(sshd.known_hosts),
+    )  # fmt: skip
+    got = list(zone.read_inputs(files))
+    assert got == [(tmp_path / "raw" / f.relpath).read_bytes() for f in files]
+    assert [zone.known_digest(f) for f in files] == [hashlib.sha256(g).hexdigest() for g in got]
+    assert sftp_module.FILES_IN_FLIGHT > 1 and len(files) > sftp_module.FILES_IN_FLIGHT  # files really in flight
+    (folder / "C.csv").unlink()
+    os.symlink(folder / "A.csv", folder / "C.csv")  # swapped for a link after the listing
+    with pytest.raises(RawFileUnreadable, match="qsr_pos/2026-09-10/C.csv: no longer a regular file"):
+        list(zone.read_inputs(files))
+    assert list(zone.read_inputs(files[:2])) == [b"", (folder / "B.csv").read_bytes()]  # the session still serves

@@ -15,6 +15,7 @@ import importlib
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -251,8 +252,18 @@ class RawZone:
     def read_input(self, raw: RawFile) -> bytes:
         """``read_bytes``, remembering the content hash of the bytes read (the manifest records it)."""
         data = self.read_bytes(raw)
-        _remember((self.describe(), raw), content_hash(data))
+        self.remember(raw, data)
         return data
+
+    def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
+        """:meth:`read_input` of each file, in order, each read when it is asked for (an SFTP zone has
+        several in flight)."""
+        for raw in files:
+            yield self.read_input(raw)
+
+    def remember(self, raw: RawFile, data: bytes) -> None:
+        """Remember the content hash of ``data``, read from ``raw`` for a build (:meth:`known_digest`)."""
+        _remember((self.describe(), raw), content_hash(data))
 
     def digest(self, raw: RawFile) -> str:
         """The content hash of ``raw`` as this process read it for a build, else of its bytes now."""
