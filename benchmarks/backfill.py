@@ -607,6 +607,7 @@ def _plain_clean(window: list[dict], d: dt.date):
             )
             again = pc.strptime(cut, format="%Y-%m-%dT%H:%M:%S%z", unit="s", error_is_null=True)
             ts = pc.replace_with_mask(ts, retry, again.combine_chunks())
+        ts = _plain_real_days(t["ordered_at"], ts)
         local = pc.local_timestamp(ts.cast(pa.timestamp("s", tz="America/Toronto")))
         bdate = (
             pc.subtract(local, pa.scalar(dt.timedelta(hours=5), pa.duration("s")))
@@ -694,6 +695,26 @@ def _plain_clean(window: list[dict], d: dt.date):
     counts = {"rows": table.num_rows, "rejected": rejected.num_rows, "attributed_rows": attributed,
               "voided_dropped": voided_dropped, "rows_read": sum(p[4] for p in parts)}  # fmt: skip
     return table, rejected, counts
+
+
+def _plain_real_days(text, ts):
+    """``ts`` with null where the text names a day its month does not have (2026-09-31: strptime rolls it
+    over to the next month)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    late = np.flatnonzero(
+        pc.fill_null(pc.and_(pc.is_valid(ts), pc.greater_equal(pc.utf8_slice_codeunits(text, 8, 10), "29")), False)
+    )
+    if not len(late):
+        return ts
+    few = pc.take(text, pa.array(late))
+    y, m, d = (pc.cast(pc.utf8_slice_codeunits(few, i, j), pa.int64()).to_numpy() for i, j in ((0, 4), (5, 7), (8, 10)))
+    leap = (m == 2) & (y % 4 == 0) & ((y % 100 != 0) | (y % 400 == 0))
+    bad = np.zeros(len(ts), bool)
+    bad[late[d > np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m] + leap]] = True
+    return pc.if_else(pa.array(bad), pa.scalar(None, ts.type), ts)
 
 
 def _plain_write(out: Path, d: dt.date, table, rejected, counts: dict) -> None:
