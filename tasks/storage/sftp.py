@@ -375,7 +375,8 @@ class _Replies:
 def _read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]) -> list[bytes]:
     """The bytes of each (server path, relpath, listed size), in order, with the requests of up to
     :data:`FILES_IN_FLIGHT` files out at once: lstat and open as soon as a file enters the window, its
-    reads (the listed size and one more chunk, to see the end) once it is open, then close. A file that
+    reads (the listed size) once it is open, more reads to its end only when the lstat or a short
+    reply says there is more, then close. A file that
     is not a regular one (a symbolic link since the listing) or cannot be opened is named. paramiko's
     request and reply calls are those its own prefetch uses; replies to requests still out when an
     error stops the group go to this call's collector, which nobody reads again."""
@@ -395,6 +396,7 @@ def _read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]
         return msg
 
     out: list[bytes] = []
+    closing: list[int] = []
     window: list[tuple[str, int, int, int]] = []  # relpath, size, lstat request, open request
     todo = iter(paths)
 
@@ -410,29 +412,33 @@ def _read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]
     while window:
         relpath, size, lstat, opened = window.pop(0)
         try:
-            mode = paramiko.SFTPAttributes._from_msg(reply(lstat)).st_mode or 0
+            attrs = paramiko.SFTPAttributes._from_msg(reply(lstat))
             handle = reply(opened).get_binary()
         except PermissionError as exc:
             raise RawFileUnreadable(f"{relpath}: {UNREADABLE} ({exc}); fix its permissions") from exc
-        # the listed size in chunks, then one read at its end, which normally finds the end of the file
-        reads = [(at, send(CMD_READ, handle, int64(at), _CHUNK)) for at in [*range(0, size, _CHUNK), size]]
+        reads = [(at, send(CMD_READ, handle, int64(at), _CHUNK)) for at in range(0, size, _CHUNK)]
         enter()
-        parts, at, end = [], 0, False
+        parts, at, short = [], 0, False
         for offset, num in reads:
             part = _data(reply, num)
-            if offset == at and not end:  # after a short reply (a server sending less), the rest is read below
+            if offset == at and not short:  # after a short reply (a server sending less), the rest is read below
                 parts.append(part)
                 at += len(part)
-                end = not part
-        while not end:  # a short reply, or a file grown since it was listed: read on, in order, to its end
+                short = len(part) < min(_CHUNK, size - offset)
+        # done when the listed size came whole and the file still has that size (a file that changes
+        # while it is read is caught by the build's check of its inputs afterwards); else read on to its end
+        end = at == size and attrs.st_size == size
+        while not end:
             part = _data(reply, send(CMD_READ, handle, int64(at), _CHUNK))
             parts.append(part)
             at += len(part)
             end = not part
-        reply(send(CMD_CLOSE, handle))
-        if not stat.S_ISREG(mode):
+        closing.append(send(CMD_CLOSE, handle))
+        if not stat.S_ISREG(attrs.st_mode or 0):
             raise RawFileUnreadable(f"{relpath}: no longer a regular file (a symbolic link?); rerun")
         out.append(b"".join(parts))
+    for num in closing:  # the replies to the closes, which came in meanwhile
+        reply(num)
     return out
 
 
