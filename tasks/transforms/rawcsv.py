@@ -387,7 +387,7 @@ def check_header(data: bytes, source_file: str, columns: list[str]) -> list[str]
 
 
 def _header(data: bytes, source_file: str) -> list[str]:
-    if not data.strip():
+    if not data or data.isspace():  # (not data.strip(), without a copy of the file)
         raise RawSchemaError(f"{source_file}: file is empty (no header row). Fix or re-send the file.")
     end = re.search(rb"[\r\n]", data)  # the header line ends at LF, CR LF or a lone CR, as the parser's lines do
     first = data if end is None else data[: end.start()]
