@@ -191,9 +191,8 @@ class StgQsrPos(PartitionedTask):
                         del piece  # before the next one is checked
                     writer.close(folder)
                     # with what the files were when read: the next reader need not read them to hash them
-                    recorded = {
-                        f.relpath: [i, zone.known_digest(f)] for f, i in zip(files, identities, strict=True) if i
-                    }
+                    hashes = [zone.known_digest(f) for f in files]
+                    recorded = {f.relpath: [i, h] for f, i, h in zip(files, identities, hashes, strict=True) if i and h}
                     entry.commit(self._cache_key(zone, files, rules), files=recorded, read_ns=read_ns)
                 return
         yield checked  # the lock is let go first: the caller's work on it holds nobody up

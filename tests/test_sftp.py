@@ -428,3 +428,13 @@ def test_files_read_several_at_a_time_are_each_file_whole_and_a_link_is_named(ss
     with pytest.raises(RawFileUnreadable, match="qsr_pos/2026-09-10/C.csv: no longer a regular file"):
         list(zone.read_inputs(files))
     assert list(zone.read_inputs(files[:2])) == [b"", (folder / "B.csv").read_bytes()]  # the session still serves
+    (folder / "C.csv").unlink()
+    os.mkfifo(folder / "C.csv")  # a FIFO: the server would wait on it for a writer, were it opened
+    failed: list[BaseException] = []
+    reader = threading.Thread(
+        target=lambda: failed.append(pytest.raises(RawFileUnreadable, list, zone.read_inputs(files)))
+    )
+    reader.start()
+    reader.join(timeout=20)
+    assert not reader.is_alive() and failed, "a FIFO in the raw zone hung the read"
+    assert "qsr_pos/2026-09-10/C.csv: no longer a regular file" in str(failed[0].value)

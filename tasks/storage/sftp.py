@@ -374,10 +374,10 @@ class _Replies:
 
 def _read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]) -> list[bytes]:
     """The bytes of each (server path, relpath, listed size), in order, with the requests of up to
-    :data:`FILES_IN_FLIGHT` files out at once: lstat and open as soon as a file enters the window, its
-    reads (the listed size) once it is open, more reads to its end only when the lstat or a short
-    reply says there is more, then close. A file that
-    is not a regular one (a symbolic link since the listing) or cannot be opened is named. paramiko's
+    :data:`FILES_IN_FLIGHT` files out at once: an lstat as soon as a file enters the window, an open
+    once the lstat says it is a regular file, its reads (the listed size) once it is open, more reads
+    to its end only when the lstat or a short reply says there is more, then close. A file that is
+    not a regular one (a symbolic link or a FIFO since the listing) or cannot be opened is named. paramiko's
     request and reply calls are those its own prefetch uses; replies to requests still out when an
     error stops the group go to this call's collector, which nobody reads again."""
     from paramiko.sftp import CMD_CLOSE, CMD_LSTAT, CMD_OPEN, CMD_READ, CMD_STATUS, SFTP_FLAG_READ, int64
@@ -397,22 +397,31 @@ def _read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]
 
     out: list[bytes] = []
     closing: list[int] = []
-    window: list[tuple[str, int, int, int]] = []  # relpath, size, lstat request, open request
+    window: list[list] = []  # [path, relpath, size, lstat request, its attributes, open request]
     todo = iter(paths)
 
     def enter() -> None:
         for path, relpath, size in todo:
-            window.append(
-                (relpath, size, send(CMD_LSTAT, path), send(CMD_OPEN, path, SFTP_FLAG_READ, paramiko.SFTPAttributes()))
-            )
+            window.append([path, relpath, size, send(CMD_LSTAT, path), None, None])
             return
+
+    def opening() -> None:
+        """Open each file of the window whose lstat reply says it is a regular file (never a link, a
+        FIFO or a device: the server would follow or wait on it); the replies come in request order."""
+        for entry in window:
+            if entry[4] is None:
+                entry[4] = paramiko.SFTPAttributes._from_msg(reply(entry[3]))
+                if stat.S_ISREG(entry[4].st_mode or 0):
+                    entry[5] = send(CMD_OPEN, entry[0], SFTP_FLAG_READ, paramiko.SFTPAttributes())
 
     for _ in range(FILES_IN_FLIGHT):
         enter()
     while window:
-        relpath, size, lstat, opened = window.pop(0)
+        opening()
+        _, relpath, size, _, attrs, opened = window.pop(0)
+        if opened is None:
+            raise RawFileUnreadable(f"{relpath}: no longer a regular file (a symbolic link?); rerun")
         try:
-            attrs = paramiko.SFTPAttributes._from_msg(reply(lstat))
             handle = reply(opened).get_binary()
         except PermissionError as exc:
             raise RawFileUnreadable(f"{relpath}: {UNREADABLE} ({exc}); fix its permissions") from exc
@@ -434,8 +443,6 @@ def _read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]
             at += len(part)
             end = not part
         closing.append(send(CMD_CLOSE, handle))
-        if not stat.S_ISREG(attrs.st_mode or 0):
-            raise RawFileUnreadable(f"{relpath}: no longer a regular file (a symbolic link?); rerun")
         out.append(b"".join(parts))
     for num in closing:  # the replies to the closes, which came in meanwhile
         reply(num)
