@@ -138,6 +138,20 @@ def test_the_shortcut_follows_every_way_luigi_clears_its_cache(fresh_luigi):
         del CachedInstances._Register__instance_cache
 
 
+def test_a_parameter_left_to_the_config_is_read_again_when_the_config_changes(fresh_luigi, setting):
+    """Luigi resolves a parameter that is not given from the config at every call, so the instance
+    follows a config changed in the same process; the shortcut takes only calls that give every
+    parameter, and so gives the same answers."""
+    tasks.register()
+    cls = Register.get_task_cls("HotelPickup")
+    setting("HotelPickup", "hotel", "H1")
+    first = cls(date=DATE)
+    setting("HotelPickup", "hotel", "H2")
+    second = cls(date=DATE)
+    assert (first.hotel, second.hotel) == ("H1", "H2")
+    assert second is Register.__call__(cls, date=DATE) and second is cls(date=DATE, hotel="H2")
+
+
 # --- the local scheduler: Luigi's answers, step by step ---------------------------------------------
 
 

@@ -56,14 +56,17 @@ def _luigi_instance_cache(cls) -> dict | None:
 class CachedInstances(Register):
     """Luigi's task metaclass, with a faster path to the instance Luigi itself would return.
 
-    Positional arguments, unhashable values and a disabled Luigi cache take Luigi's path."""
+    The path is taken only when every parameter is given by keyword: a parameter left out takes its
+    value from the config or a ``--Family-param`` flag, which may change within a process, so Luigi's
+    own path resolves it. Positional arguments, unhashable values and a disabled Luigi cache take
+    Luigi's path too."""
 
     _cache: ClassVar[dict] = {}
     _for: ClassVar[dict | None] = None  # the Luigi cache the entries above belong to (the dict itself)
 
     def __call__(cls, *args, **kwargs):
         luigi_cache = _luigi_instance_cache(cls)
-        if args or luigi_cache is None:
+        if args or luigi_cache is None or not _every_param_given(cls, kwargs):
             return super().__call__(*args, **kwargs)
         if CachedInstances._for is not luigi_cache:  # Luigi's cache was cleared: so is this one
             CachedInstances._cache = {}
@@ -76,6 +79,12 @@ class CachedInstances(Register):
             return task
         except TypeError:  # an unhashable or unorderable value
             return super().__call__(**kwargs)
+
+
+def _every_param_given(cls, kwargs: dict) -> bool:
+    """Whether ``kwargs`` names every parameter of ``cls`` (and nothing else)."""
+    params = cls.get_params()
+    return len(kwargs) == len(params) and all(name in kwargs for name, _ in params)
 
 
 class FixedParams:
