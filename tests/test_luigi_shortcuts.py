@@ -410,6 +410,34 @@ def test_the_local_scheduler_prunes_once_a_second(monkeypatch):
     assert sched._state.get_task("u").status == FAILED
 
 
+def test_a_retry_is_handed_out_as_soon_as_it_is_due_as_by_luigi(monkeypatch):
+    """A task that failed is handed out again on the first request after ``retry_delay`` has run out, as
+    Luigi's scheduler (which prunes on every request) does, even within a second of the last prune:
+    a task that fails fast is retried within the run, not after it ended."""
+    from luigi.scheduler import FAILED, PENDING, RUNNING
+
+    from tasks import luigi_shortcuts
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    wall, mono = [5000.0], [1000.0]
+    monkeypatch.setattr(luigi_shortcuts.scheduler.time, "monotonic", lambda: mono[0])
+    monkeypatch.setattr("luigi.scheduler.time.time", lambda: wall[0])
+    config = {"retry_delay": 0.2}
+    handed: dict[str, list] = {"luigi": [], "ours": []}
+    for name, sched in (("luigi", _luigis_local_scheduler(**config)), ("ours", LocalScheduler(**config))):
+        sched.add_task(worker="w", task_id="t", status=PENDING, runnable=True)
+        assert sched.get_work(worker="w")["task_id"] == "t"
+        sched.add_task(worker="w", task_id="t", status=FAILED, runnable=True)  # it failed at once
+        for step in (0.1, 0.05, 0.2):  # 0.1 s, 0.15 s, 0.35 s after the failure: within one second
+            wall[0] += step
+            mono[0] += step
+            handed[name].append(sched.get_work(worker="w")["task_id"])
+        assert sched._state.get_task("t").status == RUNNING
+        wall[0], mono[0] = 5000.0, 1000.0
+    expected = [None, None, "t"]
+    assert handed == {"luigi": expected, "ours": expected}
+
+
 def test_a_luigi_run_in_a_daybreak_process_uses_the_local_scheduler(lab):
     """The ``luigi`` command and ``luigi.build`` make their scheduler through Luigi's factory, which
     Daybreak's registration points at :class:`LocalScheduler`; a run through it succeeds."""

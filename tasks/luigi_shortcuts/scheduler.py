@@ -1,10 +1,12 @@
 """Luigi's local scheduler in linear time (:class:`LocalScheduler`): the same answers as Luigi's own, with the
-prune at most once a second, the upstream walk only when a task is disabled, and, for a one-worker run,
-the next task from a heap of ready tasks (tasks/luigi_shortcuts/__init__.py says why)."""
+prune at most once a second unless a retry or a re-enable is due, the upstream walk only when a task is
+disabled, and, for a one-worker run, the next task from a heap of ready tasks (tasks/luigi_shortcuts/__init__.py
+says why)."""
 
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import Counter
 
@@ -28,6 +30,9 @@ class _IndexedState(scheduler.SimpleTaskState):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.due = (
+            math.inf
+        )  # the earliest time (time.time()) a failed task's retry or a disabled task's re-enable is due
         self.ready: list = []
         self.dependents: dict[str, set[str]] = {}
         self.waiting: Counter[str] = Counter()
@@ -52,6 +57,8 @@ class _IndexedState(scheduler.SimpleTaskState):
             self.count_waiting(task, 1 if new in _WAITING else -1)
         if new == scheduler.PENDING:
             self.push(task)
+        elif new in (scheduler.FAILED, scheduler.DISABLED):
+            self.due = min(self.due, _due(task, config))
         elif new == scheduler.DONE:
             for task_id in self.dependents.get(task.id, ()):
                 dependent = self._tasks.get(task_id)
@@ -74,12 +81,23 @@ class _IndexedState(scheduler.SimpleTaskState):
         super()._remove_workers_from_tasks(workers, remove_stakeholders)
 
 
+def _due(task, config) -> float:
+    """When the prune would change a failed or disabled task (its retry, its re-enable), by Luigi's rules
+    (``SimpleTaskState.update_status``); inf when never."""
+    if task.status == scheduler.FAILED and task.retry is not None and config is not None and config.retry_delay >= 0:
+        return task.retry
+    if task.status == scheduler.DISABLED and task.scheduler_disable_time is not None and config is not None:
+        return task.scheduler_disable_time + config.disable_persist
+    return math.inf
+
+
 class LocalScheduler(scheduler.Scheduler):
     """Luigi's local scheduler, made as Luigi makes it (no task history), linear over a run.
 
     * The prune (dead workers, retry and re-enable delays, done tasks past ``remove_delay``) runs on the
-      first ``get_work`` and then at most once every ``PRUNE_EVERY`` seconds, not on every call. Every
-      delay it applies is counted in seconds or minutes; ``luigid`` itself prunes once a minute.
+      first ``get_work``, then whenever a failed task's retry or a disabled task's re-enable is due (as
+      Luigi's pruning on every call would see it), and otherwise at most once every ``PRUNE_EVERY``
+      seconds (dead workers and ``remove_delay``, counted in seconds or minutes), not on every call.
     * ``count_pending`` skips the upstream walk when no task is disabled: the walk only drops the tasks
       that wait on a disabled one, so without one the counts are the same. With one worker (a local
       run has one, whatever its ``--workers``) the counts are kept up to date (:class:`_IndexedState`)
@@ -160,11 +178,12 @@ class LocalScheduler(scheduler.Scheduler):
         return workers.get(worker_id) if len(workers) == 1 else None
 
     def get_work(self, host=None, assistant=False, current_tasks=None, worker=None, **kwargs):
-        now = time.monotonic()
-        if self._pruned_at is None or now - self._pruned_at >= self.PRUNE_EVERY:
+        now, state = time.monotonic(), self._state
+        if self._pruned_at is None or now - self._pruned_at >= self.PRUNE_EVERY or time.time() >= state.due:
             self.prune()
             self._pruned_at = now
-        state = self._state
+            waiting = state.get_active_tasks_by_status(scheduler.FAILED, scheduler.DISABLED)
+            state.due = min((_due(task, self._config) for task in waiting), default=math.inf)
         the_worker = self._only_worker(worker)
         fast = (
             the_worker is not None
