@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 
 import luigi
 import pytest
@@ -508,3 +509,42 @@ def test_a_pruned_worker_that_comes_back_is_counted_afresh(monkeypatch):
         logs.append(log)
     assert logs[1] == logs[0]
     assert [reply["n_pending_tasks"] for reply in logs[1]] == [1, 2, 1, 0]
+
+
+def test_a_worker_counting_its_own_tasks_leaves_while_another_holds_the_one_it_needs(lab):
+    """``[worker] count_uniques`` asks a worker to leave once no pending task is its own alone; Luigi's
+    rule then holds even with Daybreak's many-hosts keep-alive (a worker stays while another runs a task it
+    needs), as Luigi's own test of it does: worker X takes A and never runs it, worker Y leaves."""
+    from luigi.scheduler import Scheduler
+    from luigi.worker import Worker
+
+    tasks.register()
+    done: set[str] = set()
+
+    class Needed(luigi.Task):
+        def complete(self):
+            return "a" in done
+
+        def run(self):
+            done.add("a")
+
+    class Wanted(luigi.Task):
+        def requires(self):
+            return Needed()
+
+        def complete(self):
+            return "b" in done
+
+        def run(self):
+            done.add("b")
+
+    sched = Scheduler(retry_delay=100, remove_delay=1000, worker_disconnect_delay=10)
+    with Worker(scheduler=sched, worker_id="X", keep_alive=True, count_uniques=True) as x:
+        with Worker(scheduler=sched, worker_id="Y", keep_alive=True, count_uniques=True, wait_interval=0.1) as y:
+            assert x.add(Wanted()) and y.add(Wanted())
+            assert x._get_work()[0] == Needed().task_id  # X holds A
+            finished = threading.Event()
+            runner = threading.Thread(target=lambda: (y.run(), finished.set()), daemon=True)
+            runner.start()
+            assert finished.wait(15), "worker Y stayed for a task only X may run"
+    assert done == set()

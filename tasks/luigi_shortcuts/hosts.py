@@ -11,8 +11,10 @@ def many_hosts() -> None:
     """What a run means when several hosts share one ``luigid`` (docs/scale-out.md), the same as on one:
 
     * a worker with nothing to do now stays while another worker runs a task it needs
-      (``Worker._keep_alive``; Luigi's own rule otherwise): without it, a host gives up on a range
-      another host is still building, and its run ends "not granted run permission" (exit 25);
+      (``Worker._keep_alive``; Luigi's own rule otherwise, and always when ``[worker] count_uniques`` or
+      ``count_last_scheduled`` asks a worker to leave once no pending task is its own): without it, a
+      host gives up on a range another host is still building, and its run ends "not granted run
+      permission" (exit 25);
     * the exit code (``execution_summary._summary_dict``, which ``luigi.retcodes`` reads): a task another
       worker ran, or that was not granted run permission, and that is complete when the run ends is done,
       whoever built it (exit 0, not 10 or 25); one the scheduler has DONE that is not complete here (a host
@@ -25,6 +27,8 @@ def many_hosts() -> None:
     keep_alive = worker.Worker._keep_alive
 
     def _keep_alive(self, get_work_response) -> bool:
+        if self._config.count_uniques or self._config.count_last_scheduled:  # the user's own rule for leaving
+            return keep_alive(self, get_work_response)
         return bool(get_work_response.running_tasks) or keep_alive(self, get_work_response)
 
     _keep_alive.daybreak = True
