@@ -29,14 +29,21 @@ REPO = Path(__file__).resolve().parent.parent
 TIERS = ("unit", "luigi", "system")
 
 
+# Files that take minutes in one test: collected first, so that the two test processes (bin/test, a
+# file each at a time) do not end with one of them running it alone.
+LONG_FIRST = ("tests/test_luigi_own_tests.py",)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Every test has a tier: a test without one is an error, not a test that runs in every tier."""
+    """Every test has a tier: a test without one is an error, not a test that runs in every tier. The
+    files of LONG_FIRST go first."""
     untiered = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
     if untiered:
         raise pytest.UsageError(
             f"{len(untiered)} test(s) without a tier marker ({', '.join(TIERS)}), e.g. {untiered[0]}: "
             "give the module a pytestmark (tests/conftest.py, TIERS)"
         )
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: the rest keep their order
 
 
 QSR_HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status"
