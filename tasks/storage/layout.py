@@ -41,6 +41,14 @@ def safe_relpath(dataset: str) -> str:
     return dataset
 
 
+def check_extra_names(extras: dict | None) -> None:
+    """Refuse a file beside the data whose name could be taken for the data, the manifest or another
+    dataset's Parquet file, or could leave the partition's folder (ValueError)."""
+    for name in extras or {}:  # e.g. a CSV copy for a system that cannot read Parquet
+        if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
+            raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
+
+
 def manifest_bytes(manifest: dict) -> bytes:
     """A manifest as every store writes it (indented JSON, keys sorted), once :func:`settle` has put
     in place the values still being computed on another thread."""

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING
 
 from tasks.storage import tempnames
 from tasks.storage.files import _fsync_dir, _write_bytes, _write_parquet, atomic_write_parquet, atomic_write_text
-from tasks.storage.layout import DATA_FILE, DATA_VERSION, MANIFEST, WRITE_HOOKS, PartitionWriteError, manifest_bytes
+from tasks.storage.layout import (
+    DATA_FILE,
+    DATA_VERSION,
+    MANIFEST,
+    WRITE_HOOKS,
+    PartitionWriteError,
+    check_extra_names,
+    manifest_bytes,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,9 +61,7 @@ class LocalWrites:
         which records its path, rows, size, mtime and sha256; with no rows, the old one is removed.
         Raises :class:`PartitionWriteError`, naming the partition, when the disk is full (or another
         OS error stops the write) before anything was replaced."""
-        for name in extras or {}:  # e.g. a CSV copy for a system that cannot read Parquet
-            if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
-                raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
+        check_extra_names(extras)
         quarantine = None if rejected is None else (self.quarantine_path(date), rejected)
         with self._replacing(date):
             return self._write(self.write_path(date), table, manifest, extras or {}, quarantine)

@@ -29,6 +29,7 @@ from tasks.storage.layout import (
     PASS_HOOKS,
     WRITE_HOOKS,
     PartitionWriteError,
+    check_extra_names,
     manifest_bytes,
     parse_manifest,
     parse_partition_name,
@@ -268,9 +269,7 @@ class S3PartitionStore(S3Records):
     ) -> dict:
         """Commit partition ``date``: each object one conditional PUT, data first, the quarantine, the
         manifest last (:class:`OtherWriterCommitted` when a condition fails)."""
-        for name in extras or {}:
-            if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
-                raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
+        check_extra_names(extras)
         if "data_version" not in manifest and DATA_VERSION:
             kind, versioner = DATA_VERSION[0]
             manifest = dict(manifest, data_version=versioner(table), data_version_kind=kind)

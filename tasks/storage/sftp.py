@@ -204,16 +204,18 @@ class SftpRawZone(RawZone):
         Read in groups of at most :data:`FILES_PER_CALL` files or about :data:`BYTES_PER_CALL` bytes,
         a group retried whole after a transient failure."""
         group: list[RawFile] = []
+        held = 0
         for i, raw in enumerate(files):
             group.append(raw)
-            if i + 1 < len(files) and len(group) < FILES_PER_CALL and sum(f.size for f in group) < BYTES_PER_CALL:
+            held += raw.size
+            if i + 1 < len(files) and len(group) < FILES_PER_CALL and held < BYTES_PER_CALL:
                 continue
             paths = [(f"{self.base}/{f.relpath}", f.relpath, f.size) for f in group]
             datas = self._call(lambda sftp, paths=paths: _read_pipelined(sftp, paths))
             for f, data in zip(group, datas, strict=True):
                 self.remember(f, data)
                 yield data
-            group = []
+            group, held = [], 0
 
     def read_bytes(self, raw: RawFile) -> bytes:
         """The file's bytes; one replaced by a symbolic link since it was listed is not followed (the
