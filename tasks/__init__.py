@@ -48,13 +48,14 @@ def register() -> None:
     """Luigi's exit codes and uncapped ranges (tasks/settings.py), then every task family."""
     import luigi.tools.range  # noqa: F401  (RangeDaily on the command line, even with autoload_range off)
 
-    from tasks import faults, guard
+    from tasks import faults
     from tasks.luigi_shortcuts import (
         checked_ranges,
         checked_workers,
         linear_local_scheduler,
         many_hosts,
         options_in_full,
+        usage,
     )
     from tasks.settings import apply_luigi_defaults
     from tasks.settings_check import check_config
@@ -66,7 +67,7 @@ def register() -> None:
     checked_workers()  # --workers 0: one line and exit 2, as every daybreak command (tasks/guard.py)
     checked_ranges()  # RangeDaily's dates and length: the same check as every daybreak command
     many_hosts()  # hosts sharing a luigid wait for each other and exit as one host would
-    guard.install()  # Luigi's usage errors: one line and exit 2 (tasks/guard.py)
+    usage.install()  # Luigi's usage errors: one line and exit 2 (tasks/luigi_shortcuts/usage.py)
     faults.install()  # a store or server error: one line and exit 30 (tasks/faults.py)
     faults.check_stores()  # a bucket that does not answer: exit 2 before any partition runs
     for module in dict.fromkeys(FAMILIES.values()):

@@ -270,7 +270,7 @@ def built_in_order(todo: list[PartitionedTask]) -> Iterator[tuple[PartitionedTas
                 try:
                     task.run_partition()
                 except Exception as exc:  # one bad date must not lose the others: record it, go on
-                    progress.logger.exception("%s failed; the rest of the range goes on", task.task_id)
+                    progress.logger.exception(runlog.SINGLE_RUN_FAILED, task.task_id)
                     task.on_failure(exc)
                     error = (str(exc) or type(exc).__name__).splitlines()[0]
                 yield task, error

@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-# Luigi's list (luigi/configuration/cfg_parser.py, LuigiConfigParser._config_paths), then the variable
+# Luigi's list (luigi/configuration/cfg_parser.py; tasks/luigi_shortcuts/messages.py reads it), then the variable
 LUIGI_FILES = ("/etc/luigi/client.cfg", "/etc/luigi/luigi.cfg", "client.cfg", "luigi.cfg")
 _ENV = re.compile(r"\$\{([^}]+)\}")  # Luigi's EnvironmentInterpolation, applied after the % interpolation
 
@@ -32,8 +32,9 @@ def luigi_files() -> list[str]:
     or not: its own list once Luigi is loaded (a test or a tool may have added to it), else the list it
     will read."""
     if "luigi.configuration" in sys.modules:
-        parser = sys.modules["luigi.configuration"].get_config()
-        return list(getattr(type(parser), "_config_paths", []))
+        from tasks.luigi_shortcuts.messages import config_paths
+
+        return config_paths()
     named = os.environ.get("LUIGI_CONFIG_PATH")
     return [*LUIGI_FILES, *([named] if named else [])]
 

@@ -87,12 +87,15 @@ class _FaultFilter(logging.Filter):
     (uncaught, or raised by a task's ``complete()`` or ``requires()``) ends the run with one line, exit 30."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None and record.getMessage() == "Uncaught exception in luigi":
+        from tasks.luigi_shortcuts import messages  # Luigi's texts (loaded: this filter is on Luigi's logger)
+
+        if record.exc_info and record.exc_info[1] is not None and record.getMessage() == messages.UNCAUGHT:
             line = fault_line(record.exc_info[1])
             if line is not None:
                 fault_exit(line)
-        elif record.levelno == logging.WARNING and str(record.msg).startswith("Will not run "):
-            line = fault_in_traceback(str(record.msg).split("\n", 1)[-1]) if "due to error in" in record.msg else None
+        elif record.levelno == logging.WARNING and str(record.msg).startswith(messages.WILL_NOT_RUN):
+            raised = messages.DUE_TO_ERROR in record.msg  # complete() or requires() raised: the traceback follows
+            line = fault_in_traceback(str(record.msg).split("\n", 1)[-1]) if raised else None
             if line is not None:
                 fault_exit(line)
         return True

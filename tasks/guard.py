@@ -11,20 +11,14 @@ it passes through Luigi's scheduling (which turns any ``Exception`` there into a
 error, exit 35) and ends the command with code 2. The message is printed where it is raised
 (:func:`fail`), because the ``luigi`` command has no place of Daybreak's at the top to print it.
 
-Luigi raises its own usage errors (unknown task family, unparsable parameter value, missing
-parameter) where Daybreak's code never runs; :func:`install`, called at ``import tasks``, catches
-them on their way out through public hooks only: a filter on the ``luigi-interface`` logger (Luigi
-logs "Uncaught exception in luigi" with the exception, and "Will not run ... error in complete()"
-for RangeDaily's "Can't have start > stop"), and ``sys.excepthook`` for the unknown root task, which
-Luigi looks up before its own ``try``.
+Luigi's own usage errors (unknown task family, unparsable parameter value, missing parameter) are
+turned into the same line by tasks/luigi_shortcuts/usage.py, which reads them from Luigi.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import difflib
-import logging
-import re
 import sys
 from typing import NoReturn
 
@@ -125,29 +119,6 @@ def nearest(name: str, known) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
-# -- Luigi's own usage errors -------------------------------------------------------------------------
-
-
-def _families() -> list[str]:
-    """The task families a user can name: the ones ``tasks`` exports, and RangeDaily."""
-    from tasks.catalogue import FAMILIES
-
-    return sorted({*FAMILIES, "RangeDaily"})
-
-
-def _unknown_task(exc: Exception) -> str:
-    from tasks.catalogue import family_for
-
-    match = re.match(r"No task (\S+?)\.", str(exc))
-    name = match.group(1) if match else str(exc)
-    families = _families()
-    spec = family_for(name)  # a dataset's name, as the daybreak command takes it
-    hint = (
-        f"; did you mean {spec.family}? (the task that builds dataset {spec.name})" if spec else nearest(name, families)
-    )
-    return f"no task {name}{hint or '.'} Daybreak's tasks: {', '.join(families)}"
-
-
 def dataset_argument(known: list[str]):
     """An argparse ``type`` for a dataset name of ``known``: a task family (``StgQsrPos``, what ``luigi``
     takes) or a near miss is refused suggesting the dataset's name (exit 2, argparse's usage error)."""
@@ -167,74 +138,3 @@ def dataset_argument(known: list[str]):
 
     parse.__name__ = "dataset"
     return parse
-
-
-def describe(exc: BaseException, tb=None) -> str | None:
-    """One line for a Luigi usage error (unknown task, bad or missing parameter); None for anything else."""
-    from luigi.parameter import ParameterException
-    from luigi.task_register import TaskClassNotFoundException
-
-    param, value = _parsed_parameter(tb)
-    if isinstance(exc, TaskClassNotFoundException):
-        text = _unknown_task(exc)
-        return f"--{param.replace('_', '-')} {value}: {text}" if param else text
-    if param is not None:  # raised while Luigi parsed a command-line value
-        return f"--{param.replace('_', '-')} {value!r}: {exc}"
-    if isinstance(exc, ParameterException):
-        missing = re.match(r"(\w+)\[.*\]: requires the '(\w+)' parameter to be set", str(exc))
-        if missing:
-            return f"{missing.group(1)} needs --{missing.group(2).replace('_', '-')}"
-        return str(exc)
-    return None
-
-
-def _parsed_parameter(tb) -> tuple[str | None, object]:
-    """(name, command-line value) when the traceback went through Luigi parsing a command-line value."""
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_name == "_get_task_kwargs" and "param_name" in frame.f_locals:
-            return frame.f_locals["param_name"], frame.f_locals.get("attr")
-        tb = tb.tb_next
-    return None, None
-
-
-_REVERSED = re.compile(
-    r"Will not run (\w+)\(.*?start=(\S+?), stop=(\S+?)[,)].*ParameterException: Can't have start > stop", re.S
-)
-
-
-class _UsageFilter(logging.Filter):
-    """On the ``luigi-interface`` logger: a usage error Luigi is about to log with a traceback exits 2
-    with one line instead."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None and record.getMessage() == "Uncaught exception in luigi":
-            text = describe(record.exc_info[1], record.exc_info[2])
-            if text is not None:
-                fail(text)
-        if record.levelno == logging.WARNING and "Can't have start > stop" in str(record.msg):
-            reversed_range = _REVERSED.search(record.getMessage())
-            if reversed_range:
-                family, start, stop = reversed_range.groups()
-                check_range(dt.date.fromisoformat(start), dt.date.fromisoformat(stop), family)
-        return True
-
-
-def _excepthook(previous):
-    def hook(kind, exc, tb):
-        text = describe(exc, tb) if isinstance(exc, Exception) else None
-        if text is None:
-            return previous(kind, exc, tb)
-        fail(text)  # a SystemExit raised by the hook: Python exits with its code, 2
-
-    hook.daybreak = True
-    return hook
-
-
-def install() -> None:
-    """Hook the usage errors of the ``luigi`` command (see the module doc). Idempotent."""
-    logger = logging.getLogger("luigi-interface")
-    if not any(isinstance(f, _UsageFilter) for f in logger.filters):
-        logger.addFilter(_UsageFilter())
-    if not getattr(sys.excepthook, "daybreak", False):
-        sys.excepthook = _excepthook(sys.excepthook)

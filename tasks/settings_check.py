@@ -43,9 +43,9 @@ def source_of(section: str, key: str) -> str:
 def _last_file_with(has) -> tuple[str, configparser.ConfigParser] | None:
     """(path, its parsed text) of the last config file read (the one that wins, as in Luigi) for
     which ``has(parser)`` holds; None when none does."""
-    import luigi.configuration
+    from tasks.luigi_shortcuts.messages import config_paths
 
-    for path in reversed(list(type(luigi.configuration.get_config())._config_paths)):
+    for path in reversed(config_paths()):
         parser = configparser.ConfigParser(interpolation=None)
         try:
             parser.read(path)
@@ -101,9 +101,9 @@ LUIGI_SECTIONS = frozenset({"retcode", "resources", "task_history", "hdfs", "had
 def section_errors(config) -> list[str]:
     """A section one edit away from a Daybreak section (``[qrs]``, ``[hotel]``, ``[QSR]``) that neither
     Daybreak nor Luigi reads: a typo, whose settings would be ignored without a word."""
-    import luigi.task_register
+    from luigi.task_register import Register
 
-    known = {c.get_task_family() for c in luigi.task_register.Register._reg} | LUIGI_SECTIONS | set(SECTIONS)
+    known = set(Register.task_names()) | LUIGI_SECTIONS | set(SECTIONS)
     errors = []
     for name in config.sections():
         if name in known:

@@ -26,6 +26,12 @@ changes what they rely on fails there, in one place:
   the upstream walk only when a task is disabled (the walk only looks for disabled tasks) and, for a
   one-worker run, the next task taken from a heap of ready tasks (:class:`_IndexedState`).
 
+Two modules beside these hold what Daybreak reads of Luigi's words rather than its code:
+``messages.py`` (the texts of the log messages the run log and the error filters recognise, and Luigi's
+list of config files) and ``usage.py`` (Luigi's usage errors made one line and exit 2, the value that
+failed read from the frame of Luigi's ``_get_task_kwargs``); tests/test_luigi_messages.py makes Luigi
+produce each.
+
 One more is not for speed: :func:`options_in_full` makes Luigi's command line take options only as
 spelled in full (``CmdlineParser._build_parser``), since a task's ``--hotel`` is a prefix of the
 ``[hotels]`` settings' flags. And :func:`default_of` reads a parameter's default as declared in the code

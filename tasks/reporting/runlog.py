@@ -38,15 +38,10 @@ from tasks.contract import printable
 
 logger = logging.getLogger("luigi-interface")
 
-LUIGI_SUMMARY = "===== Luigi Execution Summary ====="
 KINDS = ("ran", "written by another run", "up to date", "failed", "waiting", "not run")
 DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
-# messages of Luigi's (and of the single-run build) that the summary says better, one line per partition
-REPLACED = (
-    "Data for %s does not exist (yet?)",  # luigi.worker, one per missing raw folder
-    "[pid %s] Worker %s failed",  # luigi.worker, the traceback of each failed task
-    "%s failed; the rest of the range goes on",  # tasks.backfill.SingleRunBuild, each failed date
-)
+# the single-run build's message for each failed date (tasks.backfill.SingleRunBuild): the summary says it
+SINGLE_RUN_FAILED = "%s failed; the rest of the range goes on"
 
 # RangeDaily's param_name (None: the first positional parameter) warns on every range run
 warnings.filterwarnings("ignore", message=r'Parameter "param_name" with value "None" is not of type string')
@@ -116,8 +111,10 @@ def _written() -> set[str]:
 
 class _RunLog(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
+        from tasks.luigi_shortcuts import messages  # Luigi's texts (loaded: this filter is on Luigi's logger)
+
         msg = record.msg if isinstance(record.msg, str) else ""
-        if msg.startswith("\n" + LUIGI_SUMMARY) or msg.startswith(LUIGI_SUMMARY):
+        if msg.startswith("\n" + messages.SUMMARY) or msg.startswith(messages.SUMMARY):
             try:
                 text = summary()
             except Exception as exc:  # the run is over: a summary that cannot be made must not change its exit
@@ -131,9 +128,10 @@ class _RunLog(logging.Filter):
             return True
         if record.levelno < logging.WARNING:
             return msg.startswith("progress: ")
-        if msg.startswith(REPLACED[1]) and len(record.args or ()) == 3:  # a failed task: its traceback
+        if msg.startswith(messages.WORKER_FAILED) and len(record.args or ()) == 3:  # a failed task: its traceback
             return not _summarised(record.args[2])  # stays unless the summary names the failure
-        return not msg.startswith(REPLACED)
+        # one line per missing raw folder, per failed single-run date: the summary says it better
+        return not msg.startswith((messages.MISSING_DATA, SINGLE_RUN_FAILED))
 
 
 def _summarised(task) -> bool:

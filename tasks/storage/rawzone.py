@@ -46,7 +46,7 @@ REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone"), "s3": ("tasks.storage.s
 
 class RawZoneUnavailable(StorageUnavailable):
     """The raw zone cannot be reached (a server down, frozen, or refusing this client): nothing can be
-    listed or read. Its message names the server and why; tasks/guard.py makes it one line, exit 30."""
+    listed or read. Its message names the server and why; tasks/faults.py makes it one line, exit 30."""
 
 
 class RawFileUnreadable(RuntimeError):

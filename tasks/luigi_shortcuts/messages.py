@@ -1,0 +1,26 @@
+"""Luigi's own words: the texts of the log messages and the config-file list that Daybreak's filters and
+checks recognise. Luigi has no public names for them; tests/test_luigi_shortcuts.py makes Luigi produce
+each one, so a Luigi upgrade that rewords one fails there.
+"""
+
+from __future__ import annotations
+
+import sys
+
+SUMMARY = "===== Luigi Execution Summary ====="  # luigi.execution_summary, the end of every run
+UNCAUGHT = "Uncaught exception in luigi"  # luigi.retcodes: logged with the exception, then exit 40 (or ours)
+WILL_NOT_RUN = "Will not run "  # luigi.worker: "... or any dependencies due to error in complete() method:\n<tb>"
+DUE_TO_ERROR = "due to error in"  # ... of a WILL_NOT_RUN message whose complete() or deps() raised
+MISSING_DATA = "Data for %s does not exist (yet?)"  # luigi.worker, an incomplete external dependency
+WORKER_FAILED = "[pid %s] Worker %s failed"  # luigi.worker, a task's run raised: args (pid, worker id, task)
+REVERSED_RANGE = "Can't have start > stop"  # luigi.tools.range, a RangeDaily's reversed dates
+
+
+def config_paths() -> list[str]:
+    """The config files Luigi reads in this process, in its order (the last one read wins), whether they
+    exist or not: its parser's list (``LuigiConfigParser._config_paths``), which ``add_config_path`` and
+    ``LUIGI_CONFIG_PATH`` extend. Empty when Luigi's configuration is not loaded yet."""
+    configuration = sys.modules.get("luigi.configuration")
+    if configuration is None:
+        return []
+    return list(getattr(type(configuration.get_config()), "_config_paths", []))

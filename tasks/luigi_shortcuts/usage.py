@@ -1,0 +1,111 @@
+"""Luigi's own usage errors, one line and exit 2, as Daybreak's (tasks/guard.py).
+
+Luigi raises its usage errors (unknown task family, unparsable parameter value, missing parameter)
+where Daybreak's code never runs; :func:`install`, called at ``import tasks`` under Luigi, catches them
+on their way out: a filter on the ``luigi-interface`` logger (Luigi logs "Uncaught exception in luigi"
+with the exception, and "Will not run ... error in complete()" for RangeDaily's "Can't have start >
+stop"), and ``sys.excepthook`` for the unknown root task, which Luigi looks up before its own ``try``.
+Which command-line value failed to parse is read from the traceback: the frame of Luigi's
+``_get_task_kwargs`` (``param_name``, ``attr``). tests/test_luigi_shortcuts.py makes Luigi raise each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import sys
+
+from tasks.guard import check_range, fail, nearest
+from tasks.luigi_shortcuts.messages import REVERSED_RANGE, UNCAUGHT
+
+
+def _families() -> list[str]:
+    """The task families a user can name: the ones ``tasks`` exports, and RangeDaily."""
+    from tasks.catalogue import FAMILIES
+
+    return sorted({*FAMILIES, "RangeDaily"})
+
+
+def _unknown_task(exc: Exception) -> str:
+    from tasks.catalogue import family_for
+
+    match = re.match(r"No task (\S+?)\.", str(exc))
+    name = match.group(1) if match else str(exc)
+    families = _families()
+    spec = family_for(name)  # a dataset's name, as the daybreak command takes it
+    hint = (
+        f"; did you mean {spec.family}? (the task that builds dataset {spec.name})" if spec else nearest(name, families)
+    )
+    return f"no task {name}{hint or '.'} Daybreak's tasks: {', '.join(families)}"
+
+
+def describe(exc: BaseException, tb=None) -> str | None:
+    """One line for a Luigi usage error (unknown task, bad or missing parameter); None for anything else."""
+    from luigi.parameter import ParameterException
+    from luigi.task_register import TaskClassNotFoundException
+
+    param, value = parsed_parameter(tb)
+    if isinstance(exc, TaskClassNotFoundException):
+        text = _unknown_task(exc)
+        return f"--{param.replace('_', '-')} {value}: {text}" if param else text
+    if param is not None:  # raised while Luigi parsed a command-line value
+        return f"--{param.replace('_', '-')} {value!r}: {exc}"
+    if isinstance(exc, ParameterException):
+        missing = re.match(r"(\w+)\[.*\]: requires the '(\w+)' parameter to be set", str(exc))
+        if missing:
+            return f"{missing.group(1)} needs --{missing.group(2).replace('_', '-')}"
+        return str(exc)
+    return None
+
+
+def parsed_parameter(tb) -> tuple[str | None, object]:
+    """(name, command-line value) when the traceback went through Luigi parsing a command-line value."""
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "_get_task_kwargs" and "param_name" in frame.f_locals:
+            return frame.f_locals["param_name"], frame.f_locals.get("attr")
+        tb = tb.tb_next
+    return None, None
+
+
+_REVERSED = re.compile(
+    r"Will not run (\w+)\(.*?start=(\S+?), stop=(\S+?)[,)].*ParameterException: Can't have start > stop", re.S
+)
+
+
+class _UsageFilter(logging.Filter):
+    """On the ``luigi-interface`` logger: a usage error Luigi is about to log with a traceback exits 2
+    with one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None and record.getMessage() == UNCAUGHT:
+            text = describe(record.exc_info[1], record.exc_info[2])
+            if text is not None:
+                fail(text)
+        if record.levelno == logging.WARNING and REVERSED_RANGE in str(record.msg):
+            reversed_range = _REVERSED.search(record.getMessage())
+            if reversed_range:
+                family, start, stop = reversed_range.groups()
+                check_range(dt.date.fromisoformat(start), dt.date.fromisoformat(stop), family)
+        return True
+
+
+def _excepthook(previous):
+    def hook(kind, exc, tb):
+        text = describe(exc, tb) if isinstance(exc, Exception) else None
+        if text is None:
+            return previous(kind, exc, tb)
+        fail(text)  # a SystemExit raised by the hook: Python exits with its code, 2
+
+    hook.daybreak = True
+    return hook
+
+
+def install() -> None:
+    """Hook the usage errors of the ``luigi`` command (see the module doc). Idempotent."""
+    logger = logging.getLogger("luigi-interface")
+    if not any(isinstance(f, _UsageFilter) for f in logger.filters):
+        logger.addFilter(_UsageFilter())
+    if not getattr(sys.excepthook, "daybreak", False):
+        sys.excepthook = _excepthook(sys.excepthook)

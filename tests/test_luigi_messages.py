@@ -1,0 +1,126 @@
+"""Luigi's own words that Daybreak recognises (tasks/luigi_shortcuts/messages.py, usage.py): Luigi is made
+to log each message and raise each usage error on its own path, with Daybreak's filters taken off its
+logger, and the adapter's reading of it is checked beside. A Luigi upgrade that rewords one fails here."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import luigi
+import luigi.retcodes
+import pytest
+from luigi.tools.range import RangeDaily, RangeDailyBase
+
+import tasks
+from tasks.luigi_shortcuts import messages, usage
+
+pytestmark = pytest.mark.luigi
+
+
+class _MsgMissing(luigi.ExternalTask):
+    def complete(self):
+        return False
+
+
+class _MsgNeedsMissing(luigi.Task):
+    def requires(self):
+        return _MsgMissing()
+
+
+class _MsgFails(luigi.Task):
+    def run(self):
+        raise RuntimeError("boom")
+
+
+class _MsgBadComplete(luigi.Task):
+    def complete(self):
+        raise RuntimeError("cannot tell")
+
+
+class _MsgDaily(luigi.Task):
+    date = luigi.DateParameter()
+
+    def complete(self):
+        return True
+
+
+class _MsgInt(luigi.Task):
+    x = luigi.IntParameter()
+
+
+@pytest.fixture
+def luigi_log(monkeypatch):
+    """Every record Luigi's logger makes, seen before any filter of Daybreak's (which are taken off)."""
+    tasks.register()  # Daybreak's process, as `luigi --module tasks` has it
+    logger = logging.getLogger("luigi-interface")
+    records: list[logging.LogRecord] = []
+
+    class Capture(logging.Filter):
+        def filter(self, record):
+            records.append(record)
+            return False
+
+    monkeypatch.setattr(logger, "filters", [Capture()])
+    return records
+
+
+def _raw(records) -> list[str]:
+    return [r.msg for r in records if isinstance(r.msg, str)]
+
+
+def test_luigi_logs_the_worker_messages_the_run_log_replaces(luigi_log):
+    result = luigi.build([_MsgNeedsMissing(), _MsgFails()], local_scheduler=True, workers=1, detailed_summary=True)
+    missing = [r for r in luigi_log if r.msg.startswith(messages.MISSING_DATA)]
+    assert [r.args for r in missing] == [(_MsgMissing(),)], _raw(luigi_log)
+    failed = [r for r in luigi_log if r.msg.startswith(messages.WORKER_FAILED)]
+    assert len(failed) == 1 and len(failed[0].args) == 3 and failed[0].args[2] == _MsgFails(), _raw(luigi_log)
+    assert failed[0].levelno == logging.ERROR and failed[0].exc_info[0] is RuntimeError
+    assert result.summary_text.lstrip("\n").startswith(messages.SUMMARY)  # what Luigi logs as the run ends
+
+
+def test_luigi_says_it_will_not_run_a_task_whose_check_raised(luigi_log):
+    luigi.build([_MsgBadComplete()], local_scheduler=True, workers=1)
+    warned = [r for r in luigi_log if r.levelno == logging.WARNING and r.msg.startswith(messages.WILL_NOT_RUN)]
+    assert len(warned) == 1 and messages.DUE_TO_ERROR in warned[0].msg, _raw(luigi_log)
+    assert "cannot tell" in warned[0].msg  # the traceback follows the first line
+
+
+def test_luigi_refuses_a_reversed_range_in_the_words_the_usage_filter_reads(luigi_log, monkeypatch):
+    # Luigi's own RangeDaily, without Daybreak's check when it is made (tasks/luigi_shortcuts checked_ranges)
+    monkeypatch.setattr(RangeDailyBase, "__init__", luigi.Task.__init__)
+    start, stop = dt.date(2026, 9, 10), dt.date(2026, 9, 1)
+    luigi.build([RangeDaily(of=_MsgDaily, start=start, stop=stop)], local_scheduler=True, workers=1)
+    warned = [r.getMessage() for r in luigi_log if messages.REVERSED_RANGE in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith(messages.WILL_NOT_RUN), _raw(luigi_log)
+    family, first, last = usage._REVERSED.search(warned[0]).groups()
+    assert (family, first, last) == ("RangeDaily", str(start), str(stop))
+
+
+def test_a_bad_command_line_value_is_read_from_luigis_own_traceback(luigi_log):
+    from luigi.retcodes import run_with_retcodes
+
+    with pytest.raises(SystemExit) as ended:
+        run_with_retcodes(["_MsgInt", "--x", "seven", "--local-scheduler", "--no-lock"])
+    # Luigi's exit for an unhandled exception ([retcode], which Daybreak sets): no filter of Daybreak's ran
+    assert ended.value.code == luigi.retcodes.retcode().unhandled_exception != 2
+    uncaught = [r for r in luigi_log if r.getMessage() == messages.UNCAUGHT]
+    assert len(uncaught) == 1 and uncaught[0].exc_info is not None, _raw(luigi_log)
+    _, exc, tb = uncaught[0].exc_info
+    assert usage.parsed_parameter(tb) == ("x", "seven")
+    assert usage.describe(exc, tb).startswith("--x 'seven': ")
+
+
+def test_the_config_files_are_luigis_own_list_in_its_order(tmp_path, monkeypatch, setting):
+    config = luigi.configuration.get_config()
+    monkeypatch.setattr(type(config), "_config_paths", list(type(config)._config_paths))  # restored after
+    first, last = tmp_path / "first.cfg", tmp_path / "last.cfg"
+    first.write_text("[msg_probe]\nvalue = first\n")
+    last.write_text("[msg_probe]\nvalue = last\n")
+    luigi.configuration.add_config_path(str(first))
+    luigi.configuration.add_config_path(str(last))
+    assert messages.config_paths()[-2:] == [str(first), str(last)]
+    assert config.get("msg_probe", "value") == "last"  # Luigi's own reading: the last file read wins
+    monkeypatch.undo()
+    config.remove_section("msg_probe")
+    config.reload()
