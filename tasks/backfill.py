@@ -15,16 +15,13 @@ from collections.abc import Iterator
 import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
 
-from tasks import settings
-from tasks.ads import AdsDaily, AdsRolling7d
+from tasks import catalogue, settings
 from tasks.base import PartitionedTask, RawFolder, before_start_reason, luigi_engine
 from tasks.building import reusing
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine
 from tasks.guard import check_range
-from tasks.hotels import StgHotelBookingsDaily
 from tasks.parameters import DateParameter
-from tasks.qsr import StgQsrPos
 from tasks.reporting import progress, runlog
 from tasks.reporting.progress import logger
 from tasks.settings import business_today
@@ -42,9 +39,10 @@ class BusinessDateParameter(DateParameter):
 
 
 class MorningRefresh(luigi.WrapperTask):
-    """Each morning: the last N ad dates (ads_daily and ads_rolling_7d, N = [ads] restatement_days),
-    because a new export restates them, and yesterday's QSR and hotel staging. Each range is Luigi's RangeDaily,
-    so only partitions that are missing or stale run; on a day nothing changed, nothing runs.
+    """Each morning, every dataset the catalogue marks for it (tasks/catalogue.py, ``refresh``): the last N
+    dates of a restated one (ads_daily and ads_rolling_7d, N = [ads] restatement_days), because a new
+    export restates them, and yesterday's of the others (QSR and hotel staging). Each range is Luigi's
+    RangeDaily, so only partitions that are missing or stale run; on a day nothing changed, nothing runs.
 
     Yesterday's QSR partition needs today's POS folder (its business day ends at 04:59 today); until
     that folder arrives the run exits 20 (missing data), which is the signal to rerun later.
@@ -59,12 +57,12 @@ class MorningRefresh(luigi.WrapperTask):
 
     def requires(self):
         today = self.as_of()
-        ads_start = max(today - dt.timedelta(days=settings.ads().restatement_days), settings.daybreak().start_date)
-        common = {"stop": today, "now": _epoch(today)}
-        yield RangeDaily(of=AdsDaily, start=ads_start, **common)
-        yield RangeDaily(of=AdsRolling7d, start=ads_start, **common)
-        yield RangeDaily(of=StgQsrPos, start=today - dt.timedelta(days=1), **common)
-        yield RangeDaily(of=StgHotelBookingsDaily, start=today - dt.timedelta(days=1), **common)
+        back = {
+            "restated": max(today - dt.timedelta(days=settings.ads().restatement_days), settings.daybreak().start_date),
+            "yesterday": today - dt.timedelta(days=1),
+        }
+        for spec in sorted((d for d in catalogue.DATASETS if d.refresh), key=lambda d: d.refresh != "restated"):
+            yield RangeDaily(of=spec.task_class(), start=back[spec.refresh], stop=today, now=_epoch(today))
 
 
 def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> tuple[list[dt.date], str]:

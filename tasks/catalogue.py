@@ -13,23 +13,14 @@ from tasks.calendar import date_range
 from tasks.transforms import versions
 from tasks.transforms.qsr_rules import VERSION as QSR_VERSION
 
-# Every Luigi task family a user can name, and the module that defines it (``tasks/__init__.py``
-# imports these modules under Luigi; :meth:`DatasetSpec.task_class` imports one).
-FAMILIES = {
-    "AdsDaily": "tasks.ads",
-    "AdsRolling7d": "tasks.ads",
+# The task families a user can name that build no dataset of their own: wrappers over the datasets'
+# tasks, and the module of each (``tasks/__init__.py`` imports these and the datasets' modules under Luigi).
+WRAPPERS = {
     "MorningRefresh": "tasks.backfill",
     "RangeSingleRun": "tasks.backfill",
     "AllHotelsPickup": "tasks.hotels",
-    "HotelBookingState": "tasks.hotels",
-    "HotelOtbExport": "tasks.hotels",
-    "HotelPickup": "tasks.hotels",
-    "OtbByStayDate": "tasks.hotels",
-    "StgHotelBookingsDaily": "tasks.hotels",
-    "StgQsrPos": "tasks.qsr",
     "AllStores": "tasks.stores",
     "DiscoverStores": "tasks.stores",
-    "StoreDailySales": "tasks.stores",
 }
 
 # How a dataset is partitioned: one folder per business date, per date and hotel, per (static) hotel
@@ -49,10 +40,13 @@ class DatasetSpec:
     version: str  # transform version: part of every partition's rules fingerprint
     window: str  # what one partition reads
     measure: str = ""  # the main measure's column (net sales, spend, rooms on the books): previews sum it
+    module: str = ""  # the module of the recipe (the Luigi task class named ``family``)
+    source: str = ""  # the raw zone's source folder it reads (contract, docs/raw-zone.md); "" for a mart
+    refresh: str = ""  # what the morning refresh builds: "yesterday", "restated" (the last [ads] restatement_days)
 
     def task_class(self) -> type:
         """The task class (loads Luigi and the recipes)."""
-        return getattr(importlib.import_module(FAMILIES[self.family]), self.family)
+        return getattr(importlib.import_module(self.module), self.family)
 
     @property
     def key_param(self) -> str | None:
@@ -86,6 +80,9 @@ DATASETS: tuple[DatasetSpec, ...] = (
         QSR_VERSION,
         "raw qsr_pos/D and qsr_pos/D+1",
         "net_amount",
+        module="tasks.qsr",
+        source="qsr_pos",
+        refresh="yesterday",
     ),
     DatasetSpec(
         "stg_hotel_bookings_daily",
@@ -97,6 +94,9 @@ DATASETS: tuple[DatasetSpec, ...] = (
         versions.HOTELS_DAILY_VERSION,
         "raw hotel_bookings/D",
         "rooms",
+        module="tasks.hotels",
+        source="hotel_bookings",
+        refresh="yesterday",
     ),
     DatasetSpec(
         "ads_daily",
@@ -108,6 +108,9 @@ DATASETS: tuple[DatasetSpec, ...] = (
         versions.ADS_DAILY_VERSION,
         "raw ads/D+1 .. D+7: each one present, at least one",
         "spend",
+        module="tasks.ads",
+        source="ads",
+        refresh="restated",
     ),
     DatasetSpec(
         "ads_rolling_7d",
@@ -119,6 +122,8 @@ DATASETS: tuple[DatasetSpec, ...] = (
         versions.ADS_ROLLING_VERSION,
         "ads_daily D-6 .. D",
         "spend_7d",
+        module="tasks.ads",
+        refresh="restated",
     ),
     DatasetSpec(
         "hotel_booking_state",
@@ -131,6 +136,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         "hotel_booking_state D-1 (and, for a finished booking D reopens, its finished row) and "
         "stg_hotel_bookings_daily D",
         "rooms",
+        module="tasks.hotels",
     ),
     DatasetSpec(
         "hotel_pickup",
@@ -142,6 +148,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         versions.PICKUP_VERSION,
         "hotel H's slice of hotel_booking_state D-1 and of stg_hotel_bookings_daily D",
         "rooms_picked_up",
+        module="tasks.hotels",
     ),
     DatasetSpec(
         "otb_by_stay_date",
@@ -154,6 +161,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         "the newest hotel_booking_state and every date's finished.arrow (stale after a change to any "
         "stg_hotel_bookings_daily partition)",
         "rooms_on_books",
+        module="tasks.hotels",
     ),
     DatasetSpec(
         "hotel_otb_export",
@@ -165,6 +173,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         versions.HOTEL_OTB_EXPORT_VERSION,
         "otb_by_stay_date",
         "rooms_on_books",
+        module="tasks.hotels",
     ),
     DatasetSpec(
         "store_daily_sales",
@@ -176,10 +185,15 @@ DATASETS: tuple[DatasetSpec, ...] = (
         versions.STORE_DAILY_SALES_VERSION,
         "store S's slice of every stg_qsr_pos partition",
         "net_sales",
+        module="tasks.stores",
     ),
 )
 
 BY_NAME: dict[str, DatasetSpec] = {d.name: d for d in DATASETS}
+# every Luigi task family a user can name, and its module
+FAMILIES: dict[str, str] = {**{d.family: d.module for d in DATASETS}, **WRAPPERS}
+# the raw zone's source folders (the contract's sections), in catalogue order
+SOURCES: tuple[str, ...] = tuple(dict.fromkeys(d.source for d in DATASETS if d.source))
 BY_FAMILY: dict[str, DatasetSpec] = {d.family: d for d in DATASETS}
 
 

@@ -74,7 +74,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         from tasks import reference
 
         print(status.render_text(rows))
-        hotel_datasets = {d.name for d in catalogue.DATASETS if catalogue.FAMILIES[d.family] == "tasks.hotels"}
+        hotel_datasets = {d.name for d in catalogue.DATASETS if d.module == "tasks.hotels"}
         if any(r.dataset in hotel_datasets for r in rows):  # the list their partitions are made of
             print(f"hotels: {', '.join(reference.hotels())} (from {reference.hotels_source()})")
     return 0

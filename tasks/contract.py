@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-SOURCES = ("qsr_pos", "hotel_bookings", "ads")  # the raw zone's source folders (contract, section 1)
 STORE_FILE_PATTERN = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}\.csv")  # <store_id>.csv, matched whole
 CONTROL_CHARACTER = r"[\x00-\x1f\x7f]"  # U+0000..U+001F and U+007F: the contract forbids them in any field
 

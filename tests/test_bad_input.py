@@ -13,6 +13,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from tasks import catalogue
+
 pytestmark = pytest.mark.luigi
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,7 +107,7 @@ def hostile_day(lab, source: str, value: str) -> None:
 
 
 @pytest.mark.parametrize("value", ["TE\x00A", "a\x07b", "x\x7f", "two\nlines", "tab\there", "cr\r"])
-@pytest.mark.parametrize("source", sorted(SOURCES))
+@pytest.mark.parametrize("source", catalogue.SOURCES)  # a new source needs its hostile row here
 def test_a_control_character_never_reaches_a_partition(lab, source, value):
     task, dataset, date, column, row = SOURCES[source]
     hostile_day(lab, source, value)

@@ -49,6 +49,37 @@ def test_every_task_is_what_its_catalogue_entry_says(spec, lab):
     assert (task.key is not None) == spec.partition.startswith("date")
 
 
+def test_every_source_has_its_contract_section_and_a_sample_writer():
+    from tasks import sample
+
+    contract = (DOCS.parent / "raw-zone.md").read_text(encoding="utf-8")
+    for source in catalogue.SOURCES:
+        assert f"\n  {source}/<" in contract, f"docs/raw-zone.md lays out no folder {source}/"
+    assert list(sample.WRITERS) == list(catalogue.SOURCES)  # `daybreak sample` writes every source, in order
+
+
+def test_every_task_family_is_a_datasets_or_a_wrappers():
+    import tasks
+
+    tasks.register()
+    assert catalogue.FAMILIES == {**{d.family: d.module for d in catalogue.DATASETS}, **catalogue.WRAPPERS}
+    for family, module in catalogue.FAMILIES.items():
+        assert getattr(tasks, family).__module__ == module
+
+
+def test_the_morning_refresh_builds_what_the_catalogue_marks(lab, setting):
+    from tasks.backfill import MorningRefresh
+
+    setting("ads", "restatement_days", 5)
+    ranges = list(MorningRefresh(today=DAY).requires())
+    marked = [d for d in catalogue.DATASETS if d.refresh]
+    assert sorted(r.of.get_task_family() for r in ranges) == sorted(d.family for d in marked)
+    back = {"restated": DAY - dt.timedelta(days=5), "yesterday": DAY - dt.timedelta(days=1)}
+    for r in ranges:
+        spec = catalogue.BY_FAMILY[r.of.get_task_family()]
+        assert (r.start, r.stop) == (back[spec.refresh], DAY), spec.name
+
+
 def test_every_dataset_has_a_status_line_and_the_cli_offers_each():
     from tasks import cli
     from tasks.views import status

@@ -202,7 +202,7 @@ def default_stop() -> dt.date:
     partitions show as waiting or done. One stop for every dataset, not one per source: the bars share
     one axis, and a source whose drop is late shows its last days as waiting instead of leaving them out
     (docs/operations.md, "The status view")."""
-    from tasks.contract import SOURCES
+    from tasks.catalogue import SOURCES
     from tasks.storage.rawzone import RawZone
 
     zone = RawZone.from_uri(settings.raw_root())
