@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.transforms.checks import (
+    MONEY,
     blank,
     count,
     file_rejects,
@@ -26,7 +27,6 @@ from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION  # noqa
 from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION  # noqa: F401
 
 RAW_COLUMNS = ["date", "campaign_id", "channel", "impressions", "clicks", "spend", "conversions", "conversion_value"]
-MONEY = pa.decimal128(18, 2)
 DAILY_SCHEMA = pa.schema(
     [
         ("campaign_id", pa.string()),

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from tasks.calendar import business_dates
 from tasks.transforms.checks import (
+    MONEY,
     as_array,
     blank,
     count,
@@ -33,7 +34,6 @@ from tasks.transforms.rawcsv import ParsedCsv, RawSchemaError, check_header, fil
 
 RAW_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
 STATUSES = ["COMPLETED", "VOIDED", "REFUNDED"]
-MONEY = pa.decimal128(18, 2)
 OUTPUT_SCHEMA = pa.schema(
     [
         ("store_id", pa.string()),

@@ -11,12 +11,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.transforms.checks import fit_total
+from tasks.transforms.checks import MONEY, fit_total
 
 SCHEMA = pa.schema(
     [
         ("business_date", pa.date32()),
-        ("net_sales", pa.decimal128(18, 2)),
+        ("net_sales", MONEY),
         ("orders", pa.int64()),
         ("suspicious_lines", pa.int64()),
     ]
