@@ -26,22 +26,23 @@ write exists (:class:`SampleExists`), and every file is created exclusively. Eve
 arguments give byte-identical files and one file can be written alone.
 ``seed`` must be a non-negative integer.
 
-Each source of the catalogue (tasks/catalogue.py ``SOURCES``) has its writer in this package, a module with
-``planned(request)`` and ``write(request)`` (:data:`WRITERS`); a new source needs one.
+Each source of the catalogue (tasks/catalogue.py ``SOURCES``) has its writer in this package, a module named
+after the source (``tasks/sample/<source>.py``) with ``planned(request)`` and ``write(request)``; a new
+source needs one.
 """
 
 from __future__ import annotations
 
+import importlib
 from datetime import date
 from pathlib import Path
 
 from tasks.catalogue import SOURCES
-from tasks.sample import ads, hotels, qsr
 from tasks.sample.common import Request
-from tasks.sample.qsr import _qsr_store, late_file_relpath, store_id  # noqa: F401 - the sample's names
+from tasks.sample.qsr_pos import _qsr_store, late_file_relpath, store_id  # noqa: F401 - the sample's names
 
 HOTELS_CSV = Path(__file__).resolve().parents[2] / "config" / "hotels.csv"
-WRITERS = {"qsr_pos": qsr, "hotel_bookings": hotels, "ads": ads}  # source -> its writer
+WRITERS = {source: importlib.import_module(f"tasks.sample.{source}") for source in SOURCES}  # source -> its writer
 
 
 def _request(raw_root, start: date, days: int, stores: int, seed: int, mean: int, skip, hotels_csv: Path) -> Request:
