@@ -84,7 +84,8 @@ class StgHotelBookingsDaily(PartitionedTask):
         return settings.hotels().max_reject_share
 
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.hotels import RAW_COLUMNS, HotelLimits, clean_booking_events, slice_digests
+        from tasks.transforms.hotel_events import RAW_COLUMNS, HotelLimits, clean_booking_events
+        from tasks.transforms.hotels import slice_digests
         from tasks.transforms.rawcsv import file_stem, parse_csv_many
 
         cfg = settings.hotels()
