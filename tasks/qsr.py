@@ -107,7 +107,7 @@ class StgQsrPos(PartitionedTask):
         the store has no rows."""
         import pyarrow.compute as pc
 
-        from tasks.base import luigi_engine
+        from tasks.targets import luigi_engine
         from tasks.transforms.rawcsv import file_stem
 
         counts = pc.value_counts(table["store_id"]).to_pylist() if table.num_rows else []
