@@ -4,7 +4,8 @@ The Luigi side of a partition: parameters, requirements, the run template (lock,
 verify the inputs did not change, write) and failure records. Whether a partition is up to date is
 the freshness engine's question (:mod:`tasks.freshness.engine`, no Luigi there): ``complete()``,
 ``bulk_complete()``, the status view, plans and single runs all ask the process's one engine, so a
-chain of partitions is walked once per process, not once per question.
+chain of partitions is walked once per process, not once per question. The raw folders and partitions
+as Luigi's targets, and the engine a question of a Luigi run asks, are :mod:`tasks.targets`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import luigi
 
 from tasks import building, settings
 from tasks.building import Built
-from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
 from tasks.freshness.inputs import FolderInputs, Window, input_line
@@ -29,60 +29,18 @@ from tasks.reporting import progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
+from tasks.targets import PartitionTarget, RawFolder, luigi_engine
 
 if TYPE_CHECKING:
     pass
 
-__all__ = ["CheckCache", "FolderInputs", "PartitionState", "Window", "fingerprint", "input_line"]
+__all__ = ["CheckCache", "FolderInputs", "PartitionState", "Window", "fingerprint", "input_line", "luigi_run"]
 
 # Names kept for the callers of the check before the engine: one pass of questions, and its answer.
 CheckCache = Engine
 PartitionState = State
 
 logger = logging.getLogger("luigi-interface")
-
-
-def luigi_engine() -> Engine:
-    """The freshness engine for a question of the current Luigi run: one pass per run (see
-    :mod:`tasks.freshness.engine`); outside a run, a new pass per question."""
-    return freshness.asked(luigi_run())
-
-
-class RawFolderTarget(luigi.Target):
-    """Exists when one export folder of the raw zone exists."""
-
-    def __init__(self, zone: RawZone, source: str, date: dt.date):
-        self.zone, self.source, self.date = zone, source, date
-
-    def exists(self) -> bool:
-        if self.zone.folder_exists(self.source, self.date):
-            return True
-        # there but not read (a symbolic link, a file, a linked source folder): named in a warning, once
-        luigi_engine().source_unread(self.zone, self.source)
-        return False
-
-    def __repr__(self) -> str:
-        return f"RawFolderTarget({self.zone.describe()}/{self.zone.folder_relpath(self.source, self.date)})"
-
-
-class RawFolder(luigi.ExternalTask):
-    """One export folder of the raw zone (``<raw_root>/<source>/<date>/``), written by a source system."""
-
-    source = luigi.Parameter(description="Raw source folder name, e.g. qsr_pos")
-    date = luigi.DateParameter(description="Export date of the folder (the day the source wrote it)")
-
-    def output(self):
-        return RawFolderTarget(RawZone.from_uri(settings.raw_root()), self.source, self.date)
-
-
-class PartitionTarget(luigi.Target):
-    """The hive folder of one partition; ``exists()`` means a manifest is there (not that it is fresh)."""
-
-    def __init__(self, store: PartitionStore, date: dt.date):
-        self.store, self.date = store, date
-
-    def exists(self) -> bool:
-        return self.store.has_manifest(self.date)
 
 
 class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):

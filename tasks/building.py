@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tasks.freshness import identity
+from tasks.freshness import dataversions
 from tasks.freshness.engine import Engine
 from tasks.freshness.inputs import Window, diff_inputs, input_line
 from tasks.reporting import runlog
@@ -211,9 +211,9 @@ def build(node, engine: Engine) -> dict | None:
     manifest.duration_s = round(time.perf_counter() - t0, 4)
     # the rows' version, hashed on another core while the files are written; a partition in place
     # needs it first (are its files this build already?)
-    version = in_background(identity.logical_version, built.table)
-    manifest.data_version, manifest.data_version_kind = version.result() if previous else version, identity.LOGICAL
-    manifest.equivalent_versions = identity.legacy_equivalents(store, node.key, previous, built.table)
+    version = in_background(dataversions.logical_version, built.table)
+    manifest.data_version, manifest.data_version_kind = version.result() if previous else version, dataversions.LOGICAL
+    manifest.equivalent_versions = dataversions.legacy_equivalents(store, node.key, previous, built.table)
     written = manifest.as_dict()
     if previous and files_in_place(store, node.key, previous, built, manifest.data_version):
         # the data, the files beside it and the quarantine already hold this build: kept as they are,
@@ -254,7 +254,7 @@ def files_in_place(store: PartitionStore, key, previous: dict | None, built: Bui
     nothing (a rule change that moves no row of this date) writes nothing but its manifest."""
     import hashlib
 
-    if not identity.same_rows(store, key, previous, version):
+    if not dataversions.same_rows(store, key, previous, version):
         return False
     recorded = {f["name"]: f.get("sha256") for f in previous.get("data_files", [])}
     if set(recorded) != {partitions.DATA_FILE, *built.extras}:

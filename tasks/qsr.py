@@ -50,7 +50,7 @@ class StgQsrPos(PartitionedTask):
     @classmethod
     def warm_up(cls) -> None:
         from tasks.foldercache.ipc import checked_from_ipc, checked_to_ipc
-        from tasks.freshness.identity import logical_version, slice_versions
+        from tasks.freshness.dataversions import logical_version, slice_versions
         from tasks.transforms.qsr_pos import warm_up
         from tasks.transforms.stores import store_totals, to_ipc
 
@@ -107,7 +107,7 @@ class StgQsrPos(PartitionedTask):
         the store has no rows."""
         import pyarrow.compute as pc
 
-        from tasks.base import luigi_engine
+        from tasks.targets import luigi_engine
         from tasks.transforms.rawcsv import file_stem
 
         counts = pc.value_counts(table["store_id"]).to_pylist() if table.num_rows else []
@@ -256,7 +256,7 @@ def store_versions(inputs: list[RawFile], table: pa.Table) -> dict[str, str]:
     """Per store, the logical version of its rows of the partition (every store with a file, rows or
     not). Only a change of a store's rows changes its version, so per-store consumers (StoreDailySales)
     rebuild for that store alone, and a rule change that alters no row of a store rebuilds nothing of it."""
-    from tasks.freshness.identity import slice_versions
+    from tasks.freshness.dataversions import slice_versions
     from tasks.transforms.rawcsv import file_stem
 
     return slice_versions(table, "store_id", {file_stem(f.relpath) for f in inputs})

@@ -10,7 +10,7 @@ from pathlib import Path
 import luigi
 
 from tasks import settings
-from tasks.base import PartitionedTask, SnapshotTask, luigi_engine, newest_raw_date
+from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.building import Built
 from tasks.contract import is_store_file
 from tasks.guard import fail
@@ -18,6 +18,7 @@ from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.storage import partitions
 from tasks.storage.partitions import atomic_write_text, exclusive
 from tasks.storage.rawzone import RawFile, RawZone
+from tasks.targets import luigi_engine
 
 logger = logging.getLogger("luigi-interface")
 SOURCE = "qsr_pos"

@@ -403,13 +403,13 @@ def test_the_newest_folder_date_counts_real_folders_only_over_sftp_as_locally(ov
 
 @pytest.mark.parametrize("chunk", [32768, 1 << 20])  # 1 MiB: more than OpenSSH sends at once, so replies are short
 def test_files_read_several_at_a_time_are_each_file_whole_and_a_link_is_named(sshd, tmp_path, monkeypatch, chunk):
-    from tasks.storage import sftp as sftp_module
+    from tasks.storage import sftp_read
     from tasks.storage.rawzone import RawFileUnreadable, RawZone
     from tasks.storage.sftp import SftpRawZone
 
     folder = tmp_path / "raw" / "qsr_pos" / "2026-09-10"
     folder.mkdir(parents=True)
-    monkeypatch.setattr(sftp_module, "_CHUNK", chunk)
+    monkeypatch.setattr(sftp_read, "_CHUNK", chunk)
     sizes = {"A": 0, "B": 1, "C": 32768, "D": 32769, "E": 600_000, "F": 5}  # empty, one chunk, its edges, many
     for name, size in sizes.items():
         (folder / f"{name}.csv").write_bytes(bytes((i * 7 + len(name)) % 251 for i in range(size)))
@@ -422,7 +422,7 @@ def test_files_read_several_at_a_time_are_each_file_whole_and_a_link_is_named(ss
     got = list(zone.read_inputs(files))
     assert got == [(tmp_path / "raw" / f.relpath).read_bytes() for f in files]
     assert [zone.known_digest(f) for f in files] == [hashlib.sha256(g).hexdigest() for g in got]
-    assert sftp_module.FILES_IN_FLIGHT > 1 and len(files) > sftp_module.FILES_IN_FLIGHT  # files really in flight
+    assert sftp_read.FILES_IN_FLIGHT > 1 and len(files) > sftp_read.FILES_IN_FLIGHT  # files really in flight
     (folder / "C.csv").unlink()
     os.symlink(folder / "A.csv", folder / "C.csv")  # swapped for a link after the listing
     with pytest.raises(RawFileUnreadable, match="qsr_pos/2026-09-10/C.csv: no longer a regular file"):

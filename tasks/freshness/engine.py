@@ -45,7 +45,7 @@ import os
 import weakref
 from collections.abc import Generator
 
-from tasks.freshness import identity
+from tasks.freshness import dataversions, identity
 from tasks.freshness.inputs import Window
 from tasks.freshness.memo import Blocked, Memo, Node, State, _partition, _stamp
 from tasks.storage import partitions
@@ -138,7 +138,7 @@ class Engine(Memo):
                 return State("stale", f"upstream {_label(up)} is {up_state.state}")
             up_manifest = self._summary(self.store(up), up.key)[1]
             version = node.upstream_version(up_manifest)
-            if not identity.version_matches(recorded.get(up.task_id), version, up_manifest):
+            if not dataversions.version_matches(recorded.get(up.task_id), version, up_manifest):
                 return State("stale", f"upstream {_label(up)} changed")
         return State("ok", note)
 

@@ -15,7 +15,7 @@ PARTITION_PREFIX = "business_date="
 # engine drops what it remembers of that partition (tasks/freshness/engine.py registers itself).
 WRITE_HOOKS: list = []
 # (kind, function of the table) that versions the rows of a manifest written without a data_version:
-# tasks/freshness/identity.py sets it when imported (a data version is a freshness rule, not storage's).
+# tasks/freshness/dataversions.py sets it when imported (a data version is a freshness rule, not storage's).
 DATA_VERSION: list = []
 
 

@@ -177,7 +177,7 @@ class LocalWrites:
                 st = os.stat(tmp)  # a rename keeps size and mtime
                 files.append({"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
             manifest = dict(manifest, data_files=files)
-            if version is not None:  # the rows, not the bytes: see tasks/freshness/identity.py
+            if version is not None:  # the rows, not the bytes: see tasks/freshness/dataversions.py
                 manifest.update(data_version=data_version.result(), data_version_kind=kind)
             drop = None  # an old quarantine the new build does not replace: removed before the manifest
             if quarantine is not None:

@@ -30,7 +30,8 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
-from tasks.transforms.rawcsv import ParsedCsv, RawSchemaError, check_header, file_stem, parse_csv_many
+from tasks.transforms.rawcsv import ParsedCsv, file_stem, parse_csv_many
+from tasks.transforms.rawcsv_lines import RawSchemaError, check_header
 
 RAW_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
 STATUSES = ["COMPLETED", "VOIDED", "REFUNDED"]

@@ -1,0 +1,257 @@
+"""Data versions: a partition's ``data_version`` is a hash of its logical content (docs/run-semantics.md, "Identity").
+
+The schema (names, types) and the rows in the order the transform produced them, as Arrow IPC bytes
+(a stable format), without the schema metadata. It does not depend on the Parquet writer, its version
+or the compression, so an upstream rebuilt to the same rows stops the cascade. Importing this module
+makes it the version of a partition written without one (tasks/storage/partitions.py).
+
+No Luigi here; the engine (:mod:`tasks.freshness.engine`) and the build ask these functions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyarrow as pa
+
+    from tasks.storage.partitions import PartitionStore
+
+LOGICAL = "logical-v1"  # manifest["data_version_kind"] of a version made by :func:`logical_version`
+
+
+def logical_version(table: pa.Table) -> str:
+    """sha256 of the table's schema (names, types, nullability) and rows in order, as one Arrow IPC
+    stream of a single record batch with no metadata: the same rows give the same version whatever
+    wrote them, with which library version, and however they were chunked or compressed."""
+    import numpy as np
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
+    table = table.combine_chunks()
+    if not all(_exact(c.chunks[0]) for c in table.columns if c.num_chunks):
+        # a copy of exactly the rows: Arrow's IPC writer keeps the unused tail of a sliced array's buffers
+        table = table.take(pa.array(np.arange(table.num_rows)))
+    return _ipc_sha256(pa.Table.from_arrays(table.columns, schema=schema))
+
+
+def _ipc_sha256(table: pa.Table) -> str:
+    import pyarrow as pa
+
+    digest = _Sha256Sink()
+    with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), table.schema) as writer:
+        for batch in table.to_batches():
+            writer.write_batch(batch)
+    return digest.sha.hexdigest()
+
+
+class _Sha256Sink:
+    """A write-only file that hashes what is written to it (no copy of the stream in memory)."""
+
+    closed = False
+
+    def __init__(self):
+        self.sha = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.sha.update(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def _exact(array) -> bool:
+    """Whether an array's buffers hold exactly its rows (offset 0, nothing after the last row), as a
+    freshly built array does; a slice does not. Types not looked into count as not exact."""
+    import numpy as np
+    import pyarrow as pa
+
+    if array.offset != 0:
+        return False
+    n, kind = len(array), array.type
+    validity, *rest = array.buffers()
+    if validity is not None and validity.size != (n + 7) // 8:
+        return False
+    if pa.types.is_boolean(kind):
+        return rest[0].size == (n + 7) // 8
+    if pa.types.is_string(kind) or pa.types.is_binary(kind):
+        offsets, data = rest
+        last = int(np.frombuffer(offsets, np.int32)[n]) if n else 0
+        return offsets.size == 4 * (n + 1) and (data.size if data is not None else 0) == last
+    if len(rest) == 1 and kind.bit_width % 8 == 0:  # fixed width: ints, floats, dates, timestamps, decimals
+        return rest[0].size == n * kind.bit_width // 8
+    return False
+
+
+def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, str]:
+    """The logical version of each key's rows (``column == key``, in table order); a key without rows
+    gets the version of an empty slice. One stable sort of the table, then its keys' rows copied out
+    in sorted order a group of keys at a time (about an eighth of the rows: the copy stays small),
+    and each key's run of a group hashed as :func:`logical_version` hashes a table (the bytes of its
+    IPC stream: schema, one record batch, end of stream), the batch made over the group's buffers
+    (:func:`_runs_of`) and serialised between the stream's fixed head and tail."""
+    import pyarrow as pa
+
+    table = table.combine_chunks()  # a take from one chunk per column copies only the rows taken
+    order, runs = _sorted_runs(table[column])
+    schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in table.schema])
+    # a dictionary's values go in a message of their own, which a batch serialised alone lacks
+    plain = not any(pa.types.is_dictionary(f.type) or pa.types.is_nested(f.type) for f in schema)
+    head, tail = _stream_frame(schema)
+    group_rows = max(1, table.num_rows // 8)
+    out, start, i = {}, 0, 0
+    while i < len(runs):
+        j, rows = i, 0
+        while j < len(runs) and (j == i or rows + runs[j]["counts"] <= group_rows):
+            rows += runs[j]["counts"]
+            j += 1
+        group = table.take(order.slice(start, rows)).combine_chunks()  # keys i..j-1: a fresh copy
+        cut = [_runs_of(c.chunk(0)) for c in group.columns] if plain else []  # rows >= 1: one chunk each
+        at = 0
+        for run in runs[i:j]:
+            n = run["counts"]
+            if plain:
+                digest = hashlib.sha256(head)
+                digest.update(pa.RecordBatch.from_arrays([c(at, n) for c in cut], schema=schema).serialize())
+                digest.update(tail)
+                out[run["values"]] = digest.hexdigest()
+            else:  # a fresh copy of the run, through the stream writer (it writes the dictionaries)
+                copy = group.slice(at, n).take(pa.array(range(n))).combine_chunks()
+                out[run["values"]] = _ipc_sha256(pa.Table.from_arrays(copy.columns, schema=schema))
+            at += n
+        start, i = start + rows, j
+        del group, cut
+    empty = logical_version(table.slice(0, 0))
+    return {k: out.get(k, empty) for k in sorted(keys | set(out))}
+
+
+def _sorted_runs(keys: pa.ChunkedArray) -> tuple[pa.Array, list[dict]]:
+    """The stable sort of ``keys`` (row numbers, equal keys in row order) and its runs, in sorted
+    order: [{"values": key, "counts": rows}]. The keys are few (stores): their dictionary is sorted
+    (a few hundred strings) and the rows by their key's rank, a stable integer sort, rather than every
+    row's string compared."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if keys.null_count or not len(keys):
+        order = pc.sort_indices(keys)  # stable
+        return order, pc.value_counts(pc.take(keys, order)).to_pylist()
+    encoded = pc.dictionary_encode(keys).combine_chunks()
+    values = encoded.dictionary
+    by_value = pc.sort_indices(values).to_numpy()  # distinct values: no ties
+    rank = np.empty(len(values), np.int32)
+    rank[by_value] = np.arange(len(values), dtype=np.int32)
+    key = rank[encoded.indices.to_numpy()]
+    order = np.argsort(key, kind="stable")
+    counts = np.bincount(key, minlength=len(values))
+    runs = [{"values": v, "counts": int(n)} for v, n in zip(pc.take(values, by_value).to_pylist(), counts, strict=True)]
+    return pa.array(order), [r for r in runs if r["counts"]]
+
+
+def _stream_frame(schema: pa.Schema) -> tuple[bytes, bytes]:
+    """The bytes an IPC stream of ``schema`` starts with (its schema message) and ends with (the
+    end-of-stream marker): a one-batch stream is head + the batch's serialised message + tail."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema):
+        pass
+    frame = sink.getvalue().to_pybytes()
+    return frame[:-8], frame[-8:]
+
+
+def _runs_of(array: pa.Array) -> Callable[[int, int], pa.Array]:
+    """For ``array`` (a freshly built one: offset 0), a function of (start, n) giving its rows start to
+    start + n as an array whose IPC bytes are those of a fresh copy of them (what ``take`` gives; a
+    slice would carry the padding of the buffers it points into). Without nulls: fixed-width values
+    point into the array's buffer, strings get offsets that start at 0 and point into its characters,
+    booleans are packed again; anything else is copied by ``take``."""
+    import numpy as np
+    import pyarrow as pa
+
+    kind, buffers = array.type, array.buffers()
+    if array.null_count or array.offset:
+        pass
+    elif pa.types.is_string(kind) or pa.types.is_binary(kind):
+        offsets, chars = np.frombuffer(buffers[1], np.int32, len(array) + 1), buffers[2]
+
+        def strings(start: int, n: int) -> pa.Array:
+            mine = offsets[start : start + n + 1]
+            first = int(mine[0])
+            text = chars.slice(first, int(mine[-1]) - first) if chars is not None else None
+            return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(mine - np.int32(first)), text])
+
+        return strings
+    elif pa.types.is_boolean(kind):
+        bits = array.to_numpy(zero_copy_only=False)
+        return lambda start, n: pa.Array.from_buffers(
+            kind, n, [None, pa.py_buffer(np.packbits(bits[start : start + n], bitorder="little"))]
+        )
+    elif len(buffers) == 2 and kind.bit_width % 8 == 0 and not pa.types.is_dictionary(kind):
+        width, values = kind.bit_width // 8, buffers[1]
+        return lambda start, n: pa.Array.from_buffers(kind, n, [None, values.slice(start * width, n * width)])
+    return lambda start, n: array.slice(start, n).take(pa.array(np.arange(n)))
+
+
+def version_matches(recorded: str | None, version: str | None, upstream: dict | None) -> bool:
+    """Whether a downstream partition that recorded ``recorded`` still has the upstream it read:
+    the same version, or the byte version of an older manifest whose data was found to hold the same
+    rows when it was rebuilt (``equivalent_versions``, see :func:`legacy_equivalents`)."""
+    if recorded == version:
+        return True
+    return (
+        upstream is not None
+        and version == upstream.get("data_version")
+        and recorded in upstream.get("equivalent_versions", ())
+    )
+
+
+def same_rows(store: PartitionStore, key: dt.date | None, previous: dict | None, version: str) -> bool:
+    """Whether the partition's current data file holds rows of ``version`` (and is intact): a rebuild
+    that produced them again replaces the manifest only, and the data file is not rewritten."""
+    if not previous or previous.get("verify_mismatch"):  # a data file that verify found damaged is rewritten
+        return False
+    return previous.get("data_version") == version and store.data_matches(key, previous)
+
+
+def legacy_equivalents(store: PartitionStore, key: dt.date | None, previous: dict | None, table: pa.Table) -> list[str]:
+    """The migration of manifests written before logical versions (their ``data_version`` is the
+    sha256 of the Parquet bytes). Their downstream partitions recorded that byte version, which
+    stays valid as long as the partition is not rebuilt. When it is, the replaced data is read once
+    and, if it holds the same rows, its byte version is listed as equivalent to the new logical one,
+    so nothing downstream rebuilds for the change of version kind."""
+    if not previous or previous.get("data_version_kind") == LOGICAL or not previous.get("data_version"):
+        return []
+    try:  # the old rows as stored, against the new ones as Parquet will store them (seconds become ms)
+        if not store.data_matches(key, previous) or logical_version(store.read_table(key)) != _as_stored(table):
+            return []
+    except (OSError, ValueError):  # unreadable old data: nothing to be equivalent to
+        return []
+    return [previous["data_version"], *previous.get("equivalent_versions", [])]
+
+
+def _as_stored(table: pa.Table) -> str:
+    """The logical version of ``table`` once written to Parquet and read back (once per old manifest)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return logical_version(pq.read_table(pa.BufferReader(sink.getvalue())))
+
+
+def _register() -> None:
+    """A partition written without a data version gets this one (tasks/storage/partitions.py)."""
+    from tasks.storage import partitions
+
+    if not partitions.DATA_VERSION:
+        partitions.DATA_VERSION.append((LOGICAL, logical_version))
+
+
+_register()

@@ -1,0 +1,60 @@
+"""What Luigi sees of the raw zone and the data root, below the tasks of :mod:`tasks.base`: a raw export
+folder (:class:`RawFolder`, an external task, and its target), a partition's folder
+(:class:`PartitionTarget`), and the freshness engine a question of a Luigi run asks (:func:`luigi_engine`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import luigi
+
+from tasks import settings
+from tasks.freshness import engine as freshness
+from tasks.freshness.engine import Engine
+from tasks.luigi_shortcuts import luigi_run
+from tasks.storage.partitions import PartitionStore
+from tasks.storage.rawzone import RawZone
+
+
+def luigi_engine() -> Engine:
+    """The freshness engine for a question of the current Luigi run: one pass per run (see
+    :mod:`tasks.freshness.engine`); outside a run, a new pass per question."""
+    return freshness.asked(luigi_run())
+
+
+class RawFolderTarget(luigi.Target):
+    """Exists when one export folder of the raw zone exists."""
+
+    def __init__(self, zone: RawZone, source: str, date: dt.date):
+        self.zone, self.source, self.date = zone, source, date
+
+    def exists(self) -> bool:
+        if self.zone.folder_exists(self.source, self.date):
+            return True
+        # there but not read (a symbolic link, a file, a linked source folder): named in a warning, once
+        luigi_engine().source_unread(self.zone, self.source)
+        return False
+
+    def __repr__(self) -> str:
+        return f"RawFolderTarget({self.zone.describe()}/{self.zone.folder_relpath(self.source, self.date)})"
+
+
+class RawFolder(luigi.ExternalTask):
+    """One export folder of the raw zone (``<raw_root>/<source>/<date>/``), written by a source system."""
+
+    source = luigi.Parameter(description="Raw source folder name, e.g. qsr_pos")
+    date = luigi.DateParameter(description="Export date of the folder (the day the source wrote it)")
+
+    def output(self):
+        return RawFolderTarget(RawZone.from_uri(settings.raw_root()), self.source, self.date)
+
+
+class PartitionTarget(luigi.Target):
+    """The hive folder of one partition; ``exists()`` means a manifest is there (not that it is fresh)."""
+
+    def __init__(self, store: PartitionStore, date: dt.date):
+        self.store, self.date = store, date
+
+    def exists(self) -> bool:
+        return self.store.has_manifest(self.date)

@@ -1,0 +1,187 @@
+"""stg_hotel_bookings_daily (contract section 3): the booking events of one business date, checked.
+
+Pure: parsed extracts in, tables out. The marts built from these events are :mod:`tasks.transforms.hotels`'s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks.transforms.checks import (
+    blank,
+    file_rejects,
+    first_failed,
+    is_money,
+    not_int_ge1,
+    parse_dates,
+    parse_instants,
+    reject_schema,
+)
+from tasks.transforms.rawcsv import ParsedCsv, file_stem
+from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
+
+RAW_COLUMNS = [
+    "booking_id",
+    "hotel_id",
+    "event_at",
+    "event",
+    "arrival_date",
+    "departure_date",
+    "rooms",
+    "rate",
+    "channel",
+]
+EVENTS = ["CREATED", "MODIFIED", "CANCELLED"]
+MONEY = pa.decimal128(18, 2)
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("hotel_id", pa.string()),
+        ("booking_id", pa.string()),
+        ("event", pa.string()),
+        ("event_at", pa.timestamp("s", tz="UTC")),
+        ("arrival_date", pa.date32()),
+        ("departure_date", pa.date32()),
+        ("rooms", pa.int32()),
+        ("rate", MONEY),
+        ("channel", pa.string()),
+        ("source_file", pa.string()),
+        ("row_number", pa.int64()),
+    ]
+)
+REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
+
+
+@dataclass(frozen=True)
+class HotelLimits:
+    """Bounds on a booking event ([hotels] settings), part of the rules fingerprint: a row beyond one is
+    rejected, so that no booking expands into millions of stay nights and no sum of revenue downstream
+    (on the books, pickups: decimal(18,2)) can overflow."""
+
+    max_stay_nights: int = 365
+    max_rooms: int = 1000
+    max_rate: float = 100000.0
+
+    # one booking-night is worth at most max_rooms x max_rate; this keeps that a millionth of what a
+    # decimal(18,2) sum holds (10**16), so a stay date overflows only past a million bookings at the bounds
+    MAX_NIGHT_VALUE: ClassVar[float] = 1e10
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_stay_nights < 1:
+            problems.append(f"max_stay_nights must be >= 1 (is {self.max_stay_nights})")
+        if not 1 <= self.max_rooms <= 999_999_999:
+            problems.append(f"max_rooms must be 1 .. 999999999 (is {self.max_rooms})")
+        if not 0 <= self.max_rate < 1e15:
+            problems.append(f"max_rate must be >= 0 and below 10**15 (is {self.max_rate})")
+        if self.max_rooms * self.max_rate > self.MAX_NIGHT_VALUE:
+            problems.append(
+                f"max_rooms x max_rate must be at most {self.MAX_NIGHT_VALUE:.0f} "
+                f"(is {self.max_rooms} x {self.max_rate:.2f}), or revenue sums could overflow decimal(18,2)"
+            )
+        if problems:
+            raise ValueError("[hotels] " + "; ".join(problems))
+
+    def reasons(self) -> list[str]:
+        """Reasons by check index (0: valid), worded with these bounds."""
+        return [
+            "",
+            "booking_id is empty",
+            "hotel_id does not match the file name",
+            "event_at is not ISO 8601 with a UTC offset",
+            "event_at is not on the folder's date at the hotel",
+            "event is not CREATED, MODIFIED or CANCELLED",
+            "arrival_date is not an ISO date",
+            "departure_date is not an ISO date after arrival_date",
+            f"stay is longer than max_stay_nights ({self.max_stay_nights} nights)",
+            "rooms is not an integer >= 1",
+            f"rooms is above max_rooms ({self.max_rooms})",
+            "rate is not a decimal >= 0 (2 dp)",
+            f"rate is above max_rate ({self.max_rate:.2f})",
+            "channel is empty",
+        ]
+
+
+REASONS = HotelLimits().reasons()  # with the default bounds
+
+
+@dataclass(frozen=True)
+class EventsResult:
+    table: pa.Table  # EVENTS_SCHEMA
+    rejected: pa.Table  # REJECT_SCHEMA
+    rows_read: int
+
+
+def clean_booking_events(
+    files: list[tuple[ParsedCsv, str]], date: dt.date, limits: HotelLimits | None = None
+) -> EventsResult:
+    """Every valid booking event of business date ``date``: the extracts of folder ``date``, each given
+    with its hotel's IANA timezone. An event whose local date at the hotel is not ``date`` is rejected
+    (misfiled), so nothing is counted on two dates; so is one beyond ``limits`` (default bounds if None)."""
+    limits = limits or HotelLimits()
+    tables, rejects, rows_read = [], [], 0
+    for parsed, timezone in files:
+        rows, bad = _file_events(parsed, timezone, date, limits)
+        tables.append(rows)
+        rejects.append(bad)
+        rows_read += parsed.table.num_rows + len(parsed.malformed)
+    table = pa.concat_tables(tables) if tables else EVENTS_SCHEMA.empty_table()
+    rejected = pa.concat_tables(rejects) if rejects else REJECT_SCHEMA.empty_table()
+    return EventsResult(table.combine_chunks(), rejected.combine_chunks(), rows_read)
+
+
+def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelLimits) -> tuple[pa.Table, pa.Table]:
+    raw = parsed.table
+    stem = file_stem(parsed.source_file)
+    event_at = parse_instants(raw["event_at"])
+    local_day = (
+        pc.local_timestamp(event_at.cast(pa.timestamp("s", tz=timezone))).cast(pa.timestamp("s")).cast(pa.date32())
+    )
+    arrival = parse_dates(raw["arrival_date"])
+    departure = parse_dates(raw["departure_date"])
+    nights = pc.subtract(departure.cast(pa.int32()), arrival.cast(pa.int32()))
+    rooms_ok, rate_ok = pc.invert(not_int_ge1(raw["rooms"])), is_money(raw["rate"])
+    # typed only where the type rule passed (the others are rejected by it first)
+    rooms = pc.cast(pc.if_else(rooms_ok, raw["rooms"], "1"), pa.int64())
+    rate = pc.cast(pc.if_else(rate_ok, raw["rate"], "0"), pa.float64())
+    checks = [
+        blank(raw["booking_id"]),
+        pc.not_equal(raw["hotel_id"], stem),
+        pc.is_null(event_at),
+        pc.not_equal(local_day, pa.scalar(date, pa.date32())),
+        pc.invert(pc.is_in(raw["event"], pa.array(EVENTS))),
+        pc.is_null(arrival),
+        pc.or_kleene(pc.is_null(departure), pc.less_equal(departure, arrival)),
+        pc.greater(nights, limits.max_stay_nights),
+        pc.invert(rooms_ok),
+        pc.greater(rooms, limits.max_rooms),
+        pc.invert(rate_ok),
+        pc.greater(rate, limits.max_rate),
+        blank(raw["channel"]),
+    ]
+    code = first_failed([pc.fill_null(c, True) for c in checks])
+    valid = pc.equal(code, 0)
+    picked = raw.filter(valid)
+    rows = pa.table(
+        {
+            "hotel_id": picked["hotel_id"],
+            "booking_id": picked["booking_id"],
+            "event": picked["event"],
+            "event_at": pc.filter(event_at, valid),
+            "arrival_date": pc.filter(arrival, valid),
+            "departure_date": pc.filter(departure, valid),
+            "rooms": pc.cast(picked["rooms"], pa.int32()),
+            "rate": pc.cast(picked["rate"], MONEY),
+            "channel": picked["channel"],
+            "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), picked.num_rows),
+            "row_number": pc.filter(parsed.row_numbers, valid),
+        },
+        schema=EVENTS_SCHEMA,
+    )
+    reasons = limits.reasons()
+    rejected = file_rejects(parsed, code, pc.invert(valid), reasons, REJECT_SCHEMA, malformed_text="booking_id")
+    return rows, rejected

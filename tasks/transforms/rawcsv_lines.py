@@ -1,0 +1,146 @@
+"""The lines and the header of a raw CSV file, for the reader (:mod:`tasks.transforms.rawcsv`): the
+header row's check, and row numbers that are line numbers where a record and a line differ (a quoted
+line break, an empty line, a lone carriage return)."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import re
+import sys
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+
+from tasks.contract import escape_control
+
+
+class RawSchemaError(ValueError):
+    """A raw file whose header does not carry the contract's columns. Fails the partition."""
+
+
+def _body_lines(data: bytes) -> int:
+    """Lines after the header, as the parser ends them (LF, CR LF or a lone CR), empty ones included."""
+    ends = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+    return ends + (not data.endswith((b"\n", b"\r"))) - 1
+
+
+def _bare_cr(data: bytes) -> bool:
+    return data.count(b"\r") != data.count(b"\r\n")
+
+
+def _by_line(
+    data: bytes, source_file: str, records: int, malformed: list[tuple[int, str, str]]
+) -> tuple[pa.Array, list[tuple[int, str, str]]]:
+    """Row numbers that are line numbers, and every line accounted for, where records and lines differ.
+
+    A record the parser read over several lines holds a line break inside a quoted field, which the
+    contract forbids: the record is rejected (for its field count here, or later for the control
+    character), and each further line it took is rejected too, with its own text, so that an unbalanced
+    quote costs as many rejected rows as the lines it swallowed (the reject share sees them all) and the
+    quarantine holds every line. Empty lines are no rows. The record boundaries come from Python's csv
+    reader, which splits quoted fields as Arrow's parser does; where the two disagree the file is refused.
+    """
+    # the file's lines, split at LF, CR LF and a lone CR, as the parser splits them
+    lines = list(io.StringIO(data.decode("utf-8-sig"), newline=""))
+    spans = []  # (first line, last line) of each record
+    with _no_field_limit():
+        # Python's csv refuses a NUL, which ends no record: it reads a stand-in
+        reader = csv.reader(line.replace("\0", "\x01") for line in lines)
+        next(reader, None)  # the header
+        end = reader.line_num
+        for record in reader:
+            if record:  # an empty line is no record (the parser skips it too)
+                spans.append((end + 1, reader.line_num))
+            end = reader.line_num
+    if len(spans) != records:
+        raise RawSchemaError(
+            f"{source_file}: its quoting cannot be split into rows unambiguously ({records} rows to the CSV "
+            f"parser, {len(spans)} to a second reader). Fix or re-send the file; the previous partition is kept."
+        )
+
+    def line_text(number: int) -> str:
+        return escape_control(lines[number - 1].rstrip("\r\n"))
+
+    bad = {number - 2: reason for number, reason, _ in malformed}  # record index -> the parser's reason
+    lone_cr_splits = b"\n" in data  # in a file of lone-CR line ends (old Mac style) a CR is its line end
+    numbers, out = [], []
+    for index, (first, last) in enumerate(spans):
+        over = f"lines {first}-{last}" + (" (to the end of the file)" if last == len(lines) else "")
+        if index in bad:
+            reason = bad[index]
+            if last > first:
+                reason += f"; a quoted field runs over {over}: unbalanced quote? (no line break is allowed in a field)"
+            elif lone_cr_splits and lines[first - 1].endswith("\r"):  # a lone CR amid LF line ends
+                reason += "; the line ends in a lone carriage return (U+000D), a control character the contract forbids"
+            out.append((first, reason, line_text(first)))
+        else:
+            numbers.append(first)
+        for number in range(first + 1, last + 1):
+            out.append((number, f"inside the quoted field of row {first}, which runs over {over}", line_text(number)))
+    return pa.array(numbers, pa.int64()), sorted(out)
+
+
+@contextlib.contextmanager
+def _no_field_limit():
+    """Python's csv reader without its 128 KiB field limit (an unbalanced quote can swallow a whole file)."""
+    was = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(was)
+
+
+def _row_numbers(records: int, malformed: list[tuple[int, str, str]]) -> pa.Array:
+    """Row numbers (header = 1) of the records that parsed, given ``records`` in all."""
+    numbers = np.arange(2, records + 2, dtype="int64")
+    if malformed:
+        numbers = numbers[~np.isin(numbers, [n for n, _, _ in malformed])]
+    return pa.array(numbers)
+
+
+def _undecodable(data: bytes) -> str | None:
+    """Where ``data`` stops being UTF-8: byte offset and line; None when it is UTF-8."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return f"invalid UTF-8 at byte {exc.start} (line {line}): {data[exc.start : exc.start + 4]!r}"
+    return None
+
+
+def check_header(data: bytes, source_file: str, columns: list[str]) -> list[str]:
+    """The names of the header row of ``data``; raises :class:`RawSchemaError` naming the file when the
+    file is empty, or its header is not UTF-8, repeats a name or lacks a contract column."""
+    header = _header(data, source_file)
+    repeated = [name for name, n in Counter(header).items() if n > 1]
+    if repeated:
+        raise RawSchemaError(
+            f"{source_file}: column {', '.join(map(repr, repeated))} appears more than once in the header "
+            "(the contract requires unique names). Fix or re-send the file; the previous partition is kept."
+        )
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise RawSchemaError(
+            f"{source_file}: missing column {', '.join(repr(c) for c in missing)} "
+            f"(header has {', '.join(map(repr, header)) or 'nothing'}; expected {', '.join(columns)}). "
+            "Fix or re-send the file; the previous partition is kept."
+        )
+    return header
+
+
+def _header(data: bytes, source_file: str) -> list[str]:
+    if not data or data.isspace():  # (not data.strip(), without a copy of the file)
+        raise RawSchemaError(f"{source_file}: file is empty (no header row). Fix or re-send the file.")
+    end = re.search(rb"[\r\n]", data)  # the header line ends at LF, CR LF or a lone CR, as the parser's lines do
+    first = data if end is None else data[: end.start()]
+    if first.startswith(b"\xef\xbb\xbf"):
+        first = first[3:]
+    try:
+        text = first.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RawSchemaError(f"{source_file}: header row is not UTF-8 ({exc})") from exc
+    # the names exactly as the CSV parser will read them: unquoted, spaces kept (" qty" is not "qty")
+    return next(csv.reader([text]), [])
