@@ -24,8 +24,6 @@ class AdsDaily(PartitionedTask):
     whether export ``d+7`` has arrived (final) or not (provisional).
     """
 
-    dataset = "staging/ads_daily"
-
     def restatement_days(self) -> int:
         return settings.ads().restatement_days
 
@@ -38,9 +36,7 @@ class AdsDaily(PartitionedTask):
         return name == "ads.csv"
 
     def rules(self) -> dict:
-        from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION
-
-        return {"version": DAILY_VERSION, "restatement_days": self.restatement_days()}
+        return {"version": self.version, "restatement_days": self.restatement_days()}
 
     def provisional(self, cache: CheckCache) -> bool:
         """Up to date, but export d+7 has not arrived: a later export may still restate it."""
@@ -94,11 +90,9 @@ class AdsRolling7d(PartitionedTask):
         return any(up.provisional(cache) for up in self.upstream())
 
     def rules(self) -> dict:
-        from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION
-
         cfg = settings.ads()
         start = settings.daybreak().start_date
-        return {"version": ROLLING_VERSION, "window_days": cfg.rolling_window_days, "start_date": start.isoformat()}
+        return {"version": self.version, "window_days": cfg.rolling_window_days, "start_date": start.isoformat()}
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.ads import rolling_window

@@ -14,11 +14,11 @@ import datetime as dt
 import gc
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import luigi
 
-from tasks import building, settings
+from tasks import building, catalogue, settings
 from tasks.building import Built
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
@@ -30,9 +30,6 @@ from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
 from tasks.targets import PartitionTarget, RawFolder, luigi_engine
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["CheckCache", "FolderInputs", "PartitionState", "Window", "fingerprint", "input_line", "luigi_run"]
 
@@ -49,7 +46,16 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     Subclasses: :class:`PartitionedTask` (one folder per business date) and :class:`SnapshotTask`
     (one unpartitioned folder)."""
 
-    dataset: ClassVar[str] = ""
+    dataset: ClassVar[str] = ""  # its folder under the data root: the catalogue entry's path
+    version: ClassVar[str] = ""  # its transform version, part of every rules fingerprint: the entry's version
+
+    def __init_subclass__(cls, **kwargs):
+        """A recipe takes its path and version from its catalogue entry (tasks/catalogue.py), the one place
+        a dataset is declared."""
+        super().__init_subclass__(**kwargs)
+        spec = catalogue.BY_FAMILY.get(cls.__name__)
+        if spec is not None:
+            cls.dataset, cls.version = spec.path, spec.version
 
     @property
     def key(self) -> dt.date | None:
@@ -58,8 +64,8 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     # -- to define in subclasses -------------------------------------------------------------------
     def rules(self) -> dict:
-        """Transform version and every setting that changes the output."""
-        raise NotImplementedError
+        """Transform version and every setting that changes the output; by default the version alone."""
+        return {"version": self.version}
 
     def build(self, inputs: list[RawFile]) -> Built:
         raise NotImplementedError

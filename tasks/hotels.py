@@ -47,8 +47,6 @@ class StgHotelBookingsDaily(PartitionedTask):
     partition, naming the file, and is never read.
     """
 
-    dataset = "staging/hotel_bookings_daily"
-
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [(SOURCE, self.date)]
 
@@ -65,13 +63,11 @@ class StgHotelBookingsDaily(PartitionedTask):
         return sorted(name.removesuffix(".csv") for name, _, _ in entries if self.accepts_input(name))
 
     def rules(self) -> dict:
-        from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION
-
         known = hotels()  # a hotel not in config: None (its extract fails the partition until it is added)
         timezones = {h: known[h].timezone if h in known else None for h in self.hotels_read()}
         cfg = settings.hotels()
         return {
-            "version": DAILY_VERSION,
+            "version": self.version,
             "timezones": timezones,
             "max_stay_nights": cfg.max_stay_nights,
             "max_rooms": cfg.max_rooms,
@@ -121,8 +117,6 @@ class OtbByStayDate(SnapshotTask):
     newest state.
     """
 
-    dataset = "marts/otb_by_stay_date"
-
     def dates(self) -> list[dt.date]:
         """``[daybreak] start_date`` .. the newest extract folder present, inclusive. With no extract folder
         from start_date on (none at all, a wrong raw_root), start_date alone: the snapshot then waits for
@@ -135,11 +129,6 @@ class OtbByStayDate(SnapshotTask):
     def upstream(self) -> list[PartitionedTask]:
         dates = self.dates()
         return [*(StgHotelBookingsDaily(date=d) for d in dates), *[HotelBookingState(date=d) for d in dates[-1:]]]
-
-    def rules(self) -> dict:
-        from tasks.transforms.versions import OTB_VERSION
-
-        return {"version": OTB_VERSION}
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return _chain_version(manifest)
@@ -165,7 +154,6 @@ class HotelOtbExport(SnapshotTask):
     """
 
     hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
-    dataset = "exports/otb"
 
     @classmethod
     def static_keys(cls) -> list[str]:
@@ -179,11 +167,6 @@ class HotelOtbExport(SnapshotTask):
 
     def upstream(self) -> list[OtbByStayDate]:
         return [OtbByStayDate()]
-
-    def rules(self) -> dict:
-        from tasks.transforms.versions import HOTEL_OTB_EXPORT_VERSION
-
-        return {"version": HOTEL_OTB_EXPORT_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.hotels import hotel_rows, to_csv
@@ -205,8 +188,6 @@ class HotelBookingState(PartitionedTask):
     of finished ones) so that a hotel's pickups depend on their hotel's slice only.
     """
 
-    dataset = "marts/hotel_booking_state"
-
     def upstream(self) -> list[PartitionedTask]:
         previous = self.date - dt.timedelta(days=1)
         chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
@@ -214,11 +195,6 @@ class HotelBookingState(PartitionedTask):
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return _chain_version(manifest)
-
-    def rules(self) -> dict:
-        from tasks.transforms.versions import BOOKING_STATE_VERSION
-
-        return {"version": BOOKING_STATE_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.hotels import booking_state, split_state
@@ -254,7 +230,6 @@ class HotelPickup(PartitionedTask):
     """
 
     hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
-    dataset = "marts/hotel_pickup"
 
     @classmethod
     def static_keys(cls) -> list[str]:
@@ -276,11 +251,6 @@ class HotelPickup(PartitionedTask):
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("hotel_versions", {}).get(self.hotel, "no events")
-
-    def rules(self) -> dict:
-        from tasks.transforms.versions import PICKUP_VERSION
-
-        return {"version": PICKUP_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
         import pyarrow.compute as pc

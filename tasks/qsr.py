@@ -42,8 +42,6 @@ class StgQsrPos(PartitionedTask):
     go to ``quarantine/staging/qsr_pos/business_date=<date>/rejected.parquet``.
     """
 
-    dataset = "staging/qsr_pos"
-
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [("qsr_pos", d) for d in qsr_dependency_window(self.date)]
 

@@ -156,7 +156,6 @@ class StoreDailySales(SnapshotTask):
     changed (per-store versions in the staging manifests), so a late file rebuilds one store only."""
 
     store_id = StoreIdParameter(description="A store from the registry (data/_state/stores.json)")
-    dataset = "marts/store_daily_sales"
 
     @classmethod
     def static_keys(cls) -> list[str]:
@@ -174,11 +173,6 @@ class StoreDailySales(SnapshotTask):
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("store_versions", {}).get(self.store_id, "no files")
-
-    def rules(self) -> dict:
-        from tasks.transforms.versions import STORE_DAILY_SALES_VERSION
-
-        return {"version": STORE_DAILY_SALES_VERSION}
 
     def build(self, inputs: list[RawFile]) -> Built:
         """Incremental: the rows of the previous build are kept for every date whose store version is the

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.transforms.checks import (
+    MONEY,
     blank,
     file_rejects,
     first_failed,
@@ -37,7 +38,6 @@ RAW_COLUMNS = [
     "channel",
 ]
 EVENTS = ["CREATED", "MODIFIED", "CANCELLED"]
-MONEY = pa.decimal128(18, 2)
 EVENTS_SCHEMA = pa.schema(
     [
         ("hotel_id", pa.string()),
