@@ -78,39 +78,49 @@ def no_control_characters(lab, dataset: str) -> None:
     assert found.fetchall()[0][0] == 0  # fetchall: fetchone leaves the default connection busy
 
 
-SOURCES = {  # source -> (task, dataset, partition of the hostile row, its column, its row number)
-    "qsr_pos": ("StgQsrPos", "staging/qsr_pos", dt.date(2026, 9, 15), "sku", 3),
-    "hotel_bookings": ("StgHotelBookingsDaily", "staging/hotel_bookings_daily", dt.date(2026, 9, 15), "channel", 3),
-    "ads": ("AdsDaily", "staging/ads_daily", dt.date(2026, 9, 14), "campaign_id", 3),
+def hostile_pos(lab, day: dt.date, value: str) -> None:
+    rows = [f"O1,1,S001,{day}T12:00:00-04:00,BURGER,1,6.50,,COMPLETED"]
+    rows.append(f'O2,1,S001,{day}T12:05:00-04:00,"{value}",1,6.50,,COMPLETED')
+    rows += [f"O{k},1,S001,{day}T13:00:00-04:00,COLA,1,1.99,,COMPLETED" for k in range(3, 40)]
+    lab.qsr_file(str(day), "S001", rows)
+    lab.qsr_file(str(day + dt.timedelta(days=1)), "S001", [])
+
+
+def hostile_bookings(lab, day: dt.date, value: str) -> None:
+    rows = [f"B1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"]
+    rows.append(f'B2,H1,{day}T12:05:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,"{value}"')
+    rows += [f"B{k},H1,{day}T13:00:00-04:00,CREATED,2026-10-01,2026-10-02,1,90.00,ota" for k in range(3, 40)]
+    lab.hotel_extract(day, "H1", rows)
+
+
+def hostile_ads(lab, day: dt.date, value: str) -> None:
+    rows = [f"{day - dt.timedelta(days=1)},C1,google,1000,50,10.00,2,10.00"]
+    rows.append(f'{day - dt.timedelta(days=1)},"{value}",google,1000,50,10.00,2,10.00')
+    rows += [f"{day - dt.timedelta(days=1)},C{k},google,10,1,1.00,0,0.00" for k in range(3, 40)]
+    lab.ads_export(day, day, rows)
+
+
+# source -> (task, dataset, partition of the hostile row, its column, its row number, the writer of day
+# 2026-09-15 with 39 good rows and the hostile one, whose field holds the value)
+SOURCES = {
+    "qsr_pos": ("StgQsrPos", "staging/qsr_pos", dt.date(2026, 9, 15), "sku", 3, hostile_pos),
+    "hotel_bookings": (
+        "StgHotelBookingsDaily",
+        "staging/hotel_bookings_daily",
+        dt.date(2026, 9, 15),
+        "channel",
+        3,
+        hostile_bookings,
+    ),
+    "ads": ("AdsDaily", "staging/ads_daily", dt.date(2026, 9, 14), "campaign_id", 3, hostile_ads),
 }
-
-
-def hostile_day(lab, source: str, value: str) -> None:
-    """Day 2026-09-15 of ``source`` (and 09-16 for QSR), with one row whose field holds ``value``."""
-    day = dt.date(2026, 9, 15)
-    if source == "qsr_pos":
-        rows = [f"O1,1,S001,{day}T12:00:00-04:00,BURGER,1,6.50,,COMPLETED"]
-        rows.append(f'O2,1,S001,{day}T12:05:00-04:00,"{value}",1,6.50,,COMPLETED')
-        rows += [f"O{k},1,S001,{day}T13:00:00-04:00,COLA,1,1.99,,COMPLETED" for k in range(3, 40)]
-        lab.qsr_file(str(day), "S001", rows)
-        lab.qsr_file(str(day + dt.timedelta(days=1)), "S001", [])
-    elif source == "hotel_bookings":
-        rows = [f"B1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"]
-        rows.append(f'B2,H1,{day}T12:05:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,"{value}"')
-        rows += [f"B{k},H1,{day}T13:00:00-04:00,CREATED,2026-10-01,2026-10-02,1,90.00,ota" for k in range(3, 40)]
-        lab.hotel_extract(day, "H1", rows)
-    else:
-        rows = [f"{day - dt.timedelta(days=1)},C1,google,1000,50,10.00,2,10.00"]
-        rows.append(f'{day - dt.timedelta(days=1)},"{value}",google,1000,50,10.00,2,10.00')
-        rows += [f"{day - dt.timedelta(days=1)},C{k},google,10,1,1.00,0,0.00" for k in range(3, 40)]
-        lab.ads_export(day, day, rows)
 
 
 @pytest.mark.parametrize("value", ["TE\x00A", "a\x07b", "x\x7f", "two\nlines", "tab\there", "cr\r"])
 @pytest.mark.parametrize("source", catalogue.SOURCES)  # a new source needs its hostile row here
 def test_a_control_character_never_reaches_a_partition(lab, source, value):
-    task, dataset, date, column, row = SOURCES[source]
-    hostile_day(lab, source, value)
+    task, dataset, date, column, row, hostile_day = SOURCES[source]
+    hostile_day(lab, dt.date(2026, 9, 15), value)
     assert lab.luigi(task, "--date", str(date)) == 0
     no_control_characters(lab, dataset)
     manifest = json.loads((lab.partition(date, dataset) / "_manifest.json").read_text())
