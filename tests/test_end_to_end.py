@@ -84,7 +84,8 @@ def test_every_task_declares_its_contract_dataset_path():
         for cls in _subclasses(MaterializedTask)
         if cls.__module__.startswith("tasks.") and cls.dataset
     }
-    assert families == expected
+    # the contract's datasets at the contract's paths; a dataset added beside them is welcome
+    assert {name: families.get(name) for name in expected} == expected
     assert all(hasattr(tasks, name) for name in expected)
 
 
