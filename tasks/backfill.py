@@ -19,7 +19,7 @@ from tasks import catalogue, settings
 from tasks.base import PartitionedTask, RawFolder, before_start_reason, luigi_engine
 from tasks.building import reusing
 from tasks.calendar import date_range
-from tasks.freshness.engine import Engine
+from tasks.freshness.engine import Engine, new_pass
 from tasks.guard import check_range
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
@@ -319,3 +319,49 @@ def missing_raw(task: PartitionedTask, cache: Engine) -> set[tuple[str, dt.date]
     """The raw folders, of its own window or its stale upstream partitions' windows, that keep a
     partition from being built now (source, export date). Empty when it can be built."""
     return set(cache.blocked(task).missing)
+
+
+def _candidates(dataset: str, start: dt.date, stop: dt.date, horizon_days: int) -> list:
+    """Partitions of the other datasets that may read what the range rebuilds, directly or not."""
+    horizon = stop + dt.timedelta(days=horizon_days)
+    return [task for spec in catalogue.DATASETS if spec.name != dataset for task in spec.partitions(start, horizon)]
+
+
+def stale_downstream(
+    rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int = 7, held: list | None = None
+) -> list:
+    """Built partitions that read a rebuilt one, directly or through another: the ones that would go
+    stale once the rebuild is in place (to a fixed point, within the range and ``horizon_days`` after:
+    a look-back's window). The one answer to "what goes stale downstream" (plan, preview).
+
+    One that also reads a partition of ``dataset`` outside ``[start, stop)`` that is not up to date (a
+    store's mart reads every date of its store) is not built: Luigi would build those dates too, into
+    the preview, and the preview is of the range. It goes to ``held`` as (task, the date it waits on)."""
+    ids = {t.task_id for t in rebuilt}
+    root = type(rebuilt[0]) if rebuilt else None
+    engine = new_pass()
+    candidates = _candidates(dataset, start, stop, horizon_days)
+    pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
+    found, grew = [], True
+    while grew:
+        grew = False
+        for task in list(pending):
+            upstream = task.upstream()
+            if any(up.task_id in ids for up in upstream):
+                pending.remove(task)
+                grew = True
+                outside = [
+                    up
+                    for up in upstream
+                    if type(up) is root
+                    and up.key is not None
+                    and not start <= up.key < stop
+                    and not engine.state(up).ok
+                ]
+                if outside:
+                    if held is not None:
+                        held.append((task, outside[0]))
+                    continue
+                ids.add(task.task_id)
+                found.append(task)
+    return found

@@ -561,3 +561,45 @@ def test_the_hotels_list_beside_the_users_luigi_cfg_is_read_and_named(hotel_lab)
     proc = run("status", luigi=False)
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"daybreak: error: [hotels] reference_file = 'nowhere.csv' in {cfg}: no such file")
+
+
+def test_plan_names_every_partition_that_would_go_stale_downstream_through_the_chain(hotel_lab, capsys):
+    from tasks.backfill import stale_downstream
+    from tasks.cli import main
+    from tasks.hotels import StgHotelBookingsDaily
+
+    stop = FIRST + dt.timedelta(days=4)
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    assert hotel_lab.luigi("HotelOtbExport", "--hotel", "H1") == 0
+    day = FIRST + dt.timedelta(days=2)  # the extract of 09-12 is re-sent with one more booking
+    write(
+        hotel_lab,
+        day,
+        "H1",
+        [
+            f"T2,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct",
+            f"T9,H1,{day}T13:00:00-04:00,CREATED,2026-10-04,2026-10-05,1,90.00,direct",
+        ],
+    )
+    capsys.readouterr()
+    assert (
+        main(["plan", "stg_hotel_bookings_daily", "--start", str(day), "--stop", str(day + dt.timedelta(days=1))]) == 1
+    )
+    out = capsys.readouterr().out
+    named = dict(line.split(": ", 1)[1].split(" ", 1) for line in out.splitlines() if "then stale downstream: " in line)
+    # the export reads on-the-books, which reads the booking states: stale only through the chain
+    assert named["hotel_otb_export"] == "H1" and named["otb_by_stay_date"] == "(all)", out
+    assert str(day) in named["hotel_booking_state"] and f"{day} H1" in named["hotel_pickup"], out
+    found = stale_downstream(
+        [StgHotelBookingsDaily(date=day)], "stg_hotel_bookings_daily", day, day + dt.timedelta(days=1)
+    )
+    assert sorted(type(t).__name__ for t in found) == sorted(  # the one answer, for the plan and a preview
+        {
+            "hotel_booking_state": "HotelBookingState",
+            "hotel_pickup": "HotelPickup",
+            "otb_by_stay_date": "OtbByStayDate",
+            "hotel_otb_export": "HotelOtbExport",
+        }[name]
+        for name, keys in named.items()
+        for _ in keys.split(", ")
+    )

@@ -10,12 +10,14 @@ import sys
 import time
 
 from tasks import settings
+from tasks.backfill import stale_downstream
 from tasks.freshness import engine as freshness
 from tasks.guard import check_range
 from tasks.preview.publish import sweep
 from tasks.preview.records import (
     EXIT_FAILED,
     EXIT_NOT_RUN,
+    HORIZON_DAYS,
     PUBLISH_LOCK,
     _date,
     _production,
@@ -27,7 +29,7 @@ from tasks.preview.records import (
     task_for,
     write_record,
 )
-from tasks.preview.select import _not_ok, downstream
+from tasks.preview.select import _not_ok
 from tasks.storage import partitions
 from tasks.storage.partitions import plain_store
 from tasks.transforms.diff import diff_partition, total
@@ -65,7 +67,7 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
     with settings.snapshot():
         roots, waiting = _not_ok(dataset, start, stop)
         held: list = []
-        later = downstream(roots, dataset, start, stop, held) if roots else []
+        later = stale_downstream(roots, dataset, start, stop, HORIZON_DAYS, held) if roots else []
         before = {_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
     not_run: list[dict] = []
     if roots:

@@ -19,7 +19,7 @@ from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
-from tasks.views.status import DATASETS, MULTI, SNAPSHOTS, STATIC, day_status, shorten
+from tasks.views.status import DATASETS, day_status, shorten
 
 
 @dataclass
@@ -118,7 +118,7 @@ class _Found:
     runs: list = field(default_factory=list)
     blocked: list = field(default_factory=list)
     same: list = field(default_factory=list)
-    rebuilt: set[str] = field(default_factory=set)  # task ids of the partitions that would run
+    rebuilt: dict[str, MaterializedTask] = field(default_factory=dict)  # the partitions that would run, by id
     durations: list[float] = field(default_factory=list)
 
     @property
@@ -134,7 +134,7 @@ def _classify(partitions: list[tuple], cache: CheckCache, dataset: str) -> _Foun
         row = day_status(task, cache, dataset)
         if row.state in ("stale", "missing", "failed"):
             found.runs.append((label, row.state, row.reason))
-            found.rebuilt.add(task.task_id)
+            found.rebuilt[task.task_id] = task
         elif row.reason == SAME_CONTENT:
             found.same.append(label)
         elif row.state == "waiting":
@@ -147,7 +147,7 @@ def _classify(partitions: list[tuple], cache: CheckCache, dataset: str) -> _Foun
 
 def _make_keyed_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
     found = _classify(_keyed_partitions(dataset, start, stop), freshness.new_pass(), dataset)
-    downstream = _downstream(found.rebuilt, start, stop + dt.timedelta(days=horizon_days), None)
+    downstream = _downstream(list(found.rebuilt.values()), dataset, start, stop, horizon_days)
     return Plan(dataset, found.runs, found.blocked, found.same, downstream, found.seconds_each, workers, start, stop)
 
 
@@ -164,7 +164,7 @@ def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizo
     later = earlier + later
     dates = [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(later)]
     found = _classify(dates, cache, dataset)
-    downstream = _downstream(found.rebuilt, start, stop + dt.timedelta(days=horizon_days), cls)
+    downstream = _downstream(list(found.rebuilt.values()), dataset, start, stop, horizon_days)
     previews = open_for(dataset, start, stop)
     seconds = found.seconds_each
     return Plan(
@@ -172,27 +172,28 @@ def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizo
     )
 
 
-def _downstream(rebuilt: set[str], start: dt.date, stop: dt.date, of: type | None) -> dict[str, list[str]]:
-    """Built partitions (of every dataset of the catalogue but ``of``) that read one of ``rebuilt``:
-    the ones the backfill would make stale."""
+def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int) -> dict[str, list[str]]:
+    """Built partitions of other datasets that read one of ``rebuilt``, directly or through another: the
+    ones the backfill would make stale (:func:`tasks.backfill.stale_downstream`), under their labels."""
+    from tasks.backfill import stale_downstream
+
     if not rebuilt:
         return {}
+    held: list = []
+    found = stale_downstream(rebuilt, dataset, start, stop, horizon_days, held)
     out: dict[str, list[str]] = {}
-    candidates: list[tuple[str, str, MaterializedTask]] = [
-        (name, str(d), cls(date=d)) for name, cls in DATASETS.items() if cls is not of for d in date_range(start, stop)
-    ]
-    for name in [*MULTI, *STATIC, *SNAPSHOTS]:
-        candidates += [(name, label, task) for label, task in _keyed_partitions(name, start, stop)]
-    cache = freshness.new_pass()
-    for name, label, task in candidates:
-        if task.task_id not in rebuilt and any(up.task_id in rebuilt for up in task.upstream()):
-            if _is_built(task, cache):
-                out.setdefault(name, []).append(label)
+    for task in [*found, *(t for t, _ in held)]:
+        out.setdefault(catalogue.BY_FAMILY[type(task).__name__].name, []).append(_label(task))
     return out
 
 
-def _is_built(task: MaterializedTask, cache: CheckCache) -> bool:
-    return cache.summary(task.store(), task.key) is not None
+def _label(task: MaterializedTask) -> str:
+    """A partition as the plan names it: its date, its key, both, or ``(all)``."""
+    spec = catalogue.BY_FAMILY[type(task).__name__]
+    key = getattr(task, spec.key_param) if spec.key_param else None
+    if spec.partition == "date x hotel":
+        return f"{task.date} {key}"
+    return str(key if key is not None else task.key if task.key is not None else "(all)")
 
 
 def render(plan: Plan) -> str:
