@@ -81,5 +81,14 @@ class Sshd:
             rows = [line.split() for line in fh.readlines()[1:]]
         return len({r[2] for r in rows if r[1] == f"0100007F:{port}" and r[3] == "01"})
 
+    def connections(self) -> dict[str, int]:
+        """Each established connection to the port, by client address, with the inode of the client's
+        socket (the same /proc/net/tcp read gives both ends of a loopback connection)."""
+        port = f"{self.port:04X}"
+        with open("/proc/net/tcp") as fh:
+            rows = [line.split() for line in fh.readlines()[1:]]
+        clients = {r[2] for r in rows if r[1] == f"0100007F:{port}" and r[3] == "01"}
+        return {r[1]: int(r[9]) for r in rows if r[1] in clients and r[2] == f"0100007F:{port}" and r[3] == "01"}
+
     def uri(self, path: Path) -> str:
         return f"sftp://{self.user}@127.0.0.1:{self.port}{path}"

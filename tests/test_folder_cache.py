@@ -357,32 +357,49 @@ def test_a_process_needing_a_folder_another_is_checking_waits_for_it(tmp_path, m
 
 
 def test_two_workers_building_the_two_partitions_of_a_folder_check_it_once(lab, monkeypatch):
-    """``--workers 2`` builds D and D+1 at once (two processes), and both read folder D+1. Its check is
-    made slow here (2 s) so that partition D, done with folder D, needs folder D+1 while the other
-    process is checking it: it waits for that check's entry instead of checking the folder too. Every
-    check is logged to a file by the (forked) workers."""
+    """``--workers 2`` builds D and D+1 at once (two processes), and both read folder D+1. The process
+    that checks folder D+1 first holds its check open until the other one has found the folder's lock
+    taken (a handshake through a file, not a sleep): that one waits for the check's entry instead of
+    checking the folder too. Every check is logged to a file by the (forked) workers."""
+    import fcntl
     import time
 
     import luigi
 
+    from tasks import foldercache
     from tasks.transforms import qsr_check
 
     lab.qsr_days(D, 3)
     log = lab.data.parent / "checks.log"
-    check_pieces = qsr_check.check_pieces
+    waited = lab.data.parent / "waited"  # written by a process that found folder D+1's lock taken
+    check_pieces, flock_within = qsr_check.check_pieces, foldercache.flock_within
 
     def logged(batches, folder, rules, threads=1):
         if folder == NEXT:
-            time.sleep(2)
+            deadline = time.monotonic() + 60
+            while not waited.exists() and time.monotonic() < deadline:
+                time.sleep(0.005)
         yield from check_pieces(batches, folder, rules, threads)
         with open(log, "a") as fh:
             fh.write(f"{os.getpid()} {folder}\n")
 
+    def watched(fh, wait_s, poll_s=0.1):
+        if fh.name.endswith(f"{NEXT}.lock"):
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                waited.write_text(str(os.getpid()))
+        return flock_within(fh, wait_s, poll_s)
+
     monkeypatch.setattr(qsr_check, "check_pieces", logged)
+    monkeypatch.setattr(foldercache, "flock_within", watched)
     assert luigi.build([StgQsrPos(date=D), StgQsrPos(date=NEXT)], workers=2, local_scheduler=True, log_level="WARNING")
     checks = [line.split() for line in log.read_text().splitlines()]
     assert sorted(folder for _, folder in checks) == sorted(str(d) for d in (D, NEXT, NEXT + dt.timedelta(days=1)))
     assert len({pid for pid, _ in checks}) == 2  # the two partitions ran in two processes
+    checker = next(pid for pid, folder in checks if folder == str(NEXT))
+    assert waited.read_text() != checker  # the other process waited on the check, and did not check again
     # both partitions are as built one after the other, each from its files
     together = {d: rows(lab, d) for d in (D, NEXT)}
     shutil.rmtree(cache_dir(lab))
