@@ -179,7 +179,7 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
 
 
 def timed_plain(raw: Path, out: Path, days: int) -> float:
-    """Wall seconds of the baseline loop in a fresh process (as the luigi commands are)."""
+    """Wall seconds of :func:`plain_loop` in a fresh process (as the luigi commands are)."""
     cmd = [sys.executable, __file__, "--plain-loop", str(raw), str(out), str(days)]
     env = {k: v for k, v in os.environ.items() if k != "JE_ARROW_MALLOC_CONF"}
     env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
@@ -194,7 +194,7 @@ def single_run(cfg: Path, days: int) -> float:
 
 
 def same_rows(plain: Path, daybreak: Path, days: int) -> str:
-    """Stop the benchmark unless the baseline wrote the same rows and rejects as Daybreak, date by date."""
+    """Stop the benchmark unless the plain loop wrote the same rows and rejects as Daybreak, date by date."""
     import pyarrow.parquet as pq
 
     keys = [("store_id", "ascending"), ("order_id", "ascending"), ("line_no", "ascending")]
@@ -204,14 +204,14 @@ def same_rows(plain: Path, daybreak: Path, days: int) -> str:
         ours = pq.read_table(plain / f"business_date={d}").sort_by(keys)
         theirs = pq.read_table(daybreak / "staging" / "qsr_pos" / f"business_date={d}").select(ours.column_names)
         if not ours.equals(theirs.sort_by(keys).cast(ours.schema)):
-            raise SystemExit(f"{d}: the baseline's rows differ from Daybreak's: the measurement is void")
+            raise SystemExit(f"{d}: the plain loop's rows differ from Daybreak's: the measurement is void")
         q = daybreak / "quarantine" / "staging" / "qsr_pos" / f"business_date={d}" / "rejected.parquet"
         mine = plain / "_quarantine" / f"business_date={d}" / "rejected.parquet"
         theirs_q = pq.read_table(q).select(["source_file", "row_number", "reason"]) if q.exists() else None
         mine_q = pq.read_table(mine).select(["source_file", "row_number", "reason"]) if mine.exists() else None
         pos = [("source_file", "ascending"), ("row_number", "ascending")]
         if (theirs_q is None) != (mine_q is None) or (mine_q and not mine_q.sort_by(pos).equals(theirs_q.sort_by(pos))):
-            raise SystemExit(f"{d}: the baseline's quarantine differs from Daybreak's: the measurement is void")
+            raise SystemExit(f"{d}: the plain loop's quarantine differs from Daybreak's: the measurement is void")
         rows, rejected = rows + ours.num_rows, rejected + (0 if mine_q is None else mine_q.num_rows)
     return f"{rows:,} rows and {rejected:,} rejects over {days} dates, identical"
 
@@ -444,7 +444,8 @@ def report_parts(parts: list[dict], plain_rate: float | None = None, floor: floa
         )
 
 
-# -- the yardstick: a plain pyarrow loop over the dates, independent of Daybreak's code -----------------
+# -- the plain loop: Daybreak's rules in plain pyarrow (no Daybreak import), for the rows check ---------
+# Not the yardstick: benchmarks/yardstick.py is, and this loop runs 1.45-1.62x slower than it.
 
 PLAIN_COLUMNS = ["order_id", "line_no", "store_id", "ordered_at", "sku", "qty", "unit_price", "discount", "status"]
 PLAIN_NOT_CONTROL = bytes(range(32, 127)) + b"\n" + bytes(range(128, 256))  # what translate deletes
@@ -468,7 +469,8 @@ def plain_loop(raw: Path, out: Path, start: dt.date, days: int) -> int:
     """Stage ``days`` dates of qsr_pos with plain pyarrow, the contract's rules, no Luigi and no Daybreak
     import: per date, read folders d and d+1 (one read_csv call per folder), check, de-duplicate, drop
     VOIDED, compute net_amount, write the Parquet file, the quarantine and a manifest (fsync, rename).
-    The simplest fast code for the benchmark data; returns the raw lines read."""
+    Kept to check Daybreak's rows and rejects (:func:`same_rows`), not as a baseline: it is slower than
+    the yardstick. Returns the raw lines read."""
     lines = 0
     for i in range(days):
         d = start + dt.timedelta(days=i)

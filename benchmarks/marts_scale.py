@@ -187,7 +187,7 @@ def otb_section(args: argparse.Namespace) -> None:
     day_mb, state_mb = got["chain-link"]["day_bytes"] / 1e6, got["chain-link"]["state_bytes"] / 1e6
     old_mb, new_mb = got["all-staging"]["growth_kb"] / 1e3, got["from-state"]["growth_kb"] / 1e3
     link_mb = got["chain-link"]["growth_kb"] / 1e3
-    print(f"  one day's events in memory {day_mb:.2f} MB; the state (every booking) {state_mb:.1f} MB;")
+    print(f"  one day's events in memory {day_mb:.2f} MB; the state (open bookings) {state_mb:.1f} MB;")
     print(f"  every staged event {got['all-staging']['events_bytes'] / 1e6:.1f} MB")
     print(f"  (1) old build, all staging loaded: peak RSS growth {old_mb:6.1f} MB")
     print(

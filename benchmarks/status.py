@@ -1,9 +1,8 @@
 """Status view speed over 3 years (issue 7). Run: python benchmarks/status.py [--days 1095] [--workdir DIR]
 
 Builds 3 years of sample data (2 stores, 5 hotels, one ad account) with single-run ranges: every
-stg_qsr_pos, stg_hotel_bookings_daily, ads_daily and ads_rolling_7d partition; hotel_pickup is left
-unbuilt (each pickup reads its hotel's whole history: see docs/run-semantics.md), so it shows as
-missing. Then, side by side:
+stg_qsr_pos, stg_hotel_bookings_daily, ads_daily and ads_rolling_7d partition; the other datasets
+(the hotel and store marts) are left unbuilt, so they show as missing. Then, side by side:
   baseline   list every manifest of the four built datasets and json-load it (the least a view that
              reads manifests must do)
   status     `daybreak status` as a user runs it (a new process; imports included), every dataset

@@ -224,9 +224,11 @@ class HotelPickup(PartitionedTask):
 
     Net of the day's modifications and cancellations: on-the-books after d's events minus before,
     for the bookings d's events touched. Multi partitions at ``marts/hotel_pickup/business_date=D/
-    hotel_id=H/``. It reads the booking state of d-1 (a MODIFIED event needs the state it replaces) and
-    the staged events of d, and depends only on that hotel's slice of each, so a re-sent extract of one
-    hotel rebuilds only that hotel's pickups.
+    hotel_id=H/``. It reads the hotel's open bookings in the booking state of d-1 (a MODIFIED event needs
+    the state it replaces), the finished row of each booking d's events reopen (from the chain's
+    ``finished.arrow`` files, :func:`before_events`) and the hotel's staged events of d. It depends only
+    on that hotel's version of each (the state's covers its open and finished rows), so a re-sent
+    extract of one hotel rebuilds only that hotel's pickups.
     """
 
     hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")

@@ -1,4 +1,4 @@
-"""The folder cache (tasks/foldercache.py): a raw folder checked by one partition's build serves the
+"""The folder cache (tasks/foldercache/): a raw folder checked by one partition's build serves the
 other partition that reads it, and never serves anything but the files it was computed from."""
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def _without_gc_pauses():
     """Python's cyclic garbage collector off while the view is collected (as it was after). The view
     creates tens of thousands of long-lived objects (tasks, parsed manifests) and no garbage cycles
     to speak of, and each collection walks all of them again: 15 % of the CPU time of a three-year
-    status (benchmarks/README.md, "Scale"). Memory is reclaimed by reference counting as before."""
+    status (benchmarks/README.md, "Status view"). Memory is reclaimed by reference counting as before."""
     was = gc.isenabled()
     gc.disable()
     try:
