@@ -9,6 +9,7 @@ import itertools
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from tasks import settings
@@ -179,14 +180,21 @@ class StgQsrPos(PartitionedTask):
                         pass
                     del cached
             if checked is None:
-                with cache.putting(folder, self.date) as entry:
+                # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
+                # its CRC release the GIL) while the caller works on each piece
+                with cache.putting(folder, self.date) as entry, ThreadPoolExecutor(1, "cache_entry") as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     read_ns = time.time_ns()  # before the files' identities are taken, then they are read
                     identities = [zone.file_identity(f) for f in files]
+                    writing = None
                     for piece in self._pieces(zone, files, folder, rules):
-                        writer.write(piece)
+                        if writing is not None:
+                            writing.result()  # one piece at a time in writing: memory; its error raised here
+                        writing = pool.submit(writer.write, piece)
                         yield piece
                         del piece  # before the next one is checked
+                    if writing is not None:
+                        writing.result()
                     writer.close(folder)
                     # with what the files were when read: the next reader need not read them to hash them
                     hashes = [zone.known_digest(f) for f in files]
