@@ -29,17 +29,18 @@ if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
     os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
     # the same for the C library's malloc (numpy's arrays, Python's larger objects such as a raw file's
     # bytes; glibc's, other C libraries are left alone): its threads share one arena, not one each
-    # (M_ARENA_MAX); an array under 32 MiB comes from the heap, not from a mapping of its own that is
+    # (M_ARENA_MAX); a block under 1 MiB comes from the heap, not from a mapping of its own that is
     # faulted in page by page and unmapped when freed (M_MMAP_THRESHOLD), and the heap keeps up to
-    # 128 MiB it has freed for the next array (M_TRIM_THRESHOLD): a build's numpy steps then fault a
-    # quarter of the pages they did, and its CPU falls by a tenth (docs/performance.md, "Memory of a build")
+    # 128 MiB it has freed for the next blocks (M_TRIM_THRESHOLD): a build's numpy steps then fault a
+    # quarter of the pages they did and take a tenth less CPU; larger blocks are still mapped, and given
+    # back when freed, so the peak of a build stays where it was (docs/performance.md, "Memory of a build")
     try:
         import ctypes
 
         if os.confstr("CS_GNU_LIBC_VERSION"):
             libc = ctypes.CDLL(None)
             libc.mallopt(-8, 1)  # M_ARENA_MAX, in glibc's malloc.h
-            libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (32 MiB: glibc's largest)
+            libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
             libc.mallopt(-1, 128 << 20)  # M_TRIM_THRESHOLD
     except (OSError, ValueError, AttributeError):
         pass
