@@ -53,6 +53,7 @@ OUTPUT_SCHEMA = pa.schema(
 )
 REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
 _FILE = pa.dictionary(pa.int32(), pa.string())  # source_file of a checked row: an index into the folder's files
+_CODED = ("store_id", "sku", "status", "source_file")  # dictionaries in a checked row (few distinct values)
 
 
 REASONS = [
@@ -114,15 +115,16 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "status"]).filter(valid)
     rows = pa.table(
         {
-            "store_id": picked["store_id"],
+            # few distinct values (stores, SKUs, statuses): as dictionaries, 4 bytes a row
+            "store_id": pc.dictionary_encode(picked["store_id"]),
             "order_id": picked["order_id"],
             "line_no": pc.cast(picked["line_no"], pa.int32()),
             "ordered_at": pc.filter(ordered_at, valid),
-            "sku": picked["sku"],
+            "sku": pc.dictionary_encode(picked["sku"]),
             "qty": pc.cast(picked["qty"], pa.int32()),
             "unit_price": pc.filter(price[1], valid),  # in cents (decimal(18,2) once kept: _finish)
             "discount": pc.filter(discount[1], valid),  # a blank one is 0
-            "status": picked["status"],
+            "status": pc.dictionary_encode(picked["status"]),
             # each row's file as an index into the folder's file names (4 bytes a row, not the name)
             "source_file": pa.DictionaryArray.from_arrays(as_array(pc.filter(file_index, valid)), names),
             "owner": pc.filter(owner, valid),
@@ -312,7 +314,7 @@ def _gross_too_big(qty, price, typed: pa.Array) -> pa.Array:
 
 CHECKED_SCHEMA = pa.schema(  # money in int64 cents (decimal once a row is kept); the file as a dictionary
     [
-        (f.name, {"unit_price": pa.int64(), "discount": pa.int64(), "source_file": _FILE}.get(f.name, f.type))
+        (f.name, {"unit_price": pa.int64(), "discount": pa.int64()}.get(f.name, _FILE if f.name in _CODED else f.type))
         for f in OUTPUT_SCHEMA
         if f.name not in ("net_amount", "is_suspicious")
     ]
