@@ -71,24 +71,25 @@ class Sshd:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(timeout=10)
 
+    def _tcp(self) -> tuple[str, list[list[str]]]:
+        """This server's address as /proc/net/tcp spells it, and the table's rows (split)."""
+        with open("/proc/net/tcp") as fh:
+            return f"0100007F:{self.port:04X}", [line.split() for line in fh.readlines()[1:]]
+
     def established(self) -> int:
         """Server-side count of established TCP connections to the port (from /proc/net/tcp).
 
         Counted by client address: /proc/net/tcp is not read as one snapshot, and while other
         connections open and close (luigid's HTTP calls) a row can appear twice in one read."""
-        port = f"{self.port:04X}"
-        with open("/proc/net/tcp") as fh:
-            rows = [line.split() for line in fh.readlines()[1:]]
-        return len({r[2] for r in rows if r[1] == f"0100007F:{port}" and r[3] == "01"})
+        server, rows = self._tcp()
+        return len({r[2] for r in rows if r[1] == server and r[3] == "01"})
 
     def connections(self) -> dict[str, int]:
         """Each established connection to the port, by client address, with the inode of the client's
         socket (the same /proc/net/tcp read gives both ends of a loopback connection)."""
-        port = f"{self.port:04X}"
-        with open("/proc/net/tcp") as fh:
-            rows = [line.split() for line in fh.readlines()[1:]]
-        clients = {r[2] for r in rows if r[1] == f"0100007F:{port}" and r[3] == "01"}
-        return {r[1]: int(r[9]) for r in rows if r[1] in clients and r[2] == f"0100007F:{port}" and r[3] == "01"}
+        server, rows = self._tcp()
+        clients = {r[2] for r in rows if r[1] == server and r[3] == "01"}
+        return {r[1]: int(r[9]) for r in rows if r[1] in clients and r[2] == server and r[3] == "01"}
 
     def uri(self, path: Path) -> str:
         return f"sftp://{self.user}@127.0.0.1:{self.port}{path}"

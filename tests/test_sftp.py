@@ -165,22 +165,34 @@ def capped_config(lab, sshd, scheduler):
 
 
 @contextlib.contextmanager
-def peak_connections(sshd):
-    """Yields a list whose only item ends as the most established connections seen server-side."""
-    peak, done = [0], threading.Event()
+def sampling(sample):
+    """Call ``sample()`` every 5 ms on a thread of its own for the duration of the block."""
+    done = threading.Event()
 
     def watch() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], sshd.established())
+            sample()
             time.sleep(0.005)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        yield peak
+        yield
     finally:
         done.set()
         watcher.join()
+
+
+@contextlib.contextmanager
+def peak_connections(sshd):
+    """Yields a list whose only item ends as the most established connections seen server-side."""
+    peak = [0]
+
+    def sample() -> None:
+        peak[0] = max(peak[0], sshd.established())
+
+    with sampling(sample):
+        yield peak
 
 
 def socket_holders(inodes: set[int], roots: set[int]) -> dict[int, set[int]]:
@@ -213,31 +225,23 @@ def sessions_by_owner(sshd, mains: list[int]):
     task process inherits from its parent stays its parent's)."""
     peaks: dict = {"tasks": 0, "scheduling": {}}
     owner: dict[tuple[str, int], object] = {}
-    done = threading.Event()
 
-    def watch() -> None:
-        while not done.is_set():
-            conns = set(sshd.connections().items())
-            new = {conn for conn in conns if conn not in owner}
-            if new and mains:
-                holders = socket_holders({inode for _, inode in new}, set(mains))
-                for conn in new:
-                    if pids := holders.get(conn[1]):
-                        own = pids & set(mains)
-                        owner[conn] = min(own) if own else "tasks"
-            known = [owner[conn] for conn in conns if conn in owner]
-            peaks["tasks"] = max(peaks["tasks"], known.count("tasks"))
-            for pid in mains:
-                peaks["scheduling"][pid] = max(peaks["scheduling"].get(pid, 0), known.count(pid))
-            time.sleep(0.005)
+    def sample() -> None:
+        conns = set(sshd.connections().items())
+        new = {conn for conn in conns if conn not in owner}
+        if new and mains:
+            holders = socket_holders({inode for _, inode in new}, set(mains))
+            for conn in new:
+                if pids := holders.get(conn[1]):
+                    own = pids & set(mains)
+                    owner[conn] = min(own) if own else "tasks"
+        known = [owner[conn] for conn in conns if conn in owner]
+        peaks["tasks"] = max(peaks["tasks"], known.count("tasks"))
+        for pid in mains:
+            peaks["scheduling"][pid] = max(peaks["scheduling"].get(pid, 0), known.count(pid))
 
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
+    with sampling(sample):
         yield peaks
-    finally:
-        done.set()
-        watcher.join()
 
 
 def test_closing_a_session_ends_it_on_the_server_at_once(over_sftp, sshd):

@@ -52,8 +52,8 @@ OUTPUT_SCHEMA = pa.schema(
     ]
 )
 REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
-_FILE = pa.dictionary(pa.int32(), pa.string())  # source_file of a checked row: an index into the folder's files
-_CODED = ("store_id", "sku", "status", "source_file")  # dictionaries in a checked row (few distinct values)
+# a checked row's columns of few distinct values (source_file: an index into the folder's files) as dictionaries
+_CODED = dict.fromkeys(("store_id", "sku", "status", "source_file"), pa.dictionary(pa.int32(), pa.string()))
 
 
 REASONS = [
@@ -312,9 +312,9 @@ def _gross_too_big(qty, price, typed: pa.Array) -> pa.Array:
     return pa.array(too_big)
 
 
-CHECKED_SCHEMA = pa.schema(  # money in int64 cents (decimal once a row is kept); the file as a dictionary
+CHECKED_SCHEMA = pa.schema(  # money in int64 cents (decimal once a row is kept); few-valued columns as dictionaries
     [
-        (f.name, {"unit_price": pa.int64(), "discount": pa.int64()}.get(f.name, _FILE if f.name in _CODED else f.type))
+        (f.name, {"unit_price": pa.int64(), "discount": pa.int64(), **_CODED}.get(f.name, f.type))
         for f in OUTPUT_SCHEMA
         if f.name not in ("net_amount", "is_suspicious")
     ]
