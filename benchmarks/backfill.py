@@ -43,10 +43,11 @@ START = dt.date(2026, 9, 1)
 NOOP_START = dt.date(2023, 9, 1)  # 1,095 dates that all lie before today: RangeDaily drops dates from today on
 
 
-def write_cfg(path: Path, raw: Path, data: Path) -> Path:
+def write_cfg(path: Path, raw: Path, data: Path, start: dt.date = START) -> Path:
+    """A config for a range from ``start`` (its ``start_date``: a range leaves out the dates before it)."""
     from tasks.settings import write_config
 
-    roots = {"raw_root": raw, "data_root": data, "start_date": START}
+    roots = {"raw_root": raw, "data_root": data, "start_date": start}
     return write_config(path, {"daybreak": roots, "core": {"log_level": "WARNING"}})
 
 
@@ -74,7 +75,7 @@ def noop_check(work: Path, days: int, stores: int) -> dict:
     raw, data = work / "noop-raw", work / "noop-data"
     if not (raw / "qsr_pos" / str(NOOP_START + dt.timedelta(days=days))).exists():
         tiny_zone(raw, days, stores)
-    cfg = write_cfg(work / "noop.cfg", raw, data)
+    cfg = write_cfg(work / "noop.cfg", raw, data, NOOP_START)
     code = f"""
 import datetime as dt, json, time, luigi.configuration
 luigi.configuration.get_config().add_config_path({str(cfg)!r})
@@ -97,6 +98,12 @@ print(json.dumps({{"built": len(missing), "complete": len(done), "bulk_complete_
     result["cli_noop_s"] = luigi_range(cfg, days, 1, NOOP_START)
     if [p.stat().st_mtime_ns for p in manifests] != before or len(manifests) != days:
         raise SystemExit("the no-op RangeDaily rebuilt something: the measurement is void")
+    # and it did check the dates: the same command rebuilds a partition whose folder was deleted
+    gone = manifests[len(manifests) // 2].parent
+    shutil.rmtree(gone)
+    luigi_range(cfg, days, 1, NOOP_START)
+    if not (gone / "_manifest.json").exists():
+        raise SystemExit(f"the no-op RangeDaily did not rebuild the deleted {gone.name}: it checked nothing")
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import luigi.tools.range, tasks"], check=True)
     result["python_import_s"] = time.perf_counter() - t0
