@@ -227,23 +227,25 @@ SYSTEMS = ("yard", "plain", "w1", "single", "w2")
 SHARED = REPO.parent / "shared" / "bench" / "reference.py"  # the team's yardstick, where a checkout has it
 
 
-def yardstick_loop(module: str, raw: str, out: str, days: int) -> None:
+def yardstick_loop(module: str, raw: str, out: str, days: int, suspicious_qty: int | None = None) -> None:
     """(in a fresh process) The yardstick's transform, ``stage_partition`` of ``module`` (a file: the copy
     in benchmarks/yardstick.py or the shared original), looped over the dates as the shared benchmark's
-    ``runners.py limit`` does: no Daybreak import."""
+    ``runners.py limit`` does: no Daybreak import. ``suspicious_qty``: its threshold, when not its default."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("yardstick_under_test", module)
     yardstick = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = yardstick  # its dataclasses look their module up
     spec.loader.exec_module(yardstick)
+    options = {} if suspicious_qty is None else {"suspicious_qty": suspicious_qty}
     for i in range(days):
-        yardstick.stage_partition(raw, out, START + dt.timedelta(days=i))
+        yardstick.stage_partition(raw, out, START + dt.timedelta(days=i), **options)
 
 
-def timed_yardstick(module: Path, raw: Path, out: Path, days: int) -> float:
+def timed_yardstick(module: Path, raw: Path, out: Path, days: int, suspicious_qty: int | None = None) -> float:
     """Wall seconds of :func:`yardstick_loop` in a fresh process, with Arrow's own allocator settings."""
     cmd = [sys.executable, __file__, "--yardstick-loop", str(module), str(raw), str(out), str(days)]
+    cmd += [] if suspicious_qty is None else ["--suspicious-qty", str(suspicious_qty)]
     env = {k: v for k, v in os.environ.items() if k not in ("JE_ARROW_MALLOC_CONF", "ARROW_DEFAULT_MEMORY_POOL")}
     env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
     t0 = time.perf_counter()
@@ -265,6 +267,7 @@ def main() -> None:
     ap.add_argument("--measure-one", nargs=3, metavar=("CFG", "DATE", "MODE"), help=argparse.SUPPRESS)
     ap.add_argument("--plain-loop", nargs=3, metavar=("RAW", "OUT", "DAYS"), help=argparse.SUPPRESS)
     ap.add_argument("--yardstick-loop", nargs=4, metavar=("MODULE", "RAW", "OUT", "DAYS"), help=argparse.SUPPRESS)
+    ap.add_argument("--suspicious-qty", type=int, help=argparse.SUPPRESS)  # the yardstick loop's threshold
     ap.add_argument(
         "--shared",
         default=str(SHARED),
@@ -282,7 +285,7 @@ def main() -> None:
         return print(plain_loop(Path(raw), Path(out), START, int(days)))
     if args.yardstick_loop:
         module, raw, out, days = args.yardstick_loop
-        return yardstick_loop(module, raw, out, int(days))
+        return yardstick_loop(module, raw, out, int(days), args.suspicious_qty)
     days, stores, mean, noop_days = (20, 30, 1200, 300) if args.quick else (60, 100, 1200, 1095)
     work = Path(args.workdir)
     raw = work / f"raw-{days}x{stores}"

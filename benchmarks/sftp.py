@@ -25,10 +25,22 @@ sys.path.insert(0, str(REPO))
 BENCH = REPO / "data" / "bench"
 
 
+def openssh_batch(server, batch: Path) -> None:
+    """OpenSSH's own client running the commands of ``batch`` (``sftp -b``: a failed command stops it)
+    against ``server`` (a started ``tests.sshd.Sshd``), with its client key and known_hosts."""
+    import subprocess
+
+    subprocess.run(
+        ["sftp", "-q", "-b", str(batch), "-i", str(server.client_key), "-P", str(server.port),
+         "-o", f"UserKnownHostsFile={server.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+         f"{server.user}@127.0.0.1"],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def reads(raw: Path, folders: int, rounds: int) -> None:
     """(2): Daybreak's reads of the first ``folders`` export folders against ``sftp -b``, alternating."""
     import shutil
-    import subprocess
 
     from tasks.storage import sftp as sftp_module
     from tasks.storage.rawzone import RawZone
@@ -55,12 +67,7 @@ def reads(raw: Path, folders: int, rounds: int) -> None:
         def openssh() -> None:
             batch = out / "batch"
             batch.write_text("".join(f"get {raw}/{f.relpath} {out}/{i}\n" for i, f in enumerate(files)))
-            subprocess.run(
-                ["sftp", "-q", "-b", str(batch), "-i", str(server.client_key), "-P", str(server.port),
-                 "-o", f"UserKnownHostsFile={server.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-                 f"{server.user}@127.0.0.1"],
-                check=True, stdout=subprocess.DEVNULL,
-            )  # fmt: skip
+            openssh_batch(server, batch)
 
         rates: dict[str, list[float]] = {"daybreak": [], "openssh": []}
         for k in range(rounds):
