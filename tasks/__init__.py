@@ -11,7 +11,7 @@ import os
 import sys
 
 __version__ = "0.1.0"
-JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1"
+JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1,tcache:false"
 
 # Arrow's C++ allocations go to jemalloc rather than pyarrow's default (mimalloc): a partition build's
 # transient buffers then cost about half the resident memory at the same speed (docs/performance.md).
@@ -24,6 +24,8 @@ JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,nar
 # does not fault every page in again (docs/performance.md, "Memory of a build").
 # One arena (``narenas:1``): a build checks a folder on two threads (tasks/qsr.py), and a thread's own
 # arena would keep the pages that thread freed from the next steps of the build, on the main thread.
+# No thread caches (``tcache:false``), for the same reason: a build's dozen threads each kept small
+# blocks they freed (a build's peak 0.2x its table higher, no faster; docs/performance.md).
 if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
