@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import logging
+import multiprocessing
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -222,8 +223,12 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         try:
             self.run_partition()
         finally:
-            # hand back this task's raw-zone session (SFTP) before Luigi frees its resource slot
-            self.zone().close()
+            # A task in a process forked for it (--workers 2 and more) hands back its raw-zone session
+            # (SFTP) before Luigi frees its resource slot. A task run in the scheduling process (one
+            # worker) keeps it: the checks and the tasks after it use it, one login for the whole run
+            # instead of one a date (an SSH login costs the server about 0.1 s).
+            if multiprocessing.parent_process() is not None:
+                self.zone().close()
 
     def run_partition(self) -> None:
         """The run template for this partition (``run()`` without handing back the raw-zone session:

@@ -346,13 +346,19 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
     # the range's one session, plus the scheduling checks' own before the task runs
     assert log.read_text()[mark:].count("Accepted publickey") <= 2
     assert len(reads) == len(set(reads)) == 14  # folder d+1 is read once for dates d and d+1
-    # one task per date, for contrast: a session per date, and every inner folder read twice
+    # one task per date, for contrast: every inner folder read twice, and with one worker all over one
+    # session (the tasks run in the scheduling process and keep its connection)
     shutil.rmtree(lab.data)
     reads.clear()
     mark = len(log.read_text())
     assert lab.range(START, stop) == 0
-    assert log.read_text()[mark:].count("Accepted publickey") >= 6
+    assert log.read_text()[mark:].count("Accepted publickey") <= 1
     assert len(reads) == 24
+    # with two workers a session per date: each task's process is forked for it, and logs in
+    shutil.rmtree(lab.data)
+    mark = len(log.read_text())
+    assert lab.range(START, stop, "--workers", "2") == 0
+    assert log.read_text()[mark:].count("Accepted publickey") >= 6
 
 
 def test_verify_over_sftp_finds_a_change_behind_kept_metadata_in_one_connection(over_sftp, sshd, capsys):
