@@ -2,10 +2,15 @@
 
 Against a real S3 server started here (Ceph's radosgw on loopback, tests/radosgw.py), side by side in one run,
 each command in its own process, the order rotating over the repetitions:
- (1) `RangeDaily --of StgQsrPos --workers 1` over DAYS dates x STORES stores, from an empty data root: a local
-     data_root (the baseline) against data_root = s3://... (target: at most 1.3x);
+ (1) `RangeDaily --of StgQsrPos --workers 1` over DAYS dates x STORES stores, from an empty data root, with
+     data_root = s3://... against the baseline: the yardstick (benchmarks/yardstick.py, no Daybreak import)
+     looped over the same dates into a local folder, then that folder uploaded to the bucket by pyarrow's
+     own S3FileSystem (`pyarrow.fs.copy_files`), each in a fresh process (its time is the loop plus the
+     upload); and the same RangeDaily with a local data_root, for what the bucket costs (target: bucket /
+     local at most 1.3x);
  (2) the same range on the bucket by one host on one luigid against two hosts on it (target: two at least
-     1.6x faster; CPU seconds per partition within 15 % of one host's);
+     1.6x faster; CPU seconds per partition within 15 % of one host's), each also as a ratio to (1)'s
+     baseline of the same repetition;
  (3) a no-op RangeDaily over 1,095 complete dates on the bucket, in a new process: wall time (target under
      3 s) and the requests it makes, counted with boto3's events (target: the listing's pages plus at most
      10 per dataset), with this host's cache and from a new host (an empty cache_dir).
@@ -31,12 +36,23 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks._luigi import children_cpu  # noqa: E402
+from benchmarks.backfill import timed_yardstick  # noqa: E402  (no Daybreak import)
 from tests import radosgw  # noqa: E402
 from tests.sshd import free_port  # noqa: E402
 
 START = dt.date(2026, 9, 1)
 NOOP_START = dt.date(2023, 9, 1)
 NOOP_DAYS = 1095
+YARDSTICK = REPO / "benchmarks" / "yardstick.py"
+
+# the baseline's upload: a local folder to s3://BUCKET/PREFIX with pyarrow's own S3 client, no Daybreak import
+UPLOAD = """
+import sys
+import pyarrow.fs as fs
+local, dest, endpoint, region = sys.argv[1:]  # the keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+s3 = fs.S3FileSystem(endpoint_override=endpoint, region=region)
+fs.copy_files(local, dest, destination_filesystem=s3)
+"""
 
 COUNT_REQUESTS = """
 import atexit, collections, sys
@@ -105,6 +121,7 @@ def luigid(work: Path) -> tuple[subprocess.Popen, int]:
 
 
 LAST_CPU = [0.0]
+SYSTEMS = ("base", "local", "s3")  # part (1), the order rotating over the repetitions
 
 
 def hosts_run(work: Path, raw: Path, rgw, bucket: str, tag: str, hosts: int, args) -> float:
@@ -131,6 +148,38 @@ def hosts_run(work: Path, raw: Path, rgw, bucket: str, tag: str, hosts: int, arg
     finally:
         server.terminate()
         server.wait()
+
+
+def uploaded(rgw, local: Path, bucket: str, prefix: str) -> float:
+    """Wall seconds of :data:`UPLOAD` of ``local`` to s3://bucket/prefix in a fresh process; then (not timed)
+    a check that every file is in the bucket with its size: copy_files only logs a failed upload."""
+    # the AWS SDK's default checksums send aws-chunked bodies, which radosgw 16 refuses (411): only when required
+    env = {
+        **os.environ, "AWS_ACCESS_KEY_ID": rgw.access_key, "AWS_SECRET_ACCESS_KEY": rgw.secret_key,
+        "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+    }  # fmt: skip
+    args = [str(local), f"{bucket}/{prefix}", rgw.endpoint_url, rgw.region]
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", UPLOAD, *args], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"the baseline's upload failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    files = {f"{prefix}/{p.relative_to(local)}": p.stat().st_size for p in local.rglob("*") if p.is_file()}
+    stored = {}
+    for page in rgw.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+        stored.update({o["Key"]: o["Size"] for o in page.get("Contents", []) if not o["Key"].endswith("/")})
+    if stored != files or not files:
+        raise SystemExit(f"the baseline's upload stored {len(stored)} of {len(files)} files: the measurement is void")
+    return wall
+
+
+def baseline(work: Path, raw: Path, rgw, bucket: str, tag: str, days: int) -> tuple[float, float]:
+    """(wall s, of which the upload) of the baseline: the yardstick's loop over the dates into a local folder,
+    then that folder uploaded to s3://bucket/tag, each in a fresh process."""
+    local = work / f"data-{tag}"
+    loop = timed_yardstick(YARDSTICK, raw, local, days)
+    upload = uploaded(rgw, local, bucket, tag)
+    return loop + upload, upload
 
 
 def tiny_zone(raw: Path, days: int) -> None:
@@ -165,11 +214,15 @@ def main() -> None:
         )  # fmt: skip
     with radosgw.running(work / f"rgw-{uuid.uuid4().hex[:6]}") as rgw:
         bucket = rgw.make_bucket("bench")
-        results: dict[str, list] = {"local": [], "s3": [], "one": [], "two": [], "cpu1": [], "cpu2": []}
+        results: dict[str, list] = {k: [] for k in ("base", "local", "s3", "one", "two", "cpu1", "cpu2", "upload")}
         for rep in range(args.repeat):
-            runs = ["local", "s3"] if rep % 2 == 0 else ["s3", "local"]
-            for kind in runs:
+            for kind in SYSTEMS[rep % len(SYSTEMS) :] + SYSTEMS[: rep % len(SYSTEMS)]:
                 tag = f"{kind}-{rep}"
+                if kind == "base":
+                    wall, upload = baseline(work, raw, rgw, bucket, tag, args.days)
+                    results["base"].append(wall)
+                    results["upload"].append(upload)
+                    continue
                 data = str(work / f"data-{tag}") if kind == "local" else f"s3://{bucket}/{tag}"
                 cfg = config(work / f"{tag}.cfg", raw, data, rgw, work / f"cache-{tag}")
                 results[kind].append(luigi(cfg, rgw, *range_args(args.days))[0])
@@ -178,17 +231,30 @@ def main() -> None:
                     hosts_run(work, raw, rgw, bucket, f"{kind}-{rep}", 1 if kind == "one" else 2, args)
                 )
                 results["cpu1" if kind == "one" else "cpu2"].append(LAST_CPU[0] / args.days)
-        ratio = [s / a for s, a in zip(results["s3"], results["local"], strict=True)]
-        speedup = [a / b for a, b in zip(results["one"], results["two"], strict=True)]
+            done = ", ".join(f"{k} {results[k][-1]:.2f} s" for k in (*SYSTEMS, "one", "two"))
+            print(f"run {rep + 1}: {done}", flush=True)
+
+        def ratios(a: str, b: str) -> list[float]:
+            return [x / y for x, y in zip(results[a], results[b], strict=True)]
+
         cpu = [b / a for a, b in zip(results["cpu1"], results["cpu2"], strict=True)]
         print(f"\n{args.days} dates x {args.stores} stores, {args.repeat} repetitions (min / median / max)")
-        print(f"  RangeDaily --workers 1, local data_root   {spread(results['local'])} s")
-        print(f"  RangeDaily --workers 1, data_root on s3   {spread(results['s3'])} s")
-        print(f"  s3 / local                                {spread(ratio)} x   (target <= 1.30)")
-        print(f"  one host on luigid                        {spread(results['one'])} s")
-        print(f"  two hosts on luigid                       {spread(results['two'])} s")
-        print(f"  one host / two hosts                      {spread(speedup)} x   (target >= 1.60)")
-        print(f"  CPU s a partition, two hosts / one        {spread(cpu)} x   (target within 1.15)")
+        rows = [
+            ("baseline: yardstick loop, then upload", spread(results["base"]) + " s", ""),
+            ("  of which pyarrow's upload to the bucket", spread(results["upload"]) + " s", ""),
+            ("RangeDaily --workers 1, data_root on s3", spread(results["s3"]) + " s", ""),
+            ("RangeDaily --workers 1, local data_root", spread(results["local"]) + " s", ""),
+            ("s3 / baseline", spread(ratios("s3", "base")) + " x", ""),
+            ("s3 / local (what the bucket costs)", spread(ratios("s3", "local")) + " x", "target <= 1.30"),
+            ("one host on luigid", spread(results["one"]) + " s", ""),
+            ("two hosts on luigid", spread(results["two"]) + " s", ""),
+            ("one host / baseline", spread(ratios("one", "base")) + " x", ""),
+            ("two hosts / baseline", spread(ratios("two", "base")) + " x", ""),
+            ("one host / two hosts", spread(ratios("one", "two")) + " x", "target >= 1.60"),
+            ("CPU s a partition, two hosts / one", spread(cpu) + " x", "target within 1.15"),
+        ]
+        for label, value, target in rows:
+            print(f"  {label:<42} {value:<24} {target and f'({target})'}".rstrip())
         if not args.skip_noop:
             noop(work, rgw, bucket)
 
