@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -66,10 +67,34 @@ class Sshd:
         raise RuntimeError(f"sshd did not start: {(self.folder / 'sshd.log').read_text()[-2000:]}")
 
     def stop(self) -> None:
-        """Stop the server and its per-connection children (one process group)."""
+        """Stop the server: the listener and its per-connection processes (continued first, if frozen)."""
         if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
             self.proc.wait(timeout=10)
+
+    def processes(self) -> list[int]:
+        """The server's processes: the listener and every process under it. OpenSSH gives each
+        connection a session of its own (setsid), outside the listener's process group."""
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:  # gone since the listing
+                    continue
+                children.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(int(entry))
+        found, todo = [], [self.proc.pid]
+        while todo:
+            found.append(todo.pop())
+            todo.extend(children.get(found[-1], []))
+        return found
+
+    def signal(self, sig: int) -> None:
+        """``sig`` to every process of the server (SIGSTOP: a frozen server, its open sessions too)."""
+        for pid in self.processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def _tcp(self) -> tuple[str, list[list[str]]]:
         """This server's address as /proc/net/tcp spells it, and the table's rows (split)."""

@@ -4,7 +4,6 @@ code, never a traceback or a hang, and nothing is lost."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
@@ -314,9 +313,7 @@ def sshd(tmp_path):
 
     server = Sshd(tmp_path / "sshd").start()
     yield server
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(server.proc.pid, signal.SIGCONT)
-    server.stop()
+    server.stop()  # continues a frozen server's processes first
 
 
 def sftp_cfg(lab, sshd, threshold: int = 20) -> dict:
@@ -378,7 +375,7 @@ def test_a_server_frozen_mid_backfill_fails_the_remaining_dates_at_once(lab, ssh
     proc = subprocess.Popen(command, cwd=lab.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while not list((lab.data / "staging" / "qsr_pos").glob("*/_manifest.json")) and proc.poll() is None:
         time.sleep(0.005)
-    os.killpg(sshd.proc.pid, signal.SIGSTOP)  # frozen: connections are accepted, nothing answers
+    sshd.signal(signal.SIGSTOP)  # frozen, the sessions already open too: connections are accepted, nothing answers
     frozen = time.monotonic()
     out, err = proc.communicate(timeout=300)
     took = time.monotonic() - frozen
