@@ -214,8 +214,8 @@ def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_l
     days_listed = "2026-09-29, 2026-09-30, 2026-10-01, 2026-10-02, 2026-10-03, 2026-10-04"
     assert f"then stale downstream: ads_rolling_7d {days_listed}\n" in out
     assert "/ 2 workers" in out
-    assert "mode: one Luigi task per date (RangeDaily)" in out
-    assert f"run:  luigi --module tasks RangeDaily --of AdsDaily --start {FIRST} --stop {stop} --workers 2" in out
+    assert "mode: one run for the range (RangeSingleRun): a process per core" in out
+    assert f"run:  luigi --module tasks RangeSingleRun --of AdsDaily --start {FIRST} --stop {stop} --local" in out
     capsys.readouterr()
     assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 1
     assert "mode: one run for the range (RangeSingleRun): one worker" in capsys.readouterr().out

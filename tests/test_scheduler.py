@@ -123,7 +123,9 @@ def test_plan_proposes_the_local_scheduler_unless_core_names_a_scheduler(lab, se
     anyones = Luigid(lab.root / "anyone", port=8082).start() if _free(8082) else None
     try:
         assert main(args) == 1
-        assert capsys.readouterr().out.splitlines()[-1].endswith(" --workers 2 --local-scheduler")
+        line = capsys.readouterr().out.splitlines()[-1]  # one run for the range (a process per core)
+        stop = START + dt.timedelta(days=2)
+        assert line.endswith(f"RangeSingleRun --of StgQsrPos --start {START} --stop {stop} --local-scheduler"), line
     finally:
         if anyones:
             anyones.stop()

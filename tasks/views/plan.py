@@ -46,19 +46,22 @@ class Plan:
 
     @property
     def mode(self) -> tuple[str, str]:
-        """(Luigi family, why): one run for the range over SFTP or with one worker, else one task per date.
-        A dataset that is not one partition per date has its own command (:data:`KEYED_RUNS`).
+        """(Luigi family, why): one run for the range, unless workers share the dates on a central
+        scheduler; a dataset that is not one partition per date has its own command (:data:`KEYED_RUNS`).
 
-        benchmarks/single_run.py (60 dates): over SFTP one run for the range takes 0.52x the time of
-        one task per date (2 connections instead of 61, each folder read once instead of twice), two
-        workers 0.63x; on local disk two workers take 0.76x, one run 0.88x (docs/backfills.md)."""
+        benchmarks/single_run.py (60 dates x 50 stores, 2026-12-04): on local disk one run for the range
+        took 0.51-0.56x the time of one task per date with one worker, and 0.61-0.63x with two workers (a
+        process per core, each raw folder read once, no process forked per date); over SFTP 0.56-0.62x of
+        one worker and 0.51-0.52x of two (one connection). docs/backfills.md has the table."""
         if self.kind != "date":
             return KEYED_RUNS[self.kind]
         if settings.raw_root().startswith("sftp://"):
             return "RangeSingleRun", "the raw zone is SFTP: one connection, each raw folder read once"
         if self.workers == 1:
             return "RangeSingleRun", "one worker: one run reads each raw folder once for consecutive dates"
-        return "RangeDaily", f"local raw zone and {self.workers} workers: dates run in parallel, one task each"
+        if scheduler.central_scheduler():
+            return "RangeDaily", f"{self.workers} workers on the central scheduler: the dates shared, one task each"
+        return "RangeSingleRun", "a process per core, each a stretch of dates, each raw folder read once"
 
     @property
     def command(self) -> str:
