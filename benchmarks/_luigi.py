@@ -12,6 +12,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+def rotated(systems, rep: int):
+    """``systems`` in the order of repetition ``rep``: each system takes each place in turn, so that a
+    change of the machine's load does not always hit the same one."""
+    k = rep % len(systems)
+    return systems[k:] + systems[:k]
+
+
 LAST_CPU = [0.0]  # CPU seconds (user + system) of the last timed_luigi command: steadier than wall on a busy machine
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._luigi import children_cpu, timed_luigi  # noqa: E402
+from benchmarks._luigi import children_cpu, rotated, timed_luigi  # noqa: E402
 
 # jemalloc's settings as this process was started: importing tasks sets Daybreak's (tasks/__init__.py),
 # which the yardstick must not inherit (it runs with Arrow's own, unless the caller chose some)
@@ -309,7 +309,7 @@ def main() -> None:
     shared = Path(args.shared) if Path(args.shared).is_file() else None
     systems = SYSTEMS + (("shared",) if shared else ())
     for rep in range(args.repeat):
-        order = systems[rep % len(systems) :] + systems[: rep % len(systems)]
+        order = rotated(systems, rep)
         times, cpu = {}, {}
         for name in order:
             data = work / f"data-{name}"

@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._luigi import LAST_CPU, children_cpu, timed_luigi  # noqa: E402
+from benchmarks._luigi import LAST_CPU, children_cpu, rotated, timed_luigi  # noqa: E402
 from benchmarks.backfill import NOOP_START, START, tiny_zone, write_cfg  # noqa: E402
 
 PLAIN = REPO / "benchmarks" / "_identity_plain.py"
@@ -47,10 +47,6 @@ PLAIN = REPO / "benchmarks" / "_identity_plain.py"
 
 def range_args(start: dt.date, days: int) -> list[str]:
     return ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + dt.timedelta(days=days))]
-
-
-def rotated(names: list[str], rep: int) -> list[str]:
-    return names[rep % len(names) :] + names[: rep % len(names)]
 
 
 def luigi_run(cfg: Path, *args: str, repo: Path = REPO) -> tuple[float, float]:

@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._luigi import timed_luigi  # noqa: E402
+from benchmarks._luigi import rotated, timed_luigi  # noqa: E402
 from benchmarks.backfill import JEMALLOC_CONF, START, timed_yardstick  # noqa: E402  (no Daybreak import)
 
 YARDSTICK = REPO / "benchmarks" / "yardstick.py"
@@ -154,7 +154,7 @@ def main() -> None:
     runs: list[dict[str, float]] = []
     changed: dict[str, int] = {}
     for i in range(args.repeat):
-        order = SYSTEMS[i % len(SYSTEMS) :] + SYSTEMS[: i % len(SYSTEMS)]
+        order = rotated(SYSTEMS, i)
         times: dict[str, float] = {}
         for what in order:
             data = work / f"data-{what}"

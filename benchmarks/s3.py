@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._luigi import children_cpu  # noqa: E402
+from benchmarks._luigi import children_cpu, rotated  # noqa: E402
 from benchmarks.backfill import timed_yardstick  # noqa: E402  (no Daybreak import)
 from tests import radosgw  # noqa: E402
 from tests.sshd import free_port  # noqa: E402
@@ -216,7 +216,7 @@ def main() -> None:
         bucket = rgw.make_bucket("bench")
         results: dict[str, list] = {k: [] for k in ("base", "local", "s3", "one", "two", "cpu1", "cpu2", "upload")}
         for rep in range(args.repeat):
-            for kind in SYSTEMS[rep % len(SYSTEMS) :] + SYSTEMS[: rep % len(SYSTEMS)]:
+            for kind in rotated(SYSTEMS, rep):
                 tag = f"{kind}-{rep}"
                 if kind == "base":
                     wall, upload = baseline(work, raw, rgw, bucket, tag, args.days)

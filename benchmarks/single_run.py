@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._luigi import timed_luigi  # noqa: E402
+from benchmarks._luigi import rotated, timed_luigi  # noqa: E402
 from benchmarks.backfill import START, timed_yardstick  # noqa: E402  (no Daybreak import)
 from benchmarks.sftp import openssh_batch  # noqa: E402
 
@@ -91,7 +91,7 @@ def main() -> None:
             fetches: list[float] = []
             sessions: dict[str, int] = {}
             for rnd in range(args.rounds):
-                order = SYSTEMS[rnd % len(SYSTEMS) :] + SYSTEMS[: rnd % len(SYSTEMS)]
+                order = rotated(SYSTEMS, rnd)
                 times: dict[str, float] = {}
                 for name in order:
                     shutil.rmtree(data, ignore_errors=True)
