@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import luigi
@@ -237,6 +238,21 @@ def small_disk(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "--lazy", str(mnt)], check=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_temporary_folder_for_commands(tmp_path_factory):
+    """The commands tests start get a temporary folder of this pytest process's (``TMPDIR``): Luigi's
+    lock (one identical command at a time on a machine) lives in ``$TMPDIR/luigi``, and the same
+    command run at the same moment by a test in the other pytest process is not "already running"."""
+    tempfile.gettempdir()  # this process keeps its own
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("commands-tmp"))
+    yield
+    if before is None:
+        os.environ.pop("TMPDIR")
+    else:
+        os.environ["TMPDIR"] = before
 
 
 @pytest.fixture(autouse=True)

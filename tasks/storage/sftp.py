@@ -265,24 +265,29 @@ class SftpRawZone(RawZone):
 
     def _sftp(self) -> paramiko.SFTPClient:
         cached = _CONNECTIONS.get(self._key())
-        if cached and cached[0] == os.getpid() and cached[1].get_transport() and cached[1].get_transport().is_active():
-            return cached[2]
-        if cached and cached[0] != os.getpid():
+        if cached and cached[0] == os.getpid():
+            if cached[1].get_transport() and cached[1].get_transport().is_active():
+                return cached[2]
+            self._drop()  # this process's, ended: its socket closed before the next connection opens
+        elif cached:
             _CONNECTIONS.pop(self._key())  # the parent's: never used, never closed here
         client = self._connect()
-        sftp = client.open_sftp()
-        sftp.get_channel().settimeout(self.timeout)
-        self._check_base(client, sftp)
+        try:
+            sftp = client.open_sftp()
+            sftp.get_channel().settimeout(self.timeout)
+            self._check_base(sftp)
+        except BaseException:  # a connection that failed half-way is closed, not left open until exit
+            _end(client)
+            raise
         _CONNECTIONS[self._key()] = (os.getpid(), client, sftp)
         return sftp
 
-    def _check_base(self, client: paramiko.SSHClient, sftp: paramiko.SFTPClient) -> None:
+    def _check_base(self, sftp: paramiko.SFTPClient) -> None:
         """On each new connection: a base path the server does not have is a setting to fix, not
         folders to wait for (exit 2, like a missing local raw_root). One stat per connection."""
         try:
             sftp.stat(self.base)
         except FileNotFoundError:
-            client.close()
             from tasks.settings_check import raw_root_missing
 
             raw_root_missing(self.describe(), " on the server")
@@ -336,18 +341,22 @@ class SftpRawZone(RawZone):
     def _drop(self) -> None:
         cached = _CONNECTIONS.pop(self._key(), None)
         if cached and cached[0] == os.getpid():
-            transport = cached[1].get_transport()
-            if transport is not None:
-                # End the session now. paramiko's reader thread sits in a recv() on the socket (0.1 s
-                # timeout), and a plain close() releases the socket only when that recv returns: the
-                # server saw the session end up to 0.1 s later, when Luigi may already have handed
-                # this task's sftp slot to the next task (one connection over the cap).
-                with contextlib.suppress(OSError):
-                    transport.sock.shutdown(socket.SHUT_RDWR)
-            try:
-                cached[1].close()
-            except Exception:  # noqa: BLE001 - closing a broken connection must not hide the real error
-                pass
+            _end(cached[1])
+
+
+def _end(client: paramiko.SSHClient) -> None:
+    """Close ``client``'s connection now. paramiko's reader thread sits in a recv() on the socket (0.1 s
+    timeout), and a plain close() releases the socket only when that recv returns: the server saw the
+    session end up to 0.1 s later, when Luigi may already have handed this task's sftp slot to the next
+    task (one connection over the cap)."""
+    transport = client.get_transport()
+    if transport is not None:
+        with contextlib.suppress(OSError):
+            transport.sock.shutdown(socket.SHUT_RDWR)
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection must not hide the real error
+        pass
 
 
 def _transport(*args, **kwargs) -> paramiko.Transport:
