@@ -292,6 +292,19 @@ def test_a_connection_that_fails_after_its_login_is_closed_at_once(over_sftp, ss
     assert sshd.established() == 0
 
 
+def test_a_failed_login_leaves_no_connection_open(over_sftp, sshd, setting):
+    """A key the server refuses fails the login: the connection paramiko opened for it ends with the
+    error, not when the process exits."""
+    from tasks.storage.rawzone import RawZone
+    from tasks.storage.sftp import SftpError
+
+    setting("sftp", "key_filename", keygen(over_sftp.root / "stranger"))
+    zone = RawZone.from_uri(sshd.uri(over_sftp.raw))
+    with pytest.raises(SftpError, match="authentication failed"):
+        zone.folder_exists("qsr_pos", START)
+    assert sshd.established() == 0
+
+
 def test_the_sftp_resource_caps_sessions_across_workers_of_a_real_luigid(lab, sshd, scheduler):
     lab.qsr_days(START, 20)
     cfg = capped_config(lab, sshd, scheduler)

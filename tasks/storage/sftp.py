@@ -303,6 +303,15 @@ class SftpRawZone(RawZone):
             ) from exc
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
+            self._login(client)
+        except BaseException:  # a login that failed half-way (host key, authentication, a timeout) is closed
+            _end(client)  # at once, not when the process exits: a retry would hold a connection more
+            raise
+        return client
+
+    def _login(self, client: paramiko.SSHClient) -> None:
+        """``client.connect``, its failures in words a user can act on."""
+        try:
             client.connect(
                 self.host,
                 self.port,
@@ -336,7 +345,6 @@ class SftpRawZone(RawZone):
             raise
         except TimeoutError as exc:
             raise OSError(f"timeout connecting to {self.host}:{self.port}") from exc
-        return client
 
     def _drop(self) -> None:
         cached = _CONNECTIONS.pop(self._key(), None)
