@@ -280,7 +280,7 @@ def test_closing_a_session_ends_it_on_the_server_at_once(over_sftp, sshd):
         assert sshd.established() == 0
 
 
-def test_a_connection_that_fails_after_its_login_is_closed_at_once(over_sftp, sshd, capsys):
+def test_a_connection_that_fails_after_its_login_is_closed_at_once(over_sftp, sshd):
     """A base path the server does not have is found after the login: that connection ends with the
     error, not when the process exits (a retrying task would hold one connection more than its slot)."""
     from tasks.guard import UsageError

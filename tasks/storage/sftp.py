@@ -271,14 +271,7 @@ class SftpRawZone(RawZone):
             self._drop()  # this process's, ended: its socket closed before the next connection opens
         elif cached:
             _CONNECTIONS.pop(self._key())  # the parent's: never used, never closed here
-        client = self._connect()
-        try:
-            sftp = client.open_sftp()
-            sftp.get_channel().settimeout(self.timeout)
-            self._check_base(sftp)
-        except BaseException:  # a connection that failed half-way is closed, not left open until exit
-            _end(client)
-            raise
+        client, sftp = self._connect()
         _CONNECTIONS[self._key()] = (os.getpid(), client, sftp)
         return sftp
 
@@ -292,7 +285,8 @@ class SftpRawZone(RawZone):
 
             raw_root_missing(self.describe(), " on the server")
 
-    def _connect(self) -> paramiko.SSHClient:
+    def _connect(self) -> tuple[paramiko.SSHClient, paramiko.SFTPClient]:
+        """A new connection and its SFTP session, its base path checked."""
         client = paramiko.SSHClient()
         try:
             client.load_host_keys(self.known_hosts)
@@ -304,10 +298,13 @@ class SftpRawZone(RawZone):
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             self._login(client)
-        except BaseException:  # a login that failed half-way (host key, authentication, a timeout) is closed
-            _end(client)  # at once, not when the process exits: a retry would hold a connection more
+            sftp = client.open_sftp()
+            sftp.get_channel().settimeout(self.timeout)
+            self._check_base(sftp)
+        except BaseException:  # failed half-way (host key, authentication, a timeout, no base path): closed at
+            _end(client)  # once, not when the process exits (a retry would hold a connection more)
             raise
-        return client
+        return client, sftp
 
     def _login(self, client: paramiko.SSHClient) -> None:
         """``client.connect``, its failures in words a user can act on."""
