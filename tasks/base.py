@@ -49,6 +49,8 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     dataset: ClassVar[str] = ""  # its folder under the data root: the catalogue entry's path
     version: ClassVar[str] = ""  # its transform version, part of every rules fingerprint: the entry's version
+    # with --workers 2+, run in a worker process that runs many tasks (tasks/luigi_shortcuts/runners.py)
+    reuses_task_process: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         """A recipe takes its path and version from its catalogue entry (tasks/catalogue.py), the one place

@@ -41,10 +41,10 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import os
 import weakref
 from collections.abc import Generator
 
+from tasks import forks
 from tasks.freshness import dataversions, identity
 from tasks.freshness.inputs import Window
 from tasks.freshness.memo import Blocked, Memo, Node, State, _partition, _stamp
@@ -266,10 +266,8 @@ def new_pass() -> Engine:
     return _shared
 
 
+@forks.before_each_task
 def _after_fork() -> None:
     global _inherited
     _shared.keep_ok_states()
     _inherited = _run
-
-
-os.register_at_fork(after_in_child=_after_fork)

@@ -1,0 +1,269 @@
+"""Task processes that run many tasks, one after another (a run with ``--workers`` 2 and more).
+
+Luigi forks a new process for every task of a run with more than one worker (``TaskProcess``, a
+``multiprocessing.Process``). A fork costs little, but a new process faults in every page its build
+touches (a partition's build: some 20,000 page faults, 0.04 s of system time) and starts with none of
+what the process before it loaded or learnt. With :func:`long_lived_task_processes`, a task whose class
+says ``reuses_task_process = True`` (Daybreak's partition tasks) runs in a *runner*: a process forked
+from the worker at its first such task, which then runs one task after another, as many at once as the
+worker has processes. Everything else is Luigi's own, unchanged:
+
+* the task runs through Luigi's own ``TaskProcess.run`` (its events, its dependency check, its result
+  on the worker's result queue), in a process whose parent is the worker, as a forked task's is;
+* before each task after its first, the runner resets what a fork resets (:func:`tasks.forks.next_task`:
+  the freshness engine keeps its ok states only);
+* the worker sees a process per task (:class:`_TaskInRunner`): alive while the runner works on this task,
+  its exit code the runner's if the runner dies on it (Luigi reports "died unexpectedly"), terminated with
+  its runner on a timeout (Luigi's ``[worker] timeout``, a task's ``worker_timeout``), which a new runner
+  then replaces;
+* a runner is retired after :data:`TASKS_PER_RUNNER` tasks (what a long run's tasks leave behind, in
+  Python's memory or elsewhere, is let go), and stopped when the worker stops (``Worker.__exit__``), when
+  the worker's process exits (a worker used without ``with``), or when that process is killed (the
+  runner then reads the end of its pipe);
+* a task that takes messages from the scheduler (``accepts_messages``) gets Luigi's own process: its
+  message queue can only be handed to a process forked after it was made.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import time
+import weakref
+
+from luigi import worker as luigi_worker
+from luigi.task_register import load_task
+
+from tasks import forks
+
+logger = logging.getLogger("luigi-interface")
+
+TASKS_PER_RUNNER = 200  # then the runner exits and the next task starts a new one
+_STOP = None  # sent to a runner: exit
+
+
+class _Runner:
+    """A process forked from the worker that runs the tasks it is sent, one at a time."""
+
+    def __init__(self, worker, others: list[_Runner]):
+        context = multiprocessing.get_context("fork")
+        self.conn, child = context.Pipe()
+        self.task_id: str | None = None  # the task it runs now
+        self.ran = 0
+        # the other runners' pipe ends are closed in this one: a runner sees the end of its own pipe as
+        # soon as the worker's process is gone
+        self.process = context.Process(
+            target=_serve, args=(worker, child, [r.conn for r in others]), name="daybreak-task-runner"
+        )
+        self.process.start()  # under Luigi's fork_lock: the worker holds it while it starts a task
+        child.close()
+
+    def run(self, task) -> None:
+        self.task_id = task.task_id
+        self.ran += 1
+        self.conn.send((task.task_id, task.task_module, task.task_family, task.to_str_params()))
+
+    def finished(self) -> bool:
+        """Whether the task it was sent last is done (its result put on the worker's queue)."""
+        if self.task_id is not None:
+            try:
+                while self.conn.poll():
+                    if self.conn.recv() == self.task_id:
+                        self.task_id = None
+            except (EOFError, OSError):  # the runner is gone
+                return False
+        return self.task_id is None
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(_STOP)
+        except (OSError, ValueError):
+            pass
+        self.conn.close()
+
+    def kill(self) -> None:
+        _terminate_tree(self.process)
+        self.conn.close()
+
+
+def _serve(worker, conn, others) -> None:
+    """The runner: each task it is sent run by Luigi's ``TaskProcess.run``, then the task id sent back."""
+    for other in others:
+        other.close()
+    first = True
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the worker's process is gone
+            return
+        if message is _STOP:
+            return
+        task_id, module, family, params = message
+        if not first:
+            forks.next_task()
+        first = False
+        # the worker's task object as it was when this runner was forked, or, for a task scheduled since
+        # (a dynamic dependency), made again from its parameters
+        task = worker._scheduled_tasks.get(task_id) or load_task(module, family, params)
+        _LUIGI_CREATE(worker, task).run()
+        conn.send(task_id)
+
+
+class _TaskInRunner:
+    """What Luigi's worker keeps of a task process (``start``, ``is_alive``, ``exitcode``, ``terminate``,
+    ``timeout_time``, ``worker_timeout``, ``task``, ``use_multiprocessing``, ``status_reporter``), for a task
+    run by a runner."""
+
+    use_multiprocessing = True
+
+    def __init__(self, worker, luigis):
+        self.worker = worker
+        self.task = luigis.task
+        self.status_reporter = luigis.status_reporter
+        self.worker_timeout = luigis.worker_timeout
+        self.timeout_time = luigis.timeout_time  # from when Luigi made the process, as for its own
+        self.runner: _Runner | None = None
+
+    def start(self) -> None:
+        self.runner = _pool(self.worker).take()
+        self.runner.run(self.task)
+
+    def _on_it(self) -> bool:
+        return self.runner is not None and self.runner.task_id == self.task.task_id
+
+    def is_alive(self) -> bool:
+        return self._on_it() and self.runner.process.is_alive() and not self.runner.finished()
+
+    @property
+    def exitcode(self) -> int | None:
+        if not self._on_it() or self.runner.finished():
+            return 0
+        if self.runner.process.is_alive():
+            return None
+        return self.runner.process.exitcode or 1  # gone without a result: never "done"
+
+    @property
+    def pid(self) -> int | None:
+        return self.runner.process.pid if self.runner else None
+
+    def terminate(self) -> None:
+        if self.runner is not None:
+            _pool(self.worker).drop(self.runner)
+            self.runner.kill()
+
+
+class _Pool:
+    """A worker's runners."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.runners: list[_Runner] = []
+
+    def take(self) -> _Runner:
+        """An idle runner, or a new one."""
+        waited = time.monotonic()
+        while True:
+            for runner in list(self.runners):
+                if not runner.process.is_alive():
+                    self.drop(runner)
+                    runner.conn.close()
+                elif runner.finished() and runner.ran >= TASKS_PER_RUNNER:
+                    self.drop(runner)
+                    runner.stop()
+            for runner in self.runners:
+                if runner.finished():
+                    return runner
+            # Luigi starts a task when one has put its result; its runner says so right after
+            if len(self.runners) < max(1, self.worker.worker_processes) or time.monotonic() - waited > 5:
+                runner = _Runner(self.worker, self.runners)
+                self.runners.append(runner)
+                return runner
+            multiprocessing.connection.wait([r.conn for r in self.runners], timeout=0.5)
+
+    def drop(self, runner: _Runner) -> None:
+        if runner in self.runners:
+            self.runners.remove(runner)
+
+    def stop(self) -> None:
+        runners, self.runners = self.runners, []
+        for runner in runners:
+            runner.stop()
+        deadline = time.monotonic() + 5
+        for runner in runners:
+            runner.process.join(max(0.0, deadline - time.monotonic()))
+            if runner.process.is_alive():
+                runner.kill()
+
+
+_POOLS: weakref.WeakSet[_Pool] = weakref.WeakSet()
+
+
+def _pool(worker) -> _Pool:
+    pool = worker.__dict__.get("_daybreak_runners")
+    if pool is None:
+        pool = worker._daybreak_runners = _Pool(worker)
+        _POOLS.add(pool)
+    return pool
+
+
+@atexit.register
+def _stop_every_pool() -> None:
+    """At the exit of a process whose worker was never stopped (a ``Worker`` used without ``with``):
+    its runners stopped here, before multiprocessing's own exit handler (registered earlier, so run
+    later) waits for every child process to end."""
+    for pool in list(_POOLS):
+        pool.stop()
+
+
+def _terminate_tree(process) -> None:
+    """``process`` and the processes it started, as Luigi's ``TaskProcess.terminate`` does."""
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    children = []
+    if psutil is not None:
+        try:
+            children = psutil.Process(process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            pass
+    if process.is_alive():
+        process.terminate()
+    process.join(5)
+    for child in children:
+        try:
+            child.terminate()
+        except psutil.NoSuchProcess:
+            pass
+
+
+_LUIGI_CREATE = luigi_worker.Worker._create_task_process
+_LUIGI_EXIT = luigi_worker.Worker.__exit__
+
+
+def _create_task_process(self, task):
+    process = _LUIGI_CREATE(self, task)
+    if process.use_multiprocessing and getattr(task, "reuses_task_process", False) and not task.accepts_messages:
+        return _TaskInRunner(self, process)
+    return process
+
+
+def _exit(self, *exc):
+    try:
+        return _LUIGI_EXIT(self, *exc)  # terminates what still runs: a runner on a task is killed
+    finally:
+        pool = self.__dict__.get("_daybreak_runners")
+        if pool is not None:
+            pool.stop()
+
+
+def long_lived_task_processes() -> None:
+    """Install the runners in Luigi's worker (idempotent). Only on systems that fork."""
+    if getattr(luigi_worker.Worker._create_task_process, "runners", False) or not hasattr(os, "fork"):
+        return
+    _create_task_process.runners = True
+    luigi_worker.Worker._create_task_process = _create_task_process
+    luigi_worker.Worker.__exit__ = _exit

@@ -1,0 +1,160 @@
+"""With ``--workers`` 2 and more, a partition task runs in a worker process that runs many tasks
+(tasks/luigi_shortcuts/runners.py), not in a process of its own: Luigi still sees each task start, end,
+fail, die and time out as it would."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import luigi
+import pytest
+
+from tasks import forks
+from tasks.luigi_shortcuts import runners
+
+pytestmark = pytest.mark.luigi
+
+START = dt.date(2026, 9, 10)
+RESETS = 0  # how many times the hook below ran in this process
+
+
+def _count_reset() -> None:
+    global RESETS
+    RESETS += 1
+
+
+@pytest.fixture
+def reset_hook():
+    forks.before_each_task(_count_reset)
+    yield
+    forks._HOOKS.remove(_count_reset)  # the fork hook stays (os.register_at_fork): it only counts
+
+
+class _Probe(luigi.Task):
+    """Writes the id of the process it ran in, and how many resets that process had seen."""
+
+    reuses_task_process = True
+    folder = luigi.Parameter()
+    n = luigi.IntParameter()
+    die = luigi.BoolParameter(default=False)
+    sleep = luigi.FloatParameter(default=0.0)
+    extra = luigi.IntParameter(default=-1)  # a dynamic dependency, scheduled only when this one runs
+
+    def output(self):
+        return luigi.LocalTarget(os.path.join(self.folder, f"probe-{self.n}"))
+
+    def run(self):
+        if self.extra >= 0:
+            yield _Probe(folder=self.folder, n=self.extra)
+        if self.die:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(self.sleep)
+        with self.output().open("w") as out:
+            out.write(f"{os.getpid()} {RESETS}")
+
+
+class _Plain(_Probe):
+    reuses_task_process = False
+
+
+def _ran(folder: Path) -> dict[int, tuple[int, int]]:
+    """Probe number -> (process id, resets seen)."""
+    out = {}
+    for p in folder.glob("probe-*"):
+        pid, resets = p.read_text().split()
+        out[int(p.name.split("-")[1])] = (int(pid), int(resets))
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+
+def test_two_workers_run_their_tasks_in_two_processes_that_each_run_several_then_end(tmp_path, reset_hook):
+    ok = luigi.build(
+        [_Probe(folder=str(tmp_path), n=k) for k in range(10)], workers=2, local_scheduler=True, log_level="WARNING"
+    )
+    assert ok
+    ran = _ran(tmp_path)
+    assert sorted(ran) == list(range(10))
+    per_process = Counter(pid for pid, _ in ran.values())
+    assert len(per_process) <= 2 and os.getpid() not in per_process, per_process
+    assert max(per_process.values()) >= 2  # a process per task would give 10 processes
+    # each task in a process that ran several saw a reset of its own: as if forked for it
+    for pid, count in per_process.items():
+        seen = sorted(r for p, r in ran.values() if p == pid)
+        assert seen == list(range(seen[0], seen[0] + count)) and seen[0] >= 1, seen
+    assert all(_gone(pid) for pid in per_process)  # stopped with the worker
+
+
+def test_a_task_that_does_not_reuse_processes_gets_one_of_its_own(tmp_path):
+    ok = luigi.build([_Plain(folder=str(tmp_path), n=k) for k in range(4)], workers=2, local_scheduler=True)
+    assert ok
+    assert len({pid for pid, _ in _ran(tmp_path).values()}) == 4
+
+
+def test_a_dynamic_dependency_scheduled_after_the_processes_started_runs_in_one_of_them(tmp_path):
+    tasks = [_Probe(folder=str(tmp_path), n=k, extra=100 + k) for k in range(3)]
+    assert luigi.build(tasks, workers=2, local_scheduler=True, log_level="WARNING")
+    ran = _ran(tmp_path)
+    assert sorted(ran) == [0, 1, 2, 100, 101, 102]
+    assert len({pid for pid, _ in ran.values()}) <= 2
+
+
+def test_a_process_is_replaced_after_its_share_of_tasks(tmp_path, monkeypatch):
+    monkeypatch.setattr(runners, "TASKS_PER_RUNNER", 2)
+    assert luigi.build([_Probe(folder=str(tmp_path), n=k) for k in range(8)], workers=2, local_scheduler=True)
+    per_process = Counter(pid for pid, _ in _ran(tmp_path).values())
+    assert sum(per_process.values()) == 8
+    assert len(per_process) >= 4 and max(per_process.values()) <= 2, per_process
+
+
+@pytest.mark.system
+def test_a_task_whose_process_dies_fails_and_the_others_run_in_a_new_one(tmp_path):
+    tasks = [_Probe(folder=str(tmp_path), n=k, die=(k == 2)) for k in range(6)]
+    result = luigi.build(tasks, workers=2, local_scheduler=True, detailed_summary=True, log_level="WARNING")
+    assert result.status == luigi.LuigiStatusCode.FAILED
+    failed = {task.n for task, status, _ in result.worker._add_task_history if status == "FAILED"}
+    assert failed == {2}
+    assert sorted(_ran(tmp_path)) == [0, 1, 3, 4, 5]
+
+
+@pytest.mark.system
+def test_a_task_over_its_timeout_is_terminated_with_its_process_and_the_run_goes_on(tmp_path):
+    slow = _Probe(folder=str(tmp_path), n=0, sleep=60)
+    slow.worker_timeout = 1
+    started = time.monotonic()
+    result = luigi.build(
+        [slow, *(_Probe(folder=str(tmp_path), n=k) for k in range(1, 5))],
+        workers=2,
+        local_scheduler=True,
+        detailed_summary=True,
+        log_level="WARNING",
+    )
+    assert time.monotonic() - started < 30  # not the 60 s of its sleep
+    assert result.status == luigi.LuigiStatusCode.FAILED
+    failed = {task.n for task, status, _ in result.worker._add_task_history if status == "FAILED"}
+    assert failed == {0}
+    assert sorted(_ran(tmp_path)) == [1, 2, 3, 4]
+
+
+def test_a_two_worker_range_builds_every_date_as_one_worker_does(lab):
+    lab.qsr_days(START, 6)
+    stop = START + dt.timedelta(days=6)
+    assert lab.range(START, stop, "--workers", "2") == 0
+    two = {d: (lab.partition(d) / "data.parquet").read_bytes() for d in lab.built_at()}
+    assert sorted(two) == [START + dt.timedelta(days=k) for k in range(6)]
+    for d in two:
+        shutil.rmtree(lab.partition(d))
+    assert lab.range(START, stop, "--workers", "1") == 0
+    assert {d: (lab.partition(d) / "data.parquet").read_bytes() for d in lab.built_at()} == two
