@@ -8,6 +8,8 @@ import datetime as dt
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,6 +21,7 @@ from tasks import forks
 from tasks.luigi_shortcuts import runners
 
 pytestmark = pytest.mark.luigi
+REPO = Path(__file__).resolve().parent.parent
 
 START = dt.date(2026, 9, 10)
 RESETS = 0  # how many times the hook below ran in this process
@@ -158,3 +161,46 @@ def test_a_two_worker_range_builds_every_date_as_one_worker_does(lab):
         shutil.rmtree(lab.partition(d))
     assert lab.range(START, stop, "--workers", "1") == 0
     assert {d: (lab.partition(d) / "data.parquet").read_bytes() for d in lab.built_at()} == two
+
+
+@pytest.mark.system
+def test_the_worker_processes_end_when_the_run_is_killed(tmp_path):
+    """kill -9 of a run: each worker process finishes the task it is on, then sees the run gone and exits
+    without starting another one."""
+    script = (
+        "import luigi, tasks\n"
+        "from tests.test_task_processes import _Probe\n"
+        f"luigi.build([_Probe(folder={str(tmp_path)!r}, n=k, sleep=0.3) for k in range(40)], workers=2,"
+        " local_scheduler=True)\n"
+    )
+    run = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_ran(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = _children(run.pid)
+        assert len(workers) == 2, workers
+        run.kill()
+        run.wait()
+        deadline = time.monotonic() + 10
+        while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(pid) for pid in workers), "a worker process outlived its run"
+        built = len(_ran(tmp_path))
+        time.sleep(1)
+        assert len(_ran(tmp_path)) == built < 40  # nothing started after the kill
+    finally:
+        run.kill()
+        run.wait()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out

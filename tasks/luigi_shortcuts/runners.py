@@ -53,10 +53,10 @@ class _Runner:
         self.conn, child = context.Pipe()
         self.task_id: str | None = None  # the task it runs now
         self.ran = 0
-        # the other runners' pipe ends are closed in this one: a runner sees the end of its own pipe as
-        # soon as the worker's process is gone
+        # the worker's ends of this runner's pipe and of the other runners' are closed in this one: a
+        # runner then sees the end of its pipe as soon as the worker's process is gone (killed)
         self.process = context.Process(
-            target=_serve, args=(worker, child, [r.conn for r in others]), name="daybreak-task-runner"
+            target=_serve, args=(worker, child, [self.conn, *(r.conn for r in others)]), name="daybreak-task-runner"
         )
         self.process.start()  # under Luigi's fork_lock: the worker holds it while it starts a task
         child.close()
@@ -89,10 +89,10 @@ class _Runner:
         self.conn.close()
 
 
-def _serve(worker, conn, others) -> None:
+def _serve(worker, conn, workers_ends) -> None:
     """The runner: each task it is sent run by Luigi's ``TaskProcess.run``, then the task id sent back."""
-    for other in others:
-        other.close()
+    for end in workers_ends:
+        end.close()
     first = True
     while True:
         try:
@@ -109,7 +109,10 @@ def _serve(worker, conn, others) -> None:
         # (a dynamic dependency), made again from its parameters
         task = worker._scheduled_tasks.get(task_id) or load_task(module, family, params)
         _LUIGI_CREATE(worker, task).run()
-        conn.send(task_id)
+        try:
+            conn.send(task_id)
+        except OSError:  # the worker's process is gone (killed): nobody to tell
+            return
 
 
 class _TaskInRunner:
