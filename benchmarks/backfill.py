@@ -391,7 +391,7 @@ def report(
     values = [c["w1"] / c["yard"] for c in cpus]
     print(f"    CPU seconds, w1 / yardstick (less sensitive to the machine's load): {spread(values)}")
     values = [c["w2"] / c["w1"] for c in cpus]
-    print(f"    CPU seconds, w2 / w1 (a process forked per task: 1.00 would be no cost): {spread(values)}")
+    print(f"    CPU seconds, w2 / w1 (what two workers cost over one: 1.00 is nothing): {spread(values)}")
     print("    median wall: " + ", ".join(f"{n} {median[n]:.2f} s" for n in systems))
     # each system's first build of the range: raw lines read (folders d and d+1 of each date) a second
     rates = {n: [window_lines / r[n] for r in runs] for n in systems}
