@@ -1,11 +1,11 @@
 """The raw zone over SFTP (paramiko): the only module that talks to an SFTP server.
 
 Host keys are verified against ``[sftp] known_hosts``, never auto-accepted. One connection per
-worker process is reused for every listing and read; Luigi forks a process per task when
-``--workers`` > 1, so a cached connection remembers the pid that opened it and is never used by a
-child. Transient failures (reset, timeout, EOF) are retried with backoff; authentication and host-key
-failures are not. The reads of several files at once, on the connection made here, are
-:mod:`tasks.storage.sftp_read`'s.
+worker process is reused for every listing and read; with ``--workers`` > 1 tasks run in processes
+forked from the scheduling one (tasks/luigi_shortcuts/runners.py), so a cached connection remembers
+the pid that opened it and is never used by a child. Transient failures (reset, timeout, EOF) are
+retried with backoff; authentication and host-key failures are not. The reads of several files at
+once, on the connection made here, are :mod:`tasks.storage.sftp_read`'s.
 """
 
 from __future__ import annotations

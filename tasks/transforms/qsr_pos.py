@@ -248,8 +248,9 @@ def warm_up() -> tuple[CheckedFolder, CleanResult]:
     the modules they load lazily are loaded; returns the checked folder and the result (for the next
     steps' own warm-up: the folder cache's format, versions, store totals).
 
-    Luigi forks a process per task when ``--workers`` > 1; warming in the scheduling process, once
-    work is found (``PartitionedTask.prepare_to_run``), means no forked task pays this again.
+    With ``--workers`` > 1 tasks run in processes forked from the scheduling one; warming in the
+    scheduling process, once work is found (``PartitionedTask.prepare_to_run``), means no forked
+    process pays this again.
     """
     day = dt.date(2026, 9, 15)
     rows = [
