@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -204,3 +205,22 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             out.append(int(stat.parent.name))
     return out
+
+
+def test_a_worker_whose_count_is_lowered_stops_its_idle_extra_process():
+    worker = types.SimpleNamespace(worker_processes=2, _scheduled_tasks={})
+    pool = runners._Pool(worker)
+    try:
+        first = pool.take()
+        first.task_id = "busy"  # as if it ran a task: the next one needs a second runner
+        second = pool.take()
+        assert second is not first and len(pool.runners) == 2
+        worker.worker_processes = 1  # Luigi's set_worker_processes
+        first.task_id = None
+        kept = pool.take()
+        assert pool.runners == [kept]
+        (gone,) = {first, second} - {kept}
+        gone.process.join(10)
+        assert gone.process.exitcode == 0
+    finally:
+        pool.stop()

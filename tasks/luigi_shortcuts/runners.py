@@ -17,9 +17,10 @@ worker has processes. Everything else is Luigi's own, unchanged:
   its runner on a timeout (Luigi's ``[worker] timeout``, a task's ``worker_timeout``), which a new runner
   then replaces;
 * a runner is retired after :data:`TASKS_PER_RUNNER` tasks (what a long run's tasks leave behind, in
-  Python's memory or elsewhere, is let go), and stopped when the worker stops (``Worker.__exit__``), when
-  the worker's process exits (a worker used without ``with``), or when that process is killed (the
-  runner then reads the end of its pipe);
+  Python's memory or elsewhere, is let go) or when it is idle and one too many (Luigi's
+  ``set_worker_processes`` lowered the worker's count); all are stopped when the worker stops
+  (``Worker.__exit__``) or its process exits (a worker used without ``with``), and a runner ends by
+  itself when that process is killed (it reads the end of its pipe);
 * a task that takes messages from the scheduler (``accepts_messages``) gets Luigi's own process: its
   message queue can only be handed to a process forked after it was made.
 """
@@ -173,7 +174,9 @@ class _Pool:
                 if not runner.process.is_alive():
                     self.drop(runner)
                     runner.conn.close()
-                elif runner.finished() and runner.ran >= TASKS_PER_RUNNER:
+                elif runner.finished() and (
+                    runner.ran >= TASKS_PER_RUNNER or len(self.runners) > max(1, self.worker.worker_processes)
+                ):  # its share of tasks run, or one runner too many (the worker's count was lowered)
                     self.drop(runner)
                     runner.stop()
             for runner in self.runners:
