@@ -28,7 +28,6 @@ worker has processes. Everything else is Luigi's own, unchanged:
 from __future__ import annotations
 
 import atexit
-import logging
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -39,8 +38,6 @@ from luigi import worker as luigi_worker
 from luigi.task_register import load_task
 
 from tasks import forks
-
-logger = logging.getLogger("luigi-interface")
 
 TASKS_PER_RUNNER = 200  # then the runner exits and the next task starts a new one
 _STOP = None  # sent to a runner: exit
