@@ -224,3 +224,29 @@ def test_a_worker_whose_count_is_lowered_stops_its_idle_extra_process():
         assert gone.process.exitcode == 0
     finally:
         pool.stop()
+
+
+@pytest.mark.system
+def test_ctrl_c_stops_the_worker_processes_without_a_traceback_of_theirs(tmp_path):
+    script = (
+        "import luigi, tasks\n"
+        "from tests.test_task_processes import _Probe\n"
+        f"luigi.build([_Probe(folder={str(tmp_path)!r}, n=k, sleep=0.2 + 0.3 * (k % 2)) for k in range(40)],"
+        " workers=2, local_scheduler=True)\n"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_ran(tmp_path)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = _children(run.pid)
+        assert len(workers) == 2, workers
+        os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+        _, err = run.communicate(timeout=30)
+        assert all(_gone(pid) for pid in workers)
+        assert "daybreak-task-runner" not in err, err[-2000:]
+    finally:
+        run.kill()
+        run.wait()

@@ -88,7 +88,16 @@ class _Runner:
 
 
 def _serve(worker, conn, workers_ends) -> None:
-    """The runner: each task it is sent run by Luigi's ``TaskProcess.run``, then the task id sent back."""
+    """The runner: each task it is sent run by Luigi's ``TaskProcess.run``, then the task id sent back.
+    Ctrl-C (SIGINT to the run's process group) ends it with exit code 130 and no traceback of its own,
+    idle or in a task: the worker, interrupted too, stops the run."""
+    try:
+        _serve_tasks(worker, conn, workers_ends)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+def _serve_tasks(worker, conn, workers_ends) -> None:
     for end in workers_ends:
         end.close()
     first = True
