@@ -304,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        print(guard.INTERRUPTED, file=sys.stderr, flush=True)
+        return guard.INTERRUPTED_EXIT
     except Exception as exc:  # a store or server error: one line, exit 30; any other error keeps its traceback
         line = fault_line(exc)
         if line is None:

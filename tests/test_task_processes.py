@@ -54,6 +54,7 @@ class _Probe(luigi.Task):
         return luigi.LocalTarget(os.path.join(self.folder, f"probe-{self.n}"))
 
     def run(self):
+        Path(self.folder, f"started-{self.n}").touch()
         if self.extra >= 0:
             yield _Probe(folder=self.folder, n=self.extra)
         if self.die:

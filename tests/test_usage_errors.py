@@ -12,14 +12,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tasks.backfill import business_today
 from tasks.cli import main
+from tasks.guard import INTERRUPTED
 from tasks.views import plan, status
 from tests.conftest import REPO, Lab
 
@@ -388,3 +391,53 @@ def test_a_long_failure_reason_is_kept_whole_and_shortened_at_a_word_for_display
     kept = shown.removesuffix(" ...")
     flat = " ".join(whole.split())
     assert flat.startswith(kept) and flat[len(kept)] == " "  # cut between two words
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_of_the_luigi_command_is_one_line(tmp_path, workers):
+    """Ctrl-C (SIGINT to the command's process group) while a task runs: one line, no traceback, and the
+    exit of a command ended by SIGINT (130 in a shell)."""
+    probe = [
+        sys.executable,
+        "-m",
+        "luigi",
+        "--module",
+        "tests.test_task_processes",
+        "_Probe",
+        "--folder",
+        str(tmp_path),
+    ]
+    command = [*probe, "--n", "1", "--sleep", "60", "--local-scheduler", "--no-lock", "--workers", workers]
+    proc = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started-1").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "started-1").exists()
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode in (-signal.SIGINT, 130), err[-2000:]
+    assert INTERRUPTED in err and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.system
+def test_ctrl_c_of_the_daybreak_command_is_one_line(tmp_path):
+    daybreak = str(Path(sys.executable).parent / "daybreak")
+    command = [daybreak, "sample", "--raw-root", str(tmp_path / "raw"), "--start", "2026-09-01", "--days", "3000"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "raw").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines() == [INTERRUPTED], err[-2000:]

@@ -4,7 +4,8 @@ Luigi raises its usage errors (unknown task family, unparsable parameter value, 
 where Daybreak's code never runs; :func:`install`, called at ``import tasks`` under Luigi, catches them
 on their way out: a filter on the ``luigi-interface`` logger (Luigi logs "Uncaught exception in luigi"
 with the exception, and "Will not run ... error in complete()" for RangeDaily's "Can't have start >
-stop"), and ``sys.excepthook`` for the unknown root task, which Luigi looks up before its own ``try``.
+stop"), and ``sys.excepthook`` for the unknown root task, which Luigi looks up before its own ``try``
+(the same hook makes Ctrl-C one line, :data:`tasks.guard.INTERRUPTED`, instead of a traceback).
 Which command-line value failed to parse is read from the traceback: the frame of Luigi's
 ``_get_task_kwargs`` (``param_name``, ``attr``). tests/test_luigi_shortcuts.py makes Luigi raise each.
 """
@@ -16,7 +17,7 @@ import logging
 import re
 import sys
 
-from tasks.guard import check_range, fail, nearest
+from tasks.guard import INTERRUPTED, check_range, fail, nearest
 from tasks.luigi_shortcuts.messages import REVERSED_RANGE, UNCAUGHT
 
 
@@ -93,6 +94,9 @@ class _UsageFilter(logging.Filter):
 
 def _excepthook(previous):
     def hook(kind, exc, tb):
+        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: one line; Python then exits as SIGINT does (130)
+            print(INTERRUPTED, file=sys.stderr, flush=True)
+            return None
         text = describe(exc, tb) if isinstance(exc, Exception) else None
         if text is None:
             return previous(kind, exc, tb)
