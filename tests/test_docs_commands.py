@@ -149,12 +149,16 @@ def expected_exit(command: str) -> set[int]:
 
 # -- the clone ---------------------------------------------------------------------------------------
 def fresh_clone(dest: Path) -> Path:
-    """``git clone`` of the repository, with the working tree's uncommitted changes copied over (so
-    that what is tested is what is in front of you)."""
+    """``git clone`` of the repository, with the working tree's uncommitted changes copied over, staged
+    or not (so that what is tested is what is in front of you)."""
     subprocess.run(["git", "clone", "-q", str(REPO), str(dest)], check=True, capture_output=True)
-    listed = subprocess.run(
-        ["git", "ls-files", "-m", "-o", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.decode()
+    listed = "".join(
+        subprocess.run(cmd, cwd=REPO, capture_output=True, check=True).stdout.decode()
+        for cmd in (
+            ["git", "ls-files", "-m", "-o", "--exclude-standard", "-z"],  # changed, and new untracked
+            ["git", "diff", "--cached", "--name-only", "-z"],  # staged, new files included
+        )
+    )
     for rel in filter(None, listed.split("\0")):
         if (REPO / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
