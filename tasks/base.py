@@ -226,9 +226,9 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             self.run_partition()
         finally:
             # A task in a worker process (--workers 2 and more) hands back its raw-zone session (SFTP)
-            # before Luigi frees its resource slot. A task run in the scheduling process (one
-            # worker) keeps it: the checks and the tasks after it use it, one login for the whole run
-            # instead of one a date (an SSH login costs the server about 0.1 s).
+            # before Luigi frees its resource slot. A task run in the scheduling process (one worker)
+            # keeps it: the checks and the tasks after it use it, one login for the whole run instead
+            # of one a date (an SSH login costs the server about 0.1 s).
             if multiprocessing.parent_process() is not None:
                 self.zone().close()
 
