@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections import Counter
@@ -100,6 +101,26 @@ def test_two_workers_run_their_tasks_in_two_processes_that_each_run_several_then
         seen = sorted(r for p, r in ran.values() if p == pid)
         assert seen == list(range(seen[0], seen[0] + count)) and seen[0] >= 1, seen
     assert all(_gone(pid) for pid in per_process)  # stopped with the worker
+
+
+class _Threads(_Probe):
+    """Writes how many threads its process has when it starts."""
+
+    def run(self):
+        with self.output().open("w") as out:
+            out.write(f"{os.getpid()} {threading.active_count()}")
+
+
+def test_a_result_is_written_before_the_next_task_starts_so_a_task_that_kills_its_process_cannot_block_the_run(
+    tmp_path,
+):
+    """multiprocessing's queue writes from a thread of its own, holding a lock every process that puts on the
+    queue shares: a task that killed its process while that thread still wrote the result of the task before
+    it left the lock taken, and the run waited forever. No such thread runs when a task starts."""
+    assert luigi.build([_Threads(folder=str(tmp_path), n=k) for k in range(8)], workers=2, local_scheduler=True)
+    ran = _ran(tmp_path)
+    assert max(Counter(pid for pid, _ in ran.values()).values()) >= 2  # tasks after a first one in a process
+    assert {threads for _, threads in ran.values()} == {1}, ran
 
 
 def test_a_task_that_does_not_reuse_processes_gets_one_of_its_own(tmp_path):

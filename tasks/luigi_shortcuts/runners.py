@@ -33,6 +33,7 @@ import multiprocessing.connection
 import os
 import time
 import weakref
+from multiprocessing.reduction import ForkingPickler
 
 from luigi import worker as luigi_worker
 from luigi.task_register import load_task
@@ -115,11 +116,30 @@ def _serve_tasks(worker, conn, workers_ends) -> None:
         # the worker's task object as it was when this runner was forked, or, for a task scheduled since
         # (a dynamic dependency), made again from its parameters
         task = worker._scheduled_tasks.get(task_id) or load_task(module, family, params)
-        _LUIGI_CREATE(worker, task).run()
+        process = _LUIGI_CREATE(worker, task)
+        process.result_queue = _WrittenAtOnce(process.result_queue)
+        process.run()
         try:
             conn.send(task_id)
         except OSError:  # the worker's process is gone (killed): nobody to tell
             return
+
+
+class _WrittenAtOnce:
+    """The worker's result queue as a runner puts on it: the result written to the queue's pipe before
+    ``put`` returns, as ``multiprocessing.Queue``'s feeder thread writes it (pickled, under the queue's write
+    lock), without the thread. With the thread, a task that kills its runner (a crash, the kernel's OOM
+    killer) could do so while the previous task's result was still being written: the queue's write lock,
+    shared by every process that puts on it, stayed taken and the whole run waited forever."""
+
+    def __init__(self, queue):
+        self.queue = queue
+
+    def put(self, item) -> None:
+        self.queue._sem.acquire()  # as Queue.put: released by the worker's get
+        data = ForkingPickler.dumps(item)
+        with self.queue._wlock:
+            self.queue._writer.send_bytes(data)
 
 
 class _TaskInRunner:
@@ -180,14 +200,13 @@ class _Pool:
                 if not runner.process.is_alive():
                     self.drop(runner)
                     runner.conn.close()
-                elif runner.finished() and (
-                    runner.ran >= TASKS_PER_RUNNER or len(self.runners) > max(1, self.worker.worker_processes)
-                ):  # its share of tasks run, or one runner too many (the worker's count was lowered)
-                    self.drop(runner)
-                    runner.stop()
-            for runner in self.runners:
-                if runner.finished():
-                    return runner
+                elif runner.finished():  # asked once: a runner may finish between two questions
+                    if runner.ran >= TASKS_PER_RUNNER or len(self.runners) > max(1, self.worker.worker_processes):
+                        # its share of tasks run, or one runner too many (the worker's count was lowered)
+                        self.drop(runner)
+                        runner.stop()
+                    else:
+                        return runner
             # Luigi starts a task when one has put its result; its runner says so right after
             if len(self.runners) < max(1, self.worker.worker_processes) or time.monotonic() - waited > 5:
                 runner = _Runner(self.worker, self.runners)
