@@ -4,7 +4,9 @@ Side by side in one run, each system in its own process, from an empty data root
 over the repetitions:
  (1) the yardstick: the team's plain vectorised pyarrow transform (benchmarks/yardstick.py, a copy of
      shared/bench/reference.py, no Daybreak import), looped over the dates; the shared original beside
-     it when it is found (--shared), and the ratio of the two; and a plain pyarrow loop that follows
+     it when it is found (--shared), and the ratio of the two; the yardstick in two processes at once,
+     each on half the dates (what this machine gives two processes: the limit two workers meet); and a
+     plain pyarrow loop that follows
      Daybreak's own rules (quarantine and manifest included, no Daybreak import), whose rows and
      rejects are checked identical to Daybreak's;
  (2) `luigi ... RangeDaily` with 1 and with 2 workers, and `RangeSingleRun`, over the same dates, as
@@ -223,14 +225,17 @@ def same_rows(plain: Path, daybreak: Path, days: int) -> str:
     return f"{rows:,} rows and {rejected:,} rejects over {days} dates, identical"
 
 
-SYSTEMS = ("yard", "plain", "w1", "single", "w2")
+SYSTEMS = ("yard", "yard2", "plain", "w1", "single", "w2")
 SHARED = REPO.parent / "shared" / "bench" / "reference.py"  # the team's yardstick, where a checkout has it
 
 
-def yardstick_loop(module: str, raw: str, out: str, days: int, suspicious_qty: int | None = None) -> None:
+def yardstick_loop(
+    module: str, raw: str, out: str, days: int, suspicious_qty: int | None = None, first: int = 0
+) -> None:
     """(in a fresh process) The yardstick's transform, ``stage_partition`` of ``module`` (a file: the copy
     in benchmarks/yardstick.py or the shared original), looped over the dates as the shared benchmark's
-    ``runners.py limit`` does: no Daybreak import. ``suspicious_qty``: its threshold, when not its default."""
+    ``runners.py limit`` does: no Daybreak import. ``suspicious_qty``: its threshold, when not its default;
+    ``first``: the number of the first date (0: START)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("yardstick_under_test", module)
@@ -238,7 +243,7 @@ def yardstick_loop(module: str, raw: str, out: str, days: int, suspicious_qty: i
     sys.modules[spec.name] = yardstick  # its dataclasses look their module up
     spec.loader.exec_module(yardstick)
     options = {} if suspicious_qty is None else {"suspicious_qty": suspicious_qty}
-    for i in range(days):
+    for i in range(first, first + days):
         yardstick.stage_partition(raw, out, START + dt.timedelta(days=i), **options)
 
 
@@ -250,6 +255,25 @@ def timed_yardstick(module: Path, raw: Path, out: Path, days: int, suspicious_qt
     env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - t0
+
+
+def timed_yardstick_pair(module: Path, raw: Path, out: Path, days: int) -> float:
+    """Wall seconds of the yardstick in two fresh processes started together, one on the first half of the
+    dates and one on the rest, until both end: the most two processes get out of this machine on this
+    transform, against which two workers are judged (each does one date after another, as a worker does)."""
+    half = days // 2
+    loop = [sys.executable, __file__, "--yardstick-loop", str(module), str(raw), str(out)]
+    env = {k: v for k, v in os.environ.items() if k not in ("JE_ARROW_MALLOC_CONF", "ARROW_DEFAULT_MEMORY_POOL")}
+    env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
+    t0 = time.perf_counter()
+    pair = [
+        subprocess.Popen([*loop, str(half)], stdout=subprocess.DEVNULL, env=env),
+        subprocess.Popen([*loop, str(days - half), "--first-day", str(half)], stdout=subprocess.DEVNULL, env=env),
+    ]
+    codes = [p.wait() for p in pair]
+    if any(codes):
+        raise SystemExit(f"the yardstick in two processes failed: exit codes {codes}")
     return time.perf_counter() - t0
 
 
@@ -268,6 +292,7 @@ def main() -> None:
     ap.add_argument("--plain-loop", nargs=3, metavar=("RAW", "OUT", "DAYS"), help=argparse.SUPPRESS)
     ap.add_argument("--yardstick-loop", nargs=4, metavar=("MODULE", "RAW", "OUT", "DAYS"), help=argparse.SUPPRESS)
     ap.add_argument("--suspicious-qty", type=int, help=argparse.SUPPRESS)  # the yardstick loop's threshold
+    ap.add_argument("--first-day", type=int, default=0, help=argparse.SUPPRESS)  # the yardstick loop's first date
     ap.add_argument(
         "--shared",
         default=str(SHARED),
@@ -285,7 +310,7 @@ def main() -> None:
         return print(plain_loop(Path(raw), Path(out), START, int(days)))
     if args.yardstick_loop:
         module, raw, out, days = args.yardstick_loop
-        return yardstick_loop(module, raw, out, int(days), args.suspicious_qty)
+        return yardstick_loop(module, raw, out, int(days), args.suspicious_qty, args.first_day)
     days, stores, mean, noop_days = (20, 30, 1200, 300) if args.quick else (60, 100, 1200, 1095)
     work = Path(args.workdir)
     raw = work / f"raw-{days}x{stores}"
@@ -320,6 +345,8 @@ def main() -> None:
                 times[name] = timed_yardstick(
                     shared if name == "shared" else REPO / "benchmarks" / "yardstick.py", raw, data, days
                 )
+            elif name == "yard2":
+                times[name] = timed_yardstick_pair(REPO / "benchmarks" / "yardstick.py", raw, data, days)
             elif name == "plain":
                 times[name] = timed_plain(raw, data, days)
             elif name == "single":
@@ -388,6 +415,10 @@ def report(
         values = ratios(a, "yard")
         row(f"(2) {a} / yardstick", f"{spread(values)}; {statistics.median(values):.3f}", f"<= {target:.2f}x",
             statistics.median(values) <= target)  # fmt: skip
+    values = ratios("w2", "yard2")
+    row("    w2 / the yardstick in two processes", f"{spread(values)}; {statistics.median(values):.3f}", "info", True)
+    values = ratios("yard2", "yard")
+    print(f"    the yardstick in two processes / in one (what this machine gives two): {spread(values)}")
     values = [c["w1"] / c["yard"] for c in cpus]
     print(f"    CPU seconds, w1 / yardstick (less sensitive to the machine's load): {spread(values)}")
     values = [c["w2"] / c["w1"] for c in cpus]
