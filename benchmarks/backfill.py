@@ -6,9 +6,8 @@ over the repetitions:
      shared/bench/reference.py, no Daybreak import), looped over the dates; the shared original beside
      it when it is found (--shared), and the ratio of the two; the yardstick in two processes at once,
      each on half the dates (what this machine gives two processes: the limit two workers meet); and a
-     plain pyarrow loop that follows
-     Daybreak's own rules (quarantine and manifest included, no Daybreak import), whose rows and
-     rejects are checked identical to Daybreak's;
+     plain pyarrow loop that follows Daybreak's own rules (quarantine and manifest included, no
+     Daybreak import), whose rows and rejects are checked identical to Daybreak's;
  (2) `luigi ... RangeDaily` with 1 and with 2 workers, and `RangeSingleRun`, over the same dates, as
      ratios to the yardstick in the same run (targets: 1.10x, 0.70x, 0.80x), and each system's
      first-build throughput: the raw lines its partitions read (folders d and d+1 of each date) per
@@ -247,14 +246,19 @@ def yardstick_loop(
         yardstick.stage_partition(raw, out, START + dt.timedelta(days=i), **options)
 
 
+def _yardstick_env() -> dict[str, str]:
+    """The environment of a yardstick process: Arrow's own allocator settings, or the caller's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JE_ARROW_MALLOC_CONF", "ARROW_DEFAULT_MEMORY_POOL")}
+    env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
+    return env
+
+
 def timed_yardstick(module: Path, raw: Path, out: Path, days: int, suspicious_qty: int | None = None) -> float:
     """Wall seconds of :func:`yardstick_loop` in a fresh process, with Arrow's own allocator settings."""
     cmd = [sys.executable, __file__, "--yardstick-loop", str(module), str(raw), str(out), str(days)]
     cmd += [] if suspicious_qty is None else ["--suspicious-qty", str(suspicious_qty)]
-    env = {k: v for k, v in os.environ.items() if k not in ("JE_ARROW_MALLOC_CONF", "ARROW_DEFAULT_MEMORY_POOL")}
-    env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=_yardstick_env())
     return time.perf_counter() - t0
 
 
@@ -264,8 +268,7 @@ def timed_yardstick_pair(module: Path, raw: Path, out: Path, days: int) -> float
     transform, against which two workers are judged (each does one date after another, as a worker does)."""
     half = days // 2
     loop = [sys.executable, __file__, "--yardstick-loop", str(module), str(raw), str(out)]
-    env = {k: v for k, v in os.environ.items() if k not in ("JE_ARROW_MALLOC_CONF", "ARROW_DEFAULT_MEMORY_POOL")}
-    env.update({} if JEMALLOC_CONF is None else {"JE_ARROW_MALLOC_CONF": JEMALLOC_CONF})
+    env = _yardstick_env()
     t0 = time.perf_counter()
     pair = [
         subprocess.Popen([*loop, str(half)], stdout=subprocess.DEVNULL, env=env),
