@@ -11,6 +11,7 @@ import threading
 import luigi
 import pytest
 from luigi.task_register import Register
+from luigi.tools.range import RangeDaily
 
 import tasks
 from tasks import catalogue, settings
@@ -472,6 +473,52 @@ def test_a_luigi_run_in_a_daybreak_process_uses_the_local_scheduler(lab):
         logger.handlers[:] = handlers
         InterfaceLogging._configured = configured
     assert order == list(range(31))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_local_range_hands_out_its_dates_oldest_first(lab, workers, monkeypatch):
+    """Luigi's scheduler keeps a task's dependencies as a set and ranks them in hash order; Daybreak's
+    ranks them in the order the range lists them, so a ``RangeDaily`` of 40 dates is handed out to its
+    workers oldest first, with one worker process and with two."""
+    from luigi.setup_logging import InterfaceLogging
+
+    from tasks.luigi_shortcuts import LocalScheduler
+
+    tasks.register()
+    done = lab.root / f"done{workers}"
+    done.mkdir()
+    handed_out, get_work = [], LocalScheduler.get_work
+
+    def recorded(self, *args, **kwargs):
+        reply = get_work(self, *args, **kwargs)
+        if reply.get("task_family") == "OrderProbe":
+            handed_out.append(dt.date.fromisoformat(reply["task_params"]["date"]))
+        return reply
+
+    monkeypatch.setattr(LocalScheduler, "get_work", recorded)
+
+    class OrderProbe(luigi.Task):
+        date = luigi.DateParameter()
+
+        def output(self):
+            return luigi.LocalTarget(done / str(self.date))
+
+        def run(self):
+            (done / str(self.date)).touch()
+
+    start = dt.date.today() - dt.timedelta(days=50)  # within RangeDaily's days_back (100)
+    dates = [start + dt.timedelta(days=i) for i in range(40)]
+    logger = logging.getLogger("luigi-interface")
+    level, handlers, configured = logger.level, list(logger.handlers), InterfaceLogging._configured
+    try:
+        params = {"of": OrderProbe, "start": start, "stop": dates[-1] + dt.timedelta(days=1)}
+        assert luigi.build([RangeDaily(**params)], local_scheduler=True, workers=workers, log_level="WARNING")
+    finally:  # Luigi sets up its logging once per process: later tests of this process keep Daybreak's
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
+        InterfaceLogging._configured = configured
+    assert handed_out == dates
+    assert sorted(p.name for p in done.iterdir()) == [str(d) for d in dates]
 
 
 def test_a_pruned_worker_that_comes_back_is_counted_afresh(monkeypatch):

@@ -1,7 +1,7 @@
-"""Luigi's local scheduler in linear time (:class:`LocalScheduler`): the same answers as Luigi's own, with the
-prune at most once a second unless a retry or a re-enable is due, the upstream walk only when a task is
-disabled, and, for a one-worker run, the next task from a heap of ready tasks (tasks/luigi_shortcuts/__init__.py
-says why)."""
+"""Luigi's local scheduler in linear time (:class:`LocalScheduler`): the same answers as Luigi's own (but that a
+task's dependencies rank in the order it lists them, not in hash order), with the prune at most once a second
+unless a retry or a re-enable is due, the upstream walk only when a task is disabled, and, for a one-worker
+run, the next task from a heap of ready tasks (tasks/luigi_shortcuts/__init__.py says why)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,17 @@ def _due(task, config) -> float:
     return math.inf
 
 
+def _in_given_order(made: list) -> None:
+    """Give the tasks Luigi's ``add_task`` just made for a task's dependencies their creation times in the
+    order the task listed them. Luigi keeps the dependencies as a set (``task.deps = set(deps)``) and
+    makes them in its order, the strings' hash order, which Python draws anew in every process; the rank
+    of tasks of equal priority is their creation time, so a range's dates would run in an order of chance.
+    The times are the same ones, handed out again: only the order among these tasks changes."""
+    times = sorted(task.time for task in made)
+    for task, when in zip(made, times, strict=True):
+        task.time = when
+
+
 class LocalScheduler(scheduler.Scheduler):
     """Luigi's local scheduler, made as Luigi makes it (no task history), linear over a run.
 
@@ -102,6 +113,8 @@ class LocalScheduler(scheduler.Scheduler):
       that wait on a disabled one, so without one the counts are the same. With one worker (a local
       run has one, whatever its ``--workers``) the counts are kept up to date (:class:`_IndexedState`)
       instead of counted over every pending task.
+    * Dependencies that ``add_task`` makes are ranked in the order the task lists them (Luigi ranks
+      them in hash order): a range's dates run oldest first, one after another on one worker.
     * ``get_work``, in the case a local run is in (one worker, no task with resources, no batching, no
       assistant), takes the highest ranked ready task from a heap instead of sorting every pending task
       and scanning them for the first ready one, and gives the same answer. Any other case, and a tie
@@ -122,10 +135,14 @@ class LocalScheduler(scheduler.Scheduler):
         task_id, worker, state = kwargs.get("task_id", args[0] if args else None), kwargs.get("worker"), self._state
         before = state._tasks.get(task_id)
         had = before is not None and worker in before.workers.map
+        deps = kwargs.get("deps") or ()
+        unknown = [dep for dep in deps if dep not in state._tasks]
         super().add_task(*args, **kwargs)
         task = state._tasks.get(task_id)
         if task is None:
             return
+        if len(unknown) > 1:
+            _in_given_order([state._tasks[dep] for dep in unknown if dep in state._tasks])
         if not had and worker in task.workers.map and task.status in _WAITING:
             state.waiting[worker] += 1
         for dep in task.deps:
