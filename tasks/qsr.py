@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("luigi-interface")
 STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
-CACHE_FORMAT = 7  # of a checked folder in the folder cache (tasks/foldercache/); bump when it changes
+CACHE_FORMAT = 8  # of a checked folder in the folder cache (tasks/foldercache/); bump when it changes
 CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
 CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked at a time (docs/performance.md)
 CHECK_THREADS = 2  # batches parsed and checked at once (docs/performance.md: two cost memory)
@@ -181,7 +181,7 @@ class StgQsrPos(PartitionedTask):
                     del cached
             if checked is None:
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
-                # its CRC release the GIL) while the caller works on each piece
+                # its checksum release the GIL) while the caller works on each piece
                 with cache.putting(folder, self.date) as entry, ThreadPoolExecutor(1, "cache_entry") as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     read_ns = time.time_ns()  # before the files' identities are taken, then they are read

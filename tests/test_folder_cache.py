@@ -13,6 +13,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from tasks.foldercache import FolderCache
 from tasks.qsr import StgQsrPos
 from tests.conftest import qsr_rows
 
@@ -155,10 +156,14 @@ def test_a_damaged_entry_is_never_used(lab):
     data = bytearray(entry.read_bytes())
     good = [r for r in rows(lab, D)]
     # change bytes at the end of the payload (the last column's values: owner dates, no offsets to
-    # trip the IPC reader), as a torn write or a bad disk would; the trailer (key, CRC) is intact
+    # trip the IPC reader), as a torn write or a bad disk would; the trailer (key, checksum) is intact
     end = len(data) - 8 - int.from_bytes(data[-8:], "little")
     for i in range(end - 24, end - 8):  # before the stream's 8-byte end marker
         data[i] ^= 0x01
+    entry.write_bytes(bytes(data))
+    cache = FolderCache(lab.data, "staging/qsr_pos")
+    assert cache.get(NEXT, cache.about(NEXT)["key"], D) is None  # the checksum does not match: a miss
+    assert not entry.exists()  # ... and the entry is removed
     entry.write_bytes(bytes(data))
     assert build(lab, NEXT) == 0
     # rebuilt from the files: D+1 holds its own four lines per store from folder D+1 and two from D+2

@@ -7,9 +7,9 @@ tomorrow's d). The first one to check a folder leaves the result here, as Arrow 
     <data_root>/_state/cache/<dataset>/<folder date>.arrow
 
 The entry's trailer holds its key (what it was computed from: cache format, transform version,
-the rules that matter, each file's name and content hash) and the length and CRC-32 of its payload,
-so an entry that is torn or damaged (a crash before the page cache reached the disk: entries are
-written to a temporary name and renamed, not fsynced) is never used. A wrong key or a damaged entry
+the rules that matter, each file's name and content hash) and the length and checksum (XXH3-64) of its
+payload, so an entry that is torn or damaged (a crash before the page cache reached the disk: entries
+are written to a temporary name and renamed, not fsynced) is never used. A wrong key or a damaged entry
 is a miss: the folder is checked again and the entry replaced. Never a source of truth: deleting
 ``_state/cache`` at any time only costs time.
 
@@ -36,10 +36,11 @@ import json
 import mmap
 import os
 import time
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import xxhash
 
 from tasks.storage.partitions import flock_within
 from tasks.storage.tempnames import sweep, temp_path
@@ -52,7 +53,7 @@ CHECK_WAIT_S = 60.0  # longest wait for another process checking the same folder
 
 class FolderCache:
     """Entries of one dataset: each a payload (Arrow IPC) followed by a JSON trailer (key, writer,
-    length and CRC-32 of the payload) and the trailer's length (8 bytes, little-endian)."""
+    length and XXH3-64 checksum of the payload) and the trailer's length (8 bytes, little-endian)."""
 
     def __init__(self, data_root: str | os.PathLike, dataset: str):
         self.root = Path(data_root) / "_state" / "cache" / dataset
@@ -103,7 +104,7 @@ class FolderCache:
         if not isinstance(meta, dict) or meta.get("key") != key:
             return None
         payload = memoryview(data)[: len(data) - 8 - size]
-        if len(payload) != meta.get("length") or zlib.crc32(payload) != meta.get("crc32"):
+        if len(payload) != meta.get("length") or xxhash.xxh3_64_intdigest(payload) != meta.get("xxh3_64"):
             _remove(path)  # torn or damaged: never used
             return None
         if meta.get("writer") != reader.isoformat():
@@ -165,7 +166,7 @@ class FolderCache:
 
 class _Entry:
     """One entry being written (see :meth:`FolderCache.putting`): its temporary file, the payload's
-    length and CRC-32 so far. A write that fails (OSError) ends the writing, not the caller's work."""
+    length and checksum so far. A write that fails (OSError) ends the writing, not the caller's work."""
 
     closed = False  # for pyarrow, which writes to ``sink``: a file object that stays open
 
@@ -173,7 +174,7 @@ class _Entry:
         self.final, self.writer = final, writer
         self.tmp: Path | None = None
         self.fh = None
-        self.length, self.crc, self.committed = 0, 0, False
+        self.length, self.checksum, self.committed = 0, xxhash.xxh3_64(), False
 
     def open(self, tmp: Path) -> None:
         self.tmp = tmp
@@ -185,7 +186,7 @@ class _Entry:
                 self.fh.write(data)
             except OSError:
                 self.close()
-            self.crc = zlib.crc32(data, self.crc)
+            self.checksum.update(data)
             self.length += len(data)
         return len(data)
 
@@ -193,7 +194,7 @@ class _Entry:
         pass
 
     def commit(self, key: str, **about) -> None:
-        """Add the trailer (``key``, writer, length, CRC-32, and ``about``: what the reader may want to
+        """Add the trailer (``key``, writer, length, checksum, and ``about``: what the reader may want to
         know before it maps the entry, :meth:`FolderCache.about`) and rename the entry into place;
         nothing when the writing failed. When the folder's entry already holds ``key`` from the other
         partition reading the folder (both ran at once), that one is removed instead: both had it."""
@@ -203,7 +204,8 @@ class _Entry:
         if other.get("key") == key and other.get("writer") != self.writer.isoformat():
             _remove(self.final)
             return self.close()
-        meta = {**about, "key": key, "writer": self.writer.isoformat(), "length": self.length, "crc32": self.crc}
+        meta = {**about, "key": key, "writer": self.writer.isoformat(), "length": self.length}
+        meta["xxh3_64"] = self.checksum.intdigest()
         trailer = json.dumps(meta).encode()
         try:
             self.fh.write(trailer + len(trailer).to_bytes(8, "little"))
