@@ -62,7 +62,7 @@ def _ipc_digest(table: pa.Table, kind: str | None) -> str:
     with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), table.schema) as writer:
         for batch in table.to_batches():
             writer.write_batch(batch)
-    return digest.sha.hexdigest()
+    return digest.hasher.hexdigest()
 
 
 class _HashSink:
@@ -71,10 +71,10 @@ class _HashSink:
     closed = False
 
     def __init__(self, hasher):
-        self.sha = hasher
+        self.hasher = hasher
 
     def write(self, data) -> int:
-        self.sha.update(data)
+        self.hasher.update(data)
         return len(data)
 
     def flush(self) -> None:
