@@ -99,6 +99,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     if args.reads_only:
+        if not (Path(args.raw) / "qsr_pos").is_dir():
+            ap.error(f"--raw {args.raw}: no qsr_pos folder (run benchmarks/backfill.py first, or name a raw zone)")
         return reads(Path(args.raw), args.folders, args.rounds)
     import luigi.configuration
 
