@@ -183,7 +183,8 @@ def checked_workers() -> None:
     worker, run nothing and exit 25 "not run") with one line and exit 2, as every ``daybreak`` command
     does (:func:`tasks.guard.check_count`): Luigi's ``_WorkerSchedulerFactory.create_worker``, which it
     calls before any task is checked, checks it first. A program's own ``luigi.build(workers=0)`` (no
-    command line parsed) is left to Luigi."""
+    command line parsed) is left to Luigi. It also tells :class:`LocalScheduler` how many processes
+    the worker has: a range's dates are ranked in as many stretches."""
     from luigi.cmdline_parser import CmdlineParser
 
     from tasks.guard import check_count
@@ -196,6 +197,8 @@ def checked_workers() -> None:
     def create_worker(self, scheduler, worker_processes, assistant=False):
         if CmdlineParser.get_instance() is not None:
             check_count(worker_processes, "--workers")
+        if isinstance(scheduler, LocalScheduler):  # it ranks a range's dates by the worker's processes
+            scheduler.stretches = max(1, int(worker_processes))
         return create(self, scheduler, worker_processes, assistant)
 
     create_worker.checked = True

@@ -91,14 +91,19 @@ def _due(task, config) -> float:
     return math.inf
 
 
-def _in_given_order(made: list) -> None:
+def _in_given_order(made: list, stretches: int = 1) -> None:
     """Give the tasks Luigi's ``add_task`` just made for a task's dependencies their creation times in the
-    order the task listed them. Luigi keeps the dependencies as a set (``task.deps = set(deps)``) and
-    makes them in its order, the strings' hash order, which Python draws anew in every process; the rank
-    of tasks of equal priority is their creation time, so a range's dates would run in an order of chance.
-    The times are the same ones, handed out again: only the order among these tasks changes."""
+    order the task listed them, cut into ``stretches`` stretches taken a task of each in turn. Luigi
+    keeps the dependencies as a set (``task.deps = set(deps)``) and makes them in its order, the strings'
+    hash order, which Python draws anew in every process; the rank of tasks of equal priority is their
+    creation time, so a range's dates would run in an order of chance. With N worker processes, N
+    stretches: the dates that run at once are a stretch apart, never neighbours that read the same raw
+    folder (one would wait for the other's check of it). The times are the same ones, handed out again:
+    only the order among these tasks changes."""
     times = sorted(task.time for task in made)
-    for task, when in zip(made, times, strict=True):
+    size = -(-len(made) // max(1, stretches))  # a stretch's length, rounded up
+    order = [made[i] for start in range(size) for i in range(start, len(made), size)]
+    for task, when in zip(order, times, strict=True):
         task.time = when
 
 
@@ -114,7 +119,8 @@ class LocalScheduler(scheduler.Scheduler):
       run has one, whatever its ``--workers``) the counts are kept up to date (:class:`_IndexedState`)
       instead of counted over every pending task.
     * Dependencies that ``add_task`` makes are ranked in the order the task lists them (Luigi ranks
-      them in hash order): a range's dates run oldest first, one after another on one worker.
+      them in hash order): a range's dates run oldest first on one worker process; with N processes
+      the range is cut into N stretches, each run oldest first, a date of each in turn.
     * ``get_work``, in the case a local run is in (one worker, no task with resources, no batching, no
       assistant), takes the highest ranked ready task from a heap instead of sorting every pending task
       and scanning them for the first ready one, and gives the same answer. Any other case, and a tie
@@ -122,6 +128,7 @@ class LocalScheduler(scheduler.Scheduler):
     """
 
     PRUNE_EVERY = 1.0  # seconds
+    stretches = 1  # the worker's processes, when Daybreak's worker factory made the worker (tasks/luigi_shortcuts)
 
     def __init__(self, **kwargs):
         super().__init__(prune_on_get_work=False, record_task_history=False, **kwargs)
@@ -142,7 +149,7 @@ class LocalScheduler(scheduler.Scheduler):
         if task is None:
             return
         if len(unknown) > 1:
-            _in_given_order([state._tasks[dep] for dep in unknown if dep in state._tasks])
+            _in_given_order([state._tasks[dep] for dep in unknown if dep in state._tasks], self.stretches)
         if not had and worker in task.workers.map and task.status in _WAITING:
             state.waiting[worker] += 1
         for dep in task.deps:
