@@ -248,16 +248,19 @@ def legacy_equivalents(store: PartitionStore, key: dt.date | None, previous: dic
       is read once and compared row for row."""
     if not previous or previous.get("data_version_kind") == LOGICAL or not previous.get("data_version"):
         return []
-    if previous.get("data_version_kind") == LOGICAL_V1:
-        if logical_version(table, LOGICAL_V1) != previous["data_version"]:
-            return []
-        return [previous["data_version"], *previous.get("equivalent_versions", [])]
-    try:  # the old rows as stored, against the new ones as Parquet will store them (seconds become ms)
-        if not store.data_matches(key, previous) or logical_version(store.read_table(key)) != _as_stored(table):
-            return []
-    except (OSError, ValueError):  # unreadable old data: nothing to be equivalent to
+    if not _same_rows_as_replaced(store, key, previous, table):
         return []
     return [previous["data_version"], *previous.get("equivalent_versions", [])]
+
+
+def _same_rows_as_replaced(store: PartitionStore, key: dt.date | None, previous: dict, table: pa.Table) -> bool:
+    """Whether ``table`` holds the rows of the build ``previous`` describes (a version of another kind)."""
+    if previous.get("data_version_kind") == LOGICAL_V1:
+        return logical_version(table, LOGICAL_V1) == previous["data_version"]
+    try:  # the old rows as stored, against the new ones as Parquet will store them (seconds become ms)
+        return store.data_matches(key, previous) and logical_version(store.read_table(key)) == _as_stored(table)
+    except (OSError, ValueError):  # unreadable old data: nothing to be equivalent to
+        return False
 
 
 def _as_stored(table: pa.Table) -> str:
