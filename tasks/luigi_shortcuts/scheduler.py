@@ -1,7 +1,8 @@
 """Luigi's local scheduler in linear time (:class:`LocalScheduler`): the same answers as Luigi's own (but that a
-task's dependencies rank in the order it lists them, not in hash order), with the prune at most once a second
-unless a retry or a re-enable is due, the upstream walk only when a task is disabled, and, for a one-worker
-run, the next task from a heap of ready tasks (tasks/luigi_shortcuts/__init__.py says why)."""
+task's dependencies rank in the order it lists them, a stretch per worker process, not in hash order), with
+the prune at most once a second unless a retry or a re-enable is due, the upstream walk only when a task is
+disabled, and, for a one-worker run, the next task from a heap of ready tasks (tasks/luigi_shortcuts/__init__.py
+says why)."""
 
 from __future__ import annotations
 
