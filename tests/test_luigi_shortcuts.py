@@ -444,7 +444,6 @@ def test_a_luigi_run_in_a_daybreak_process_uses_the_local_scheduler(lab):
     """The ``luigi`` command and ``luigi.build`` make their scheduler through Luigi's factory, which
     Daybreak's registration points at :class:`LocalScheduler`; a run through it succeeds."""
     from luigi import interface
-    from luigi.setup_logging import InterfaceLogging
 
     from tasks.luigi_shortcuts import LocalScheduler
 
@@ -464,15 +463,23 @@ def test_a_luigi_run_in_a_daybreak_process_uses_the_local_scheduler(lab):
         def run(self):
             order.append(self.n)
 
+    assert _build_keeping_logging([Step(n=30)])
+    assert order == list(range(31))
+
+
+def _build_keeping_logging(to_build: list, **kwargs) -> bool:
+    """``luigi.build`` with the local scheduler, then Luigi's interface logging put back as it was:
+    Luigi sets up its logging once per process, and later tests of this process keep Daybreak's."""
+    from luigi.setup_logging import InterfaceLogging
+
     logger = logging.getLogger("luigi-interface")
     level, handlers, configured = logger.level, list(logger.handlers), InterfaceLogging._configured
     try:
-        assert luigi.build([Step(n=30)], local_scheduler=True, log_level="WARNING")
-    finally:  # Luigi sets up its logging once per process: later tests of this process keep Daybreak's
+        return luigi.build(to_build, local_scheduler=True, log_level="WARNING", **kwargs)
+    finally:
         logger.setLevel(level)
         logger.handlers[:] = handlers
         InterfaceLogging._configured = configured
-    assert order == list(range(31))
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -481,8 +488,6 @@ def test_a_local_range_hands_out_its_dates_oldest_first_a_stretch_per_worker_pro
     ranks them in the order the range lists them, so a ``RangeDaily`` of 40 dates is handed out oldest
     first with one worker process, and with two as two stretches of 20, a date of each in turn (the
     dates that run at once never read the same raw folder)."""
-    from luigi.setup_logging import InterfaceLogging
-
     from tasks.luigi_shortcuts import LocalScheduler
 
     tasks.register()
@@ -509,15 +514,8 @@ def test_a_local_range_hands_out_its_dates_oldest_first_a_stretch_per_worker_pro
 
     start = dt.date.today() - dt.timedelta(days=50)  # within RangeDaily's days_back (100)
     dates = [start + dt.timedelta(days=i) for i in range(40)]
-    logger = logging.getLogger("luigi-interface")
-    level, handlers, configured = logger.level, list(logger.handlers), InterfaceLogging._configured
-    try:
-        params = {"of": OrderProbe, "start": start, "stop": dates[-1] + dt.timedelta(days=1)}
-        assert luigi.build([RangeDaily(**params)], local_scheduler=True, workers=workers, log_level="WARNING")
-    finally:  # Luigi sets up its logging once per process: later tests of this process keep Daybreak's
-        logger.setLevel(level)
-        logger.handlers[:] = handlers
-        InterfaceLogging._configured = configured
+    params = {"of": OrderProbe, "start": start, "stop": dates[-1] + dt.timedelta(days=1)}
+    assert _build_keeping_logging([RangeDaily(**params)], workers=workers)
     half = len(dates) // 2
     expected = dates if workers == 1 else [d for pair in zip(dates[:half], dates[half:], strict=True) for d in pair]
     assert handed_out == expected
