@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
 
-from tasks import catalogue, settings
+from tasks import catalogue, cores, settings
 from tasks.base import PartitionedTask, RawFolder, before_start_reason, luigi_engine
 from tasks.building import reusing
 from tasks.calendar import date_range
@@ -283,6 +283,7 @@ def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[t
     context = multiprocessing.get_context("fork")
 
     def build(stretch: list[PartitionedTask], pipe) -> None:
+        cores.share(processes)  # the cores are this run's processes': a build in each on one thread (2 cores)
         for task, error in built_in_order(stretch):
             pipe.send((task.task_id, error))
 

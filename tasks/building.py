@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tasks.cores import in_background
 from tasks.freshness import dataversions
 from tasks.freshness.engine import Engine
 from tasks.freshness.inputs import Window, diff_inputs, input_line
@@ -92,17 +92,6 @@ class Built:
     rejected: pa.Table | None = None
     stats: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
-
-
-def in_background(fn, *args) -> Future:
-    """``fn(*args)`` started now on a thread of its own (hashing, Arrow's kernels and writes release the
-    GIL: it runs on another core). A :class:`Future` left in a manifest is waited for when the manifest
-    is written (:func:`tasks.storage.layout.settle`)."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix=getattr(fn, "__name__", "background"))
-    try:
-        return pool.submit(fn, *args)
-    finally:
-        pool.shutdown(wait=False)
 
 
 def check_built(node, built: Built) -> None:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from tasks import settings
 from tasks.base import PartitionedTask, fingerprint, input_line
-from tasks.building import Built, in_background, reuse, reusing_now
+from tasks.building import Built, reuse, reusing_now
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
+from tasks.cores import InThisThread, in_background, task_threads
 from tasks.foldercache import FolderCache
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules
@@ -81,7 +82,7 @@ class StgQsrPos(PartitionedTask):
         # closed whatever happens: a folder being checked holds its lock and its cache entry's temporary
         # file until the generator ends, not until an error's traceback is let go
         with contextlib.closing(self._checked(inputs)) as folders:
-            result = clean_checked(folders, self.date, self.qsr_rules())
+            result = clean_checked(folders, self.date, self.qsr_rules(), task_threads())
         stats = {
             "raw_files": len(inputs),
             "attributed_rows": result.attributed_rows,
@@ -155,11 +156,13 @@ class StgQsrPos(PartitionedTask):
 
     def _pieces(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
         """The folder checked a batch at a time: read, parsed and checked a batch of files at a time,
-        CHECK_THREADS batches at once (memory: docs/performance.md); the hashes remembered are those of
-        the bytes checked, so is the cache key."""
+        CHECK_THREADS batches at once when the build has that many threads (:func:`task_threads`;
+        memory: docs/performance.md); the hashes remembered are those of the bytes checked, so is the
+        cache key."""
         from tasks.transforms import qsr_check
 
-        return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, CHECK_THREADS)
+        threads = min(CHECK_THREADS, task_threads())
+        return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, threads)
 
     def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
         """The folder from its cache entry, or checked piece by piece, each piece written to a new
@@ -181,8 +184,10 @@ class StgQsrPos(PartitionedTask):
                     del cached
             if checked is None:
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
-                # its checksum release the GIL) while the caller works on each piece
-                with cache.putting(folder, self.date) as entry, ThreadPoolExecutor(1, "cache_entry") as pool:
+                # its checksum release the GIL) while the caller works on each piece; here, when the
+                # build has one thread
+                writes = ThreadPoolExecutor(1, "cache_entry") if task_threads() > 1 else InThisThread()
+                with cache.putting(folder, self.date) as entry, writes as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     read_ns = time.time_ns()  # before the files' identities are taken, then they are read
                     identities = [zone.file_identity(f) for f in files]

@@ -284,7 +284,7 @@ def test_a_build_that_fails_while_checking_a_folder_lets_go_of_it_at_once(lab, m
 
     lab.qsr_days(D, 2)
 
-    def failing(folders, date, rules):
+    def failing(folders, date, rules, threads):
         for checked in folders:
             if checked.folder == NEXT:
                 raise RuntimeError("the transform failed")

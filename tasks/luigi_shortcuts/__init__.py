@@ -49,6 +49,7 @@ from luigi import interface
 from luigi.task_register import Register
 from luigi.worker import KeepAliveThread
 
+from tasks import cores
 from tasks.luigi_shortcuts.hosts import SUPERSEDED, many_hosts  # noqa: F401 - the adapter's names
 from tasks.luigi_shortcuts.scheduler import LocalScheduler, linear_local_scheduler  # noqa: F401
 
@@ -184,7 +185,8 @@ def checked_workers() -> None:
     does (:func:`tasks.guard.check_count`): Luigi's ``_WorkerSchedulerFactory.create_worker``, which it
     calls before any task is checked, checks it first. A program's own ``luigi.build(workers=0)`` (no
     command line parsed) is left to Luigi. It also tells :class:`LocalScheduler` how many processes
-    the worker has: a range's dates are ranked in as many stretches."""
+    the worker has (a range's dates are ranked in as many stretches), and :mod:`tasks.cores` (they
+    share this machine's cores: a build's threads)."""
     from luigi.cmdline_parser import CmdlineParser
 
     from tasks.guard import check_count
@@ -199,6 +201,7 @@ def checked_workers() -> None:
             check_count(worker_processes, "--workers")
         if isinstance(scheduler, LocalScheduler):  # it ranks a range's dates by the worker's processes
             scheduler.stretches = max(1, int(worker_processes))
+        cores.share(worker_processes)  # a build's threads: the cores shared by the worker's processes
         return create(self, scheduler, worker_processes, assistant)
 
     create_worker.checked = True

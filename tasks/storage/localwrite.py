@@ -11,11 +11,11 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tasks.cores import in_background
 from tasks.storage import tempnames
 from tasks.storage.files import _fsync_dir, _write_bytes, _write_parquet, atomic_write_parquet, atomic_write_text
 from tasks.storage.layout import (
@@ -163,11 +163,11 @@ class LocalWrites:
         step = "before writing"  # named in the error
         # the rows' version is hashed on another core while the files are written (both release the GIL)
         versioned = "data_version" in manifest or not DATA_VERSION
-        version = None if versioned else ThreadPoolExecutor(1, thread_name_prefix="data-version")
+        data_version = None
         try:
-            if version is not None:
+            if not versioned:
                 kind, versioner = DATA_VERSION[0]
-                data_version = version.submit(versioner, table)
+                data_version = in_background(versioner, table)
             files = []
             for name, content in [(DATA_FILE, table), *extras.items()]:
                 step = f"while writing {name}"
@@ -177,7 +177,7 @@ class LocalWrites:
                 st = os.stat(tmp)  # a rename keeps size and mtime
                 files.append({"name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
             manifest = dict(manifest, data_files=files)
-            if version is not None:  # the rows, not the bytes: see tasks/freshness/dataversions.py
+            if data_version is not None:  # the rows, not the bytes: see tasks/freshness/dataversions.py
                 manifest.update(data_version=data_version.result(), data_version_kind=kind)
             drop = None  # an old quarantine the new build does not replace: removed before the manifest
             if quarantine is not None:
@@ -207,8 +207,6 @@ class LocalWrites:
             exc.add_note(step)
             raise
         finally:
-            if version is not None:
-                version.shutdown(cancel_futures=True)
             for tmp, _ in pending:
                 tmp.unlink(missing_ok=True)
         return manifest

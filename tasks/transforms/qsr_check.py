@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections
 import datetime as dt
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.calendar import business_dates
+from tasks.cores import executor
 from tasks.transforms.checks import (
     MONEY,
     as_array,
@@ -180,7 +180,7 @@ def check_pieces(
         return check_folder(parse_csv_many(batch, RAW_COLUMNS), folder, rules)
 
     it = iter(batches)
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="check") if threads > 1 else _InThisThread()
+    pool = executor(threads, "check")
     ahead = threads - 1 if threads > 1 else 0  # batches checked before the oldest one is handed out
     with pool:
         pending: collections.deque = collections.deque()
@@ -200,24 +200,6 @@ def check_pieces(
         finally:
             for future in pending:
                 future.cancel()
-
-
-class _InThisThread:
-    """An executor that runs each call at once, in the calling thread."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-    def submit(self, fn, *args) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args))
-        except Exception as exc:  # noqa: BLE001  (handed on by .result(), as a thread pool would)
-            future.set_exception(exc)
-        return future
 
 
 def _result(future, rest):

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tasks.cores import executor
 from tasks.transforms.checks import (
     as_array,
     count,
@@ -62,13 +62,14 @@ def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt
     return clean_checked((check_folder(parsed, folder, rules) for folder, parsed in folders), date, rules)
 
 
-def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRules) -> CleanResult:
+def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRules, threads: int = 1) -> CleanResult:
     """:func:`clean_pos_lines` from folders already checked (:func:`check_folder`), in read order.
 
     Memory: a folder whose rows are mostly of ``date`` (folder ``date``) is held as it is, and its
     rows are picked once, column by column, into the output; of a folder mostly of another date
     (folder ``date+1``) only the rows of ``date`` are copied out, and the keys of its valid rows
-    (every valid row of the window takes part in the de-duplication) are held until it is done."""
+    (every valid row of the window takes part in the de-duplication) are held until it is done.
+    The output's columns are picked two at a time when ``threads`` is 2 or more."""
     day = pa.scalar(date, pa.date32())
     parts, keys, stores, rejects, offset, rows_read, attributed = [], [], [], [], 0, 0, 0
     store_codes: dict[str, int] = {}  # store id -> its code in this window
@@ -120,7 +121,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         kept_orders.append(orders[seq][keep])
         del table  # its columns are held by ``picks`` only, to be let go one at a time
     del parts, last_by_seq, orders
-    result = _finish(picks, rules)
+    result = _finish(picks, rules, threads)
     return CleanResult(
         result,
         rejected,
@@ -197,7 +198,7 @@ def _last_per_key(keys: pa.Table, orders: np.ndarray | None = None) -> np.ndarra
     return last
 
 
-def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: QsrRules) -> pa.Table:
+def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: QsrRules, threads: int) -> pa.Table:
     """The output rows: of each (checked columns, mask), the rows the mask picks, in order; money as
     decimal(18,2) from the checked cents (no cast), net_amount and is_suspicious computed. Column by
     column, each one chunk (hashed and written without a copy); a checked column is let go (popped)
@@ -210,8 +211,8 @@ def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: Qsr
             chunks, kind = [c.dictionary_decode() for c in chunks], kind.value_type
         return as_array(pa.chunked_array(chunks, kind))
 
-    # two columns at a time (Arrow's filter lets go of the GIL): a per-date build has the second core free here
-    with ThreadPoolExecutor(2, thread_name_prefix="pick") as pool:
+    # ``threads`` columns at a time (Arrow's filter lets go of the GIL), when the build has more than one
+    with executor(min(2, threads), "pick") as pool:
         names = ("store_id", "order_id", "sku", "status", "line_no", "ordered_at", "qty")
         out = dict(zip(names, pool.map(take, names), strict=True))
     price, discount = take("unit_price").to_numpy(), take("discount").to_numpy()

@@ -1,0 +1,75 @@
+"""How many threads a build may use: this machine's cores, shared by the processes that build at once.
+
+A build spreads its work over threads where Arrow lets go of the GIL (the folder's batches checked two
+at a time, the output's columns picked two at a time, its rows hashed and its cache entry written
+beside the main thread). That pays while cores are free: one worker process, or a single run. A worker
+with as many processes as the machine has cores keeps every core busy with its builds already; threads
+then only hand work to each other and wait for the GIL. So the worker tells this module how many
+processes it runs (Luigi's worker factory, ``tasks/luigi_shortcuts``), the processes forked from it
+inherit the count, and each build asks :func:`task_threads`. Imports nothing of Daybreak and no Luigi.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+_processes = 1  # processes that build at once on this machine: the worker's, as it was made
+
+
+def share(processes: int) -> None:
+    """This machine's cores are shared by ``processes`` processes that build at once."""
+    global _processes
+    _processes = max(1, int(processes))
+
+
+def task_threads() -> int:
+    """Threads a build may keep busy at once: the cores this process may run on (its CPU affinity),
+    divided by the processes sharing them, at least one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // _processes)
+
+
+class InThisThread:
+    """An executor that runs each call at once, in the calling thread: its result, or its exception, is in
+    the :class:`Future` returned, raised by ``result()`` as a thread pool's would be."""
+
+    def __enter__(self) -> InThisThread:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001 - handed on by result(), as a thread pool would
+            future.set_exception(exc)
+        return future
+
+    def map(self, fn, *iterables) -> Iterator:
+        return map(fn, *iterables)
+
+
+def executor(threads: int, name: str) -> ThreadPoolExecutor | InThisThread:
+    """A pool of ``threads`` threads named ``name``, or for one thread (or fewer), :class:`InThisThread`."""
+    return ThreadPoolExecutor(threads, thread_name_prefix=name) if threads > 1 else InThisThread()
+
+
+def in_background(fn, *args) -> Future:
+    """``fn(*args)`` started now on a thread of its own (hashing, Arrow's kernels and writes let go of the
+    GIL: it runs on another core), or, when a build has one thread (:func:`task_threads`), run here and
+    now. A :class:`Future` left in a manifest is waited for when the manifest is written
+    (:func:`tasks.storage.layout.settle`)."""
+    if task_threads() < 2:
+        return InThisThread().submit(fn, *args)
+    pool = ThreadPoolExecutor(1, thread_name_prefix=getattr(fn, "__name__", "background"))
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)
