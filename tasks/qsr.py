@@ -184,8 +184,8 @@ class StgQsrPos(PartitionedTask):
                     del cached
             if checked is None:
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
-                # its checksum release the GIL) while the caller works on each piece; here, when the
-                # build has one thread
+                # its checksum release the GIL) while the caller works on each piece; in this thread
+                # when the build has one core (tasks/cores.py)
                 writes = ThreadPoolExecutor(1, "cache_entry") if task_threads() > 1 else InThisThread()
                 with cache.putting(folder, self.date) as entry, writes as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
