@@ -47,7 +47,8 @@ class RawFolder(luigi.ExternalTask):
     date = luigi.DateParameter(description="Export date of the folder (the day the source wrote it)")
 
     def output(self):
-        return RawFolderTarget(RawZone.from_uri(settings.raw_root()), self.source, self.date)
+        with settings.snapshot():  # the raw root and its check read the [daybreak] section once, not thrice
+            return RawFolderTarget(RawZone.from_uri(settings.raw_root()), self.source, self.date)
 
 
 class PartitionTarget(luigi.Target):
