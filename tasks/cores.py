@@ -55,10 +55,19 @@ class InThisThread:
     def map(self, fn, *iterables) -> Iterator:
         return map(fn, *iterables)
 
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
 
 def executor(threads: int, name: str) -> ThreadPoolExecutor | InThisThread:
     """A pool of ``threads`` threads named ``name``, or for one thread (or fewer), :class:`InThisThread`."""
     return ThreadPoolExecutor(threads, thread_name_prefix=name) if threads > 1 else InThisThread()
+
+
+def beside(name: str) -> ThreadPoolExecutor | InThisThread:
+    """One thread named ``name`` beside the build's own, or, when the build has one thread
+    (:func:`task_threads`), :class:`InThisThread`."""
+    return ThreadPoolExecutor(1, thread_name_prefix=name) if task_threads() > 1 else InThisThread()
 
 
 def in_background(fn, *args) -> Future:
@@ -66,9 +75,7 @@ def in_background(fn, *args) -> Future:
     GIL: it runs on another core), or, when a build has one thread (:func:`task_threads`), run here and
     now. A :class:`Future` left in a manifest is waited for when the manifest is written
     (:func:`tasks.storage.layout.settle`)."""
-    if task_threads() < 2:
-        return InThisThread().submit(fn, *args)
-    pool = ThreadPoolExecutor(1, thread_name_prefix=getattr(fn, "__name__", "background"))
+    pool = beside(getattr(fn, "__name__", "background"))
     try:
         return pool.submit(fn, *args)
     finally:

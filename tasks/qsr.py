@@ -9,7 +9,6 @@ import itertools
 import logging
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from tasks import settings
@@ -17,7 +16,7 @@ from tasks.base import PartitionedTask, fingerprint, input_line
 from tasks.building import Built, reuse, reusing_now
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
-from tasks.cores import InThisThread, in_background, task_threads
+from tasks.cores import beside, in_background, task_threads
 from tasks.foldercache import FolderCache
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules
@@ -186,8 +185,7 @@ class StgQsrPos(PartitionedTask):
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
                 # its checksum release the GIL) while the caller works on each piece; in this thread
                 # when the build has one core (tasks/cores.py)
-                writes = ThreadPoolExecutor(1, "cache_entry") if task_threads() > 1 else InThisThread()
-                with cache.putting(folder, self.date) as entry, writes as pool:
+                with cache.putting(folder, self.date) as entry, beside("cache_entry") as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     read_ns = time.time_ns()  # before the files' identities are taken, then they are read
                     identities = [zone.file_identity(f) for f in files]
