@@ -279,7 +279,10 @@ def _progress_success(task: MaterializedTask) -> None:
 @MaterializedTask.event_handler(luigi.Event.FAILURE)
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
     progress.finished(task.task_id, runlog.label(task))
-    runlog.failed(task, exception)
+    if getattr(exception, "superseded", False):  # not replaced: another host's newer commit stays
+        runlog.superseded(task.task_id)
+    else:
+        runlog.failed(task, exception)
 
 
 class PartitionedTask(MaterializedTask):

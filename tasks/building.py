@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tasks.cores import in_background
 from tasks.freshness import dataversions
-from tasks.freshness.engine import Engine
+from tasks.freshness.engine import Engine, diff_rules
 from tasks.freshness.inputs import Window, diff_inputs, input_line
 from tasks.reporting import runlog
 from tasks.storage import partitions
@@ -26,6 +26,14 @@ logger = logging.getLogger("luigi-interface")
 
 class RawInputChanged(RuntimeError):
     """A raw file of the window changed between the listing and the end of the read."""
+
+
+class NotReplaced(RuntimeError):
+    """A build that must not replace the partition in place: another host committed it since this run first
+    looked at it, with other rules, or a newer version of the dataset's code built it. The run counts it as
+    superseded (exit 10), not failed (tasks/luigi_shortcuts/hosts.py)."""
+
+    superseded = True
 
 
 class RejectShareExceeded(RuntimeError):
@@ -166,6 +174,7 @@ def build(node, engine: Engine) -> dict | None:
         logger.info("%s: up to date now that its upstream is rebuilt; nothing written", node.task_id)
         store.clear_failure(node.key)
         return None
+    check_replaceable(node, engine, store)
     window = engine.window(node)
     if window is None:
         raise RuntimeError(f"{node.task_id}: a raw folder of its dependency window disappeared; rerun later")
@@ -218,6 +227,38 @@ def build(node, engine: Engine) -> dict | None:
         node.task_id, manifest.row_count, manifest.rejected_count, manifest.duration_s,
     )  # fmt: skip
     return written
+
+
+def check_replaceable(node, engine: Engine, store: PartitionStore) -> None:
+    """Refuse (:class:`NotReplaced`) to replace a partition that a newer version of the dataset's code built,
+    or that another writer committed with other rules since this run first looked at it: a host left on
+    old rules or old code must never undo a rollout (docs/scale-out.md). Called under the partition's lock
+    (or lease), after the re-check found the partition not up to date."""
+    manifest = engine.manifest(store, node.key)
+    if not manifest or manifest.get("_corrupt"):
+        return
+    where = f"{node.dataset} {node.key}" if node.key else node.dataset
+    theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
+    if _newer(theirs, ours):
+        raise NotReplaced(
+            f"{where}: built by version {theirs}; this host has {ours}: upgrade it. Not replaced "
+            "(nothing written by this run)"
+        )
+    looked, stamp = engine.seen_first(store, node.key)
+    if not looked or stamp == store.manifest_stamp(node.key):
+        return
+    if manifest.get("rules_fingerprint") == node.rules_fingerprint():
+        return  # the same rules: the other writer read older inputs; replacing it undoes no rollout
+    raise NotReplaced(
+        f"another host committed {where} (other rules: {diff_rules(manifest.get('rules') or {}, node.rules())}) "
+        "since this run began; not replaced. Rerun on the host with the rules you mean to keep"
+    )
+
+
+def _newer(theirs, ours) -> bool:
+    """Whether transform version ``theirs`` (``stg_qsr_pos/7``) is newer than ``ours`` (``stg_qsr_pos/6``)."""
+    (name_a, a), (name_b, b) = str(theirs).rpartition("/")[::2], str(ours).rpartition("/")[::2]
+    return name_a == name_b and a.isdigit() and b.isdigit() and int(a) > int(b)
 
 
 def check_inputs_unchanged(node, before: Window) -> None:

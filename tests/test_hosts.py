@@ -321,3 +321,23 @@ def test_the_store_going_away_mid_run_fails_the_run_and_keeps_the_other_partitio
 def _reached(now: dict, before: dict) -> set[str]:
     """Dates of the partitions a run changed (their objects' ETags differ)."""
     return {k.split("business_date=")[1][:10] for k in before if "business_date=" in k and now.get(k) != before[k]}
+
+
+def test_a_host_that_luigid_keeps_from_a_partition_for_its_cooldown_is_told_so(site):
+    """Host B (new rules) builds the range on luigid; host A (old rules) runs it at once: luigid counts the
+    partitions done (another host, less than stable_done_cooldown_secs ago) and hands A none of them. A's
+    summary says that is why they did not run, not that a partition they read failed or waits."""
+    site.land(3)
+    server = site.scheduler(stable_done_cooldown_secs=600)
+    try:
+        b = site.host("b", *site.range_args(3), suspicious_qty_threshold=2)
+        assert wait([b]) == [0], log(site, "b")
+        a = site.host("a", *site.range_args(3))
+        assert wait([a]) == [10], log(site, "a")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    out = log(site, "a")
+    assert f"StgQsrPos {START} .. {START + 2 * DAY}: 3 not run" in out
+    assert "luigid counts it done by another host, less than [scheduler] stable_done_cooldown_secs ago" in out
+    assert "a partition it reads failed or waits" not in out

@@ -237,6 +237,7 @@ def shared() -> Engine:
 def written(store: PartitionStore, key: dt.date | None) -> None:
     """A partition was replaced (or a replacement failed half-way) in this process."""
     _shared.forget(store, key)
+    _shared.wrote(store, key)
     _shared.learn(store, key)
 
 

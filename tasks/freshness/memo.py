@@ -109,6 +109,9 @@ class Memo:
         self._readers: dict[str, set[str]] = {}  # task id -> task ids whose state read its state
         self._at: dict[tuple, set[str]] = {}  # partition -> task ids of its states
         self._stamps: dict[str, tuple | None] = {}  # task id -> its manifest's stat when its state was found
+        # partition -> its manifest's stamp when this pass first looked at it (None: it had none); what this
+        # pass writes itself replaces it. A build refuses to replace what another writer committed since.
+        self.first_seen: dict[tuple, tuple | None] = {}
 
     def keep_ok_states(self) -> None:
         """A new pass that keeps the ok states (a forked worker: what another worker built since the
@@ -118,8 +121,10 @@ class Memo:
         at = {k: {t for t in v if t in ok} for k, v in self._at.items()}
         stamps = {k: v for k, v in self._stamps.items() if k in ok}
         sources = self.sources  # the run's listing of its source folders: reported once, not per task
+        first_seen = self.first_seen  # what the run first saw is the run's, in every process of it
         self.new_pass()
         self.states, self._readers, self._at, self._stamps, self.sources = ok, readers, at, stamps, sources
+        self.first_seen = first_seen
 
     def flush(self) -> None:
         """Keep the manifest summaries this process learned (:mod:`tasks.freshness.summaries`) for the next
@@ -222,6 +227,7 @@ class Memo:
         if part not in self.manifests:
             listed = self.listed.get(store.root) if key is not None else None
             self.manifests[part] = (None, None) if listed is not None and key not in listed else self._read(store, key)
+            self.first_seen.setdefault(part, self.manifests[part][0])
         return self.manifests[part]
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
@@ -231,6 +237,15 @@ class Memo:
         if content is not None:
             self._parsed[part] = (stamp, content)
         return stamp, content
+
+    def seen_first(self, store: PartitionStore, key: dt.date | None) -> tuple[bool, tuple | None]:
+        """(whether this pass looked at the partition before, its manifest's stamp then)."""
+        part = _partition(store, key)
+        return part in self.first_seen, self.first_seen.get(part)
+
+    def wrote(self, store: PartitionStore, key: dt.date | None) -> None:
+        """This process replaced the partition: what it wrote counts as what the pass saw."""
+        self.first_seen[_partition(store, key)] = store.manifest_stamp(key)
 
     def learn(self, store: PartitionStore, key: dt.date | None) -> None:
         """Remember the summary of a manifest this process just wrote, so that the next process finds it
@@ -261,6 +276,7 @@ class Memo:
                 if stamp is not None and full is not None and not full.get("_corrupt"):
                     self._summary_files.put(store, key, stamp, known[1])
             self.summaries[part] = known
+            self.first_seen.setdefault(part, known[0])
         return known
 
     def window(self, node: Node, partial: bool = False) -> Window | None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from luigi import scheduler
 
-SUPERSEDED = "another writer committed"  # how a build that lost the commit to another writer says so
+# how a build says it must not replace the partition: it lost the commit to another writer, another host
+# committed it with other rules since the run began, or a newer version of the code built it
+SUPERSEDED = ("another writer committed", "another host committed", ": upgrade it. Not replaced")
+
+
+def superseded(error: str) -> bool:
+    """Whether a task's error says it was superseded (:data:`SUPERSEDED`), not failed."""
+    return any(marker in error for marker in SUPERSEDED)
 
 
 def many_hosts() -> None:
@@ -19,7 +26,7 @@ def many_hosts() -> None:
       worker ran, or that was not granted run permission, and that is complete when the run ends is done,
       whoever built it (exit 0, not 10 or 25); one the scheduler has DONE that is not complete here (a host
       with other rules built it) counts as run by another worker (exit 10, not 25), as does a build that
-      lost its commit to another writer (:data:`SUPERSEDED`)."""
+      was superseded (:data:`SUPERSEDED`)."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
@@ -36,6 +43,10 @@ def many_hosts() -> None:
     execution_summary._summary_dict = _hosts_summary(execution_summary._summary_dict)
 
 
+# Ids of the tasks the scheduler had DONE when the last run's summary was made (a task this host finds stale
+# that luigid counts done: another host built it, and luigid's stable_done_cooldown_secs kept it from this one)
+DONE_IN_SCHEDULER: set[str] = set()
+
 # A pending task is in "still_pending_not_ext" and in one of these: when it is complete by the end of the run
 # (another host built it), it is done, not pending.
 _DONE_ELSEWHERE = ("run_by_other_worker", "upstream_run_by_other_worker", "not_run")
@@ -45,14 +56,16 @@ def _hosts_summary(summary_dict):
     def hosts_summary_dict(worker) -> dict:
         sets = summary_dict(worker)
         for task in list(sets["failed"]):
-            if SUPERSEDED in _error_of(worker, task):
+            if superseded(_error_of(worker, task)):
                 sets["failed"].discard(task)
                 sets["run_by_other_worker"].add(task)
                 sets["still_pending_not_ext"].add(task)
         done = _done_in_scheduler(worker) if any(sets[c] for c in _DONE_ELSEWHERE) else set()
+        DONE_IN_SCHEDULER.clear()
+        DONE_IN_SCHEDULER.update(done)
         for category in _DONE_ELSEWHERE:
             for task in list(sets[category]):
-                if task in sets["run_by_other_worker"] and SUPERSEDED in _error_of(worker, task):
+                if task in sets["run_by_other_worker"] and superseded(_error_of(worker, task)):
                     continue
                 if _complete(task):  # built, whoever built it
                     sets[category].discard(task)

@@ -38,7 +38,8 @@ from tasks.contract import printable
 
 logger = logging.getLogger("luigi-interface")
 
-KINDS = ("ran", "written by another run", "up to date", "failed", "waiting", "not run")
+KINDS = ("ran", "written by another run", "superseded", "up to date", "failed", "waiting", "not run")
+SUPERSEDED_MARK = "~"  # a line of the run's writes file: a build that must not replace what is in place
 DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
 # the single-run build's message for each failed date (tasks.backfill.SingleRunBuild): the summary says it
 SINGLE_RUN_FAILED = "%s failed; the rest of the range goes on"
@@ -93,8 +94,13 @@ def wrote(task_id: str) -> None:
             fh.write(task_id + "\n")
 
 
+def superseded(task_id: str) -> None:
+    """A build of this run found it must not replace its partition (another host's newer commit)."""
+    wrote(SUPERSEDED_MARK + task_id)
+
+
 def _written() -> set[str]:
-    """The task ids this run's builds wrote; the file is deleted."""
+    """The task ids this run's builds wrote (``~`` before the id of a superseded build); the file is deleted."""
     global _writes
     path, _writes = _writes, None
     if path is None:
@@ -156,13 +162,18 @@ def summary() -> str:
 
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    failed, waiting, blocked, warned, others = [], defaultdict(list), [], [], []
+    failed, waiting, blocked, warned, others, fenced, cooled = [], defaultdict(list), [], [], [], [], []
     with settings.snapshot():
         zone = cache.zone(watched[0][0])
         for task, ok_at_check in watched:
             family, key = task.task_family, task.key
             if ok_at_check:
                 counts[family]["up to date"].append(key)
+                continue
+            if SUPERSEDED_MARK + task.task_id in written:
+                counts[family]["superseded"].append(key)
+                fenced.append((family, key))
+                _failed_here.pop(task.task_id, None)
                 continue
             record = task.store().read_failure(key)
             here = _failed_here.pop(task.task_id, None)
@@ -185,6 +196,9 @@ def summary() -> str:
                 counts[family]["waiting"].append(key)
                 for source, date in folders:
                     waiting[source].append((date, family, key))
+            elif task.task_id in _done_in_scheduler():
+                counts[family]["not run"].append(key)
+                cooled.append(_name(family, key))
             else:
                 counts[family]["not run"].append(key)
                 blocked.append(_name(family, key))
@@ -195,13 +209,29 @@ def summary() -> str:
         lines.append(f"  {_name(family, _span(keys) or None)}: {parts}")
     if others:
         lines.append(f"  another run wrote {_names(others)} (this run waited for its lock, then found it done)")
+    if fenced:
+        lines.append(
+            f"  superseded {_names(fenced)}: another host's newer commit is kept (its warning above says whose)"
+        )
     lines += _capped("  failed   ", failed)
     lines += _capped("  warning  ", warned)
     lines += _capped("  waiting  ", [_waiting(cache, zone, source, waits) for source, waits in sorted(waiting.items())])
     lines += _capped("  not run  ", blocked, "(a partition it reads failed or waits; or see --log-level INFO)")
-    if failed or blocked or waiting:
+    lines += _capped(
+        "  not run  ",
+        cooled,
+        "(luigid counts it done by another host, less than [scheduler] stable_done_cooldown_secs ago, but this "
+        "host finds it stale: other rules? Rerun in a few seconds)",
+    )
+    if failed or blocked or waiting or cooled:
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return "\n".join(lines)
+
+
+def _done_in_scheduler() -> set[str]:
+    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER
+
+    return DONE_IN_SCHEDULER
 
 
 def _ran(task, cache, started: str) -> bool:

@@ -1,0 +1,95 @@
+"""A rollout cannot be undone by a host left on old rules or old code (docs/scale-out.md, "A rollout"):
+within one run a host never replaces a partition that another writer committed with other rules after the
+run first looked at it, and no host replaces a partition that a newer version of the dataset's code built.
+Both runs are exit 10 (superseded), and the partitions keep what the newer host wrote."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+
+import luigi
+import pytest
+
+from tasks.freshness.engine import fingerprint
+from tasks.qsr import StgQsrPos
+from tasks.transforms.qsr_rules import VERSION
+
+pytestmark = pytest.mark.luigi
+
+START = dt.date(2026, 9, 1)
+DAY = dt.timedelta(days=1)
+DATES = 4
+
+
+def _manifests(lab) -> dict[dt.date, dict]:
+    root = lab.data / "staging" / "qsr_pos"
+    return {
+        dt.date.fromisoformat(p.parent.name.split("=")[1]): json.loads(p.read_text())
+        for p in sorted(root.glob("business_date=*/_manifest.json"))
+    }
+
+
+@pytest.fixture
+def other_host_builds_first(lab, tmp_path):
+    """When this process starts its first StgQsrPos build, another host (a ``luigi`` process of its own, on
+    new rules: suspicious_qty_threshold 2) builds the whole range first."""
+    cfg = lab.write_cfg(tmp_path / "host-b.cfg", suspicious_qty_threshold=2)
+    args = ("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + DATES * DAY))
+    env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": os.getcwd()}
+    done = []
+
+    @StgQsrPos.event_handler(luigi.Event.START)
+    def _host_b(task):
+        if not done:
+            done.append(lab.cli(*args, "--local-scheduler", env=env))
+
+    yield args, env, done
+    handlers = StgQsrPos._event_callbacks.get(StgQsrPos, {}).get(luigi.Event.START, set())
+    handlers.discard(_host_b)
+
+
+def test_a_host_on_old_rules_never_replaces_what_another_host_committed_since_its_run_began(
+    lab, other_host_builds_first, caplog
+):
+    args, env, done = other_host_builds_first
+    lab.qsr_days(START, DATES + 1)
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        code = lab.range(START, START + DATES * DAY)  # host A: the old rules (threshold 20)
+    out = caplog.text
+    assert done and done[0].returncode == 0, done[0].stderr[-2000:]
+    assert code == 10, out[-3000:]
+    manifests = _manifests(lab)
+    assert sorted(manifests) == [START + i * DAY for i in range(DATES)]
+    assert {m["rules"]["suspicious_qty_threshold"] for m in manifests.values()} == {2}  # host B's, every one
+    assert (
+        f"another host committed staging/qsr_pos {START} (other rules: suspicious_qty_threshold 2 -> 20) "
+        "since this run began; not replaced" in out
+    )
+    summary = out.split("summary of this run:")[1]
+    assert f"StgQsrPos {START} .. {START + (DATES - 1) * DAY}: {DATES} superseded" in summary
+    assert "failed" not in summary and "Traceback" not in out
+    # host B, on the rules meant to stay, runs again: nothing to do, nothing changes
+    again = lab.cli(*args, "--local-scheduler", env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert _manifests(lab) == manifests
+
+
+def test_a_partition_built_by_a_newer_version_is_never_replaced_by_an_older_one(lab, caplog):
+    lab.qsr_days(START, 2)
+    assert lab.range(START, START + DAY) == 0
+    manifest_path = lab.partition(START) / "_manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    name, number = VERSION.rsplit("/", 1)
+    newer = f"{name}/{int(number) + 1}"
+    manifest["rules"]["version"] = newer  # as a host with the next version of the code writes it
+    manifest["rules_fingerprint"] = fingerprint(manifest["rules"])
+    manifest_path.write_text(json.dumps(manifest))
+    before = {p.name: p.read_bytes() for p in lab.partition(START).iterdir()}
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.range(START, START + DAY) == 10
+    out = caplog.text
+    assert f"staging/qsr_pos {START}: built by version {newer}; this host has {VERSION}: upgrade it" in out
+    assert {p.name: p.read_bytes() for p in lab.partition(START).iterdir()} == before
+    assert f"StgQsrPos {START}: 1 superseded" in out
