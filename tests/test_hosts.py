@@ -341,3 +341,40 @@ def test_a_host_that_luigid_keeps_from_a_partition_for_its_cooldown_is_told_so(s
     assert f"StgQsrPos {START} .. {START + 2 * DAY}: 3 not run" in out
     assert "luigid counts it done by another host, less than [scheduler] stable_done_cooldown_secs ago" in out
     assert "a partition it reads failed or waits" not in out
+
+
+def test_a_host_on_old_rules_frozen_past_its_lease_cannot_undo_a_rollout_on_luigid(site):
+    """Host A (old rules) and host B (new rules) on one luigid with its own settings; A freezes 15 s,
+    longer than its lease, in the middle of one date's commit while B builds the range. A's run exits 10,
+    writing nothing over B's partitions; every partition ends on B's rules; B's rerun changes nothing."""
+    days = 8
+    site.land(days)
+    server = site.scheduler()
+    counter = site.lab.root / "a-steps"
+    frozen = START + 2 * DAY
+    try:
+        a = site.host(
+            "a", *site.range_args(days), plan={"counter": str(counter), "date": str(frozen), "at": 2, "mode": "stop"}
+        )
+        deadline = time.monotonic() + 120
+        while not Path(f"{counter}.stopped").exists():
+            assert time.monotonic() < deadline and a.poll() is None, log(site, "a")
+            time.sleep(0.1)
+        b = site.host("b", *site.range_args(days), suspicious_qty_threshold=2)
+        time.sleep(15)
+        os.killpg(a.pid, signal.SIGCONT)
+        codes = wait([a, b])
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    out = (site.lab.root / "hosts" / "a" / "out.txt").read_text()
+    assert codes[0] == 10, out[-3000:]
+    assert codes[1] in (0, 10), log(site, "b")  # 10: A committed the date it froze in, on its rules
+    assert "Traceback" not in out and " failed" not in out.split("summary of this run:")[1], out[-3000:]
+    assert "not replaced" in out and "superseded" in out
+    rerun = site.host("b", *site.range_args(days, "--local-scheduler"), suspicious_qty_threshold=2)
+    assert wait([rerun]) == [0], log(site, "b")
+    assert all(site.rules_of(START + i * DAY)["suspicious_qty_threshold"] == 2 for i in range(days))
+    after = site.objects()
+    assert wait([site.host("b", *site.range_args(days, "--local-scheduler"), suspicious_qty_threshold=2)]) == [0]
+    assert site.objects() == after

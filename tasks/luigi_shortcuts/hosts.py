@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from luigi import scheduler
 
+from tasks.luigi_shortcuts.messages import UNFULFILLED
+
 # how a build says it must not replace the partition: it lost the commit to another writer, another host
 # committed it with other rules since the run began, or a newer version of the code built it
 SUPERSEDED = ("another writer committed", "another host committed", ": upgrade it. Not replaced")
@@ -26,7 +28,8 @@ def many_hosts() -> None:
       worker ran, or that was not granted run permission, and that is complete when the run ends is done,
       whoever built it (exit 0, not 10 or 25); one the scheduler has DONE that is not complete here (a host
       with other rules built it) counts as run by another worker (exit 10, not 25), as does a build that
-      was superseded (:data:`SUPERSEDED`)."""
+      was superseded (:data:`SUPERSEDED`), or a wrapper (RangeDaily) whose requirements another host built
+      with other rules (:data:`UNFULFILLED` at run time)."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
@@ -55,12 +58,22 @@ _DONE_ELSEWHERE = ("run_by_other_worker", "upstream_run_by_other_worker", "not_r
 def _hosts_summary(summary_dict):
     def hosts_summary_dict(worker) -> dict:
         sets = summary_dict(worker)
-        for task in list(sets["failed"]):
-            if superseded(_error_of(worker, task)):
+        done = None
+        errors = {task: _error_of(worker, task) for task in sets["failed"]}
+        for task, error in errors.items():  # superseded builds first: a wrapper's requirements may be
+            if superseded(error):
                 sets["failed"].discard(task)
                 sets["run_by_other_worker"].add(task)
                 sets["still_pending_not_ext"].add(task)
-        done = _done_in_scheduler(worker) if any(sets[c] for c in _DONE_ELSEWHERE) else set()
+        for task, error in errors.items():
+            if task in sets["failed"] and UNFULFILLED in error:
+                done = _done_in_scheduler(worker) if done is None else done
+                if _built_elsewhere(task, done | {t.task_id for t in sets["run_by_other_worker"]}):
+                    sets["failed"].discard(task)
+                    sets["run_by_other_worker"].add(task)
+                    sets["still_pending_not_ext"].add(task)
+        if done is None:
+            done = _done_in_scheduler(worker) if any(sets[c] for c in _DONE_ELSEWHERE) else set()
         DONE_IN_SCHEDULER.clear()
         DONE_IN_SCHEDULER.update(done)
         for category in _DONE_ELSEWHERE:
@@ -78,6 +91,15 @@ def _hosts_summary(summary_dict):
 
     hosts_summary_dict.daybreak = True
     return hosts_summary_dict
+
+
+def _built_elsewhere(task, done: set[str]) -> bool:
+    """Whether every dependency of ``task`` (a RangeDaily) that is not complete here is in ``done`` (DONE in
+    the scheduler, or superseded here): another host built it with other rules."""
+    try:
+        return all(dep.task_id in done or _complete(dep) for dep in task.deps())
+    except Exception:  # noqa: BLE001 - requirements that cannot be listed: the task stays failed
+        return False
 
 
 def _done_in_scheduler(worker) -> set[str]:

@@ -135,7 +135,10 @@ class _RunLog(logging.Filter):
         if record.levelno < logging.WARNING:
             return msg.startswith("progress: ")
         if msg.startswith(messages.WORKER_FAILED) and len(record.args or ()) == 3:  # a failed task: its traceback
-            return not _summarised(record.args[2])  # stays unless the summary names the failure
+            # stays unless the summary names the failure: a partition's, or a wrapper's requirements
+            # that another host built (the summary's not run or superseded lines name them)
+            error = record.exc_info[1] if record.exc_info else None
+            return not (_summarised(record.args[2]) or messages.UNFULFILLED in str(error))
         # one line per missing raw folder, per failed single-run date: the summary says it better
         return not msg.startswith((messages.MISSING_DATA, SINGLE_RUN_FAILED))
 
