@@ -53,6 +53,11 @@ class RawFileUnreadable(RuntimeError):
     """A listed raw file that could not be opened (permissions, or replaced by a symbolic link)."""
 
 
+class RawFileChanged(RuntimeError):
+    """A raw file read is not the one listed (re-sent between the listing and the read): the build fails,
+    writing nothing, and the next run reads the new one."""
+
+
 def _raise_unless_linked(exc: OSError) -> None:
     """An ``O_NOFOLLOW`` open of a folder that failed on a symbolic link (ELOOP on some systems; Linux
     says ENOTDIR, caught before): nothing to read, reported by :meth:`RawZone.source_unread`."""
@@ -248,6 +253,9 @@ class RawZone:
     # A raw file's mtime is trusted only when it is older than this (the clock resolution of the zone:
     # a local file system stamps files with a coarse kernel clock, about 10 ms; SFTP gives whole seconds).
     mtime_resolution_ns = 10_000_000
+    # True where each read checks that it got the very file listed (a bucket's objects are replaced whole,
+    # and a GET says which version it read): the re-listing after a build is not needed (tasks/building.py)
+    reads_checked = False
 
     def read_input(self, raw: RawFile) -> bytes:
         """``read_bytes``, remembering the content hash of the bytes read (the manifest records it)."""

@@ -16,12 +16,28 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zlib
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
-from tasks.storage.rawzone import FOLDER, NOT_REGULAR, OTHER, RawFile, RawZone, Refused, is_date_name
+from tasks.storage.rawzone import (
+    FOLDER,
+    NOT_REGULAR,
+    OTHER,
+    RawFile,
+    RawFileChanged,
+    RawZone,
+    Refused,
+    is_date_name,
+)
 from tasks.storage.s3 import Bucket, Obj
 
 _CHECKED: set[str] = set()
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
+# Objects of a window fetched at once: a store is 5-50 ms away, and each GET in series would wait that long.
+# At most the client's connection pool (tasks/storage/s3.py), each object whole in memory until yielded.
+IN_FLIGHT = 16
+_MD5_STAMPS = 1 << 52  # a version stamp below this is an MD5's (version_stamp), above it a time in ns
 
 
 def version_stamp(obj: Obj) -> int:
@@ -34,6 +50,7 @@ class S3RawZone(RawZone):
     """``s3://BUCKET/PREFIX`` as a raw zone (the interface of :class:`tasks.storage.rawzone.RawZone`)."""
 
     mtime_resolution_ns = 1_000_000_000  # Last-Modified has whole seconds
+    reads_checked = True  # read_bytes: the object read is the version listed
 
     def __init__(self, uri: str):
         self.bucket = Bucket(uri)
@@ -86,9 +103,50 @@ class S3RawZone(RawZone):
                 stamps.setdefault(name, []).append(version_stamp(obj) ^ zlib.crc32(rest.encode()))
         return {name: sum(values) % (1 << 62) for name, values in stamps.items()}
 
-    def file_identity(self, raw: RawFile) -> None:
-        """None: no ctime here, so a recorded hash is never taken for the file's (it is read again)."""
-        return None
+    def file_identity(self, raw: RawFile) -> list[int] | None:
+        """What tells this very object again: its size and the MD5 of its content (the stamp of a plain
+        upload's ETag), so a content hash recorded for it is taken without reading it again; None for a
+        stamp that is a time (a multipart upload: its content must be read to be known)."""
+        return [0, raw.size, raw.mtime_ns, 0] if 0 <= raw.mtime_ns < _MD5_STAMPS else None
 
     def read_bytes(self, raw: RawFile) -> bytes:
         return self.bucket.read(raw.relpath)
+
+    def read_input(self, raw: RawFile) -> bytes:
+        """The object's bytes for a build, checked to be the version listed (its size, and its MD5 or its
+        time): :class:`RawFileChanged` for an object re-sent since (a PUT replaces an object whole, so a
+        read is always one version, the listed one or a newer); its content hash remembered."""
+        data, obj = self.bucket.get(raw.relpath)
+        stamp = version_stamp(obj)
+        same = stamp == raw.mtime_ns if raw.mtime_ns < _MD5_STAMPS else stamp // 10**9 == raw.mtime_ns // 10**9
+        if obj.size != raw.size or not same:
+            raise RawFileChanged(
+                f"{self.uri}/{raw.relpath}: re-sent while it was read ({raw.size} bytes listed, {obj.size} read); "
+                "nothing was written, the previous partition is kept. The next run reads the new one."
+            )
+        self.remember(raw, data)
+        return data
+
+    def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
+        """:meth:`read_input` of each file, in order, :data:`IN_FLIGHT` objects fetched at once ahead of the
+        one asked for (the store's round trips overlap instead of adding up)."""
+        if len(files) <= 1:
+            yield from super().read_inputs(files)
+            return
+        with ThreadPoolExecutor(max_workers=min(IN_FLIGHT, len(files)), thread_name_prefix="s3-read") as pool:
+            ahead: deque = deque()
+            pending = iter(files)
+            for raw in pending:
+                ahead.append(pool.submit(self.read_input, raw))
+                if len(ahead) >= IN_FLIGHT:
+                    break
+            try:
+                while ahead:
+                    data = ahead.popleft().result()
+                    nxt = next(pending, None)
+                    if nxt is not None:
+                        ahead.append(pool.submit(self.read_input, nxt))
+                    yield data
+            finally:
+                for future in ahead:
+                    future.cancel()

@@ -1,0 +1,103 @@
+"""A TCP proxy on 127.0.0.1 that puts a server "in another zone": every byte is delayed by a fixed time each
+way, and a new connection costs one round trip more (its handshake), so that requests made one after another
+show up as they would against a real object store 5-50 ms away. Loopback alone hides them.
+
+    with latency_proxy.running("127.0.0.1", rgw.port, delay_s=0.010) as proxy:
+        endpoint = f"http://127.0.0.1:{proxy.port}"   # 20 ms round trip
+
+Each direction of a connection is a reader thread that stamps what it reads and a writer thread that sends it
+once its time has come, so throughput is kept (a window of bytes in flight), only latency is added. Used by the
+tests (tests/test_s3_latency.py) and the benchmark (benchmarks/s3.py --delay-ms).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+
+class LatencyProxy:
+    def __init__(self, host: str, port: int, delay_s: float):
+        self.target, self.delay_s = (host, port), delay_s
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._socks: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, name="latency-proxy", daemon=True)
+
+    def start(self) -> LatencyProxy:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self.server.close()
+        for s in list(self._socks):
+            with contextlib.suppress(OSError):
+                s.close()
+        self._thread.join(timeout=5)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        time.sleep(2 * self.delay_s)  # the handshake's round trip
+        try:
+            upstream = socket.create_connection(self.target)
+        except OSError:
+            client.close()
+            return
+        for s in (client, upstream):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._socks.append(s)
+        for src, dst in ((client, upstream), (upstream, client)):
+            pending: queue.Queue = queue.Queue()
+            threading.Thread(target=self._read, args=(src, pending), daemon=True).start()
+            threading.Thread(target=self._write, args=(dst, pending), daemon=True).start()
+
+    def _read(self, src: socket.socket, pending: queue.Queue) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            pending.put((time.monotonic() + self.delay_s, data))
+            if not data:
+                return
+
+    def _write(self, dst: socket.socket, pending: queue.Queue) -> None:
+        while True:
+            due, data = pending.get()
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            if not data:
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)
+                return
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+
+@contextlib.contextmanager
+def running(host: str, port: int, delay_s: float) -> Iterator[LatencyProxy]:
+    """A proxy to ``host:port`` on a free port of 127.0.0.1, delaying each direction by ``delay_s``."""
+    proxy = LatencyProxy(host, port, delay_s).start()
+    try:
+        yield proxy
+    finally:
+        proxy.close()

@@ -1,0 +1,117 @@
+"""Raw files in a landing bucket and partitions in a bucket, the store put "in another zone" by a latency proxy
+(tests/latency_proxy.py: 10 ms each way, a round trip per new connection) in front of a real radosgw: requests
+made one after another show up here, as they would against a real store. A backfill equals the local build file
+for file, and every raw object is fetched once per run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import uuid
+from collections import Counter
+
+import pytest
+
+from tasks import sample
+from tasks.storage import s3
+from tests import latency_proxy, radosgw
+from tests.test_s3 import objects
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL})"),
+]
+
+START = dt.date(2026, 9, 1)
+DAY = dt.timedelta(days=1)
+DAYS = 5
+
+
+@pytest.fixture(scope="module")
+def rgw(tmp_path_factory):
+    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
+        yield server
+
+
+@pytest.fixture
+def far(rgw, lab, setting, monkeypatch, tmp_path):
+    """The lab with the sample's raw files in a landing prefix and the data root in one bucket, both reached
+    through the latency proxy; ``lab.gets`` counts the GETs of each key this process makes."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    sample.generate(lab.raw, START, DAYS + 1, stores=6, seed=5, mean_lines_per_store=40)
+    bucket = rgw.make_bucket(f"far-{uuid.uuid4().hex[:10]}")
+    client = rgw.client()
+    for path in sorted((lab.raw / "qsr_pos").rglob("*.csv")):
+        client.put_object(Bucket=bucket, Key=f"landing/{path.relative_to(lab.raw)}", Body=path.read_bytes())
+    lab.bucket, lab.s3 = bucket, client
+    with latency_proxy.running("127.0.0.1", rgw.port, delay_s=0.010) as proxy:
+        setting("daybreak", "raw_root", f"s3://{bucket}/landing")
+        setting("daybreak", "data_root", f"s3://{bucket}/daybreak")
+        setting("daybreak", "start_date", START)
+        setting("daybreak", "cache_dir", tmp_path / "cache")
+        setting("s3", "endpoint_url", f"http://127.0.0.1:{proxy.port}")
+        setting("s3", "region", rgw.region)
+        lab.gets = Counter()
+        client = s3.Bucket(f"s3://{bucket}/landing").client
+
+        def count(model, params, **_):
+            if model.name == "GetObject":
+                lab.gets[params["Key"]] += 1
+
+        client.meta.events.register("before-parameter-build.s3.GetObject", count)
+        yield lab
+        client.meta.events.unregister("before-parameter-build.s3.GetObject", count)
+
+
+def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_build_file_for_file(far, setting):
+    lab = far
+    assert lab.range(START, START + DAYS * DAY) == 0
+    stored = {
+        k.removeprefix("daybreak/"): hashlib.sha256(
+            lab.s3.get_object(Bucket=lab.bucket, Key=k)["Body"].read()
+        ).hexdigest()
+        for k in objects(lab)
+        if not k.endswith("_manifest.json") and "/_state/" not in k
+    }
+    raw_keys = [k for k in lab.gets if k.startswith("landing/")]
+    window = [START + i * DAY for i in range(DAYS + 1)]  # partition d reads folders d and d+1
+    in_window = [p for d in window for p in (lab.raw / "qsr_pos" / str(d)).glob("*.csv")]
+    assert sorted(raw_keys) == sorted(f"landing/{p.relative_to(lab.raw)}" for p in in_window)
+    assert {lab.gets[k] for k in raw_keys} == {1}, lab.gets.most_common(3)  # ... fetched once in the run
+    local = lab.root / "local"
+    setting("daybreak", "raw_root", lab.raw)
+    setting("daybreak", "data_root", local)
+    assert lab.range(START, START + DAYS * DAY) == 0
+    files = {
+        str(p.relative_to(local)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in local.rglob("*")
+        if p.is_file() and p.name != "_manifest.json" and "_state" not in p.parts and not p.name.startswith(".")
+    }
+    assert stored == files and len(files) >= 2 * DAYS
+
+
+def test_an_object_re_sent_while_a_build_reads_it_fails_that_build_and_the_next_run_reads_the_new_one(far):
+    """A raw object replaced between the listing and the read: the build fails naming it (the GET says which
+    version it read), nothing is written, and the next run builds from the new object."""
+    lab = far
+    day = START + DAY
+    key = next(k for k in sorted(objects(lab, f"landing/qsr_pos/{day}/")))
+    real_get = s3.Bucket.get
+    resent = []
+
+    def get(self, rel):
+        if rel == key.removeprefix("landing/") and not resent:
+            body = lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read()
+            lab.s3.put_object(Bucket=lab.bucket, Key=key, Body=body + body.splitlines(keepends=True)[-1])
+            resent.append(key)
+        return real_get(self, rel)
+
+    s3.Bucket.get = get
+    try:
+        assert lab.range(day, day + DAY) == 30
+    finally:
+        s3.Bucket.get = real_get
+    assert resent and not objects(lab, f"daybreak/staging/qsr_pos/business_date={day}/")
+    assert lab.range(day, day + DAY) == 0
+    assert objects(lab, f"daybreak/staging/qsr_pos/business_date={day}/")
