@@ -30,7 +30,10 @@ from tasks.storage.layout import (
     WRITE_HOOKS,
     PartitionWriteError,
     check_extra_names,
+    differing_file,
+    listed_names,
     manifest_bytes,
+    missing_file,
     parse_manifest,
     parse_partition_name,
     partition_name,
@@ -39,6 +42,7 @@ from tasks.storage.layout import (
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
 from tasks.storage.s3docs import S3Records, state_dir
 from tasks.storage.s3lease import Lease
+from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,10 +55,23 @@ _LISTINGS: dict[tuple[str, str], dict[str, Obj]] = {}
 # Manifests this process wrote or read, by (data_root, key): (stamp, content), so a check after a build
 # parses nothing again.
 _MANIFESTS: dict[tuple[str, str], tuple[tuple, dict]] = {}
+# The same listings by partition folder: (data_root, prefix, levels of folders under the prefix) ->
+# {partition folder: its keys at any depth}, so that a check finds a partition's strays without a scan.
+_FOLDERS: dict[tuple[str, str, int], dict[str, set[str]]] = {}
 
 
 def _forget_listings() -> None:
     _LISTINGS.clear()
+    _FOLDERS.clear()
+
+
+def _folder_of(rel: str, prefix: str, levels: int) -> str | None:
+    """The partition folder (``levels`` folders under ``prefix``) that key ``rel`` is in; None for a key
+    above the partitions' folders (a dataset's own stray, :meth:`S3PartitionStore.strays`)."""
+    if levels == 0:
+        return prefix.rstrip("/")
+    parts = rel[len(prefix) :].split("/", levels)
+    return prefix + "/".join(parts[:levels]) if len(parts) > levels else None
 
 
 PASS_HOOKS.append(_forget_listings)
@@ -126,15 +143,32 @@ class S3PartitionStore(S3Records):
                     listing.pop(rel, None)
                 else:
                     listing[rel] = obj
+        for (root, prefix, levels), folders in _FOLDERS.items():
+            folder = _folder_of(rel, prefix, levels) if root == self.data_root and rel.startswith(prefix) else None
+            if folder is not None:
+                keys = folders.setdefault(folder, set())
+                keys.discard(rel) if obj is None else keys.add(rel)
+
+    def _folders(self, levels: int) -> dict[str, set[str]]:
+        """The dataset's listing by partition folder (``levels`` folders deep), made once per pass."""
+        prefix = f"{self.dataset}/"
+        key = (self.data_root, prefix, levels)
+        if key not in _FOLDERS:
+            folders: dict[str, set[str]] = {}
+            for rel in self._objects():
+                folder = _folder_of(rel, prefix, levels)
+                if folder is not None:
+                    folders.setdefault(folder, set()).add(rel)
+            _FOLDERS[key] = folders
+        return _FOLDERS[key]
 
     def refresh(self, date: dt.date | None) -> None:
         """List the partition's objects and its quarantine again into this pass's listings (another host
         may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
         folder = self.rel(date)
         now = _SEEN.get((self.data_root, folder)) or self._objects_now(date)
-        objects = self._objects()
-        for rel in [r for r in objects if r.startswith(f"{folder}/") and "/" not in r[len(folder) + 1 :]]:
-            del objects[rel]
+        for rel in [r for r in self._objects() if r.startswith(f"{folder}/")]:
+            self._known(rel, None)
         for rel, obj in now.items():
             self._known(rel, obj)
 
@@ -198,15 +232,29 @@ class S3PartitionStore(S3Records):
 
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         """Every object the manifest names is listed with the recorded ETag and size."""
+        return not self.data_problem(date, manifest)
+
+    def data_problem(self, date: dt.date | None, manifest: dict) -> str:
+        """Why the objects the manifest names are not the ones it records (ETag and size); '' when they are."""
         objects, folder = self._objects(), self.rel(date)
         files = [(objects.get(f"{folder}/{f['name']}"), f) for f in manifest.get("data_files", [])]
         quarantine = manifest.get("quarantine")
         if quarantine:
             files.append((self._quarantined().get(quarantine["path"]), quarantine))
         for obj, f in files:
-            if obj is None or obj.etag != f.get("etag") or obj.size != f.get("size"):
-                return False
-        return bool(manifest.get("data_files"))
+            if obj is None:
+                return missing_file(f)
+            if obj.etag != f.get("etag") or obj.size != f.get("size"):
+                return differing_file(f)
+        return "" if manifest.get("data_files") else "its manifest lists no data file"
+
+    def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
+        """Keys under the partition's folder, at any depth, that ``manifest`` does not list (every key but
+        the manifest when None): from this pass's listing of the dataset, no request of its own."""
+        folder = self.rel(date)
+        keep = {f"{folder}/{name}" for name in listed_names(manifest)}
+        keys = self._folders(len(self._levels(date))).get(folder, ())
+        return sorted(k for k in keys if k not in keep and not is_temp_name(k.rsplit("/", 1)[-1]))
 
     def read_file(self, date: dt.date | None, name: str) -> bytes:
         return self.bucket.read(f"{self.rel(date)}/{name}")
@@ -251,10 +299,7 @@ class S3PartitionStore(S3Records):
 
     def _objects_now(self, date: dt.date | None) -> dict[str, Obj | None]:
         """The partition's objects and its quarantine (None: there is none) now: one listing, one HEAD."""
-        folder = self.rel(date)
-        found: dict[str, Obj | None] = {
-            rel: obj for rel, obj in self.bucket.list(f"{folder}/").items() if "/" not in rel[len(folder) + 1 :]
-        }
+        found: dict[str, Obj | None] = dict(self.bucket.list(f"{self.rel(date)}/"))
         found[self.quarantine_rel(date)] = self.bucket.head(self.quarantine_rel(date))
         return found
 
@@ -294,6 +339,7 @@ class S3PartitionStore(S3Records):
                             "sha256": hashlib.sha256(content).hexdigest(),
                         }  # fmt: skip
             put(f"{folder}/{MANIFEST}", manifest_bytes(manifest), manifest=manifest)
+        self.drop_strays(date, manifest)
         return manifest
 
     def adopt(self, date: dt.date | None, source: S3PartitionStore) -> dict:
@@ -318,7 +364,32 @@ class S3PartitionStore(S3Records):
                 old = pq.read_schema(pa.BufferReader(self.bucket.read(rel)))
                 put(rel, parquet_bytes(old.empty_table()))
             put(f"{folder}/{MANIFEST}", source.read_file(date, MANIFEST), manifest=manifest)
+        self.drop_strays(date, manifest)
         return manifest
+
+    def drop_strays(self, date: dt.date | None, manifest: dict) -> None:
+        """Delete the keys under the partition's folder that its manifest, now committed, does not list (as
+        listed when the build took the lease): not part of the commit. A delete that fails is a warning; the
+        partition counts as stale while the key is there."""
+        folder = self.rel(date)
+        seen = _SEEN.get((self.data_root, folder))
+        keep = {f"{folder}/{name}" for name in listed_names(manifest)}
+        for rel in sorted(seen if seen is not None else self._objects_now(date)):
+            if not rel.startswith(f"{folder}/") or rel in keep or is_temp_name(rel.rsplit("/", 1)[-1]):
+                continue
+            try:
+                self.bucket.delete(rel)
+            except StoreError as exc:
+                logger.warning(
+                    "could not delete %s, which the manifest of %s does not list (%s): the partition counts as "
+                    "stale until it is gone",
+                    self.bucket.describe(rel),
+                    self.uri(date),
+                    exc,
+                )
+                continue
+            self._known(rel, None)
+            logger.info("deleted %s: the manifest of %s does not list it", self.bucket.describe(rel), self.uri(date))
 
     def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
         """Replace the manifest alone (conditionally, as a commit)."""
