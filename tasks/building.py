@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -140,6 +141,7 @@ class Manifest:
     data_version: str = ""
     data_version_kind: str = ""
     equivalent_versions: list[str] = field(default_factory=list)
+    built_by: dict = field(default_factory=dict)  # host, pid and Luigi worker of the process that commits it
 
     def as_dict(self) -> dict:
         """The manifest as stores write it (``equivalent_versions`` only when there are some)."""
@@ -195,6 +197,7 @@ def build(node, engine: Engine) -> dict | None:
         task_id=node.task_id,
         package_version=tasks.__version__,
         started_at=started.isoformat(),
+        built_by=built_by(),
     )
     manifest.finished_at = dt.datetime.now(dt.UTC).isoformat()
     manifest.duration_s = round(time.perf_counter() - t0, 4)
@@ -219,6 +222,15 @@ def build(node, engine: Engine) -> dict | None:
         node.task_id, manifest.row_count, manifest.rejected_count, manifest.duration_s,
     )  # fmt: skip
     return written
+
+
+def built_by() -> dict:
+    """Who commits a manifest: ``[daybreak] host_name`` (the machine's host name by default), this process's
+    id and the Luigi worker it runs for ('' outside a Luigi run)."""
+    from tasks.luigi_shortcuts import worker_id
+    from tasks.settings import host_name
+
+    return {"host": host_name(), "pid": os.getpid(), "worker": worker_id()}
 
 
 def check_inputs_unchanged(node, before: Window) -> None:
