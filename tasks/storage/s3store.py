@@ -5,7 +5,8 @@ A commit holds across hosts: every object of a partition is one conditional PUT,
 last (``If-None-Match: *`` for a key that did not exist when the build started, ``If-Match`` on the ETag
 it had then); the manifest records every object's ETag and counts only while the listing still shows
 them; a writer whose condition fails stops (:class:`OtherWriterCommitted`). No multipart upload and no
-delete is part of a commit. A lease per partition (:mod:`tasks.storage.s3lease`) keeps hosts from
+delete is part of a commit: the keys under a partition's folder that its manifest does not list are deleted
+after it (:mod:`tasks.storage.s3folders`). A lease per partition (:mod:`tasks.storage.s3lease`) keeps hosts from
 building it twice; correctness rests on the conditional commit, not on the lease. One listing per
 dataset prefix per freshness pass: a check needs no request per partition.
 """
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tasks.storage import s3folders
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import (
     DATA_FILE,
@@ -31,7 +33,6 @@ from tasks.storage.layout import (
     PartitionWriteError,
     check_extra_names,
     differing_file,
-    listed_names,
     manifest_bytes,
     missing_file,
     parse_manifest,
@@ -41,8 +42,8 @@ from tasks.storage.layout import (
 )
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
 from tasks.storage.s3docs import S3Records, state_dir
+from tasks.storage.s3folders import S3Folders
 from tasks.storage.s3lease import Lease
-from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -55,23 +56,11 @@ _LISTINGS: dict[tuple[str, str], dict[str, Obj]] = {}
 # Manifests this process wrote or read, by (data_root, key): (stamp, content), so a check after a build
 # parses nothing again.
 _MANIFESTS: dict[tuple[str, str], tuple[tuple, dict]] = {}
-# The same listings by partition folder: (data_root, prefix, levels of folders under the prefix) ->
-# {partition folder: its keys at any depth}, so that a check finds a partition's strays without a scan.
-_FOLDERS: dict[tuple[str, str, int], dict[str, set[str]]] = {}
 
 
 def _forget_listings() -> None:
     _LISTINGS.clear()
-    _FOLDERS.clear()
-
-
-def _folder_of(rel: str, prefix: str, levels: int) -> str | None:
-    """The partition folder (``levels`` folders under ``prefix``) that key ``rel`` is in; None for a key
-    above the partitions' folders (a dataset's own stray, :meth:`S3PartitionStore.strays`)."""
-    if levels == 0:
-        return prefix.rstrip("/")
-    parts = rel[len(prefix) :].split("/", levels)
-    return prefix + "/".join(parts[:levels]) if len(parts) > levels else None
+    s3folders.forget()
 
 
 PASS_HOOKS.append(_forget_listings)
@@ -88,7 +77,7 @@ def _stamp(obj: Obj | None) -> tuple | None:
     return None if obj is None else ("etag", obj.etag, obj.size)
 
 
-class S3PartitionStore(S3Records):
+class S3PartitionStore(S3Records, S3Folders):
     """One dataset's partitions under ``s3://BUCKET/PREFIX`` (the interface of
     :class:`tasks.storage.local.PartitionStore`)."""
 
@@ -143,24 +132,7 @@ class S3PartitionStore(S3Records):
                     listing.pop(rel, None)
                 else:
                     listing[rel] = obj
-        for (root, prefix, levels), folders in _FOLDERS.items():
-            folder = _folder_of(rel, prefix, levels) if root == self.data_root and rel.startswith(prefix) else None
-            if folder is not None:
-                keys = folders.setdefault(folder, set())
-                keys.discard(rel) if obj is None else keys.add(rel)
-
-    def _folders(self, levels: int) -> dict[str, set[str]]:
-        """The dataset's listing by partition folder (``levels`` folders deep), made once per pass."""
-        prefix = f"{self.dataset}/"
-        key = (self.data_root, prefix, levels)
-        if key not in _FOLDERS:
-            folders: dict[str, set[str]] = {}
-            for rel in self._objects():
-                folder = _folder_of(rel, prefix, levels)
-                if folder is not None:
-                    folders.setdefault(folder, set()).add(rel)
-            _FOLDERS[key] = folders
-        return _FOLDERS[key]
+        s3folders.noted(self.data_root, rel, obj is not None)
 
     def refresh(self, date: dt.date | None) -> None:
         """List the partition's objects and its quarantine again into this pass's listings (another host
@@ -171,17 +143,6 @@ class S3PartitionStore(S3Records):
             self._known(rel, None)
         for rel, obj in now.items():
             self._known(rel, obj)
-
-    def strays(self, depth: int) -> list[str]:
-        """Keys under a date-partitioned dataset's prefix that are no partition's (never read as data): a
-        first level that is not ``business_date=YYYY-MM-DD``, or an object where the partition's folders are
-        (``depth`` levels of them: 1, or 2 with a second level such as ``hotel_id=H1``)."""
-        out = []
-        for rel in self._objects():
-            parts = rel[len(self.dataset) + 1 :].split("/")
-            if len(parts) <= depth or parse_partition_name(parts[0]) is None:
-                out.append(rel)
-        return sorted(out)
 
     def listed_dates(self) -> set[dt.date]:
         dates = set()
@@ -248,14 +209,6 @@ class S3PartitionStore(S3Records):
                 return differing_file(f)
         return "" if manifest.get("data_files") else "its manifest lists no data file"
 
-    def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
-        """Keys under the partition's folder, at any depth, that ``manifest`` does not list (every key but
-        the manifest when None): from this pass's listing of the dataset, no request of its own."""
-        folder = self.rel(date)
-        keep = {f"{folder}/{name}" for name in listed_names(manifest)}
-        keys = self._folders(len(self._levels(date))).get(folder, ())
-        return sorted(k for k in keys if k not in keep and not is_temp_name(k.rsplit("/", 1)[-1]))
-
     def read_file(self, date: dt.date | None, name: str) -> bytes:
         return self.bucket.read(f"{self.rel(date)}/{name}")
 
@@ -292,6 +245,11 @@ class S3PartitionStore(S3Records):
             _BASES.pop(key, None)
             _SEEN.pop(key, None)
             lease.release()
+
+    def _listed_at_lease(self, date: dt.date | None) -> dict[str, Obj | None]:
+        """The partition's objects as listed when this build took its lease; listed now without a lease."""
+        seen = _SEEN.get((self.data_root, self.rel(date)))
+        return seen if seen is not None else self._objects_now(date)
 
     def _snapshot(self, date: dt.date | None) -> dict[str, str]:
         """{key: ETag} of the partition's objects and its quarantine now."""
@@ -366,30 +324,6 @@ class S3PartitionStore(S3Records):
             put(f"{folder}/{MANIFEST}", source.read_file(date, MANIFEST), manifest=manifest)
         self.drop_strays(date, manifest)
         return manifest
-
-    def drop_strays(self, date: dt.date | None, manifest: dict) -> None:
-        """Delete the keys under the partition's folder that its manifest, now committed, does not list (as
-        listed when the build took the lease): not part of the commit. A delete that fails is a warning; the
-        partition counts as stale while the key is there."""
-        folder = self.rel(date)
-        seen = _SEEN.get((self.data_root, folder))
-        keep = {f"{folder}/{name}" for name in listed_names(manifest)}
-        for rel in sorted(seen if seen is not None else self._objects_now(date)):
-            if not rel.startswith(f"{folder}/") or rel in keep or is_temp_name(rel.rsplit("/", 1)[-1]):
-                continue
-            try:
-                self.bucket.delete(rel)
-            except StoreError as exc:
-                logger.warning(
-                    "could not delete %s, which the manifest of %s does not list (%s): the partition counts as "
-                    "stale until it is gone",
-                    self.bucket.describe(rel),
-                    self.uri(date),
-                    exc,
-                )
-                continue
-            self._known(rel, None)
-            logger.info("deleted %s: the manifest of %s does not list it", self.bucket.describe(rel), self.uri(date))
 
     def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
         """Replace the manifest alone (conditionally, as a commit)."""
