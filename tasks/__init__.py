@@ -68,14 +68,14 @@ def register() -> None:
         usage,
     )
     from tasks.luigi_shortcuts.runners import long_lived_task_processes
-    from tasks.settings import apply_luigi_defaults
+    from tasks.settings import apply_luigi_defaults, host_name
     from tasks.settings_check import check_config
 
     check_config()  # luigi.cfg: a % Luigi cannot read, an unknown key, a bad value: exit 2, naming file and key
     apply_luigi_defaults()  # exit codes and uncapped ranges, before Luigi reads [retcode]
     options_in_full()  # `--hotel` is not an abbreviation of the [hotels] settings' flags
     linear_local_scheduler()  # a run without luigid schedules in linear time (tasks/luigi_shortcuts/)
-    checked_workers()  # --workers 0: one line and exit 2, as every daybreak command (tasks/guard.py)
+    checked_workers(host_name)  # --workers 0: one line and exit 2, as every daybreak command (tasks/guard.py)
     checked_ranges()  # RangeDaily's dates and length: the same check as every daybreak command
     many_hosts()  # hosts sharing a luigid wait for each other and exit as one host would
     long_lived_task_processes()  # --workers 2+: a partition task runs in a process that runs many

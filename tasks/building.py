@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -148,6 +149,7 @@ class Manifest:
     data_version: str = ""
     data_version_kind: str = ""
     equivalent_versions: list[str] = field(default_factory=list)
+    built_by: dict = field(default_factory=dict)  # host, pid and Luigi worker of the process that commits it
 
     def as_dict(self) -> dict:
         """The manifest as stores write it (``equivalent_versions`` only when there are some)."""
@@ -205,6 +207,7 @@ def build(node, engine: Engine) -> dict | None:
         task_id=node.task_id,
         package_version=tasks.__version__,
         started_at=started.isoformat(),
+        built_by=built_by(),
     )
     manifest.finished_at = dt.datetime.now(dt.UTC).isoformat()
     manifest.duration_s = round(time.perf_counter() - t0, 4)
@@ -219,6 +222,7 @@ def build(node, engine: Engine) -> dict | None:
         # the manifest alone is replaced
         written.update(data_files=previous["data_files"], quarantine=previous.get("quarantine"))
         store.update_manifest(node.key, written)
+        store.drop_strays(node.key, written)  # a write of the files does it after its manifest
     else:  # the store waits for what is still being hashed (layout.settle) before it writes the manifest
         written = store.write(node.key, built.table, written, built.extras, rejected=built.rejected)
     runlog.wrote(node.task_id)
@@ -260,6 +264,15 @@ def _newer(theirs, ours) -> bool:
     """Whether transform version ``theirs`` (``stg_qsr_pos/7``) is newer than ``ours`` (``stg_qsr_pos/6``)."""
     (name_a, a), (name_b, b) = str(theirs).rpartition("/")[::2], str(ours).rpartition("/")[::2]
     return name_a == name_b and a.isdigit() and b.isdigit() and int(a) > int(b)
+
+
+def built_by() -> dict:
+    """Who commits a manifest: ``[daybreak] host_name`` (the machine's host name by default), this process's
+    id and the Luigi worker it runs for ('' outside a Luigi run)."""
+    from tasks.luigi_shortcuts import worker_id
+    from tasks.settings import host_name
+
+    return {"host": host_name(), "pid": os.getpid(), "worker": worker_id()}
 
 
 def check_inputs_unchanged(node, before: Window) -> None:

@@ -50,6 +50,11 @@ class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the cl
         description="This host's own state when data_root is in an object store (folder cache, summaries, "
         "luigid's state); empty: $XDG_CACHE_HOME/daybreak or ~/.cache/daybreak",
     )
+    host_name = luigi.Parameter(
+        default="",
+        description="This host's name in every manifest it commits (built_by) and in luigid's task history; "
+        "empty: the machine's host name",
+    )
 
 
 class qsr(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
@@ -195,6 +200,13 @@ def business_today() -> dt.date:
     return dt.datetime.now(ZoneInfo(qsr().timezone)).date()
 
 
+def host_name() -> str:
+    """``[daybreak] host_name``, or the machine's host name when it is empty."""
+    import socket
+
+    return daybreak().host_name or socket.gethostname()
+
+
 def raw_root() -> str:
     return str(daybreak().raw_root)
 
@@ -227,6 +239,7 @@ FORMS: dict[tuple[str, str], str] = {
     ("daybreak", "raw_root"): "an existing folder, or a URL",
     ("daybreak", "data_root"): "a folder, or a URL",
     ("daybreak", "cache_dir"): "a folder",
+    ("daybreak", "host_name"): "a host name",
     ("qsr", "timezone"): "an IANA timezone",
     ("hotels", "reference_file"): "an existing file",
     ("sftp", "key_filename"): "a file",

@@ -8,6 +8,7 @@ import configparser
 import datetime as dt
 import math
 import os
+import re
 from pathlib import Path
 from typing import NoReturn
 
@@ -15,6 +16,7 @@ import luigi
 
 from tasks.settings import INT_MAX, RANGES, SECTIONS, business_today, data_root, data_uri
 
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")  # [daybreak] host_name: no space, no ';'
 _KINDS = {
     luigi.IntParameter: "a whole number",
     luigi.FloatParameter: "a number",
@@ -172,6 +174,8 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> s
             return "not an IANA timezone (e.g. America/Toronto)"
     if isinstance(value, str) and not value and key in ("raw_root", "data_root"):
         return "empty"
+    if (section, key) == ("daybreak", "host_name") and value and not HOST_NAME.fullmatch(value):
+        return "expected a host name: letters, digits, '.', '_' and '-', at most 253"
     if (section, key) == ("hotels", "reference_file") and value and not Path(value).is_file():
         return f"no such file ({Path(value).resolve()})"
     return None

@@ -74,6 +74,8 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
         path = f"{store.data_root}/{rel}"
         if digest != f.get("sha256"):
             found.append(f"{kind} {path}: " + (why or "content differs from its manifest"))
+    for rel in store.strays_in(task.key, manifest):
+        found.append(f"stray {store.data_root}/{rel}: a file its manifest does not list (readers see it)")
     hashes = manifest.get("input_hashes")
     if hashes is None:
         report.unverifiable += bool(manifest.get("inputs"))

@@ -47,7 +47,7 @@ SEED = int(os.environ.get("CRASH_SEED", "20260910"))
 TRIALS = int(os.environ.get("CRASH_TRIALS", "24"))  # crash-driver trials; plus LUIGI_KILLS below
 LUIGI_KILLS = 6
 DATASET = "staging/qsr_pos"
-TIMESTAMPS = ("started_at", "finished_at", "duration_s", "inputs_listed_ns")
+TIMESTAMPS = ("started_at", "finished_at", "duration_s", "inputs_listed_ns", "built_by")  # and its builder
 
 
 # -- what a data root holds -------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def tables(root: Path) -> dict[dt.date, list[dict]]:
 
 
 def manifests(root: Path) -> dict[dt.date, dict]:
-    """Every manifest without its timestamps (build times, data file mtimes)."""
+    """Every manifest without its timestamps (build times, data file mtimes) and the process that built it."""
     out = {}
     for path in sorted((root / DATASET).glob("business_date=*/_manifest.json")):
         m = {k: v for k, v in json.loads(path.read_text()).items() if k not in TIMESTAMPS}

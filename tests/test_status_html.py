@@ -33,7 +33,7 @@ CELLS_JS = """[...document.querySelectorAll('.bar')].reduce((acc, bar) => {
 DETAIL_JS = """(() => {
   const q = (s) => { const e = document.querySelector('#detail ' + s); return e && e.textContent; };
   return {title: q('strong'), state: q('.state'), reason: q('.reason'), rows: q('.rows'), took: q('.took'),
-          cmd: q('.cmd'), focused: document.activeElement.id}; })()"""
+          cmd: q('.cmd'), by: q('.by'), focused: document.activeElement.id}; })()"""
 # Every visible element with text of its own: its colour, the colour behind it (the nearest
 # ancestor with a background), its font size and weight.
 TEXT_PAIRS_JS = """(() => { const out = [];
@@ -122,12 +122,15 @@ def test_the_page_in_a_real_browser(lab, tmp_path):
         assert shown["rows"] == str(pq.read_table(built / "data.parquet").num_rows)  # of the last build
         took = json.loads((built / "_manifest.json").read_text())["duration_s"]
         assert shown["took"] == f"{took} s"
+        by = json.loads((built / "_manifest.json").read_text())["built_by"]  # the process that committed it
+        assert shown["by"] == f"{by['host']}, pid {by['pid']}, {by['worker']}" and by["worker"].startswith("Worker(")
         assert shown["cmd"] == "luigi --module tasks StgQsrPos --date 2026-09-12 --local-scheduler"
         page.screenshot(tmp_path / "clicked.png")
 
         page.key("ArrowLeft")  # the grid has the focus after the click; the arrow moves one day back
         shown = page.eval(DETAIL_JS)
         assert (shown["title"], shown["state"], shown["rows"]) == ("stg_qsr_pos  2026-09-11", "missing", "-")
+        assert shown["by"] == "-"
         page.key("ArrowLeft")
         shown = page.eval(DETAIL_JS)
         assert (shown["state"], shown["focused"]) == ("failed", "grid")

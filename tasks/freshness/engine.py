@@ -4,7 +4,7 @@ view, backfill plans and single-run ranges all ask one :class:`Engine` (docs/arc
 
 A partition is ok when, and only when (docs/run-semantics.md):
 
-1. its folder holds the data file and a manifest that describes it (size and mtime);
+1. its folder holds the data file and a manifest that describes it (size and mtime), and nothing else;
 2. the manifest's rules fingerprint equals the current one (transform version + settings);
 3. the manifest's input fingerprint equals a fresh one over the raw files it reads (name, size, mtime);
 4. every upstream partition is itself ok and still has the data version recorded at build time.
@@ -49,6 +49,7 @@ from tasks.freshness import dataversions, identity
 from tasks.freshness.inputs import Window
 from tasks.freshness.memo import Blocked, Memo, Node, State, _partition, _stamp
 from tasks.storage import partitions
+from tasks.storage.layout import DATA_FILE, strays_reason
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import Refused
 
@@ -113,9 +114,15 @@ class Engine(Memo):
         self._at.setdefault(_partition(store, node.key), set()).add(node.task_id)
         self._stamps[node.task_id], manifest = self._summary(store, node.key)
         if manifest is None:
-            return State("missing", "no partition")
-        if manifest.get("_corrupt") or not store.data_matches(node.key, manifest):
-            return State("stale", "data file does not match its manifest (interrupted write?)")
+            return _without_manifest(store, node.key)
+        if manifest.get("_corrupt"):
+            return State("stale", "its manifest is empty, truncated or not JSON (interrupted write?)")
+        problem = store.data_problem(node.key, manifest)
+        if problem:
+            return State("stale", problem)
+        strays = store.strays_in(node.key, manifest)
+        if strays:
+            return State("stale", strays_reason(strays))
         if manifest.get("rules_fingerprint") != self.once(("rules", node.rules_key()), node.rules_fingerprint):
             return State("stale", "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules()))
         window = self.window(node)
@@ -195,6 +202,16 @@ class Engine(Memo):
                 for s, d in self.missing_folders(node)
             )
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
+
+
+def _without_manifest(store: PartitionStore, key: dt.date | None) -> State:
+    """A partition without a manifest: missing, or stale while its folder holds files every reader sees."""
+    strays = store.strays_in(key, None)
+    if f"{store.rel(key)}/{DATA_FILE}" in strays:
+        return State("stale", "data file without its manifest: readers see it")
+    if strays:
+        return State("stale", strays_reason(strays))
+    return State("missing", "no partition")
 
 
 def _label(node: Node) -> str:

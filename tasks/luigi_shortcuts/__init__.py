@@ -41,7 +41,7 @@ spelled in full (``CmdlineParser._build_parser``), since a task's ``--hotel`` is
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ClassVar
 
@@ -179,14 +179,16 @@ def options_in_full() -> None:
     CmdlineParser._build_parser = staticmethod(build_parser)
 
 
-def checked_workers() -> None:
+def checked_workers(host_name: Callable[[], str] | None = None) -> None:
     """Make the ``luigi`` command refuse a worker count below 1 (``--workers 0``: Luigi would start no
     worker, run nothing and exit 25 "not run") with one line and exit 2, as every ``daybreak`` command
     does (:func:`tasks.guard.check_count`): Luigi's ``_WorkerSchedulerFactory.create_worker``, which it
     calls before any task is checked, checks it first. A program's own ``luigi.build(workers=0)`` (no
     command line parsed) is left to Luigi. It also tells :class:`LocalScheduler` how many processes
     the worker has (a range's dates are ranked in as many stretches), and :mod:`tasks.cores` (they
-    share this machine's cores: a build's threads)."""
+    share this machine's cores: a build's threads). The worker reports ``host_name()`` (``[daybreak]
+    host_name``) as its host to the scheduler, in its worker id and in luigid's task history, and its id
+    is :func:`worker_id` in this process and the task processes it forks."""
     from luigi.cmdline_parser import CmdlineParser
 
     from tasks.guard import check_count
@@ -202,10 +204,36 @@ def checked_workers() -> None:
         if isinstance(scheduler, LocalScheduler):  # it ranks a range's dates by the worker's processes
             scheduler.stretches = max(1, int(worker_processes))
         cores.share(worker_processes)  # a build's threads: the cores shared by the worker's processes
-        return create(self, scheduler, worker_processes, assistant)
+        made = create(self, scheduler, worker_processes, assistant)
+        if host_name is not None:
+            name_host(made, host_name())
+        global _worker_id
+        _worker_id = made._id
+        return made
 
     create_worker.checked = True
     factory.create_worker = create_worker
+
+
+_worker_id = ""  # the Luigi worker of this process (or of the process that forked it); '' outside a run
+
+
+def worker_id() -> str:
+    """The id of the Luigi worker this process runs tasks for (``Worker(salt=..., host=..., pid=...)``)."""
+    return _worker_id
+
+
+def name_host(made, name: str) -> None:
+    """Make Luigi worker ``made`` report host ``name``: Luigi's ``Worker.__init__`` takes
+    ``socket.gethostname()`` for its ``host`` (sent with every ``get_work``: luigid's task history records
+    it) and for the ``host=`` of its worker info and generated id (``[worker] id`` set by hand is kept).
+    Called before the worker registers with the scheduler (its ``__enter__``, ``add``)."""
+    if made.host == name:
+        return
+    made.host = name
+    made._worker_info = [(k, name if k == "host" else v) for k, v in made._worker_info]
+    if not made._config.id:
+        made._id = made._generate_worker_id(made._worker_info)
 
 
 def checked_ranges() -> None:

@@ -49,6 +49,30 @@ def check_extra_names(extras: dict | None) -> None:
             raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
 
 
+def listed_names(manifest: dict | None) -> set[str]:
+    """The names a partition's folder holds when ``manifest`` describes it: the manifest and its data files."""
+    return {MANIFEST, *(f["name"] for f in (manifest or {}).get("data_files", []))}
+
+
+def missing_file(f: dict) -> str:
+    """The reason for a file a manifest lists (a ``data_files`` entry, or its quarantine) that is not there."""
+    if "path" in f:
+        return "quarantine file missing"
+    return "data file missing" if f["name"] == DATA_FILE else f"file missing: {f['name']}"
+
+
+def differing_file(f: dict) -> str:
+    """The reason for a file a manifest lists that is there but is not the one it describes."""
+    what = "quarantine file" if "path" in f else "data file" if f["name"] == DATA_FILE else f["name"]
+    return f"{what} does not match its manifest (interrupted write?)"
+
+
+def strays_reason(strays: list[str]) -> str:
+    """A partition's reason for files in its folder that its manifest does not list (keys under the data root)."""
+    more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
+    return f"stray file in the partition: {strays[0]}{more}"
+
+
 def manifest_bytes(manifest: dict) -> bytes:
     """A manifest as every store writes it (indented JSON, keys sorted), once :func:`settle` has put
     in place the values still being computed on another thread."""

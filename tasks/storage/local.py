@@ -33,8 +33,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks.storage.files import atomic_write_text, exclusive
-from tasks.storage.layout import DATA_FILE, MANIFEST, parse_manifest, parse_partition_name, partition_name, safe_relpath
+from tasks.storage.layout import (
+    DATA_FILE,
+    MANIFEST,
+    differing_file,
+    listed_names,
+    missing_file,
+    parse_manifest,
+    parse_partition_name,
+    partition_name,
+    safe_relpath,
+)
 from tasks.storage.localwrite import LocalWrites
+from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:  # pyarrow is imported where data is written: a completeness check never needs it
     import pyarrow as pa
@@ -136,6 +147,11 @@ class PartitionStore(LocalWrites):
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         """True when every data file the manifest lists, and its quarantine if it lists one, is there
         with the recorded size and mtime."""
+        return not self.data_problem(date, manifest)
+
+    def data_problem(self, date: dt.date | None, manifest: dict) -> str:
+        """Why the files the manifest lists (and its quarantine) are not the ones it describes (size and
+        mtime); '' when they are."""
         folder = self.folder(date)
         quarantine = manifest.get("quarantine")
         files = [(os.path.join(folder, f["name"]), f) for f in manifest.get("data_files", [])]
@@ -144,10 +160,33 @@ class PartitionStore(LocalWrites):
             try:
                 st = os.stat(path)
             except FileNotFoundError:
-                return False
+                return missing_file(f)
             if st.st_size != f["size"] or st.st_mtime_ns != f["mtime_ns"]:
-                return False
-        return bool(manifest.get("data_files"))
+                return differing_file(f)
+        return "" if manifest.get("data_files") else "its manifest lists no data file"
+
+    def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
+        """Files under the partition's folder, at any depth, that ``manifest`` does not list (every file
+        but the manifest when None), as keys under the data root; writers' hidden temporary entries left out.
+        One listing of the folder (and of a folder in it, which is itself a stray)."""
+        folder = self.folder(date)
+        keep = listed_names(manifest)
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out, rel = [], self.rel(date)
+        for entry in entries:
+            if entry.name in keep or is_temp_name(entry.name):
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                out.append(f"{rel}/{entry.name}")
+                continue
+            for dirpath, dirnames, filenames in os.walk(entry.path):
+                dirnames[:] = [d for d in dirnames if not is_temp_name(d)]
+                inner = os.path.relpath(dirpath, folder).replace(os.sep, "/")
+                out += [f"{rel}/{inner}/{n}" for n in filenames if not is_temp_name(n)]
+        return sorted(out)
 
     def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
         """The data of one partition, as written (without the hive column); ``columns``: only these."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -25,11 +26,14 @@ from tasks.storage.layout import (
     WRITE_HOOKS,
     PartitionWriteError,
     check_extra_names,
+    listed_names,
     manifest_bytes,
 )
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+logger = logging.getLogger("luigi-interface")
 
 
 class LocalWrites:
@@ -132,7 +136,7 @@ class LocalWrites:
         final.parent.mkdir(parents=True, exist_ok=True)
         tempnames.sweep(final.parent)  # staging folders an earlier version left here
         if final.is_dir():
-            return fill(final)
+            return self._drop_strays(final, fill(final))
         self.staging_root().mkdir(parents=True, exist_ok=True)
         tempnames.sweep(self.staging_root())
         staging = tempnames.temp_path(self.staging_root() / str(final.relative_to(self.data_root)).replace("/", "."))
@@ -144,12 +148,43 @@ class LocalWrites:
             shutil.rmtree(staging, ignore_errors=True)
             if not final.is_dir():
                 raise
-            return fill(final)  # a concurrent run created it first
+            return self._drop_strays(final, fill(final))  # a concurrent run created it first
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         _fsync_dir(final.parent)
         return written
+
+    def drop_strays(self, date: dt.date | None, manifest: dict) -> None:
+        """Remove the files of partition ``date`` that its manifest, in place, does not list (a rebuild whose
+        files were already in place: only its manifest was replaced)."""
+        self._drop_strays(self.write_path(date), manifest)
+
+    def _drop_strays(self, folder: Path, manifest: dict) -> dict:
+        """Remove what ``folder`` holds besides the files ``manifest`` lists (and writers' temporary entries),
+        once that manifest is in place: a reader's glob sees only the partition. A file that cannot be
+        removed is a warning; the partition counts as stale while it is there. Returns ``manifest``."""
+        keep = listed_names(manifest)
+        for entry in os.scandir(folder):
+            if entry.name in keep or tempnames.is_temp_name(entry.name):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                logger.warning(
+                    "could not remove %s, which the partition's manifest does not list (%s): the partition counts "
+                    "as stale until it is gone",
+                    entry.path,
+                    exc.strerror or exc,
+                )
+                continue
+            logger.info("removed %s: the partition's manifest does not list it", entry.path)
+        return manifest
 
     def _write_files(
         self, folder: Path, table: pa.Table, manifest: dict, extras: dict[str, bytes], quarantine=None

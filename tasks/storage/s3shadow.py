@@ -44,6 +44,12 @@ class S3ShadowStore(S3PartitionStore):
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         return self._side(date).data_matches(date, manifest)
 
+    def data_problem(self, date: dt.date | None, manifest: dict) -> str:
+        return self._side(date).data_problem(date, manifest)
+
+    def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
+        return self._side(date).strays_in(date, manifest)
+
     def read_file(self, date: dt.date | None, name: str) -> bytes:
         return self._side(date).read_file(date, name)
 

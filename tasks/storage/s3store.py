@@ -5,7 +5,8 @@ A commit holds across hosts: every object of a partition is one conditional PUT,
 last (``If-None-Match: *`` for a key that did not exist when the build started, ``If-Match`` on the ETag
 it had then); the manifest records every object's ETag and counts only while the listing still shows
 them; a writer whose condition fails stops (:class:`OtherWriterCommitted`). No multipart upload and no
-delete is part of a commit. A lease per partition (:mod:`tasks.storage.s3lease`) keeps hosts from
+delete is part of a commit: the keys under a partition's folder that its manifest does not list are deleted
+after it (:mod:`tasks.storage.s3folders`). A lease per partition (:mod:`tasks.storage.s3lease`) keeps hosts from
 building it twice; correctness rests on the conditional commit, not on the lease. One listing per
 dataset prefix per freshness pass: a check needs no request per partition.
 """
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tasks.storage import s3folders
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import (
     DATA_FILE,
@@ -30,7 +32,9 @@ from tasks.storage.layout import (
     WRITE_HOOKS,
     PartitionWriteError,
     check_extra_names,
+    differing_file,
     manifest_bytes,
+    missing_file,
     parse_manifest,
     parse_partition_name,
     partition_name,
@@ -38,6 +42,7 @@ from tasks.storage.layout import (
 )
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
 from tasks.storage.s3docs import S3Records, state_dir
+from tasks.storage.s3folders import S3Folders
 from tasks.storage.s3lease import Lease
 
 if TYPE_CHECKING:
@@ -55,6 +60,7 @@ _MANIFESTS: dict[tuple[str, str], tuple[tuple, dict]] = {}
 
 def _forget_listings() -> None:
     _LISTINGS.clear()
+    s3folders.forget()
 
 
 PASS_HOOKS.append(_forget_listings)
@@ -71,7 +77,7 @@ def _stamp(obj: Obj | None) -> tuple | None:
     return None if obj is None else ("etag", obj.etag, obj.size)
 
 
-class S3PartitionStore(S3Records):
+class S3PartitionStore(S3Records, S3Folders):
     """One dataset's partitions under ``s3://BUCKET/PREFIX`` (the interface of
     :class:`tasks.storage.local.PartitionStore`)."""
 
@@ -126,28 +132,17 @@ class S3PartitionStore(S3Records):
                     listing.pop(rel, None)
                 else:
                     listing[rel] = obj
+        s3folders.noted(self.data_root, rel, obj is not None)
 
     def refresh(self, date: dt.date | None) -> None:
         """List the partition's objects and its quarantine again into this pass's listings (another host
         may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
         folder = self.rel(date)
         now = _SEEN.get((self.data_root, folder)) or self._objects_now(date)
-        objects = self._objects()
-        for rel in [r for r in objects if r.startswith(f"{folder}/") and "/" not in r[len(folder) + 1 :]]:
-            del objects[rel]
+        for rel in [r for r in self._objects() if r.startswith(f"{folder}/")]:
+            self._known(rel, None)
         for rel, obj in now.items():
             self._known(rel, obj)
-
-    def strays(self, depth: int) -> list[str]:
-        """Keys under a date-partitioned dataset's prefix that are no partition's (never read as data): a
-        first level that is not ``business_date=YYYY-MM-DD``, or an object where the partition's folders are
-        (``depth`` levels of them: 1, or 2 with a second level such as ``hotel_id=H1``)."""
-        out = []
-        for rel in self._objects():
-            parts = rel[len(self.dataset) + 1 :].split("/")
-            if len(parts) <= depth or parse_partition_name(parts[0]) is None:
-                out.append(rel)
-        return sorted(out)
 
     def listed_dates(self) -> set[dt.date]:
         dates = set()
@@ -198,15 +193,21 @@ class S3PartitionStore(S3Records):
 
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         """Every object the manifest names is listed with the recorded ETag and size."""
+        return not self.data_problem(date, manifest)
+
+    def data_problem(self, date: dt.date | None, manifest: dict) -> str:
+        """Why the objects the manifest names are not the ones it records (ETag and size); '' when they are."""
         objects, folder = self._objects(), self.rel(date)
         files = [(objects.get(f"{folder}/{f['name']}"), f) for f in manifest.get("data_files", [])]
         quarantine = manifest.get("quarantine")
         if quarantine:
             files.append((self._quarantined().get(quarantine["path"]), quarantine))
         for obj, f in files:
-            if obj is None or obj.etag != f.get("etag") or obj.size != f.get("size"):
-                return False
-        return bool(manifest.get("data_files"))
+            if obj is None:
+                return missing_file(f)
+            if obj.etag != f.get("etag") or obj.size != f.get("size"):
+                return differing_file(f)
+        return "" if manifest.get("data_files") else "its manifest lists no data file"
 
     def read_file(self, date: dt.date | None, name: str) -> bytes:
         return self.bucket.read(f"{self.rel(date)}/{name}")
@@ -245,16 +246,18 @@ class S3PartitionStore(S3Records):
             _SEEN.pop(key, None)
             lease.release()
 
+    def _listed_at_lease(self, date: dt.date | None) -> dict[str, Obj | None]:
+        """The partition's objects as listed when this build took its lease; listed now without a lease."""
+        seen = _SEEN.get((self.data_root, self.rel(date)))
+        return seen if seen is not None else self._objects_now(date)
+
     def _snapshot(self, date: dt.date | None) -> dict[str, str]:
         """{key: ETag} of the partition's objects and its quarantine now."""
         return {rel: obj.etag for rel, obj in self._objects_now(date).items() if obj is not None}
 
     def _objects_now(self, date: dt.date | None) -> dict[str, Obj | None]:
         """The partition's objects and its quarantine (None: there is none) now: one listing, one HEAD."""
-        folder = self.rel(date)
-        found: dict[str, Obj | None] = {
-            rel: obj for rel, obj in self.bucket.list(f"{folder}/").items() if "/" not in rel[len(folder) + 1 :]
-        }
+        found: dict[str, Obj | None] = dict(self.bucket.list(f"{self.rel(date)}/"))
         found[self.quarantine_rel(date)] = self.bucket.head(self.quarantine_rel(date))
         return found
 
@@ -294,6 +297,7 @@ class S3PartitionStore(S3Records):
                             "sha256": hashlib.sha256(content).hexdigest(),
                         }  # fmt: skip
             put(f"{folder}/{MANIFEST}", manifest_bytes(manifest), manifest=manifest)
+        self.drop_strays(date, manifest)
         return manifest
 
     def adopt(self, date: dt.date | None, source: S3PartitionStore) -> dict:
@@ -318,6 +322,7 @@ class S3PartitionStore(S3Records):
                 old = pq.read_schema(pa.BufferReader(self.bucket.read(rel)))
                 put(rel, parquet_bytes(old.empty_table()))
             put(f"{folder}/{MANIFEST}", source.read_file(date, MANIFEST), manifest=manifest)
+        self.drop_strays(date, manifest)
         return manifest
 
     def update_manifest(self, date: dt.date | None, manifest: dict) -> None:

@@ -67,6 +67,12 @@ class ShadowStore(PartitionStore):
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
         return self._side(date).data_matches(date, manifest)
 
+    def data_problem(self, date: dt.date | None, manifest: dict) -> str:
+        return self._side(date).data_problem(date, manifest)
+
+    def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
+        return self._side(date).strays_in(date, manifest)
+
     def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
         if self.own.path(date).is_dir():
             return super().update_manifest(date, manifest)

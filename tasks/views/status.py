@@ -53,15 +53,19 @@ class DayStatus:
     duration_s: float | None = None
     not_read: tuple[str, ...] = ()  # raw files of its window that are not read: "path (reason)"
     warnings: tuple[str, ...] = ()  # of the build in place: a store that had rows and has none now
+    built_by: dict | None = None  # of the build in place: its manifest's host, pid and Luigi worker
 
 
 def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
     """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
     window that are not read (as the raw zone is now)."""
     status = _day_status(task, cache, name)
-    warnings = ((cache.summary(cache.store(task), task.key) or {}).get("stats") or {}).get("warnings")
+    manifest = cache.summary(cache.store(task), task.key) or {}
+    warnings = (manifest.get("stats") or {}).get("warnings")
     if warnings and status.state in ("ok", "provisional"):
         status = replace(status, warnings=tuple(warnings))
+    if manifest.get("built_by"):
+        status = replace(status, built_by=manifest["built_by"])
     window = task.input_files(cache) if task.reads_raw() else None
     if window is None or not window.refused:
         return status
@@ -117,7 +121,8 @@ def _worst(name: str, day: dt.date | None, key: str, rows: dict[str, DayStatus])
     reason = "" if worst == "ok" else f"{key} {', '.join(keys)}: {first.reason}".rstrip(": ")
     counts = [r.rows for r in rows.values() if r.rows is not None]
     took = [r.duration_s for r in rows.values() if r.duration_s is not None]
-    return DayStatus(name, day, worst, reason, sum(counts) if counts else None, round(sum(took), 4) if took else None)
+    rows_sum, took_sum = sum(counts) if counts else None, round(sum(took), 4) if took else None
+    return DayStatus(name, day, worst, reason, rows_sum, took_sum, built_by=first.built_by)  # the first key's
 
 
 def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> list[DayStatus]:
@@ -282,6 +287,14 @@ def span(first: dt.date, last: dt.date) -> str:
     return str(first) if first == last else f"{first} .. {last} ({(last - first).days + 1} days)"
 
 
+def built_by_text(built_by: dict | None) -> str:
+    """``host-a, pid 4242, Worker(salt=..., host=host-a, ...)``: who committed a manifest; '' when it does not say."""
+    if not built_by:
+        return ""
+    parts = [str(built_by.get("host", "?")), f"pid {built_by.get('pid', '?')}", built_by.get("worker") or ""]
+    return ", ".join(p for p in parts if p)
+
+
 def render_json(rows: list[DayStatus]) -> str:
     """``json.dumps([row as a dict, ...], indent=1)``, the same text (tests/test_status.py), about five
     times faster: json's C encoder writes the values, and the layout of a flat row is written here (with
@@ -297,8 +310,9 @@ def render_json(rows: list[DayStatus]) -> str:
         fields.append(f'  "not_read": [\n{unread}\n  ]' if unread else '  "not_read": []')
         warned = ",\n".join(f"   {value(w)}" for w in r.warnings)
         fields.append(f'  "warnings": [\n{warned}\n  ]' if warned else '  "warnings": []')
+        fields.append('  "built_by": ' + json.dumps(r.built_by, indent=1).replace("\n", "\n  "))
         out.append(" {\n" + ",\n".join(fields) + "\n }")
     return "[\n" + ",\n".join(out) + "\n]"
 
 
-_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f not in ("not_read", "warnings")]
+_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f not in ("not_read", "warnings", "built_by")]

@@ -1,7 +1,7 @@
 """The HTML status page: one self-contained file (no external assets), one bar per dataset (per
 hotel for hotel_pickup), days side by side and grouped by month, twelve months to a band, so three
 years of every dataset fit on one screen. A click (or the arrow keys) on a day shows its state,
-reason, rows, build time and the command that rebuilds it.
+reason, rows, build time, the host and process that built it and the command that rebuilds it.
 
 It renders the rows :func:`tasks.views.status.collect` returns; for a date x key dataset (hotel_pickup,
 one worst-of-the-hotels row per day there) it reads each hotel's state through the same
@@ -126,7 +126,18 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
     dates = sorted({d for line in lines for d in line.days})
     bands = _bands(dates)
     day_px = max(3, min(22, ROOM_PX // max((len(b) for b in bands), default=1)))
-    data: dict[str, list] = {"lines": [], "snapshots": []}
+    data: dict[str, list] = {"lines": [], "snapshots": [], "builders": []}
+    builders: dict[str, int] = {}  # each "host, pid, worker" once: a line names it by its index
+
+    def builder(r) -> int | None:
+        text = status.built_by_text(r.built_by)
+        if not text:
+            return None
+        if text not in builders:
+            builders[text] = len(builders)
+            data["builders"].append(text)
+        return builders[text]
+
     for line in lines:
         cells = [line.days.get(d) for d in dates]
         data["lines"].append(
@@ -137,6 +148,7 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
                 "reasons": {i: c.reason for i, c in enumerate(cells) if c and c.reason},
                 "rows": [c and c.rows for c in cells],
                 "took": [c and c.duration_s for c in cells],
+                "by": {i: b for i, c in enumerate(cells) if c and (b := builder(c)) is not None},
             }
         )
     for r in snapshots:
@@ -156,6 +168,7 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
                 "reason": r.reason,
                 "rows": r.rows,
                 "took": r.duration_s,
+                "by": status.built_by_text(r.built_by),
                 "run": run,
                 "rm": rm,
             }
@@ -322,7 +335,7 @@ SCRIPT = r"""
   const esc = (s) => String(s).replace(/[&<>"]/g, (ch) => entities[ch]);
   let cur = null;  // [line, day]
 
-  function show(title, state, reason, rows, took, run, rm) {
+  function show(title, state, reason, rows, took, by, run, rm) {
     const cmd = (rm && (state === 'ok' || state === 'provisional')) ? rm + ' && ' + run : run;
     detail.innerHTML =
       '<p><strong>' + esc(title) + '</strong> <b class="badge ' + state + '">' + letters[state] + '</b> ' +
@@ -330,7 +343,8 @@ SCRIPT = r"""
       (rows == null ? '-' : rows.toLocaleString('en')) + '</span> &nbsp; <span class="k">build time:</span> ' +
       '<span class="took">' + (took == null ? '-' : took + ' s') + '</span></p>' +
       '<p><span class="k">' + next[state] + '</span> <code class="cmd">' + esc(cmd) + '</code></p>' +
-      '<p><span class="k">reason:</span> <span class="reason">' + esc(reason || '-') + '</span></p>';
+      '<p><span class="k">reason:</span> <span class="reason">' + esc(reason || '-') + '</span></p>' +
+      '<p><span class="k">built by:</span> <span class="by">' + esc(by || '-') + '</span></p>';
   }
 
   function select(line, day) {
@@ -341,7 +355,7 @@ SCRIPT = r"""
     cur = [line, day];
     const L = data.lines[line], d = cell.dataset.d;
     show(L.label + '  ' + d, cell.dataset.state, L.reasons[day], L.rows[day], L.took[day],
-         L.run.replace('{d}', d), L.rm.replace('{d}', d));
+         data.builders[L.by[day]], L.run.replace('{d}', d), L.rm.replace('{d}', d));
     history.replaceState(null, '', '#' + encodeURIComponent(L.label + '/' + d));
     return true;
   }
@@ -377,7 +391,7 @@ SCRIPT = r"""
   document.querySelectorAll('.snap').forEach((b) => b.addEventListener('click', () => {
     const s = data.snapshots[+b.dataset.snap];
     if (cur) { cells[cur[0]][cur[1]].classList.remove('sel'); cur = null; }
-    show(s.label + '  (unpartitioned)', s.state, s.reason, s.rows, s.took, s.run, s.rm);
+    show(s.label + '  (unpartitioned)', s.state, s.reason, s.rows, s.took, s.by, s.run, s.rm);
   }));
 
   const hash = decodeURIComponent(location.hash.slice(1)), cut = hash.lastIndexOf('/');
