@@ -16,7 +16,6 @@ asked again by the next command, so a store upgraded in between is used at once)
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -31,7 +30,6 @@ REMEMBER_S = 24 * 3600.0
 RECORD = "conditional-writes.json"
 WRONG_ETAG = '"00000000000000000000000000000000"'
 
-logger = logging.getLogger("luigi-interface")
 _passed: set[tuple[str, str]] = set()  # (endpoint, bucket) that honour both conditions, in this process
 _lock = threading.Lock()
 
@@ -124,4 +122,3 @@ def probe(bucket: Bucket) -> None:
             "writers on it: use a store that honours If-None-Match and If-Match (AWS S3, Ceph radosgw, MinIO)",
             "ConditionsIgnored",
         )
-    logger.info("the store at %s (bucket %s) honours conditional writes", bucket.endpoint or "AWS", bucket.bucket)
