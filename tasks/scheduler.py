@@ -7,6 +7,10 @@ unless told otherwise. Its state, logs and task history (SQLite) live in the dat
     _state/luigid/state.pickle   scheduler state across restarts
     _state/luigid/logs/          luigid's log folder (luigid needs it to exist)
     _state/luigid/history.db     task history, browsable at /history
+
+It never reads the data root (a bucket needs no credentials here), and says where luigid listens once it
+accepts connections: ``daybreak scheduler: luigid listening on http://127.0.0.1:8082 (visualiser, and
+/history), state in ...``.
 """
 
 from __future__ import annotations
