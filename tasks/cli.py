@@ -166,6 +166,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if all(s.exit_code == 0 for s in steps) else 1
 
 
+# commands that commit nothing to the data root: its store is not asked whether it honours conditional
+# writes (a conditional write they make all the same asks it first, tasks/storage/s3fence.py)
+READ_ONLY = (cmd_status, cmd_plan)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="daybreak", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -292,8 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings_check.check_config()
         check_args(args)
-        if args.func not in (cmd_sample, cmd_demo):  # they make their own roots
-            check_stores()
+        if args.func not in (cmd_sample, cmd_demo, cmd_scheduler):  # their own roots; luigid never reads one
+            check_stores(writes=args.func not in READ_ONLY)
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code

@@ -108,13 +108,19 @@ def install() -> None:
         logger.addFilter(_FaultFilter())
 
 
-def check_stores() -> None:
+def check_stores(writes: bool = True) -> None:
     """Exit 2 when data_root or raw_root is a bucket that does not answer (it does not exist, the
-    credentials are refused, the endpoint is down): one line, before any partition runs."""
+    credentials are refused, the endpoint is down), or, for a command that ``writes``, when data_root's
+    store ignores conditional writes (it cannot fence writers): one line, before any partition runs."""
     from tasks import settings
     from tasks.guard import fail
     from tasks.storage.partitions import check_roots
 
-    error = check_roots(("[daybreak] data_root", settings.data_uri()), ("[daybreak] raw_root", settings.raw_root()))
+    data_root = "[daybreak] data_root"
+    error = check_roots(
+        (data_root, settings.data_uri()),
+        ("[daybreak] raw_root", settings.raw_root()),
+        written=(data_root,) if writes else (),
+    )
     if error:
         fail(error)

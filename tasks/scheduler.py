@@ -7,13 +7,19 @@ unless told otherwise. Its state, logs and task history (SQLite) live in the dat
     _state/luigid/state.pickle   scheduler state across restarts
     _state/luigid/logs/          luigid's log folder (luigid needs it to exist)
     _state/luigid/history.db     task history, browsable at /history
+
+It never reads the data root (a bucket needs no credentials here), and says where luigid listens once it
+accepts connections: ``daybreak scheduler: luigid listening on http://127.0.0.1:8082 (visualiser, and
+/history), state in ...``.
 """
 
 from __future__ import annotations
 
 import configparser
 import os
+import socket
 import sys
+import time
 from pathlib import Path
 
 from tasks import settings
@@ -66,10 +72,54 @@ def luigid_command(address: str, port: int) -> tuple[list[str], dict[str, str]]:
 
 
 def run(address: str = "127.0.0.1", port: int = 8082) -> int:
+    """Become luigid (same process id: a service manager's signals reach it), and say where it listens once
+    it does. The data root is never read: luigid's state is this host's, so a bucket needs no credentials."""
+    from tasks.guard import fail
+
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
+    if _answers(host, port):
+        fail(f"scheduler: {address} port {port} is in use (another luigid?); give --port")
     cmd, env = luigid_command(address, port)
-    print(f"luigid on http://{address}:{port} (visualiser; history at /history); state under {Path(cmd[-3]).parent}")
+    shown = f"[{address}]" if ":" in address else address
+    line = (
+        f"daybreak scheduler: luigid listening on http://{shown}:{port} (visualiser, and /history), "
+        f"state in {Path(cmd[-3]).parent}"
+    )
+    sys.stdout.flush()
+    _announce_when_up(os.getpid(), host, port, line)
     os.execvpe(cmd[0], cmd, env)
     return 0  # not reached
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _announce_when_up(luigid_pid: int, host: str, port: int, line: str, timeout: float = 60) -> None:
+    """A detached process (forked twice: nobody has to reap it) that prints ``line`` once luigid, the
+    process ``luigid_pid`` is about to become, accepts connections; it gives up when luigid is gone."""
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
+        return
+    try:
+        if os.fork() == 0:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    os.kill(luigid_pid, 0)
+                except OSError:
+                    break
+                if _answers(host, port):
+                    print(line, flush=True)
+                    break
+                time.sleep(0.1)
+    finally:
+        os._exit(0)
 
 
 # [core] settings that name a central scheduler (Luigi's own names, old and new)

@@ -232,7 +232,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("hotels", "max_rate"): (0.01, None),
     ("sftp", "timeout"): (0.001, None),
     ("sftp", "retries"): (0, 100),
-    ("s3", "lease_seconds"): (1, None),
+    ("s3", "lease_seconds"): (1, 3600),  # tasks/storage/s3lease.py MAX_SECONDS
 }
 # What a text setting holds (docs/operations.md's table); the checks are in _value_error.
 FORMS: dict[tuple[str, str], str] = {

@@ -33,7 +33,7 @@ def test_the_settings_table_has_every_key_of_every_section_with_its_range():
     assert by_key["daybreak", "start_date"][2:4] == ["`2026-09-01`", f"a date, {DATES[0]} to today"]
     assert by_key["hotels", "max_rate"][2:4] == ["`100000`", "a number, 0.01 or more"]
     assert by_key["sftp", "key_filename"][2] == "(none)"
-    assert by_key["s3", "lease_seconds"][3] == "a number, 1 or more"
+    assert by_key["s3", "lease_seconds"][3] == "a number, 1 to 3600"
     for (section, key), (low, high) in settings.RANGES.items():
         valid = by_key[section, key][3]
         assert f"{low:g}" in valid and (high is None or f"{high:g}" in valid), (section, key, valid)

@@ -137,3 +137,42 @@ def test_plan_proposes_the_local_scheduler_unless_core_names_a_scheduler(lab, se
         assert line.endswith(f"--stop {START + dt.timedelta(days=2)} --workers 2"), line
     finally:
         ours.stop()
+
+
+def test_daybreak_scheduler_on_a_bucket_data_root_needs_no_credentials_and_says_where_it_listens(lab):
+    """luigid never touches the store: with data_root in a bucket, no AWS credentials anywhere and the
+    store's endpoint down, it starts, prints one line with its address and state folder, and serves."""
+    port = free_port()
+    cfg = write_config(
+        lab.root / "sched.cfg",
+        {
+            "daybreak": {"raw_root": lab.raw, "data_root": "s3://lake/daybreak", "cache_dir": lab.root / "cache"},
+            "s3": {"endpoint_url": f"http://127.0.0.1:{free_port()}"},  # nothing listens there
+        },
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        LUIGI_CONFIG_PATH=str(cfg),
+        HOME=str(lab.root),  # no ~/.aws
+        AWS_SHARED_CREDENTIALS_FILE=str(lab.root / "none"),
+        AWS_CONFIG_FILE=str(lab.root / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    code = f"from tasks.cli import main; main(['scheduler', '--port', '{port}'])"
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=lab.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = server.stdout.readline().strip()  # printed once luigid accepts connections
+        state = lab.root / "cache/s3/lake/daybreak/_state/luigid"
+        assert line == (
+            f"daybreak scheduler: luigid listening on http://127.0.0.1:{port} (visualiser, and /history), "
+            f"state in {state}"
+        ), (line, server.poll(), server.stderr.read() if server.poll() is not None else "")
+        listed = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/task_list?data=%7B%7D").read())
+        assert listed["response"] == {}
+        assert (state / "logs").is_dir()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert server.returncode != 2

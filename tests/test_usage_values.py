@@ -155,6 +155,10 @@ def test_every_command_refuses_the_same_bad_dates_and_counts(lab):
             "2147483647",
         ),
         ("[daybreak]\nlock_wait_s = nan", "[daybreak] lock_wait_s = 'nan' in {cfg}: expected a number, finite"),
+        (
+            "[s3]\nlease_seconds = 1e300",
+            "[s3] lease_seconds = '1e300' in {cfg}: out of range: expected from 1 to 3600",
+        ),
     ],
 )
 def test_a_setting_no_run_can_use_is_refused_by_both_commands(lab, line, expected):

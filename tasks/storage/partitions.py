@@ -57,13 +57,14 @@ def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | 
     return open_store(data_root, dataset, subpartition, plain=True)
 
 
-def check_roots(*roots: tuple[str, str]) -> str | None:
-    """Ask each ``(setting, uri)`` that is a bucket for its bucket (credentials, endpoint, name): one line
-    naming the setting, the endpoint, the bucket and the store's error code for the first that fails."""
+def check_roots(*roots: tuple[str, str], written: tuple[str, ...] = ()) -> str | None:
+    """Ask each ``(setting, uri)`` that is a bucket for its bucket (credentials, endpoint, name), and whether
+    the store honours conditional writes when the setting is one of ``written`` (the command may write
+    there): one line naming the setting, the endpoint, the bucket and what failed, for the first that fails."""
     for setting, uri in roots:
         backend = remote(uri) if str(uri).startswith("s3://") else None
         if backend is not None:
-            error = backend.check(uri)
+            error = backend.check(uri, fence=setting in written)
             if error:
                 return f"{setting} {uri}: {error}"
     return None

@@ -6,9 +6,12 @@ credentials come from the standard AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET
 (``staging/qsr_pos/business_date=2026-09-01/data.parquet``), so the layout is the local one.
 
 Every write is one ``PutObject`` (no multipart upload): with ``If-None-Match: *`` for a key that must be new,
-``If-Match`` on the ETag read before for a key that must not have changed. A failed condition raises
-:class:`PreconditionFailed`; any other refusal or a store that does not answer raises :class:`StoreError`,
-whose message names the endpoint, the bucket, the key and the store's error code.
+``If-Match`` on the ETag read before for a key that must not have changed; the first conditional write to a
+store is made only once the store is known to honour both (:mod:`tasks.storage.s3fence`). A failed
+condition raises :class:`PreconditionFailed`; any other refusal or a store that does not answer raises
+:class:`StoreError`, whose message names the endpoint, the bucket, the key and the store's error code (a
+clock the store finds too far off is named as such, with how far; the credentials only when the store
+says they are wrong).
 
 Servers differ on ``If-Match``: AWS compares the quoted ETag it returns, Ceph's radosgw 16 only the bare
 MD5. A write sends the bare ETag; when the store answers 412 although the key still has that ETag, the
@@ -137,6 +140,9 @@ class Bucket:
             error = exc.response.get("Error", {})
             code = str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?"))
             why = f"{code}: {error.get('Message') or code}"
+            if code == "RequestTimeTooSkewed":
+                skew, side = _skew(exc)
+                return StoreError(f"object store: {skew} ({side}{self._where()}; {code}): fix the clock (NTP)", code)
         else:
             code = type(exc).__name__
             why = f"{code}: {exc}"
@@ -150,10 +156,15 @@ class Bucket:
             self.client.head_bucket(Bucket=self.bucket)
         except (ClientError, BotoCoreError) as exc:
             error = self._fail(exc, "HEAD bucket")
+            if error.code == "403":  # a HEAD's answer has no body: a LIST says why (a clock, the credentials)
+                try:
+                    self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
+                except (ClientError, BotoCoreError) as listed:
+                    error = self._fail(listed, "LIST")
             if error.code in ("404", "NoSuchBucket"):
                 missing = f"object store: bucket {self.bucket} does not exist ({self._where()})"
                 error = StoreError(missing, "NoSuchBucket")
-            elif error.code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            elif error.code in CREDENTIAL_CODES:
                 refused = (
                     f"object store: access to bucket {self.bucket} refused ({self._where()}): {error.code}: the "
                     "credentials of the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials) "
@@ -244,6 +255,10 @@ class Bucket:
     def put(self, rel: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         """One PutObject of ``data``; its ETag. ``if_none_match``: only if the key does not exist;
         ``if_match``: only if the key has this ETag. :class:`PreconditionFailed` when the condition fails."""
+        if if_none_match or if_match is not None:  # only on a store that honours them (asked once)
+            from tasks.storage.s3fence import ensure
+
+            ensure(self)
         args = {"Bucket": self.bucket, "Key": self.prefix + rel, "Body": data}
         if if_none_match:
             args["IfNoneMatch"] = "*"
@@ -254,14 +269,14 @@ class Bucket:
             try:
                 return _etag(self.client.put_object(**args)["ETag"])
             except ClientError as exc:
-                if not _precondition(exc):
+                if not precondition_failed(exc):
                     raise
                 if if_match is not None and not _quoted_if_match.get(self.endpoint or "") and self._is(rel, if_match):
                     _quoted_if_match[self.endpoint or ""] = True  # the server compares quoted ETags
                     return _etag(self.client.put_object(**{**args, "IfMatch": f'"{if_match}"'})["ETag"])
                 raise
         except ClientError as exc:
-            if _precondition(exc):
+            if precondition_failed(exc):
                 raise PreconditionFailed(f"{self.describe(rel)} changed (another writer)") from None
             raise self._fail(exc, "PUT", rel) from None
         except BotoCoreError as exc:
@@ -279,7 +294,35 @@ class Bucket:
             raise self._fail(exc, "DELETE", rel) from None
 
 
-def _precondition(exc: ClientError) -> bool:
+# what a store answers when the credentials are wrong or not allowed (and only then are they named)
+CREDENTIAL_CODES = ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken")
+
+
+def _skew(exc: ClientError) -> tuple[str, str]:
+    """How far this host's clock is from the store's: the error's RequestTime and ServerTime (AWS), else the
+    answer's ``Date`` against the time the request was signed with (this host's, as botocore reads it)."""
+    from botocore.auth import get_current_datetime
+
+    error = exc.response.get("Error", {})
+    try:
+        server = dt.datetime.fromisoformat(str(error["ServerTime"]).replace("Z", "+00:00"))
+        local = dt.datetime.fromisoformat(str(error["RequestTime"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        date = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        if not date:
+            return "this host's clock is too far off from the store's", ""
+        server = email.utils.parsedate_to_datetime(date)
+        local = get_current_datetime()
+    if local.tzinfo is None:
+        local = local.replace(tzinfo=dt.UTC)
+    if server.tzinfo is None:
+        server = server.replace(tzinfo=dt.UTC)
+    minutes = (local - server).total_seconds() / 60
+    side = "ahead of it; " if minutes > 0 else "behind it; "
+    return f"this host's clock is off by {abs(minutes):.0f} minutes from the store's", side
+
+
+def precondition_failed(exc: ClientError) -> bool:
     error = exc.response.get("Error", {})
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return error.get("Code") in ("PreconditionFailed", "412") or status == 412

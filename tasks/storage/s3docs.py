@@ -19,10 +19,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def check(uri: str) -> str | None:
-    """None when the bucket answers; else what the store said (endpoint, bucket, error code)."""
+def check(uri: str, fence: bool = False) -> str | None:
+    """None when the bucket answers (and, with ``fence``, honours conditional writes: asked once per host,
+    :mod:`tasks.storage.s3fence`); else what the store said (endpoint, bucket, error code)."""
+    from tasks.storage.s3fence import ensure
+
     try:
-        Bucket(uri).check()
+        bucket = Bucket(uri)
+        bucket.check()
+        if fence:
+            ensure(bucket)
     except StoreError as exc:
         return str(exc)
     return None

@@ -1,11 +1,17 @@
 """A lease object in a bucket: who builds a partition (or publishes a preview), until when by the store's
 own clock. Taken with a put-if-absent, renewed with a compare-and-swap while held, taken over with a
-compare-and-swap once expired, released with a compare-and-swap (docs/scale-out.md)."""
+compare-and-swap once expired, released with a compare-and-swap and then deleted (docs/scale-out.md).
+
+A lease never blocks for longer than this host's ``[s3] lease_seconds``: a body that cannot be read (not
+JSON, not an object, a ``seconds`` that is no finite number) counts as expired, and a holder's ``seconds``
+counts for at most this host's. The delete after a release is not part of any commit: a host that takes
+the released lease over in between loses it, and its commit is still fenced by its conditions."""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -18,12 +24,26 @@ from tasks.storage.s3 import Bucket, PreconditionFailed, StoreError
 
 logger = logging.getLogger("luigi-interface")
 
+MAX_SECONDS = 3600.0  # [s3] lease_seconds's upper bound (tasks/settings.py RANGES)
+
+
+def bounded(seconds: object) -> float | None:
+    """``seconds`` as a finite number of seconds from 1 to :data:`MAX_SECONDS`; None when it is no number."""
+    try:
+        value = float(seconds)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(value):
+        return None
+    return min(max(value, 1.0), MAX_SECONDS)
+
 
 class Lease:
     """A lease object: who builds a partition, until when (by the store's clock)."""
 
     def __init__(self, bucket: Bucket, rel: str, seconds: float):
-        self.bucket, self.rel, self.seconds = bucket, rel, seconds
+        self.bucket, self.rel = bucket, rel
+        self.seconds = bounded(seconds) or MAX_SECONDS  # a renew thread's wait is always a sane number
         self.etag: str | None = None
         self.owner = f"{tempnames.host()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
         self.lost = False
@@ -45,7 +65,7 @@ class Lease:
                     f"{wait_s:.0f} s; nothing was written by this run. Rerun once that run has finished."
                 )
             if not logged:
-                logger.info("%s: %s holds its lease, waiting", what, holder)
+                logger.info("%s: %s holds its lease (%s), waiting", what, holder, self.bucket.describe(self.rel))
                 logged = True
             time.sleep(min(1.0, max(0.05, self.seconds / 10)))
 
@@ -61,10 +81,16 @@ class Lease:
                 return "another host"
         try:
             held = json.loads(data)
-        except ValueError:
+        except ValueError:  # not JSON (UnicodeDecodeError is one)
+            held = None
+        seconds = bounded(held.get("seconds")) if isinstance(held, dict) else None
+        if seconds is None:  # unreadable: it cannot say until when it holds, so it holds nothing
+            logger.warning(
+                "the lease %s is unreadable (%s); taken as expired", self.bucket.describe(self.rel), _excerpt(data)
+            )
             held = {}
-        age = now - obj.mtime_ns / 1e9
-        if held.get("released") or age > float(held.get("seconds", self.seconds)):
+        expired = seconds is None or now - obj.mtime_ns / 1e9 > min(seconds, self.seconds)
+        if held.get("released") is True or expired:
             try:
                 self.etag = self.bucket.put(self.rel, self._body(), if_match=obj.etag)
                 return None
@@ -86,7 +112,9 @@ class Lease:
                         self.lost = True  # taken over (this host was frozen past it): the commit is the fence
                         return
                     except StoreError as exc:
-                        logger.warning("could not renew the lease %s: %s", self.rel, exc)
+                        logger.warning("could not renew the lease %s: %s", self.bucket.describe(self.rel), exc)
+                    except Exception as exc:  # noqa: BLE001 - the thread must live; the commit is the fence
+                        logger.warning("could not renew the lease %s: %r", self.bucket.describe(self.rel), exc)
 
         thread = threading.Thread(target=renew, name="lease", daemon=True)
         thread.start()
@@ -97,9 +125,16 @@ class Lease:
             thread.join()
 
     def release(self) -> None:
+        """Mark the lease released (compare-and-swap: only if it is still this host's), then delete it."""
         if self.etag is None or self.lost:
             return
         try:
             self.bucket.put(self.rel, self._body(released=True), if_match=self.etag)
+            self.bucket.delete(self.rel)
         except (PreconditionFailed, StoreError):
             pass  # taken over, or the store is gone: it expires by itself
+
+
+def _excerpt(data: bytes) -> str:
+    text = data[:60].decode("utf-8", "replace")
+    return repr(text + ("..." if len(data) > 60 else ""))
