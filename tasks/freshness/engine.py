@@ -97,9 +97,10 @@ class Engine(Memo):
         """The remembered state, if any. One that is not ok is kept only while the partition's manifest
         is the one it was found with: another process (a worker sharing the scheduler) may have built
         the partition since, and a run must not refuse to run what depends on it. (An ok state stays
-        for the pass: a partition that was ok is rebuilt only after the raw zone changes.)"""
+        for the pass: a partition that was ok is rebuilt only after the raw zone changes. A view's snapshot
+        keeps every state.)"""
         state = self.states.get(node.task_id)
-        if state is None or state.ok:
+        if state is None or state.ok or self.snapshot:
             return state
         store = self.store(node)
         if self._stamps.get(node.task_id) == _stamp(store, node.key, fresh=True):
@@ -277,9 +278,11 @@ def asked(run: object | None) -> Engine:
 
 
 def new_pass() -> Engine:
-    """The engine, after forgetting the raw zone and every state (a status view, a plan)."""
+    """The engine, after forgetting the raw zone and every state, for one snapshot (a status view, a plan,
+    verify): a state found is not looked at again within it (on a bucket, a HEAD a question)."""
     global _run
     _shared.new_pass()
+    _shared.snapshot = True
     _run = None
     return _shared
 

@@ -112,6 +112,8 @@ class Memo:
         # partition -> its manifest's stamp when this pass first looked at it (None: it had none); what this
         # pass writes itself replaces it. A build refuses to replace what another writer committed since.
         self.first_seen: dict[tuple, tuple | None] = {}
+        # a view's pass (status, plan, verify) is one snapshot: a state is never looked at again within it
+        self.snapshot = False
 
     def keep_ok_states(self) -> None:
         """A new pass that keeps the ok states (a forked worker: what another worker built since the
@@ -250,9 +252,7 @@ class Memo:
     def learn(self, store: PartitionStore, key: dt.date | None) -> None:
         """Remember the summary of a manifest this process just wrote, so that the next process finds it
         in the summary file and a run after a build, with nothing to do, writes nothing."""
-        if os.getpid() != self._pid:
-            return  # a forked worker: its summaries would not be kept
-        stamp, content = store.read_manifest_stamped(key, None)
+        stamp, content = store.read_manifest_stamped(key, None)  # a forked worker's go to its parent
         if stamp is not None and content is not None and not content.get("_corrupt"):
             self._summary_files.put(store, key, stamp, summary(content))
 

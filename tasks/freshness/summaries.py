@@ -12,13 +12,17 @@ recorded stamp (a manifest is always replaced by a rename, so a rewritten manife
 a new inode), and a missing, unreadable or corrupt summary file only means the manifests are parsed again.
 Summaries learned in a process are written when its pass ends (:meth:`SummaryFiles.flush`), with a
 temporary name and a rename (:func:`tasks.storage.partitions.atomic_write_text`); two processes that
-write at once lose entries, not correctness.
+write at once lose entries, not correctness. A forked worker (``--workers 2``) hands what it learns to the
+process that forked it, through a file of lines in the temporary folder, and that one writes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
+import tempfile
 
 from tasks.storage.partitions import PartitionStore
 
@@ -43,6 +47,9 @@ class SummaryFiles:
         self._files: dict[tuple, dict[str, list]] = {}  # (data root, dataset, sub) -> {partition: [stamp, summary]}
         self._stores: dict[tuple, PartitionStore] = {}  # the store each was read from: it writes it back
         self._dirty: set[tuple] = set()
+        self._pid = os.getpid()
+        # what forked workers learn, one JSON line each, for this process to write (:meth:`_take_handoff`)
+        self._handoff = os.path.join(tempfile.gettempdir(), f"daybreak-summaries-{self._pid}-{id(self):x}.jsonl")
 
     def _entries(self, store: PartitionStore) -> dict[str, list]:
         key = (store.data_root, store.dataset, store.sub)
@@ -69,12 +76,49 @@ class SummaryFiles:
         return None
 
     def put(self, store: PartitionStore, key: dt.date | None, stamp: tuple, content: dict) -> None:
+        if os.getpid() != self._pid:  # a forked worker: the process that forked it writes the files
+            line = json.dumps([str(store.data_root), store.dataset, store.sub, str(key), list(stamp), content])
+            with contextlib.suppress(OSError, TypeError, ValueError):
+                fd = os.open(self._handoff, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    os.write(fd, (line + "\n").encode())  # one write: lines of two workers never mix
+                finally:
+                    os.close(fd)
+            return
         self._entries(store)[str(key)] = [list(stamp), content]
         self._dirty.add((store.data_root, store.dataset, store.sub))
+
+    def _take_handoff(self) -> None:
+        """Take in what forked workers learned (each line a summary of a manifest one of them wrote); the
+        hand-off file is removed."""
+        taking = f"{self._handoff}.{os.getpid()}"
+        try:
+            os.rename(self._handoff, taking)
+        except OSError:
+            return  # none
+        try:
+            with open(taking, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(taking)
+        from tasks.storage.partitions import plain_store
+
+        for line in lines:
+            try:
+                root, dataset, sub, key, stamp, content = json.loads(line)
+                store = plain_store(root, dataset, sub)
+            except (ValueError, TypeError):
+                continue  # a line cut short: a cache entry lost, nothing more
+            if isinstance(content, dict) and isinstance(stamp, list):
+                self.put(store, key, tuple(stamp), content)
 
     def flush(self) -> None:
         """Write the summary files that learned something, each whole. A data root that is gone or read-only
         (or a store that does not answer) keeps none: the next process parses the manifests again."""
+        if os.getpid() != self._pid:
+            return
+        self._take_handoff()
         dirty, self._dirty = self._dirty, set()
         for key in sorted(dirty, key=str):
             doc = {"format": FORMAT, "partitions": self._files[key]}

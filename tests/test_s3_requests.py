@@ -1,0 +1,84 @@
+"""Requests a question about many partitions makes of a bucket (a real radosgw): they do not grow with the
+number of dates. ``daybreak status`` asks per dataset (listings, one summary object), never per date; the
+manifests that forked workers (``--workers 2``) wrote reach the summaries, so the no-op run after a backfill
+reads no manifest."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import pytest
+
+from tasks import cli
+from tasks.storage import s3
+from tests import radosgw
+from tests.test_s3 import raw_lab
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL})"),
+]
+
+START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+
+
+@pytest.fixture(scope="module")
+def rgw(tmp_path_factory):
+    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
+        yield server
+
+
+@pytest.fixture
+def counted(rgw, lab, setting, monkeypatch, tmp_path):
+    """The lab with its data root in a new bucket; ``lab.requests`` counts this process's requests to the store
+    by (operation, key or prefix with the dates taken out)."""
+    import re
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    bucket = rgw.make_bucket("req-" + tmp_path.name[-12:].lower().replace("_", "-"))
+    setting("daybreak", "data_root", f"s3://{bucket}/daybreak")
+    setting("daybreak", "start_date", START)
+    setting("daybreak", "cache_dir", tmp_path / "cache")
+    setting("s3", "endpoint_url", rgw.endpoint_url)
+    setting("s3", "region", rgw.region)
+    lab.requests = Counter()
+
+    def count(model, params, **_):
+        where = re.sub(r"\d{4}-\d{2}-\d{2}", "D", params.get("Key") or params.get("Prefix") or "")
+        lab.requests[(model.name, where)] += 1
+
+    client = s3.Bucket(f"s3://{bucket}/daybreak").client
+    client.meta.events.register("before-parameter-build.s3", count)
+    yield lab
+    client.meta.events.unregister("before-parameter-build.s3", count)
+
+
+def status_requests(lab, capsys, days: int) -> Counter:
+    lab.requests.clear()
+    assert cli.main(["status", "--start", str(START), "--stop", str(START + days * DAY)]) == 0
+    capsys.readouterr()
+    return Counter(lab.requests)
+
+
+def test_status_over_300_dates_makes_the_requests_it_makes_over_30(counted, capsys):
+    lab = counted
+    raw_lab(lab, 3)
+    lab.hotel_days(START, 4)
+    assert lab.range(START, START + 3 * DAY) == 0
+    assert lab.range(START, START + 3 * DAY, of="HotelBookingState") == 0
+    short, long = status_requests(lab, capsys, 30), status_requests(lab, capsys, 300)
+    assert short == long, set(long.items()) - set(short.items())
+    assert not [k for k in long if k[0] == "HeadObject" or "business_date=" in k[1]]
+
+
+def test_the_no_op_after_a_two_worker_backfill_reads_no_manifest(counted):
+    lab = counted
+    raw_lab(lab, 4)
+    assert lab.range(START, START + 4 * DAY, "--workers", "2") == 0
+    lab.requests.clear()
+    assert lab.range(START, START + 4 * DAY, "--workers", "2") == 0
+    per_partition = {k: n for k, n in lab.requests.items() if "business_date=" in k[1]}
+    assert per_partition == {}, per_partition
