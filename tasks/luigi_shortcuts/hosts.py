@@ -94,10 +94,11 @@ def _hosts_summary(summary_dict):
 
 
 def _built_elsewhere(task, done: set[str]) -> bool:
-    """Whether every dependency of ``task`` (a RangeDaily) that is not complete here is in ``done`` (DONE in
-    the scheduler, or superseded here): another host built it with other rules."""
+    """Whether every dependency of ``task`` (a RangeDaily) that is not complete here was built by another host
+    with other rules: it is in ``done`` (DONE in the scheduler, or superseded here), or its output is there
+    (a partition this host finds stale, which luigid did not hand it)."""
     try:
-        return all(dep.task_id in done or _complete(dep) for dep in task.deps())
+        return all(dep.task_id in done or _complete(dep) or _exists(dep) for dep in task.deps())
     except Exception:  # noqa: BLE001 - requirements that cannot be listed: the task stays failed
         return False
 
@@ -116,6 +117,13 @@ def _error_of(worker, task) -> str:
     except Exception:  # noqa: BLE001 - a scheduler that cannot say: the task keeps its category
         return ""
     return str((found or {}).get("error") or "")
+
+
+def _exists(task) -> bool:
+    try:
+        return bool(task.output().exists())
+    except Exception:  # noqa: BLE001 - no output, or a check that fails here: not known to be built
+        return False
 
 
 def _complete(task) -> bool:
