@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from luigi import scheduler
 
+from tasks.luigi_shortcuts.remote import lost_by
+
 SUPERSEDED = "another writer committed"  # how a build that lost the commit to another writer says so
 
 
@@ -19,7 +21,8 @@ def many_hosts() -> None:
       worker ran, or that was not granted run permission, and that is complete when the run ends is done,
       whoever built it (exit 0, not 10 or 25); one the scheduler has DONE that is not complete here (a host
       with other rules built it) counts as run by another worker (exit 10, not 25), as does a build that
-      lost its commit to another writer (:data:`SUPERSEDED`)."""
+      lost its commit to another writer (:data:`SUPERSEDED`); when the run lost its luigid
+      (tasks/luigi_shortcuts/remote.py), a task left undone counts as failed (exit 30, not 25 or 10)."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
@@ -61,6 +64,12 @@ def _hosts_summary(summary_dict):
                 elif task.task_id in done and category != "run_by_other_worker":  # another worker says it built it
                     sets[category].discard(task)
                     sets["run_by_other_worker"].add(task)
+        if lost_by(worker):  # luigid stopped answering: what is left undone failed with it
+            for category in _DONE_ELSEWHERE:
+                for task in list(sets[category]):
+                    if category != "run_by_other_worker" or SUPERSEDED not in _error_of(worker, task):
+                        sets[category].discard(task)
+                        sets["failed"].add(task)
         return sets
 
     hosts_summary_dict.daybreak = True
