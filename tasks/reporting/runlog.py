@@ -27,8 +27,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
+import json
 import logging
 import os
+import sys
 import tempfile
 import textwrap
 import warnings
@@ -49,14 +51,31 @@ warnings.filterwarnings("ignore", message=r'Parameter "param_name" with value "N
 _default_mode = False
 _watched: dict[str, tuple[object, bool]] = {}  # task id -> (task, complete when first checked)
 _started_at: str | None = None  # UTC, ISO: failure records from this time on are this run's
-_writes: str | None = None  # the file of this run's writes: a task id a line, appended by each build
-_failed_here: dict[str, str] = {}  # task id -> error, of a task that failed in this process (no record needed)
+_records: str | None = None  # the file of what this run's builds did: one JSON line each, appended by each build
+
+
+def _record(entry: dict) -> None:
+    """Append one line to the run's records: one ``write`` of the whole line (O_APPEND), from any process."""
+    if _records is not None:
+        line = (json.dumps(entry, default=str) + "\n").encode()
+        fd = os.open(_records, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
 
 def failed(task, exception: BaseException) -> None:
-    """A task failed in this process: the summary names its error even when no failure record could be
-    written (a read-only or full data root)."""
-    _failed_here[task.task_id] = str(exception) or type(exception).__name__
+    """A task failed (in whichever process of the run): the summary names its error from this record, not
+    from the store (a data root that is full, read-only or gone cannot keep a failure record), and a
+    store or server that failed the run gets one ``daybreak: error:`` line (:func:`tasks.faults.went_away`)."""
+    from tasks.faults import went_away
+
+    if getattr(exception, "superseded", False):  # another writer committed it: not a failure of this run
+        return
+    gone = went_away(exception)
+    entry = {"failed": task.task_id, "error": _first_line(str(exception) or type(exception).__name__)}
+    _record(entry | ({"gone": gone[0], "line": gone[1]} if gone else {}))
 
 
 def quiet() -> bool:
@@ -67,12 +86,12 @@ def quiet() -> bool:
 def watch(tasks_and_states) -> None:
     """Partitions whose completeness the scheduling process checked, with the answer: the summary
     reports on them. Also turns the default mode on once Luigi has set up its logging (NOTSET)."""
-    global _started_at, _writes
+    global _started_at, _records
     if _started_at is None:
         _started_at = dt.datetime.now(dt.UTC).isoformat()
-        fd, _writes = tempfile.mkstemp(prefix="daybreak-run-", suffix=".writes")
+        fd, _records = tempfile.mkstemp(prefix="daybreak-run-", suffix=".records")
         os.close(fd)
-        atexit.register(_written)  # a run that ends before its summary (Ctrl-C, an error) leaves no file
+        atexit.register(_recorded)  # a run that ends before its summary (Ctrl-C, an error) leaves no file
     for task, ok in tasks_and_states:
         _watched.setdefault(task.task_id, (task, ok))
     _set_mode()
@@ -86,24 +105,23 @@ def _set_mode() -> None:
         _default_mode = True
 
 
-def wrote(task_id: str) -> None:
-    """A build of this run wrote its partition (data and manifest, or its manifest alone)."""
-    if _writes is not None:
-        with open(_writes, "a", encoding="utf-8") as fh:  # one short line, appended whole (O_APPEND)
-            fh.write(task_id + "\n")
+def wrote(task_id: str, warnings: list[str] | None = None) -> None:
+    """A build of this run wrote its partition (data and manifest, or its manifest alone), with the
+    warnings its manifest records."""
+    _record({"wrote": task_id, "warnings": list(warnings or [])})
 
 
-def _written() -> set[str]:
-    """The task ids this run's builds wrote; the file is deleted."""
-    global _writes
-    path, _writes = _writes, None
+def _recorded() -> list[dict]:
+    """What this run's builds recorded, in order; the file is deleted."""
+    global _records
+    path, _records = _records, None
     if path is None:
-        return set()
+        return []
     try:
         with open(path, encoding="utf-8") as fh:
-            return set(fh.read().split())
-    except OSError:
-        return set()
+            return [json.loads(line) for line in fh if line.strip()]
+    except (OSError, ValueError):
+        return []
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
@@ -116,10 +134,12 @@ class _RunLog(logging.Filter):
         msg = record.msg if isinstance(record.msg, str) else ""
         if msg.startswith("\n" + messages.SUMMARY) or msg.startswith(messages.SUMMARY):
             try:
-                text = summary()
+                errors, text = report()
             except Exception as exc:  # the run is over: a summary that cannot be made must not change its exit
                 record.msg, record.args = f"{msg}\n(no Daybreak summary: {type(exc).__name__}: {exc})", ()
                 return True
+            for line in errors:  # what ended the run, first: a store or luigid that stopped answering
+                print(f"daybreak: error: {line}", file=sys.stderr, flush=True)
             if text:
                 record.msg, record.args = (text if _default_mode else f"{msg}\n{text}"), ()
             return True
@@ -145,12 +165,44 @@ logger.addFilter(_RunLog())
 
 def summary() -> str:
     """The summary of the partitions watched since the last one (and forget them)."""
+    return report()[1]
+
+
+class _Run:
+    """What this run recorded of itself (:func:`wrote`, :func:`failed`) and the errors that ended it."""
+
+    def __init__(self, records: list[dict]):
+        from tasks.luigi_shortcuts.remote import lost
+
+        self.written = {r["wrote"]: r.get("warnings") or [] for r in records if "wrote" in r}
+        self.failed = {r["failed"]: r.get("error", "") for r in records if "failed" in r}
+        self.errors: dict[str, str] = {r["gone"]: r["line"] for r in reversed(records) if "gone" in r}
+        self.luigid = lost()
+        self.store_gone = bool(self.errors)  # the store is not asked again: the summary comes from the records
+
+    def unreachable(self, exc: Exception) -> bool:
+        """A store or server that failed while the summary asked it: named once; nothing more is asked."""
+        from tasks.faults import fault_line, went_away
+
+        if fault_line(exc) is None:
+            return False
+        what, line = went_away(exc) or ("", fault_line(exc))
+        self.errors.setdefault(what, line)
+        self.store_gone = True
+        return True
+
+
+def report() -> tuple[list[str], str]:
+    """(the error lines, then the summary) of the partitions watched since the last one (and forget them).
+    A partition this run wrote or failed is reported from the run's own records, never from the store;
+    the others (up to date now, written by another run, waiting, not run) are asked of the store, unless
+    it failed during the run."""
     global _started_at
-    watched, started, written = list(_watched.values()), _started_at or "", _written()
+    watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
     _watched.clear()
     _started_at = None
     if not watched:
-        return ""
+        return [*run.errors.values(), *([run.luigid] if run.luigid else [])], ""
     from tasks import settings
     from tasks.freshness.engine import Engine
 
@@ -158,36 +210,27 @@ def summary() -> str:
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     failed, waiting, blocked, warned, others = [], defaultdict(list), [], [], []
     with settings.snapshot():
-        zone = cache.zone(watched[0][0])
         for task, ok_at_check in watched:
             family, key = task.task_family, task.key
             if ok_at_check:
                 counts[family]["up to date"].append(key)
-                continue
-            record = task.store().read_failure(key)
-            here = _failed_here.pop(task.task_id, None)
-            if (record and record.get("failed_at", "") >= started) or here is not None:
-                error = record.get("error", "") if record and record.get("failed_at", "") >= started else here
-                counts[family]["failed"].append(key)
-                failed.append(f"{_name(family, key)}: {_first_line(error or '')}")
-            elif task.task_id in written:
+            elif task.task_id in run.written:  # committed: built, whatever failed after the commit
                 counts[family]["ran"].append(key)
-                stats = (cache.summary(cache.store(task), key) or {}).get("stats") or {}
-                warned += [f"{_name(family, key)}: {w}" for w in stats.get("warnings") or []]
-            elif _ran(task, cache, started):  # up to date, nothing written by this run
-                manifest = cache.summary(cache.store(task), key) or {}
-                if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
-                    counts[family]["written by another run"].append(key)
-                    others.append((family, key))
-                else:  # found up to date once its upstream was rebuilt to the same rows
-                    counts[family]["up to date"].append(key)
-            elif folders := _missing(task, cache):
-                counts[family]["waiting"].append(key)
-                for source, date in folders:
-                    waiting[source].append((date, family, key))
+                warned += [f"{_name(family, key)}: {w}" for w in run.written[task.task_id]]
+            elif task.task_id in run.failed:
+                counts[family]["failed"].append(key)
+                failed.append(f"{_name(family, key)}: {run.failed[task.task_id]}")
             else:
-                counts[family]["not run"].append(key)
-                blocked.append(_name(family, key))
+                try:
+                    kind = "not run" if run.store_gone else _asked(task, cache, started, failed, waiting, others)
+                except Exception as exc:
+                    if not run.unreachable(exc):
+                        raise
+                    kind = "not run"
+                counts[family][kind].append(key)
+                if kind == "not run":
+                    blocked.append(_name(family, key))
+        zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
     lines = ["summary of this run:"]
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
@@ -197,11 +240,40 @@ def summary() -> str:
         lines.append(f"  another run wrote {_names(others)} (this run waited for its lock, then found it done)")
     lines += _capped("  failed   ", failed)
     lines += _capped("  warning  ", warned)
-    lines += _capped("  waiting  ", [_waiting(cache, zone, source, waits) for source, waits in sorted(waiting.items())])
-    lines += _capped("  not run  ", blocked, "(a partition it reads failed or waits; or see --log-level INFO)")
+    if zone is not None:
+        lines += _capped("  waiting  ", [_waiting(cache, zone, src, waits) for src, waits in sorted(waiting.items())])
+    why = (
+        "(luigid stopped answering before they ran)"
+        if run.luigid
+        else "(the store stopped answering: not known)"
+        if run.store_gone
+        else "(a partition it reads failed or waits; or see --log-level INFO)"
+    )
+    lines += _capped("  not run  ", blocked, why)
     if failed or blocked or waiting:
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
-    return "\n".join(lines)
+    return [*run.errors.values(), *([run.luigid] if run.luigid else [])], "\n".join(lines)
+
+
+def _asked(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
+    """The kind of a partition this run neither wrote nor failed, as the store and the raw zone say now:
+    failed by another run, up to date (or written by another run), waiting, or not run."""
+    family, key = task.task_family, task.key
+    record = task.store().read_failure(key)
+    if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
+        failed.append(f"{_name(family, key)}: {_first_line(record.get('error', ''))}")
+        return "failed"
+    if _ran(task, cache, started):  # up to date, nothing written by this run
+        manifest = cache.summary(cache.store(task), key) or {}
+        if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
+            others.append((family, key))
+            return "written by another run"
+        return "up to date"  # found up to date once its upstream was rebuilt to the same rows
+    if folders := _missing(task, cache):
+        for source, date in folders:
+            waiting[source].append((date, family, key))
+        return "waiting"
+    return "not run"
 
 
 def _ran(task, cache, started: str) -> bool:
