@@ -143,13 +143,20 @@ class _RunLog(logging.Filter):
             if text:
                 record.msg, record.args = (text if _default_mode else f"{msg}\n{text}"), ()
             return True
+        gone = None
+        if msg.startswith(messages.WORKER_FAILED) and record.exc_info and record.exc_info[1] is not None:
+            from tasks.faults import went_away
+
+            gone = went_away(record.exc_info[1])  # a task that failed because the store went: one line names it
+            if gone:
+                _record({"gone": gone[0], "line": gone[1]})
         _set_mode()  # a warning or error before any partition was checked
         if not _default_mode:
             return True
         if record.levelno < logging.WARNING:
             return msg.startswith("progress: ")
         if msg.startswith(messages.WORKER_FAILED) and len(record.args or ()) == 3:  # a failed task: its traceback
-            return not _summarised(record.args[2])  # stays unless the summary names the failure
+            return not gone and not _summarised(record.args[2])  # stays unless the summary names the failure
         # one line per missing raw folder, per failed single-run date: the summary says it better
         return not msg.startswith((messages.MISSING_DATA, SINGLE_RUN_FAILED))
 
