@@ -290,7 +290,9 @@ def test_a_host_killed_mid_build_is_taken_over_after_its_lease(site, setting):
 def test_the_store_going_away_mid_run_fails_the_run_and_keeps_the_other_partitions(site, setting):
     """A rebuild with new rules; the store stops answering during the commit of one date. That date fails
     (its manifest still names the old objects: stale, never a mix that counts), the run exits 30, every
-    partition it had not reached is byte-identical, and a rerun after the store is back completes."""
+    partition it had not reached is byte-identical, and a rerun after the store is back completes. What
+    the run prints: its progress (the failures counted apart), one line naming the store, and Daybreak's
+    summary, made from what the run recorded (the store cannot be asked): never Luigi's, nor a traceback."""
     site.land()
     first = site.host("a", *site.range_args(DATES, "--local-scheduler"))
     assert wait([first]) == [0]
@@ -308,6 +310,19 @@ def test_the_store_going_away_mid_run_fails_the_run_and_keeps_the_other_partitio
     site.rgw._kill("rgw")  # the store goes away
     os.killpg(run.pid, signal.SIGCONT)
     assert wait([run]) == [30], log(site, "a")
+    out = (site.lab.root / "hosts" / "a" / "out.txt").read_text()
+    ended = out[out.rindex("progress: 1/") :]  # the second run's output
+    the_store = f"the object store (endpoint {site.rgw.endpoint_url}, bucket {site.bucket}) failed during the run"
+    assert [x for x in ended.splitlines() if x.startswith("daybreak: error:")] == [
+        f"daybreak: error: {the_store} (EndpointConnectionError): the partitions it failed keep their previous "
+        "version; rerun the same command once it answers"
+    ], ended
+    assert "Traceback" not in ended and "Luigi Execution Summary" not in ended and "no Daybreak summary" not in ended
+    summary = ended[ended.index("daybreak: error:") :].splitlines()
+    assert summary[1] == "INFO: summary of this run:", ended
+    assert summary[2] == f"  StgQsrPos {START} .. {START + (DATES - 1) * DAY}: 4 ran, 6 failed", ended
+    assert "progress: 10/10 partitions (100%), 4 built, 6 failed" in ended, ended
+    assert len(ended.splitlines()) <= 10 + 1 + 2 + 6 + 1, ended  # progress, the error, the summary: nothing else
     site.rgw.restart()
     now = site.objects()
     untouched = [k for k in before if "/_state/" not in k and not any(f"={d}" in k for d in _reached(now, before))]
@@ -321,3 +336,44 @@ def test_the_store_going_away_mid_run_fails_the_run_and_keeps_the_other_partitio
 def _reached(now: dict, before: dict) -> set[str]:
     """Dates of the partitions a run changed (their objects' ETags differ)."""
     return {k.split("business_date=")[1][:10] for k in before if "business_date=" in k and now.get(k) != before[k]}
+
+
+@pytest.mark.parametrize("last", [4, DATES - 1], ids=["mid-run", "the-last-date"])
+def test_a_partition_committed_just_before_the_store_went_away_is_reported_built(site, last):
+    """The store stops right after the manifest of date ``last`` is written (its commit made): what
+    follows the commit (the failure record's removal, what the engine learns of the manifest, the lease's
+    release; for the last date, RangeDaily's check of the range) must not fail it. It is reported built,
+    the dates after it failed, one line names the store, and no traceback is printed."""
+    site.land()
+    assert wait([site.host("a", *site.range_args(DATES, "--local-scheduler"))]) == [0]
+    counter = site.lab.root / "steps"
+    date = START + last * DAY
+    run = site.host(
+        "a", *site.range_args(DATES, "--local-scheduler"), suspicious_qty_threshold=2,
+        plan={"counter": str(counter), "date": str(date), "at": 4, "mode": "stop", "after": True},
+    )  # fmt: skip  # 4: data, store totals, quarantine, then the manifest
+    deadline = time.monotonic() + 120
+    while not Path(f"{counter}.stopped").exists():
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.1)
+    site.rgw._kill("rgw")
+    try:
+        os.killpg(run.pid, signal.SIGCONT)
+        assert wait([run]) == [30], log(site, "a")
+    finally:
+        site.rgw.restart()  # for the next test, whatever happens in this one
+    out = (site.lab.root / "hosts" / "a" / "out.txt").read_text()
+    ended = out[out.rindex("progress: 1/") :]
+    built, failed = last + 1, DATES - last - 1
+    assert [x for x in ended.splitlines() if x.startswith("daybreak: error:")] == [
+        f"daybreak: error: the object store (endpoint {site.rgw.endpoint_url}, bucket {site.bucket}) failed during "
+        "the run (EndpointConnectionError): the partitions it failed keep their previous version; rerun the same "
+        "command once it answers"
+    ], ended
+    kinds = f"{built} ran, {failed} failed" if failed else f"{built} ran"
+    assert f"  StgQsrPos {START} .. {START + (DATES - 1) * DAY}: {kinds}\n" in ended, ended
+    assert f"failed   StgQsrPos {date}" not in ended
+    counts = f", {built} built, {failed} failed" if failed else ""
+    assert f"progress: 10/10 partitions (100%){counts}," in ended, ended
+    assert "Traceback" not in ended and "Luigi Execution Summary" not in ended
+    assert site.rules_of(date)["suspicious_qty_threshold"] == 2  # committed, whole
