@@ -65,8 +65,8 @@ def went_away(exc: BaseException) -> tuple[str, str] | None:
         return None
     after = "the partitions it failed keep their previous version; rerun the same command once it answers"
     where, code = getattr(exc, "where", ""), getattr(exc, "code", "") or type(exc).__name__
-    if where:
-        return where, f"the object store ({where}) failed during the run ({code}): {after}"
+    if where:  # one line per endpoint: its buckets (a landing bucket, the data root's) go down together
+        return where.split(",")[0], f"the object store ({where}) failed during the run ({code}): {after}"
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # "sftp://u@host:22/x: server not ..."
     return first.split(": ", 1)[0], f"{first.removesuffix('; not tried again in this run')}: {after}"
 
