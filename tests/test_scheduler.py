@@ -223,3 +223,35 @@ def test_a_luigid_killed_mid_run_ends_each_host_with_one_line_and_exit_30_and_a_
         again.stop()
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert built() == days
+
+
+def test_the_checked_scheduler_answers_as_luigis_own_then_gives_up_after_luigis_attempts(lab, setting):
+    """tasks/luigi_shortcuts/remote.py against a real luigid: while it answers, the same answers as Luigi's
+    RemoteScheduler (whose attributes it reads: its fetcher, attempts, wait, timeout); once it is gone, one
+    request waits out [core] rpc_retry_attempts x rpc_retry_wait, and every later one returns at once."""
+    from luigi.rpc import RemoteScheduler
+
+    from tasks.luigi_shortcuts import remote
+    from tests.luigid import Luigid
+
+    setting("core", "rpc_retry_attempts", 2)
+    setting("core", "rpc_retry_wait", 1)
+    server = Luigid(lab.root / "luigid").start()
+    url = f"http://127.0.0.1:{server.port}/"
+    try:
+        ours, luigis = remote.CheckedScheduler(url), RemoteScheduler(url)
+        ours.check()
+        ours.add_task(worker="w", task_id="T1", status="PENDING", runnable=True)
+        assert ours.get_work(worker="w", host="h")["task_id"] == "T1"
+        running = ours.task_list("RUNNING", "")
+        assert list(running) == ["T1"] and running == luigis.task_list("RUNNING", "")
+        assert ours.is_paused() == luigis.is_paused() == {"paused": False}
+    finally:
+        server.stop()
+    t0 = time.monotonic()
+    assert ours.get_work(worker="w", host="h")["worker_state"] == "disabled"
+    assert 1 <= time.monotonic() - t0 < 5  # two attempts, 1 s apart
+    assert ours.lost == "connection refused" and url.rstrip("/") in remote.lost()
+    t0 = time.monotonic()
+    assert ours.ping(worker="w") is None and ours.add_task(worker="w", task_id="T1", status="DONE") is None
+    assert time.monotonic() - t0 < 0.5

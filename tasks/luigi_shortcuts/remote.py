@@ -168,6 +168,8 @@ def checked_remote_scheduler() -> None:
         return
 
     def create_remote_scheduler(self, url):
+        global _lost
+        _lost = None  # a new run: a luigid an earlier run of this process lost is not this run's
         scheduler = CheckedScheduler(url)
         scheduler.check()
         return scheduler
