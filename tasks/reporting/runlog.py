@@ -14,9 +14,13 @@ turns on the default mode (:func:`watch`): the ``luigi-interface`` logger passes
   names the file and the reason), what waits for which raw folder, and what did not run because
   something it reads failed or waits.
 
-What this run wrote is known from the builds themselves: each one, in whichever process of the run
-(Luigi's workers and a single run's builders are forked from the process that checks), appends its
-task id to one file of the run (:func:`wrote`), which the summary reads and deletes.
+What this run wrote and what failed is known from the builds themselves: each one, in whichever process
+of the run (Luigi's workers and a single run's builders are forked from the process that checks), appends
+a line to one file of the run (:func:`wrote`, :func:`failed`), which the summary reads and deletes. A
+partition written is "ran" whatever failed after its commit; the summary asks the store only about the
+others, and not at all once the store failed during the run. A store, a server or luigid that failed the
+run is one ``daybreak: error:`` line before the summary (:func:`tasks.faults.went_away`,
+:func:`tasks.luigi_shortcuts.remote.lost`).
 
 ``--log-level DEBUG`` (or INFO, or a ``[core] log_level``) is Luigi's own logging, everything at that
 level, with Daybreak's summary after Luigi's. ``WARNING`` and above: warnings and errors only.
