@@ -240,7 +240,6 @@ def test_the_checked_scheduler_answers_as_luigis_own_then_gives_up_after_luigis_
     url = f"http://127.0.0.1:{server.port}/"
     try:
         ours, luigis = remote.CheckedScheduler(url), RemoteScheduler(url)
-        ours.check()
         ours.add_task(worker="w", task_id="T1", status="PENDING", runnable=True)
         assert ours.get_work(worker="w", host="h")["task_id"] == "T1"
         running = ours.task_list("RUNNING", "")

@@ -5,12 +5,13 @@ seconds apart, then raises ``RPCError``, which its worker does not catch: the ru
 traceback per request. :func:`checked_remote_scheduler` makes the remote scheduler of every Luigi run in
 the process (``interface._WorkerSchedulerFactory.create_remote_scheduler``) a :class:`CheckedScheduler`:
 
-* when the run starts, one request (``is_paused``), with the same attempts: a luigid that does not answer
-  is one line naming its address, and exit 2 (:func:`tasks.guard.fail`), before any partition is checked;
-* once a request made during the run fails every attempt, luigid is *lost* (:func:`lost`): every later
-  request returns at once, unanswered; the worker is told to take no more work (``get_work`` answers that
-  it is disabled, as luigid does for a disabled worker), the builds running finish, and the run ends as
-  Luigi ends it. The tasks left count as failed (tasks/luigi_shortcuts/hosts.py: exit 30) and the run's
+* a luigid that never answered this process (the run's first request, from its main thread: Luigi makes
+  none before the worker reports the root task) is one line naming its address, and exit 2
+  (:func:`tasks.guard.fail`), before anything is built;
+* once a request made after luigid answered fails every attempt, luigid is *lost* (:func:`lost`): every
+  later request returns at once, unanswered; the worker is told to take no more work (``get_work`` answers
+  that it is disabled, as luigid does for a disabled worker), the builds running finish, and the run ends
+  as Luigi ends it. The tasks left count as failed (tasks/luigi_shortcuts/hosts.py: exit 30) and the run's
   summary names luigid first (tasks/reporting/runlog.py).
 
 A worker's keep-alive thread, and a task that reports its progress, get no answer either; neither raises.
@@ -18,11 +19,9 @@ A worker's keep-alive thread, and a task that reports its progress, get no answe
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import threading
-import time
 import warnings
 from urllib.error import HTTPError, URLError
 
@@ -84,6 +83,7 @@ class CheckedScheduler(rpc.RemoteScheduler):
         self.answered = False  # luigid has answered a request of this process
         self._warned = False
         self._lock = threading.Lock()
+        self._given_up = threading.Event()  # wakes a thread waiting to try again once another gave up
 
     def _attempts(self) -> tuple[int, float]:
         return max(1, int(self._rpc_retry_attempts)), max(0.0, float(self._rpc_retry_wait))
@@ -98,13 +98,10 @@ class CheckedScheduler(rpc.RemoteScheduler):
             try:
                 page = self._fetcher.fetch(rpc._urljoin(self._url, url_suffix), body, self._connect_timeout)
             except raises as exc:
-                why = _why(exc, self._connect_timeout)
-                if self.lost:
-                    raise SchedulerLost(self.lost) from None
-                if attempt == attempts:
-                    raise SchedulerLost(why) from None
-                self._warn(why, attempts, wait)
-                time.sleep(wait)
+                if attempt == attempts or self.lost:
+                    raise SchedulerLost(self.lost or _why(exc, self._connect_timeout)) from None
+                self._warn(_why(exc, self._connect_timeout), attempts, wait)
+                self._given_up.wait(wait)
             else:
                 self.answered, self._warned = True, False
                 return page
@@ -125,7 +122,13 @@ class CheckedScheduler(rpc.RemoteScheduler):
         try:
             return super()._request(url, data, attempts, allow_null)
         except SchedulerLost as exc:
+            never = not self.answered
             self._give_up(str(exc))
+            if never and threading.current_thread() is threading.main_thread():
+                fail(
+                    f"the central scheduler (luigid) at {self._url} does not answer ({exc}): start it with "
+                    "daybreak scheduler, or run with --local-scheduler"
+                )
         if url.endswith(("/get_work", "/count_pending")):  # no more work: the worker finishes what runs, then ends
             return {
                 "task_id": None, "n_pending_tasks": 0, "n_unique_pending": 0, "n_pending_last_scheduled": 0,
@@ -139,6 +142,9 @@ class CheckedScheduler(rpc.RemoteScheduler):
             if self.lost:
                 return
             self.lost = why
+        self._given_up.set()
+        if not self.answered:  # the run ends here, with its own line (exit 2)
+            return
         attempts, wait = self._attempts()
         _lost = (
             f"the central scheduler (luigid) at {self._url} stopped answering ({why}; {attempts} attempts "
@@ -146,23 +152,10 @@ class CheckedScheduler(rpc.RemoteScheduler):
             "(daybreak scheduler) and run the same command to finish"
         )
 
-    def check(self) -> None:
-        """One request when the run starts: a luigid that does not answer is one line and exit 2."""
-        try:
-            page = self._fetch("/api/is_paused", {"data": json.dumps({})})
-            json.loads(page)["response"]
-        except SchedulerLost as exc:
-            fail(
-                f"the central scheduler (luigid) at {self._url} does not answer ({exc}): start it with "
-                "daybreak scheduler, or run with --local-scheduler"
-            )
-        except (ValueError, KeyError, TypeError):
-            fail(f"the central scheduler at {self._url} answers, but not as luigid does: check [core] scheduler_url")
-
 
 def checked_remote_scheduler() -> None:
-    """Make every Luigi run of this process with a central scheduler use :class:`CheckedScheduler`,
-    checked when the run starts. Idempotent."""
+    """Make every Luigi run of this process with a central scheduler use :class:`CheckedScheduler`.
+    Idempotent."""
     factory = interface._WorkerSchedulerFactory
     if getattr(factory.create_remote_scheduler, "checked", False):
         return
@@ -170,9 +163,7 @@ def checked_remote_scheduler() -> None:
     def create_remote_scheduler(self, url):
         global _lost
         _lost = None  # a new run: a luigid an earlier run of this process lost is not this run's
-        scheduler = CheckedScheduler(url)
-        scheduler.check()
-        return scheduler
+        return CheckedScheduler(url)
 
     create_remote_scheduler.checked = True
     factory.create_remote_scheduler = create_remote_scheduler
