@@ -67,6 +67,7 @@ def register() -> None:
         options_in_full,
         usage,
     )
+    from tasks.luigi_shortcuts.remote import checked_remote_scheduler
     from tasks.luigi_shortcuts.runners import long_lived_task_processes
     from tasks.settings import apply_luigi_defaults, host_name
     from tasks.settings_check import check_config
@@ -78,6 +79,7 @@ def register() -> None:
     checked_workers(host_name)  # --workers 0: one line and exit 2, as every daybreak command (tasks/guard.py)
     checked_ranges()  # RangeDaily's dates and length: the same check as every daybreak command
     many_hosts()  # hosts sharing a luigid wait for each other and exit as one host would
+    checked_remote_scheduler()  # a luigid that does not answer: one line, exit 2 at the start, 30 mid-run
     long_lived_task_processes()  # --workers 2+: a partition task runs in a process that runs many
     usage.install()  # Luigi's usage errors: one line and exit 2 (tasks/luigi_shortcuts/usage.py)
     faults.install()  # a store or server error: one line and exit 30 (tasks/faults.py)

@@ -238,7 +238,7 @@ class SingleRunBuild(luigi.Task):
         for task, error in built_in_parallel(todo, processes) if processes > 1 else built_in_order(todo):
             if error is not None:
                 failed.append((task.date, error))
-            meter.step(runlog.label(task))
+            meter.step(runlog.label(task), failed=error is not None)
             self.set_progress_percentage(round(100 * meter.done / len(todo)))
             self.set_status_message(f"{meter.done}/{len(todo)} dates, {len(failed)} failed")
         if failed:
@@ -270,6 +270,7 @@ def built_in_order(todo: list[PartitionedTask]) -> Iterator[tuple[PartitionedTas
                 except Exception as exc:  # one bad date must not lose the others: record it, go on
                     progress.logger.exception(runlog.SINGLE_RUN_FAILED, task.task_id)
                     task.on_failure(exc)
+                    runlog.failed(task, exc)
                     error = (str(exc) or type(exc).__name__).splitlines()[0]
                 yield task, error
     finally:

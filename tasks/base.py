@@ -21,6 +21,7 @@ import luigi
 
 from tasks import building, catalogue, settings
 from tasks.building import Built
+from tasks.faults import went_away
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
 from tasks.freshness.inputs import FolderInputs, Window, input_line
@@ -252,17 +253,21 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             logger.warning("%s", exception)
             return str(exception)
         record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
+        # a store or server that stopped answering: the run's summary names the failure and the store once
+        # (tasks/reporting/runlog.py), not a warning per partition
+        quiet = logging.INFO if went_away(exception) else logging.WARNING
         try:  # what the attempt was made of: the record stops applying once any of it differs
             with settings.snapshot():
                 record.update(identity.attempt(luigi_engine(), self, getattr(exception, "decided_by", None)))
         except Exception as exc:  # noqa: BLE001 - the failure record must never hide the real error
             if not isinstance(exc, RawZoneUnavailable):  # the error itself says the raw zone is gone
-                logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
+                logger.log(quiet, "could not record the identity of the failed %s: %r", self.task_id, exc)
         try:
             self.store().record_failure(self.key, record)
         except (OSError, RuntimeError) as exc:  # the failure record must never hide the real error: named here
             first = (str(exception) or type(exception).__name__).splitlines()[0]
-            logger.warning("%s failed: %s (could not record the failure: %s)", self.task_id, first, exc)
+            level = logging.INFO if went_away(exc) else quiet
+            logger.log(level, "%s failed: %s (could not record the failure: %s)", self.task_id, first, exc)
         return super().on_failure(exception)
 
 
@@ -278,11 +283,8 @@ def _progress_success(task: MaterializedTask) -> None:
 
 @MaterializedTask.event_handler(luigi.Event.FAILURE)
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
-    progress.finished(task.task_id, runlog.label(task))
-    if getattr(exception, "superseded", False):  # not replaced: another host's newer commit stays
-        runlog.superseded(task.task_id)
-    else:
-        runlog.failed(task, exception)
+    runlog.failed(task, exception)
+    progress.finished(task.task_id, runlog.label(task), failed=not getattr(exception, "superseded", False))
 
 
 class PartitionedTask(MaterializedTask):

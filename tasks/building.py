@@ -4,6 +4,7 @@ the memory a single-run range keeps across consecutive dates (:func:`reuse`)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -17,6 +18,7 @@ from tasks.freshness.engine import Engine, diff_rules
 from tasks.freshness.inputs import Window, diff_inputs, input_line
 from tasks.reporting import runlog
 from tasks.storage import partitions
+from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionStore
 
 if TYPE_CHECKING:
@@ -225,8 +227,11 @@ def build(node, engine: Engine) -> dict | None:
         store.drop_strays(node.key, written)  # a write of the files does it after its manifest
     else:  # the store waits for what is still being hashed (layout.settle) before it writes the manifest
         written = store.write(node.key, built.table, written, built.extras, rejected=built.rejected)
-    runlog.wrote(node.task_id)
-    store.clear_failure(node.key)
+    runlog.wrote(node.task_id, manifest.stats.get("warnings"))
+    # committed: nothing after this fails the partition (a failure record that cannot be removed now is
+    # older than the manifest, and counts for nothing)
+    with contextlib.suppress(OSError, StorageUnavailable):
+        store.clear_failure(node.key)
     logger.info(
         "%s: wrote %s rows (%s rejected) in %.2f s",
         node.task_id, manifest.row_count, manifest.rejected_count, manifest.duration_s,

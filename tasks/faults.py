@@ -50,6 +50,27 @@ def fault_line(exc: BaseException) -> str | None:
     return None
 
 
+def went_away(exc: BaseException) -> tuple[str, str] | None:
+    """(what, line) when a partition failed because a store or server stopped serving the run (an object
+    store, an SFTP server: :class:`StorageUnavailable` raised, or the cause of the error raised): ``what``
+    names it (a run prints one line per store), ``line`` is the ``daybreak: error:`` line the run's summary
+    follows (tasks/reporting/runlog.py). None for any other failure."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, StorageUnavailable):
+            break
+        exc = exc.__cause__ or exc.__context__
+    if not isinstance(exc, StorageUnavailable):
+        return None
+    after = "the partitions it failed keep their previous version; rerun the same command once it answers"
+    where, code = getattr(exc, "where", ""), getattr(exc, "code", "") or type(exc).__name__
+    if where:  # one line per endpoint: its buckets (a landing bucket, the data root's) go down together
+        return where.split(",")[0], f"the object store ({where}) failed during the run ({code}): {after}"
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # "sftp://u@host:22/x: server not ..."
+    return first.split(": ", 1)[0], f"{first.removesuffix('; not tried again in this run')}: {after}"
+
+
 def fault_exit(line: str) -> NoReturn:
     """Print ``daybreak: error: <line>`` on stderr and exit 30 (raise :class:`Fault`)."""
     print(f"daybreak: error: {line}", file=sys.stderr, flush=True)

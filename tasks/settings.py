@@ -149,7 +149,10 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     "resources": {"sftp": "4"},
     # NOTSET: Daybreak's default output, progress lines and a summary (tasks/reporting/runlog.py); --log-level
     # DEBUG or INFO, or a [core] log_level in a config file, is Luigi's own logging at that level
-    "core": {"log_level": "NOTSET"},
+    # a luigid that does not answer: 3 attempts 5 s apart (Luigi's own: 30 s apart), so a luigid restarted
+    # within 10 s is not noticed, and one that is gone ends a run's start in 10 s (exit 2) and a host mid-run
+    # within 10 s plus its running builds (exit 30; tasks/luigi_shortcuts/remote.py, docs/scale-out.md)
+    "core": {"log_level": "NOTSET", "rpc_retry_attempts": "3", "rpc_retry_wait": "5"},
     # a host with nothing to do while another host runs a task it needs asks luigid again after this
     # (Luigi's own 1 s plus up to 5 s of jitter left a host of two idle for seconds; docs/scale-out.md)
     "worker": {"wait_interval": "0.2", "wait_jitter": "0.2"},

@@ -12,6 +12,10 @@ quarantine, its manifest; not its lease) by any process of the run. Writes are n
 - ``stop``: ``<counter>.stopped`` is created, then the process stops itself (SIGSTOP): a host frozen
   mid-build, its lease no longer renewed (its renewing thread stops with it);
 - ``kill``: every process of the run is killed (SIGKILL to its session), as a host crash would.
+
+With ``"date": "*"``, the writes of every partition are numbered together: write ``at`` of the run's first
+partitions. With ``"after": true``, write ``at`` is made first, then the process stops or is killed (``at`` the last
+write of the partition, its manifest: a store that goes away right after a commit).
 """
 
 from __future__ import annotations
@@ -40,14 +44,25 @@ def append(path: str) -> int:
 
 def put(self, rel, data, **kwargs):
     date = PLAN.get("date")
-    if date and f"business_date={date}" in rel and not rel.startswith("_state/"):
-        if append(f"{PLAN['counter']}.{date}") == PLAN["at"]:
-            if PLAN["mode"] == "stop":
-                open(PLAN["counter"] + ".stopped", "w").close()
-                os.kill(os.getpid(), signal.SIGSTOP)
-            else:
-                os.killpg(os.getpgrp(), signal.SIGKILL)
+    ours = "business_date=" in rel if date == "*" else f"business_date={date}" in rel  # "*": any partition
+    if not (date and ours and not rel.startswith("_state/")):
+        return real_put(self, rel, data, **kwargs)
+    if append(f"{PLAN['counter']}.{date}") != PLAN["at"]:
+        return real_put(self, rel, data, **kwargs)
+    if PLAN.get("after"):  # the write made first: the step after it is the one interrupted
+        etag = real_put(self, rel, data, **kwargs)
+        interrupt()
+        return etag
+    interrupt()
     return real_put(self, rel, data, **kwargs)
+
+
+def interrupt() -> None:
+    if PLAN["mode"] == "stop":
+        open(PLAN["counter"] + ".stopped", "w").close()
+        os.kill(os.getpid(), signal.SIGSTOP)
+    else:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
 s3.Bucket.put = put

@@ -176,3 +176,120 @@ def test_daybreak_scheduler_on_a_bucket_data_root_needs_no_credentials_and_says_
         server.terminate()
         server.wait(timeout=10)
     assert server.returncode != 2
+
+
+def _host_env(lab, name: str, port: int) -> dict[str, str]:
+    """A host of its own (its own lock folder: Luigi refuses a second identical command per folder) that
+    names the luigid on ``port``."""
+    tmp = lab.root / name
+    tmp.mkdir(exist_ok=True)
+    roots = {"raw_root": lab.raw, "data_root": lab.data}
+    cfg = write_config(
+        tmp / "luigi.cfg", {"daybreak": roots, "core": {"scheduler_host": "127.0.0.1", "scheduler_port": port}}
+    )
+    return {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "TMPDIR": str(tmp)}
+
+
+def _range(days: int) -> list[str]:
+    stop = START + dt.timedelta(days=days)
+    return [sys.executable, "-m", "luigi", "--module", "tasks", "RangeDaily", "--of", "StgQsrPos",
+            "--start", str(START), "--stop", str(stop)]  # fmt: skip
+
+
+def test_a_luigid_that_does_not_answer_at_the_start_is_one_line_and_exit_2(lab):
+    """A wrong [core] scheduler_port: Luigi's own retries took 65 s and printed 203 lines of tracebacks
+    (exit 40). Now one line naming the address, exit 2, within 30 s, nothing built."""
+    lab.qsr_days(START, 3)
+    port = free_port()  # nothing listens there
+    t0 = time.monotonic()
+    proc = subprocess.run(_range(3), cwd=lab.root, env=_host_env(lab, "h", port), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    took = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert (proc.stdout + proc.stderr).strip().splitlines() == [
+        f"daybreak: error: the central scheduler (luigid) at http://127.0.0.1:{port} does not answer (connection "
+        "refused): start it with daybreak scheduler, or run with --local-scheduler"
+    ]
+    assert took < 30, f"{took:.1f} s"
+    assert not (lab.data / "staging").exists()
+
+
+def test_a_luigid_killed_mid_run_ends_each_host_with_one_line_and_exit_30_and_a_rerun_completes(lab):
+    """Two hosts on one luigid, which is killed (SIGKILL) mid-range: Luigi's own retries ended each host
+    after 61 s with exit 40, five tracebacks and no summary. Now each ends within 60 s (the retries, then
+    the builds it was running) with one line naming luigid and exit 30, then Daybreak's summary; the
+    partitions built are whole, and a rerun once luigid is back builds the rest."""
+    from tests.luigid import Luigid
+
+    days, stores = 30, tuple(f"S{k:03d}" for k in range(1, 41))
+    lab.qsr_days(START, days, stores)
+    server = Luigid(lab.root / "luigid").start()
+    try:
+        envs = [_host_env(lab, f"h{k}", server.port) for k in range(2)]
+        hosts = [
+            subprocess.Popen([*_range(days), "--workers", "2"], cwd=lab.root, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+            for env in envs
+        ]  # fmt: skip
+        built = lambda: len(list((lab.data / "staging" / "qsr_pos").glob("*/_manifest.json")))  # noqa: E731
+        deadline = time.monotonic() + 120
+        while (not (lab.data / "staging" / "qsr_pos").is_dir() or built() < 3) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        server.proc.kill()  # SIGKILL: luigid gone mid-run
+        killed = time.monotonic()
+        outs = [host.communicate(timeout=120)[0] for host in hosts]
+        took = time.monotonic() - killed
+    finally:
+        server.stop()
+    assert 3 <= built() < days
+    url = f"http://127.0.0.1:{server.port}"
+    for host, out in zip(hosts, outs, strict=True):
+        assert host.returncode == 30, out[-3000:]
+        errors = [line for line in out.splitlines() if line.startswith("daybreak: error:")]
+        assert len(errors) == 1 and errors[0].startswith(
+            f"daybreak: error: the central scheduler (luigid) at {url} stopped answering ("
+        ), out[-3000:]
+        assert "Start luigid again (daybreak scheduler) and run the same command to finish" in errors[0]
+        after = out[out.index(errors[0]) :].splitlines()
+        assert after[1] == "INFO: summary of this run:", out[-3000:]
+        assert "(luigid stopped answering before they ran)" in out
+        assert "Traceback" not in out and "Luigi Execution Summary" not in out
+    assert took < 60, f"{took:.1f} s"
+    again = Luigid(lab.root / "luigid", port=server.port).start()
+    try:
+        rerun = subprocess.run(_range(days), cwd=lab.root, env=envs[0], capture_output=True, text=True, timeout=300)
+    finally:
+        again.stop()
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert built() == days
+
+
+def test_the_checked_scheduler_answers_as_luigis_own_then_gives_up_after_luigis_attempts(lab, setting):
+    """tasks/luigi_shortcuts/remote.py against a real luigid: while it answers, the same answers as Luigi's
+    RemoteScheduler (whose attributes it reads: its fetcher, attempts, wait, timeout); once it is gone, one
+    request waits out [core] rpc_retry_attempts x rpc_retry_wait, and every later one returns at once."""
+    from luigi.rpc import RemoteScheduler
+
+    from tasks.luigi_shortcuts import remote
+    from tests.luigid import Luigid
+
+    setting("core", "rpc_retry_attempts", 2)
+    setting("core", "rpc_retry_wait", 1)
+    server = Luigid(lab.root / "luigid").start()
+    url = f"http://127.0.0.1:{server.port}/"
+    try:
+        ours, luigis = remote.CheckedScheduler(url), RemoteScheduler(url)
+        ours.add_task(worker="w", task_id="T1", status="PENDING", runnable=True)
+        assert ours.get_work(worker="w", host="h")["task_id"] == "T1"
+        running = ours.task_list("RUNNING", "")
+        assert list(running) == ["T1"] and running == luigis.task_list("RUNNING", "")
+        assert ours.is_paused() == luigis.is_paused() == {"paused": False}
+    finally:
+        server.stop()
+    t0 = time.monotonic()
+    assert ours.get_work(worker="w", host="h")["worker_state"] == "disabled"
+    assert 1 <= time.monotonic() - t0 < 5  # two attempts, 1 s apart
+    assert ours.lost == "connection refused" and url.rstrip("/") in remote.lost()
+    t0 = time.monotonic()
+    assert ours.ping(worker="w") is None and ours.add_task(worker="w", task_id="T1", status="DONE") is None
+    assert time.monotonic() - t0 < 0.5

@@ -37,6 +37,7 @@ whole chain below it. The memo stays correct because
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -49,6 +50,7 @@ from tasks.freshness import dataversions, identity
 from tasks.freshness.inputs import Window
 from tasks.freshness.memo import Blocked, Memo, Node, State, _partition, _stamp
 from tasks.storage import partitions
+from tasks.storage.errors import StorageUnavailable
 from tasks.storage.layout import DATA_FILE, strays_reason
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import Refused
@@ -253,10 +255,12 @@ def shared() -> Engine:
 
 
 def written(store: PartitionStore, key: dt.date | None) -> None:
-    """A partition was replaced (or a replacement failed half-way) in this process."""
+    """A partition was replaced (or a replacement failed half-way) in this process. What is learnt of it
+    is a cache: a store that stops answering now neither fails a commit made nor hides why one failed."""
     _shared.forget(store, key)
-    _shared.wrote(store, key)
-    _shared.learn(store, key)
+    with contextlib.suppress(OSError, StorageUnavailable):
+        _shared.wrote(store, key)
+        _shared.learn(store, key)
 
 
 partitions.WRITE_HOOKS.append(written)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from luigi import scheduler
 
 from tasks.luigi_shortcuts.messages import UNFULFILLED
+from tasks.luigi_shortcuts.remote import lost_by
 
 # how a build says it must not replace the partition: it lost the commit to another writer, another host
 # committed it with other rules since the run began, or a newer version of the code built it
@@ -29,7 +30,8 @@ def many_hosts() -> None:
       whoever built it (exit 0, not 10 or 25); one the scheduler has DONE that is not complete here (a host
       with other rules built it) counts as run by another worker (exit 10, not 25), as does a build that
       was superseded (:data:`SUPERSEDED`), or a wrapper (RangeDaily) whose requirements another host built
-      with other rules (:data:`UNFULFILLED` at run time)."""
+      with other rules (:data:`UNFULFILLED` at run time); when the run lost its luigid
+      (tasks/luigi_shortcuts/remote.py), a task left undone counts as failed (exit 30, not 25 or 10)."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
@@ -87,6 +89,12 @@ def _hosts_summary(summary_dict):
                 elif task.task_id in done and category != "run_by_other_worker":  # another worker says it built it
                     sets[category].discard(task)
                     sets["run_by_other_worker"].add(task)
+        if lost_by(worker):  # luigid stopped answering: what is left undone failed with it
+            for category in _DONE_ELSEWHERE:
+                for task in list(sets[category]):
+                    if category != "run_by_other_worker" or not superseded(_error_of(worker, task)):
+                        sets[category].discard(task)
+                        sets["failed"].add(task)
         return sets
 
     hosts_summary_dict.daybreak = True

@@ -12,6 +12,7 @@ Two sources feed it:
 Lines go to the ``luigi-interface`` logger, so they appear on the terminal and in worker logs::
 
     progress: 12/60 partitions (20%), 2.4/s, about 20 s left - StgQsrPos 2026-09-12
+    progress: 60/60 partitions (100%), 57 built, 3 failed, 2.5/s, about 0 s left - StgQsrPos 2026-10-30
 
 By default (tasks/reporting/runlog.py) a line each tenth of the range and at its end; with ``--log-level INFO``
 or ``DEBUG``, a line per partition.
@@ -44,11 +45,14 @@ def shown(done: int, total: int) -> bool:
     return 10 * done // total > 10 * (done - 1) // total
 
 
-def line(done: int, total: int, elapsed: float, what: str = "") -> str:
-    """``done/total (pct), rate, time left`` with rate and time left from the wall time so far."""
+def line(done: int, total: int, elapsed: float, what: str = "", failed: int = 0) -> str:
+    """``done/total (pct), rate, time left`` with rate and time left from the wall time so far; once a
+    partition failed, how many of those done were built and how many failed."""
     total = max(total, done)
     pct = 100 * done / total if total else 100
     text = f"progress: {done}/{total} partitions ({pct:.0f}%)"
+    if failed:
+        text += f", {done - failed} built, {failed} failed"
     if done and elapsed > 0:
         rate = done / elapsed
         text += f", {rate:.1f}/s, about {_seconds((total - done) / rate)} left"
@@ -59,11 +63,12 @@ class Progress:
     """Progress of one process walking a known list of partitions (a single-run range)."""
 
     def __init__(self, total: int):
-        self.total, self.done, self.t0 = total, 0, time.monotonic()
+        self.total, self.done, self.failed, self.t0 = total, 0, 0, time.monotonic()
 
-    def step(self, what: str = "") -> str:
+    def step(self, what: str = "", failed: bool = False) -> str:
         self.done += 1
-        text = line(self.done, self.total, time.monotonic() - self.t0, what)
+        self.failed += failed
+        text = line(self.done, self.total, time.monotonic() - self.t0, what, self.failed)
         if shown(self.done, self.total):
             logger.info(text)
         return text
@@ -71,7 +76,7 @@ class Progress:
 
 # -- a range of Luigi tasks across worker processes -----------------------------------------------------
 _expected: set[str] = set()
-_shared = None  # (done counter, start time) in shared memory, created before Luigi forks workers
+_shared = None  # (done counter, start time, failed counter) in shared memory, created before Luigi forks workers
 
 
 def expect(task_ids) -> None:
@@ -79,25 +84,26 @@ def expect(task_ids) -> None:
     global _shared
     _expected.update(task_ids)
     if _shared is None:
-        _shared = (multiprocessing.Value("i", 0), multiprocessing.Value("d", 0.0))
+        _shared = (multiprocessing.Value("i", 0), multiprocessing.Value("d", 0.0), multiprocessing.Value("i", 0))
 
 
-def finished(task_id: str, what: str = "") -> str | None:
-    """One expected partition task ended (built, found already up to date, or failed); ``what`` names
-    it in the line (:func:`tasks.reporting.runlog.label`)."""
+def finished(task_id: str, what: str = "", failed: bool = False) -> str | None:
+    """One expected partition task ended (built, found already up to date, or ``failed``); ``what``
+    names it in the line (:func:`tasks.reporting.runlog.label`)."""
     if _shared is None or task_id not in _expected:
         return None
-    done, started = _shared
-    with done.get_lock():
+    done, started, failures = _shared
+    with done.get_lock():  # both counters under the one lock: a line's counts belong together
         done.value += 1
-        count = done.value
+        failures.value += failed
+        count, failed_count = done.value, failures.value
     elapsed = time.time() - started.value if started.value else 0.0
-    text = line(count, len(_expected), elapsed, what or task_id)
+    text = line(count, len(_expected), elapsed, what or task_id, failed_count)
     if shown(count, len(_expected)):
         logger.info(text)
     if count >= len(_expected):  # all done: a later run in this process counts from zero
         _expected.clear()
-        done.value, started.value = 0, 0.0
+        done.value, started.value, failures.value = 0, 0.0, 0
     return text
 
 
@@ -105,7 +111,7 @@ def started(task_id: str) -> None:
     """A partition task starts: the clock of the rate starts with the first one."""
     if _shared is None or task_id not in _expected:
         return
-    _done, start = _shared
+    start = _shared[1]
     with start.get_lock():
         if not start.value:
             start.value = time.time()

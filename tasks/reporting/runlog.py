@@ -14,9 +14,13 @@ turns on the default mode (:func:`watch`): the ``luigi-interface`` logger passes
   names the file and the reason), what waits for which raw folder, and what did not run because
   something it reads failed or waits.
 
-What this run wrote is known from the builds themselves: each one, in whichever process of the run
-(Luigi's workers and a single run's builders are forked from the process that checks), appends its
-task id to one file of the run (:func:`wrote`), which the summary reads and deletes.
+What this run wrote and what failed is known from the builds themselves: each one, in whichever process
+of the run (Luigi's workers and a single run's builders are forked from the process that checks), appends
+a line to one file of the run (:func:`wrote`, :func:`failed`), which the summary reads and deletes. A
+partition written is "ran" whatever failed after its commit; the summary asks the store only about the
+others, and not at all once the store failed during the run. A store, a server or luigid that failed the
+run is one ``daybreak: error:`` line before the summary (:func:`tasks.faults.went_away`,
+:func:`tasks.luigi_shortcuts.remote.lost`).
 
 ``--log-level DEBUG`` (or INFO, or a ``[core] log_level``) is Luigi's own logging, everything at that
 level, with Daybreak's summary after Luigi's. ``WARNING`` and above: warnings and errors only.
@@ -27,8 +31,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
+import json
 import logging
 import os
+import sys
 import tempfile
 import textwrap
 import warnings
@@ -39,7 +45,6 @@ from tasks.contract import printable
 logger = logging.getLogger("luigi-interface")
 
 KINDS = ("ran", "written by another run", "superseded", "up to date", "failed", "waiting", "not run")
-SUPERSEDED_MARK = "~"  # a line of the run's writes file: a build that must not replace what is in place
 DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
 # the single-run build's message for each failed date (tasks.backfill.SingleRunBuild): the summary says it
 SINGLE_RUN_FAILED = "%s failed; the rest of the range goes on"
@@ -50,14 +55,32 @@ warnings.filterwarnings("ignore", message=r'Parameter "param_name" with value "N
 _default_mode = False
 _watched: dict[str, tuple[object, bool]] = {}  # task id -> (task, complete when first checked)
 _started_at: str | None = None  # UTC, ISO: failure records from this time on are this run's
-_writes: str | None = None  # the file of this run's writes: a task id a line, appended by each build
-_failed_here: dict[str, str] = {}  # task id -> error, of a task that failed in this process (no record needed)
+_records: str | None = None  # the file of what this run's builds did: one JSON line each, appended by each build
+
+
+def _record(entry: dict) -> None:
+    """Append one line to the run's records: one ``write`` of the whole line (O_APPEND), from any process."""
+    if _records is not None:
+        line = (json.dumps(entry, default=str) + "\n").encode()
+        fd = os.open(_records, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
 
 def failed(task, exception: BaseException) -> None:
-    """A task failed in this process: the summary names its error even when no failure record could be
-    written (a read-only or full data root)."""
-    _failed_here[task.task_id] = str(exception) or type(exception).__name__
+    """A task failed (in whichever process of the run): the summary names its error from this record, not
+    from the store (a data root that is full, read-only or gone cannot keep a failure record), and a
+    store or server that failed the run gets one ``daybreak: error:`` line (:func:`tasks.faults.went_away`)."""
+    from tasks.faults import went_away
+
+    if getattr(exception, "superseded", False):  # another host's commit is kept: not a failure of this run
+        _record({"superseded": task.task_id})
+        return
+    gone = went_away(exception)
+    entry = {"failed": task.task_id, "error": _first_line(str(exception) or type(exception).__name__)}
+    _record(entry | ({"gone": gone[0], "line": gone[1]} if gone else {}))
 
 
 def quiet() -> bool:
@@ -68,12 +91,12 @@ def quiet() -> bool:
 def watch(tasks_and_states) -> None:
     """Partitions whose completeness the scheduling process checked, with the answer: the summary
     reports on them. Also turns the default mode on once Luigi has set up its logging (NOTSET)."""
-    global _started_at, _writes
+    global _started_at, _records
     if _started_at is None:
         _started_at = dt.datetime.now(dt.UTC).isoformat()
-        fd, _writes = tempfile.mkstemp(prefix="daybreak-run-", suffix=".writes")
+        fd, _records = tempfile.mkstemp(prefix="daybreak-run-", suffix=".records")
         os.close(fd)
-        atexit.register(_written)  # a run that ends before its summary (Ctrl-C, an error) leaves no file
+        atexit.register(_recorded)  # a run that ends before its summary (Ctrl-C, an error) leaves no file
     for task, ok in tasks_and_states:
         _watched.setdefault(task.task_id, (task, ok))
     _set_mode()
@@ -87,29 +110,23 @@ def _set_mode() -> None:
         _default_mode = True
 
 
-def wrote(task_id: str) -> None:
-    """A build of this run wrote its partition (data and manifest, or its manifest alone)."""
-    if _writes is not None:
-        with open(_writes, "a", encoding="utf-8") as fh:  # one short line, appended whole (O_APPEND)
-            fh.write(task_id + "\n")
+def wrote(task_id: str, warnings: list[str] | None = None) -> None:
+    """A build of this run wrote its partition (data and manifest, or its manifest alone), with the
+    warnings its manifest records."""
+    _record({"wrote": task_id, "warnings": list(warnings or [])})
 
 
-def superseded(task_id: str) -> None:
-    """A build of this run found it must not replace its partition (another host's newer commit)."""
-    wrote(SUPERSEDED_MARK + task_id)
-
-
-def _written() -> set[str]:
-    """The task ids this run's builds wrote (``~`` before the id of a superseded build); the file is deleted."""
-    global _writes
-    path, _writes = _writes, None
+def _recorded() -> list[dict]:
+    """What this run's builds recorded, in order; the file is deleted."""
+    global _records
+    path, _records = _records, None
     if path is None:
-        return set()
+        return []
     try:
         with open(path, encoding="utf-8") as fh:
-            return set(fh.read().split())
-    except OSError:
-        return set()
+            return [json.loads(line) for line in fh if line.strip()]
+    except (OSError, ValueError):
+        return []
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
@@ -122,23 +139,32 @@ class _RunLog(logging.Filter):
         msg = record.msg if isinstance(record.msg, str) else ""
         if msg.startswith("\n" + messages.SUMMARY) or msg.startswith(messages.SUMMARY):
             try:
-                text = summary()
+                errors, text = report()
             except Exception as exc:  # the run is over: a summary that cannot be made must not change its exit
                 record.msg, record.args = f"{msg}\n(no Daybreak summary: {type(exc).__name__}: {exc})", ()
                 return True
+            for line in errors:  # what ended the run, first: a store or luigid that stopped answering
+                print(f"daybreak: error: {line}", file=sys.stderr, flush=True)
             if text:
                 record.msg, record.args = (text if _default_mode else f"{msg}\n{text}"), ()
             return True
+        gone = None
+        if msg.startswith(messages.WORKER_FAILED) and record.exc_info and record.exc_info[1] is not None:
+            from tasks.faults import went_away
+
+            gone = went_away(record.exc_info[1])  # a task that failed because the store went: one line names it
+            if gone:
+                _record({"gone": gone[0], "line": gone[1]})
         _set_mode()  # a warning or error before any partition was checked
         if not _default_mode:
             return True
         if record.levelno < logging.WARNING:
             return msg.startswith("progress: ")
         if msg.startswith(messages.WORKER_FAILED) and len(record.args or ()) == 3:  # a failed task: its traceback
-            # stays unless the summary names the failure: a partition's, or a wrapper's requirements
-            # that another host built (the summary's not run or superseded lines name them)
-            error = record.exc_info[1] if record.exc_info else None
-            return not (_summarised(record.args[2]) or messages.UNFULFILLED in str(error))
+            # stays unless the summary names the failure: a partition's, or a wrapper's requirements that
+            # another host built (the summary's not run or superseded lines name them)
+            unfulfilled = messages.UNFULFILLED in str(record.exc_info[1] if record.exc_info else "")
+            return not gone and not _summarised(record.args[2]) and not unfulfilled
         # one line per missing raw folder, per failed single-run date: the summary says it better
         return not msg.startswith((messages.MISSING_DATA, SINGLE_RUN_FAILED))
 
@@ -154,12 +180,45 @@ logger.addFilter(_RunLog())
 
 def summary() -> str:
     """The summary of the partitions watched since the last one (and forget them)."""
+    return report()[1]
+
+
+class _Run:
+    """What this run recorded of itself (:func:`wrote`, :func:`failed`) and the errors that ended it."""
+
+    def __init__(self, records: list[dict]):
+        from tasks.luigi_shortcuts.remote import lost
+
+        self.written = {r["wrote"]: r.get("warnings") or [] for r in records if "wrote" in r}
+        self.failed = {r["failed"]: r.get("error", "") for r in records if "failed" in r}
+        self.superseded = {r["superseded"] for r in records if "superseded" in r}
+        self.errors: dict[str, str] = {r["gone"]: r["line"] for r in reversed(records) if "gone" in r}
+        self.luigid = lost()
+        self.store_gone = bool(self.errors)  # the store is not asked again: the summary comes from the records
+
+    def unreachable(self, exc: Exception) -> bool:
+        """A store or server that failed while the summary asked it: named once; nothing more is asked."""
+        from tasks.faults import fault_line, went_away
+
+        if fault_line(exc) is None:
+            return False
+        what, line = went_away(exc) or ("", fault_line(exc))
+        self.errors.setdefault(what, line)
+        self.store_gone = True
+        return True
+
+
+def report() -> tuple[list[str], str]:
+    """(the error lines, then the summary) of the partitions watched since the last one (and forget them).
+    A partition this run wrote or failed is reported from the run's own records, never from the store;
+    the others (up to date now, written by another run, waiting, not run) are asked of the store, unless
+    it failed during the run."""
     global _started_at
-    watched, started, written = list(_watched.values()), _started_at or "", _written()
+    watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
     _watched.clear()
     _started_at = None
     if not watched:
-        return ""
+        return [*run.errors.values(), *([run.luigid] if run.luigid else [])], ""
     from tasks import settings
     from tasks.freshness.engine import Engine
 
@@ -167,44 +226,30 @@ def summary() -> str:
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     failed, waiting, blocked, warned, others, fenced, cooled = [], defaultdict(list), [], [], [], [], []
     with settings.snapshot():
-        zone = cache.zone(watched[0][0])
         for task, ok_at_check in watched:
             family, key = task.task_family, task.key
             if ok_at_check:
                 counts[family]["up to date"].append(key)
-                continue
-            if SUPERSEDED_MARK + task.task_id in written:
+            elif task.task_id in run.superseded:  # another host's commit is kept (exit 10)
                 counts[family]["superseded"].append(key)
                 fenced.append((family, key))
-                _failed_here.pop(task.task_id, None)
-                continue
-            record = task.store().read_failure(key)
-            here = _failed_here.pop(task.task_id, None)
-            if (record and record.get("failed_at", "") >= started) or here is not None:
-                error = record.get("error", "") if record and record.get("failed_at", "") >= started else here
-                counts[family]["failed"].append(key)
-                failed.append(f"{_name(family, key)}: {_first_line(error or '')}")
-            elif task.task_id in written:
+            elif task.task_id in run.written:  # committed: built, whatever failed after the commit
                 counts[family]["ran"].append(key)
-                stats = (cache.summary(cache.store(task), key) or {}).get("stats") or {}
-                warned += [f"{_name(family, key)}: {w}" for w in stats.get("warnings") or []]
-            elif _ran(task, cache, started):  # up to date, nothing written by this run
-                manifest = cache.summary(cache.store(task), key) or {}
-                if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
-                    counts[family]["written by another run"].append(key)
-                    others.append((family, key))
-                else:  # found up to date once its upstream was rebuilt to the same rows
-                    counts[family]["up to date"].append(key)
-            elif folders := _missing(task, cache):
-                counts[family]["waiting"].append(key)
-                for source, date in folders:
-                    waiting[source].append((date, family, key))
-            elif task.task_id in _done_in_scheduler():
-                counts[family]["not run"].append(key)
-                cooled.append(_name(family, key))
+                warned += [f"{_name(family, key)}: {w}" for w in run.written[task.task_id]]
+            elif task.task_id in run.failed:
+                counts[family]["failed"].append(key)
+                failed.append(f"{_name(family, key)}: {run.failed[task.task_id]}")
             else:
-                counts[family]["not run"].append(key)
-                blocked.append(_name(family, key))
+                try:
+                    kind = "not run" if run.store_gone else _asked(task, cache, started, failed, waiting, others)
+                except Exception as exc:
+                    if not run.unreachable(exc):
+                        raise
+                    kind = "not run"
+                counts[family][kind].append(key)
+                if kind == "not run":
+                    (cooled if task.task_id in _done_in_scheduler() else blocked).append(_name(family, key))
+        zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
     lines = ["summary of this run:"]
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
@@ -218,8 +263,16 @@ def summary() -> str:
         )
     lines += _capped("  failed   ", failed)
     lines += _capped("  warning  ", warned)
-    lines += _capped("  waiting  ", [_waiting(cache, zone, source, waits) for source, waits in sorted(waiting.items())])
-    lines += _capped("  not run  ", blocked, "(a partition it reads failed or waits; or see --log-level INFO)")
+    if zone is not None:
+        lines += _capped("  waiting  ", [_waiting(cache, zone, src, waits) for src, waits in sorted(waiting.items())])
+    why = (
+        "(luigid stopped answering before they ran)"
+        if run.luigid
+        else "(the store stopped answering: not known)"
+        if run.store_gone
+        else "(a partition it reads failed or waits; or see --log-level INFO)"
+    )
+    lines += _capped("  not run  ", blocked, why)
     lines += _capped(
         "  not run  ",
         cooled,
@@ -228,7 +281,28 @@ def summary() -> str:
     )
     if failed or blocked or waiting or cooled:
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
-    return "\n".join(lines)
+    return [*run.errors.values(), *([run.luigid] if run.luigid else [])], "\n".join(lines)
+
+
+def _asked(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
+    """The kind of a partition this run neither wrote nor failed, as the store and the raw zone say now:
+    failed by another run, up to date (or written by another run), waiting, or not run."""
+    family, key = task.task_family, task.key
+    record = task.store().read_failure(key)
+    if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
+        failed.append(f"{_name(family, key)}: {_first_line(record.get('error', ''))}")
+        return "failed"
+    if _ran(task, cache, started):  # up to date, nothing written by this run
+        manifest = cache.summary(cache.store(task), key) or {}
+        if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
+            others.append((family, key))
+            return "written by another run"
+        return "up to date"  # found up to date once its upstream was rebuilt to the same rows
+    if folders := _missing(task, cache):
+        for source, date in folders:
+            waiting[source].append((date, family, key))
+        return "waiting"
+    return "not run"
 
 
 def _done_in_scheduler() -> set[str]:

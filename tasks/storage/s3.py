@@ -39,9 +39,9 @@ SCHEME = "s3://"
 class StoreError(StorageUnavailable):
     """The store refused a request or did not answer; the message names endpoint, bucket, key and code."""
 
-    def __init__(self, message: str, code: str = ""):
+    def __init__(self, message: str, code: str = "", where: str = ""):
         super().__init__(message)
-        self.code = code
+        self.code, self.where = code, where
 
 
 class PreconditionFailed(RuntimeError):
@@ -147,7 +147,7 @@ class Bucket:
             code = type(exc).__name__
             why = f"{code}: {exc}"
         key = f" {self.describe(rel)}" if rel else ""
-        return StoreError(f"object store: {action}{key} failed ({self._where()}): {why}", code)
+        return StoreError(f"object store: {action}{key} failed ({self._where()}): {why}", code, self._where())
 
     # -- reading ---------------------------------------------------------------------------------
     def check(self) -> None:
