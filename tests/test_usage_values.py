@@ -155,11 +155,42 @@ def test_every_command_refuses_the_same_bad_dates_and_counts(lab):
             "2147483647",
         ),
         ("[daybreak]\nlock_wait_s = nan", "[daybreak] lock_wait_s = 'nan' in {cfg}: expected a number, finite"),
+        # a store's location: each was a traceback and exit 1 from both commands
+        ("[daybreak]\ndata_root = s3://", "[daybreak] data_root = 's3://' in {cfg}: no bucket: expected s3://BUCKET/"),
+        (
+            "[daybreak]\ndata_root = s3://lake/a/../b",
+            "[daybreak] data_root = 's3://lake/a/../b' in {cfg}: the prefix 'a/../b' has an empty, '.' or '..' part",
+        ),
+        (
+            "[daybreak]\ndata_root = s3://lake/x\n[s3]\nendpoint_url = 127.0.0.1:9000",
+            "[s3] endpoint_url = '127.0.0.1:9000' in {cfg}: no http:// or https:// in front",
+        ),
+        (
+            "[daybreak]\ndata_root = s3://lake/x\n[s3]\nendpoint_url = http://[::1",
+            "[s3] endpoint_url = 'http://[::1' in {cfg}: not a URL (Invalid IPv6 URL)",
+        ),
+        ("[daybreak]\nraw_root = sftp://host/x", "[daybreak] raw_root = 'sftp://host/x' in {cfg}: no user"),
+        # a comment after a value, in any section: Luigi reads it as part of the value
+        (
+            "[daybreak]\nraw_root = s3://landing/pos   ; or a local folder",
+            "[daybreak] raw_root = 's3://landing/pos   ; or a local folder' in {cfg}: inline comments are not allowed "
+            "in luigi.cfg (Luigi would read '; or a local folder' as part of the value); put the comment on its own "
+            "line",
+        ),
+        (
+            "[qsr]\ntimezone = America/Toronto # the stores'",
+            '[qsr] timezone = "America/Toronto # the stores\'" in {cfg}: inline comments are not allowed',
+        ),
+        (
+            "[core]\nscheduler_port = 8082\t; luigid",
+            "[core] scheduler_port = '8082\\t; luigid' in {cfg}: inline comments",
+        ),
     ],
 )
 def test_a_setting_no_run_can_use_is_refused_by_both_commands(lab, line, expected):
     """A start_date after today made MorningRefresh die with Luigi's "Can't have start > stop" (exit 35); a
-    threshold above int64 failed every partition with a pyarrow type error."""
+    threshold above int64 failed every partition with a pyarrow type error; a store's location that is not
+    one was a traceback (exit 1); a comment after a value was read as part of it."""
     lab.qsr_days(START, 2)
     other = lab.root / "other.cfg"
     other.write_text(line + "\n")
