@@ -287,6 +287,7 @@ def test_sample_refuses_to_write_over_a_raw_file_and_into_an_sftp_raw_root(lab):
     proc = run(cron, *args, "--seed", "8", luigi=False)
     refused(proc, f"sample: {lab.raw}/")
     assert "exists (and " in proc.stderr and "the sample never writes over a raw file" in proc.stderr
+    assert "with other bytes than this sample's" in proc.stderr
     assert lab.files() == before  # the added line is still there, nothing else changed
 
     uri = "sftp://someone@127.0.0.1:1/srv/raw"
@@ -367,3 +368,29 @@ def test_a_field_over_1_mib_rejects_its_row_naming_file_row_and_column(lab, sett
     assert got[0]["order_id"].startswith(f"S001-{START}-L,1,S001,") and len(got[0]["order_id"]) <= 200  # its text
     data = pq.read_table(lab.partition(START))
     assert f"S001-{START}-M" in data["order_id"].to_pylist() and f"S001-{START}-L" not in data["order_id"].to_pylist()
+
+
+@pytest.mark.system
+def test_the_readme_sample_line_runs_twice_and_never_writes_over_a_changed_file(tmp_path):
+    """Run again, the README's line leaves every file as it is, its mtime too, and exits 0 (before: exit 2,
+    "the sample never writes over a raw file"); a file changed since is named, exit 2, and stays changed."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith("daybreak sample "))
+    args = line.split()[1:]
+    first = run(tmp_path, *args, luigi=False)
+    assert first.returncode == 0, first.stderr
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "data" / "raw").rglob("*") if p.is_file()}
+    assert len(stamps) > 3000
+    again = run(tmp_path, *args, luigi=False)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    assert f"files_unchanged {len(stamps)}" in again.stdout
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    changed = tmp_path / "data" / "raw" / "qsr_pos" / "2026-09-15" / "S007.csv"
+    changed.write_bytes(changed.read_bytes().replace(b"COMPLETED", b"VOIDED", 1))
+    content = changed.read_bytes()
+    refused(
+        run(tmp_path, *args, luigi=False),
+        "sample: data/raw/qsr_pos/2026-09-15/S007.csv exists with other bytes than this sample's: the sample never "
+        "writes over a raw file",
+    )
+    assert changed.read_bytes() == content
