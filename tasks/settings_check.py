@@ -81,7 +81,7 @@ def file_errors(path: str) -> list[str]:
     """One config file checked as Daybreak checks it, but on its own and without the disk: what stops
     Luigi reading it, inline comments, unknown keys of Daybreak's sections, each value's parse, range
     and form (a URL's too). Whether a folder or a file exists and whether a bucket or a server answers
-    are left out: an example in the docs names a server's folders and hosts (tests/test_docs_config.py)."""
+    are left out: an example in the docs names a server's folders and hosts (tests/test_docs_commands.py)."""
     from tasks import configfiles
 
     errors = configfiles.errors([path])
