@@ -209,7 +209,7 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str, disk
 
 # The URLs each location setting takes (a value without ``://`` is a local folder)
 LOCATIONS = {("daybreak", "raw_root"): ("sftp", "s3"), ("daybreak", "data_root"): ("s3",)}
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.I)  # S3's rule; radosgw also takes capitals
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]", re.I)  # S3's, loosened as radosgw's relaxed names
 _HOST = re.compile(r"^((?!-)[a-z\d-]{1,63}(?<!-)\.)*((?!-)[a-z\d-]{1,63}(?<!-))\.?$", re.I)  # botocore's
 
 
@@ -218,7 +218,7 @@ def location_error(uri: str, schemes: tuple[str, ...]) -> str | None:
     has it); None when it is one. Its form only: whether the bucket or the server answers is checked
     later (tasks/faults.py ``check_stores``)."""
     scheme, _, rest = uri.partition("://")
-    forms = " or ".join(FORMS[s] for s in schemes)
+    forms = " or ".join(URL_FORMS[s] for s in schemes)
     if scheme not in schemes:
         return f"scheme {scheme}:// is not supported: expected a local folder or {forms}"
     if any(c.isspace() or ord(c) < 32 for c in uri):
@@ -226,9 +226,9 @@ def location_error(uri: str, schemes: tuple[str, ...]) -> str | None:
     if scheme == "s3":
         bucket, _, prefix = rest.partition("/")
         if not bucket:
-            return f"no bucket: expected {FORMS['s3']}"
+            return f"no bucket: expected {URL_FORMS['s3']}"
         if not _BUCKET.fullmatch(bucket) or ".." in bucket:
-            return f"{bucket!r} is not a bucket name (3 to 63 letters, digits, '.' or '-'): expected {FORMS['s3']}"
+            return f"{bucket!r} is not a bucket name (3 to 63 letters, digits, . - _): expected {URL_FORMS['s3']}"
         parts = prefix.strip("/").split("/") if prefix.strip("/") else []
         if any(part in ("", ".", "..") for part in parts):
             return f"the prefix {prefix!r} has an empty, '.' or '..' part (keys are taken as written): write it in full"
@@ -237,9 +237,9 @@ def location_error(uri: str, schemes: tuple[str, ...]) -> str | None:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 - raises on a port that is not a number from 0 to 65535
     except ValueError as exc:
-        return f"not a URL ({exc}): expected {FORMS['sftp']}"
+        return f"not a URL ({exc}): expected {URL_FORMS['sftp']}"
     if not parts.username or not parts.hostname:
-        return f"no {'user' if parts.hostname else 'host'}: expected {FORMS['sftp']}"
+        return f"no {'user' if parts.hostname else 'host'}: expected {URL_FORMS['sftp']}"
     return None
 
 
@@ -270,7 +270,7 @@ def _ipv6(host: str) -> bool:
         return False
 
 
-FORMS = {"s3": "s3://BUCKET/PREFIX", "sftp": "sftp://USER@HOST:PORT/PATH"}
+URL_FORMS = {"s3": "s3://BUCKET/PREFIX", "sftp": "sftp://USER@HOST:PORT/PATH"}
 
 
 def check_config(config=None) -> None:
