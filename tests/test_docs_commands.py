@@ -501,8 +501,8 @@ def test_the_scale_out_trial_runs_as_written_on_one_machine(docs_lab, tmp_path):
     )
     # whatever fails, luigid and radosgw end with the script
     cleanup = (
-        'trap \'kill $luigid 2>/dev/null; [ ! -e "$TRY/s3/local-s3.json" ] || bin/local-s3 stop --folder "$TRY/s3"\''
-        " EXIT\n"
+        'trap \'kill $luigid 2>/dev/null || true; [ ! -e "$TRY/s3/local-s3.json" ] || bin/local-s3 stop --folder'
+        ' "$TRY/s3"\' EXIT\n'
     )
     script = "set -e\n" + cleanup + trial.text + "echo '--- pasted'\n" + paste + stop.text
     proc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
