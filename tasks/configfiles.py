@@ -25,6 +25,7 @@ import sys
 # Luigi's list (luigi/configuration/cfg_parser.py; tasks/luigi_shortcuts/messages.py reads it), then the variable
 LUIGI_FILES = ("/etc/luigi/client.cfg", "/etc/luigi/luigi.cfg", "client.cfg", "luigi.cfg")
 _ENV = re.compile(r"\$\{([^}]+)\}")  # Luigi's EnvironmentInterpolation, applied after the % interpolation
+_INLINE_COMMENT = re.compile(r"\s([;#].*)$", re.S)  # whitespace, then a comment to the end
 
 
 def luigi_files() -> list[str]:
@@ -77,6 +78,7 @@ def errors(paths: list[str] | None = None) -> list[str]:
             found.append(error)
         else:
             parsed.append((path, parser))
+            found += inline_comments(path, parser)
     merged = configparser.ConfigParser(interpolation=None)
     merged.optionxform = str
     for _, parser in parsed:  # as Luigi merges them: a later file's value replaces an earlier one's
@@ -93,6 +95,27 @@ def errors(paths: list[str] | None = None) -> list[str]:
                     (os.path.abspath(p) for p, q in reversed(parsed) if q.has_option(section, key)), "a config file"
                 )
                 found.append(f"[{section}] {key} = {value!r} in {where}: {problem}")
+    return found
+
+
+def inline_comments(path: str, parser: configparser.ConfigParser) -> list[str]:
+    """A value of any section that ends in a comment (whitespace, then ``;`` or ``#``): Luigi reads the
+    comment as part of the value (inline comments are off in its parser), so ``raw_root = s3://landing/pos
+    ; or a folder`` is a bucket prefix with spaces and a semicolon in it. One line each, naming the file."""
+    found = []
+    defaults = dict(parser.defaults())
+    for section in ["DEFAULT", *parser.sections()]:
+        values = defaults if section == "DEFAULT" else dict(parser.items(section, raw=True))
+        for key, value in values.items():
+            if section != "DEFAULT" and defaults.get(key) == value:
+                continue  # a [DEFAULT] value, named once
+            comment = _INLINE_COMMENT.search(value or "")
+            if comment:
+                found.append(
+                    f"[{section}] {key} = {value!r} in {os.path.abspath(path)}: inline comments are not allowed in "
+                    f"luigi.cfg (Luigi would read {comment.group(1)!r} as part of the value); put the comment on its "
+                    "own line"
+                )
     return found
 
 

@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 import luigi
 
@@ -69,6 +70,32 @@ def config_errors(config=None) -> list[str]:
     if errors:
         return errors
     config = config if config is not None else luigi.configuration.get_config()
+    errors += _setting_errors(config, source_of)
+    errors += section_errors(config)
+    named = os.environ.get("LUIGI_CONFIG_PATH")
+    if named and not os.path.isfile(named):  # Luigi only warns, then runs on the defaults
+        errors.append(f"LUIGI_CONFIG_PATH={named}: no such file (Luigi would go on without it)")
+    return errors
+
+
+def file_errors(path: str) -> list[str]:
+    """One config file checked as Daybreak checks it, but on its own and without the disk: what stops
+    Luigi reading it, inline comments, unknown keys of Daybreak's sections, each value's parse, range
+    and form (a URL's too). Whether a folder or a file exists and whether a bucket or a server answers
+    are left out: an example in the docs names a server's folders and hosts (tests/test_docs_commands.py)."""
+    from tasks import configfiles
+
+    errors = configfiles.errors([path])
+    if errors:
+        return errors
+    config = configparser.ConfigParser()  # Luigi's reading: keys in lower case, %(name)s interpolated
+    config.read(path)
+    where = str(Path(path).resolve())
+    return _setting_errors(config, lambda _section, _key: where, disk=False) + section_errors(config, where)
+
+
+def _setting_errors(config, where_of, disk: bool = True) -> list[str]:
+    errors = []
     defaults = set(config.defaults())
     for name, section in SECTIONS.items():
         if not config.has_section(name):
@@ -77,7 +104,7 @@ def config_errors(config=None) -> list[str]:
         for key in config.options(name):
             if key in defaults:
                 continue
-            where = source_of(name, key)
+            where = where_of(name, key)
             if key not in params:
                 from tasks.guard import nearest
 
@@ -86,13 +113,9 @@ def config_errors(config=None) -> list[str]:
                 )
                 continue
             text = config.get(name, key)
-            error = _value_error(name, key, params[key], text)
+            error = _value_error(name, key, params[key], text, disk)
             if error:
                 errors.append(f"[{name}] {key} = {text!r} in {where}: {error}")
-    errors += section_errors(config)
-    named = os.environ.get("LUIGI_CONFIG_PATH")
-    if named and not os.path.isfile(named):  # Luigi only warns, then runs on the defaults
-        errors.append(f"LUIGI_CONFIG_PATH={named}: no such file (Luigi would go on without it)")
     return errors
 
 
@@ -100,7 +123,7 @@ def config_errors(config=None) -> list[str]:
 LUIGI_SECTIONS = frozenset({"retcode", "resources", "task_history", "hdfs", "hadoop", "spark", "webhdfs"})
 
 
-def section_errors(config) -> list[str]:
+def section_errors(config, where: str | None = None) -> list[str]:
     """A section one edit away from a Daybreak section (``[qrs]``, ``[hotel]``, ``[QSR]``) that neither
     Daybreak nor Luigi reads: a typo, whose settings would be ignored without a word."""
     from luigi.task_register import Register
@@ -112,8 +135,10 @@ def section_errors(config) -> list[str]:
             continue
         meant = next((s for s in SECTIONS if _one_edit(name.lower(), s)), None)
         if meant is not None:
-            where = _section_file(name)
-            errors.append(f"unknown section [{name}] in {where}; did you mean [{meant}]? (its settings are not read)")
+            errors.append(
+                f"unknown section [{name}] in {where or _section_file(name)}; did you mean [{meant}]? "
+                "(its settings are not read)"
+            )
     return errors
 
 
@@ -136,7 +161,7 @@ def _section_file(section: str) -> str:
     return str(Path(found[0]).resolve()) if found is not None else "the configuration"
 
 
-def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> str | None:
+def _value_error(section: str, key: str, param: luigi.Parameter, text: str, disk: bool = True) -> str | None:
     kind = next((label for cls, label in _KINDS.items() if isinstance(param, cls)), None)
     try:
         value = param.parse(text)
@@ -176,9 +201,79 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str) -> s
         return "empty"
     if (section, key) == ("daybreak", "host_name") and value and not HOST_NAME.fullmatch(value):
         return "expected a host name: letters, digits, '.', '_' and '-', at most 253"
-    if (section, key) == ("hotels", "reference_file") and value and not Path(value).is_file():
+    if (section, key) in LOCATIONS and "://" in value:
+        return location_error(value, LOCATIONS[section, key])
+    if (section, key) == ("s3", "endpoint_url") and value:
+        return endpoint_error(value)
+    if (section, key) == ("hotels", "reference_file") and disk and value and not Path(value).is_file():
         return f"no such file ({Path(value).resolve()})"
     return None
+
+
+# The URLs each location setting takes (a value without ``://`` is a local folder)
+LOCATIONS = {("daybreak", "raw_root"): ("sftp", "s3"), ("daybreak", "data_root"): ("s3",)}
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]", re.I)  # S3's, loosened as radosgw's relaxed names
+_HOST = re.compile(r"^((?!-)[a-z\d-]{1,63}(?<!-)\.)*((?!-)[a-z\d-]{1,63}(?<!-))\.?$", re.I)  # botocore's
+
+
+def location_error(uri: str, schemes: tuple[str, ...]) -> str | None:
+    """Why ``uri`` is not ``s3://BUCKET/PREFIX`` (or ``sftp://USER@HOST:PORT/PATH`` where ``schemes``
+    has it); None when it is one. Its form only: whether the bucket or the server answers is checked
+    later (tasks/faults.py ``check_stores``)."""
+    scheme, _, rest = uri.partition("://")
+    forms = " or ".join(URL_FORMS[s] for s in schemes)
+    if scheme not in schemes:
+        return f"scheme {scheme}:// is not supported: expected a local folder or {forms}"
+    if any(c.isspace() or ord(c) < 32 for c in uri):
+        return f"a URL has no spaces: expected {forms}"
+    if scheme == "s3":
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            return f"no bucket: expected {URL_FORMS['s3']}"
+        if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+            return f"{bucket!r} is not a bucket name (3 to 63 letters, digits, . - _): expected {URL_FORMS['s3']}"
+        parts = prefix.strip("/").split("/") if prefix.strip("/") else []
+        if any(part in ("", ".", "..") for part in parts):
+            return f"the prefix {prefix!r} has an empty, '.' or '..' part (keys are taken as written): write it in full"
+        return None
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises on a port that is not a number from 0 to 65535
+    except ValueError as exc:
+        return f"not a URL ({exc}): expected {URL_FORMS['sftp']}"
+    if not parts.username or not parts.hostname:
+        return f"no {'user' if parts.hostname else 'host'}: expected {URL_FORMS['sftp']}"
+    return None
+
+
+def endpoint_error(url: str) -> str | None:
+    """Why ``[s3] endpoint_url`` is not ``http(s)://HOST[:PORT]``, as botocore would refuse it; None when it is."""
+    form = "http://HOST:PORT or https://HOST (e.g. http://127.0.0.1:7480)"
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        return f"a URL has no spaces: expected {form}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"not a URL ({exc}): expected {form}"
+    if parts.scheme not in ("http", "https") or "://" not in url:
+        return f"no http:// or https:// in front: expected {form}"
+    host = parts.hostname or ""
+    if not host or not (_HOST.match(host) or _ipv6(host)) or port == 0:
+        return f"no host{'' if not host else ' ' + repr(host)} a client can connect to: expected {form}"
+    return None
+
+
+def _ipv6(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False
+
+
+URL_FORMS = {"s3": "s3://BUCKET/PREFIX", "sftp": "sftp://USER@HOST:PORT/PATH"}
 
 
 def check_config(config=None) -> None:

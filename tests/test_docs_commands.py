@@ -14,6 +14,11 @@ How each is checked:
 * the README's "Try it" block (virtualenv, install, sample data, backfills, status) is run first, as one
   ``bash`` script with ``set -e``, from the root of a fresh clone of the repository (its working tree,
   uncommitted changes included), in a user's environment (no virtualenv active);
+* docs/scale-out.md's "Try it on one machine" block (radosgw, buckets, luigid, two hosts) is run the same
+  way in that clone, on ports of the test's own (its ``S3_PORT``/``LUIGID_PORT``), then its stop block;
+  the page's luigi.cfg is pasted with only the endpoint and the bucket changed and runs;
+* every ``ini`` block is a luigi.cfg: it is read and checked as Daybreak checks one, without the disk or
+  the network (``tasks.settings_check.file_errors``), and Luigi's own keys in it parse;
 * every other runnable command is then run with ``bash -c`` exactly as written, in that clone, with
   its virtualenv's scripts on the PATH; a command without ``--local-scheduler`` finds a real luigid
   through ``$LUIGI_CONFIG_PATH`` (docs/scale-out.md);
@@ -43,6 +48,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import radosgw
 from tests.conftest import REPO
 from tests.luigid import Luigid
 
@@ -65,7 +71,8 @@ EXPECTED_EXIT = [("MorningRefresh", {20}), ("daybreak plan ", {0, 1})]
 @dataclass(frozen=True)
 class Documented:
     where: str  # file:line
-    kind: str  # script | script line | command | synopsis | bin/test | benchmark | systemctl | cron | unit
+    kind: str  # script | script line | command | synopsis | bin/test | benchmark | systemctl | cron | unit |
+    # trial | trial stop | luigi.cfg
     text: str
     env: tuple[tuple[str, str], ...] = ()
 
@@ -76,6 +83,14 @@ def try_it_fence(text: str) -> re.Match | None:
     return re.compile(r"^```sh\n(.*?)^```", re.S | re.M).search(text, heading.end()) if heading else None
 
 
+def scale_out_fences(text: str) -> list[re.Match]:
+    """docs/scale-out.md's "Try it on one machine": its first ``sh`` block (the trial) and its second (the stop)."""
+    heading = re.search(r"^## Try it on one machine$", text, re.M)
+    if heading is None:
+        return []
+    return list(re.compile(r"^```sh\n(.*?)^```", re.S | re.M).finditer(text, heading.end()))[:2]
+
+
 def documented() -> list[Documented]:
     found: list[Documented] = []
     for path in DOCS:
@@ -83,10 +98,17 @@ def documented() -> list[Documented]:
         rel = path.relative_to(REPO)
         fences = list(re.finditer(r"^ *```(\w*)\n(.*?)^ *```", text, re.S | re.M))  # list items indent theirs
         try_it = try_it_fence(text) if path.name == "README.md" else None
+        trial = {f.start(): kind for f, kind in zip(scale_out_fences(text), ("trial", "trial stop"), strict=False)}
         for fence in fences:
             first = text.count("\n", 0, fence.start(2)) + 1
             body = "\n".join(line.strip() for line in fence.group(2).splitlines())
             shell = fence.group(1) in ("sh", "bash", "shell", "console")
+            if path.name == "scale-out.md" and fence.start() in trial:  # a script, run whole by its own test
+                found.append(Documented(f"{rel}:{first}", trial[fence.start()], fence.group(2)))
+                continue
+            if fence.group(1) == "ini":
+                found.append(Documented(f"{rel}:{first}", "luigi.cfg", fence.group(2)))
+                continue
             if body.startswith("[Unit]"):
                 found.append(Documented(f"{rel}:{first}", "unit", body))
                 continue
@@ -356,3 +378,139 @@ def test_readme_luigi_commands_need_no_central_scheduler():
     """A newcomer has no luigid: every luigi command of the README runs with the local scheduler."""
     readme = [d for d in ALL if d.where.startswith("README.md") and d.text.startswith("luigi ")]
     assert readme and all("--local-scheduler" in d.text for d in readme), [d.text for d in readme]
+
+
+# -- luigi.cfg examples ----------------------------------------------------------------------------------
+LUIGI_CFGS = [d for d in ALL if d.kind == "luigi.cfg"]
+
+
+def luigi_value_errors(path: Path) -> list[str]:
+    """Each value of Luigi's own sections ([core], [worker], [scheduler], [retcode], ...) that Luigi's parameter
+    of that name does not parse (names with ``-`` or ``_``, and a parameter's old ``config_path`` name)."""
+    import luigi.task_register
+
+    import tasks
+
+    tasks.register()
+    parser = configparser.ConfigParser()
+    parser.read(path)
+    errors = []
+    for section in parser.sections():
+        try:
+            cls = luigi.task_register.Register.get_task_cls(section)
+        except luigi.task_register.TaskClassException:
+            continue
+        params = {}
+        for name, param in cls.get_params():
+            params[name] = param
+            if getattr(param, "_config_path", None) and param._config_path["section"] == section:
+                params[param._config_path["name"].replace("-", "_")] = param
+        for key, value in parser.items(section, raw=True):
+            param = params.get(key.replace("-", "_"))
+            if param is not None:
+                try:
+                    param.parse(value)
+                except (ValueError, TypeError) as exc:
+                    errors.append(f"[{section}] {key} = {value!r}: {exc}")
+    return errors
+
+
+def test_the_docs_have_luigi_cfg_blocks_and_no_other_ini():
+    assert {d.where.split(":")[0] for d in LUIGI_CFGS} >= {"docs/operations.md", "docs/scale-out.md"}
+    for d in LUIGI_CFGS:  # a systemd unit or another format has a fence of its own (```systemd)
+        assert "[Service]" not in d.text and "[Unit]" not in d.text, d.where
+
+
+@pytest.mark.parametrize("doc", LUIGI_CFGS, ids=lambda d: d.where)
+def test_every_ini_block_is_a_luigi_cfg_daybreak_reads(doc, tmp_path):
+    """Syntax, inline comments, known keys and every value's rule, as every command checks them, without
+    the disk or the network (a server's folders and hosts are examples: tasks/settings_check.py file_errors)."""
+    from tasks.settings_check import file_errors
+
+    cfg = tmp_path / "luigi.cfg"
+    cfg.write_text(doc.text)
+    assert file_errors(str(cfg)) == [], f"{doc.where}\n{doc.text}"
+    assert luigi_value_errors(cfg) == [], f"{doc.where}\n{doc.text}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[daybreak]\nraw_root = s3://landing/pos          ; or a local folder\n", "inline comments are not allowed"),
+        ("[s3]\nendpoint_url = rgw.internal:7480\n", "no http:// or https:// in front"),
+        ("[daybreak]\nraw_root = /srv/raw\nraw_root = /srv/raw\n", "is set twice"),
+        ("[qsr]\nsuspicious_qty_treshold = 25\n", "unknown setting [qsr] suspicious_qty_treshold"),
+        ("[hotels]\nreference_file = /srv/nowhere/hotels.csv\n", None),  # a server's file: not looked for
+    ],
+)
+def test_the_check_of_a_docs_block_fails_where_a_command_would(text, expected, tmp_path):
+    from tasks.settings_check import file_errors
+
+    cfg = tmp_path / "luigi.cfg"
+    cfg.write_text(text)
+    errors = file_errors(str(cfg))
+    assert (expected is None and errors == []) or (len(errors) == 1 and expected in errors[0]), errors
+    cfg.write_text("[core]\nscheduler_port = 80 82\n")
+    assert luigi_value_errors(cfg) and luigi_value_errors(cfg)[0].startswith("[core] scheduler_port = '80 82'")
+
+
+# -- docs/scale-out.md: trying it on one machine ---------------------------------------------------------
+def scale_out_blocks() -> tuple[Documented, Documented, Documented]:
+    (trial,) = [d for d in ALL if d.kind == "trial"]
+    (stop,) = [d for d in ALL if d.kind == "trial stop"]
+    (hosts,) = [d for d in LUIGI_CFGS if d.where.startswith("docs/scale-out.md")]
+    return trial, stop, hosts
+
+
+def test_the_trial_uses_the_luigi_cfg_of_the_page_with_its_endpoint_and_luigid_changed():
+    trial, _stop, hosts = scale_out_blocks()
+    here = configparser.ConfigParser(interpolation=None)
+    here.read_string(re.search(r"<<EOF\n(.*?)^EOF$", trial.text, re.S | re.M).group(1))
+    page = configparser.ConfigParser(interpolation=None)
+    page.read_string(hosts.text)
+    changed = {("s3", "endpoint_url"), ("core", "scheduler_host"), ("core", "scheduler_port")}
+    for section in here.sections():
+        for key, value in here.items(section):
+            assert page.has_option(section, key), (section, key)
+            assert (section, key) in changed or page.get(section, key) == value, (section, key)
+    assert "luigid in the background (it needs no credentials" in trial.text
+
+
+@pytest.mark.system
+@pytest.mark.skipif(not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL})")
+def test_the_scale_out_trial_runs_as_written_on_one_machine(docs_lab, tmp_path):
+    """The page's first block, whole, in the clone the README's "Try it" made (so the sample line runs a
+    second time), on ports of this test's own; then its luigi.cfg pasted into a folder of its own with only
+    the endpoint changed (the buckets are the trial's) builds dates the trial did not; then the stop block."""
+    clone, lab_env, _ = docs_lab
+    trial, stop, hosts = scale_out_blocks()
+    s3_port = radosgw.free_port()
+    luigid_port = radosgw.free_port(avoid=(s3_port,))
+    try_dir, pasted = tmp_path / "try", tmp_path / "pasted"
+    pasted.mkdir()
+    (pasted / "luigi.cfg").write_text(
+        hosts.text.replace("http://rgw.internal:7480", f"http://127.0.0.1:{s3_port}")
+    )  # the buckets keep their names: the trial made landing and lake
+    env = {k: v for k, v in lab_env.items() if k != "LUIGI_CONFIG_PATH"}
+    env |= {"TRY": str(try_dir), "S3_PORT": str(s3_port), "LUIGID_PORT": str(luigid_port)}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # cache_dir: not the user's
+    paste = (
+        f"(cd {pasted} && unset LUIGI_CONFIG_PATH && luigi --module tasks RangeDaily --of StgQsrPos --start 2026-09-11 "
+        f"--stop 2026-09-14 --local-scheduler && daybreak status --dataset stg_qsr_pos --start 2026-09-01 "
+        f'--stop 2026-09-14) > "$TRY/pasted.log" 2>&1 || {{ cat "$TRY/pasted.log" >&2; exit 9; }}\n'
+    )
+    # whatever fails, luigid and radosgw end with the script
+    cleanup = (
+        'trap \'kill $luigid 2>/dev/null || true; [ ! -e "$TRY/s3/local-s3.json" ] || bin/local-s3 stop --folder'
+        ' "$TRY/s3"\' EXIT\n'
+    )
+    script = "set -e\n" + cleanup + trial.text + "echo '--- pasted'\n" + paste + stop.text
+    proc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
+    logs = "".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(try_dir.glob("*.log")))
+    assert proc.returncode == 0, f"{trial.where}\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}\n{logs}"
+    assert "stg_qsr_pos  2026-09-01 .. 2026-09-10\n  ##########\n  10 ok" in proc.stdout, proc.stdout
+    for host in ("host1", "host2"):
+        assert "summary of this run:" in (try_dir / f"{host}.log").read_text(), logs
+    assert "Traceback" not in logs
+    assert "13 ok" in (try_dir / "pasted.log").read_text(), logs  # the trial's 10 and the 3 built by the paste
+    assert not (try_dir / "s3" / "local-s3.json").exists()  # the stop block stopped the server

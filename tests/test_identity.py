@@ -80,7 +80,9 @@ def test_rerunning_the_sample_with_the_same_arguments_rebuilds_nothing(lab, sett
     assert lab.range(START, stop) == 0
     assert lab.range(START, stop, of="AdsDaily") == 0
     before = {p: p.stat().st_mtime_ns for p in lab.raw.rglob("*.csv")}
-    assert cli.main(args) == 2  # the sample never writes over a raw file
+    assert cli.main(args) == 0  # run again: every file is there with the same bytes, and left alone
+    assert {p: p.stat().st_mtime_ns for p in lab.raw.rglob("*.csv")} == before
+    assert lab.rebuilt_by(lambda: lab.range(START, stop)) == set()
     again = lab.root / "again"
     assert cli.main([*args[:-1], str(again)]) == 0  # the same files, written anew elsewhere, copied over
     for path in before:

@@ -223,22 +223,41 @@ def test_hotel_events_are_in_their_local_date_folder(zone):
 
 
 def test_a_file_already_there_is_never_written_over(tmp_path):
-    """Generating into a raw zone that holds any file the sample would write refuses, writing nothing:
-    a line a user added to one of its files stays (before, the file was rewritten)."""
+    """Generating again with the same arguments leaves every file alone, its mtime too, and writes the missing
+    ones; a file there with other bytes is refused, writing nothing (before, any file there was refused: the
+    README's own sample line failed when run twice)."""
     _generate(tmp_path)
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.csv")}
+    missing = tmp_path / "ads" / (START + timedelta(days=DAYS)).isoformat() / "ads.csv"
+    missing.unlink()
+    summary = _generate(tmp_path)  # the same arguments
+    assert summary["files_unchanged"] == len(stamps) - 1 and missing.is_file()
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.csv") if p != missing} == {
+        p: t for p, t in stamps.items() if p != missing
+    }
     edited = tmp_path / "qsr_pos/2026-09-12/S001.csv"
     edited.write_bytes(edited.read_bytes() + b"S001-X,1,S001,2026-09-12T12:00:00-04:00,COLA,1,1.99,,COMPLETED\n")
+    missing.unlink()
     before = _files(tmp_path)
     with pytest.raises(sample.SampleExists) as refused:
         _generate(tmp_path)
+    assert _files(tmp_path) == before  # the edit stays, and the missing file is not written either
+    assert str(refused.value).startswith(f"{edited} exists with other bytes than this sample's")
+    assert refused.value.relpaths == ["qsr_pos/2026-09-12/S001.csv"]
+    with pytest.raises(sample.SampleExists):  # another seed: every file differs
+        _generate(tmp_path, seed=SEED + 1)
     assert _files(tmp_path) == before
-    assert str(refused.value).startswith(f"{tmp_path / refused.value.relpaths[0]} exists")
-    assert set(refused.value.relpaths) == set(before)  # every file it would write is there
-    # the late file alone is new: write_late_file adds it, and then refuses to write it again
+    # the late file: written, then left alone, and refused once it differs
     late = sample.write_late_file(tmp_path, START, DAYS, STORES, SEED, MEAN)
     assert late.relative_to(tmp_path).as_posix() not in before
-    with pytest.raises(FileExistsError):
+    stamp = late.stat().st_mtime_ns
+    assert (
+        sample.write_late_file(tmp_path, START, DAYS, STORES, SEED, MEAN) == late and late.stat().st_mtime_ns == stamp
+    )
+    late.write_bytes(b"other")
+    with pytest.raises(sample.SampleExists):
         sample.write_late_file(tmp_path, START, DAYS, STORES, SEED, MEAN)
+    assert late.read_bytes() == b"other"
 
 
 def test_planned_files_are_the_files_written(tmp_path):

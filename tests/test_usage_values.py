@@ -159,11 +159,42 @@ def test_every_command_refuses_the_same_bad_dates_and_counts(lab):
             "[s3]\nlease_seconds = 1e300",
             "[s3] lease_seconds = '1e300' in {cfg}: out of range: expected from 1 to 3600",
         ),
+        # a store's location: each was a traceback and exit 1 from both commands
+        ("[daybreak]\ndata_root = s3://", "[daybreak] data_root = 's3://' in {cfg}: no bucket: expected s3://BUCKET/"),
+        (
+            "[daybreak]\ndata_root = s3://lake/a/../b",
+            "[daybreak] data_root = 's3://lake/a/../b' in {cfg}: the prefix 'a/../b' has an empty, '.' or '..' part",
+        ),
+        (
+            "[daybreak]\ndata_root = s3://lake/x\n[s3]\nendpoint_url = 127.0.0.1:9000",
+            "[s3] endpoint_url = '127.0.0.1:9000' in {cfg}: no http:// or https:// in front",
+        ),
+        (
+            "[daybreak]\ndata_root = s3://lake/x\n[s3]\nendpoint_url = http://[::1",
+            "[s3] endpoint_url = 'http://[::1' in {cfg}: not a URL (Invalid IPv6 URL)",
+        ),
+        ("[daybreak]\nraw_root = sftp://host/x", "[daybreak] raw_root = 'sftp://host/x' in {cfg}: no user"),
+        # a comment after a value, in any section: Luigi reads it as part of the value
+        (
+            "[daybreak]\nraw_root = s3://landing/pos   ; or a local folder",
+            "[daybreak] raw_root = 's3://landing/pos   ; or a local folder' in {cfg}: inline comments are not allowed "
+            "in luigi.cfg (Luigi would read '; or a local folder' as part of the value); put the comment on its own "
+            "line",
+        ),
+        (
+            "[qsr]\ntimezone = America/Toronto # the stores'",
+            '[qsr] timezone = "America/Toronto # the stores\'" in {cfg}: inline comments are not allowed',
+        ),
+        (
+            "[core]\nscheduler_port = 8082\t; luigid",
+            "[core] scheduler_port = '8082\\t; luigid' in {cfg}: inline comments",
+        ),
     ],
 )
 def test_a_setting_no_run_can_use_is_refused_by_both_commands(lab, line, expected):
     """A start_date after today made MorningRefresh die with Luigi's "Can't have start > stop" (exit 35); a
-    threshold above int64 failed every partition with a pyarrow type error."""
+    threshold above int64 failed every partition with a pyarrow type error; a store's location that is not
+    one was a traceback (exit 1); a comment after a value was read as part of it."""
     lab.qsr_days(START, 2)
     other = lab.root / "other.cfg"
     other.write_text(line + "\n")
@@ -260,6 +291,7 @@ def test_sample_refuses_to_write_over_a_raw_file_and_into_an_sftp_raw_root(lab):
     proc = run(cron, *args, "--seed", "8", luigi=False)
     refused(proc, f"sample: {lab.raw}/")
     assert "exists (and " in proc.stderr and "the sample never writes over a raw file" in proc.stderr
+    assert "with other bytes than this sample's" in proc.stderr
     assert lab.files() == before  # the added line is still there, nothing else changed
 
     uri = "sftp://someone@127.0.0.1:1/srv/raw"
@@ -340,3 +372,29 @@ def test_a_field_over_1_mib_rejects_its_row_naming_file_row_and_column(lab, sett
     assert got[0]["order_id"].startswith(f"S001-{START}-L,1,S001,") and len(got[0]["order_id"]) <= 200  # its text
     data = pq.read_table(lab.partition(START))
     assert f"S001-{START}-M" in data["order_id"].to_pylist() and f"S001-{START}-L" not in data["order_id"].to_pylist()
+
+
+@pytest.mark.system
+def test_the_readme_sample_line_runs_twice_and_never_writes_over_a_changed_file(tmp_path):
+    """Run again, the README's line leaves every file as it is, its mtime too, and exits 0 (before: exit 2,
+    "the sample never writes over a raw file"); a file changed since is named, exit 2, and stays changed."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith("daybreak sample "))
+    args = line.split()[1:]
+    first = run(tmp_path, *args, luigi=False)
+    assert first.returncode == 0, first.stderr
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "data" / "raw").rglob("*") if p.is_file()}
+    assert len(stamps) > 3000
+    again = run(tmp_path, *args, luigi=False)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    assert f"files_unchanged {len(stamps)}" in again.stdout
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    changed = tmp_path / "data" / "raw" / "qsr_pos" / "2026-09-15" / "S007.csv"
+    changed.write_bytes(changed.read_bytes().replace(b"COMPLETED", b"VOIDED", 1))
+    content = changed.read_bytes()
+    refused(
+        run(tmp_path, *args, luigi=False),
+        "sample: data/raw/qsr_pos/2026-09-15/S007.csv exists with other bytes than this sample's: the sample never "
+        "writes over a raw file",
+    )
+    assert changed.read_bytes() == content

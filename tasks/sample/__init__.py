@@ -20,8 +20,10 @@
   campaign-day has spend 0.
 
 One QSR file (``late_file_relpath()``) is held back unless ``include_late``: ``write_late_file()`` drops it in later,
-byte-identical. A file is never written over: ``generate()`` refuses, writing nothing, when any file it would
-write exists (:class:`SampleExists`), and every file is created exclusively. Every random draw comes from
+byte-identical. A file is never written over: run again with the same arguments, ``generate()`` leaves the
+files that are there with the same bytes alone (not even their mtime changes) and writes the missing ones; it
+refuses, writing nothing, when a file it would write is there with other bytes (:class:`SampleExists`). Every
+new file is created exclusively. Every random draw comes from
 ``numpy.random.default_rng([seed, source, ...])`` keyed per (source, store/hotel/campaign, day), so equal
 arguments give byte-identical files and one file can be written alone.
 ``seed`` must be a non-negative integer.
@@ -38,7 +40,7 @@ from datetime import date
 from pathlib import Path
 
 from tasks.catalogue import SOURCES
-from tasks.sample.common import Request
+from tasks.sample.common import Request, Sink, writing_to
 from tasks.sample.qsr_pos import _qsr_store, late_file_relpath, store_id  # noqa: F401 - the sample's names
 
 HOTELS_CSV = Path(__file__).resolve().parents[2] / "config" / "hotels.csv"
@@ -61,8 +63,9 @@ def generate(
 ) -> dict:
     """Write a raw zone for business dates ``start .. start+days-1`` (every source); return a summary.
 
-    Unless ``include_late``, the designated late QSR file is not written (see ``write_late_file``). Raises
-    :class:`SampleExists`, writing nothing, when a file it would write is there already.
+    Unless ``include_late``, the designated late QSR file is not written (see ``write_late_file``). A file
+    that is there with the bytes this sample gives it is left alone; raises :class:`SampleExists`, writing
+    nothing, when one is there with other bytes.
     """
     if days < 1 or stores < 1:
         raise ValueError("days and stores must be >= 1")
@@ -70,17 +73,23 @@ def generate(
     req = _request(
         raw_root, start, days, stores, seed, mean_lines_per_store, () if include_late else {late}, hotels_csv
     )
-    there = [
-        rel
-        for rel in planned_files(start, days, stores, hotels_csv)
-        if rel not in req.skip and (req.root / rel).exists()
-    ]
-    if there:
-        raise SampleExists(req.root, there)
+    there = any(
+        (req.root / rel).exists() for rel in planned_files(start, days, stores, hotels_csv) if rel not in req.skip
+    )
     summary: dict = {}
-    for source in SOURCES:
-        summary.update(WRITERS[source].write(req))
+    with writing_to(Sink(hold=there)) as sink:  # files there: compare them all before anything is written
+        for source in SOURCES:
+            summary.update(WRITERS[source].write(req))
+    _refuse(req.root, sink)
+    sink.commit()
+    if sink.unchanged:
+        summary["files_unchanged"] = sink.unchanged
     return {**summary, "late_file": late, "late_file_written": include_late}
+
+
+def _refuse(root: Path, sink: Sink) -> None:
+    if sink.differ:
+        raise SampleExists(root, sorted(path.relative_to(root).as_posix() for path in sink.differ))
 
 
 class SampleExists(FileExistsError):
@@ -90,8 +99,8 @@ class SampleExists(FileExistsError):
         self.root, self.relpaths = root, relpaths
         more = f" (and {len(relpaths) - 1} more of the files it would write)" if len(relpaths) > 1 else ""
         super().__init__(
-            f"{root / relpaths[0]} exists{more}: the sample never writes over a raw file; "
-            "give it a new or empty folder (--raw-root)"
+            f"{root / relpaths[0]} exists{more} with other bytes than this sample's: the sample never writes over "
+            "a raw file; give it a new or empty folder (--raw-root), or the arguments it was made with"
         )
 
 
@@ -104,10 +113,13 @@ def planned_files(start: date, days: int, stores: int, hotels_csv: Path = HOTELS
 def write_late_file(
     raw_root: str | Path, start: date, days: int, stores: int = 50, seed: int = 1, mean_lines_per_store: int = 400
 ) -> Path:
-    """Write the designated late QSR file, byte-identical to ``generate(include_late=True)``'s; return its path."""
+    """Write the designated late QSR file, byte-identical to ``generate(include_late=True)``'s; return its path.
+    Left alone when it is there with those bytes; :class:`SampleExists` when with others."""
     rel = late_file_relpath(start, days, stores, seed)
     _, folder_name, file_name = rel.split("/")
     index = int(file_name.removesuffix(".csv")[1:])
     folder = date.fromisoformat(folder_name)
-    _qsr_store(Path(raw_root), start, days, stores, seed, mean_lines_per_store, index, folder, set())
+    with writing_to(Sink()) as sink:  # there with the same bytes: left alone
+        _qsr_store(Path(raw_root), start, days, stores, seed, mean_lines_per_store, index, folder, set())
+    _refuse(Path(raw_root), sink)
     return Path(raw_root) / rel

@@ -68,7 +68,6 @@ def _ads(root: Path, start: date, days: int, seed: int) -> tuple[int, int]:
                 money = f"{spend // 100}.{spend % 100:02d}", f"{value_now // 100}.{value_now % 100:02d}"
                 rows.append(f"{d},{cid},{channel},{shown},{clicks},{money[0]},{conv_now},{money[1]}")
         path = root / "ads" / export.isoformat() / "ads.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
         _create(path, ("\n".join(rows) + "\n").encode())
         files, total = files + 1, total + len(rows) - 1
     return files, total

@@ -1,7 +1,11 @@
-"""What every source's sample writer shares: the random streams' tags, the weekly rhythm, exclusive writes."""
+"""What every source's sample writer shares: the random streams' tags, the weekly rhythm, the writes (a file is
+created, or left alone when it has the same bytes; never written over)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -25,7 +29,61 @@ class Request:
     hotels_csv: Path
 
 
+class Sink:
+    """Where the writers' files go. A file that is there with the same bytes is left alone (not even its
+    mtime changes); one with other bytes is named in :attr:`differ` and never written. A new file is
+    created exclusively: at once, or, with ``hold``, by :meth:`commit` (after every file was compared)."""
+
+    def __init__(self, hold: bool = False):
+        self.hold = hold
+        self.pending: dict[Path, bytes] = {}
+        self.differ: list[Path] = []
+        self.unchanged = 0
+
+    def put(self, path: Path, data: bytes) -> None:
+        try:
+            same = path.read_bytes() == data
+        except FileNotFoundError:
+            if self.hold:
+                self.pending[path] = data
+            else:
+                _exclusive(path, data)
+            return
+        if same:
+            self.unchanged += 1
+        else:
+            self.differ.append(path)
+
+    def commit(self) -> None:
+        for path, data in self.pending.items():
+            _exclusive(path, data)
+        self.pending.clear()
+
+
+_SINK: ContextVar[Sink | None] = ContextVar("sample_sink", default=None)
+
+
 def _create(path: Path, data: bytes) -> None:
-    """Write a new file; one that is there already is never written over (FileExistsError)."""
+    """Write a new file (through the sink of the sample being written, if any); one that is there
+    already is never written over (FileExistsError, or the sink's :attr:`Sink.differ`)."""
+    sink = _SINK.get()
+    if sink is None:
+        _exclusive(path, data)
+    else:
+        sink.put(path, data)
+
+
+@contextmanager
+def writing_to(sink: Sink) -> Iterator[Sink]:
+    """Every :func:`_create` of the block goes to ``sink``."""
+    token = _SINK.set(sink)
+    try:
+        yield sink
+    finally:
+        _SINK.reset(token)
+
+
+def _exclusive(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "xb") as fh:
         fh.write(data)

@@ -36,7 +36,6 @@ def _hotels(root: Path, start: date, days: int, seed: int, hotels_csv: Path) -> 
             day = start + timedelta(days=i)
             rows = _hotel_day(seed, hi, hotel_id, tz, day, books, counter)
             path = root / "hotel_bookings" / day.isoformat() / f"{hotel_id}.csv"
-            path.parent.mkdir(parents=True, exist_ok=True)
             _create(path, ("\n".join([",".join(HOTEL_COLUMNS), *rows]) + "\n").encode())
             files, events = files + 1, events + len(rows)
     return files, events

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.sample.common import _DIRT, _DOW_FACTOR, _LATE, _QSR, _STORE, Request
+from tasks.sample.common import _DIRT, _DOW_FACTOR, _LATE, _QSR, _STORE, Request, _create
 from tasks.transforms.qsr_check import RAW_COLUMNS as QSR_COLUMNS
 
 QSR_TZ = "America/Toronto"
@@ -116,11 +116,7 @@ def _qsr_store(
     data = memoryview(text.buffers()[2])
     header = (",".join(QSR_COLUMNS) + "\n").encode()
     for folder, a, b in zip(wanted, bounds[:-1], bounds[1:], strict=True):
-        path = root / "qsr_pos" / folder.isoformat() / f"{sid}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "xb") as fh:  # never over a file that is there
-            fh.write(header)
-            fh.write(data[offsets[a] : offsets[b]])
+        _create(root / "qsr_pos" / folder.isoformat() / f"{sid}.csv", header + bytes(data[offsets[a] : offsets[b]]))
     return len(wanted), int(bounds[-1])
 
 
