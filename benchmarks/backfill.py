@@ -140,14 +140,14 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
     import pyarrow as pa
 
     from tasks import settings
-    from tasks.base import CheckCache
+    from tasks.freshness.engine import Engine
     from tasks.qsr import StgQsrPos
 
     StgQsrPos.prepare_to_run()  # what the scheduling process does before Luigi forks a task
     task = StgQsrPos(date=dt.date.fromisoformat(date))
     before = StgQsrPos(date=task.date - dt.timedelta(days=1))
-    inputs = task.input_files(CheckCache()).read
-    inputs_before = before.input_files(CheckCache()).read
+    inputs = task.input_files(Engine()).read
+    inputs_before = before.input_files(Engine()).read
 
     def setup() -> None:
         shutil.rmtree(Path(settings.data_root()) / "_state" / "cache", ignore_errors=True)

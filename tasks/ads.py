@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 from tasks import settings
-from tasks.base import CheckCache, PartitionedTask, input_line
+from tasks.base import PartitionedTask, input_line
 from tasks.building import Built, reuse
+from tasks.freshness.engine import Engine
 from tasks.storage.rawzone import RawFile
 
 DAY = dt.timedelta(days=1)
@@ -38,7 +39,7 @@ class AdsDaily(PartitionedTask):
     def rules(self) -> dict:
         return {"version": self.version, "restatement_days": self.restatement_days()}
 
-    def provisional(self, cache: CheckCache) -> bool:
+    def provisional(self, cache: Engine) -> bool:
         """Up to date, but export d+7 has not arrived: a later export may still restate it."""
         manifest = cache.summary(cache.once(("store", self.dataset_path()), self.store), self.date) or {}
         return manifest.get("stats", {}).get("is_final") is False
@@ -85,7 +86,7 @@ class AdsRolling7d(PartitionedTask):
     def upstream(self) -> list[PartitionedTask]:
         return [AdsDaily(date=d) for d in self.window_dates()]
 
-    def provisional(self, cache: CheckCache) -> bool:
+    def provisional(self, cache: Engine) -> bool:
         """Provisional while a day of its window is."""
         return any(up.provisional(cache) for up in self.upstream())
 

@@ -33,11 +33,7 @@ from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
 from tasks.targets import PartitionTarget, RawFolder, luigi_engine
 
-__all__ = ["CheckCache", "FolderInputs", "PartitionState", "Window", "fingerprint", "input_line", "luigi_run"]
-
-# Names kept for the callers of the check before the engine: one pass of questions, and its answer.
-CheckCache = Engine
-PartitionState = State
+__all__ = ["FolderInputs", "Window", "fingerprint", "input_line", "luigi_run"]
 
 logger = logging.getLogger("luigi-interface")
 
@@ -100,7 +96,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         data version; a task that reads a slice of it (one hotel) narrows this to that slice's version."""
         return (manifest or {}).get("data_version")
 
-    def provisional(self, cache: CheckCache) -> bool:
+    def provisional(self, cache: Engine) -> bool:
         """An up-to-date partition that later data is still expected to change (ads before export
         d+7). The status view shows it as provisional. Default: never."""
         return False

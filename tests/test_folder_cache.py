@@ -279,7 +279,7 @@ def test_a_build_that_fails_while_checking_a_folder_lets_go_of_it_at_once(lab, m
     import time
 
     from tasks import foldercache
-    from tasks.base import CheckCache
+    from tasks.freshness.engine import Engine
     from tasks.transforms import qsr_pos
 
     lab.qsr_days(D, 2)
@@ -292,7 +292,7 @@ def test_a_build_that_fails_while_checking_a_folder_lets_go_of_it_at_once(lab, m
     monkeypatch.setattr(qsr_pos, "clean_checked", failing)
     task = StgQsrPos(date=D)
     with pytest.raises(RuntimeError) as failure:
-        task.build(task.input_files(CheckCache()).read)
+        task.build(task.input_files(Engine()).read)
     assert failure.value.__traceback__ is not None  # still alive
     monkeypatch.setattr(foldercache, "CHECK_WAIT_S", 1.0)
     t0 = time.monotonic()

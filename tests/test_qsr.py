@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.base import CheckCache
+from tasks.freshness.engine import Engine
 from tasks.qsr import StgQsrPos
 from tests.conftest import qsr_rows
 
@@ -201,7 +201,7 @@ def test_crash_between_data_and_manifest_reads_whole_and_counts_stale(lab, monke
     monkeypatch.undo()
     table = pq.read_table(lab.partition(START) / "data.parquet")  # whole: the new content
     assert 5 in table["qty"].to_pylist()
-    assert StgQsrPos(date=START).state(CheckCache()).reason.startswith("data file does not match its manifest")
+    assert StgQsrPos(date=START).state(Engine()).reason.startswith("data file does not match its manifest")
     assert lab.rebuilt_by(lambda: lab.range(START, START + dt.timedelta(days=1))) == {START}
     assert StgQsrPos(date=START).complete()
 
@@ -268,7 +268,7 @@ def test_a_manifest_in_the_earlier_inputs_format_reads_as_stale_with_a_reason(la
     manifest["inputs"][0][1] = "1"  # the size the earlier build saw
     manifest["input_fingerprint"] = "from-an-earlier-format"
     path.write_text(json.dumps(manifest))
-    state = StgQsrPos(date=START).state(CheckCache())
+    state = StgQsrPos(date=START).state(Engine())
     assert (state.state, state.reason) == ("stale", "input changed: changed qsr_pos/2026-09-10/S001.csv")
 
 

@@ -32,7 +32,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.base import CheckCache
+from tasks.freshness.engine import Engine
 from tasks.qsr import StgQsrPos
 from tasks.settings import write_config
 
@@ -353,7 +353,7 @@ def states_under(root: Path) -> dict[dt.date, bool]:
     """complete() of each date, checked in this process against ``root`` with the new rules."""
     use(root, NEW_RULES)
     out = {d: StgQsrPos(date=d).complete() for d in DATES}
-    assert out == {d: StgQsrPos(date=d).state(CheckCache()).ok for d in DATES}
+    assert out == {d: StgQsrPos(date=d).state(Engine()).ok for d in DATES}
     return out
 
 

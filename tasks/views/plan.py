@@ -14,9 +14,10 @@ import math
 from dataclasses import dataclass, field
 
 from tasks import catalogue, scheduler, settings
-from tasks.base import CheckCache, MaterializedTask
+from tasks.base import MaterializedTask
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
+from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
 from tasks.views.status import DATASETS, day_status, shorten
@@ -129,7 +130,7 @@ class _Found:
         return sum(self.durations) / len(self.durations) if self.durations else None
 
 
-def _classify(partitions: list[tuple], cache: CheckCache, dataset: str) -> _Found:
+def _classify(partitions: list[tuple], cache: Engine, dataset: str) -> _Found:
     """Sort (label, task) pairs into would run, waits for raw data, same content; and the recorded
     build times of the ones that have a manifest."""
     found = _Found()

@@ -14,11 +14,12 @@ import json
 from dataclasses import asdict, dataclass, replace  # noqa: F401  (asdict: the reference of render_json)
 
 from tasks import catalogue, settings
-from tasks.base import BEFORE_START, CheckCache, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
+from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
 from tasks.calendar import date_range
 from tasks.contract import printable
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
+from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.freshness.memo import quiet
 from tasks.guard import check_range
@@ -56,7 +57,7 @@ class DayStatus:
     built_by: dict | None = None  # of the build in place: its manifest's host, pid and Luigi worker
 
 
-def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
+def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
     window that are not read (as the raw zone is now)."""
     status = _day_status(task, cache, name)
@@ -72,7 +73,7 @@ def day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatu
     return replace(status, not_read=tuple(f"{r['path']} ({r['reason']})" for r in window.refused))
 
 
-def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStatus:
+def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     state, day = task.state(cache), task.key
     store = cache.once(("store", task.dataset_path()), task.store)
     manifest = cache.summary(store, day) or {}  # rows, duration, finished_at: no list of inputs
@@ -98,14 +99,14 @@ def _day_status(task: MaterializedTask, cache: CheckCache, name: str) -> DayStat
     return DayStatus(name, day, state.state, state.reason, rows, duration)
 
 
-def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: CheckCache, name: str) -> DayStatus:
+def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: Engine, name: str) -> DayStatus:
     """One day of a date x key dataset: the worst state of its keys, the keys in that state in the
     reason, rows summed over the keys."""
     parts = catalogue.BY_NAME[name].partitions(day, day + dt.timedelta(days=1))
     return _worst(name, day, key, {getattr(t, key): day_status(t, cache, name) for t in parts})
 
 
-def static_status(cls: type[MaterializedTask], key: str, cache: CheckCache, name: str) -> DayStatus:
+def static_status(cls: type[MaterializedTask], key: str, cache: Engine, name: str) -> DayStatus:
     """A dataset of one partition per hotel or store: the worst state of its keys (every hotel of
     config/hotels.csv, every registered store)."""
     parts = catalogue.BY_NAME[name].partitions()

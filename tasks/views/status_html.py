@@ -61,11 +61,11 @@ class Line:
 def key_lines(rows: list) -> list[Line]:
     """The page's bars: one per date-only dataset of ``rows``, one per key of a date x key dataset
     (its keys' states read again, one :func:`~tasks.views.status.day_status` each)."""
-    from tasks.base import CheckCache
+    from tasks.freshness.engine import Engine
     from tasks.views import status
 
     out: list[Line] = []
-    cache = CheckCache()
+    cache = Engine()
     with settings.snapshot():
         for name in dict.fromkeys(r.dataset for r in rows if r.date is not None):
             mine = {r.date: r for r in rows if r.dataset == name}
