@@ -9,11 +9,11 @@ import datetime as dt
 import pyarrow as pa
 
 from tasks.transforms.qsr_check import (
-    _CHECKED_REJECT_SCHEMA,
-    _EMPTY_CHECKED,
+    CHECKED_REJECT_SCHEMA,
     CHECKED_SCHEMA,
+    EMPTY_CHECKED,
     CheckedFolder,
-    _merged_rejects,
+    merged_rejects,
 )
 
 
@@ -38,7 +38,7 @@ class CheckedWriter:
 
     def close(self, folder: dt.date) -> None:
         buffer = pa.BufferOutputStream()
-        rejected = _merged_rejects(self._rejected)
+        rejected = merged_rejects(self._rejected)
         with pa.ipc.new_stream(buffer, rejected.schema) as writer:
             writer.write_table(rejected)
         meta = {
@@ -46,7 +46,7 @@ class CheckedWriter:
             b"rows_read": str(self._rows_read).encode(),
             b"rejected": buffer.getvalue().to_pybytes(),
         }
-        self._writer.write_batch(_EMPTY_CHECKED, custom_metadata=meta)
+        self._writer.write_batch(EMPTY_CHECKED, custom_metadata=meta)
         self._writer.close()
         self._out.detach()  # flushed; the sink stays open for its owner
 
@@ -74,7 +74,7 @@ def checked_from_ipc(data) -> CheckedFolder:
         raise ValueError("a checked qsr_pos folder without its last batch (rejects, counts)")
     with pa.ipc.open_stream(meta[b"rejected"]) as reader:
         rejected = reader.read_all()
-    if rejected.schema != _CHECKED_REJECT_SCHEMA:
+    if rejected.schema != CHECKED_REJECT_SCHEMA:
         raise ValueError("not a checked qsr_pos folder")
     folder = dt.date.fromisoformat(meta[b"folder"].decode())
     rows = pa.Table.from_batches(batches, CHECKED_SCHEMA)

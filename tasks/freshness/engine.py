@@ -48,7 +48,7 @@ from collections.abc import Generator
 from tasks import forks
 from tasks.freshness import dataversions, identity
 from tasks.freshness.inputs import Window
-from tasks.freshness.memo import Blocked, Memo, Node, State, _partition, _stamp
+from tasks.freshness.memo import Blocked, Memo, Node, State, partition_id, stamp_now
 from tasks.storage import partitions
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.layout import DATA_FILE, strays_reason
@@ -105,7 +105,7 @@ class Engine(Memo):
         if state is None or state.ok or self.snapshot:
             return state
         store = self.store(node)
-        if self._stamps.get(node.task_id) == _stamp(store, node.key, fresh=True):
+        if self._stamps.get(node.task_id) == stamp_now(store, node.key, fresh=True):
             return state
         store.refresh(node.key)  # another process wrote it: a bucket's listing of it is taken again
         self.forget(store, node.key)
@@ -114,7 +114,7 @@ class Engine(Memo):
     def _steps(self, node: Node) -> Generator[Node, State, State]:
         """The four rules as a generator: yields an upstream node to be sent its state, returns the state."""
         store = self.store(node)
-        self._at.setdefault(_partition(store, node.key), set()).add(node.task_id)
+        self._at.setdefault(partition_id(store, node.key), set()).add(node.task_id)
         self._stamps[node.task_id], manifest = self._summary(store, node.key)
         if manifest is None:
             return _without_manifest(store, node.key)

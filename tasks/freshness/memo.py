@@ -68,11 +68,11 @@ class Blocked:
     root: Node | None
 
 
-def _partition(store: PartitionStore, key: dt.date | None) -> tuple:
+def partition_id(store: PartitionStore, key: dt.date | None) -> tuple:
     return (store.root, store.sub, key)
 
 
-def _stamp(store: PartitionStore, key: dt.date | None, fresh: bool = False) -> tuple | None:
+def stamp_now(store: PartitionStore, key: dt.date | None, fresh: bool = False) -> tuple | None:
     """What identifies the partition's manifest as it is now (a file's inode, size and times; an object's
     ETag); None when it has none (:meth:`PartitionStore.manifest_stamp`)."""
     return store.manifest_stamp(key, fresh)
@@ -143,7 +143,7 @@ class Memo:
     def forget(self, store: PartitionStore, key: dt.date | None) -> None:
         """Partition ``key`` of ``store`` was (re)written: drop what was read of it, its state and the
         state of every partition that read it, directly or not."""
-        part = _partition(store, key)
+        part = partition_id(store, key)
         self.manifests.pop(part, None)
         self.summaries.pop(part, None)
         self.listed.pop(store.root, None)
@@ -166,8 +166,8 @@ class Memo:
         for folder in folders:
             self.digests.pop(folder, None)  # hashed again too: a same-size re-send within the mtime resolution
         for up in node.upstream():
-            self.manifests.pop(_partition(self.store(up), up.key), None)
-            self.summaries.pop(_partition(self.store(up), up.key), None)
+            self.manifests.pop(partition_id(self.store(up), up.key), None)
+            self.summaries.pop(partition_id(self.store(up), up.key), None)
             self.store(up).refresh(up.key)
         store.refresh(node.key)  # a bucket's listing of the partition is taken again (a folder: nothing to do)
         self.forget(store, node.key)
@@ -225,7 +225,7 @@ class Memo:
 
     def _manifest(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
         """(stat of the manifest file as read, its content), once per pass."""
-        part = _partition(store, key)
+        part = partition_id(store, key)
         if part not in self.manifests:
             listed = self.listed.get(store.root) if key is not None else None
             self.manifests[part] = (None, None) if listed is not None and key not in listed else self._read(store, key)
@@ -233,8 +233,8 @@ class Memo:
         return self.manifests[part]
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """The manifest, parsed again only when its file's stamp (:func:`_stamp`) changed."""
-        part = _partition(store, key)
+        """The manifest, parsed again only when its file's stamp (:func:`stamp_now`) changed."""
+        part = partition_id(store, key)
         stamp, content = store.read_manifest_stamped(key, self._parsed.get(part))
         if content is not None:
             self._parsed[part] = (stamp, content)
@@ -242,12 +242,12 @@ class Memo:
 
     def seen_first(self, store: PartitionStore, key: dt.date | None) -> tuple[bool, tuple | None]:
         """(whether this pass looked at the partition before, its manifest's stamp then)."""
-        part = _partition(store, key)
+        part = partition_id(store, key)
         return part in self.first_seen, self.first_seen.get(part)
 
     def wrote(self, store: PartitionStore, key: dt.date | None) -> None:
         """This process replaced the partition: what it wrote counts as what the pass saw."""
-        self.first_seen[_partition(store, key)] = store.manifest_stamp(key)
+        self.first_seen[partition_id(store, key)] = store.manifest_stamp(key)
 
     def learn(self, store: PartitionStore, key: dt.date | None) -> None:
         """Remember the summary of a manifest this process just wrote, so that the next process finds it
@@ -260,11 +260,11 @@ class Memo:
         """(stamp, what a check reads of the manifest) once per pass: the manifest without its list of
         inputs (:mod:`tasks.freshness.summaries`), from the dataset's summary file while the manifest
         file is the one it was taken from, else parsed (and the summary remembered)."""
-        part = _partition(store, key)
+        part = partition_id(store, key)
         known = self.summaries.get(part)
         if known is None:
             listed = self.listed.get(store.root) if key is not None else None
-            stamp = None if listed is not None and key not in listed else _stamp(store, key)
+            stamp = None if listed is not None and key not in listed else stamp_now(store, key)
             content = None if stamp is None else self._summary_files.get(store, key, stamp)
             if content is not None:
                 known = (stamp, content)

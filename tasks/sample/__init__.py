@@ -41,7 +41,7 @@ from pathlib import Path
 
 from tasks.catalogue import SOURCES
 from tasks.sample.common import Request, Sink, writing_to
-from tasks.sample.qsr_pos import _qsr_store, late_file_relpath, store_id  # noqa: F401 - the sample's names
+from tasks.sample.qsr_pos import late_file_relpath, qsr_store, store_id  # noqa: F401 - the sample's names
 
 HOTELS_CSV = Path(__file__).resolve().parents[2] / "config" / "hotels.csv"
 WRITERS = {source: importlib.import_module(f"tasks.sample.{source}") for source in SOURCES}  # source -> its writer
@@ -120,6 +120,6 @@ def write_late_file(
     index = int(file_name.removesuffix(".csv")[1:])
     folder = date.fromisoformat(folder_name)
     with writing_to(Sink()) as sink:  # there with the same bytes: left alone
-        _qsr_store(Path(raw_root), start, days, stores, seed, mean_lines_per_store, index, folder, set())
+        qsr_store(Path(raw_root), start, days, stores, seed, mean_lines_per_store, index, folder, set())
     _refuse(Path(raw_root), sink)
     return Path(raw_root) / rel

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.sample.common import _ADS, _DOW_FACTOR, Request, _create
+from tasks.sample.common import ADS, DOW_FACTOR, Request, create_file
 from tasks.transforms.ads import RAW_COLUMNS as ADS_COLUMNS
 
 
@@ -42,8 +42,8 @@ def _ads_truth(seed: int, start: date, days: int) -> dict[tuple[date, int], tupl
     for i in range(days):
         d = start + timedelta(days=i)
         for ci, (_, _, impr, ctr, cpc, cvr, aov) in enumerate(_CAMPAIGNS):
-            rng = np.random.default_rng([seed, _ADS, ci, d.toordinal()])
-            shown = int(impr * rng.lognormal(0, 0.25) * _DOW_FACTOR[d.weekday()])
+            rng = np.random.default_rng([seed, ADS, ci, d.toordinal()])
+            shown = int(impr * rng.lognormal(0, 0.25) * DOW_FACTOR[d.weekday()])
             clicks = int(rng.binomial(shown, ctr))
             spend = int(round(clicks * cpc * rng.lognormal(0, 0.1) * 100))
             conv = int(rng.binomial(clicks, cvr))
@@ -68,6 +68,6 @@ def _ads(root: Path, start: date, days: int, seed: int) -> tuple[int, int]:
                 money = f"{spend // 100}.{spend % 100:02d}", f"{value_now // 100}.{value_now % 100:02d}"
                 rows.append(f"{d},{cid},{channel},{shown},{clicks},{money[0]},{conv_now},{money[1]}")
         path = root / "ads" / export.isoformat() / "ads.csv"
-        _create(path, ("\n".join(rows) + "\n").encode())
+        create_file(path, ("\n".join(rows) + "\n").encode())
         files, total = files + 1, total + len(rows) - 1
     return files, total

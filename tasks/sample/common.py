@@ -11,8 +11,8 @@ from datetime import date
 from pathlib import Path
 
 # rng stream tags (second element of every seed key)
-_QSR, _HOTEL, _ADS, _DIRT, _STORE, _LATE = range(6)
-_DOW_FACTOR = [0.92, 0.92, 0.92, 0.92, 1.05, 1.20, 1.10]  # Mon..Sun, averages ~1
+QSR, HOTEL, ADS, DIRT, STORE, LATE = range(6)
+DOW_FACTOR = [0.92, 0.92, 0.92, 0.92, 1.05, 1.20, 1.10]  # Mon..Sun, averages ~1
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Sink:
 _SINK: ContextVar[Sink | None] = ContextVar("sample_sink", default=None)
 
 
-def _create(path: Path, data: bytes) -> None:
+def create_file(path: Path, data: bytes) -> None:
     """Write a new file (through the sink of the sample being written, if any); one that is there
     already is never written over (FileExistsError, or the sink's :attr:`Sink.differ`)."""
     sink = _SINK.get()
@@ -75,7 +75,7 @@ def _create(path: Path, data: bytes) -> None:
 
 @contextmanager
 def writing_to(sink: Sink) -> Iterator[Sink]:
-    """Every :func:`_create` of the block goes to ``sink``."""
+    """Every :func:`create_file` of the block goes to ``sink``."""
     token = _SINK.set(sink)
     try:
         yield sink

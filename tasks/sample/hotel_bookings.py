@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.sample.common import _HOTEL, Request, _create
+from tasks.sample.common import HOTEL, Request, create_file
 from tasks.transforms.hotels import RAW_COLUMNS as HOTEL_COLUMNS
 
 
@@ -36,7 +36,7 @@ def _hotels(root: Path, start: date, days: int, seed: int, hotels_csv: Path) -> 
             day = start + timedelta(days=i)
             rows = _hotel_day(seed, hi, hotel_id, tz, day, books, counter)
             path = root / "hotel_bookings" / day.isoformat() / f"{hotel_id}.csv"
-            _create(path, ("\n".join([",".join(HOTEL_COLUMNS), *rows]) + "\n").encode())
+            create_file(path, ("\n".join([",".join(HOTEL_COLUMNS), *rows]) + "\n").encode())
             files, events = files + 1, events + len(rows)
     return files, events
 
@@ -56,7 +56,7 @@ def _hotel_times(rng: np.random.Generator, tz: str, day: date, n: int) -> list[s
 
 def _hotel_day(seed: int, hi: int, hotel_id: str, tz: str, day: date, books: dict, counter: list) -> list[str]:
     """Event rows of one hotel and local date; updates ``books`` (the bookings on the books) in place."""
-    rng = np.random.default_rng([seed, _HOTEL, hi, day.toordinal()])
+    rng = np.random.default_rng([seed, HOTEL, hi, day.toordinal()])
     n = int(rng.integers(20, 61))
     times = _hotel_times(rng, tz, day, n)
     kind = rng.choice(3, n, p=[0.65, 0.22, 0.13])

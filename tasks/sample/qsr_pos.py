@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.sample.common import _DIRT, _DOW_FACTOR, _LATE, _QSR, _STORE, Request, _create
+from tasks.sample.common import DIRT, DOW_FACTOR, LATE, QSR, STORE, Request, create_file
 from tasks.transforms.qsr_check import RAW_COLUMNS as QSR_COLUMNS
 
 QSR_TZ = "America/Toronto"
@@ -76,7 +76,7 @@ def store_id(index: int, stores: int) -> str:
 def late_file_relpath(start: date, days: int, stores: int, seed: int) -> str:
     """Relative path (``qsr_pos/<D>/<store>.csv``) of the designated late file: mid-range folder, seeded store."""
     folder = start + timedelta(days=days // 2)
-    index = int(np.random.default_rng([seed, _LATE]).integers(1, stores + 1))
+    index = int(np.random.default_rng([seed, LATE]).integers(1, stores + 1))
     return f"qsr_pos/{folder.isoformat()}/{store_id(index, stores)}.csv"
 
 
@@ -91,12 +91,12 @@ def write(req: Request) -> dict:
     files = lines = 0
     for index in range(1, req.stores + 1):
         args = (req.root, req.start, req.days, req.stores, req.seed, req.mean_lines_per_store, index, None, req.skip)
-        wrote, written = _qsr_store(*args)
+        wrote, written = qsr_store(*args)
         files, lines = files + wrote, lines + written
     return {"qsr_files": files, "qsr_lines": lines}
 
 
-def _qsr_store(
+def qsr_store(
     root: Path, start: date, days: int, stores: int, seed: int, mean: int, index: int, only: date | None, skip: set
 ) -> tuple[int, int]:
     """Write the folders of one store (all, or only folder ``only``); return (files written, lines written)."""
@@ -106,7 +106,7 @@ def _qsr_store(
     if only is not None:  # folder D holds the tail of business day D-1 and the head of D
         first, last = max(0, (only - start).days - 1), min(days - 1, (only - start).days)
     business = [start + timedelta(days=i) for i in range(first, last + 1)]
-    parts = [_qsr_day(seed, index, d, pos, mean * size * _DOW_FACTOR[d.weekday()]) for pos, d in enumerate(business)]
+    parts = [_qsr_day(seed, index, d, pos, mean * size * DOW_FACTOR[d.weekday()]) for pos, d in enumerate(business)]
     lines = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     folders = [start + timedelta(days=i) for i in range(days + 1)] if only is None else [only]
     wanted = [f for f in folders if f"qsr_pos/{f.isoformat()}/{sid}.csv" not in skip]
@@ -116,19 +116,19 @@ def _qsr_store(
     data = memoryview(text.buffers()[2])
     header = (",".join(QSR_COLUMNS) + "\n").encode()
     for folder, a, b in zip(wanted, bounds[:-1], bounds[1:], strict=True):
-        _create(root / "qsr_pos" / folder.isoformat() / f"{sid}.csv", header + bytes(data[offsets[a] : offsets[b]]))
+        create_file(root / "qsr_pos" / folder.isoformat() / f"{sid}.csv", header + bytes(data[offsets[a] : offsets[b]]))
     return len(wanted), int(bounds[-1])
 
 
 def _store_size(seed: int, index: int) -> float:
     """Store size factor: lognormal with mean ~1, clipped to 0.25 .. 4."""
-    rng = np.random.default_rng([seed, _STORE, index])
+    rng = np.random.default_rng([seed, STORE, index])
     return float(np.clip(rng.lognormal(-0.5 * 0.55**2, 0.55), 0.25, 4.0))
 
 
 def _qsr_day(seed: int, index: int, d: date, pos: int, expected_lines: float) -> dict[str, np.ndarray]:
     """Lines of one store and business day ``d`` (orders between d 05:00 and d+1 04:59:59 local), in time order."""
-    rng = np.random.default_rng([seed, _QSR, index, d.toordinal()])
+    rng = np.random.default_rng([seed, QSR, index, d.toordinal()])
     n = int(rng.poisson(expected_lines / _MEAN_LINES_PER_ORDER))
     comp = rng.choice(len(_MIX_W), n, p=_MIX_W)
     z, u = rng.standard_normal(n), rng.random(n)
@@ -169,7 +169,7 @@ def _qsr_dirt(seed: int, index: int, wall: np.ndarray, folders: list[date]) -> t
     for folder in folders:
         day = folder.toordinal() - epoch
         a, b = np.searchsorted(folder_of, [day, day + 1])
-        rng = np.random.default_rng([seed, _DIRT, index, folder.toordinal()])
+        rng = np.random.default_rng([seed, DIRT, index, folder.toordinal()])
         src = rng.choice(b - a, int(min(rng.binomial(b - a, _DUP_SHARE), b - a)), replace=False)
         after = src + 1 + np.floor(rng.random(len(src)) * (b - a - src)).astype(np.int64)
         keys = np.concatenate([np.arange(b - a, dtype=float), after - 0.5])

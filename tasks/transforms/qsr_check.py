@@ -96,7 +96,7 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     with their reason, each row with the business date that owns it. Only ``rules.timezone`` and
     ``rules.day_start_hour`` matter here (the suspicious threshold is applied per partition)."""
     if not files:
-        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
+        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), CHECKED_REJECT_SCHEMA.empty_table(), 0)
     raw = pa.concat_tables([f.table for f in files])  # chunked, no copy
     names = pa.array([f.source_file for f in files], pa.string())
     file_index = pa.array(np.repeat(np.arange(len(files), dtype="int32"), [f.table.num_rows for f in files]))
@@ -141,7 +141,7 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     }
     reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
     reject_cols.update(owner=pc.filter(owner, bad), parsed=pa.repeat(pa.scalar(True), count(bad)))
-    tables = [pa.table(reject_cols, schema=_CHECKED_REJECT_SCHEMA)]
+    tables = [pa.table(reject_cols, schema=CHECKED_REJECT_SCHEMA)]
     for f in files:  # rows the parser could not split: either partition's (owner null), like a bad ordered_at
         if f.malformed:
             m = malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id")
@@ -229,24 +229,24 @@ def merge_checked(folder: dt.date, pieces: list[CheckedFolder]) -> CheckedFolder
     :func:`check_folder` of all the files at once: the valid rows in read order (chunked, no copy);
     the rejects that parsed, then the rows the parser could not split, each in read order."""
     if not pieces:
-        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), _CHECKED_REJECT_SCHEMA.empty_table(), 0)
+        return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), CHECKED_REJECT_SCHEMA.empty_table(), 0)
     if len(pieces) == 1:
         return pieces[0]
     return CheckedFolder(
         folder,
         pa.concat_tables([p.rows for p in pieces]),
-        _merged_rejects([p.rejected for p in pieces]),
+        merged_rejects([p.rejected for p in pieces]),
         sum(p.rows_read for p in pieces),
     )
 
 
-def _merged_rejects(rejected: list[pa.Table]) -> pa.Table:
+def merged_rejects(rejected: list[pa.Table]) -> pa.Table:
     """The rejects of a folder's pieces (in read order) as :func:`check_folder` of the whole folder
     gives them: the rows that parsed, then the rows the parser could not split, each in read order."""
     if len(rejected) == 1:
         return rejected[0]
     if not rejected:
-        return _CHECKED_REJECT_SCHEMA.empty_table()
+        return CHECKED_REJECT_SCHEMA.empty_table()
     if all(pc.all(r["parsed"]).as_py() is not False for r in rejected):  # every row parsed (the usual case)
         return pa.concat_tables(rejected).combine_chunks()
     parsed = [r.filter(r["parsed"]) for r in rejected]
@@ -302,5 +302,5 @@ CHECKED_SCHEMA = pa.schema(  # money in int64 cents (decimal once a row is kept)
     ]
     + [("owner", pa.date32())]
 )
-_CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
-_EMPTY_CHECKED = pa.RecordBatch.from_pylist([], schema=CHECKED_SCHEMA)
+CHECKED_REJECT_SCHEMA = pa.schema([*REJECT_SCHEMA, ("owner", pa.date32()), ("parsed", pa.bool_())])
+EMPTY_CHECKED = pa.RecordBatch.from_pylist([], schema=CHECKED_SCHEMA)

@@ -20,12 +20,12 @@ import pyarrow.csv as pcsv
 from tasks.contract import CONTROL_CHARACTER, escape_control
 from tasks.transforms.rawcsv_lines import (
     RawSchemaError,
-    _bare_cr,
-    _body_lines,
-    _by_line,
-    _row_numbers,
-    _undecodable,
+    bare_cr,
+    body_lines,
+    by_line,
     check_header,
+    row_numbers,
+    undecodable,
 )
 
 MAX_FIELD = 1 << 20  # bytes: a longer field rejects its row (docs/raw-zone.md, "Ground rules")
@@ -66,13 +66,13 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
                 raise
             table, malformed = _read(data, header, columns, block_size=len(data) + 1)
     except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:  # KeyError: a header the parser reads otherwise
-        cause = _undecodable(data) or str(exc)
+        cause = undecodable(data) or str(exc)
         raise RawSchemaError(f"{source_file}: cannot be read as UTF-8 CSV ({cause}). Fix or re-send the file.") from exc
     records = table.num_rows + len(malformed)
-    if records == _body_lines(data) and not (malformed and _bare_cr(data)):
-        numbers = _row_numbers(records, malformed)  # one record a line: record numbers are line numbers
+    if records == body_lines(data) and not (malformed and bare_cr(data)):
+        numbers = row_numbers(records, malformed)  # one record a line: record numbers are line numbers
     else:  # a record over several lines, an empty line, or a bare CR beside a malformed row
-        numbers, malformed = _by_line(data, source_file, records, malformed)
+        numbers, malformed = by_line(data, source_file, records, malformed)
     return _without_control(ParsedCsv(source_file, table, numbers, malformed), columns)
 
 
@@ -171,7 +171,7 @@ def _parse_batch(
     out, offset = [], 0
     for (_, name), n, rejected in zip(files, counts, bad, strict=True):
         valid = n - len(rejected)
-        parsed = ParsedCsv(name, table.slice(offset, valid), _row_numbers(n, rejected), rejected)
+        parsed = ParsedCsv(name, table.slice(offset, valid), row_numbers(n, rejected), rejected)
         out.append(parsed if clean else _without_control(parsed, columns))
         offset += valid
     return out

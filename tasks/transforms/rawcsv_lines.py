@@ -21,17 +21,17 @@ class RawSchemaError(ValueError):
     """A raw file whose header does not carry the contract's columns. Fails the partition."""
 
 
-def _body_lines(data: bytes) -> int:
+def body_lines(data: bytes) -> int:
     """Lines after the header, as the parser ends them (LF, CR LF or a lone CR), empty ones included."""
     ends = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
     return ends + (not data.endswith((b"\n", b"\r"))) - 1
 
 
-def _bare_cr(data: bytes) -> bool:
+def bare_cr(data: bytes) -> bool:
     return data.count(b"\r") != data.count(b"\r\n")
 
 
-def _by_line(
+def by_line(
     data: bytes, source_file: str, records: int, malformed: list[tuple[int, str, str]]
 ) -> tuple[pa.Array, list[tuple[int, str, str]]]:
     """Row numbers that are line numbers, and every line accounted for, where records and lines differ.
@@ -93,7 +93,7 @@ def _no_field_limit():
         csv.field_size_limit(was)
 
 
-def _row_numbers(records: int, malformed: list[tuple[int, str, str]]) -> pa.Array:
+def row_numbers(records: int, malformed: list[tuple[int, str, str]]) -> pa.Array:
     """Row numbers (header = 1) of the records that parsed, given ``records`` in all."""
     numbers = np.arange(2, records + 2, dtype="int64")
     if malformed:
@@ -101,7 +101,7 @@ def _row_numbers(records: int, malformed: list[tuple[int, str, str]]) -> pa.Arra
     return pa.array(numbers)
 
 
-def _undecodable(data: bytes) -> str | None:
+def undecodable(data: bytes) -> str | None:
     """Where ``data`` stops being UTF-8: byte offset and line; None when it is UTF-8."""
     try:
         data.decode("utf-8")
