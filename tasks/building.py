@@ -150,15 +150,11 @@ class Manifest:
     duration_s: float = 0.0
     data_version: str = ""
     data_version_kind: str = ""
-    equivalent_versions: list[str] = field(default_factory=list)
     built_by: dict = field(default_factory=dict)  # host, pid and Luigi worker of the process that commits it
 
     def as_dict(self) -> dict:
-        """The manifest as stores write it (``equivalent_versions`` only when there are some)."""
-        out = dict(self.__dict__)
-        if not out["equivalent_versions"]:
-            del out["equivalent_versions"]
-        return out
+        """The manifest as stores write it."""
+        return dict(self.__dict__)
 
 
 def build(node, engine: Engine) -> dict | None:
@@ -217,7 +213,6 @@ def build(node, engine: Engine) -> dict | None:
     # needs it first (are its files this build already?)
     version = in_background(dataversions.logical_version, built.table)
     manifest.data_version, manifest.data_version_kind = version.result() if previous else version, dataversions.LOGICAL
-    manifest.equivalent_versions = dataversions.legacy_equivalents(store, node.key, previous, built.table)
     written = manifest.as_dict()
     if previous and files_in_place(store, node.key, previous, built, manifest.data_version):
         # the data, the files beside it and the quarantine already hold this build: kept as they are,

@@ -219,31 +219,19 @@ def test_the_data_version_is_of_the_rows_not_of_the_writer_the_compression_or_th
     assert logical_version(changed) != logical_version(table)
 
 
-def test_a_version_is_the_xxh3_of_the_rows_ipc_bytes_and_an_older_sha256_one_of_the_same_rows_is_equivalent():
-    """The kind logical-v2 hashes the same Arrow IPC stream as logical-v1 did with sha256, with XXH3-128.
-    A manifest of kind logical-v1 is matched by hashing the new rows that way, without reading the
-    old data (the store is not even given)."""
-    import hashlib
-
+def test_a_version_is_the_xxh3_of_the_rows_ipc_bytes():
+    """The kind logical-v2 hashes the Arrow IPC stream of the rows (schema, one batch, no metadata) with
+    XXH3-128."""
     import pyarrow as pa
     import xxhash
 
-    from tasks.freshness.dataversions import LOGICAL_V1, legacy_equivalents, logical_version
+    from tasks.freshness.dataversions import logical_version
 
     table = pa.table({"store_id": ["S1", "S2"], "qty": pa.array([1, 2], pa.int32())})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    stream = sink.getvalue().to_pybytes()
-    assert logical_version(table) == xxhash.xxh3_128(stream).hexdigest()
-    assert logical_version(table, LOGICAL_V1) == hashlib.sha256(stream).hexdigest()
-    old = {"data_version": logical_version(table, LOGICAL_V1), "data_version_kind": LOGICAL_V1}
-    assert legacy_equivalents(None, None, old, table) == [old["data_version"]]
-    assert legacy_equivalents(None, None, {**old, "equivalent_versions": ["b"]}, table) == [old["data_version"], "b"]
-    changed = table.set_column(1, "qty", pa.array([1, 3], pa.int32()))
-    assert legacy_equivalents(None, None, old, changed) == []
-    current = {"data_version": logical_version(table), "data_version_kind": "logical-v2"}
-    assert legacy_equivalents(None, None, current, table) == []
+    assert logical_version(table) == xxhash.xxh3_128(sink.getvalue().to_pybytes()).hexdigest()
 
 
 def test_each_stores_version_is_the_logical_version_of_its_rows_whatever_the_columns_hold():

@@ -6,9 +6,8 @@ or the compression, so an upstream rebuilt to the same rows stops the cascade. I
 makes it the version of a partition written without one (tasks/storage/partitions.py).
 
 The bytes are hashed with XXH3-128 (kind ``logical-v2``): a version tells builds of a partition apart,
-which needs no resistance to a forger, and XXH3 hashes at memory speed where sha256 took a tenth of a
-build's CPU. Versions of kind ``logical-v1`` (sha256 of the same bytes) stay valid downstream: see
-:func:`legacy_equivalents`.
+which needs no resistance to a forger, and XXH3 hashes at memory speed. A manifest with a version of another
+kind (an older build's) never matches: the partition is rebuilt once, and its readers once.
 
 No Luigi here; the engine (:mod:`tasks.freshness.engine`) and the build ask these functions.
 """
@@ -16,7 +15,6 @@ No Luigi here; the engine (:mod:`tasks.freshness.engine`) and the build ask thes
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,20 +25,17 @@ if TYPE_CHECKING:
     from tasks.storage.partitions import PartitionStore
 
 LOGICAL = "logical-v2"  # manifest["data_version_kind"] of a version made by :func:`logical_version`
-LOGICAL_V1 = "logical-v1"  # the same bytes hashed with sha256 (manifests of older builds)
 
 
-def _hasher(kind: str | None = None):
-    """A new hash object of ``kind`` (default: :data:`LOGICAL`, read when called)."""
-    if (kind or LOGICAL) == LOGICAL_V1:
-        return hashlib.sha256()
+def _hasher():
+    """A new XXH3-128 hash object (:data:`LOGICAL`)."""
     import xxhash
 
     return xxhash.xxh3_128()
 
 
-def logical_version(table: pa.Table, kind: str | None = None) -> str:
-    """The hash (``kind``, default :data:`LOGICAL`) of the table's schema (names, types, nullability)
+def logical_version(table: pa.Table) -> str:
+    """The hash (:data:`LOGICAL`) of the table's schema (names, types, nullability)
     and rows in order, as one Arrow IPC stream of a single record batch with no metadata: the same rows
     give the same version whatever wrote them, with which library version, and however they were
     chunked or compressed."""
@@ -52,13 +47,13 @@ def logical_version(table: pa.Table, kind: str | None = None) -> str:
     if not all(_exact(c.chunks[0]) for c in table.columns if c.num_chunks):
         # a copy of exactly the rows: Arrow's IPC writer keeps the unused tail of a sliced array's buffers
         table = table.take(pa.array(np.arange(table.num_rows)))
-    return _ipc_digest(pa.Table.from_arrays(table.columns, schema=schema), kind)
+    return _ipc_digest(pa.Table.from_arrays(table.columns, schema=schema))
 
 
-def _ipc_digest(table: pa.Table, kind: str | None) -> str:
+def _ipc_digest(table: pa.Table) -> str:
     import pyarrow as pa
 
-    digest = _HashSink(_hasher(kind))
+    digest = _HashSink(_hasher())
     with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), table.schema) as writer:
         for batch in table.to_batches():
             writer.write_batch(batch)
@@ -104,7 +99,7 @@ def _exact(array) -> bool:
     return False
 
 
-def slice_versions(table: pa.Table, column: str, keys: set[str], kind: str | None = None) -> dict[str, str]:
+def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, str]:
     """The logical version of each key's rows (``column == key``, in table order); a key without rows
     gets the version of an empty slice. One stable sort of the table, then its keys' rows copied out
     in sorted order a group of keys at a time (about an eighth of the rows: the copy stays small),
@@ -132,18 +127,18 @@ def slice_versions(table: pa.Table, column: str, keys: set[str], kind: str | Non
         for run in runs[i:j]:
             n = run["counts"]
             if plain:
-                digest = _hasher(kind)
+                digest = _hasher()
                 digest.update(head)
                 digest.update(pa.RecordBatch.from_arrays([c(at, n) for c in cut], schema=schema).serialize())
                 digest.update(tail)
                 out[run["values"]] = digest.hexdigest()
             else:  # a fresh copy of the run, through the stream writer (it writes the dictionaries)
                 copy = group.slice(at, n).take(pa.array(range(n))).combine_chunks()
-                out[run["values"]] = _ipc_digest(pa.Table.from_arrays(copy.columns, schema=schema), kind)
+                out[run["values"]] = _ipc_digest(pa.Table.from_arrays(copy.columns, schema=schema))
             at += n
         start, i = start + rows, j
         del group, cut
-    empty = logical_version(table.slice(0, 0), kind)
+    empty = logical_version(table.slice(0, 0))
     return {k: out.get(k, empty) for k in sorted(keys | set(out))}
 
 
@@ -216,17 +211,9 @@ def _runs_of(array: pa.Array) -> Callable[[int, int], pa.Array]:
     return lambda start, n: array.slice(start, n).take(pa.array(np.arange(n)))
 
 
-def version_matches(recorded: str | None, version: str | None, upstream: dict | None) -> bool:
-    """Whether a downstream partition that recorded ``recorded`` still has the upstream it read:
-    the same version, or the byte version of an older manifest whose data was found to hold the same
-    rows when it was rebuilt (``equivalent_versions``, see :func:`legacy_equivalents`)."""
-    if recorded == version:
-        return True
-    return (
-        upstream is not None
-        and version == upstream.get("data_version")
-        and recorded in upstream.get("equivalent_versions", ())
-    )
+def version_matches(recorded: str | None, version: str | None) -> bool:
+    """Whether a downstream partition that recorded ``recorded`` still has the upstream it read."""
+    return recorded == version
 
 
 def same_rows(store: PartitionStore, key: dt.date | None, previous: dict | None, version: str) -> bool:
@@ -235,42 +222,6 @@ def same_rows(store: PartitionStore, key: dt.date | None, previous: dict | None,
     if not previous or previous.get("verify_mismatch"):  # a data file that verify found damaged is rewritten
         return False
     return previous.get("data_version") == version and store.data_matches(key, previous)
-
-
-def legacy_equivalents(store: PartitionStore, key: dt.date | None, previous: dict | None, table: pa.Table) -> list[str]:
-    """The migration of manifests whose version is of another kind. Their downstream partitions
-    recorded that version, which stays valid as long as the partition is not rebuilt. When it is
-    rebuilt to the same rows, the old version is listed as equivalent to the new one, so nothing
-    downstream rebuilds for the change of version kind:
-
-    * ``logical-v1`` (sha256 of the same bytes): the new rows are hashed that way once and compared;
-    * no kind (written before logical versions: the sha256 of the Parquet bytes): the replaced data
-      is read once and compared row for row."""
-    if not previous or previous.get("data_version_kind") == LOGICAL or not previous.get("data_version"):
-        return []
-    if not _same_rows_as_replaced(store, key, previous, table):
-        return []
-    return [previous["data_version"], *previous.get("equivalent_versions", [])]
-
-
-def _same_rows_as_replaced(store: PartitionStore, key: dt.date | None, previous: dict, table: pa.Table) -> bool:
-    """Whether ``table`` holds the rows of the build ``previous`` describes (a version of another kind)."""
-    if previous.get("data_version_kind") == LOGICAL_V1:
-        return logical_version(table, LOGICAL_V1) == previous["data_version"]
-    try:  # the old rows as stored, against the new ones as Parquet will store them (seconds become ms)
-        return store.data_matches(key, previous) and logical_version(store.read_table(key)) == _as_stored(table)
-    except (OSError, ValueError):  # unreadable old data: nothing to be equivalent to
-        return False
-
-
-def _as_stored(table: pa.Table) -> str:
-    """The logical version of ``table`` once written to Parquet and read back (once per old manifest)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return logical_version(pq.read_table(pa.BufferReader(sink.getvalue())))
 
 
 def _register() -> None:

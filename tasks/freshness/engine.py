@@ -148,7 +148,7 @@ class Engine(Memo):
                 return State("stale", f"upstream {_label(up)} is {up_state.state}")
             up_manifest = self._summary(self.store(up), up.key)[1]
             version = node.upstream_version(up_manifest)
-            if not dataversions.version_matches(recorded.get(up.task_id), version, up_manifest):
+            if not dataversions.version_matches(recorded.get(up.task_id), version):
                 return State("stale", f"upstream {_label(up)} changed")
         return State("ok", note)
 
