@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 
 import luigi
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from tasks.freshness.engine import fingerprint
 from tasks.qsr import StgQsrPos
 from tasks.transforms.qsr_rules import VERSION
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.luigi
 
@@ -37,7 +37,7 @@ def other_host_builds_first(lab, tmp_path):
     new rules: suspicious_qty_threshold 2) builds the whole range first."""
     cfg = lab.write_cfg(tmp_path / "host-b.cfg", suspicious_qty_threshold=2)
     args = ("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + DATES * DAY))
-    env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": os.getcwd()}
+    env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
     done = []
 
     @StgQsrPos.event_handler(luigi.Event.START)
