@@ -392,8 +392,10 @@ def test_the_local_scheduler_walks_upstream_of_a_disabled_task():
 
 
 def test_the_local_scheduler_prunes_once_a_second(monkeypatch):
-    """A dead worker's running task is failed by the prune: on the first request, then after a second."""
-    from luigi.scheduler import FAILED, RUNNING
+    """A task a dead worker was running is failed by the prune, on the first request, then after a
+    second: a worker that needs it stops waiting for it (``get_work``'s ``running_tasks``, what a Luigi
+    worker waits on) no later than a second after its runner died."""
+    from luigi.scheduler import FAILED, PENDING, RUNNING
 
     from tasks import luigi_shortcuts
     from tasks.luigi_shortcuts import LocalScheduler
@@ -402,14 +404,15 @@ def test_the_local_scheduler_prunes_once_a_second(monkeypatch):
     monkeypatch.setattr(luigi_shortcuts.scheduler.time, "monotonic", lambda: clock[0])
     sched = LocalScheduler(worker_disconnect_delay=0)
     sched.add_task(worker="gone", task_id="t", status=RUNNING, runnable=True)
-    sched.get_work(worker="w")  # first request: pruned, "gone" has been silent for > 0 s
-    assert sched._state.get_task("t").status == FAILED
+    sched.add_task(worker="w", task_id="t", status=PENDING, runnable=True)
+    assert sched.get_work(worker="w")["running_tasks"] == []  # first request: pruned, "gone" silent for > 0 s
     sched.add_task(worker="gone2", task_id="u", status=RUNNING, runnable=True)
-    sched.get_work(worker="w")
-    assert sched._state.get_task("u").status == RUNNING  # within the second: no prune
+    sched.add_task(worker="w", task_id="u", status=PENDING, runnable=True)
+    waiting = sched.get_work(worker="w")["running_tasks"]
+    assert waiting == [{"task_id": "u", "worker": "gone2"}]  # within the second: no prune
     clock[0] += 1.0
-    sched.get_work(worker="w")
-    assert sched._state.get_task("u").status == FAILED
+    assert sched.get_work(worker="w")["running_tasks"] == []
+    assert set(sched.task_list(FAILED, "")) == {"t", "u"}
 
 
 def test_a_retry_is_handed_out_as_soon_as_it_is_due_as_by_luigi(monkeypatch):
@@ -434,7 +437,7 @@ def test_a_retry_is_handed_out_as_soon_as_it_is_due_as_by_luigi(monkeypatch):
             wall[0] += step
             mono[0] += step
             handed[name].append(sched.get_work(worker="w")["task_id"])
-        assert sched._state.get_task("t").status == RUNNING
+        assert list(sched.task_list(RUNNING, "")) == ["t"]
         wall[0], mono[0] = 5000.0, 1000.0
     expected = [None, None, "t"]
     assert handed == {"luigi": expected, "ours": expected}

@@ -4,6 +4,7 @@ fail, die and time out as it would."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -196,7 +197,13 @@ def test_the_worker_processes_end_when_the_run_is_killed(tmp_path):
         f"luigi.build([_Probe(folder={str(tmp_path)!r}, n=k, sleep=0.3) for k in range(40)], workers=2,"
         " local_scheduler=True)\n"
     )
-    run = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # the run and every process it starts: one session, the run's pid
+    )
     try:
         deadline = time.monotonic() + 60
         while len(_ran(tmp_path)) < 2 and time.monotonic() < deadline:
@@ -205,16 +212,37 @@ def test_the_worker_processes_end_when_the_run_is_killed(tmp_path):
         assert len(workers) == 2, workers
         run.kill()
         run.wait()
+        started_by_then = _started(tmp_path)
         deadline = time.monotonic() + 10
-        while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+        while _in_session(run.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert all(_gone(pid) for pid in workers), "a worker process outlived its run"
-        built = len(_ran(tmp_path))
-        time.sleep(1)
-        assert len(_ran(tmp_path)) == built < 40  # nothing started after the kill
+        assert not _in_session(run.pid), "a process of the run outlived it"
+        # no process of the run is left to start a task: each worker finished the task it was on (one it
+        # had been sent at most) and started no other
+        assert _started(tmp_path) == set(_ran(tmp_path))
+        assert len(_started(tmp_path) - started_by_then) <= len(workers) and len(_ran(tmp_path)) < 40
     finally:
-        run.kill()
+        for pid in [run.pid, *_in_session(run.pid)]:  # when it failed: none left behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         run.wait()
+
+
+def _started(folder: Path) -> set[int]:
+    return {int(p.name.split("-")[1]) for p in folder.glob("started-*")}
+
+
+def _in_session(sid: int) -> list[int]:
+    """The live processes of session ``sid`` (zombies, already ended, are not)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
 
 
 def _children(pid: int) -> list[int]:

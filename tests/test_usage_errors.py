@@ -431,10 +431,10 @@ def test_ctrl_c_of_the_daybreak_command_is_one_line(tmp_path):
     proc = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / "raw").exists() and time.monotonic() < deadline:
+        while next((tmp_path / "raw").rglob("*.csv"), None) is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.poll() is None, "the sample was written before it could be interrupted"  # 3,000 days: minutes
+        os.killpg(proc.pid, signal.SIGINT)  # while it writes files
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
