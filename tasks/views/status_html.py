@@ -1,12 +1,8 @@
-"""The HTML status page: one self-contained file (no external assets), one bar per dataset (per
-hotel for hotel_pickup), days side by side and grouped by month, twelve months to a band, so three
-years of every dataset fit on one screen. A click (or the arrow keys) on a day shows its state,
-reason, rows, build time, the host and process that built it and the command that rebuilds it.
-
-It renders the rows :func:`tasks.views.status.collect` returns; for a date x key dataset (hotel_pickup,
-one worst-of-the-hotels row per day there) it reads each hotel's state through the same
-:func:`tasks.views.status.day_status`, so the page has a bar per hotel.
-"""
+"""The HTML status page: one self-contained file, one bar per dataset (per hotel for hotel_pickup), days
+grouped by month, twelve months to a band: three years of every dataset on one screen. A click (or the
+arrow keys) on a day shows its state, reason, rows, build time, who built it and the command that
+rebuilds it. It renders the rows of :func:`tasks.views.status.collect` (a hotel's through
+:func:`tasks.views.status.day_status`)."""
 
 from __future__ import annotations
 
@@ -131,12 +127,10 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
 
     def builder(r) -> int | None:
         text = status.built_by_text(r.built_by)
-        if not text:
-            return None
-        if text not in builders:
+        if text and text not in builders:
             builders[text] = len(builders)
             data["builders"].append(text)
-        return builders[text]
+        return builders.get(text) if text else None
 
     for line in lines:
         cells = [line.days.get(d) for d in dates]
