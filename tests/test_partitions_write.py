@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from tasks.storage import tempnames
-from tasks.storage.partitions import PartitionStore
+from tasks.storage.partitions import PartitionStore, open_store
 
 pytestmark = pytest.mark.unit
 
@@ -35,7 +35,7 @@ def duck_rows(store: PartitionStore) -> list[tuple]:
 
 
 def test_data_is_fsynced_before_its_rename_and_the_folder_after(tmp_path, monkeypatch):
-    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store = open_store(tmp_path, "staging/qsr_pos")
     store.write(D1, table(3), {"n": 1})
     events = []
     real_fsync, real_replace = os.fsync, os.replace
@@ -64,7 +64,7 @@ def test_data_is_fsynced_before_its_rename_and_the_folder_after(tmp_path, monkey
 
 
 def test_a_new_partition_being_assembled_is_invisible_to_duckdb_and_pyarrow(tmp_path, monkeypatch):
-    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store = open_store(tmp_path, "staging/qsr_pos")
     store.write(D1, table(2), {})
     seen = []
     real_rename = os.rename
@@ -88,7 +88,7 @@ def aged(path: Path, hours: float) -> Path:
 
 @pytest.mark.system
 def test_the_sweep_removes_dead_writers_temporaries_and_never_a_live_writers(tmp_path):
-    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store = open_store(tmp_path, "staging/qsr_pos")
     store.write(D1, table(2), {})
     folder, host = store.path(D1), tempnames.host()
     dead = subprocess.Popen(["true"])
@@ -145,7 +145,7 @@ def test_a_high_cardinality_column_is_not_kept_in_a_dictionary(tmp_path):
 
     n = 20_000
     rows = pa.table({"order_id": [f"ORD-2026-09-10-{i // 2:08d}" for i in range(n)], "status": ["COMPLETED"] * n})
-    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store = open_store(tmp_path, "staging/qsr_pos")
     store.write(D1, rows, {})
     written = store.path(D1) / "data.parquet"
     default = pa.BufferOutputStream()
@@ -175,7 +175,7 @@ def test_decimals_are_stored_as_integers_and_read_back_as_the_same_decimals(tmp_
             "rate": pa.array([decimal.Decimal("123.45")] * 5, pa.decimal128(9, 2)),
         }
     )
-    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store = open_store(tmp_path, "staging/qsr_pos")
     store.write(D1, rows, {})
     written = store.path(D1) / "data.parquet"
     schema = pq.ParquetFile(written).schema

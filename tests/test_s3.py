@@ -194,29 +194,30 @@ def test_a_writer_whose_condition_fails_commits_nothing_and_says_so(s3lab):
     writes nothing (every object keeps the first writer's ETag) and names the partition."""
     import pyarrow as pa
 
-    from tasks.storage.s3store import _BASES, OtherWriterCommitted, S3PartitionStore
+    from tasks.storage.s3backend import ETAGS_AT_LEASE
+    from tasks.storage.s3store import OtherWriterCommitted, S3PartitionStore
 
     store = S3PartitionStore(s3lab.uri, "marts/demo")
     first = S3PartitionStore(s3lab.uri, "marts/demo")
     store.write(START, pa.table({"x": [1]}), {"n": 0})  # the partition as both builds found it
-    started = first._snapshot(START)
+    started = first.etags_now(START)
     store.write(START, pa.table({"x": [2]}), {"n": 1})  # the other writer commits meanwhile
     committed = objects(s3lab)
-    _BASES[(s3lab.uri, first.rel(START))] = started
+    ETAGS_AT_LEASE[(s3lab.uri, first.rel(START))] = started
     try:
         with pytest.raises(OtherWriterCommitted, match=f"another writer committed marts/demo {START}"):
             first.write(START, pa.table({"x": [3]}), {"n": 2})
     finally:
-        _BASES.clear()
+        ETAGS_AT_LEASE.clear()
     assert objects(s3lab) == committed
     assert S3PartitionStore(s3lab.uri, "marts/demo").read_table(START).column("x").to_pylist() == [2]
     with pytest.raises(OtherWriterCommitted):  # a new partition another writer created first
-        _BASES[(s3lab.uri, first.rel(START + DAY))] = {}
+        ETAGS_AT_LEASE[(s3lab.uri, first.rel(START + DAY))] = {}
         try:
             store.write(START + DAY, pa.table({"x": [1]}), {"n": 0})
             first.write(START + DAY, pa.table({"x": [9]}), {"n": 0})
         finally:
-            _BASES.clear()
+            ETAGS_AT_LEASE.clear()
     assert S3PartitionStore(s3lab.uri, "marts/demo").read_table(START + DAY).column("x").to_pylist() == [1]
 
 

@@ -1,5 +1,5 @@
 """How a local partition is replaced whole (:class:`LocalWrites`, a part of
-:class:`tasks.storage.local.PartitionStore`): every file written under a temporary name and fsynced,
+:class:`tasks.storage.local.LocalPartitionStore`): every file written under a temporary name and fsynced,
 then renamed into place, data first, the quarantine, the manifest last; a new partition assembled in a
 staging folder and renamed into place whole; failure records beside the data root's state."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
-import json
 import logging
 import os
 import shutil
@@ -37,8 +36,8 @@ logger = logging.getLogger("luigi-interface")
 
 
 class LocalWrites:
-    """The writing half of a local partition store (its ``path``, ``quarantine_path``, ``failure_path``,
-    ``data_root`` and ``dataset`` come from :class:`tasks.storage.local.PartitionStore`)."""
+    """The writing half of a local partition store (its ``path``, ``quarantine_path``, ``data_root`` and
+    ``dataset`` come from :class:`tasks.storage.local.LocalPartitionStore`)."""
 
     # -- writing -------------------------------------------------------------------------------
     def write_path(self, date: dt.date | None) -> Path:
@@ -263,7 +262,7 @@ class LocalWrites:
 
     def failed_rejects_path(self, date: dt.date | None) -> Path:
         """Rejected rows of a build that failed on them (too many), beside its failure record."""
-        return self.failure_path(date).with_suffix(".rejected.parquet")
+        return self.data_root / self.failed_rejects_rel(date)
 
     def write_failed_rejects(self, date: dt.date | None, rejected: pa.Table) -> Path:
         """Keep the rejected rows of a build that failed on them for a person to read; the partition and
@@ -275,15 +274,6 @@ class LocalWrites:
         except OSError as exc:
             raise PartitionWriteError("rejected rows of " + self._write_error(date, exc)) from exc
         return path
-
-    def record_failure(self, date: dt.date | None, record: dict) -> None:
-        path = self.failure_path(date)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(record, indent=1, default=str))
-
-    def clear_failure(self, date: dt.date | None) -> None:
-        self.failure_path(date).unlink(missing_ok=True)
-        self.failed_rejects_path(date).unlink(missing_ok=True)
 
 
 def _place(folder: Path, pending: list[tuple[Path, Path]], drop: Path | None, quarantine: Path | None) -> None:

@@ -1,7 +1,219 @@
-"""A data root in an S3-compatible bucket, as tasks/storage/partitions.py opens it (``s3://BUCKET/PREFIX``)."""
+"""A data root in an S3-compatible bucket (``s3://BUCKET/PREFIX``), as :class:`tasks.storage.store.PartitionStore`
+reads it: one listing per dataset prefix per freshness pass (a check needs no request per partition), an
+object's identity is its ETag and size, a partition's lock is a lease (:mod:`tasks.storage.s3lease`) that
+also remembers the partition's objects as they were when the build started: its commit's conditions
+(:mod:`tasks.storage.s3store`). What a pass listed is kept in this module and forgotten by a new pass.
+The module :mod:`tasks.storage.partitions` loads for an ``s3://`` data root: it also gives the data root's
+shared documents, its check and its tree of files (:mod:`tasks.storage.s3docs`)."""
 
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tasks.storage import s3folders
+from tasks.storage.layout import PASS_HOOKS, parse_partition_name
+from tasks.storage.s3 import Bucket, Obj
 from tasks.storage.s3docs import S3Root, check, read_document, state_dir, update_document
-from tasks.storage.s3shadow import S3ShadowStore
-from tasks.storage.s3store import S3PartitionStore
+from tasks.storage.s3lease import Lease
+from tasks.storage.tempnames import is_temp_name
 
-__all__ = ["S3PartitionStore", "S3Root", "S3ShadowStore", "check", "read_document", "state_dir", "update_document"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["S3Backend", "S3Root", "check", "read_document", "state_dir", "update_document"]  # for partitions.py
+
+# What this process listed in the current freshness pass: (data_root, prefix) -> {relative key: Obj}.
+# Writes of this process keep it up to date; a new pass (tasks/freshness/engine.py) empties it.
+LISTINGS: dict[tuple[str, str], dict[str, Obj]] = {}
+# Manifests this process wrote or read, by (data_root, key): (stamp, content), so a check after a build
+# parses nothing again.
+MANIFESTS: dict[tuple[str, str], tuple[tuple, dict]] = {}
+# (data_root, partition folder) -> its objects as listed when the build took its lease ({key: Obj, or None
+# when absent}) and their ETags: what the build's re-check reads and its commit's conditions.
+LISTED_AT_LEASE: dict[tuple[str, str], dict[str, Obj | None]] = {}
+ETAGS_AT_LEASE: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def _forget_listings() -> None:
+    LISTINGS.clear()
+    s3folders.forget()
+
+
+PASS_HOOKS.append(_forget_listings)
+
+
+def stamp_of(obj: Obj | None) -> tuple | None:
+    return None if obj is None else ("etag", obj.etag, obj.size)
+
+
+class S3Backend:
+    """Keys under ``s3://BUCKET/PREFIX``."""
+
+    def __init__(self, data_root: str):
+        self.data_root = data_root.rstrip("/")
+        self.bucket = Bucket(self.data_root)
+
+    def at(self, rel: str) -> str:
+        return f"{self.data_root}/{rel}"
+
+    def uri(self, rel: str) -> str:
+        return f"{self.data_root}/{rel}"
+
+    @property
+    def state_dir(self) -> Path:
+        return state_dir(self.data_root)
+
+    # -- listing -------------------------------------------------------------------------------------
+    def listing(self, prefix: str) -> dict[str, Obj]:
+        """Every object under ``prefix``, listed once per freshness pass."""
+        key = (self.data_root, prefix)
+        if key not in LISTINGS:
+            LISTINGS[key] = self.bucket.list(prefix)
+        return LISTINGS[key]
+
+    def known(self, rel: str, obj: Obj | None) -> None:
+        """This process wrote ``rel`` (``obj``) or found it gone: its listings say so from now on."""
+        for (root, prefix), listing in LISTINGS.items():
+            if root == self.data_root and rel.startswith(prefix):
+                if obj is None:
+                    listing.pop(rel, None)
+                else:
+                    listing[rel] = obj
+        s3folders.noted(self.data_root, rel, obj is not None)
+
+    def folders(self, rel: str) -> list[str]:
+        """The folders one level below ``rel`` that hold an object, from the pass's listing of ``rel``."""
+        start = len(rel) + 1
+        return list({k[start:].split("/", 1)[0] for k in self.listing(f"{rel}/") if "/" in k[start:]})
+
+    @staticmethod
+    def same(found: Obj, recorded: dict) -> bool:
+        """The object is the one a manifest recorded: the same ETag and size."""
+        return found.etag == recorded.get("etag") and found.size == recorded.get("size")
+
+    def files_in(self, dataset: str, folder: str, levels: int) -> list[str]:
+        """Every key under ``folder``, relative to it, from this pass's listing of the dataset (no request of
+        its own); writers' hidden temporary entries left out."""
+        keys = s3folders.by_folder(self.data_root, f"{dataset}/", levels, self.listing).get(folder, ())
+        start = len(folder) + 1
+        return [k[start:] for k in keys if not is_temp_name(k.rsplit("/", 1)[-1])]
+
+    def dataset_strays(self, dataset: str, depth: int) -> list[str]:
+        out = []
+        for rel in self.listing(f"{dataset}/"):
+            parts = rel[len(dataset) + 1 :].split("/")
+            if len(parts) <= depth or parse_partition_name(parts[0]) is None:
+                out.append(rel)
+        return sorted(out)
+
+    def keys(self, prefix: str) -> set[str]:
+        return set(self.listing(prefix))
+
+    def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
+        """List the partition's objects and its quarantine again into this pass's listings (another host
+        may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
+        now = LISTED_AT_LEASE.get((self.data_root, folder)) or self.objects_now(folder, quarantine)
+        for rel in [r for r in self.listing(f"{dataset}/") if r.startswith(f"{folder}/")]:
+            self.known(rel, None)
+        for rel, obj in now.items():
+            self.known(rel, obj)
+
+    def objects_now(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
+        """The partition's objects and its quarantine (None: there is none) now: one listing, one HEAD."""
+        found: dict[str, Obj | None] = dict(self.bucket.list(f"{folder}/"))
+        found[quarantine] = self.bucket.head(quarantine)
+        return found
+
+    # -- reading -------------------------------------------------------------------------------------
+    def stamp(self, dataset: str, key: str, fresh: bool = False) -> tuple | None:
+        """("etag", ETag, size) of the object, from the pass's listing of ``dataset`` (``fresh``: a HEAD)."""
+        if fresh:
+            obj = self.bucket.head(key)
+            self.known(key, obj)
+            return stamp_of(obj)
+        return stamp_of(self.listing(f"{dataset}/").get(key))
+
+    def read_stamped(self, dataset: str, key: str, known: tuple | None, parse: Callable) -> tuple:
+        listed = stamp_of(self.listing(f"{dataset}/").get(key))
+        if listed is None:
+            return None, None
+        if known is not None and known[0] == listed:
+            return known
+        mine = MANIFESTS.get((self.data_root, key))
+        if mine is not None and mine[0] == listed:
+            return mine
+        try:
+            data, obj = self.bucket.get(key)
+        except FileNotFoundError:
+            self.known(key, None)
+            return None, None
+        stamp, content = stamp_of(obj), parse(data)
+        self.known(key, obj)
+        MANIFESTS[(self.data_root, key)] = (stamp, content)
+        return stamp, content
+
+    def read(self, key: str) -> bytes:
+        return self.bucket.read(key)
+
+    def exists(self, key: str) -> bool:
+        obj = self.bucket.head(key)
+        self.known(key, obj)
+        return obj is not None
+
+    def read_table(self, key: str, columns: list[str] | None) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        return pq.read_table(pa.BufferReader(self.bucket.read(key)), columns=columns)
+
+    def digest(self, key: str) -> tuple[str | None, str, int]:
+        """(sha256, "", bytes read) of the object now; (None, "missing", 0) without one."""
+        try:
+            data = self.bucket.read(key)
+        except FileNotFoundError:
+            return None, "missing", 0
+        return hashlib.sha256(data).hexdigest(), "", len(data)
+
+    # -- leases and records --------------------------------------------------------------------------
+    @contextmanager
+    def locked(self, record_name: str, folder: str, quarantine: str, what: str, wait_s: float | None) -> Iterator[None]:
+        """Hold the partition's lease for the block (waiting at most ``wait_s`` for a live holder), and
+        remember the ETags of its objects as they were when the build started: its commit's conditions."""
+        from tasks import settings
+
+        lease = Lease(self.bucket, f"_state/leases/{record_name}", settings.s3().lease_seconds)
+        lease.acquire(what, wait_s)
+        key = (self.data_root, folder)
+        LISTED_AT_LEASE[key] = self.objects_now(folder, quarantine)  # what refresh reads, no request more
+        ETAGS_AT_LEASE[key] = {rel: obj.etag for rel, obj in LISTED_AT_LEASE[key].items() if obj is not None}
+        try:
+            with lease.renewing():
+                yield
+        finally:
+            ETAGS_AT_LEASE.pop(key, None)
+            LISTED_AT_LEASE.pop(key, None)
+            lease.release()
+
+    def listed_at_lease(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
+        """The partition's objects as listed when this build took its lease; listed now without a lease."""
+        seen = LISTED_AT_LEASE.get((self.data_root, folder))
+        return seen if seen is not None else self.objects_now(folder, quarantine)
+
+    def put_record(self, key: str, data: bytes) -> None:
+        self.bucket.put(key, data)
+        self.known(key, Obj(0, "", 0))
+
+    def put_document(self, key: str, data: bytes) -> None:
+        self.bucket.put(key, data)
+
+    def remove_records(self, keys: list[str], prefix: str) -> None:
+        """Delete each of ``keys`` that this pass's listing of ``prefix`` has."""
+        listed = self.listing(prefix)
+        for key in keys:
+            if key in listed:
+                self.bucket.delete(key)
+                self.known(key, None)

@@ -4,19 +4,13 @@ files (:class:`S3Root`, for previews)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from tasks.storage.files import parquet_bytes
-from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
+from tasks.storage.s3 import Bucket, PreconditionFailed, StoreError
 from tasks.storage.s3lease import Lease
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 def check(uri: str, fence: bool = False) -> str | None:
@@ -117,58 +111,3 @@ class S3Root:
                 yield
         finally:
             lease.release()
-
-
-class S3Records:
-    """A bucket store's records beside its partitions: failure records (with the rejected rows of a build
-    that failed on them) and the dataset's manifest summaries (part of
-    :class:`tasks.storage.s3store.S3PartitionStore`, whose bucket, names and listings they use)."""
-
-    def failure_id(self, date: dt.date | None) -> str:
-        return f"_state/failures/{self.record_name(date)}"
-
-    def failed_rejects_path(self, date: dt.date | None) -> str:
-        return f"{self.data_root}/{self.failure_id(date)[: -len('.json')]}.rejected.parquet"
-
-    def read_summaries(self) -> bytes | None:
-        """This dataset's manifest summaries, shared by every host (``_state/summaries/<dataset>.json``)."""
-        try:
-            return self.bucket.read(self._summaries_rel())
-        except FileNotFoundError:
-            return None
-
-    def write_summaries(self, data: bytes) -> None:
-        self.bucket.put(self._summaries_rel(), data)  # a cache keyed by ETags: the last writer wins, nothing is wrong
-
-    def _summaries_rel(self) -> str:
-        return (
-            f"_state/summaries/{self.dataset}/{self.sub}.json" if self.sub else f"_state/summaries/{self.dataset}.json"
-        )
-
-    def read_failure(self, date: dt.date | None) -> dict | None:
-        try:
-            return json.loads(self.bucket.read(self.failure_id(date)))
-        except FileNotFoundError:
-            return None
-
-    def failure_records(self) -> set[str]:
-        return set(self._listing("_state/failures/"))
-
-    def record_failure(self, date: dt.date | None, record: dict) -> None:
-        rel = self.failure_id(date)
-        self.bucket.put(rel, json.dumps(record, indent=1, default=str).encode())
-        self._known(rel, Obj(0, "", 0))
-
-    def clear_failure(self, date: dt.date | None) -> None:
-        """Remove the failure record and its rejected rows, if this pass's listing has them."""
-        records = self._listing("_state/failures/")
-        for rel in (self.failure_id(date), self.failed_rejects_path(date)[len(self.data_root) + 1 :]):
-            if rel in records:
-                self.bucket.delete(rel)
-                self._known(rel, None)
-
-    def write_failed_rejects(self, date: dt.date | None, rejected: pa.Table) -> str:
-        rel = self.failed_rejects_path(date)[len(self.data_root) + 1 :]
-        self.bucket.put(rel, parquet_bytes(rejected))
-        self._known(rel, Obj(0, "", 0))
-        return f"{self.data_root}/{rel}"

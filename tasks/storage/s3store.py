@@ -6,9 +6,8 @@ last (``If-None-Match: *`` for a key that did not exist when the build started, 
 it had then); the manifest records every object's ETag and counts only while the listing still shows
 them; a writer whose condition fails stops (:class:`OtherWriterCommitted`). No multipart upload and no
 delete is part of a commit: the keys under a partition's folder that its manifest does not list are deleted
-after it (:mod:`tasks.storage.s3folders`). A lease per partition (:mod:`tasks.storage.s3lease`) keeps hosts from
-building it twice; correctness rests on the conditional commit, not on the lease. One listing per
-dataset prefix per freshness pass: a check needs no request per partition.
+after it. A lease per partition (:class:`tasks.storage.s3backend.S3Backend`) keeps hosts from building it
+twice; correctness rests on the conditional commit, not on the lease.
 """
 
 from __future__ import annotations
@@ -17,53 +16,30 @@ import datetime as dt
 import hashlib
 import logging
 import time
-from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage import s3folders
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import (
     DATA_FILE,
     DATA_VERSION,
     MANIFEST,
-    PASS_HOOKS,
     WRITE_HOOKS,
     PartitionWriteError,
     check_extra_names,
-    differing_file,
+    listed_names,
     manifest_bytes,
-    missing_file,
     parse_manifest,
-    parse_partition_name,
-    partition_name,
-    safe_relpath,
 )
-from tasks.storage.s3 import Bucket, Obj, PreconditionFailed, StoreError
-from tasks.storage.s3docs import S3Records, state_dir
-from tasks.storage.s3folders import S3Folders
-from tasks.storage.s3lease import Lease
+from tasks.storage.s3 import Obj, PreconditionFailed, StoreError
+from tasks.storage.s3backend import ETAGS_AT_LEASE, MANIFESTS, stamp_of
+from tasks.storage.store import PartitionStore
+from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 logger = logging.getLogger("luigi-interface")
-
-# What this process listed in the current freshness pass: (data_root, prefix) -> {relative key: Obj}.
-# Writes of this process keep it up to date; a new pass (tasks/freshness/engine.py) empties it.
-_LISTINGS: dict[tuple[str, str], dict[str, Obj]] = {}
-# Manifests this process wrote or read, by (data_root, key): (stamp, content), so a check after a build
-# parses nothing again.
-_MANIFESTS: dict[tuple[str, str], tuple[tuple, dict]] = {}
-
-
-def _forget_listings() -> None:
-    _LISTINGS.clear()
-    s3folders.forget()
-
-
-PASS_HOOKS.append(_forget_listings)
 
 
 class OtherWriterCommitted(RuntimeError):
@@ -73,193 +49,16 @@ class OtherWriterCommitted(RuntimeError):
     superseded = True
 
 
-def _stamp(obj: Obj | None) -> tuple | None:
-    return None if obj is None else ("etag", obj.etag, obj.size)
-
-
-class S3PartitionStore(S3Records, S3Folders):
-    """One dataset's partitions under ``s3://BUCKET/PREFIX`` (the interface of
-    :class:`tasks.storage.local.PartitionStore`)."""
-
-    def __init__(self, data_root: str, dataset: str, subpartition: str | None = None):
-        self.data_root = data_root.rstrip("/")
-        self.bucket = Bucket(self.data_root)
-        self.dataset = safe_relpath(dataset)
-        self.root = f"{self.data_root}/{dataset}"
-        if subpartition is not None and ("/" in subpartition or safe_relpath(subpartition) != subpartition):
-            raise ValueError(f"subpartition {subpartition!r} could escape its folder")
-        self.sub = subpartition
-
-    # -- names -----------------------------------------------------------------------------------
-    def _levels(self, date: dt.date | None) -> list[str]:
-        return [] if date is None else [partition_name(date), *([self.sub] if self.sub else [])]
-
-    def rel(self, date: dt.date | None) -> str:
-        """The partition's folder, relative to the data root (``staging/qsr_pos/business_date=D``)."""
-        return "/".join([self.dataset, *self._levels(date)])
-
-    def uri(self, date: dt.date | None = None) -> str:
-        return f"{self.data_root}/{self.rel(date)}"
-
-    def record_name(self, date: dt.date | None) -> str:
-        return f"{self.rel(date)}.json"
-
-    def quarantine_rel(self, date: dt.date | None) -> str:
-        return "/".join(["quarantine", self.dataset, *self._levels(date), "rejected.parquet"])
+class S3PartitionStore(PartitionStore):
+    """One dataset's partitions under ``s3://BUCKET/PREFIX``: :class:`tasks.storage.store.PartitionStore` with
+    the bucket's commit."""
 
     @property
-    def state_dir(self) -> Path:
-        return state_dir(self.data_root)
-
-    # -- listings --------------------------------------------------------------------------------
-    def _listing(self, prefix: str) -> dict[str, Obj]:
-        key = (self.data_root, prefix)
-        if key not in _LISTINGS:
-            _LISTINGS[key] = self.bucket.list(prefix)
-        return _LISTINGS[key]
-
-    def _objects(self) -> dict[str, Obj]:
-        return self._listing(f"{self.dataset}/")
-
-    def _quarantined(self) -> dict[str, Obj]:
-        return self._listing(f"quarantine/{self.dataset}/")
+    def bucket(self):
+        return self.backend.bucket
 
     def _known(self, rel: str, obj: Obj | None) -> None:
-        """This process wrote ``rel`` (``obj``) or found it gone: its listings say so from now on."""
-        for (root, prefix), listing in _LISTINGS.items():
-            if root == self.data_root and rel.startswith(prefix):
-                if obj is None:
-                    listing.pop(rel, None)
-                else:
-                    listing[rel] = obj
-        s3folders.noted(self.data_root, rel, obj is not None)
-
-    def refresh(self, date: dt.date | None) -> None:
-        """List the partition's objects and its quarantine again into this pass's listings (another host
-        may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
-        folder = self.rel(date)
-        now = _SEEN.get((self.data_root, folder)) or self._objects_now(date)
-        for rel in [r for r in self._objects() if r.startswith(f"{folder}/")]:
-            self._known(rel, None)
-        for rel, obj in now.items():
-            self._known(rel, obj)
-
-    def listed_dates(self) -> set[dt.date]:
-        dates = set()
-        for rel in self._objects():
-            parts = rel[len(self.dataset) + 1 :].split("/", 1)
-            date = parse_partition_name(parts[0])
-            if date is not None and len(parts) == 2:
-                dates.add(date)
-        return dates
-
-    # -- reading ---------------------------------------------------------------------------------
-    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
-        rel = f"{self.rel(date)}/{MANIFEST}"
-        if fresh:
-            obj = self.bucket.head(rel)
-            self._known(rel, obj)
-            return _stamp(obj)
-        return _stamp(self._objects().get(rel))
-
-    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
-        rel = f"{self.rel(date)}/{MANIFEST}"
-        listed = _stamp(self._objects().get(rel))
-        if listed is None:
-            return None, None
-        if known is not None and known[0] == listed:
-            return known
-        mine = _MANIFESTS.get((self.data_root, rel))
-        if mine is not None and mine[0] == listed:
-            return mine
-        try:
-            data, obj = self.bucket.get(rel)
-        except FileNotFoundError:
-            self._known(rel, None)
-            return None, None
-        stamp, content = _stamp(obj), parse_manifest(data)
-        self._known(rel, obj)
-        _MANIFESTS[(self.data_root, rel)] = (stamp, content)
-        return stamp, content
-
-    def read_manifest(self, date: dt.date | None) -> dict | None:
-        try:
-            return parse_manifest(self.bucket.read(f"{self.rel(date)}/{MANIFEST}"))
-        except FileNotFoundError:
-            return None
-
-    def has_manifest(self, date: dt.date | None) -> bool:
-        return self.manifest_stamp(date, fresh=True) is not None
-
-    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
-        """Every object the manifest names is listed with the recorded ETag and size."""
-        return not self.data_problem(date, manifest)
-
-    def data_problem(self, date: dt.date | None, manifest: dict) -> str:
-        """Why the objects the manifest names are not the ones it records (ETag and size); '' when they are."""
-        objects, folder = self._objects(), self.rel(date)
-        files = [(objects.get(f"{folder}/{f['name']}"), f) for f in manifest.get("data_files", [])]
-        quarantine = manifest.get("quarantine")
-        if quarantine:
-            files.append((self._quarantined().get(quarantine["path"]), quarantine))
-        for obj, f in files:
-            if obj is None:
-                return missing_file(f)
-            if obj.etag != f.get("etag") or obj.size != f.get("size"):
-                return differing_file(f)
-        return "" if manifest.get("data_files") else "its manifest lists no data file"
-
-    def read_file(self, date: dt.date | None, name: str) -> bytes:
-        return self.bucket.read(f"{self.rel(date)}/{name}")
-
-    def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        return pq.read_table(pa.BufferReader(self.read_file(date, DATA_FILE)), columns=columns)
-
-    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
-        """(sha256, "", bytes read) of an object of the data root now; (None, "missing", 0) without one."""
-        try:
-            data = self.bucket.read(rel)
-        except FileNotFoundError:
-            return None, "missing", 0
-        return hashlib.sha256(data).hexdigest(), "", len(data)
-
-    # -- leases ----------------------------------------------------------------------------------
-    @contextmanager
-    def locked(self, date: dt.date | None, wait_s: float | None = None) -> Iterator[None]:
-        """Hold the partition's lease for the block (waiting at most ``wait_s`` for a live holder), and
-        remember the ETags of its objects as they were when the build started: its commit's conditions."""
-        from tasks import settings
-
-        lease = Lease(self.bucket, f"_state/leases/{self.record_name(date)}", settings.s3().lease_seconds)
-        lease.acquire(f"{self.dataset} {date or ''}".strip(), wait_s)
-        key = (self.data_root, self.rel(date))
-        _SEEN[key] = self._objects_now(date)  # what the build's re-check reads (refresh), no request more
-        _BASES[key] = {rel: obj.etag for rel, obj in _SEEN[key].items() if obj is not None}
-        try:
-            with lease.renewing():
-                yield
-        finally:
-            _BASES.pop(key, None)
-            _SEEN.pop(key, None)
-            lease.release()
-
-    def _listed_at_lease(self, date: dt.date | None) -> dict[str, Obj | None]:
-        """The partition's objects as listed when this build took its lease; listed now without a lease."""
-        seen = _SEEN.get((self.data_root, self.rel(date)))
-        return seen if seen is not None else self._objects_now(date)
-
-    def _snapshot(self, date: dt.date | None) -> dict[str, str]:
-        """{key: ETag} of the partition's objects and its quarantine now."""
-        return {rel: obj.etag for rel, obj in self._objects_now(date).items() if obj is not None}
-
-    def _objects_now(self, date: dt.date | None) -> dict[str, Obj | None]:
-        """The partition's objects and its quarantine (None: there is none) now: one listing, one HEAD."""
-        found: dict[str, Obj | None] = dict(self.bucket.list(f"{self.rel(date)}/"))
-        found[self.quarantine_rel(date)] = self.bucket.head(self.quarantine_rel(date))
-        return found
+        self.backend.known(rel, obj)
 
     # -- writing ---------------------------------------------------------------------------------
     def write(
@@ -330,12 +129,49 @@ class S3PartitionStore(S3Records, S3Folders):
         with self._committing(date) as put:
             put(f"{self.rel(date)}/{MANIFEST}", manifest_bytes(manifest), manifest=manifest)
 
+    def drop_strays(self, date: dt.date | None, manifest: dict) -> None:
+        """Delete the keys under the partition's folder that its manifest, now committed, does not list (as
+        listed when the build took the lease): not part of the commit. A delete that fails is a warning; the
+        partition counts as stale while the key is there."""
+        folder = self.rel(date)
+        keep = {f"{folder}/{name}" for name in listed_names(manifest)}
+        for rel in sorted(self.backend.listed_at_lease(folder, self.quarantine_rel(date))):
+            if not rel.startswith(f"{folder}/") or rel in keep or is_temp_name(rel.rsplit("/", 1)[-1]):
+                continue
+            try:
+                self.bucket.delete(rel)
+            except StoreError as exc:
+                logger.warning(
+                    "could not delete %s, which the manifest of %s does not list (%s): the partition counts as "
+                    "stale until it is gone",
+                    self.bucket.describe(rel),
+                    self.uri(date),
+                    exc,
+                )
+                continue
+            self._known(rel, None)
+            logger.info("deleted %s: the manifest of %s does not list it", self.bucket.describe(rel), self.uri(date))
+
+    def etags_now(self, date: dt.date | None) -> dict[str, str]:
+        """{key: ETag} of the partition's objects and its quarantine now (one listing, one HEAD)."""
+        now = self.backend.objects_now(self.rel(date), self.quarantine_rel(date))
+        return {rel: obj.etag for rel, obj in now.items() if obj is not None}
+
+    def failed_rejects_path(self, date: dt.date | None) -> str:
+        return f"{self.data_root}/{self.failed_rejects_rel(date)}"
+
+    def write_failed_rejects(self, date: dt.date | None, rejected: pa.Table) -> str:
+        rel = self.failed_rejects_rel(date)
+        self.bucket.put(rel, parquet_bytes(rejected))
+        self._known(rel, Obj(0, "", 0))
+        return f"{self.data_root}/{rel}"
+
     @contextmanager
     def _committing(self, date: dt.date | None):
         """A ``put(key, bytes)`` that writes conditionally on the ETags of the build's start; an error of the
         store names the partition; the freshness engine hears of the write whether it succeeded or not."""
-        base = _BASES.get((self.data_root, self.rel(date)))
-        put = _ConditionalPut(self, date, self._snapshot(date) if base is None else base)
+        base = ETAGS_AT_LEASE.get((self.data_root, self.rel(date)))
+        put = _ConditionalPut(self, date, self.etags_now(date) if base is None else base)
         try:
             yield put
         except StoreError as exc:
@@ -350,10 +186,6 @@ class S3PartitionStore(S3Records, S3Folders):
         finally:
             for hook in WRITE_HOOKS:
                 hook(self, date)
-
-
-_BASES: dict[tuple[str, str], dict[str, str]] = {}  # (data_root, partition) -> {key: ETag} at the build's start
-_SEEN: dict[tuple[str, str], dict[str, Obj | None]] = {}  # the same, as listed: {key: Obj, or None when absent}
 
 
 class _ConditionalPut:
@@ -379,5 +211,5 @@ class _ConditionalPut:
         obj = Obj(len(content), new, time.time_ns())
         store._known(rel, obj)
         if manifest is not None:
-            _MANIFESTS[(store.data_root, rel)] = (_stamp(obj), parse_manifest(content))  # as a reader parses it
+            MANIFESTS[(store.data_root, rel)] = (stamp_of(obj), parse_manifest(content))  # as a reader parses it
         return new

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tasks.storage.files import _write_bytes
 from tasks.storage.layout import MANIFEST, manifest_bytes, remote
-from tasks.storage.local import PartitionStore
+from tasks.storage.local import LocalPartitionStore
 
 _shadow: tuple[str, str] | None = None  # (production data root, as _root_key gives it; the preview's shadow root)
 
@@ -35,7 +35,7 @@ def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterat
         _shadow = previous
 
 
-class ShadowStore(PartitionStore):
+class ShadowStore(LocalPartitionStore):
     """A dataset's partitions as a preview sees them: a partition the shadow root holds is read there,
     any other from production; every write (data, manifest, quarantine, failure record, lock, staging)
     goes to the shadow. A manifest-only update of a partition the shadow does not hold yet (a rebuild
@@ -44,19 +44,21 @@ class ShadowStore(PartitionStore):
     def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
         assert _shadow is not None
         super().__init__(_shadow[1], dataset, subpartition)
-        self.production = PartitionStore(data_root, dataset, subpartition)
-        self.own = PartitionStore(_shadow[1], dataset, subpartition)
+        self.production = LocalPartitionStore(data_root, dataset, subpartition)
+        self.own = LocalPartitionStore(_shadow[1], dataset, subpartition)
 
-    def _side(self, date: dt.date | None) -> PartitionStore:
-        return self.own if self.own.path(date).is_dir() else self.production
-
-    def folder(self, date: dt.date | None) -> str:
-        """Not remembered, as :meth:`path` is not: the partition is read from the shadow once the preview
-        has written it there, from production before."""
-        return os.fspath(self.path(date))
+    def _side(self, date: dt.date | None) -> LocalPartitionStore:
+        """The shadow once the preview has written the partition there, production before."""
+        return self.own if os.path.isdir(self.own.folder(date)) else self.production
 
     def path(self, date: dt.date | None) -> Path:
         return self._side(date).path(date)
+
+    def folder(self, date: dt.date | None) -> str:
+        return self._side(date).folder(date)
+
+    def uri(self, date: dt.date | None = None) -> str:
+        return self._side(date).uri(date)
 
     def write_path(self, date: dt.date | None) -> Path:
         return self.own.path(date)
@@ -64,8 +66,17 @@ class ShadowStore(PartitionStore):
     def listed_dates(self) -> set[dt.date]:
         return self.production.listed_dates() | self.own.listed_dates()
 
-    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
-        return self._side(date).data_matches(date, manifest)
+    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
+        return self._side(date).manifest_stamp(date, fresh)
+
+    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
+        return self._side(date).read_manifest_stamped(date, known)
+
+    def read_manifest(self, date: dt.date | None) -> dict | None:
+        return self._side(date).read_manifest(date)
+
+    def has_manifest(self, date: dt.date | None) -> bool:
+        return self._side(date).has_manifest(date)
 
     def data_problem(self, date: dt.date | None, manifest: dict) -> str:
         return self._side(date).data_problem(date, manifest)
@@ -73,8 +84,14 @@ class ShadowStore(PartitionStore):
     def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
         return self._side(date).strays_in(date, manifest)
 
+    def read_file(self, date: dt.date | None, name: str) -> bytes:
+        return self._side(date).read_file(date, name)
+
+    def read_table(self, date: dt.date | None, columns: list[str] | None = None):
+        return self._side(date).read_table(date, columns)
+
     def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
-        if self.own.path(date).is_dir():
+        if os.path.isdir(self.own.folder(date)):
             return super().update_manifest(date, manifest)
         origin = self.production.path(date)
         quarantine = manifest.get("quarantine")
