@@ -22,7 +22,7 @@ from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine, fingerprint
 from tasks.freshness.inputs import input_line
 from tasks.storage import store as partition_store
-from tasks.storage.partitions import PartitionStore, open_store
+from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawZone
 
 pytestmark = pytest.mark.unit
@@ -55,7 +55,7 @@ class Node:
         return self.date
 
     def store(self) -> PartitionStore:
-        return open_store(self.root / "data", self.dataset)
+        return PartitionStore(self.root / "data", self.dataset)
 
     def dataset_path(self) -> str:
         return self.dataset

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from tasks import cli
-from tasks.storage.partitions import open_store
+from tasks.storage.partitions import PartitionStore
 from tasks.views import plan, status
 
 pytestmark = pytest.mark.luigi
@@ -51,7 +51,7 @@ def test_touched_and_recopied_identical_files_rebuild_nothing_and_plan_says_why(
     # check compares metadata again, as cheap as before
     from tasks.freshness import identity
 
-    store = open_store(lab.data, "staging/qsr_pos")
+    store = PartitionStore(lab.data, "staging/qsr_pos")
     side = json.loads(identity.sidecar_path(store, START + 2 * DAY).read_text())
     assert f"qsr_pos/2026-09-12/S001.csv {one.stat().st_size} {one.stat().st_mtime_ns}" in side["inputs"]
 

@@ -1,7 +1,7 @@
 """A data root on a local disk, as :class:`tasks.storage.store.PartitionStore` reads it: keys are paths
 below the folder, a listing is a look at the folder itself (every question looks anew: nothing is kept
 between questions), a file's identity is its size and mtime, a lock is an flock. How a partition is
-replaced whole: :mod:`tasks.storage.localwrite`."""
+replaced whole (a rename): :mod:`tasks.storage.localcommit`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage.files import atomic_write_text, exclusive
-from tasks.storage.layout import parse_partition_name
+from tasks.storage import localcommit
+from tasks.storage.files import atomic_write_parquet, atomic_write_text, exclusive
+from tasks.storage.layout import PartitionWriteError, parse_partition_name
 from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:
@@ -111,6 +112,10 @@ class LocalBackend:
         walk = os.walk(self.path(prefix.rstrip("/")))
         return {f"{folder[start:]}/{name}" for folder, _, names in walk for name in names}
 
+    def holds(self, dataset: str, folder: str) -> bool:
+        """Whether the partition's folder is there (a preview's shadow holds the partition)."""
+        return os.path.isdir(self.path(folder))
+
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
         """Nothing to do: a folder's files are looked at anew by every question."""
 
@@ -193,6 +198,33 @@ class LocalBackend:
     def remove_records(self, keys: list[str], prefix: str) -> None:
         for key in keys:
             (self.data_root / key).unlink(missing_ok=True)
+
+    # -- commits -------------------------------------------------------------------------------------
+    def commit(self, where: str, label: str, rel: str, quarantine: str, fill: Callable) -> dict:
+        """Replace the partition folder ``rel`` whole with the files ``fill(commit)`` hands over, renamed
+        into place in that order (:mod:`tasks.storage.localcommit`); the manifest ``fill`` returned."""
+        return localcommit.commit(self.data_root, where, rel, fill)
+
+    def commit_one(self, where: str, label: str, rel: str, quarantine: str, key: str, data: bytes, manifest: dict):
+        """Replace the one file ``key`` of the partition (its manifest) atomically."""
+        try:
+            atomic_write_text(self.data_root / key, data.decode())
+        except OSError as exc:
+            raise PartitionWriteError(localcommit.write_error(self.data_root, where, exc)) from exc
+
+    def drop_strays(self, rel: str, quarantine: str, manifest: dict) -> None:
+        localcommit.drop_strays(self.data_root / rel, manifest)
+
+    def put_rejects(self, key: str, rejected: pa.Table, where: str) -> Path:
+        path = self.data_root / key
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_parquet(path, rejected)
+        except OSError as exc:
+            raise PartitionWriteError(
+                "rejected rows of " + localcommit.write_error(self.data_root, where, exc)
+            ) from exc
+        return path
 
 
 def _stat_stamp(st: os.stat_result) -> tuple:

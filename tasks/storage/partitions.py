@@ -1,11 +1,9 @@
 """Partition storage: the one door to the partitions of a data root, a local folder or a bucket.
 
-:func:`open_store` gives the store of a dataset: a :class:`tasks.storage.store.PartitionStore` over a
-local folder or a bucket (:class:`tasks.storage.local.LocalPartitionStore`,
-:class:`tasks.storage.s3store.S3PartitionStore`: each with its backend's write protocol), the only
-writers of Parquet and manifests. Where the files go and what they are called: :mod:`tasks.storage.layout`;
-previews: :mod:`tasks.storage.shadow`. The other names here are those modules' own, for the callers that
-import them from the door.
+:func:`open_store` gives the store of a dataset (:class:`tasks.storage.store.PartitionStore`, over a local
+folder or a bucket; while a preview builds, :class:`tasks.storage.shadow.ShadowStore`), the only writer of
+Parquet and manifests. Where the files go and what they are called: :mod:`tasks.storage.layout`. The other
+names here are those modules' own, for the callers that import them from the door.
 """
 
 from __future__ import annotations
@@ -38,23 +36,15 @@ from tasks.storage.layout import (  # noqa: F401 - the door's names
     partition_name,
     remote,
 )
-from tasks.storage.local import LocalPartitionStore
 from tasks.storage.shadow import ShadowStore, shadow_of, shadowed  # noqa: F401 - the door's names
-from tasks.storage.store import PartitionStore  # noqa: F401 - the door's names
+from tasks.storage.store import PartitionStore
 
 
 def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None, plain: bool = False):
-    """The store of ``dataset`` under ``data_root``: a local folder (:class:`LocalPartitionStore`) or
-    ``s3://BUCKET/PREFIX`` (:class:`tasks.storage.s3store.S3PartitionStore`, loaded only then); while a
+    """The store of ``dataset`` under ``data_root``, a local folder or ``s3://BUCKET/PREFIX``; while a
     preview builds (:func:`shadowed`), its shadow store, unless ``plain``."""
-    backend = remote(data_root)
     shadowing = not plain and shadow_of(data_root) is not None
-    if backend is not None:
-        from tasks.storage.s3shadow import S3ShadowStore
-        from tasks.storage.s3store import S3PartitionStore
-
-        return (S3ShadowStore if shadowing else S3PartitionStore)(data_root, dataset, subpartition)
-    return (ShadowStore if shadowing else LocalPartitionStore)(data_root, dataset, subpartition)
+    return (ShadowStore if shadowing else PartitionStore)(data_root, dataset, subpartition)
 
 
 def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):

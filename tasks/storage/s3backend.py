@@ -2,7 +2,7 @@
 reads it: one listing per dataset prefix per freshness pass (a check needs no request per partition), an
 object's identity is its ETag and size, a partition's lock is a lease (:mod:`tasks.storage.s3lease`) that
 also remembers the partition's objects as they were when the build started: its commit's conditions
-(:mod:`tasks.storage.s3store`). What a pass listed is kept in this module and forgotten by a new pass.
+(:mod:`tasks.storage.s3commit`). What a pass listed is kept in this module and forgotten by a new pass.
 The module :mod:`tasks.storage.partitions` loads for an ``s3://`` data root: it also gives the data root's
 shared documents, its check and its tree of files (:mod:`tasks.storage.s3docs`)."""
 
@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage import s3folders
-from tasks.storage.layout import PASS_HOOKS, parse_partition_name
+from tasks.storage import s3commit, s3folders
+from tasks.storage.files import parquet_bytes
+from tasks.storage.layout import MANIFEST, PASS_HOOKS, parse_partition_name
 from tasks.storage.s3 import Bucket, Obj
 from tasks.storage.s3docs import S3Root, check, read_document, state_dir, update_document
 from tasks.storage.s3lease import Lease
@@ -52,6 +53,8 @@ def stamp_of(obj: Obj | None) -> tuple | None:
 
 class S3Backend:
     """Keys under ``s3://BUCKET/PREFIX``."""
+
+    manifests = MANIFESTS
 
     def __init__(self, data_root: str):
         self.data_root = data_root.rstrip("/")
@@ -112,6 +115,10 @@ class S3Backend:
 
     def keys(self, prefix: str) -> set[str]:
         return set(self.listing(prefix))
+
+    def holds(self, dataset: str, folder: str) -> bool:
+        """Whether the pass's listing has the partition's manifest (a preview's shadow holds the partition)."""
+        return self.stamp(dataset, f"{folder}/{MANIFEST}") is not None
 
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
         """List the partition's objects and its quarantine again into this pass's listings (another host
@@ -217,3 +224,42 @@ class S3Backend:
             if key in listed:
                 self.bucket.delete(key)
                 self.known(key, None)
+
+    def put_rejects(self, key: str, rejected: pa.Table, where: str) -> str:
+        self.bucket.put(key, parquet_bytes(rejected))
+        self.known(key, Obj(0, "", 0))
+        return f"{self.data_root}/{key}"
+
+    # -- commits -------------------------------------------------------------------------------------
+    def etags_now(self, folder: str, quarantine: str) -> dict[str, str]:
+        """{key: ETag} of the partition's objects and its quarantine now (one listing, one HEAD)."""
+        return {rel: obj.etag for rel, obj in self.objects_now(folder, quarantine).items() if obj is not None}
+
+    def _base(self, folder: str, quarantine: str) -> dict[str, str]:
+        """A commit's conditions: the ETags as the build found them under its lease, or as they are now."""
+        base = ETAGS_AT_LEASE.get((self.data_root, folder))
+        return self.etags_now(folder, quarantine) if base is None else base
+
+    def commit(self, where: str, label: str, folder: str, quarantine: str, fill: Callable) -> dict:
+        """Commit the objects ``fill(commit)`` hands over, each one conditional PUT in that order (the manifest
+        last, :mod:`tasks.storage.s3commit`); then delete the keys under the folder its manifest does not
+        list (not part of the commit). The manifest ``fill`` returned."""
+        manifest = s3commit.commit(self, where, label, self._base(folder, quarantine), fill)
+        s3commit.drop_strays(self, folder, self.listed_at_lease(folder, quarantine), manifest)
+        return manifest
+
+    def commit_one(self, where: str, label: str, folder: str, quarantine: str, key: str, data: bytes, manifest: dict):
+        """Replace the one object ``key`` of the partition (its manifest), conditionally, as a commit."""
+        s3commit.commit(
+            self, where, label, self._base(folder, quarantine), lambda c: c.put(key, data, manifest=manifest)
+        )
+
+    def drop_strays(self, folder: str, quarantine: str, manifest: dict) -> None:
+        s3commit.drop_strays(self, folder, self.listed_at_lease(folder, quarantine), manifest)
+
+    def empty_like(self, key: str) -> pa.Table:
+        """An empty table with the schema of the Parquet object ``key``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        return pq.read_schema(pa.BufferReader(self.bucket.read(key))).empty_table()

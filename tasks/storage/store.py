@@ -2,8 +2,9 @@
 read and parsed, whether a partition's files are the ones its manifest describes, strays, failure records
 and manifest summaries. A backend (:class:`tasks.storage.localbackend.LocalBackend` for a folder,
 :class:`tasks.storage.s3backend.S3Backend` for ``s3://``) answers listings and reads of keys under the
-data root; the write protocols are the backends' own (:mod:`tasks.storage.localwrite`,
-:mod:`tasks.storage.s3store`). Layout of one dataset::
+data root, and commits a partition's objects in the order the store hands them over (data first, the
+quarantine, the manifest last): :mod:`tasks.storage.localcommit` (a rename on a disk),
+:mod:`tasks.storage.s3commit` (conditional PUTs). Layout of one dataset::
 
     <data_root>/<dataset>/business_date=YYYY-MM-DD/data.parquet
     <data_root>/<dataset>/business_date=YYYY-MM-DD/_manifest.json
@@ -24,9 +25,13 @@ from typing import TYPE_CHECKING
 
 from tasks.storage.layout import (
     DATA_FILE,
+    DATA_VERSION,
     MANIFEST,
+    WRITE_HOOKS,
+    check_extra_names,
     differing_file,
     listed_names,
+    manifest_bytes,
     missing_file,
     parse_manifest,
     parse_partition_name,
@@ -225,3 +230,122 @@ class PartitionStore:
     def clear_failure(self, date: dt.date | None) -> None:
         """Remove the failure record and its rejected rows."""
         self.backend.remove_records([self.failure_id(date), self.failed_rejects_rel(date)], "_state/failures/")
+
+    def write_failed_rejects(self, date: dt.date | None, rejected: pa.Table) -> str:
+        """Keep the rejected rows of a build that failed on them for a person to read; the partition and its
+        quarantine are left as they were. Removed with the failure record. Returns where they are."""
+        return self.backend.put_rejects(self.failed_rejects_rel(date), rejected, self._where(date))
+
+    # -- writing -----------------------------------------------------------------------------------
+    def write(
+        self,
+        date: dt.date | None,
+        table: pa.Table,
+        manifest: dict,
+        extras: dict[str, bytes] | None = None,
+        rejected: pa.Table | None = None,
+    ) -> dict:
+        """Replace partition ``date`` with ``table`` (and the files ``extras`` names beside it) in one commit,
+        and return the manifest as written: the data first, the quarantine, the manifest last.
+
+        ``rejected`` (when not None) replaces the partition's quarantine in the same commit; the manifest
+        records its path, rows, identity and sha256; with no rows, the old one is removed (emptied on a
+        bucket: no delete is part of a commit). Raises :class:`PartitionWriteError`, naming the partition,
+        when the backend fails (a full disk, the store's error)."""
+        check_extra_names(extras)
+        folder, quarantine = self.rel(date), self.quarantine_rel(date)
+
+        def fill(commit) -> dict:
+            # the rows' version is hashed on another core while the files are written (both release the GIL)
+            version = None
+            if "data_version" not in manifest and DATA_VERSION:
+                from tasks.cores import in_background
+
+                kind, versioner = DATA_VERSION[0]
+                version = in_background(versioner, table)
+            files = []
+            for name, content in [(DATA_FILE, table), *(extras or {}).items()]:
+                files.append({"name": name, **commit.put(f"{folder}/{name}", content, name)})
+            written = dict(manifest, data_files=files)
+            if version is not None:  # the rows, not the bytes: see tasks/freshness/dataversions.py
+                written.update(data_version=version.result(), data_version_kind=kind)
+            if rejected is not None:
+                written["quarantine"] = None
+                if rejected.num_rows:
+                    found = commit.put(quarantine, rejected, "the quarantine")
+                    written["quarantine"] = {"path": quarantine, "rows": rejected.num_rows, **found}
+                else:
+                    commit.clear(quarantine, lambda: rejected)
+            commit.put(f"{folder}/{MANIFEST}", manifest_bytes(written), MANIFEST, manifest=written)
+            return written
+
+        with self._replacing(date):
+            return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+
+    def adopt(self, date: dt.date | None, source: PartitionStore) -> dict:
+        """Replace partition ``date`` with the one ``source`` (a preview's shadow root) holds, by the same
+        commit as :meth:`write`: each file the manifest lists, and its quarantine, copied (hard linked on a
+        disk: no byte is copied, and the source stays whole, so an interrupted adoption is simply done again),
+        the manifest last, byte for byte. Returns the adopted manifest."""
+        manifest = source.read_manifest(date)
+        if not manifest or manifest.get("_corrupt"):
+            raise ValueError(f"{source.uri(date)}: no readable manifest to adopt")
+        folder, quarantine = self.rel(date), self.quarantine_rel(date)
+
+        def fill(commit) -> dict:
+            for f in manifest.get("data_files", []):
+                commit.copy(f"{folder}/{f['name']}", source.backend, f["name"])
+            recorded = manifest.get("quarantine")
+            if recorded:
+                commit.copy(recorded["path"], source.backend, "the quarantine")
+            else:
+                commit.clear(quarantine, lambda: self.backend.empty_like(quarantine))
+            commit.copy(f"{folder}/{MANIFEST}", source.backend, MANIFEST, manifest=manifest)
+            return manifest
+
+        with self._replacing(date):
+            return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+
+    def update_manifest(self, date: dt.date | None, manifest: dict, files_from: PartitionStore | None = None) -> None:
+        """Replace the manifest alone: the data files it lists are kept as they are (a rebuild that produced
+        the same rows; ``daybreak verify`` marking a partition stale). ``files_from``: a store that holds them
+        while this one does not hold the partition yet (a preview's shadow and production): they are copied
+        (hard linked on a disk) in the same commit."""
+        folder, quarantine, key = self.rel(date), self.quarantine_rel(date), f"{self.rel(date)}/{MANIFEST}"
+        with self._replacing(date):
+            if files_from is None:
+                self.backend.commit_one(
+                    self._where(date), self._label(date), folder, quarantine, key, manifest_bytes(manifest), manifest
+                )
+                return
+
+            def fill(commit) -> dict:
+                for f in manifest.get("data_files", []):
+                    commit.copy(f"{folder}/{f['name']}", files_from.backend, f["name"])
+                if manifest.get("quarantine"):  # the manifest names it: the partition is whole only with it
+                    commit.copy(manifest["quarantine"]["path"], files_from.backend, "the quarantine")
+                commit.put(key, manifest_bytes(manifest), MANIFEST, manifest=manifest)
+                return manifest
+
+            self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+
+    def drop_strays(self, date: dt.date | None, manifest: dict) -> None:
+        """Remove the files of partition ``date`` that its manifest, in place, does not list (a rebuild whose
+        files were already in place: only its manifest was replaced). Not part of a commit."""
+        self.backend.drop_strays(self.rel(date), self.quarantine_rel(date), manifest)
+
+    def _label(self, date: dt.date | None) -> str:
+        return f"{self.dataset} {date}" if date else self.dataset
+
+    def _where(self, date: dt.date | None) -> str:
+        return self.dataset if date is None else f"{self.dataset} {'/'.join(self._levels(date))}"
+
+    @contextmanager
+    def _replacing(self, date: dt.date | None) -> Iterator[None]:
+        """Around every replacement of partition ``date``: the write hooks (the freshness engine) hear of it
+        whether it succeeded or failed half-way."""
+        try:
+            yield
+        finally:
+            for hook in WRITE_HOOKS:
+                hook(self, date)
