@@ -194,7 +194,6 @@ def test_a_writer_whose_condition_fails_commits_nothing_and_says_so(s3lab):
     writes nothing (every object keeps the first writer's ETag) and names the partition."""
     import pyarrow as pa
 
-    from tasks.storage.s3backend import ETAGS_AT_LEASE
     from tasks.storage.s3commit import OtherWriterCommitted
     from tasks.storage.store import PartitionStore
 
@@ -204,21 +203,21 @@ def test_a_writer_whose_condition_fails_commits_nothing_and_says_so(s3lab):
     started = first.backend.etags_now(first.rel(START), first.quarantine_rel(START))
     store.write(START, pa.table({"x": [2]}), {"n": 1})  # the other writer commits meanwhile
     committed = objects(s3lab)
-    ETAGS_AT_LEASE[(s3lab.uri, first.rel(START))] = started
+    first.backend.etags_at_lease[first.rel(START)] = started
     try:
         with pytest.raises(OtherWriterCommitted, match=f"another writer committed marts/demo {START}"):
             first.write(START, pa.table({"x": [3]}), {"n": 2})
     finally:
-        ETAGS_AT_LEASE.clear()
+        first.backend.etags_at_lease.clear()
     assert objects(s3lab) == committed
     assert PartitionStore(s3lab.uri, "marts/demo").read_table(START).column("x").to_pylist() == [2]
     with pytest.raises(OtherWriterCommitted):  # a new partition another writer created first
-        ETAGS_AT_LEASE[(s3lab.uri, first.rel(START + DAY))] = {}
+        first.backend.etags_at_lease[first.rel(START + DAY)] = {}
         try:
             store.write(START + DAY, pa.table({"x": [1]}), {"n": 0})
             first.write(START + DAY, pa.table({"x": [9]}), {"n": 0})
         finally:
-            ETAGS_AT_LEASE.clear()
+            first.backend.etags_at_lease.clear()
     assert PartitionStore(s3lab.uri, "marts/demo").read_table(START + DAY).column("x").to_pylist() == [1]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks.storage import localcommit
-from tasks.storage.files import atomic_write_parquet, atomic_write_text, exclusive
+from tasks.storage.files import atomic_write_bytes, atomic_write_parquet, atomic_write_text, exclusive
 from tasks.storage.layout import PartitionWriteError, parse_partition_name
 from tasks.storage.tempnames import is_temp_name
 
@@ -188,7 +188,7 @@ class LocalBackend:
         """Replace the file whole (a temporary name, fsync, rename), its folders made as needed."""
         path = self.data_root / key
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, data.decode())
+        atomic_write_bytes(path, data)
 
     def put_document(self, key: str, data: bytes) -> None:
         """:meth:`put_record`, unless the data root itself is gone (a test's temporary folder)."""

@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from tasks.storage import tempnames
-from tasks.storage.files import _fsync_dir, _write_bytes, _write_parquet
+from tasks.storage.files import fsync_dir, write_bytes_fsynced, write_parquet_fsynced
 from tasks.storage.layout import MANIFEST, PartitionWriteError, listed_names
 
 logger = logging.getLogger("luigi-interface")
@@ -54,7 +54,8 @@ class LocalCommit:
         path = self._target(key)
         tmp = tempnames.temp_path(path)
         self.pending.append((tmp, path))
-        digest = _write_bytes(tmp, content) if isinstance(content, bytes) else _write_parquet(tmp, content)
+        write = write_bytes_fsynced if isinstance(content, bytes) else write_parquet_fsynced
+        digest = write(tmp, content)
         if manifest is not None:
             return {}
         st = os.stat(tmp)
@@ -86,8 +87,8 @@ class LocalCommit:
                 self.drop.unlink(missing_ok=True)
             os.replace(tmp, path)
             if path == self.outside:
-                _fsync_dir(path.parent)
-        _fsync_dir(self.folder)
+                fsync_dir(path.parent)
+        fsync_dir(self.folder)
 
     def discard(self) -> None:
         for tmp, _ in self.pending:
@@ -140,7 +141,7 @@ def _into(data_root: Path, rel: str, fill) -> dict:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     return written
 
 

@@ -43,8 +43,10 @@ from tasks.storage.store import PartitionStore
 def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None, plain: bool = False):
     """The store of ``dataset`` under ``data_root``, a local folder or ``s3://BUCKET/PREFIX``; while a
     preview builds (:func:`shadowed`), its shadow store, unless ``plain``."""
-    shadowing = not plain and shadow_of(data_root) is not None
-    return (ShadowStore if shadowing else PartitionStore)(data_root, dataset, subpartition)
+    shadow = None if plain else shadow_of(data_root)
+    if shadow is not None:
+        return ShadowStore(data_root, shadow, dataset, subpartition)
+    return PartitionStore(data_root, dataset, subpartition)
 
 
 def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):

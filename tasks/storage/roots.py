@@ -40,7 +40,7 @@ class LocalRoot:
         """Whole or not at all (a temporary name, fsync, rename)."""
         path = self.path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        files._replace(path, lambda tmp: files._write_bytes(tmp, data))
+        files.atomic_write_bytes(path, data)
 
     def mkdir(self) -> None:
         self.path.mkdir(parents=True)

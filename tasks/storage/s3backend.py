@@ -2,7 +2,7 @@
 reads it: one listing per dataset prefix per freshness pass (a check needs no request per partition), an
 object's identity is its ETag and size, a partition's lock is a lease (:mod:`tasks.storage.s3lease`) that
 also remembers the partition's objects as they were when the build started: its commit's conditions
-(:mod:`tasks.storage.s3commit`). What a pass listed is kept in this module and forgotten by a new pass.
+(:mod:`tasks.storage.s3commit`). What a pass listed is kept by the backend and forgotten by a new pass.
 The module :mod:`tasks.storage.partitions` loads for an ``s3://`` data root: it also gives the data root's
 shared documents, its check and its tree of files (:mod:`tasks.storage.s3docs`)."""
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage import s3commit, s3folders
+from tasks.storage import s3commit
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import MANIFEST, PASS_HOOKS, parse_partition_name
 from tasks.storage.s3 import Bucket, Obj
@@ -25,40 +25,74 @@ from tasks.storage.tempnames import is_temp_name
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["S3Backend", "S3Root", "check", "read_document", "state_dir", "update_document"]  # for partitions.py
+__all__ = [
+    "S3Backend",
+    "S3Root",
+    "backend_for",
+    "check",
+    "read_document",
+    "state_dir",
+    "update_document",
+]  # for partitions.py
 
-# What this process listed in the current freshness pass: (data_root, prefix) -> {relative key: Obj}.
-# Writes of this process keep it up to date; a new pass (tasks/freshness/engine.py) empties it.
-LISTINGS: dict[tuple[str, str], dict[str, Obj]] = {}
-# Manifests this process wrote or read, by (data_root, key): (stamp, content), so a check after a build
-# parses nothing again.
-MANIFESTS: dict[tuple[str, str], tuple[tuple, dict]] = {}
-# (data_root, partition folder) -> its objects as listed when the build took its lease ({key: Obj, or None
-# when absent}) and their ETags: what the build's re-check reads and its commit's conditions.
-LISTED_AT_LEASE: dict[tuple[str, str], dict[str, Obj | None]] = {}
-ETAGS_AT_LEASE: dict[tuple[str, str], dict[str, str]] = {}
-
-
-def _forget_listings() -> None:
-    LISTINGS.clear()
-    s3folders.forget()
-
-
-PASS_HOOKS.append(_forget_listings)
+_BACKENDS: dict[tuple, S3Backend] = {}
 
 
 def stamp_of(obj: Obj | None) -> tuple | None:
     return None if obj is None else ("etag", obj.etag, obj.size)
 
 
+def backend_for(uri: str) -> S3Backend:
+    """The backend of the bucket prefix ``uri`` at the configured endpoint, one per process."""
+    bucket = Bucket(uri)
+    key = (bucket.uri, bucket.endpoint, bucket.region)
+    backend = _BACKENDS.get(key)
+    if backend is None:
+        backend = _BACKENDS[key] = S3Backend(bucket.uri, bucket)
+    return backend
+
+
+def _new_pass() -> None:
+    """A freshness pass begins (tasks/freshness/engine.py): every backend forgets what it listed."""
+    for backend in _BACKENDS.values():
+        backend.new_pass()
+
+
+PASS_HOOKS.append(_new_pass)
+
+
+def folder_of(rel: str, prefix: str, levels: int) -> str | None:
+    """The partition folder (``levels`` folders under ``prefix``) that key ``rel`` is in; None for a key
+    above the partitions' folders (a dataset's own stray)."""
+    if levels == 0:
+        return prefix.rstrip("/")
+    parts = rel[len(prefix) :].split("/", levels)
+    return prefix + "/".join(parts[:levels]) if len(parts) > levels else None
+
+
 class S3Backend:
-    """Keys under ``s3://BUCKET/PREFIX``."""
+    """Keys under ``s3://BUCKET/PREFIX``, and what this process has seen of them."""
 
-    manifests = MANIFESTS
-
-    def __init__(self, data_root: str):
+    def __init__(self, data_root: str, bucket: Bucket | None = None):
         self.data_root = data_root.rstrip("/")
-        self.bucket = Bucket(self.data_root)
+        self.bucket = bucket or Bucket(self.data_root)
+        # What this process listed in the current freshness pass: prefix -> {key: Obj}, and the same by
+        # partition folder ((prefix, levels of folders) -> {folder: its keys at any depth}). Writes of this
+        # process keep them up to date; a new pass (:meth:`new_pass`) empties them.
+        self.listings: dict[str, dict[str, Obj]] = {}
+        self.by_folder: dict[tuple[str, int], dict[str, set[str]]] = {}
+        # Manifests this process wrote or read, by key: (stamp, content), so a check after a build parses
+        # nothing again.
+        self.manifests: dict[str, tuple[tuple, dict]] = {}
+        # partition folder -> its objects as listed when the build took its lease ({key: Obj, or None when
+        # absent}) and their ETags: what the build's re-check reads and its commit's conditions.
+        self.listed_at_lease_of: dict[str, dict[str, Obj | None]] = {}
+        self.etags_at_lease: dict[str, dict[str, str]] = {}
+
+    def new_pass(self) -> None:
+        """A new freshness pass: the listings are taken again."""
+        self.listings.clear()
+        self.by_folder.clear()
 
     def at(self, rel: str) -> str:
         return f"{self.data_root}/{rel}"
@@ -73,20 +107,24 @@ class S3Backend:
     # -- listing -------------------------------------------------------------------------------------
     def listing(self, prefix: str) -> dict[str, Obj]:
         """Every object under ``prefix``, listed once per freshness pass."""
-        key = (self.data_root, prefix)
-        if key not in LISTINGS:
-            LISTINGS[key] = self.bucket.list(prefix)
-        return LISTINGS[key]
+        listing = self.listings.get(prefix)
+        if listing is None:
+            listing = self.listings[prefix] = self.bucket.list(prefix)
+        return listing
 
     def known(self, rel: str, obj: Obj | None) -> None:
         """This process wrote ``rel`` (``obj``) or found it gone: its listings say so from now on."""
-        for (root, prefix), listing in LISTINGS.items():
-            if root == self.data_root and rel.startswith(prefix):
+        for prefix, listing in self.listings.items():
+            if rel.startswith(prefix):
                 if obj is None:
                     listing.pop(rel, None)
                 else:
                     listing[rel] = obj
-        s3folders.noted(self.data_root, rel, obj is not None)
+        for (prefix, levels), folders in self.by_folder.items():
+            folder = folder_of(rel, prefix, levels) if rel.startswith(prefix) else None
+            if folder is not None:
+                keys = folders.setdefault(folder, set())
+                keys.add(rel) if obj is not None else keys.discard(rel)
 
     def folders(self, rel: str) -> list[str]:
         """The folders one level below ``rel`` that hold an object, from the pass's listing of ``rel``."""
@@ -101,9 +139,20 @@ class S3Backend:
     def files_in(self, dataset: str, folder: str, levels: int) -> list[str]:
         """Every key under ``folder``, relative to it, from this pass's listing of the dataset (no request of
         its own); writers' hidden temporary entries left out."""
-        keys = s3folders.by_folder(self.data_root, f"{dataset}/", levels, self.listing).get(folder, ())
+        keys = self._by_folder(f"{dataset}/", levels).get(folder, ())
         start = len(folder) + 1
         return [k[start:] for k in keys if not is_temp_name(k.rsplit("/", 1)[-1])]
+
+    def _by_folder(self, prefix: str, levels: int) -> dict[str, set[str]]:
+        """The pass's listing of ``prefix`` by partition folder (``levels`` folders deep), made once per pass."""
+        folders = self.by_folder.get((prefix, levels))
+        if folders is None:
+            folders = self.by_folder[(prefix, levels)] = {}
+            for rel in self.listing(prefix):
+                folder = folder_of(rel, prefix, levels)
+                if folder is not None:
+                    folders.setdefault(folder, set()).add(rel)
+        return folders
 
     def dataset_strays(self, dataset: str, depth: int) -> list[str]:
         out = []
@@ -123,7 +172,7 @@ class S3Backend:
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
         """List the partition's objects and its quarantine again into this pass's listings (another host
         may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
-        now = LISTED_AT_LEASE.get((self.data_root, folder)) or self.objects_now(folder, quarantine)
+        now = self.listed_at_lease_of.get(folder) or self.objects_now(folder, quarantine)
         for rel in [r for r in self.listing(f"{dataset}/") if r.startswith(f"{folder}/")]:
             self.known(rel, None)
         for rel, obj in now.items():
@@ -150,7 +199,7 @@ class S3Backend:
             return None, None
         if known is not None and known[0] == listed:
             return known
-        mine = MANIFESTS.get((self.data_root, key))
+        mine = self.manifests.get(key)
         if mine is not None and mine[0] == listed:
             return mine
         try:
@@ -160,7 +209,7 @@ class S3Backend:
             return None, None
         stamp, content = stamp_of(obj), parse(data)
         self.known(key, obj)
-        MANIFESTS[(self.data_root, key)] = (stamp, content)
+        self.manifests[key] = (stamp, content)
         return stamp, content
 
     def read(self, key: str) -> bytes:
@@ -194,20 +243,19 @@ class S3Backend:
 
         lease = Lease(self.bucket, f"_state/leases/{record_name}", settings.s3().lease_seconds)
         lease.acquire(what, wait_s)
-        key = (self.data_root, folder)
-        LISTED_AT_LEASE[key] = self.objects_now(folder, quarantine)  # what refresh reads, no request more
-        ETAGS_AT_LEASE[key] = {rel: obj.etag for rel, obj in LISTED_AT_LEASE[key].items() if obj is not None}
+        listed = self.listed_at_lease_of[folder] = self.objects_now(folder, quarantine)  # what refresh reads
+        self.etags_at_lease[folder] = {rel: obj.etag for rel, obj in listed.items() if obj is not None}
         try:
             with lease.renewing():
                 yield
         finally:
-            ETAGS_AT_LEASE.pop(key, None)
-            LISTED_AT_LEASE.pop(key, None)
+            self.etags_at_lease.pop(folder, None)
+            self.listed_at_lease_of.pop(folder, None)
             lease.release()
 
     def listed_at_lease(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
         """The partition's objects as listed when this build took its lease; listed now without a lease."""
-        seen = LISTED_AT_LEASE.get((self.data_root, folder))
+        seen = self.listed_at_lease_of.get(folder)
         return seen if seen is not None else self.objects_now(folder, quarantine)
 
     def put_record(self, key: str, data: bytes) -> None:
@@ -237,7 +285,7 @@ class S3Backend:
 
     def _base(self, folder: str, quarantine: str) -> dict[str, str]:
         """A commit's conditions: the ETags as the build found them under its lease, or as they are now."""
-        base = ETAGS_AT_LEASE.get((self.data_root, folder))
+        base = self.etags_at_lease.get(folder)
         return self.etags_now(folder, quarantine) if base is None else base
 
     def commit(self, where: str, label: str, folder: str, quarantine: str, fill: Callable) -> dict:

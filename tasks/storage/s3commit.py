@@ -74,7 +74,7 @@ class S3Commit:
         obj = Obj(len(data), new, time.time_ns())
         backend.known(key, obj)
         if manifest is not None:  # as a reader parses it
-            backend.manifests[(backend.data_root, key)] = (("etag", obj.etag, obj.size), parse_manifest(data))
+            backend.manifests[key] = (("etag", obj.etag, obj.size), parse_manifest(data))
         return new
 
 

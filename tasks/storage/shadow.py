@@ -34,15 +34,15 @@ def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterat
 
 
 class ShadowStore(PartitionStore):
-    """A dataset's partitions as a preview sees them, on any backend: an overlay of the shadow root on
+    """A dataset's partitions as a preview sees them, on any backend: an overlay of the ``shadow`` root on
     production (``data_root``). A partition the shadow holds is read there, any other from production;
     every write (data, manifest, quarantine, failure record, lock or lease) goes to the shadow. A
     manifest-only update of a partition the shadow does not hold yet (a rebuild that gave production's rows
     again) copies production's files into the shadow in the same commit (hard links on a disk)."""
 
-    def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
-        shadow = shadow_of(data_root)
-        assert shadow is not None
+    def __init__(
+        self, data_root: str | os.PathLike, shadow: str | os.PathLike, dataset: str, subpartition: str | None = None
+    ):
         super().__init__(shadow, dataset, subpartition)
         self.production = PartitionStore(data_root, dataset, subpartition)
         self.own = PartitionStore(shadow, dataset, subpartition)

@@ -43,22 +43,21 @@ from tasks.storage.layout import (
 if TYPE_CHECKING:  # pyarrow is imported where data is read: a completeness check never needs it
     import pyarrow as pa
 
-_BACKENDS: dict[str, object] = {}  # data root -> its backend (a status view opens a store per dataset and day)
+_LOCAL: dict[str, object] = {}  # a local data root -> its backend (a status view opens a store per dataset and day)
 
 
 def open_backend(data_root: str | os.PathLike):
-    """The backend of ``data_root``: a local folder or a bucket (its module loaded only then)."""
+    """The backend of ``data_root``: a local folder, or a bucket (its module loaded only then: one backend per
+    bucket prefix and endpoint in a process, so that what it listed in a pass serves every store of it)."""
+    module = remote(data_root)
+    if module is not None:
+        return module.backend_for(os.fspath(data_root))
     key = os.fspath(data_root)
-    backend = _BACKENDS.get(key)
+    backend = _LOCAL.get(key)
     if backend is None:
-        module = remote(key)
-        if module is None:
-            from tasks.storage.localbackend import LocalBackend
+        from tasks.storage.localbackend import LocalBackend
 
-            backend = LocalBackend(data_root)
-        else:
-            backend = module.S3Backend(key)
-        _BACKENDS[key] = backend
+        backend = _LOCAL[key] = LocalBackend(data_root)
     return backend
 
 
