@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.storage import localcommit
+from tasks.storage import localcommit, tempnames
 from tasks.storage.files import atomic_write_bytes, atomic_write_parquet, atomic_write_text, exclusive
 from tasks.storage.layout import PartitionWriteError, parse_partition_name
 from tasks.storage.tempnames import is_temp_name
@@ -225,6 +226,41 @@ class LocalBackend:
                 "rejected rows of " + localcommit.write_error(self.data_root, where, exc)
             ) from exc
         return path
+
+    # -- the root as a tree of files (tasks/storage/roots.py) -------------------------------------------
+    def tree_exists(self, rel: str) -> bool:
+        return (self.data_root / rel).exists() if rel else self.data_root.is_dir()
+
+    def make_root(self) -> None:
+        self.data_root.mkdir(parents=True)
+
+    def names_now(self) -> list[str]:
+        return sorted(os.listdir(self.data_root)) if self.data_root.is_dir() else []
+
+    def sizes(self, rel: str) -> dict[str, int]:
+        """{key: size, 0 for a file hard-linked elsewhere} of every file below ``rel`` (temporaries left out)."""
+        out = {}
+        for dirpath, dirnames, filenames in os.walk(self.data_root / rel):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if tempnames.is_temp_name(name):
+                    continue
+                try:
+                    st = os.lstat(os.path.join(dirpath, name))
+                except FileNotFoundError:  # removed meanwhile (a preview built or swept now)
+                    continue
+                out[str(Path(dirpath, name).relative_to(self.data_root))] = st.st_size if st.st_nlink == 1 else 0
+        return out
+
+    def remove_tree(self, rel: str) -> None:
+        path = self.data_root / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+    def exclusive(self, rel: str, what: str, wait_s: float | None) -> AbstractContextManager:
+        return exclusive(self.data_root / rel, what, wait_s)
 
 
 def _stat_stamp(st: os.stat_result) -> tuple:

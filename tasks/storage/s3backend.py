@@ -18,7 +18,7 @@ from tasks.storage import s3commit
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import MANIFEST, PASS_HOOKS, parse_partition_name
 from tasks.storage.s3 import Bucket, Obj
-from tasks.storage.s3docs import S3Root, check, read_document, state_dir, update_document
+from tasks.storage.s3docs import check, read_document, state_dir, update_document
 from tasks.storage.s3lease import Lease
 from tasks.storage.tempnames import is_temp_name
 
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "S3Backend",
-    "S3Root",
     "backend_for",
     "check",
     "read_document",
@@ -311,3 +310,37 @@ class S3Backend:
         import pyarrow.parquet as pq
 
         return pq.read_schema(pa.BufferReader(self.bucket.read(key))).empty_table()
+
+    # -- the prefix as a tree of files (tasks/storage/roots.py) ------------------------------------------
+    def tree_exists(self, rel: str) -> bool:
+        if rel and self.bucket.head(rel) is not None:
+            return True
+        return bool(self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""))
+
+    def make_root(self) -> None:
+        """Nothing to make: a prefix exists once it holds an object."""
+
+    def names_now(self) -> list[str]:
+        return sorted(self.bucket.folders(""))
+
+    def sizes(self, rel: str) -> dict[str, int]:
+        return {key: obj.size for key, obj in self.bucket.list(f"{rel.rstrip('/')}/" if rel else "").items()}
+
+    def remove_tree(self, rel: str) -> None:
+        if rel and self.bucket.head(rel) is not None:
+            self.bucket.delete(rel)
+        for key in self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""):
+            self.bucket.delete(key)
+
+    @contextmanager
+    def exclusive(self, rel: str, what: str, wait_s: float | None) -> Iterator[None]:
+        """A lease named ``rel`` for the block."""
+        from tasks import settings
+
+        lease = Lease(self.bucket, rel, settings.s3().lease_seconds)
+        lease.acquire(what, wait_s)
+        try:
+            with lease.renewing():
+                yield
+        finally:
+            lease.release()

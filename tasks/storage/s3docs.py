@@ -1,16 +1,12 @@
 """What a bucket data root holds besides partitions: documents every host shares (the store registry,
-compare-and-swap), this host's state folder for it, a check that it answers, and the bucket as a tree of
-files (:class:`S3Root`, for previews)."""
+compare-and-swap), this host's state folder for it, and a check that it answers."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from tasks.storage.s3 import Bucket, PreconditionFailed, StoreError
-from tasks.storage.s3lease import Lease
 
 
 def check(uri: str, fence: bool = False) -> str | None:
@@ -60,54 +56,3 @@ def update_document(data_root: str, name: str, merge) -> dict:
             return doc
         except PreconditionFailed:
             continue
-
-
-class S3Root:
-    """A bucket prefix as a tree of files (:class:`tasks.storage.roots.LocalRoot`'s interface)."""
-
-    def __init__(self, uri: str):
-        self.bucket = Bucket(uri)
-        self.uri = uri.rstrip("/")
-
-    def child(self, rel: str) -> S3Root:
-        return S3Root(f"{self.uri}/{rel.strip('/')}")
-
-    def exists(self, rel: str = "") -> bool:
-        if rel and self.bucket.head(rel) is not None:
-            return True
-        return bool(self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""))
-
-    def read(self, rel: str) -> bytes:
-        return self.bucket.read(rel)
-
-    def write(self, rel: str, data: bytes) -> None:
-        self.bucket.put(rel, data)
-
-    def mkdir(self) -> None:
-        """Nothing to make: a prefix exists once it holds an object."""
-
-    def names(self) -> list[str]:
-        return sorted(self.bucket.folders(""))
-
-    def files(self, rel: str = "") -> dict[str, int]:
-        prefix = f"{rel.rstrip('/')}/" if rel else ""
-        return {key: obj.size for key, obj in self.bucket.list(prefix).items()}
-
-    def remove(self, rel: str = "") -> None:
-        prefix = f"{rel.rstrip('/')}/" if rel else ""
-        if rel and self.bucket.head(rel) is not None:
-            self.bucket.delete(rel)
-        for key in self.bucket.list(prefix):
-            self.bucket.delete(key)
-
-    @contextmanager
-    def exclusive(self, rel: str, what: str, wait_s: float | None = 0) -> Iterator[None]:
-        from tasks import settings
-
-        lease = Lease(self.bucket, rel, settings.s3().lease_seconds)
-        lease.acquire(what, wait_s)
-        try:
-            with lease.renewing():
-                yield
-        finally:
-            lease.release()
