@@ -1,10 +1,10 @@
 """One dataset's partitions under a data root, written once for every backend: names and keys, manifests
 read and parsed, whether a partition's files are the ones its manifest describes, strays, failure records
-and manifest summaries. A backend (:class:`tasks.storage.localbackend.LocalBackend` for a folder,
-:class:`tasks.storage.s3backend.S3Backend` for ``s3://``) answers listings and reads of keys under the
-data root, and commits a partition's objects in the order the store hands them over (data first, the
-quarantine, the manifest last): :mod:`tasks.storage.localcommit` (a rename on a disk),
-:mod:`tasks.storage.s3commit` (conditional PUTs). Layout of one dataset::
+and manifest summaries. A backend (:class:`tasks.storage.backend.Backend`: a folder's
+:class:`tasks.storage.localbackend.LocalBackend`, a bucket's :class:`tasks.storage.s3backend.S3Backend`)
+answers listings and reads of keys under the data root, and commits a partition's objects in the order the
+store hands them over (data first, the quarantine, the manifest last): :mod:`tasks.storage.localcommit`
+(a rename on a disk), :mod:`tasks.storage.s3commit` (conditional PUTs). Layout of one dataset::
 
     <data_root>/<dataset>/business_date=YYYY-MM-DD/data.parquet
     <data_root>/<dataset>/business_date=YYYY-MM-DD/_manifest.json
@@ -43,10 +43,12 @@ from tasks.storage.layout import (
 if TYPE_CHECKING:  # pyarrow is imported where data is read: a completeness check never needs it
     import pyarrow as pa
 
-_LOCAL: dict[str, object] = {}  # a local data root -> its backend (a status view opens a store per dataset and day)
+    from tasks.storage.backend import Backend
+
+_LOCAL: dict[str, Backend] = {}  # a local data root -> its backend (a status view opens a store per dataset and day)
 
 
-def open_backend(data_root: str | os.PathLike):
+def open_backend(data_root: str | os.PathLike) -> Backend:
     """The backend of ``data_root``: a local folder, or a bucket (its module loaded only then: one backend per
     bucket prefix and endpoint in a process, so that what it listed in a pass serves every store of it)."""
     module = remote(data_root)
@@ -67,7 +69,7 @@ class PartitionStore:
 
     def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
         """``subpartition`` is a second hive level under each date, e.g. ``hotel_id=H1``."""
-        self.backend = open_backend(data_root)
+        self.backend: Backend = open_backend(data_root)
         self.data_root = self.backend.data_root
         self.dataset = safe_relpath(dataset)
         self.root = self.backend.at(dataset)
