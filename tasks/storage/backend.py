@@ -35,6 +35,8 @@ class Backend(Protocol):
     # -- names
     def at(self, rel: str) -> Any: ...  # the data root of a folder below this one (a Path or a URI)
     def uri(self, rel: str) -> str: ...  # a key as a user names it in a message
+    @property
+    def state_dir(self) -> Any: ...  # this host's state for the data root (a local folder)
 
     # -- listing (a bucket's: once per freshness pass, kept up to date by this process's writes)
     def folders(self, rel: str) -> list[str]: ...  # names one level below
@@ -64,6 +66,7 @@ class Backend(Protocol):
         self, record_name: str, folder: str, quarantine: str, what: str, wait_s: float | None
     ) -> AbstractContextManager[None]: ...
     def put_record(self, key: str, data: bytes) -> None: ...
+    def update_document(self, key: str, merge: Callable[[dict | None], dict], what: str) -> dict: ...  # atomic
     def put_document(self, key: str, data: bytes) -> None: ...
     def put_rejects(self, key: str, rejected: pa.Table, where: str) -> Any: ...
     def remove_records(self, keys: list[str], prefix: str) -> None: ...

@@ -6,6 +6,7 @@ replaced whole (a rename): :mod:`tasks.storage.localcommit`."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -195,6 +196,19 @@ class LocalBackend:
         """:meth:`put_record`, unless the data root itself is gone (a test's temporary folder)."""
         if self.data_root.is_dir():
             self.put_record(key, data)
+
+    def update_document(self, key: str, merge: Callable, what: str) -> dict:
+        """Replace the JSON document ``key`` with ``merge(current or None)`` under an flock (``.lock`` beside it)."""
+        path = self.data_root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with exclusive(path.with_suffix(".lock"), what):
+            try:
+                current = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                current = None
+            doc = merge(current)
+            atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True))
+            return doc
 
     def remove_records(self, keys: list[str], prefix: str) -> None:
         for key in keys:

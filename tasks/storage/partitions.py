@@ -37,7 +37,7 @@ from tasks.storage.layout import (  # noqa: F401 - the door's names
     remote,
 )
 from tasks.storage.shadow import ShadowStore, shadow_of, shadowed  # noqa: F401 - the door's names
-from tasks.storage.store import PartitionStore
+from tasks.storage.store import PartitionStore, open_backend
 
 
 def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None, plain: bool = False):
@@ -69,17 +69,13 @@ def check_roots(*roots: tuple[str, str], written: tuple[str, ...] = ()) -> str |
 
 def state_dir(data_root: str | os.PathLike) -> Path:
     """This host's state folder for ``data_root`` (a local data root's own ``_state``)."""
-    backend = remote(data_root)
-    return backend.state_dir(data_root) if backend else Path(data_root) / "_state"
+    return open_backend(data_root).state_dir
 
 
 def read_document(data_root: str | os.PathLike, name: str) -> dict | None:
     """A JSON document every host shares (``_state/<name>``, e.g. the store registry); None when absent."""
-    backend = remote(data_root)
-    if backend:
-        return backend.read_document(data_root, name)
     try:
-        return json.loads((Path(data_root) / "_state" / name).read_text(encoding="utf-8"))
+        return json.loads(open_backend(data_root).read(f"_state/{name}"))
     except FileNotFoundError:
         return None
 
@@ -87,12 +83,4 @@ def read_document(data_root: str | os.PathLike, name: str) -> dict | None:
 def update_document(data_root: str | os.PathLike, name: str, merge, what: str) -> dict:
     """Replace the shared document ``name`` with ``merge(current or None)``, atomically with respect to every
     other writer (an flock locally; a compare-and-swap in a bucket, merged again when it lost); the result."""
-    backend = remote(data_root)
-    if backend:
-        return backend.update_document(data_root, name, merge)
-    path = Path(data_root) / "_state" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(path.with_suffix(".lock"), what):
-        doc = merge(read_document(data_root, name))
-        atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True))
-        return doc
+    return open_backend(data_root).update_document(f"_state/{name}", merge, what)

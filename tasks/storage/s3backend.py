@@ -3,12 +3,13 @@ reads it: one listing per dataset prefix per freshness pass (a check needs no re
 object's identity is its ETag and size, a partition's lock is a lease (:mod:`tasks.storage.s3lease`) that
 also remembers the partition's objects as they were when the build started: its commit's conditions
 (:mod:`tasks.storage.s3commit`). What a pass listed is kept by the backend and forgotten by a new pass.
-The module :mod:`tasks.storage.partitions` loads for an ``s3://`` data root: it also gives the data root's
-shared documents, its check and its tree of files (:mod:`tasks.storage.s3docs`)."""
+Shared documents are compare-and-swapped. The module :mod:`tasks.storage.partitions` loads for an ``s3://``
+data root: it also gives the data root's check and this host's state folder for it (:mod:`tasks.storage.s3docs`)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,22 +18,15 @@ from typing import TYPE_CHECKING
 from tasks.storage import s3commit
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import MANIFEST, PASS_HOOKS, parse_partition_name
-from tasks.storage.s3 import Bucket, Obj
-from tasks.storage.s3docs import check, read_document, state_dir, update_document
+from tasks.storage.s3 import Bucket, Obj, PreconditionFailed
+from tasks.storage.s3docs import check, state_dir
 from tasks.storage.s3lease import Lease
 from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = [
-    "S3Backend",
-    "backend_for",
-    "check",
-    "read_document",
-    "state_dir",
-    "update_document",
-]  # for partitions.py
+__all__ = ["S3Backend", "backend_for", "check", "state_dir"]  # what partitions.py and store.py ask of it
 
 _BACKENDS: dict[tuple, S3Backend] = {}
 
@@ -263,6 +257,23 @@ class S3Backend:
 
     def put_document(self, key: str, data: bytes) -> None:
         self.bucket.put(key, data)
+
+    def update_document(self, key: str, merge: Callable, what: str) -> dict:
+        """Compare-and-swap: read the JSON document ``key`` and its ETag, merge, put on that ETag; on a lost
+        race, again."""
+        while True:
+            try:
+                data, obj = self.bucket.get(key)
+                current, etag = json.loads(data), obj.etag
+            except FileNotFoundError:
+                current, etag = None, None
+            doc = merge(current)
+            data = json.dumps(doc, indent=1, sort_keys=True).encode()
+            try:
+                self.bucket.put(key, data, if_match=etag, if_none_match=etag is None)
+                return doc
+            except PreconditionFailed:
+                continue
 
     def remove_records(self, keys: list[str], prefix: str) -> None:
         """Delete each of ``keys`` that this pass's listing of ``prefix`` has."""

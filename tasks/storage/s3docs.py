@@ -1,12 +1,11 @@
-"""What a bucket data root holds besides partitions: documents every host shares (the store registry,
-compare-and-swap), this host's state folder for it, and a check that it answers."""
+"""A bucket data root's check (does it answer, does it honour conditional writes) and this host's state
+folder for it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tasks.storage.s3 import Bucket, PreconditionFailed, StoreError
+from tasks.storage.s3 import Bucket, StoreError
 
 
 def check(uri: str, fence: bool = False) -> str | None:
@@ -30,29 +29,3 @@ def state_dir(data_root: str) -> Path:
 
     bucket = Bucket(data_root)
     return settings.cache_dir() / "s3" / bucket.bucket / bucket.prefix / "_state"
-
-
-def read_document(data_root: str, name: str) -> dict | None:
-    try:
-        return json.loads(Bucket(data_root).read(f"_state/{name}"))
-    except FileNotFoundError:
-        return None
-
-
-def update_document(data_root: str, name: str, merge) -> dict:
-    """Compare-and-swap: read the document and its ETag, merge, put on that ETag; on a lost race, again."""
-    bucket, rel = Bucket(data_root), f"_state/{name}"
-    while True:
-        try:
-            data, obj = bucket.get(rel)
-            current, etag = json.loads(data), obj.etag
-        except FileNotFoundError:
-            current, etag = None, None
-        doc = merge(current)
-        try:
-            bucket.put(
-                rel, json.dumps(doc, indent=1, sort_keys=True).encode(), if_match=etag, if_none_match=etag is None
-            )
-            return doc
-        except PreconditionFailed:
-            continue
