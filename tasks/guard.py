@@ -25,7 +25,7 @@ from typing import NoReturn
 USAGE_EXIT = 2
 INTERRUPTED_EXIT = 130  # a shell's code for a command ended by Ctrl-C (SIGINT)
 # what a command stopped by Ctrl-C prints, in place of Python's traceback (a partition is written by a
-# rename, whole or not at all: tasks/storage/localwrite.py)
+# rename, whole or not at all: tasks/storage/localcommit.py)
 INTERRUPTED = (
     "daybreak: interrupted: the partitions written so far are kept, whole; run the same command again to build the rest"
 )

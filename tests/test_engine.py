@@ -21,7 +21,7 @@ import pytest
 from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine, fingerprint
 from tasks.freshness.inputs import input_line
-from tasks.storage import local
+from tasks.storage import store as partition_store
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawZone
 
@@ -185,8 +185,8 @@ def test_a_manifest_rewritten_by_another_process_is_read_again_and_an_unchanged_
     chain[5].store().write(chain[5].date, pa.table({"x": [9]}), {**manifest, "rules_fingerprint": "old"})
     assert engine.state(chain[-1]).ok  # a snapshot until the next pass
     reads = []
-    real = local.parse_manifest
-    monkeypatch.setattr(local, "parse_manifest", lambda data: reads.append(real(data)) or reads[-1])
+    real = partition_store.parse_manifest
+    monkeypatch.setattr(partition_store, "parse_manifest", lambda data: reads.append(real(data)) or reads[-1])
     engine.new_pass()
     assert engine.state(chain[-1]).state == "stale"
     assert engine.state(chain[5]).reason.startswith("rules changed")
@@ -271,8 +271,8 @@ def test_a_new_process_reads_no_manifest_when_its_summary_is_current(chain, monk
     summary_file = chain[0].store().data_root / "_state" / "summaries" / "marts/state.json"
     assert summary_file.is_file()
     reads = []
-    real = local.parse_manifest
-    monkeypatch.setattr(local, "parse_manifest", lambda data: reads.append(real(data)) or reads[-1])
+    real = partition_store.parse_manifest
+    monkeypatch.setattr(partition_store, "parse_manifest", lambda data: reads.append(real(data)) or reads[-1])
     assert Engine().state(chain[-1]).ok
     assert reads == []
     store = chain[7].store()

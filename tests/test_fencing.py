@@ -117,7 +117,7 @@ def test_a_conditional_write_on_such_a_store_is_never_made_whatever_the_path(lab
     from tasks.storage import partitions
     from tasks.storage.s3 import Bucket
     from tasks.storage.s3fence import CannotFence
-    from tasks.storage.s3store import S3PartitionStore
+    from tasks.storage.store import PartitionStore
 
     endpoint, client = moto
     for key, value in MOTO_ENV.items():
@@ -130,7 +130,7 @@ def test_a_conditional_write_on_such_a_store_is_never_made_whatever_the_path(lab
     with pytest.raises(CannotFence):
         partitions.update_document(uri, "stores.json", lambda doc: {"a": 1}, "the store registry")
     with pytest.raises(partitions.PartitionWriteError, match="ignores conditional writes"):
-        S3PartitionStore(uri, "staging/qsr_pos").update_manifest(START, {"dataset": "staging/qsr_pos"})
+        PartitionStore(uri, "staging/qsr_pos").update_manifest(START, {"dataset": "staging/qsr_pos"})
     assert keys(client) == []
 
 
@@ -172,12 +172,12 @@ def test_a_store_that_honours_them_is_asked_once_per_host_and_left_clean(s3lab, 
     [b"[]", b'{"owner": "x", "seconds": "abc"}', b"not json", b'{"seconds": 1e999}', b'{"seconds": NaN}', b"\xff"],
 )
 def test_an_unreadable_lease_counts_as_expired_and_is_named(s3lab, body, caplog):
-    from tasks.storage.s3store import S3PartitionStore
+    from tasks.storage.store import PartitionStore
 
     key = f"daybreak/_state/leases/marts/demo/business_date={START}.json"
     s3lab.s3.put_object(Bucket=s3lab.bucket, Key=key, Body=body)
     with caplog.at_level("WARNING", logger="luigi-interface"):
-        with S3PartitionStore(s3lab.uri, "marts/demo").locked(START, wait_s=0):
+        with PartitionStore(s3lab.uri, "marts/demo").locked(START, wait_s=0):
             pass
     assert f"the lease s3://{s3lab.bucket}/{key} is unreadable" in caplog.text
 
@@ -186,13 +186,13 @@ def test_an_unreadable_lease_counts_as_expired_and_is_named(s3lab, body, caplog)
 def test_a_holders_seconds_count_for_at_most_this_hosts_lease_seconds(s3lab, setting):
     """A lease written with lease_seconds = 1e9 by a killed host blocked its partition for good."""
     from tasks.storage.partitions import PartitionBusy
-    from tasks.storage.s3store import S3PartitionStore
+    from tasks.storage.store import PartitionStore
 
     setting("s3", "lease_seconds", 2)
     key = f"daybreak/_state/leases/marts/demo/business_date={START}.json"
     body = {"owner": "a killed host", "seconds": 1e9, "released": False}
     s3lab.s3.put_object(Bucket=s3lab.bucket, Key=key, Body=json.dumps(body).encode())
-    store = S3PartitionStore(s3lab.uri, "marts/demo")
+    store = PartitionStore(s3lab.uri, "marts/demo")
     with pytest.raises(PartitionBusy, match=f"a killed host has held its lease \\(s3://{s3lab.bucket}/{key}\\)"):
         with store.locked(START, wait_s=0):
             pass

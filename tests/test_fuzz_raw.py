@@ -475,7 +475,7 @@ def test_luigi_run_on_hostile_qsr_files(lab, failures, qsr_setting, data):
     assert all(isinstance(e, RawSchemaError | RejectShareExceeded) for e in failures), failures
     store = StgQsrPos(date=date).store()
     if code == 30:
-        record = json.loads(store.failure_path(date).read_text())
+        record = json.loads((store.data_root / store.failure_id(date)).read_text())
         names = refused or [f.name for fs in raw.values() for f in fs]
         assert any(n in record["error"] for n in names), record
         assert store.read_manifest(date) is None  # nothing written
@@ -488,6 +488,6 @@ def test_luigi_run_on_hostile_qsr_files(lab, failures, qsr_setting, data):
         m["row_count"] + m["rejected_count"] + s["voided_dropped"] + s["duplicates_of_date"] + s["other_date_rows"]
         == s["rows_read"]
     )
-    quarantine = store.quarantine_path(date)  # none when nothing was rejected
+    quarantine = store.data_root / store.quarantine_rel(date)  # none when nothing was rejected
     assert (pq.read_table(quarantine).num_rows if quarantine.exists() else 0) == m["rejected_count"]
-    assert pq.read_table(store.path(date) / "data.parquet").num_rows == m["row_count"]
+    assert pq.read_table(store.data_root / store.rel(date) / "data.parquet").num_rows == m["row_count"]

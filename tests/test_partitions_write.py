@@ -77,7 +77,7 @@ def test_a_new_partition_being_assembled_is_invisible_to_duckdb_and_pyarrow(tmp_
     store.write(D2, table(3), {})
     assert seen == [([("2026-09-10", "o0"), ("2026-09-10", "o1")], 2)]
     assert len(duck_rows(store)) == 5
-    assert os.listdir(store.staging_root()) == []
+    assert os.listdir(store.data_root / "_state" / "staging") == []
 
 
 def aged(path: Path, hours: float) -> Path:
@@ -90,7 +90,7 @@ def aged(path: Path, hours: float) -> Path:
 def test_the_sweep_removes_dead_writers_temporaries_and_never_a_live_writers(tmp_path):
     store = PartitionStore(tmp_path, "staging/qsr_pos")
     store.write(D1, table(2), {})
-    folder, host = store.path(D1), tempnames.host()
+    folder, host = store.data_root / store.rel(D1), tempnames.host()
     dead = subprocess.Popen(["true"])
     dead.wait()
     live = subprocess.Popen(["sleep", "60"])
@@ -113,7 +113,9 @@ def test_the_sweep_removes_dead_writers_temporaries_and_never_a_live_writers(tmp
         dead_staging = store.root / f".business_date=2026-09-12.tmp-{host}-{dead.pid}-0-ab"
         (dead_staging).mkdir()
         (dead_staging / "data.parquet").write_bytes(b"PAR1 partial")
-        live_staging = store.staging_root() / f".staging.qsr_pos.business_date=2026-09-13.tmp-{host}-{live.pid}-0-ac"
+        live_staging = (
+            store.data_root / "_state" / "staging"
+        ) / f".staging.qsr_pos.business_date=2026-09-13.tmp-{host}-{live.pid}-0-ac"
         live_staging.mkdir(parents=True)
         store.write(D2, table(1), {})  # sweeps the dataset folder and the staging root
         assert not dead_staging.exists() and live_staging.is_dir()
@@ -147,7 +149,7 @@ def test_a_high_cardinality_column_is_not_kept_in_a_dictionary(tmp_path):
     rows = pa.table({"order_id": [f"ORD-2026-09-10-{i // 2:08d}" for i in range(n)], "status": ["COMPLETED"] * n})
     store = PartitionStore(tmp_path, "staging/qsr_pos")
     store.write(D1, rows, {})
-    written = store.path(D1) / "data.parquet"
+    written = store.data_root / store.rel(D1) / "data.parquet"
     default = pa.BufferOutputStream()
     pq.write_table(rows, default, compression="zstd")
     assert written.stat().st_size < 0.9 * default.getvalue().size
@@ -177,7 +179,7 @@ def test_decimals_are_stored_as_integers_and_read_back_as_the_same_decimals(tmp_
     )
     store = PartitionStore(tmp_path, "staging/qsr_pos")
     store.write(D1, rows, {})
-    written = store.path(D1) / "data.parquet"
+    written = store.data_root / store.rel(D1) / "data.parquet"
     schema = pq.ParquetFile(written).schema
     assert [schema.column(i).physical_type for i in range(2)] == ["INT64", "INT32"]
     assert [str(schema.column(i).logical_type) for i in range(2)] == ["Decimal(precision=18, scale=2)"] + [

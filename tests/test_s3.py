@@ -194,30 +194,31 @@ def test_a_writer_whose_condition_fails_commits_nothing_and_says_so(s3lab):
     writes nothing (every object keeps the first writer's ETag) and names the partition."""
     import pyarrow as pa
 
-    from tasks.storage.s3store import _BASES, OtherWriterCommitted, S3PartitionStore
+    from tasks.storage.s3commit import OtherWriterCommitted
+    from tasks.storage.store import PartitionStore
 
-    store = S3PartitionStore(s3lab.uri, "marts/demo")
-    first = S3PartitionStore(s3lab.uri, "marts/demo")
+    store = PartitionStore(s3lab.uri, "marts/demo")
+    first = PartitionStore(s3lab.uri, "marts/demo")
     store.write(START, pa.table({"x": [1]}), {"n": 0})  # the partition as both builds found it
-    started = first._snapshot(START)
+    started = first.backend.etags_now(first.rel(START), first.quarantine_rel(START))
     store.write(START, pa.table({"x": [2]}), {"n": 1})  # the other writer commits meanwhile
     committed = objects(s3lab)
-    _BASES[(s3lab.uri, first.rel(START))] = started
+    first.backend.etags_at_lease[first.rel(START)] = started
     try:
         with pytest.raises(OtherWriterCommitted, match=f"another writer committed marts/demo {START}"):
             first.write(START, pa.table({"x": [3]}), {"n": 2})
     finally:
-        _BASES.clear()
+        first.backend.etags_at_lease.clear()
     assert objects(s3lab) == committed
-    assert S3PartitionStore(s3lab.uri, "marts/demo").read_table(START).column("x").to_pylist() == [2]
+    assert PartitionStore(s3lab.uri, "marts/demo").read_table(START).column("x").to_pylist() == [2]
     with pytest.raises(OtherWriterCommitted):  # a new partition another writer created first
-        _BASES[(s3lab.uri, first.rel(START + DAY))] = {}
+        first.backend.etags_at_lease[first.rel(START + DAY)] = {}
         try:
             store.write(START + DAY, pa.table({"x": [1]}), {"n": 0})
             first.write(START + DAY, pa.table({"x": [9]}), {"n": 0})
         finally:
-            _BASES.clear()
-    assert S3PartitionStore(s3lab.uri, "marts/demo").read_table(START + DAY).column("x").to_pylist() == [1]
+            first.backend.etags_at_lease.clear()
+    assert PartitionStore(s3lab.uri, "marts/demo").read_table(START + DAY).column("x").to_pylist() == [1]
 
 
 def test_a_manifest_counts_only_while_the_listing_shows_its_etags(s3lab):
@@ -235,11 +236,11 @@ def test_a_manifest_counts_only_while_the_listing_shows_its_etags(s3lab):
 
 def test_a_live_lease_makes_another_host_wait_then_fail_and_an_expired_one_is_taken_over(s3lab, setting):
     from tasks.storage.partitions import PartitionBusy
-    from tasks.storage.s3store import S3PartitionStore
+    from tasks.storage.store import PartitionStore
 
     setting("s3", "lease_seconds", 2)
-    store = S3PartitionStore(s3lab.uri, "marts/demo")
-    other = S3PartitionStore(s3lab.uri, "marts/demo")
+    store = PartitionStore(s3lab.uri, "marts/demo")
+    other = PartitionStore(s3lab.uri, "marts/demo")
     lease_key = f"daybreak/_state/leases/marts/demo/business_date={START}.json"
     with store.locked(START, wait_s=0):
         assert json.loads(s3lab.s3.get_object(Bucket=s3lab.bucket, Key=lease_key)["Body"].read())["released"] is False

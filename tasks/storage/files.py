@@ -29,11 +29,15 @@ def warm_up() -> None:
 
 def atomic_write_parquet(path: Path, table: pa.Table) -> str:
     """Write ``table`` to a hidden temporary name beside ``path``, fsync, ``os.replace``; return its sha256."""
-    return _replace(path, lambda tmp: _write_parquet(tmp, table))
+    return _replace(path, lambda tmp: write_parquet_fsynced(tmp, table))
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    _replace(path, lambda tmp: _write_bytes(tmp, text.encode("utf-8")))
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    _replace(path, lambda tmp: write_bytes_fsynced(tmp, data))
 
 
 def _replace(path: Path, write) -> str:
@@ -46,7 +50,7 @@ def _replace(path: Path, write) -> str:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return digest
 
 
@@ -61,7 +65,7 @@ DICTIONARY_PAGE_LIMIT = 64 << 10
 # less (a stg_qsr_pos partition's three decimal columns: 25 to 17 ms; docs/performance.md, "Parquet").
 
 
-def _write_parquet(path: Path, table: pa.Table) -> str:
+def write_parquet_fsynced(path: Path, table: pa.Table) -> str:
     parquet_to(path, table)
     return _sha256(path, fsync=True)
 
@@ -94,7 +98,7 @@ def parquet_sha256(table: pa.Table) -> str:
     return hashlib.sha256(parquet_bytes(table)).hexdigest()
 
 
-def _write_bytes(path: Path, content: bytes) -> str:
+def write_bytes_fsynced(path: Path, content: bytes) -> str:
     """Write and fsync ``content`` unbuffered (a buffered file would raise a full disk twice: on
     flush, then again on close)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -119,7 +123,7 @@ def _sha256(path: Path, fsync: bool = False) -> str:
     return h.hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -119,7 +119,7 @@ class PartitionWriteError(RuntimeError):
 
 
 # Called when a freshness pass begins (tasks/freshness/engine.py): a backend that remembers listings
-# for a pass (tasks/storage/s3store.py) forgets them.
+# for a pass (tasks/storage/s3backend.py) forgets them.
 PASS_HOOKS: list = []
 
 

@@ -1,10 +1,9 @@
 """Partition storage: the one door to the partitions of a data root, a local folder or a bucket.
 
-:func:`open_store` gives the store of a dataset (:class:`tasks.storage.local.PartitionStore` for a folder,
-:class:`tasks.storage.s3store.S3PartitionStore` for ``s3://``), the only writers of Parquet and manifests.
-Where the files go and what they are called: :mod:`tasks.storage.layout`; how a local partition is
-replaced whole: :mod:`tasks.storage.local`; previews: :mod:`tasks.storage.shadow`. The other names here
-are those modules' own, for the callers that import them from the door.
+:func:`open_store` gives the store of a dataset (:class:`tasks.storage.store.PartitionStore`, over a local
+folder or a bucket; while a preview builds, :class:`tasks.storage.shadow.ShadowStore`), the only writer of
+Parquet and manifests. Where the files go and what they are called: :mod:`tasks.storage.layout`. The other
+names here are those modules' own, for the callers that import them from the door.
 """
 
 from __future__ import annotations
@@ -37,19 +36,17 @@ from tasks.storage.layout import (  # noqa: F401 - the door's names
     partition_name,
     remote,
 )
-from tasks.storage.local import PartitionStore
 from tasks.storage.shadow import ShadowStore, shadow_of, shadowed  # noqa: F401 - the door's names
+from tasks.storage.store import PartitionStore, open_backend
 
 
 def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None, plain: bool = False):
-    """The store of ``dataset`` under ``data_root``: a local folder (:class:`PartitionStore`) or
-    ``s3://BUCKET/PREFIX`` (:class:`tasks.storage.s3store.S3PartitionStore`, loaded only then); while a
+    """The store of ``dataset`` under ``data_root``, a local folder or ``s3://BUCKET/PREFIX``; while a
     preview builds (:func:`shadowed`), its shadow store, unless ``plain``."""
-    backend = remote(data_root)
-    shadowing = not plain and shadow_of(data_root) is not None
-    if backend is not None:
-        return (backend.S3ShadowStore if shadowing else backend.S3PartitionStore)(data_root, dataset, subpartition)
-    return (ShadowStore if shadowing else PartitionStore)(data_root, dataset, subpartition)
+    shadow = None if plain else shadow_of(data_root)
+    if shadow is not None:
+        return ShadowStore(data_root, shadow, dataset, subpartition)
+    return PartitionStore(data_root, dataset, subpartition)
 
 
 def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
@@ -72,17 +69,13 @@ def check_roots(*roots: tuple[str, str], written: tuple[str, ...] = ()) -> str |
 
 def state_dir(data_root: str | os.PathLike) -> Path:
     """This host's state folder for ``data_root`` (a local data root's own ``_state``)."""
-    backend = remote(data_root)
-    return backend.state_dir(data_root) if backend else Path(data_root) / "_state"
+    return open_backend(data_root).state_dir
 
 
 def read_document(data_root: str | os.PathLike, name: str) -> dict | None:
     """A JSON document every host shares (``_state/<name>``, e.g. the store registry); None when absent."""
-    backend = remote(data_root)
-    if backend:
-        return backend.read_document(data_root, name)
     try:
-        return json.loads((Path(data_root) / "_state" / name).read_text(encoding="utf-8"))
+        return json.loads(open_backend(data_root).read(f"_state/{name}"))
     except FileNotFoundError:
         return None
 
@@ -90,12 +83,4 @@ def read_document(data_root: str | os.PathLike, name: str) -> dict | None:
 def update_document(data_root: str | os.PathLike, name: str, merge, what: str) -> dict:
     """Replace the shared document ``name`` with ``merge(current or None)``, atomically with respect to every
     other writer (an flock locally; a compare-and-swap in a bucket, merged again when it lost); the result."""
-    backend = remote(data_root)
-    if backend:
-        return backend.update_document(data_root, name, merge)
-    path = Path(data_root) / "_state" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(path.with_suffix(".lock"), what):
-        doc = merge(read_document(data_root, name))
-        atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True))
-        return doc
+    return open_backend(data_root).update_document(f"_state/{name}", merge, what)

@@ -1,81 +1,60 @@
 """A data root as a tree of files, for what is not a partition: a preview's folder and record, its shadow
-partitions' files, its publish lock. A local folder (:class:`LocalRoot`) or a bucket prefix
-(:class:`tasks.storage.s3docs.S3Root`); :func:`open_root` takes either URI."""
+partitions' files, its publish lock. :class:`Root` over the data root's backend (a local folder or a bucket
+prefix, :func:`tasks.storage.store.open_backend`); :func:`open_root` takes either URI."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import AbstractContextManager
 
-from tasks.storage import files, tempnames
-from tasks.storage.layout import remote
+from tasks.storage.store import open_backend
 
 
-def open_root(uri: str | os.PathLike):
-    backend = remote(uri)
-    return backend.S3Root(str(uri)) if backend else LocalRoot(uri)
+def open_root(uri: str | os.PathLike) -> Root:
+    return Root(uri)
 
 
-class LocalRoot:
-    """A local folder."""
+class Root:
+    """A folder (or a bucket prefix) and the files below it, keys relative to it."""
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.uri = str(self.path)
+    def __init__(self, uri: str | os.PathLike):
+        self.backend = open_backend(uri)
+        self.uri = os.fspath(self.backend.data_root)
 
-    def child(self, rel: str) -> LocalRoot:
-        return LocalRoot(self.path / rel)
+    def child(self, rel: str) -> Root:
+        return Root(self.backend.at(rel.strip("/")))
 
     def exists(self, rel: str = "") -> bool:
-        return (self.path / rel).exists() if rel else self.path.is_dir()
+        """Whether the file ``rel`` (or a folder of that name), or the root itself, is there."""
+        return self.backend.tree_exists(rel)
 
     def read(self, rel: str) -> bytes:
         """FileNotFoundError (or NotADirectoryError) when it is not there."""
-        return (self.path / rel).read_bytes()
+        return self.backend.read(rel)
 
     def write(self, rel: str, data: bytes) -> None:
-        """Whole or not at all (a temporary name, fsync, rename)."""
-        path = self.path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        files._replace(path, lambda tmp: files._write_bytes(tmp, data))
+        """Whole or not at all (a temporary name, fsync, rename; one PUT)."""
+        self.backend.put_record(rel, data)
 
     def mkdir(self) -> None:
-        self.path.mkdir(parents=True)
+        """Make the root (FileExistsError when it is there); nothing to make for a bucket prefix."""
+        self.backend.make_root()
 
     def names(self) -> list[str]:
         """The entries one level down (folders and files), sorted; [] when the root is not there."""
-        return sorted(os.listdir(self.path)) if self.path.is_dir() else []
+        return self.backend.names_now()
 
     def files(self, rel: str = "") -> dict[str, int]:
-        """{path relative to this root: bytes only this root holds} of every file below ``rel`` (hidden
-        temporary files left out; a file hard-linked elsewhere, production's, counts 0)."""
-        out = {}
-        top = self.path / rel
-        for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            for name in filenames:
-                if tempnames.is_temp_name(name):
-                    continue
-                try:
-                    st = os.lstat(os.path.join(dirpath, name))
-                except FileNotFoundError:  # removed meanwhile (a preview built or swept now)
-                    continue
-                out[str(Path(dirpath, name).relative_to(self.path))] = st.st_size if st.st_nlink == 1 else 0
-        return out
+        """{key: bytes only this root holds} of every file below ``rel`` (hidden temporary files left out; a
+        file hard-linked elsewhere, production's, counts 0)."""
+        return self.backend.sizes(rel)
 
     def remove(self, rel: str = "") -> None:
         """Remove the file or tree ``rel`` (the whole root when empty); nothing when it is not there."""
-        path = self.path / rel
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+        self.backend.remove_tree(rel)
 
-    @contextmanager
-    def exclusive(self, rel: str, what: str, wait_s: float | None = 0) -> Iterator[None]:
-        """An exclusive lock named ``rel`` (:class:`tasks.storage.files.PartitionBusy` when held past ``wait_s``)."""
-        with files.exclusive(self.path / rel, what, wait_s):
-            yield
+    def exclusive(self, rel: str, what: str, wait_s: float | None = 0) -> AbstractContextManager[Iterator[None]]:
+        """An exclusive lock named ``rel`` (:class:`tasks.storage.files.PartitionBusy` when held past ``wait_s``):
+        an flock, or a lease in a bucket."""
+        return self.backend.exclusive(rel, what, wait_s)

@@ -1,7 +1,357 @@
-"""A data root in an S3-compatible bucket, as tasks/storage/partitions.py opens it (``s3://BUCKET/PREFIX``)."""
+"""A data root in an S3-compatible bucket (``s3://BUCKET/PREFIX``), as :class:`tasks.storage.store.PartitionStore`
+reads it: one listing per dataset prefix per freshness pass (a check needs no request per partition), an
+object's identity is its ETag and size, a partition's lock is a lease (:mod:`tasks.storage.s3lease`) that
+also remembers the partition's objects as they were when the build started: its commit's conditions
+(:mod:`tasks.storage.s3commit`). What a pass listed is kept by the backend and forgotten by a new pass.
+Shared documents are compare-and-swapped. The module :mod:`tasks.storage.partitions` loads for an ``s3://``
+data root: it also gives the data root's check and this host's state folder for it (:mod:`tasks.storage.s3docs`)."""
 
-from tasks.storage.s3docs import S3Root, check, read_document, state_dir, update_document
-from tasks.storage.s3shadow import S3ShadowStore
-from tasks.storage.s3store import S3PartitionStore
+from __future__ import annotations
 
-__all__ = ["S3PartitionStore", "S3Root", "S3ShadowStore", "check", "read_document", "state_dir", "update_document"]
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tasks.storage import s3commit
+from tasks.storage.files import parquet_bytes
+from tasks.storage.layout import MANIFEST, PASS_HOOKS, parse_partition_name
+from tasks.storage.s3 import Bucket, Obj, PreconditionFailed
+from tasks.storage.s3docs import check, state_dir
+from tasks.storage.s3lease import Lease
+from tasks.storage.tempnames import is_temp_name
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["S3Backend", "backend_for", "check", "state_dir"]  # what partitions.py and store.py ask of it
+
+_BACKENDS: dict[tuple, S3Backend] = {}
+
+
+def stamp_of(obj: Obj | None) -> tuple | None:
+    return None if obj is None else ("etag", obj.etag, obj.size)
+
+
+def backend_for(uri: str) -> S3Backend:
+    """The backend of the bucket prefix ``uri`` at the configured endpoint, one per process."""
+    bucket = Bucket(uri)
+    key = (bucket.uri, bucket.endpoint, bucket.region)
+    backend = _BACKENDS.get(key)
+    if backend is None:
+        backend = _BACKENDS[key] = S3Backend(bucket.uri, bucket)
+    return backend
+
+
+def _new_pass() -> None:
+    """A freshness pass begins (tasks/freshness/engine.py): every backend forgets what it listed."""
+    for backend in _BACKENDS.values():
+        backend.new_pass()
+
+
+PASS_HOOKS.append(_new_pass)
+
+
+def folder_of(rel: str, prefix: str, levels: int) -> str | None:
+    """The partition folder (``levels`` folders under ``prefix``) that key ``rel`` is in; None for a key
+    above the partitions' folders (a dataset's own stray)."""
+    if levels == 0:
+        return prefix.rstrip("/")
+    parts = rel[len(prefix) :].split("/", levels)
+    return prefix + "/".join(parts[:levels]) if len(parts) > levels else None
+
+
+class S3Backend:
+    """Keys under ``s3://BUCKET/PREFIX``, and what this process has seen of them."""
+
+    def __init__(self, data_root: str, bucket: Bucket | None = None):
+        self.data_root = data_root.rstrip("/")
+        self.bucket = bucket or Bucket(self.data_root)
+        # What this process listed in the current freshness pass: prefix -> {key: Obj}, and the same by
+        # partition folder ((prefix, levels of folders) -> {folder: its keys at any depth}). Writes of this
+        # process keep them up to date; a new pass (:meth:`new_pass`) empties them.
+        self.listings: dict[str, dict[str, Obj]] = {}
+        self.by_folder: dict[tuple[str, int], dict[str, set[str]]] = {}
+        # Manifests this process wrote or read, by key: (stamp, content), so a check after a build parses
+        # nothing again.
+        self.manifests: dict[str, tuple[tuple, dict]] = {}
+        # partition folder -> its objects as listed when the build took its lease ({key: Obj, or None when
+        # absent}) and their ETags: what the build's re-check reads and its commit's conditions.
+        self.listed_at_lease_of: dict[str, dict[str, Obj | None]] = {}
+        self.etags_at_lease: dict[str, dict[str, str]] = {}
+
+    def new_pass(self) -> None:
+        """A new freshness pass: the listings are taken again."""
+        self.listings.clear()
+        self.by_folder.clear()
+
+    def at(self, rel: str) -> str:
+        return f"{self.data_root}/{rel}"
+
+    def uri(self, rel: str) -> str:
+        return f"{self.data_root}/{rel}"
+
+    @property
+    def state_dir(self) -> Path:
+        return state_dir(self.data_root)
+
+    # -- listing -------------------------------------------------------------------------------------
+    def listing(self, prefix: str) -> dict[str, Obj]:
+        """Every object under ``prefix``, listed once per freshness pass."""
+        listing = self.listings.get(prefix)
+        if listing is None:
+            listing = self.listings[prefix] = self.bucket.list(prefix)
+        return listing
+
+    def known(self, rel: str, obj: Obj | None) -> None:
+        """This process wrote ``rel`` (``obj``) or found it gone: its listings say so from now on."""
+        for prefix, listing in self.listings.items():
+            if rel.startswith(prefix):
+                if obj is None:
+                    listing.pop(rel, None)
+                else:
+                    listing[rel] = obj
+        for (prefix, levels), folders in self.by_folder.items():
+            folder = folder_of(rel, prefix, levels) if rel.startswith(prefix) else None
+            if folder is not None:
+                keys = folders.setdefault(folder, set())
+                keys.add(rel) if obj is not None else keys.discard(rel)
+
+    def folders(self, rel: str) -> list[str]:
+        """The folders one level below ``rel`` that hold an object, from the pass's listing of ``rel``."""
+        start = len(rel) + 1
+        return list({k[start:].split("/", 1)[0] for k in self.listing(f"{rel}/") if "/" in k[start:]})
+
+    @staticmethod
+    def same(found: Obj, recorded: dict) -> bool:
+        """The object is the one a manifest recorded: the same ETag and size."""
+        return found.etag == recorded.get("etag") and found.size == recorded.get("size")
+
+    def files_in(self, dataset: str, folder: str, levels: int) -> list[str]:
+        """Every key under ``folder``, relative to it, from this pass's listing of the dataset (no request of
+        its own); writers' hidden temporary entries left out."""
+        keys = self._by_folder(f"{dataset}/", levels).get(folder, ())
+        start = len(folder) + 1
+        return [k[start:] for k in keys if not is_temp_name(k.rsplit("/", 1)[-1])]
+
+    def _by_folder(self, prefix: str, levels: int) -> dict[str, set[str]]:
+        """The pass's listing of ``prefix`` by partition folder (``levels`` folders deep), made once per pass."""
+        folders = self.by_folder.get((prefix, levels))
+        if folders is None:
+            folders = self.by_folder[(prefix, levels)] = {}
+            for rel in self.listing(prefix):
+                folder = folder_of(rel, prefix, levels)
+                if folder is not None:
+                    folders.setdefault(folder, set()).add(rel)
+        return folders
+
+    def dataset_strays(self, dataset: str, depth: int) -> list[str]:
+        out = []
+        for rel in self.listing(f"{dataset}/"):
+            parts = rel[len(dataset) + 1 :].split("/")
+            if len(parts) <= depth or parse_partition_name(parts[0]) is None:
+                out.append(rel)
+        return sorted(out)
+
+    def keys(self, prefix: str) -> set[str]:
+        return set(self.listing(prefix))
+
+    def holds(self, dataset: str, folder: str) -> bool:
+        """Whether the pass's listing has the partition's manifest (a preview's shadow holds the partition)."""
+        return self.stamp(dataset, f"{folder}/{MANIFEST}") is not None
+
+    def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
+        """List the partition's objects and its quarantine again into this pass's listings (another host
+        may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
+        now = self.listed_at_lease_of.get(folder) or self.objects_now(folder, quarantine)
+        for rel in [r for r in self.listing(f"{dataset}/") if r.startswith(f"{folder}/")]:
+            self.known(rel, None)
+        for rel, obj in now.items():
+            self.known(rel, obj)
+
+    def objects_now(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
+        """The partition's objects and its quarantine (None: there is none) now: one listing, one HEAD."""
+        found: dict[str, Obj | None] = dict(self.bucket.list(f"{folder}/"))
+        found[quarantine] = self.bucket.head(quarantine)
+        return found
+
+    # -- reading -------------------------------------------------------------------------------------
+    def stamp(self, dataset: str, key: str, fresh: bool = False) -> tuple | None:
+        """("etag", ETag, size) of the object, from the pass's listing of ``dataset`` (``fresh``: a HEAD)."""
+        if fresh:
+            obj = self.bucket.head(key)
+            self.known(key, obj)
+            return stamp_of(obj)
+        return stamp_of(self.listing(f"{dataset}/").get(key))
+
+    def read_stamped(self, dataset: str, key: str, known: tuple | None, parse: Callable) -> tuple:
+        listed = stamp_of(self.listing(f"{dataset}/").get(key))
+        if listed is None:
+            return None, None
+        if known is not None and known[0] == listed:
+            return known
+        mine = self.manifests.get(key)
+        if mine is not None and mine[0] == listed:
+            return mine
+        try:
+            data, obj = self.bucket.get(key)
+        except FileNotFoundError:
+            self.known(key, None)
+            return None, None
+        stamp, content = stamp_of(obj), parse(data)
+        self.known(key, obj)
+        self.manifests[key] = (stamp, content)
+        return stamp, content
+
+    def read(self, key: str) -> bytes:
+        return self.bucket.read(key)
+
+    def exists(self, key: str) -> bool:
+        obj = self.bucket.head(key)
+        self.known(key, obj)
+        return obj is not None
+
+    def read_table(self, key: str, columns: list[str] | None) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        return pq.read_table(pa.BufferReader(self.bucket.read(key)), columns=columns)
+
+    def digest(self, key: str) -> tuple[str | None, str, int]:
+        """(sha256, "", bytes read) of the object now; (None, "missing", 0) without one."""
+        try:
+            data = self.bucket.read(key)
+        except FileNotFoundError:
+            return None, "missing", 0
+        return hashlib.sha256(data).hexdigest(), "", len(data)
+
+    # -- leases and records --------------------------------------------------------------------------
+    @contextmanager
+    def locked(self, record_name: str, folder: str, quarantine: str, what: str, wait_s: float | None) -> Iterator[None]:
+        """Hold the partition's lease for the block (waiting at most ``wait_s`` for a live holder), and
+        remember the ETags of its objects as they were when the build started: its commit's conditions."""
+        from tasks import settings
+
+        lease = Lease(self.bucket, f"_state/leases/{record_name}", settings.s3().lease_seconds)
+        lease.acquire(what, wait_s)
+        listed = self.listed_at_lease_of[folder] = self.objects_now(folder, quarantine)  # what refresh reads
+        self.etags_at_lease[folder] = {rel: obj.etag for rel, obj in listed.items() if obj is not None}
+        try:
+            with lease.renewing():
+                yield
+        finally:
+            self.etags_at_lease.pop(folder, None)
+            self.listed_at_lease_of.pop(folder, None)
+            lease.release()
+
+    def listed_at_lease(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
+        """The partition's objects as listed when this build took its lease; listed now without a lease."""
+        seen = self.listed_at_lease_of.get(folder)
+        return seen if seen is not None else self.objects_now(folder, quarantine)
+
+    def put_record(self, key: str, data: bytes) -> None:
+        self.bucket.put(key, data)
+        self.known(key, Obj(0, "", 0))
+
+    def put_document(self, key: str, data: bytes) -> None:
+        self.bucket.put(key, data)
+
+    def update_document(self, key: str, merge: Callable, what: str) -> dict:
+        """Compare-and-swap: read the JSON document ``key`` and its ETag, merge, put on that ETag; on a lost
+        race, again."""
+        while True:
+            try:
+                data, obj = self.bucket.get(key)
+                current, etag = json.loads(data), obj.etag
+            except FileNotFoundError:
+                current, etag = None, None
+            doc = merge(current)
+            data = json.dumps(doc, indent=1, sort_keys=True).encode()
+            try:
+                self.bucket.put(key, data, if_match=etag, if_none_match=etag is None)
+                return doc
+            except PreconditionFailed:
+                continue
+
+    def remove_records(self, keys: list[str], prefix: str) -> None:
+        """Delete each of ``keys`` that this pass's listing of ``prefix`` has."""
+        listed = self.listing(prefix)
+        for key in keys:
+            if key in listed:
+                self.bucket.delete(key)
+                self.known(key, None)
+
+    def put_rejects(self, key: str, rejected: pa.Table, where: str) -> str:
+        self.bucket.put(key, parquet_bytes(rejected))
+        self.known(key, Obj(0, "", 0))
+        return f"{self.data_root}/{key}"
+
+    # -- commits -------------------------------------------------------------------------------------
+    def etags_now(self, folder: str, quarantine: str) -> dict[str, str]:
+        """{key: ETag} of the partition's objects and its quarantine now (one listing, one HEAD)."""
+        return {rel: obj.etag for rel, obj in self.objects_now(folder, quarantine).items() if obj is not None}
+
+    def _base(self, folder: str, quarantine: str) -> dict[str, str]:
+        """A commit's conditions: the ETags as the build found them under its lease, or as they are now."""
+        base = self.etags_at_lease.get(folder)
+        return self.etags_now(folder, quarantine) if base is None else base
+
+    def commit(self, where: str, label: str, folder: str, quarantine: str, fill: Callable) -> dict:
+        """Commit the objects ``fill(commit)`` hands over, each one conditional PUT in that order (the manifest
+        last, :mod:`tasks.storage.s3commit`); then delete the keys under the folder its manifest does not
+        list (not part of the commit). The manifest ``fill`` returned."""
+        manifest = s3commit.commit(self, where, label, self._base(folder, quarantine), fill)
+        s3commit.drop_strays(self, folder, self.listed_at_lease(folder, quarantine), manifest)
+        return manifest
+
+    def commit_one(self, where: str, label: str, folder: str, quarantine: str, key: str, data: bytes, manifest: dict):
+        """Replace the one object ``key`` of the partition (its manifest), conditionally, as a commit."""
+        s3commit.commit(
+            self, where, label, self._base(folder, quarantine), lambda c: c.put(key, data, manifest=manifest)
+        )
+
+    def drop_strays(self, folder: str, quarantine: str, manifest: dict) -> None:
+        s3commit.drop_strays(self, folder, self.listed_at_lease(folder, quarantine), manifest)
+
+    def empty_like(self, key: str) -> pa.Table:
+        """An empty table with the schema of the Parquet object ``key``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        return pq.read_schema(pa.BufferReader(self.bucket.read(key))).empty_table()
+
+    # -- the prefix as a tree of files (tasks/storage/roots.py) ------------------------------------------
+    def tree_exists(self, rel: str) -> bool:
+        if rel and self.bucket.head(rel) is not None:
+            return True
+        return bool(self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""))
+
+    def make_root(self) -> None:
+        """Nothing to make: a prefix exists once it holds an object."""
+
+    def names_now(self) -> list[str]:
+        return sorted(self.bucket.folders(""))
+
+    def sizes(self, rel: str) -> dict[str, int]:
+        return {key: obj.size for key, obj in self.bucket.list(f"{rel.rstrip('/')}/" if rel else "").items()}
+
+    def remove_tree(self, rel: str) -> None:
+        if rel and self.bucket.head(rel) is not None:
+            self.bucket.delete(rel)
+        for key in self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""):
+            self.bucket.delete(key)
+
+    @contextmanager
+    def exclusive(self, rel: str, what: str, wait_s: float | None) -> Iterator[None]:
+        """A lease named ``rel`` for the block."""
+        from tasks import settings
+
+        lease = Lease(self.bucket, rel, settings.s3().lease_seconds)
+        lease.acquire(what, wait_s)
+        try:
+            with lease.renewing():
+                yield
+        finally:
+            lease.release()

@@ -1,6 +1,6 @@
 """Previews: while a preview builds, every store of the production data root writes to the preview's shadow
-root and reads a partition there when the shadow holds it (:class:`ShadowStore`; a bucket's:
-:class:`tasks.storage.s3shadow.S3ShadowStore`). tasks/preview/ builds previews this way."""
+root and reads a partition there when the shadow holds it (:class:`ShadowStore`, over any backend).
+tasks/preview/ builds previews this way."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import datetime as dt
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from tasks.storage.files import _write_bytes
-from tasks.storage.layout import MANIFEST, manifest_bytes, remote
-from tasks.storage.local import PartitionStore
+from tasks.storage.layout import remote
+from tasks.storage.store import PartitionStore
 
 _shadow: tuple[str, str] | None = None  # (production data root, as _root_key gives it; the preview's shadow root)
 
@@ -36,36 +34,44 @@ def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterat
 
 
 class ShadowStore(PartitionStore):
-    """A dataset's partitions as a preview sees them: a partition the shadow root holds is read there,
-    any other from production; every write (data, manifest, quarantine, failure record, lock, staging)
-    goes to the shadow. A manifest-only update of a partition the shadow does not hold yet (a rebuild
-    that gave production's rows again) links production's data files into the shadow: no copy."""
+    """A dataset's partitions as a preview sees them, on any backend: an overlay of the ``shadow`` root on
+    production (``data_root``). A partition the shadow holds is read there, any other from production;
+    every write (data, manifest, quarantine, failure record, lock or lease) goes to the shadow. A
+    manifest-only update of a partition the shadow does not hold yet (a rebuild that gave production's rows
+    again) copies production's files into the shadow in the same commit (hard links on a disk)."""
 
-    def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
-        assert _shadow is not None
-        super().__init__(_shadow[1], dataset, subpartition)
+    def __init__(
+        self, data_root: str | os.PathLike, shadow: str | os.PathLike, dataset: str, subpartition: str | None = None
+    ):
+        super().__init__(shadow, dataset, subpartition)
         self.production = PartitionStore(data_root, dataset, subpartition)
-        self.own = PartitionStore(_shadow[1], dataset, subpartition)
+        self.own = PartitionStore(shadow, dataset, subpartition)
 
     def _side(self, date: dt.date | None) -> PartitionStore:
-        return self.own if self.own.path(date).is_dir() else self.production
+        """The shadow once the preview has written the partition there, production before."""
+        return self.own if self.backend.holds(self.dataset, self.rel(date)) else self.production
 
-    def folder(self, date: dt.date | None) -> str:
-        """Not remembered, as :meth:`path` is not: the partition is read from the shadow once the preview
-        has written it there, from production before."""
-        return os.fspath(self.path(date))
-
-    def path(self, date: dt.date | None) -> Path:
-        return self._side(date).path(date)
-
-    def write_path(self, date: dt.date | None) -> Path:
-        return self.own.path(date)
+    def uri(self, date: dt.date | None = None) -> str:
+        return self._side(date).uri(date)
 
     def listed_dates(self) -> set[dt.date]:
         return self.production.listed_dates() | self.own.listed_dates()
 
-    def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
-        return self._side(date).data_matches(date, manifest)
+    def refresh(self, date: dt.date | None) -> None:
+        self.own.refresh(date)
+        self.production.refresh(date)
+
+    def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
+        return self._side(date).manifest_stamp(date, fresh)
+
+    def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
+        return self._side(date).read_manifest_stamped(date, known)
+
+    def read_manifest(self, date: dt.date | None) -> dict | None:
+        return self._side(date).read_manifest(date)
+
+    def has_manifest(self, date: dt.date | None) -> bool:
+        return self._side(date).has_manifest(date)
 
     def data_problem(self, date: dt.date | None, manifest: dict) -> str:
         return self._side(date).data_problem(date, manifest)
@@ -73,25 +79,20 @@ class ShadowStore(PartitionStore):
     def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
         return self._side(date).strays_in(date, manifest)
 
-    def update_manifest(self, date: dt.date | None, manifest: dict) -> None:
-        if self.own.path(date).is_dir():
-            return super().update_manifest(date, manifest)
-        origin = self.production.path(date)
-        quarantine = manifest.get("quarantine")
+    def read_file(self, date: dt.date | None, name: str) -> bytes:
+        return self._side(date).read_file(date, name)
 
-        def fill(folder: Path) -> dict:
-            for f in manifest.get("data_files", []):
-                os.link(origin / f["name"], folder / f["name"])
-            if quarantine:  # the manifest names it: the shadow's partition is whole only with it
-                target = self.own.data_root / quarantine["path"]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.unlink(missing_ok=True)
-                os.link(self.production.data_root / quarantine["path"], target)
-            _write_bytes(folder / MANIFEST, manifest_bytes(manifest))
-            return manifest
+    def read_table(self, date: dt.date | None, columns: list[str] | None = None):
+        return self._side(date).read_table(date, columns)
 
-        with self._replacing(date):
-            self._into(self.own.path(date), fill)
+    def file_digest(self, rel: str) -> tuple[str | None, str, int]:
+        own = self.own.file_digest(rel)
+        return own if own[0] is not None else self.production.file_digest(rel)
+
+    def update_manifest(self, date: dt.date | None, manifest: dict, files_from: PartitionStore | None = None) -> None:
+        if files_from is None and not self.backend.holds(self.dataset, self.rel(date)):
+            files_from = self.production
+        super().update_manifest(date, manifest, files_from)
 
 
 def shadow_of(data_root: str | os.PathLike) -> str | None:
