@@ -124,3 +124,33 @@ def test_the_config_files_are_luigis_own_list_in_its_order(tmp_path, monkeypatch
     monkeypatch.undo()
     config.remove_section("msg_probe")
     config.reload()
+
+
+class _MsgGone(luigi.Task):
+    """Complete when the run is scheduled, gone by the time its reader runs (another host's rules)."""
+
+    n = luigi.IntParameter()
+    asked: dict = {}
+
+    def complete(self):
+        self.asked[self.n] = self.asked.get(self.n, 0) + 1
+        return self.asked[self.n] == 1
+
+
+class _MsgReadsGone(luigi.Task):
+    count = luigi.IntParameter()
+
+    def requires(self):
+        return [_MsgGone(n=self.count * 10 + k) for k in range(self.count)]
+
+    def run(self):
+        pass
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_luigi_says_a_requirement_is_unfulfilled_at_run_time_in_the_words_daybreak_reads(luigi_log, count):
+    _MsgGone.asked.clear()
+    luigi.build([_MsgReadsGone(count=count)], local_scheduler=True, workers=1)
+    failed = [r for r in luigi_log if r.msg.startswith(messages.WORKER_FAILED)]
+    assert failed and all(r.args[2] == _MsgReadsGone(count=count) for r in failed), _raw(luigi_log)
+    assert all(messages.unfulfilled(str(r.exc_info[1])) for r in failed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from luigi import scheduler
 
-from tasks.luigi_shortcuts.messages import UNFULFILLED
+from tasks.luigi_shortcuts.messages import unfulfilled
 from tasks.luigi_shortcuts.remote import lost_by
 
 # how a build says it must not replace the partition: it lost the commit to another writer, another host
@@ -68,7 +68,7 @@ def _hosts_summary(summary_dict):
                 sets["run_by_other_worker"].add(task)
                 sets["still_pending_not_ext"].add(task)
         for task, error in errors.items():
-            if task in sets["failed"] and UNFULFILLED in error:
+            if task in sets["failed"] and unfulfilled(error):
                 done = _done_in_scheduler(worker) if done is None else done
                 if _built_elsewhere(task, done | {t.task_id for t in sets["run_by_other_worker"]}):
                     sets["failed"].discard(task)

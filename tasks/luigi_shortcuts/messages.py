@@ -13,7 +13,13 @@ WILL_NOT_RUN = "Will not run "  # luigi.worker: "... or any dependencies due to 
 DUE_TO_ERROR = "due to error in"  # ... of a WILL_NOT_RUN message whose complete() or deps() raised
 MISSING_DATA = "Data for %s does not exist (yet?)"  # luigi.worker, an incomplete external dependency
 WORKER_FAILED = "[pid %s] Worker %s failed"  # luigi.worker, a task's run raised: args (pid, worker id, task)
-UNFULFILLED = "Unfulfilled dependencies at run time"  # luigi.worker.TaskProcess: a dependency not complete here
+# luigi.worker.TaskProcess: a dependency not complete when the task was to run (one, or several)
+UNFULFILLED = ("Unfulfilled dependency at run time", "Unfulfilled dependencies at run time")
+
+
+def unfulfilled(error: str) -> bool:
+    """Whether a task's error is Luigi's :data:`UNFULFILLED`."""
+    return any(text in error for text in UNFULFILLED)
 REVERSED_RANGE = "Can't have start > stop"  # luigi.tools.range, a RangeDaily's reversed dates
 
 

@@ -163,7 +163,7 @@ class _RunLog(logging.Filter):
         if msg.startswith(messages.WORKER_FAILED) and len(record.args or ()) == 3:  # a failed task: its traceback
             # stays unless the summary names the failure: a partition's, or a wrapper's requirements that
             # another host built (the summary's not run or superseded lines name them)
-            unfulfilled = messages.UNFULFILLED in str(record.exc_info[1] if record.exc_info else "")
+            unfulfilled = messages.unfulfilled(str(record.exc_info[1] if record.exc_info else ""))
             return not gone and not _summarised(record.args[2]) and not unfulfilled
         # one line per missing raw folder, per failed single-run date: the summary says it better
         return not msg.startswith((messages.MISSING_DATA, SINGLE_RUN_FAILED))
