@@ -20,6 +20,8 @@ UNFULFILLED = ("Unfulfilled dependency at run time", "Unfulfilled dependencies a
 def unfulfilled(error: str) -> bool:
     """Whether a task's error is Luigi's :data:`UNFULFILLED`."""
     return any(text in error for text in UNFULFILLED)
+
+
 REVERSED_RANGE = "Can't have start > stop"  # luigi.tools.range, a RangeDaily's reversed dates
 
 
