@@ -30,10 +30,15 @@ class RawFolderTarget(luigi.Target):
         self.zone, self.source, self.date = zone, source, date
 
     def exists(self) -> bool:
-        if self.zone.folder_exists(self.source, self.date):
+        engine = luigi_engine()
+        if self.zone.local_lookups:
+            there = self.zone.folder_exists(self.source, self.date)
+        else:  # a request to a server: the folder as this run listed it (one LIST or readdir per pass)
+            there = engine.raw_folder(self.zone, self.source, self.date) is not None
+        if there:
             return True
         # there but not read (a symbolic link, a file, a linked source folder): named in a warning, once
-        luigi_engine().source_unread(self.zone, self.source)
+        engine.source_unread(self.zone, self.source)
         return False
 
     def __repr__(self) -> str:

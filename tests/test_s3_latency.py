@@ -52,16 +52,18 @@ def far(rgw, lab, setting, monkeypatch, tmp_path):
         setting("daybreak", "cache_dir", tmp_path / "cache")
         setting("s3", "endpoint_url", f"http://127.0.0.1:{proxy.port}")
         setting("s3", "region", rgw.region)
-        lab.gets = Counter()
+        lab.gets, lab.lists = Counter(), Counter()
         client = s3.Bucket(f"s3://{bucket}/landing").client
 
         def count(model, params, **_):
             if model.name == "GetObject":
                 lab.gets[params["Key"]] += 1
+            elif model.name == "ListObjectsV2":
+                lab.lists[params.get("Prefix", "")] += 1
 
-        client.meta.events.register("before-parameter-build.s3.GetObject", count)
+        client.meta.events.register("before-parameter-build.s3", count)
         yield lab
-        client.meta.events.unregister("before-parameter-build.s3.GetObject", count)
+        client.meta.events.unregister("before-parameter-build.s3", count)
 
 
 def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_build_file_for_file(far, setting):
@@ -79,6 +81,12 @@ def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_b
     in_window = [p for d in window for p in (lab.raw / "qsr_pos" / str(d)).glob("*.csv")]
     assert sorted(raw_keys) == sorted(f"landing/{p.relative_to(lab.raw)}" for p in in_window)
     assert {lab.gets[k] for k in raw_keys} == {1}, lab.gets.most_common(3)  # ... fetched once in the run
+    # each raw folder listed once for the run, and once more under the lease of each partition that reads it
+    # (two for the folders of the range's inside): never again for Luigi's own checks of the folder
+    folders = {
+        f"landing/qsr_pos/{d}/": 1 + sum(1 for p in (d - DAY, d) if START <= p < START + DAYS * DAY) for d in window
+    }
+    assert {f: lab.lists[f] for f in folders} == folders, lab.lists
     local = lab.root / "local"
     setting("daybreak", "raw_root", lab.raw)
     setting("daybreak", "data_root", local)

@@ -256,6 +256,9 @@ class RawZone:
     # True where each read checks that it got the very file listed (a bucket's objects are replaced whole,
     # and a GET says which version it read): the re-listing after a build is not needed (tasks/building.py)
     reads_checked = False
+    # True where telling whether a folder is there costs a system call, not a request to a server: Luigi's
+    # checks of a raw folder ask the zone itself then, else the run's listings (tasks/targets.py)
+    local_lookups = True
 
     def read_input(self, raw: RawFile) -> bytes:
         """``read_bytes``, remembering the content hash of the bytes read (the manifest records it)."""

@@ -51,6 +51,7 @@ class S3RawZone(RawZone):
 
     mtime_resolution_ns = 1_000_000_000  # Last-Modified has whole seconds
     reads_checked = True  # read_bytes: the object read is the version listed
+    local_lookups = False  # a folder is a LIST request: Luigi asks the run's listings
 
     def __init__(self, uri: str):
         self.bucket = Bucket(uri)

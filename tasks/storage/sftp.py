@@ -75,6 +75,7 @@ def forget_dead() -> None:
 
 class SftpRawZone(RawZone):
     mtime_resolution_ns = 10**9  # SFTP (v3) gives whole-second mtimes
+    local_lookups = False  # a folder is a request to the server: Luigi asks the run's listings
 
     def __init__(
         self,
