@@ -154,10 +154,7 @@ def drop_strays(folder: Path, manifest: dict) -> dict:
         if entry.name in keep or tempnames.is_temp_name(entry.name):
             continue
         try:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
+            tempnames.remove_entry(entry)
         except FileNotFoundError:
             continue
         except OSError as exc:

@@ -92,6 +92,14 @@ def is_orphan(entry: os.DirEntry | Path, now: float | None = None) -> bool:
     return (now or time.time()) - mtime > FOREIGN_MAX_AGE_S
 
 
+def remove_entry(entry: os.DirEntry) -> None:
+    """Remove a folder entry: a folder with all it holds (a symbolic link is not followed), else the file."""
+    if entry.is_dir(follow_symlinks=False):
+        shutil.rmtree(entry.path)
+    else:
+        os.unlink(entry.path)
+
+
 def sweep(folder: Path) -> list[Path]:
     """Remove the orphaned temporary files and staging folders directly in ``folder``; return them."""
     removed = []
@@ -103,10 +111,7 @@ def sweep(folder: Path) -> list[Path]:
         if not is_orphan(entry):
             continue
         try:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
+            remove_entry(entry)
         except FileNotFoundError:
             continue  # another sweeper got there first
         removed.append(Path(entry.path))
