@@ -62,25 +62,32 @@ def _hosts_summary(summary_dict):
         sets = summary_dict(worker)
         done = None
         errors = {task: _error_of(worker, task) for task in sets["failed"]}
-        for task, error in errors.items():  # superseded builds first: a wrapper's requirements may be
+
+        def error_of(task) -> str:  # one question to the scheduler a task
+            if task not in errors:
+                errors[task] = _error_of(worker, task)
+            return errors[task]
+
+        def run_by_other_worker(task) -> None:  # failed here, but what it asked for another host has
+            sets["failed"].discard(task)
+            sets["run_by_other_worker"].add(task)
+            sets["still_pending_not_ext"].add(task)
+
+        for task, error in list(errors.items()):  # superseded builds first: a wrapper's requirements may be
             if superseded(error):
-                sets["failed"].discard(task)
-                sets["run_by_other_worker"].add(task)
-                sets["still_pending_not_ext"].add(task)
-        for task, error in errors.items():
+                run_by_other_worker(task)
+        for task, error in list(errors.items()):
             if task in sets["failed"] and unfulfilled(error):
                 done = _done_in_scheduler(worker) if done is None else done
                 if _built_elsewhere(task, done | {t.task_id for t in sets["run_by_other_worker"]}):
-                    sets["failed"].discard(task)
-                    sets["run_by_other_worker"].add(task)
-                    sets["still_pending_not_ext"].add(task)
+                    run_by_other_worker(task)
         if done is None:
             done = _done_in_scheduler(worker) if any(sets[c] for c in _DONE_ELSEWHERE) else set()
         DONE_IN_SCHEDULER.clear()
         DONE_IN_SCHEDULER.update(done)
         for category in _DONE_ELSEWHERE:
             for task in list(sets[category]):
-                if task in sets["run_by_other_worker"] and superseded(_error_of(worker, task)):
+                if task in sets["run_by_other_worker"] and superseded(error_of(task)):
                     continue
                 if _complete(task):  # built, whoever built it
                     sets[category].discard(task)
@@ -92,7 +99,7 @@ def _hosts_summary(summary_dict):
         if lost_by(worker):  # luigid stopped answering: what is left undone failed with it
             for category in _DONE_ELSEWHERE:
                 for task in list(sets[category]):
-                    if category != "run_by_other_worker" or not superseded(_error_of(worker, task)):
+                    if category != "run_by_other_worker" or not superseded(error_of(task)):
                         sets[category].discard(task)
                         sets["failed"].add(task)
         return sets
