@@ -182,6 +182,17 @@ def baseline(work: Path, raw: Path, rgw, bucket: str, tag: str, days: int) -> tu
     return loop + upload, upload
 
 
+def sampled(raw: Path, start: dt.date, days: int, stores: int, seed: int = 1) -> Path:
+    """``raw``, holding ``daybreak sample``'s raw files (made once: a later run reuses them)."""
+    if not (raw / "qsr_pos").is_dir():
+        subprocess.run(
+            [sys.executable, "-m", "tasks.cli", "sample", "--raw-root", str(raw), "--start", str(start),
+             "--days", str(days), "--stores", str(stores), "--seed", str(seed)],
+            check=True, cwd=REPO, capture_output=True,
+        )  # fmt: skip
+    return raw
+
+
 def tiny_zone(raw: Path, days: int) -> None:
     header = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status\n"
     for i in range(days + 1):
@@ -205,13 +216,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="daybreak-s3-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    raw = work / "raw"
-    if not (raw / "qsr_pos").is_dir():
-        subprocess.run(
-            [sys.executable, "-m", "tasks.cli", "sample", "--raw-root", str(raw), "--start", str(START),
-             "--days", str(args.days + 1), "--stores", str(args.stores), "--seed", "1"],
-            check=True, cwd=REPO, capture_output=True,
-        )  # fmt: skip
+    raw = sampled(work / "raw", START, args.days + 1, args.stores)
     with radosgw.running(work / f"rgw-{uuid.uuid4().hex[:6]}") as rgw:
         bucket = rgw.make_bucket("bench")
         results: dict[str, list] = {k: [] for k in ("base", "local", "s3", "one", "two", "cpu1", "cpu2", "upload")}

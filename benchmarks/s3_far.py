@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks._luigi import rotated  # noqa: E402
 from benchmarks.backfill import timed_yardstick  # noqa: E402  (no Daybreak import)
-from benchmarks.s3 import COUNT_REQUESTS, START, config, luigi, range_args, spread  # noqa: E402
+from benchmarks.s3 import COUNT_REQUESTS, START, config, luigi, range_args, sampled, spread  # noqa: E402
 from tests import latency_proxy, radosgw  # noqa: E402
 
 YARDSTICK = REPO / "benchmarks" / "yardstick.py"
@@ -89,13 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="daybreak-s3-far-"))
     work.mkdir(parents=True, exist_ok=True)
-    raw = work / "raw"
-    if not (raw / "qsr_pos").is_dir():
-        subprocess.run(
-            [sys.executable, "-m", "tasks.cli", "sample", "--raw-root", str(raw), "--start", str(START),
-             "--days", str(args.days + 1), "--stores", str(args.stores), "--seed", "1"],
-            check=True, cwd=REPO, capture_output=True,
-        )  # fmt: skip
+    raw = sampled(work / "raw", START, args.days + 1, args.stores)
     stop = str(START + dt.timedelta(days=args.days))
     with radosgw.running(work / f"rgw-{uuid.uuid4().hex[:6]}") as rgw:
         bucket = rgw.make_bucket("far")
@@ -141,13 +135,7 @@ def main() -> None:
 def long_status(work: Path, rgw, near: Endpoint, bucket: str) -> None:
     """``daybreak status`` of every dataset over 1,095 dates (three built), local and on the bucket."""
     first = dt.date(2024, 1, 1)
-    raw = work / "status-raw"
-    if not (raw / "qsr_pos").is_dir():
-        subprocess.run(
-            [sys.executable, "-m", "tasks.cli", "sample", "--raw-root", str(raw), "--start", str(first), "--days", "4",
-             "--stores", "3", "--seed", "2"],
-            check=True, cwd=REPO, capture_output=True,
-        )  # fmt: skip
+    raw = sampled(work / "status-raw", first, 4, 3, seed=2)
     walls: dict[str, list] = {}
     counts = {}
     for kind in ("local", "bucket"):
