@@ -15,6 +15,7 @@ import gc
 import logging
 import multiprocessing
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
 import luigi
@@ -313,8 +314,15 @@ class PartitionedTask(MaterializedTask):
         engine = luigi_engine()
         done, incomplete = [], []
         with settings.snapshot():
-            for value in parameter_tuples:
-                task = factory(date=value)
+            tasks = [factory(date=value) for value in parameter_tuples]
+            started = [t for t in tasks if not t.before_start()]
+            if started and not engine.listed and engine.zone(started[0]).lists_at_once:
+                # a bucket: the dataset listed while the raw folders of every date are
+                with ThreadPoolExecutor(1, thread_name_prefix="list-dataset") as pool:
+                    listing = pool.submit(engine.list_dataset, engine.store(started[0]))
+                    engine.scan_ahead(started)
+                listing.result()
+            for task in tasks:
                 if task.before_start():  # left out, as RangeDaily leaves out dates not begun
                     done.append(task)
                     continue

@@ -186,6 +186,7 @@ def test_an_unreadable_lease_counts_as_expired_and_is_named(s3lab, body, caplog)
 def test_a_holders_seconds_count_for_at_most_this_hosts_lease_seconds(s3lab, setting):
     """A lease written with lease_seconds = 1e9 by a killed host blocked its partition for good."""
     from tasks.storage.partitions import PartitionBusy
+    from tasks.storage.s3lease import releasing
     from tasks.storage.store import PartitionStore
 
     setting("s3", "lease_seconds", 2)
@@ -200,6 +201,7 @@ def test_a_holders_seconds_count_for_at_most_this_hosts_lease_seconds(s3lab, set
     with store.locked(START, wait_s=10):  # taken over once 2 s have passed by the store's clock
         pass
     assert time.monotonic() - started < 6
+    releasing()  # the release runs on a thread of its own; a run waits for it before it exits
     assert s3lab.s3.list_objects_v2(Bucket=s3lab.bucket, Prefix=key).get("KeyCount") == 0  # released: deleted
 
 

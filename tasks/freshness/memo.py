@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,6 +22,7 @@ from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, Refused
 
 logger = logging.getLogger("luigi-interface")
+SCAN_AHEAD_THREADS = 16  # raw folders listed at once (a bucket, SFTP) by Memo.scan_ahead
 
 
 class Node(Protocol):
@@ -165,6 +167,7 @@ class Memo:
             folders.add(self.zone(node).folder_relpath(source, date))
         for folder in folders:
             self.digests.pop(folder, None)  # hashed again too: a same-size re-send within the mtime resolution
+        self.scan_ahead([node])
         for up in node.upstream():
             self.manifests.pop(partition_id(self.store(up), up.key), None)
             self.summaries.pop(partition_id(self.store(up), up.key), None)
@@ -189,6 +192,31 @@ class Memo:
             if (key[0], source) not in self.sources:
                 self.source_unread(zone, source)
         return self.raw[key]
+
+    def scan_ahead(self, nodes: list[Node]) -> None:
+        """List at once the raw folders of ``nodes``' windows that this pass has not listed, when a listing
+        is a request to a server that takes many at once (a bucket: :attr:`RawZone.lists_at_once`): one round
+        trip for them all, not one per folder. Other zones list a folder when it is asked for."""
+        todo: dict[tuple, tuple[RawZone, str, dt.date]] = {}
+        for node in nodes:
+            zone = self.zone(node)
+            if not zone.lists_at_once:
+                continue
+            for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
+                key = (zone.describe(), source, date)
+                if key not in self.raw:
+                    todo.setdefault(key, (zone, source, date))
+        if len(todo) < 2:
+            return
+        sources = {(k[0], k[1]): z for k, (z, _, _) in todo.items() if (k[0], k[1]) not in self.sources}
+        with ThreadPoolExecutor(min(len(todo), SCAN_AHEAD_THREADS), thread_name_prefix="scan-ahead") as pool:
+            scans = {key: pool.submit(zone.scan_folder_all, source, date) for key, (zone, source, date) in todo.items()}
+            unread = {key: pool.submit(zone.source_unread, key[1]) for key, zone in sources.items()}
+        for key, scan in scans.items():
+            self.raw[key] = scan.result()
+        for key, listed in unread.items():  # what source_unread would list, listed with the folders
+            self.sources[key] = listed.result()
+            report_unread(key[0], self.sources[key])
 
     def source_unread(self, zone: RawZone, source: str) -> list[Refused]:
         """The entries of ``<source>/`` that no partition reads (a symbolic link, a name that is not

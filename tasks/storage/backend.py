@@ -22,6 +22,9 @@ class Commit(Protocol):
         """Write ``content`` (a table as Parquet); what a manifest records of it: size, sha256, and the
         backend's identity (a file's ``mtime_ns``, an object's ``etag``). ``manifest``: it is the manifest."""
 
+    def put_all(self, named: list[tuple[str, bytes | pa.Table, str]]) -> list[dict]:
+        """:meth:`put` of each (key, content, label), in that order on a disk, all at once on a bucket."""
+
     def copy(self, key: str, source: Backend, label: str, manifest: dict | None = None) -> None:
         """``source``'s file ``key`` as it is (a hard link; a byte-for-byte copy)."""
 
@@ -40,6 +43,7 @@ class Backend(Protocol):
 
     # -- listing (a bucket's: once per freshness pass, kept up to date by this process's writes)
     def folders(self, rel: str) -> list[str]: ...  # names one level below
+    def list_ahead(self, prefixes: list[str]) -> None: ...  # a bucket lists them at once
     def listing(self, prefix: str) -> Mapping[str, Any]: ...  # key -> what identifies it (stat, Obj)
     def same(self, found: Any, recorded: dict) -> bool: ...  # found is what a manifest recorded
     def files_in(self, dataset: str, folder: str, levels: int) -> list[str]: ...  # relative to folder

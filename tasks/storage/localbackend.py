@@ -67,6 +67,9 @@ class LocalBackend:
         except FileNotFoundError:
             return []
 
+    def list_ahead(self, prefixes: list[str]) -> None:
+        """Nothing: a folder is listed when it is asked for."""
+
     def listing(self, prefix: str) -> _Stats:
         return self._stats
 

@@ -61,6 +61,10 @@ class LocalCommit:
         st = os.stat(tmp)
         return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
 
+    def put_all(self, named: list) -> list[dict]:
+        """:meth:`put` of each (key, content, label), in that order."""
+        return [self.put(key, content, label) for key, content, label in named]
+
     def copy(self, key: str, source, label: str, manifest: dict | None = None) -> None:
         """Hard link ``source``'s file ``key`` (another local data root: a preview's shadow, or production) to
         a temporary name beside ``key``'s place: a name, not a copy, so size and mtime are as recorded."""

@@ -58,7 +58,7 @@ def check_roots(*roots: tuple[str, str], written: tuple[str, ...] = ()) -> str |
     """Ask each ``(setting, uri)`` that is a bucket for its bucket (credentials, endpoint, name), and whether
     the store honours conditional writes when the setting is one of ``written`` (the command may write
     there): one line naming the setting, the endpoint, the bucket and what failed, for the first that fails."""
-    for setting, uri in roots:
+    for setting, uri in roots:  # in series: this runs while ``tasks`` is imported (a thread would wait on it)
         backend = remote(uri) if str(uri).startswith("s3://") else None
         if backend is not None:
             error = backend.check(uri, fence=setting in written)

@@ -259,6 +259,9 @@ class RawZone:
     # True where telling whether a folder is there costs a system call, not a request to a server: Luigi's
     # checks of a raw folder ask the zone itself then, else the run's listings (tasks/targets.py)
     local_lookups = True
+    # True where folders are best listed many at once, each a request of its own on its own connection (a
+    # bucket): the freshness engine lists a window's folders, or a range's, together (Memo.scan_ahead)
+    lists_at_once = False
 
     def read_input(self, raw: RawFile) -> bytes:
         """``read_bytes``, remembering the content hash of the bytes read (the manifest records it)."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.handlers import add_expect_header
 
 from tasks.storage.errors import StorageUnavailable
 
@@ -73,6 +74,7 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 _clients: dict[tuple, object] = {}
 _lock = threading.Lock()
+_answered: set[tuple] = set()  # buckets that answered Bucket.check in this process
 _quoted_if_match: dict[str, bool] = {}  # endpoint -> the server compares If-Match with the quoted ETag
 
 
@@ -102,7 +104,11 @@ def _client(endpoint: str | None, region: str):
                 response_checksum_validation="when_required",
                 max_pool_connections=16,
             )
-            _clients[key] = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+            client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+            # botocore asks for "Expect: 100-continue" before every PUT body: a round trip more per PUT,
+            # waiting for the store's go-ahead; Daybreak's bodies are small and sent at once
+            client.meta.events.unregister("before-call.s3", add_expect_header)
+            _clients[key] = client
         return _clients[key]
 
 
@@ -151,7 +157,15 @@ class Bucket:
 
     # -- reading ---------------------------------------------------------------------------------
     def check(self) -> None:
-        """A request to the bucket (credentials, endpoint, bucket name): :class:`StoreError` if it fails."""
+        """A request to the bucket (credentials, endpoint, bucket name): :class:`StoreError` if it fails. Asked
+        once per process: a bucket that answered once is not asked again."""
+        answered = (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
+        if answered in _answered:
+            return
+        self._check()
+        _answered.add(answered)
+
+    def _check(self) -> None:
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except (ClientError, BotoCoreError) as exc:

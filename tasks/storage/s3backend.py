@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,6 +106,16 @@ class S3Backend:
             listing = self.listings[prefix] = self.bucket.list(prefix)
         return listing
 
+    def list_ahead(self, prefixes: list[str]) -> None:
+        """List at once the prefixes this pass has not listed (a dataset and its quarantine: one round trip)."""
+        todo = [p for p in dict.fromkeys(prefixes) if p not in self.listings]
+        if len(todo) < 2:
+            return
+        with ThreadPoolExecutor(len(todo), thread_name_prefix="s3-list") as pool:
+            listed = {p: pool.submit(self.bucket.list, p) for p in todo}
+        for prefix, listing in listed.items():
+            self.listings.setdefault(prefix, listing.result())
+
     def known(self, rel: str, obj: Obj | None) -> None:
         """This process wrote ``rel`` (``obj``) or found it gone: its listings say so from now on."""
         for prefix, listing in self.listings.items():
@@ -172,9 +183,12 @@ class S3Backend:
             self.known(rel, obj)
 
     def objects_now(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
-        """The partition's objects and its quarantine (None: there is none) now: one listing, one HEAD."""
-        found: dict[str, Obj | None] = dict(self.bucket.list(f"{folder}/"))
-        found[quarantine] = self.bucket.head(quarantine)
+        """The partition's objects and its quarantine (None: there is none) now: one listing and one HEAD,
+        sent at once."""
+        with ThreadPoolExecutor(1, thread_name_prefix="s3-head") as pool:
+            head = pool.submit(self.bucket.head, quarantine)
+            found: dict[str, Obj | None] = dict(self.bucket.list(f"{folder}/"))
+            found[quarantine] = head.result()
         return found
 
     # -- reading -------------------------------------------------------------------------------------

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import PartitionWriteError, listed_names, parse_manifest
@@ -39,12 +41,23 @@ class S3Commit:
 
     def __init__(self, backend, label: str, base: dict[str, str]):
         self.backend, self.label, self.base, self.done = backend, label, base, 0
+        self._lock = threading.Lock()
 
     def put(self, key: str, content, label: str = "", manifest: dict | None = None) -> dict:
         """Put ``content`` (a table as Parquet, or bytes); what the manifest records of it (size, ETag, sha256)."""
         data = content if isinstance(content, bytes) else parquet_bytes(content)
         etag = self._put(key, data, manifest)
         return {"size": len(data), "etag": etag, "sha256": hashlib.sha256(data).hexdigest()}
+
+    def put_all(self, named: list) -> list[dict]:
+        """:meth:`put` of each (key, content, label), all at once (threads: each serialised and sent while the
+        others are); the first error raised once all are done. The manifest, put after, is the commit."""
+        if len(named) < 2:
+            return [self.put(key, content, label) for key, content, label in named]
+        with ThreadPoolExecutor(len(named), thread_name_prefix="s3-commit") as pool:
+            futures = [pool.submit(self.put, key, content, label) for key, content, label in named]
+            wait(futures)
+        return [f.result() for f in futures]
 
     def copy(self, key: str, source, label: str = "", manifest: dict | None = None) -> None:
         """Copy ``source``'s object ``key`` (a preview's shadow, or production) byte for byte: an object's ETag
@@ -70,11 +83,12 @@ class S3Commit:
                 f"another writer committed {self.label} since this build started ({backend.bucket.describe(key)} "
                 "changed); nothing more is written by this run, the partition is the other writer's"
             ) from None
-        self.done += 1
         obj = Obj(len(data), new, time.time_ns())
-        backend.known(key, obj)
-        if manifest is not None:  # as a reader parses it
-            backend.manifests[key] = (("etag", obj.etag, obj.size), parse_manifest(data))
+        with self._lock:  # put_all's threads
+            self.done += 1
+            backend.known(key, obj)
+            if manifest is not None:  # as a reader parses it
+                backend.manifests[key] = (("etag", obj.etag, obj.size), parse_manifest(data))
         return new
 
 

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 from tasks.storage import tempnames
@@ -53,6 +54,7 @@ class Lease:
         return json.dumps({"owner": self.owner, "seconds": self.seconds, "released": released}).encode()
 
     def acquire(self, what: str, wait_s: float | None) -> None:
+        released(self.rel)  # this process's own release of it, still under way
         deadline = None if wait_s is None else time.monotonic() + wait_s
         logged = False
         while True:
@@ -70,15 +72,17 @@ class Lease:
             time.sleep(min(1.0, max(0.05, self.seconds / 10)))
 
     def _try(self) -> str | None:
-        """Take the lease if it is free or expired; None when taken, else who holds it."""
+        """Take the lease if it is free or expired; None when taken, else who holds it. A free lease (no
+        object: the usual case, a released lease is deleted) is taken by one put-if-absent."""
+        try:
+            self.etag = self.bucket.put(self.rel, self._body(), if_none_match=True)
+            return None
+        except PreconditionFailed:
+            pass
         try:
             data, obj, now = self.bucket.get_with_date(self.rel)
         except FileNotFoundError:
-            try:
-                self.etag = self.bucket.put(self.rel, self._body(), if_none_match=True)
-                return None
-            except PreconditionFailed:
-                return "another host"
+            return "another host"  # released meanwhile: taken at the next try
         try:
             held = json.loads(data)
         except ValueError:  # not JSON (UnicodeDecodeError is one)
@@ -125,14 +129,53 @@ class Lease:
             thread.join()
 
     def release(self) -> None:
-        """Mark the lease released (compare-and-swap: only if it is still this host's), then delete it."""
+        """Mark the lease released (compare-and-swap: only if it is still this host's), then delete it: on a
+        thread of its own, so that the next partition's work does not wait for it (:func:`releasing`)."""
         if self.etag is None or self.lost:
             return
+        etag, self.etag = self.etag, None
+        with _releasing_lock:
+            _releasing[self.rel] = _releaser().submit(self._release, etag)
+
+    def _release(self, etag: str) -> None:
         try:
-            self.bucket.put(self.rel, self._body(released=True), if_match=self.etag)
+            self.bucket.put(self.rel, self._body(released=True), if_match=etag)
             self.bucket.delete(self.rel)
         except (PreconditionFailed, StoreError):
             pass  # taken over, or the store is gone: it expires by itself
+        except Exception as exc:  # noqa: BLE001 - a release is never an error of the run; it expires by itself
+            logger.warning("could not release the lease %s: %r", self.bucket.describe(self.rel), exc)
+
+
+_releasing: dict[str, Future] = {}  # lease key -> its release under way in this process
+_releasing_lock = threading.Lock()
+_releasers: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
+
+
+def _releaser() -> ThreadPoolExecutor:
+    """The thread that releases this process's leases, in order. Python waits for its work before the
+    process exits (a forked task process too: ``multiprocessing`` ends it through ``threading._shutdown``)."""
+    pool = _releasers.get(os.getpid())
+    if pool is None:
+        pool = _releasers[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="lease-release")
+    return pool
+
+
+def released(rel: str) -> None:
+    """Wait for this process's release of lease ``rel`` under way, if any: before it is taken again."""
+    with _releasing_lock:
+        pending = _releasing.pop(rel, None)
+    if pending is not None:
+        pending.result()
+
+
+def releasing() -> None:
+    """Wait for every release under way in this process (the end of a run: nothing left in the bucket)."""
+    with _releasing_lock:
+        pending = list(_releasing.values())
+        _releasing.clear()
+    for future in pending:
+        future.result()
 
 
 def _excerpt(data: bytes) -> str:

@@ -32,7 +32,6 @@ from tasks.storage.rawzone import (
 )
 from tasks.storage.s3 import Bucket, Obj
 
-_CHECKED: set[str] = set()
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 # Objects of a window fetched at once: a store is 5-50 ms away, and each GET in series would wait that long.
 # At most the client's connection pool (tasks/storage/s3.py), each object whole in memory until yielded.
@@ -52,6 +51,7 @@ class S3RawZone(RawZone):
     mtime_resolution_ns = 1_000_000_000  # Last-Modified has whole seconds
     reads_checked = True  # read_bytes: the object read is the version listed
     local_lookups = False  # a folder is a LIST request: Luigi asks the run's listings
+    lists_at_once = True  # boto3's client is thread-safe, with a pool of connections
 
     def __init__(self, uri: str):
         self.bucket = Bucket(uri)
@@ -61,9 +61,7 @@ class S3RawZone(RawZone):
     @classmethod
     def from_settings(cls, uri: str) -> S3RawZone:
         zone = cls(uri)
-        if zone.uri not in _CHECKED:  # a missing bucket or wrong credentials: one line, exit 2; once a process
-            zone.bucket.check()
-            _CHECKED.add(zone.uri)
+        zone.bucket.check()  # a missing bucket or wrong credentials: one line, exit 2; once a process
         return zone
 
     def describe(self) -> str:

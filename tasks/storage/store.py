@@ -120,7 +120,9 @@ class PartitionStore:
 
     # -- reading -------------------------------------------------------------------------------------
     def listed_dates(self) -> set[dt.date]:
-        """Dates that have a partition folder, from one listing of the dataset folder."""
+        """Dates that have a partition folder, from one listing of the dataset folder (a bucket lists its
+        quarantine at the same time: a check of a partition's files asks both)."""
+        self.backend.list_ahead([f"{self.dataset}/", f"quarantine/{self.dataset}/"])
         return {d for d in map(parse_partition_name, self.backend.folders(self.dataset)) if d is not None}
 
     def strays(self, depth: int) -> list[str]:
@@ -264,17 +266,23 @@ class PartitionStore:
 
                 kind, versioner = DATA_VERSION[0]
                 version = in_background(versioner, table)
-            files = []
-            for name, content in [(DATA_FILE, table), *(extras or {}).items()]:
-                files.append({"name": name, **commit.put(f"{folder}/{name}", content, name)})
+            named = [
+                (f"{folder}/{name}", content, name) for name, content in [(DATA_FILE, table), *(extras or {}).items()]
+            ]
+            files_count = len(named)
+            if rejected is not None and rejected.num_rows:
+                named.append((quarantine, rejected, "the quarantine"))
+            found = commit.put_all(named)  # at once on a bucket: one round trip, not one per object
+            files = [
+                {"name": name, **f} for (_, _, name), f in zip(named[:files_count], found[:files_count], strict=True)
+            ]
             written = dict(manifest, data_files=files)
             if version is not None:  # the rows, not the bytes: see tasks/freshness/dataversions.py
                 written.update(data_version=version.result(), data_version_kind=kind)
             if rejected is not None:
                 written["quarantine"] = None
                 if rejected.num_rows:
-                    found = commit.put(quarantine, rejected, "the quarantine")
-                    written["quarantine"] = {"path": quarantine, "rows": rejected.num_rows, **found}
+                    written["quarantine"] = {"path": quarantine, "rows": rejected.num_rows, **found[-1]}
                 else:
                     commit.clear(quarantine, lambda: rejected)
             commit.put(f"{folder}/{MANIFEST}", manifest_bytes(written), MANIFEST, manifest=written)
