@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tasks.cores import in_background
+from tasks.cores import start_on_side_thread
 from tasks.freshness import dataversions
 from tasks.freshness.engine import Engine, diff_rules
 from tasks.freshness.inputs import Window, diff_inputs, input_line
@@ -211,7 +211,7 @@ def build(node, engine: Engine) -> dict | None:
     manifest.duration_s = round(time.perf_counter() - t0, 4)
     # the rows' version, hashed on another core while the files are written; a partition in place
     # needs it first (are its files this build already?)
-    version = in_background(dataversions.logical_version, built.table)
+    version = start_on_side_thread(dataversions.logical_version, built.table)
     manifest.data_version, manifest.data_version_kind = version.result() if previous else version, dataversions.LOGICAL
     written = manifest.as_dict()
     if previous and files_in_place(store, node.key, previous, built, manifest.data_version):

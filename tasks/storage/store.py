@@ -260,10 +260,10 @@ class PartitionStore:
             # the rows' version is hashed on another core while the files are written (both release the GIL)
             version = None
             if "data_version" not in manifest and DATA_VERSION:
-                from tasks.cores import in_background
+                from tasks.cores import start_on_side_thread
 
                 kind, versioner = DATA_VERSION[0]
-                version = in_background(versioner, table)
+                version = start_on_side_thread(versioner, table)
             files = []
             for name, content in [(DATA_FILE, table), *(extras or {}).items()]:
                 files.append({"name": name, **commit.put(f"{folder}/{name}", content, name)})
