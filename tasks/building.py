@@ -220,7 +220,7 @@ def build(node, engine: Engine) -> dict | None:
         written.update(data_files=previous["data_files"], quarantine=previous.get("quarantine"))
         store.update_manifest(node.key, written)
         store.drop_strays(node.key, written)  # a write of the files does it after its manifest
-    else:  # the store waits for what is still being hashed (layout.settle) before it writes the manifest
+    else:  # the store waits for what is still being hashed (layout.resolve_futures) before it writes the manifest
         written = store.write(node.key, built.table, written, built.extras, rejected=built.rejected)
     runlog.wrote(node.task_id, manifest.stats.get("warnings"))
     # committed: nothing after this fails the partition (a failure record that cannot be removed now is

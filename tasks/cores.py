@@ -74,7 +74,7 @@ def start_on_side_thread(fn, *args) -> Future:
     """``fn(*args)`` started now on a thread of its own (hashing, Arrow's kernels and writes let go of the
     GIL: it runs on another core), or, when a build has one thread (:func:`task_threads`), run here and
     now. A :class:`Future` left in a manifest is waited for when the manifest is written
-    (:func:`tasks.storage.layout.settle`)."""
+    (:func:`tasks.storage.layout.resolve_futures`)."""
     pool = side_thread(getattr(fn, "__name__", "background"))
     try:
         return pool.submit(fn, *args)

@@ -107,7 +107,7 @@ def _publish(folder, t0: float) -> tuple[int, str]:
                 p["replaces"] for p in record["partitions"] if p["folder"] == rel
             ):
                 return 1, f"preview {pid}: {rel} changed in production while publishing; published before it: kept"
-            production.adopt(date, plain_store(folder.uri, production.dataset, production.sub))
+            production.copy_partition_from(date, plain_store(folder.uri, production.dataset, production.sub))
             production.clear_failure(date)
     record.update(state="published", published_at=dt.datetime.now(dt.UTC).isoformat())
     write_record(folder, record)
