@@ -41,7 +41,7 @@ class AdsDaily(PartitionedTask):
 
     def provisional(self, cache: Engine) -> bool:
         """Up to date, but export d+7 has not arrived: a later export may still restate it."""
-        manifest = cache.summary(cache.once(("store", self.dataset_path()), self.store), self.date) or {}
+        manifest = cache.summary(cache.once_per_pass(("store", self.dataset_path()), self.store), self.date) or {}
         return manifest.get("stats", {}).get("is_final") is False
 
     def build(self, inputs: list[RawFile]) -> Built:
