@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from tasks import settings
 from tasks.base import PartitionedTask, fingerprint, input_line
-from tasks.building import Built, reuse, reusing_now
+from tasks.building import Built, keeps_for_next_date, kept_for_next_date
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
 from tasks.cores import side_thread, start_on_side_thread, task_threads
@@ -144,8 +144,8 @@ class StgQsrPos(PartitionedTask):
         zone, rules = self.zone(), self.qsr_rules()
         for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
             files = list(group)
-            if reusing_now():  # a single run: the folder is kept whole, in memory, for the next date
-                yield reuse(
+            if keeps_for_next_date():  # a single run: the folder is kept whole, in memory, for the next date
+                yield kept_for_next_date(
                     ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)),
                     lambda files=files, folder=folder: qsr_check.merge_checked(
                         folder, list(self._pieces(zone, files, folder, rules))
