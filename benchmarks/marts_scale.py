@@ -106,7 +106,7 @@ def build_stores(cfg: Path) -> float:
     Luigi: at 500 stores its scheduling of the 500 dynamic dependencies (each a fresh completeness check
     and task instantiations) takes longer than the builds (left to issue 12 items 1 and 3)."""
     code = (
-        "from tasks.stores import AllStores, StoreDailySales, read_registry\n"
+        "from tasks.store_marts import AllStores, StoreDailySales, read_registry\n"
         "sensor = AllStores().requires()\n"
         "sensor.complete() or sensor.run()\n"
         "for s in sorted(read_registry()):\n"

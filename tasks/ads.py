@@ -6,7 +6,7 @@ import datetime as dt
 
 from tasks import settings
 from tasks.base import PartitionedTask, input_line
-from tasks.building import Built, reuse
+from tasks.building import Built, kept_for_next_date
 from tasks.freshness.engine import Engine
 from tasks.storage.rawzone import RawFile
 
@@ -41,7 +41,7 @@ class AdsDaily(PartitionedTask):
 
     def provisional(self, cache: Engine) -> bool:
         """Up to date, but export d+7 has not arrived: a later export may still restate it."""
-        manifest = cache.summary(cache.once(("store", self.dataset_path()), self.store), self.date) or {}
+        manifest = cache.summary(cache.once_per_pass(("store", self.dataset_path()), self.store), self.date) or {}
         return manifest.get("stats", {}).get("is_final") is False
 
     def build(self, inputs: list[RawFile]) -> Built:
@@ -51,7 +51,9 @@ class AdsDaily(PartitionedTask):
         zone = self.zone()
         # each export is read by 7 consecutive dates: a single-run range parses it once
         parsed = [
-            reuse(("ads parsed", input_line(f)), lambda f=f: parse_csv(zone.read_input(f), f.relpath, RAW_COLUMNS))
+            kept_for_next_date(
+                ("ads parsed", input_line(f)), lambda f=f: parse_csv(zone.read_input(f), f.relpath, RAW_COLUMNS)
+            )
             for f in inputs
         ]
         exports = [(f.folder_date, p) for f, p in zip(inputs, parsed, strict=True)]

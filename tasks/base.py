@@ -210,7 +210,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         """Load what the transform initialises lazily. Default: nothing."""
 
     def state(self, cache: Engine) -> State:
-        """This partition's state, as ``cache`` (an engine: :func:`freshness.shared` or a fresh one) sees it;
+        """This partition's state, as ``cache`` (an engine: :func:`freshness.process_engine` or a fresh one) sees it;
         before ``[daybreak] start_date``, ok (kept as built) or missing, never stale."""
         why = self.before_start()
         if why:

@@ -1,6 +1,6 @@
 """The build of one partition, without Luigi: the run template the Luigi task, a single-run range and a
 preview all call (:func:`build`), what a build hands back (:class:`Built`), the checks a build must pass, and
-the memory a single-run range keeps across consecutive dates (:func:`reuse`)."""
+the memory a single-run range keeps across consecutive dates (:func:`kept_for_next_date`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tasks.cores import in_background
+from tasks.cores import start_on_side_thread
 from tasks.freshness import dataversions
 from tasks.freshness.engine import Engine, diff_rules
 from tasks.freshness.inputs import Window, diff_inputs, input_line
@@ -48,13 +48,14 @@ class RejectShareExceeded(RuntimeError):
         self.decided_by = decided_by or {}
 
 
-class Reuse:
+class KeptForNextDate:
     """What one date of a single-run range read and parsed, offered to the next date.
 
     Consecutive dates share raw folders (StgQsrPos reads folders d and d+1, so d+1 is read again for
-    date d+1). Inside :func:`reusing`, :func:`reuse` keeps each value for the date that computed it
-    and the next one, keyed by what it was computed from (file names, sizes and mtimes): two
-    generations, so memory holds at most two dates' worth. Outside it, :func:`reuse` just computes.
+    date d+1). Inside :class:`keeping_for_next_date`, :func:`kept_for_next_date` keeps each value for the
+    date that computed it and the next one, keyed by what it was computed from (file names, sizes and
+    mtimes): two generations, so memory holds at most two dates' worth. Outside it,
+    :func:`kept_for_next_date` just computes.
     """
 
     def __init__(self):
@@ -65,34 +66,34 @@ class Reuse:
         self.previous, self.current = self.current, {}
 
 
-_reuse: Reuse | None = None
+_kept: KeptForNextDate | None = None
 
 
-def reuse(key, compute):
+def kept_for_next_date(key, compute):
     """``compute()``, or its value from the previous date of a single-run range (same key)."""
-    if _reuse is None:
+    if _kept is None:
         return compute()
-    if key not in _reuse.current:
-        _reuse.current[key] = _reuse.previous.pop(key) if key in _reuse.previous else compute()
-    return _reuse.current[key]
+    if key not in _kept.current:
+        _kept.current[key] = _kept.previous.pop(key) if key in _kept.previous else compute()
+    return _kept.current[key]
 
 
-def reusing_now() -> bool:
-    """Whether this process is inside :class:`reusing` (a single-run range)."""
-    return _reuse is not None
+def keeps_for_next_date() -> bool:
+    """Whether this process is inside :class:`keeping_for_next_date` (a single-run range)."""
+    return _kept is not None
 
 
-class reusing:
-    """Context manager for a single-run range: :func:`reuse` remembers across consecutive dates."""
+class keeping_for_next_date:
+    """Context manager for a single-run range: :func:`kept_for_next_date` remembers across consecutive dates."""
 
-    def __enter__(self) -> Reuse:
-        global _reuse
-        _reuse = Reuse()
-        return _reuse
+    def __enter__(self) -> KeptForNextDate:
+        global _kept
+        _kept = KeptForNextDate()
+        return _kept
 
     def __exit__(self, *exc) -> None:
-        global _reuse
-        _reuse = None
+        global _kept
+        _kept = None
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,7 @@ def build(node, engine: Engine) -> dict | None:
     manifest.duration_s = round(time.perf_counter() - t0, 4)
     # the rows' version, hashed on another core while the files are written; a partition in place
     # needs it first (are its files this build already?)
-    version = in_background(dataversions.logical_version, built.table)
+    version = start_on_side_thread(dataversions.logical_version, built.table)
     manifest.data_version, manifest.data_version_kind = version.result() if previous else version, dataversions.LOGICAL
     written = manifest.as_dict()
     if previous and files_in_place(store, node.key, previous, built, manifest.data_version):
@@ -220,7 +221,7 @@ def build(node, engine: Engine) -> dict | None:
         written.update(data_files=previous["data_files"], quarantine=previous.get("quarantine"))
         store.update_manifest(node.key, written)
         store.drop_strays(node.key, written)  # a write of the files does it after its manifest
-    else:  # the store waits for what is still being hashed (layout.settle) before it writes the manifest
+    else:  # the store waits for what is still being hashed (layout.resolve_futures) before it writes the manifest
         written = store.write(node.key, built.table, written, built.extras, rejected=built.rejected)
     runlog.wrote(node.task_id, manifest.stats.get("warnings"))
     # committed: nothing after this fails the partition (a failure record that cannot be removed now is

@@ -19,8 +19,8 @@ WRAPPERS = {
     "MorningRefresh": "tasks.backfill",
     "RangeSingleRun": "tasks.backfill",
     "AllHotelsPickup": "tasks.hotels",
-    "AllStores": "tasks.stores",
-    "DiscoverStores": "tasks.stores",
+    "AllStores": "tasks.store_marts",
+    "DiscoverStores": "tasks.store_marts",
 }
 
 # How a dataset is partitioned: one folder per business date, per date and hotel, per (static) hotel
@@ -185,7 +185,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
         versions.STORE_DAILY_SALES_VERSION,
         "store S's slice of every stg_qsr_pos partition",
         "net_sales",
-        module="tasks.stores",
+        module="tasks.store_marts",
     ),
 )
 

@@ -150,9 +150,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
-    from tasks import scheduler
+    from tasks import luigid
 
-    return scheduler.run(args.address, args.port)
+    return luigid.run(args.address, args.port)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

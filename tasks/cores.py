@@ -64,18 +64,18 @@ def executor(threads: int, name: str) -> ThreadPoolExecutor | InThisThread:
     return ThreadPoolExecutor(threads, thread_name_prefix=name) if threads > 1 else InThisThread()
 
 
-def beside(name: str) -> ThreadPoolExecutor | InThisThread:
+def side_thread(name: str) -> ThreadPoolExecutor | InThisThread:
     """One thread named ``name`` beside the build's own, or, when the build has one thread
     (:func:`task_threads`), :class:`InThisThread`."""
     return ThreadPoolExecutor(1, thread_name_prefix=name) if task_threads() > 1 else InThisThread()
 
 
-def in_background(fn, *args) -> Future:
+def start_on_side_thread(fn, *args) -> Future:
     """``fn(*args)`` started now on a thread of its own (hashing, Arrow's kernels and writes let go of the
     GIL: it runs on another core), or, when a build has one thread (:func:`task_threads`), run here and
     now. A :class:`Future` left in a manifest is waited for when the manifest is written
-    (:func:`tasks.storage.layout.settle`)."""
-    pool = beside(getattr(fn, "__name__", "background"))
+    (:func:`tasks.storage.layout.resolve_futures`)."""
+    pool = side_thread(getattr(fn, "__name__", "background"))
     try:
         return pool.submit(fn, *args)
     finally:

@@ -58,7 +58,7 @@ class StgHotelBookingsDaily(PartitionedTask):
     def hotels_read(self) -> list[str]:
         """The hotels of the date's extracts: only their settings can change this partition (as the
         freshness engine lists the folder, once per pass)."""
-        engine = freshness.shared()
+        engine = freshness.process_engine()
         entries, _ = engine.raw_folder(engine.zone(self), SOURCE, self.date) or ([], [])
         return sorted(name.removesuffix(".csv") for name, _, _ in entries if self.accepts_input(name))
 

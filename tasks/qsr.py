@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from tasks import settings
 from tasks.base import PartitionedTask, fingerprint, input_line
-from tasks.building import Built, reuse, reusing_now
+from tasks.building import Built, keeps_for_next_date, kept_for_next_date
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
-from tasks.cores import beside, in_background, task_threads
+from tasks.cores import side_thread, start_on_side_thread, task_threads
 from tasks.foldercache import FolderCache
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules
@@ -92,7 +92,8 @@ class StgQsrPos(PartitionedTask):
             "duplicates_of_date": result.duplicates_of_date,
             "other_date_rows": result.other_date_rows,
         }
-        stats["store_versions"] = in_background(store_versions, inputs, result.table)  # needed in the manifest only
+        # needed in the manifest only: hashed while the files are written
+        stats["store_versions"] = start_on_side_thread(store_versions, inputs, result.table)
         stats.update(self._emptied_stores(inputs, result.table))
         # what StoreDailySales reads, so that a store's mart never reads another store's lines
         extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date, result.order_keys))}
@@ -143,8 +144,8 @@ class StgQsrPos(PartitionedTask):
         zone, rules = self.zone(), self.qsr_rules()
         for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
             files = list(group)
-            if reusing_now():  # a single run: the folder is kept whole, in memory, for the next date
-                yield reuse(
+            if keeps_for_next_date():  # a single run: the folder is kept whole, in memory, for the next date
+                yield kept_for_next_date(
                     ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)),
                     lambda files=files, folder=folder: qsr_check.merge_checked(
                         folder, list(self._pieces(zone, files, folder, rules))
@@ -185,7 +186,7 @@ class StgQsrPos(PartitionedTask):
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
                 # its checksum release the GIL) while the caller works on each piece; in this thread
                 # when the build has one core (tasks/cores.py)
-                with cache.putting(folder, self.date) as entry, beside("cache_entry") as pool:
+                with cache.putting(folder, self.date) as entry, side_thread("cache_entry") as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     read_ns = time.time_ns()  # before the files' identities are taken, then they are read
                     identities = [zone.file_identity(f) for f in files]

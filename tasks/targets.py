@@ -20,7 +20,7 @@ from tasks.storage.rawzone import RawZone
 def luigi_engine() -> Engine:
     """The freshness engine for a question of the current Luigi run: one pass per run (see
     :mod:`tasks.freshness.engine`); outside a run, a new pass per question."""
-    return freshness.asked(luigi_run())
+    return freshness.engine_for_run(luigi_run())
 
 
 class RawFolderTarget(luigi.Target):

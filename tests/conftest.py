@@ -127,7 +127,7 @@ class Lab:
         except SystemExit as exc:
             return int(exc.code or 0)
         finally:
-            freshness.shared().flush()
+            freshness.process_engine().flush()
         return 0
 
     def range(self, start: dt.date, stop: dt.date, *extra: str, of: str = "StgQsrPos") -> int:

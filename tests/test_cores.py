@@ -41,12 +41,12 @@ def test_a_build_has_the_cores_its_worker_processes_leave_it():
 def test_on_one_thread_background_work_runs_here_and_its_error_waits_for_result():
     cores.share(CORES)
     here = threading.get_ident()
-    assert cores.in_background(threading.get_ident).result() == here
+    assert cores.start_on_side_thread(threading.get_ident).result() == here
 
     def fails():
         raise ValueError("bad rows")
 
-    failed = cores.in_background(fails)
+    failed = cores.start_on_side_thread(fails)
     assert failed.done()
     with pytest.raises(ValueError, match="bad rows"):
         failed.result()
@@ -57,7 +57,7 @@ def test_on_one_thread_background_work_runs_here_and_its_error_waits_for_result(
 @pytest.mark.skipif(CORES < 2, reason="a second core is what a build's threads are for")
 def test_on_two_cores_background_work_runs_on_another_thread():
     cores.share(1)
-    assert cores.in_background(threading.get_ident).result() != threading.get_ident()
+    assert cores.start_on_side_thread(threading.get_ident).result() != threading.get_ident()
 
 
 def _pool_threads_started(monkeypatch) -> list[str]:

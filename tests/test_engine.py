@@ -168,7 +168,7 @@ def test_a_chain_deeper_than_the_recursion_limit_is_checked_without_recursing(tm
 
 
 def test_a_write_in_this_process_forgets_every_state_that_read_it(chain):
-    engine = freshness.shared()
+    engine = freshness.process_engine()
     engine.new_pass()
     assert engine.state(chain[-1]).ok
     build(engine, chain[10], value=2)  # another data version, written here: PartitionStore tells the engine
@@ -221,7 +221,7 @@ def test_blocked_names_the_missing_folder_and_the_partition_at_the_root_of_the_w
 def test_a_forked_process_sees_what_another_built_since_the_fork_and_keeps_the_ok_states(chain):
     """Luigi's workers are forked from the scheduling process: a worker must see a partition another
     worker built since, or it would refuse to run what depends on it ("unfulfilled dependency")."""
-    engine = freshness.shared()
+    engine = freshness.process_engine()
     engine.new_pass()
     missing = Node(chain[0].root, "staging/other", START, source="other")  # built by a first forked process
     raw(chain[0].root, "other", START)
@@ -229,7 +229,7 @@ def test_a_forked_process_sees_what_another_built_since_the_fork_and_keeps_the_o
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
-            build(freshness.shared(), missing)
+            build(freshness.process_engine(), missing)
         finally:
             os._exit(0)
     assert os.waitpid(pid, 0)[1] == 0
@@ -237,7 +237,7 @@ def test_a_forked_process_sees_what_another_built_since_the_fork_and_keeps_the_o
     if pid == 0:  # pragma: no cover - a second worker, forked after the first one's write
         ok = False
         try:
-            child = freshness.shared()
+            child = freshness.process_engine()
             ok = chain[-1].task_id in child.states and child.state(missing).ok  # ok states kept, not the rest
         finally:
             os._exit(0 if ok else 1)

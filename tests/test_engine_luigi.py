@@ -36,7 +36,7 @@ def seen():
     rows: list[tuple[str, object, int]] = []
 
     def record(task):
-        rows.append((task.task_id, luigi_run(), freshness.shared().passes))
+        rows.append((task.task_id, luigi_run(), freshness.process_engine().passes))
 
     for event in (luigi.Event.START, luigi.Event.SUCCESS):
         MaterializedTask.event_handler(event)(record)

@@ -429,7 +429,7 @@ def test_a_half_published_preview_is_listed_so_and_not_discarded(threshold_lab, 
     record, _ = preview.make("stg_qsr_pos", D1, STOP)
     folder = Path(preview.folder_of(record["id"]).uri)
     production = plain_store(threshold_lab.data, "staging/qsr_pos")
-    production.adopt(D1, plain_store(folder, "staging/qsr_pos"))  # what a publish killed after D1 leaves
+    production.copy_partition_from(D1, plain_store(folder, "staging/qsr_pos"))  # what a publish killed after D1 leaves
     listed = preview.listing()[0]
     assert listed["state"] == "half published (1 of 3 in production)"
     assert "half published (1 of 3 in production)" in preview.render_listing([listed])

@@ -401,7 +401,7 @@ def test_the_local_scheduler_prunes_once_a_second(monkeypatch):
     from tasks.luigi_shortcuts import LocalScheduler
 
     clock = [1000.0]
-    monkeypatch.setattr(luigi_shortcuts.scheduler.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(luigi_shortcuts.local_scheduler.time, "monotonic", lambda: clock[0])
     sched = LocalScheduler(worker_disconnect_delay=0)
     sched.add_task(worker="gone", task_id="t", status=RUNNING, runnable=True)
     sched.add_task(worker="w", task_id="t", status=PENDING, runnable=True)
@@ -425,7 +425,7 @@ def test_a_retry_is_handed_out_as_soon_as_it_is_due_as_by_luigi(monkeypatch):
     from tasks.luigi_shortcuts import LocalScheduler
 
     wall, mono = [5000.0], [1000.0]
-    monkeypatch.setattr(luigi_shortcuts.scheduler.time, "monotonic", lambda: mono[0])
+    monkeypatch.setattr(luigi_shortcuts.local_scheduler.time, "monotonic", lambda: mono[0])
     monkeypatch.setattr("luigi.scheduler.time.time", lambda: wall[0])
     config = {"retry_delay": 0.2}
     handed: dict[str, list] = {"luigi": [], "ours": []}

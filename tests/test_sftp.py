@@ -388,7 +388,7 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
     log = sshd.folder / "sshd.log"
     reads: list[str] = []
     real_read = SftpRawZone.read_bytes
-    real_pipelined = sftp_module._read_pipelined
+    real_pipelined = sftp_module.read_pipelined
 
     def counted(zone, raw):  # a spy: the real read over the real server, counted
         reads.append(raw.relpath)
@@ -399,7 +399,7 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
         return real_pipelined(sftp, paths)
 
     monkeypatch.setattr(SftpRawZone, "read_bytes", counted)
-    monkeypatch.setattr(sftp_module, "_read_pipelined", counted_many)
+    monkeypatch.setattr(sftp_module, "read_pipelined", counted_many)
     stop = START + dt.timedelta(days=6)
     from tasks.views.plan import make_plan
 

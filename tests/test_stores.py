@@ -9,7 +9,7 @@ import threading
 import duckdb
 import pytest
 
-from tasks import stores
+from tasks import store_marts
 from tests.conftest import qsr_rows
 
 pytestmark = pytest.mark.luigi
@@ -33,7 +33,7 @@ def test_a_new_store_is_registered_and_only_its_partition_is_built(lab, setting)
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 4, stores=("S001", "S002"))
     assert build_all(lab) == 0
-    assert stores.read_registry() == {"S001": "2026-09-10", "S002": "2026-09-10"}
+    assert store_marts.read_registry() == {"S001": "2026-09-10", "S002": "2026-09-10"}
     before = store_parts(lab)
     assert set(before) == {"S001", "S002"}
     # S003 opens: its first file lands in folder 09-13
@@ -41,7 +41,7 @@ def test_a_new_store_is_registered_and_only_its_partition_is_built(lab, setting)
     lab.qsr_file(new_day.isoformat(), "S003", [r.replace("S001", "S003") for r in qsr_rows("S001", new_day)])
     assert build_all(lab) == 0
     after = store_parts(lab)
-    assert stores.read_registry()["S003"] == "2026-09-13"
+    assert store_marts.read_registry()["S003"] == "2026-09-13"
     assert {s for s in after if after[s] != before.get(s)} == {"S003"}  # existing stores untouched
     got = duckdb.execute(
         f"select business_date, orders from '{lab.data}/marts/store_daily_sales/store_id=S003/data.parquet' order by 1"
@@ -69,7 +69,7 @@ def test_invalid_names_are_never_registered_or_read(lab, setting):
     folder = lab.raw / "qsr_pos" / START.isoformat()
     (folder / "s002.csv").write_text("garbage")
     (folder / "..S003.csv").write_text("garbage")
-    found, invalid = stores.scan_stores(stores.RawZone(lab.raw), START, START + dt.timedelta(days=2))
+    found, invalid = store_marts.scan_stores(store_marts.RawZone(lab.raw), START, START + dt.timedelta(days=2))
     assert set(found) == {"S001"}
     assert sorted(invalid) == ["qsr_pos/2026-09-10/..S003.csv", "qsr_pos/2026-09-10/s002.csv"]
 
@@ -80,15 +80,15 @@ def test_two_sensors_at_once_lose_no_entry(lab):
     def sensor(i: int) -> None:
         barrier.wait()
         for k in range(20):
-            stores.register({f"S{i}{k:02d}": "2026-09-10"})
+            store_marts.register({f"S{i}{k:02d}": "2026-09-10"})
 
     threads = [threading.Thread(target=sensor, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(stores.read_registry()) == 8 * 20
-    assert stores.register({"S000": "2026-09-01", "S100": "2026-09-01"})["S100"] == "2026-09-01"  # earliest wins
+    assert len(store_marts.read_registry()) == 8 * 20
+    assert store_marts.register({"S000": "2026-09-01", "S100": "2026-09-01"})["S100"] == "2026-09-01"  # earliest wins
 
 
 def full_read(lab, store_id: str) -> list[dict]:
@@ -175,7 +175,7 @@ def test_staging_built_before_the_store_totals_existed_is_read_whole(lab, settin
     assert store_output(lab, "S002") == full_read(lab, "S002")
 
 
-class CountingZone(stores.RawZone):
+class CountingZone(store_marts.RawZone):
     """The real local raw zone, remembering which folders were listed."""
 
     def __init__(self, root):
@@ -191,7 +191,7 @@ def test_the_sensor_lists_only_folders_it_has_not_seen(lab, setting, monkeypatch
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 4, stores=("S001", "S002"))  # folders 09-10 .. 09-14
     zone = CountingZone(lab.raw)
-    monkeypatch.setattr(stores.RawZone, "from_uri", lambda uri: zone)  # the zone every task of this run reads
+    monkeypatch.setattr(store_marts.RawZone, "from_uri", lambda uri: zone)  # the zone every task of this run reads
     sensor = ("DiscoverStores", "--start", str(START), "--stop", str(START + dt.timedelta(days=30)))
 
     def listed_by_run() -> list[str]:
@@ -207,7 +207,7 @@ def test_the_sensor_lists_only_folders_it_has_not_seen(lab, setting, monkeypatch
     old_day = (START + dt.timedelta(days=1)).isoformat()
     lab.qsr_file(old_day, "S004", qsr_rows("S004", START + dt.timedelta(days=1)))  # a late file: a new entry
     assert listed_by_run() == [old_day]
-    assert stores.read_registry() == {"S001": "2026-09-10", "S002": "2026-09-10", "S003": new_day, "S004": old_day}
-    (lab.data / "_state" / stores.REGISTRY).unlink()  # a lost registry is rebuilt from what the sensor remembers
+    assert store_marts.read_registry() == {"S001": "2026-09-10", "S002": "2026-09-10", "S003": new_day, "S004": old_day}
+    (lab.data / "_state" / store_marts.REGISTRY).unlink()  # a lost registry is rebuilt from what the sensor remembers
     assert listed_by_run() == []
-    assert stores.read_registry()["S004"] == old_day
+    assert store_marts.read_registry()["S004"] == old_day

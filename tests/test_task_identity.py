@@ -10,7 +10,7 @@ import pytest
 from tasks.ads import AdsRolling7d
 from tasks.hotels import HotelPickup
 from tasks.qsr import StgQsrPos
-from tasks.stores import StoreDailySales
+from tasks.store_marts import StoreDailySales
 
 pytestmark = pytest.mark.unit
 

@@ -269,7 +269,7 @@ def test_a_stray_future_folder_is_ignored_and_named(lab, caplog, setting):
     dated up to tomorrow counts. (It used to be clamped to tomorrow, so OtbByStayDate waited every day
     for the folders up to tomorrow, exit 20.)"""
     from tasks.hotels import OtbByStayDate
-    from tasks.stores import AllStores
+    from tasks.store_marts import AllStores
 
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 2)

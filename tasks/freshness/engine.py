@@ -14,7 +14,7 @@ folders and upstream nodes it reads and what rules it is built with. The Luigi t
 
 The memo
 --------
-One engine per process (:func:`shared`) remembers what it read and concluded, so that a chain of
+One engine per process (:func:`process_engine`) remembers what it read and concluded, so that a chain of
 partitions (every hotel_booking_state date reads the date before) is walked once per process, not
 once per question: Luigi asks ``complete()`` of every task of a backfill, and each answer needs the
 whole chain below it. The memo stays correct because
@@ -23,7 +23,7 @@ whole chain below it. The memo stays correct because
   change, so a manifest rewritten by any process is seen; a state that is not ok is kept only while
   its partition's manifest is the one it was found with, so a partition another process built since
   (a worker sharing the scheduler) is seen at the next question;
-* a partition written by this process (``tasks.storage.partitions`` calls :func:`written`) drops its own
+* a partition written by this process (``tasks.storage.partitions`` calls :func:`partition_written`) drops its own
   state and the states of everything that read it (the reverse edges of the walk);
 * the raw zone and the states are a snapshot per *pass*: :meth:`Engine.new_pass` forgets them. A
   pass lasts one Luigi run (``luigi.build``, one ``luigi`` command: from its scheduling to its last
@@ -63,7 +63,7 @@ def fingerprint(obj) -> str:
 
 
 class Engine(Memo):
-    """Answers for one process (:func:`shared`), or for one pass when made directly (``Engine()``)."""
+    """Answers for one process (:func:`process_engine`), or for one pass when made directly (``Engine()``)."""
 
     # -- state ---------------------------------------------------------------------------------------
     def state(self, node: Node) -> State:
@@ -126,7 +126,7 @@ class Engine(Memo):
         strays = store.strays_in(node.key, manifest)
         if strays:
             return State("stale", strays_reason(strays))
-        if manifest.get("rules_fingerprint") != self.once(("rules", node.rules_key()), node.rules_fingerprint):
+        if manifest.get("rules_fingerprint") != self.once_per_pass(("rules", node.rules_key()), node.rules_fingerprint):
             return State("stale", "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules()))
         window = self.window(node)
         if window is None:
@@ -239,34 +239,34 @@ def diff_rules(old: dict, new: dict) -> str:
 
 
 # -- the process-wide engine ---------------------------------------------------------------------------
-_shared = Engine()
+_process_engine = Engine()
 _run: weakref.ref | None = None  # the run (of the caller's scheduler) that the current pass belongs to
 _inherited: weakref.ref | None = None  # in a forked worker process: the run it was forked from
 
 
 @atexit.register
 def _flush_at_exit() -> None:
-    _shared.flush()
+    _process_engine.flush()
 
 
-def shared() -> Engine:
+def process_engine() -> Engine:
     """The engine of this process."""
-    return _shared
+    return _process_engine
 
 
-def written(store: PartitionStore, key: dt.date | None) -> None:
+def partition_written(store: PartitionStore, key: dt.date | None) -> None:
     """A partition was replaced (or a replacement failed half-way) in this process. What is learnt of it
     is a cache: a store that stops answering now neither fails a commit made nor hides why one failed."""
-    _shared.forget(store, key)
+    _process_engine.forget(store, key)
     with contextlib.suppress(OSError, StorageUnavailable):
-        _shared.wrote(store, key)
-        _shared.learn(store, key)
+        _process_engine.wrote(store, key)
+        _process_engine.remember_summary(store, key)
 
 
-partitions.WRITE_HOOKS.append(written)
+partitions.WRITE_HOOKS.append(partition_written)
 
 
-def asked(run: object | None) -> Engine:
+def engine_for_run(run: object | None) -> Engine:
     """The engine, for a question asked within ``run`` (an object that stands for one run of a
     scheduler, e.g. one ``luigi.build``; None: no run). Questions of one run share one pass, from its
     scheduling to its last task; a new run, or a question asked outside any run, starts a new pass.
@@ -276,23 +276,23 @@ def asked(run: object | None) -> Engine:
     if run is None and _inherited is not None:
         run = _inherited()
     if run is None or _run is None or _run() is not run:
-        _shared.new_pass()
+        _process_engine.new_pass()
         _run = None if run is None else weakref.ref(run)
-    return _shared
+    return _process_engine
 
 
 def new_pass() -> Engine:
     """The engine, after forgetting the raw zone and every state, for one snapshot (a status view, a plan,
     verify): a state found is not looked at again within it (on a bucket, a HEAD a question)."""
     global _run
-    _shared.new_pass()
-    _shared.snapshot = True
+    _process_engine.new_pass()
+    _process_engine.snapshot = True
     _run = None
-    return _shared
+    return _process_engine
 
 
 @forks.before_each_task
 def _after_fork() -> None:
     global _inherited
-    _shared.keep_ok_states()
+    _process_engine.keep_ok_states()
     _inherited = _run

@@ -136,7 +136,7 @@ class Memo:
         if os.getpid() == self._pid:
             self._summary_files.flush()
 
-    def once(self, key, compute: Callable, *args):
+    def once_per_pass(self, key, compute: Callable, *args):
         """``compute(*args)`` the first time ``key`` is asked for in this pass, the remembered value after."""
         if key not in self.memo:
             self.memo[key] = compute(*args)
@@ -177,10 +177,10 @@ class Memo:
 
     # -- what is read --------------------------------------------------------------------------------
     def zone(self, node: Node) -> RawZone:
-        return self.once("zone", node.zone)
+        return self.once_per_pass("zone", node.zone)
 
     def store(self, node: Node) -> PartitionStore:
-        return self.once(("store", node.dataset_path()), node.store)
+        return self.once_per_pass(("store", node.dataset_path()), node.store)
 
     def raw_folder(self, zone: RawZone, source: str, date: dt.date) -> tuple[Entries, list] | None:
         """``zone.scan_folder_all`` of one folder (files read, entries refused), scanned once per pass
@@ -277,7 +277,7 @@ class Memo:
         """This process replaced the partition: what it wrote counts as what the pass saw."""
         self.first_seen[partition_id(store, key)] = store.manifest_stamp(key)
 
-    def learn(self, store: PartitionStore, key: dt.date | None) -> None:
+    def remember_summary(self, store: PartitionStore, key: dt.date | None) -> None:
         """Remember the summary of a manifest this process just wrote, so that the next process finds it
         in the summary file and a run after a build, with nothing to do, writes nothing."""
         stamp, content = store.read_manifest_stamped(key, None)  # a forked worker's go to its parent
@@ -325,7 +325,9 @@ class Memo:
                 continue
             found_any = found_any or (source, date) in any_of
             folders.append(
-                self.once(("select", type(node), source, date), _select, node, relpath, *scanned, self._accepts)
+                self.once_per_pass(
+                    ("select", type(node), source, date), _select, node, relpath, *scanned, self._accepts
+                )
             )
         if any_of and not found_any and not partial:
             return None

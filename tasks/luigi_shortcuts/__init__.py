@@ -51,7 +51,7 @@ from luigi.worker import KeepAliveThread
 
 from tasks import cores
 from tasks.luigi_shortcuts.hosts import SUPERSEDED, many_hosts  # noqa: F401 - the adapter's names
-from tasks.luigi_shortcuts.scheduler import LocalScheduler, linear_local_scheduler  # noqa: F401
+from tasks.luigi_shortcuts.local_scheduler import LocalScheduler, linear_local_scheduler  # noqa: F401
 
 
 def _luigi_instance_cache(cls) -> dict | None:

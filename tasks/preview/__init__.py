@@ -12,7 +12,7 @@ The builds are the tasks' own (Luigi, the one run template) inside :func:`tasks.
 every store of the production data root writes to the shadow and reads a partition from there when
 the shadow holds it, from production otherwise. Production is never written by a preview.
 Publishing hard-links each partition's files next to their production place and renames them in,
-the manifest last (:meth:`tasks.storage.partitions.PartitionStore.adopt`), upstream datasets first.
+the manifest last (:meth:`tasks.storage.partitions.PartitionStore.copy_partition_from`), upstream datasets first.
 """
 
 from tasks.preview.build import make

@@ -19,17 +19,17 @@ from tasks.preview.records import (
     EXIT_NOT_RUN,
     HORIZON_DAYS,
     PUBLISH_LOCK,
-    _date,
-    _production,
-    _rel,
     manifest_sha,
+    partition_date,
+    partition_rel,
     previews_root,
     shadow_partitions,
     spec_of,
+    store_at,
     task_for,
     write_record,
 )
-from tasks.preview.select import _not_ok
+from tasks.preview.select import tasks_to_build
 from tasks.storage import partitions
 from tasks.storage.partitions import plain_store
 from tasks.transforms.diff import diff_partition, total
@@ -65,10 +65,10 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
     write_record(shadow, record)
     t0 = time.perf_counter()
     with settings.snapshot():
-        roots, waiting = _not_ok(dataset, start, stop)
+        roots, waiting = tasks_to_build(dataset, start, stop)
         held: list = []
         later = stale_downstream(roots, dataset, start, stop, HORIZON_DAYS, held) if roots else []
-        before = {_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
+        before = {partition_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
     not_run: list[dict] = []
     if roots:
         with partitions.shadowed(data_root, shadow.uri), contextlib.redirect_stdout(sys.stderr):
@@ -96,8 +96,9 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
         waiting=[{"date": d.isoformat(), "reason": why} for d, why in waiting],
         not_built=[
             {
-                "partition": _rel(t.store(), t.key, data_root),
-                "reason": f"also reads {_rel(up.store(), up.key, data_root)}, outside the range and not up to date",
+                "partition": partition_rel(t.store(), t.key, data_root),
+                "reason": f"also reads {partition_rel(up.store(), up.key, data_root)}, "
+                "outside the range and not up to date",
             }
             for t, up in held
         ],
@@ -120,7 +121,7 @@ def _not_run(tasks: list, data_root: str) -> list[dict]:
         if state.ok or task.store().read_failure(task.key) is not None:
             continue
         why = engine.waiting_for(task) or f"not run ({state.state}: {state.reason or 'no partition'})"
-        out.append({"partition": _rel(task.store(), task.key, data_root), "reason": why})
+        out.append({"partition": partition_rel(task.store(), task.key, data_root), "reason": why})
     return out
 
 
@@ -136,7 +137,7 @@ def _diffs(built: list[str], data_root: str, shadow, workers: int) -> dict[str, 
 
     def one(rel: str) -> dict:
         spec = spec_of(rel)
-        production, date = _production(rel, data_root), _date(rel)
+        production, date = store_at(rel, data_root), partition_date(rel)
         mine = plain_store(shadow.uri, production.dataset, production.sub)
         manifest = mine.read_manifest(date) or {}
         names = [f["name"] for f in manifest.get("data_files", []) if f["name"].endswith(".parquet")]

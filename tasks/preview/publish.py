@@ -13,12 +13,12 @@ from tasks.preview.records import (
     PUBLISH_LOCK,
     RECORD,
     PreviewError,
-    _date,
-    _production,
     folder_of,
     manifest_sha,
+    partition_date,
     previews_root,
     read_record,
+    store_at,
     task_for,
     write_record,
 )
@@ -48,8 +48,8 @@ def problems(record: dict, folder) -> tuple[list[str], list[str]]:
     todo, reasons = [], []
     for part in record["partitions"]:
         rel = part["folder"]
-        now = manifest_sha(_production(rel, data_root), _date(rel))
-        mine = manifest_sha(_production(rel, folder.uri), _date(rel))
+        now = manifest_sha(store_at(rel, data_root), partition_date(rel))
+        mine = manifest_sha(store_at(rel, folder.uri), partition_date(rel))
         if mine is None:
             reasons.append(f"{rel}: the preview's partition is gone")
         elif now == mine:
@@ -100,14 +100,14 @@ def _publish(folder, t0: float) -> tuple[int, str]:
         record.update(state="publishing", publishing_at=dt.datetime.now(dt.UTC).isoformat())
         write_record(folder, record)
     for rel in todo:
-        production = _production(rel, data_root)
-        date = _date(rel)
+        production = store_at(rel, data_root)
+        date = partition_date(rel)
         with production.locked(date, wait):
             if manifest_sha(production, date) != next(
                 p["replaces"] for p in record["partitions"] if p["folder"] == rel
             ):
                 return 1, f"preview {pid}: {rel} changed in production while publishing; published before it: kept"
-            production.adopt(date, plain_store(folder.uri, production.dataset, production.sub))
+            production.copy_partition_from(date, plain_store(folder.uri, production.dataset, production.sub))
             production.clear_failure(date)
     record.update(state="published", published_at=dt.datetime.now(dt.UTC).isoformat())
     write_record(folder, record)
@@ -151,8 +151,8 @@ def in_production(record: dict, folder) -> list[str]:
     out = []
     for part in record.get("partitions", []):
         rel = part["folder"]
-        mine = manifest_sha(_production(rel, folder.uri), _date(rel))
-        if mine is not None and manifest_sha(_production(rel, data_root), _date(rel)) == mine:
+        mine = manifest_sha(store_at(rel, folder.uri), partition_date(rel))
+        if mine is not None and manifest_sha(store_at(rel, data_root), partition_date(rel)) == mine:
             out.append(rel)
     return out
 

@@ -88,7 +88,8 @@ def shadow_partitions(shadow) -> list[str]:
     return sorted(found, key=lambda rel: (order.get(spec_of(rel).path, 99), rel))
 
 
-def _rel(store: PartitionStore, date: dt.date | None, data_root: str) -> str:
+def partition_rel(store: PartitionStore, date: dt.date | None, data_root: str) -> str:
+    """The path of ``store``'s partition ``date`` under ``data_root`` (the data root or a preview's folder)."""
     return plain_store(data_root, store.dataset, store.sub).rel(date)
 
 
@@ -97,11 +98,13 @@ def _sha_now(rel: str, data_root: str) -> str | None:
     return manifest_sha(task.store(), task.key)
 
 
-def _production(rel: str, data_root: str) -> PartitionStore:
+def store_at(rel: str, data_root: str) -> PartitionStore:
+    """The store under ``data_root`` of the partition at path ``rel`` (a path under a data root)."""
     task = task_for(rel)
     store = task.store()
     return plain_store(data_root, store.dataset, store.sub)
 
 
-def _date(rel: str) -> dt.date | None:
+def partition_date(rel: str) -> dt.date | None:
+    """The business date of the partition at path ``rel``; None for an unpartitioned dataset."""
     return task_for(rel).key

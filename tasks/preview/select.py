@@ -10,7 +10,7 @@ from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
 
 
-def _not_ok(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tuple[dt.date, str]]]:
+def tasks_to_build(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tuple[dt.date, str]]]:
     """Tasks of the range a RangeDaily would build (missing or stale), and the dates waiting for raw data."""
     from tasks.backfill import before_start, left_out
 

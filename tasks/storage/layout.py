@@ -74,12 +74,12 @@ def strays_reason(strays: list[str]) -> str:
 
 
 def manifest_bytes(manifest: dict) -> bytes:
-    """A manifest as every store writes it (indented JSON, keys sorted), once :func:`settle` has put
+    """A manifest as every store writes it (indented JSON, keys sorted), once :func:`resolve_futures` has put
     in place the values still being computed on another thread."""
-    return json.dumps(settle(manifest), indent=1, sort_keys=True, default=str).encode()
+    return json.dumps(resolve_futures(manifest), indent=1, sort_keys=True, default=str).encode()
 
 
-def settle(manifest: dict) -> dict:
+def resolve_futures(manifest: dict) -> dict:
     """``manifest`` (changed in place, and returned) with each value that is still being computed on
     another thread (a :class:`concurrent.futures.Future`, in it or in a dict it holds) replaced by its
     result, waited for: a build hashes its rows' versions while its files are written
@@ -88,7 +88,7 @@ def settle(manifest: dict) -> dict:
         if isinstance(value, Future):
             manifest[name] = value.result()
         elif isinstance(value, dict):
-            settle(value)
+            resolve_futures(value)
     return manifest
 
 

@@ -140,7 +140,7 @@ class Bucket:
     def _where(self) -> str:
         return f"endpoint {self.endpoint or 'AWS'}, bucket {self.bucket}"
 
-    def _fail(self, exc: Exception, action: str, rel: str = "") -> StoreError:
+    def store_error(self, exc: Exception, action: str, rel: str = "") -> StoreError:
         """One line: what was asked, of which key, the endpoint, the bucket and the store's error code."""
         if isinstance(exc, ClientError):
             error = exc.response.get("Error", {})
@@ -169,12 +169,12 @@ class Bucket:
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except (ClientError, BotoCoreError) as exc:
-            error = self._fail(exc, "HEAD bucket")
+            error = self.store_error(exc, "HEAD bucket")
             if error.code == "403":  # a HEAD's answer has no body: a LIST says why (a clock, the credentials)
                 try:
                     self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
                 except (ClientError, BotoCoreError) as listed:
-                    error = self._fail(listed, "LIST")
+                    error = self.store_error(listed, "LIST")
             if error.code in ("404", "NoSuchBucket"):
                 missing = f"object store: bucket {self.bucket} does not exist ({self._where()})"
                 error = StoreError(missing, "NoSuchBucket")
@@ -199,7 +199,7 @@ class Bucket:
                     rel = item["Key"][len(self.prefix) :]
                     out[rel] = Obj(item["Size"], _etag(item.get("ETag")), _ns(item["LastModified"]))
         except (ClientError, BotoCoreError) as exc:
-            raise self._fail(exc, "LIST", rel_prefix) from None
+            raise self.store_error(exc, "LIST", rel_prefix) from None
         return out
 
     def children(self, rel_prefix: str) -> tuple[list[str], list[str]]:
@@ -214,7 +214,7 @@ class Bucket:
                 folders += [p["Prefix"][start:].rstrip("/") for p in page.get("CommonPrefixes", ())]
                 objects += [item["Key"][start:] for item in page.get("Contents", ())]
         except (ClientError, BotoCoreError) as exc:
-            raise self._fail(exc, "LIST", rel_prefix) from None
+            raise self.store_error(exc, "LIST", rel_prefix) from None
         return folders, objects
 
     def folders(self, rel_prefix: str) -> list[str]:
@@ -228,9 +228,9 @@ class Bucket:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise self._fail(exc, "HEAD", rel) from None
+            raise self.store_error(exc, "HEAD", rel) from None
         except BotoCoreError as exc:
-            raise self._fail(exc, "HEAD", rel) from None
+            raise self.store_error(exc, "HEAD", rel) from None
         return Obj(got["ContentLength"], _etag(got.get("ETag")), _ns(got["LastModified"]))
 
     def get(self, rel: str) -> tuple[bytes, Obj]:
@@ -241,9 +241,9 @@ class Bucket:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 raise FileNotFoundError(self.describe(rel)) from None
-            raise self._fail(exc, "GET", rel) from None
+            raise self.store_error(exc, "GET", rel) from None
         except BotoCoreError as exc:
-            raise self._fail(exc, "GET", rel) from None
+            raise self.store_error(exc, "GET", rel) from None
         return data, Obj(len(data), _etag(got.get("ETag")), _ns(got["LastModified"]))
 
     def read(self, rel: str) -> bytes:
@@ -258,9 +258,9 @@ class Bucket:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 raise FileNotFoundError(self.describe(rel)) from None
-            raise self._fail(exc, "GET", rel) from None
+            raise self.store_error(exc, "GET", rel) from None
         except BotoCoreError as exc:
-            raise self._fail(exc, "GET", rel) from None
+            raise self.store_error(exc, "GET", rel) from None
         date = got.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
         now = email.utils.parsedate_to_datetime(date).timestamp() if date else dt.datetime.now(dt.UTC).timestamp()
         return data, Obj(len(data), _etag(got.get("ETag")), _ns(got["LastModified"])), now
@@ -292,9 +292,9 @@ class Bucket:
         except ClientError as exc:
             if precondition_failed(exc):
                 raise PreconditionFailed(f"{self.describe(rel)} changed (another writer)") from None
-            raise self._fail(exc, "PUT", rel) from None
+            raise self.store_error(exc, "PUT", rel) from None
         except BotoCoreError as exc:
-            raise self._fail(exc, "PUT", rel) from None
+            raise self.store_error(exc, "PUT", rel) from None
 
     def _is(self, rel: str, etag: str) -> bool:
         found = self.head(rel)
@@ -305,7 +305,7 @@ class Bucket:
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.prefix + rel)
         except (ClientError, BotoCoreError) as exc:
-            raise self._fail(exc, "DELETE", rel) from None
+            raise self.store_error(exc, "DELETE", rel) from None
 
 
 # what a store answers when the credentials are wrong or not allowed (and only then are they named)

@@ -114,7 +114,7 @@ def probe(bucket: Bucket) -> None:
             except (ClientError, BotoCoreError):
                 pass  # a stray probe object: harmless, under _state/
     except (ClientError, BotoCoreError) as exc:
-        raise bucket._fail(exc, "conditional-write probe PUT", rel) from None
+        raise bucket.store_error(exc, "conditional-write probe PUT", rel) from None
     if ignored:
         raise CannotFence(
             f"the store at {bucket.endpoint or 'AWS'} (bucket {bucket.bucket}) ignores conditional writes "

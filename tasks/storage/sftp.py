@@ -37,7 +37,7 @@ from tasks.storage.rawzone import (
     is_date_name,
     mode_kind,
 )
-from tasks.storage.sftp_read import BYTES_PER_CALL, FILES_PER_CALL, _read_pipelined
+from tasks.storage.sftp_read import BYTES_PER_CALL, FILES_PER_CALL, read_pipelined
 
 logger = logging.getLogger("luigi-interface")
 # paramiko's transport thread logs a server that stops answering with a traceback of its own ("Error
@@ -214,7 +214,7 @@ class SftpRawZone(RawZone):
             if i + 1 < len(files) and len(group) < FILES_PER_CALL and held < BYTES_PER_CALL:
                 continue
             paths = [(f"{self.base}/{f.relpath}", f.relpath, f.size) for f in group]
-            datas = self._call(lambda sftp, paths=paths: _read_pipelined(sftp, paths))
+            datas = self._call(lambda sftp, paths=paths: read_pipelined(sftp, paths))
             for f, data in zip(group, datas, strict=True):
                 self.remember(f, data)
                 yield data

@@ -1,6 +1,6 @@
 """The pipelined reads of an SFTP raw zone: several files' requests in flight on one connection.
 
-:meth:`tasks.storage.sftp.SftpRawZone.read_inputs` hands a group of files to :func:`_read_pipelined`
+:meth:`tasks.storage.sftp.SftpRawZone.read_inputs` hands a group of files to :func:`read_pipelined`
 on its connection; the connection, its retries and host keys are :mod:`tasks.storage.sftp`'s.
 """
 
@@ -28,7 +28,7 @@ class _Replies:
         self.got[num] = (kind, msg)
 
 
-def _read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]) -> list[bytes]:
+def read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]) -> list[bytes]:
     """The bytes of each (server path, relpath, listed size), in order, with the requests of up to
     :data:`FILES_IN_FLIGHT` files out at once: an lstat as soon as a file enters the window, an open
     once the lstat says it is a regular file, its reads (the listed size) once it is open, more reads

@@ -262,10 +262,10 @@ class PartitionStore:
             # the rows' version is hashed on another core while the files are written (both release the GIL)
             version = None
             if "data_version" not in manifest and DATA_VERSION:
-                from tasks.cores import in_background
+                from tasks.cores import start_on_side_thread
 
                 kind, versioner = DATA_VERSION[0]
-                version = in_background(versioner, table)
+                version = start_on_side_thread(versioner, table)
             named = [
                 (f"{folder}/{name}", content, name) for name, content in [(DATA_FILE, table), *(extras or {}).items()]
             ]
@@ -291,11 +291,11 @@ class PartitionStore:
         with self._replacing(date):
             return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
 
-    def adopt(self, date: dt.date | None, source: PartitionStore) -> dict:
+    def copy_partition_from(self, date: dt.date | None, source: PartitionStore) -> dict:
         """Replace partition ``date`` with the one ``source`` (a preview's shadow root) holds, by the same
         commit as :meth:`write`: each file the manifest lists, and its quarantine, copied (hard linked on a
-        disk: no byte is copied, and the source stays whole, so an interrupted adoption is simply done again),
-        the manifest last, byte for byte. Returns the adopted manifest."""
+        disk: no byte is copied, and the source stays whole, so an interrupted copy is simply done again),
+        the manifest last, byte for byte. Returns the manifest copied."""
         manifest = source.read_manifest(date)
         if not manifest or manifest.get("_corrupt"):
             raise ValueError(f"{source.uri(date)}: no readable manifest to adopt")

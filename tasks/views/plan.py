@@ -13,7 +13,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
-from tasks import catalogue, scheduler, settings
+from tasks import catalogue, luigid, settings
 from tasks.base import MaterializedTask
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
@@ -60,14 +60,14 @@ class Plan:
             return "RangeSingleRun", "the raw zone is SFTP: one connection, each raw folder read once"
         if self.workers == 1:
             return "RangeSingleRun", "one worker: one run reads each raw folder once for consecutive dates"
-        if scheduler.central_scheduler():
+        if luigid.central_scheduler():
             return "RangeDaily", f"{self.workers} workers on the central scheduler: the dates shared, one task each"
         return "RangeSingleRun", "a process per core, each a stretch of dates, each raw folder read once"
 
     @property
     def command(self) -> str:
         family, _ = self.mode
-        local = "" if scheduler.central_scheduler() else " --local-scheduler"  # a command that works as pasted
+        local = "" if luigid.central_scheduler() else " --local-scheduler"  # a command that works as pasted
         workers = f" --workers {self.workers}" if family != "RangeSingleRun" and self.workers > 1 else ""
         if self.kind == "date x hotel":
             return f"luigi --module tasks {family} --start {self.start} --stop {self.stop}{workers}{local}"
@@ -143,7 +143,7 @@ def _classify(partitions: list[tuple], cache: Engine, dataset: str) -> _Found:
             found.same.append(label)
         elif row.state == "waiting":
             found.blocked.append((label, row.reason))
-        manifest = cache.summary(cache.once(("store", task.dataset_path()), task.store), task.key)
+        manifest = cache.summary(cache.once_per_pass(("store", task.dataset_path()), task.store), task.key)
         if manifest and manifest.get("duration_s") is not None:
             found.durations.append(float(manifest["duration_s"]))
     return found

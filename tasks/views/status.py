@@ -75,9 +75,9 @@ def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
 
 def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     state, day = task.state(cache), task.key
-    store = cache.once(("store", task.dataset_path()), task.store)
+    store = cache.once_per_pass(("store", task.dataset_path()), task.store)
     manifest = cache.summary(store, day) or {}  # rows, duration, finished_at: no list of inputs
-    recorded = cache.once(("failure records", store.data_root), store.failure_records)
+    recorded = cache.once_per_pass(("failure records", store.data_root), store.failure_records)
     failure = store.read_failure(day) if recorded and store.failure_id(day) in recorded else None
     if (
         not state.ok

@@ -1,4 +1,5 @@
-"""Stores discovered at run time: the DiscoverStores sensor, its registry, and per-store partitions."""
+"""The store marts: stores discovered at run time (the DiscoverStores sensor, its registry) and their
+per-store partitions."""
 
 from __future__ import annotations
 
