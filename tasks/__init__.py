@@ -93,8 +93,9 @@ def __getattr__(name: str):
         register()
         from tasks.catalogue import families
 
-        if name in families():
-            return families()[name]
+        found = families()
+        if name in found:
+            return found[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
