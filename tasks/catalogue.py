@@ -60,7 +60,8 @@ class Dataset:
             for module in TASK_MODULES:
                 importlib.import_module(module)
         if self not in _TASKS:
-            raise LookupError(f"dataset {self.name}: no task class of {', '.join(TASK_MODULES)} names it (entry=)")
+            modules = ", ".join(TASK_MODULES)
+            raise LookupError(f"dataset {self.name}: no task class names it (entry=) in TASK_MODULES ({modules})")
         return _TASKS[self]
 
     @property
