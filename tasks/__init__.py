@@ -51,7 +51,7 @@ if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
 # when numpy is first imported, so, as above, where Daybreak is imported first; a value set is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from tasks.catalogue import FAMILIES  # noqa: E402  (the family -> module registry; no Luigi)
+from tasks.catalogue import TASK_MODULES  # noqa: E402  (no Luigi)
 
 
 def register() -> None:
@@ -84,14 +84,18 @@ def register() -> None:
     usage.install()  # Luigi's usage errors: one line and exit 2 (tasks/luigi_shortcuts/usage.py)
     faults.install()  # a store or server error: one line and exit 30 (tasks/faults.py)
     faults.check_stores()  # a bucket that does not answer: exit 2 before any partition runs
-    for module in dict.fromkeys(FAMILIES.values()):
+    for module in TASK_MODULES:
         importlib.import_module(module)
 
 
 def __getattr__(name: str):
-    if name in FAMILIES:
+    if name[:1].isupper():  # a task family (``StgQsrPos``); a submodule's name is lower case
         register()
-        return getattr(importlib.import_module(FAMILIES[name]), name)
+        from tasks.catalogue import families
+
+        found = families()
+        if name in found:
+            return found[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

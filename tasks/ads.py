@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tasks import settings
+from tasks import catalogue, settings
 from tasks.base import PartitionedTask, input_line
 from tasks.building import Built, kept_for_next_date
 from tasks.freshness.engine import Engine
@@ -13,7 +13,7 @@ from tasks.storage.rawzone import RawFile
 DAY = dt.timedelta(days=1)
 
 
-class AdsDaily(PartitionedTask):
+class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
     """ads_daily: one row per campaign per date, as the newest export that holds the date reports it.
 
     Export ``E`` restates dates ``E-7 .. E-1``, and the truth for ``d`` is the newest export of
@@ -71,7 +71,7 @@ class AdsDaily(PartitionedTask):
         return Built(result.table, result.rejected, stats)
 
 
-class AdsRolling7d(PartitionedTask):
+class AdsRolling7d(PartitionedTask, entry=catalogue.ADS_ROLLING_7D):
     """ads_rolling_7d: one row per campaign per date, summed over the look-back ``d-6 .. d`` (inclusive).
 
     Requires the AdsDaily partitions of its window (``[ads] rolling_window_days``, default 7). Dates

@@ -62,7 +62,7 @@ class MorningRefresh(luigi.WrapperTask):
             "yesterday": today - dt.timedelta(days=1),
         }
         for spec in sorted((d for d in catalogue.DATASETS if d.refresh), key=lambda d: d.refresh != "restated"):
-            yield RangeDaily(of=spec.task_class(), start=back[spec.refresh], stop=today, now=_epoch(today))
+            yield RangeDaily(of=spec.task, start=back[spec.refresh], stop=today, now=_epoch(today))
 
 
 def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> tuple[list[dt.date], str]:

@@ -45,18 +45,19 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     Subclasses: :class:`PartitionedTask` (one folder per business date) and :class:`SnapshotTask`
     (one unpartitioned folder)."""
 
-    dataset: ClassVar[str] = ""  # its folder under the data root: the catalogue entry's path
+    entry: ClassVar[catalogue.Dataset | None] = None  # the dataset it builds (tasks/catalogue.py)
+    dataset: ClassVar[str] = ""  # its folder under the data root: the entry's path
     version: ClassVar[str] = ""  # its transform version, part of every rules fingerprint: the entry's version
     # with --workers 2+, run in a worker process that runs many tasks (tasks/luigi_shortcuts/runners.py)
     reuses_task_process: ClassVar[bool] = True
 
-    def __init_subclass__(cls, **kwargs):
-        """A recipe takes its path and version from its catalogue entry (tasks/catalogue.py), the one place
-        a dataset is declared."""
+    def __init_subclass__(cls, entry: catalogue.Dataset | None = None, **kwargs):
+        """A recipe names the catalogue entry it builds (``class StgQsrPos(PartitionedTask,
+        entry=catalogue.STG_QSR_POS)``): it takes its path and version from it, and is the entry's task."""
         super().__init_subclass__(**kwargs)
-        spec = catalogue.BY_FAMILY.get(cls.__name__)
-        if spec is not None:
-            cls.dataset, cls.version = spec.path, spec.version
+        if entry is not None:
+            cls.entry, cls.dataset, cls.version = entry, entry.path, entry.version
+            entry.bind(cls)
 
     @property
     def key(self) -> dt.date | None:

@@ -1,6 +1,8 @@
-"""One entry per dataset: its name, task family, path, partition kind, grain, key, transform version
-and dependency window. The status view, plans, the CLI's choices and the table in docs/datasets.md
-come from here (tests/test_catalogue.py checks the docs and every task against it). No Luigi here.
+"""One entry per dataset (name, path, partition kind, grain, key, transform version, what a partition
+reads, measure, raw source, morning refresh) and the lookups everyone uses: by name, the list in order,
+the raw sources, the table of docs/datasets.md. A task class names its entry, and so becomes its task
+(``class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS)``). No Luigi here: the CLI's choices,
+the config check and the sample read the entries before Luigi may be imported (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -13,40 +15,54 @@ from tasks.calendar import date_range
 from tasks.transforms import versions
 from tasks.transforms.qsr_rules import VERSION as QSR_VERSION
 
-# The task families a user can name that build no dataset of their own: wrappers over the datasets'
-# tasks, and the module of each (``tasks/__init__.py`` imports these and the datasets' modules under Luigi).
-WRAPPERS = {
-    "MorningRefresh": "tasks.backfill",
-    "RangeSingleRun": "tasks.backfill",
-    "AllHotelsPickup": "tasks.hotels",
-    "AllStores": "tasks.store_marts",
-    "DiscoverStores": "tasks.store_marts",
-}
+# The modules that define Daybreak's tasks: `luigi --module tasks` imports them (tasks/__init__.py), and
+# so does the first question for a dataset's task class.
+TASK_MODULES = ("tasks.qsr", "tasks.hotels", "tasks.ads", "tasks.store_marts", "tasks.backfill")
 
 # How a dataset is partitioned: one folder per business date, per date and hotel, per (static) hotel
 # or store, or one folder for all of it.
 KINDS = ("date", "date x hotel", "hotel", "store", "none")
 KEY_PARAMS = {"date x hotel": "hotel", "hotel": "hotel", "store": "store_id"}  # kind -> the key's task parameter
+REFRESH = ("", "yesterday", "restated")
 
 
-@dataclass(frozen=True)
-class DatasetSpec:
+@dataclass(frozen=True, kw_only=True)
+class Dataset:
     name: str  # the public name (status, plan, docs)
-    family: str  # the Luigi task family that builds it
     path: str  # folder under the data root
     partition: str  # one of KINDS
     grain: str  # what one row is
     key: tuple[str, ...]  # unique per partition
     version: str  # transform version: part of every partition's rules fingerprint
-    window: str  # what one partition reads
+    reads: str  # what one partition reads
     measure: str = ""  # the main measure's column (net sales, spend, rooms on the books): previews sum it
-    module: str = ""  # the module of the recipe (the Luigi task class named ``family``)
     source: str = ""  # the raw zone's source folder it reads (contract, docs/raw-zone.md); "" for a mart
     refresh: str = ""  # what the morning refresh builds: "yesterday", "restated" (the last [ads] restatement_days)
 
-    def task_class(self) -> type:
-        """The task class (loads Luigi and the recipes)."""
-        return getattr(importlib.import_module(self.module), self.family)
+    def __post_init__(self):
+        if self.partition not in KINDS:
+            raise ValueError(f"dataset {self.name}: partition {self.partition!r} is not one of {', '.join(KINDS)}")
+        if self.refresh not in REFRESH:
+            raise ValueError(f"dataset {self.name}: refresh {self.refresh!r} is not one of {REFRESH}")
+
+    def bind(self, cls: type) -> None:
+        """Make ``cls`` the dataset's task: the class that names this entry (tasks/base.py) calls it."""
+        bound = _TASKS.get(self, cls)
+        if (bound.__module__, bound.__qualname__) != (cls.__module__, cls.__qualname__):  # not a module reloaded
+            mine, other = f"{cls.__module__}.{cls.__name__}", f"{bound.__module__}.{bound.__name__}"
+            raise TypeError(f"dataset {self.name}: {mine} names it, built by {other} already")
+        _TASKS[self] = cls
+
+    @property
+    def task(self) -> type:
+        """The task class that builds it (imports the task modules, and so Luigi, the first time)."""
+        if self not in _TASKS:
+            for module in TASK_MODULES:
+                importlib.import_module(module)
+        if self not in _TASKS:
+            modules = ", ".join(TASK_MODULES)
+            raise LookupError(f"dataset {self.name}: no task class names it (entry=) in TASK_MODULES ({modules})")
+        return _TASKS[self]
 
     @property
     def key_param(self) -> str | None:
@@ -56,7 +72,7 @@ class DatasetSpec:
     def partitions(self, start: dt.date | None = None, stop: dt.date | None = None) -> list:
         """Every partition (a task) of the dataset with ``start`` <= date < ``stop``: one per date, per
         date and hotel, per hotel or store (today's keys: the recipe's ``static_keys()``), or the one."""
-        cls = self.task_class()
+        cls = self.task
         if self.partition == "none":
             return [cls()]
         keys = sorted(cls.static_keys()) if self.key_param else [None]
@@ -69,152 +85,153 @@ class DatasetSpec:
         return [cls(date=d, **{self.key_param: k}) for d in date_range(start, stop) for k in keys]
 
 
-DATASETS: tuple[DatasetSpec, ...] = (
-    DatasetSpec(
-        "stg_qsr_pos",
-        "StgQsrPos",
-        "staging/qsr_pos",
-        "date",
-        "one POS line",
-        ("business_date", "store_id", "order_id", "line_no"),
-        QSR_VERSION,
-        "raw qsr_pos/D and qsr_pos/D+1",
-        "net_amount",
-        module="tasks.qsr",
-        source="qsr_pos",
-        refresh="yesterday",
-    ),
-    DatasetSpec(
-        "stg_hotel_bookings_daily",
-        "StgHotelBookingsDaily",
-        "staging/hotel_bookings_daily",
-        "date",
-        "one booking event",
-        ("business_date", "source_file", "row_number"),
-        versions.HOTELS_DAILY_VERSION,
-        "raw hotel_bookings/D",
-        "rooms",
-        module="tasks.hotels",
-        source="hotel_bookings",
-        refresh="yesterday",
-    ),
-    DatasetSpec(
-        "ads_daily",
-        "AdsDaily",
-        "staging/ads_daily",
-        "date",
-        "one campaign on one date",
-        ("business_date", "campaign_id"),
-        versions.ADS_DAILY_VERSION,
-        "raw ads/D+1 .. D+7: each one present, at least one",
-        "spend",
-        module="tasks.ads",
-        source="ads",
-        refresh="restated",
-    ),
-    DatasetSpec(
-        "ads_rolling_7d",
-        "AdsRolling7d",
-        "marts/ads_rolling_7d",
-        "date",
-        "one campaign over the look-back D-6 .. D",
-        ("business_date", "campaign_id"),
-        versions.ADS_ROLLING_VERSION,
-        "ads_daily D-6 .. D",
-        "spend_7d",
-        module="tasks.ads",
-        refresh="restated",
-    ),
-    DatasetSpec(
-        "hotel_booking_state",
-        "HotelBookingState",
-        "marts/hotel_booking_state",
-        "date",
-        "one open booking's latest event as of D (finished ones: finished.arrow)",
-        ("business_date", "hotel_id", "booking_id"),
-        versions.BOOKING_STATE_VERSION,
-        "hotel_booking_state D-1 (and, for a finished booking D reopens, its finished row) and "
-        "stg_hotel_bookings_daily D",
-        "rooms",
-        module="tasks.hotels",
-    ),
-    DatasetSpec(
-        "hotel_pickup",
-        "HotelPickup",
-        "marts/hotel_pickup",
-        "date x hotel",
-        "one stay date whose books changed on D at hotel H",
-        ("business_date", "hotel_id", "stay_date"),
-        versions.PICKUP_VERSION,
-        "hotel H's slice of hotel_booking_state D-1 and of stg_hotel_bookings_daily D",
-        "rooms_picked_up",
-        module="tasks.hotels",
-    ),
-    DatasetSpec(
-        "otb_by_stay_date",
-        "OtbByStayDate",
-        "marts/otb_by_stay_date",
-        "none",
-        "one hotel and stay date",
-        ("hotel_id", "stay_date"),
-        versions.OTB_VERSION,
-        "the newest hotel_booking_state and every date's finished.arrow (stale after a change to any "
-        "stg_hotel_bookings_daily partition)",
-        "rooms_on_books",
-        module="tasks.hotels",
-    ),
-    DatasetSpec(
-        "hotel_otb_export",
-        "HotelOtbExport",
-        "exports/otb",
-        "hotel",
-        "one stay date of hotel H",
-        ("hotel_id", "stay_date"),
-        versions.HOTEL_OTB_EXPORT_VERSION,
-        "otb_by_stay_date",
-        "rooms_on_books",
-        module="tasks.hotels",
-    ),
-    DatasetSpec(
-        "store_daily_sales",
-        "StoreDailySales",
-        "marts/store_daily_sales",
-        "store",
-        "one business date with sales at store S",
-        ("store_id", "business_date"),
-        versions.STORE_DAILY_SALES_VERSION,
-        "store S's slice of every stg_qsr_pos partition",
-        "net_sales",
-        module="tasks.store_marts",
-    ),
+_TASKS: dict[Dataset, type] = {}  # entry -> the task class that named it
+
+STG_QSR_POS = Dataset(
+    name="stg_qsr_pos",
+    path="staging/qsr_pos",
+    partition="date",
+    grain="one POS line",
+    key=("business_date", "store_id", "order_id", "line_no"),
+    version=QSR_VERSION,
+    reads="raw qsr_pos/D and qsr_pos/D+1",
+    measure="net_amount",
+    source="qsr_pos",
+    refresh="yesterday",
+)
+STG_HOTEL_BOOKINGS_DAILY = Dataset(
+    name="stg_hotel_bookings_daily",
+    path="staging/hotel_bookings_daily",
+    partition="date",
+    grain="one booking event",
+    key=("business_date", "source_file", "row_number"),
+    version=versions.HOTELS_DAILY_VERSION,
+    reads="raw hotel_bookings/D",
+    measure="rooms",
+    source="hotel_bookings",
+    refresh="yesterday",
+)
+ADS_DAILY = Dataset(
+    name="ads_daily",
+    path="staging/ads_daily",
+    partition="date",
+    grain="one campaign on one date",
+    key=("business_date", "campaign_id"),
+    version=versions.ADS_DAILY_VERSION,
+    reads="raw ads/D+1 .. D+7: each one present, at least one",
+    measure="spend",
+    source="ads",
+    refresh="restated",
+)
+ADS_ROLLING_7D = Dataset(
+    name="ads_rolling_7d",
+    path="marts/ads_rolling_7d",
+    partition="date",
+    grain="one campaign over the look-back D-6 .. D",
+    key=("business_date", "campaign_id"),
+    version=versions.ADS_ROLLING_VERSION,
+    reads="ads_daily D-6 .. D",
+    measure="spend_7d",
+    refresh="restated",
+)
+HOTEL_BOOKING_STATE = Dataset(
+    name="hotel_booking_state",
+    path="marts/hotel_booking_state",
+    partition="date",
+    grain="one open booking's latest event as of D (finished ones: finished.arrow)",
+    key=("business_date", "hotel_id", "booking_id"),
+    version=versions.BOOKING_STATE_VERSION,
+    reads="hotel_booking_state D-1 (and, for a finished booking D reopens, its finished row) and "
+    "stg_hotel_bookings_daily D",
+    measure="rooms",
+)
+HOTEL_PICKUP = Dataset(
+    name="hotel_pickup",
+    path="marts/hotel_pickup",
+    partition="date x hotel",
+    grain="one stay date whose books changed on D at hotel H",
+    key=("business_date", "hotel_id", "stay_date"),
+    version=versions.PICKUP_VERSION,
+    reads="hotel H's slice of hotel_booking_state D-1 and of stg_hotel_bookings_daily D",
+    measure="rooms_picked_up",
+)
+OTB_BY_STAY_DATE = Dataset(
+    name="otb_by_stay_date",
+    path="marts/otb_by_stay_date",
+    partition="none",
+    grain="one hotel and stay date",
+    key=("hotel_id", "stay_date"),
+    version=versions.OTB_VERSION,
+    reads="the newest hotel_booking_state and every date's finished.arrow (stale after a change to any "
+    "stg_hotel_bookings_daily partition)",
+    measure="rooms_on_books",
+)
+HOTEL_OTB_EXPORT = Dataset(
+    name="hotel_otb_export",
+    path="exports/otb",
+    partition="hotel",
+    grain="one stay date of hotel H",
+    key=("hotel_id", "stay_date"),
+    version=versions.HOTEL_OTB_EXPORT_VERSION,
+    reads="otb_by_stay_date",
+    measure="rooms_on_books",
+)
+STORE_DAILY_SALES = Dataset(
+    name="store_daily_sales",
+    path="marts/store_daily_sales",
+    partition="store",
+    grain="one business date with sales at store S",
+    key=("store_id", "business_date"),
+    version=versions.STORE_DAILY_SALES_VERSION,
+    reads="store S's slice of every stg_qsr_pos partition",
+    measure="net_sales",
 )
 
-BY_NAME: dict[str, DatasetSpec] = {d.name: d for d in DATASETS}
-# every Luigi task family a user can name, and its module
-FAMILIES: dict[str, str] = {**{d.family: d.module for d in DATASETS}, **WRAPPERS}
+# every dataset, in the order status, plan and the docs list them
+DATASETS: tuple[Dataset, ...] = (
+    STG_QSR_POS,
+    STG_HOTEL_BOOKINGS_DAILY,
+    ADS_DAILY,
+    ADS_ROLLING_7D,
+    HOTEL_BOOKING_STATE,
+    HOTEL_PICKUP,
+    OTB_BY_STAY_DATE,
+    HOTEL_OTB_EXPORT,
+    STORE_DAILY_SALES,
+)
+BY_NAME: dict[str, Dataset] = {d.name: d for d in DATASETS}
 # the raw zone's source folders (the contract's sections), in catalogue order
 SOURCES: tuple[str, ...] = tuple(dict.fromkeys(d.source for d in DATASETS if d.source))
-BY_FAMILY: dict[str, DatasetSpec] = {d.family: d for d in DATASETS}
 
 
 def _folded(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
 
 
-def dataset_for(name: str) -> DatasetSpec | None:
-    """The dataset a user meant by a task family (``StgQsrPos``, ``stgqsrpos``): what ``daybreak`` takes."""
-    return next((d for d in DATASETS if _folded(d.family) == _folded(name)), None)
+def named(text: str) -> Dataset | None:
+    """The dataset a user meant by ``text``, spelled as a dataset name or as its task family
+    (``stg_qsr_pos``, ``StgQsrPos``, ``stgqsrpos``): the hint of either command for the other's name."""
+    return next((d for d in DATASETS if _folded(d.name) == _folded(text)), None)
 
 
-def family_for(name: str) -> DatasetSpec | None:
-    """The dataset a user meant by a dataset name (``stg_qsr_pos``, ``StgQsrPos``'s folded spelling), whose
-    family is what ``luigi --module tasks`` takes."""
-    return next((d for d in DATASETS if _folded(d.name) == _folded(name)), None)
+def families() -> dict[str, type]:
+    """Every task a user can name (``luigi --module tasks <Family>``), by family: the datasets' tasks and
+    the tasks over them (the morning refresh, a range in one run, all hotels, all stores). Imports Luigi."""
+    import luigi
+
+    modules = [importlib.import_module(m) for m in TASK_MODULES]
+    found = {
+        cls.get_task_family(): cls
+        for module in modules
+        for cls in vars(module).values()
+        if isinstance(cls, type) and issubclass(cls, luigi.Task) and cls.__module__ == module.__name__
+    }
+    return dict(sorted(found.items()))
 
 
 def classes(*kinds: str) -> dict[str, type]:
     """Task class of each dataset of these partition kinds (all when none is given), in catalogue order."""
-    return {d.name: d.task_class() for d in DATASETS if not kinds or d.partition in kinds}
+    return {d.name: d.task for d in DATASETS if not kinds or d.partition in kinds}
 
 
 def names(*kinds: str) -> list[str]:
@@ -223,12 +240,13 @@ def names(*kinds: str) -> list[str]:
 
 
 def markdown_table() -> str:
-    """The datasets table of docs/datasets.md."""
+    """The datasets table of docs/datasets.md (imports the tasks, for their families)."""
     rows = [
         "| Dataset | Task | Path | Partition | Grain | Key | Version | Reads |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for d in DATASETS:
-        cells = [d.name, f"`{d.family}`", f"`{d.path}`", d.partition, d.grain, ", ".join(d.key), f"`{d.version}`"]
-        rows.append("| " + " | ".join([*cells, d.window]) + " |")
+        family = d.task.get_task_family()
+        cells = [d.name, f"`{family}`", f"`{d.path}`", d.partition, d.grain, ", ".join(d.key), f"`{d.version}`"]
+        rows.append("| " + " | ".join([*cells, d.reads]) + " |")
     return "\n".join(rows)

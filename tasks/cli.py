@@ -71,10 +71,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(status.render_json(rows))
     else:
-        from tasks import reference
+        from tasks import hotels, reference
 
         print(status.render_text(rows))
-        hotel_datasets = {d.name for d in catalogue.DATASETS if d.module == "tasks.hotels"}
+        hotel_datasets = {d.name for d in catalogue.DATASETS if d.task.__module__ == hotels.__name__}
         if any(r.dataset in hotel_datasets for r in rows):  # the list their partitions are made of
             print(f"hotels: {', '.join(reference.hotels())} (from {reference.hotels_source()})")
     return 0

@@ -130,12 +130,12 @@ def dataset_argument(known: list[str]):
     takes) or a near miss is refused suggesting the dataset's name (exit 2, argparse's usage error)."""
     import argparse
 
-    from tasks.catalogue import dataset_for
+    from tasks.catalogue import named
 
     def parse(text: str) -> str:
         if text in known:
             return text
-        spec = dataset_for(text)
+        spec = named(text)
         if spec is not None and spec.name in known:
             hint = f"; did you mean {spec.name}? ({text} is the luigi task that builds it)"
         else:

@@ -6,7 +6,7 @@ import datetime as dt
 
 import luigi
 
-from tasks import settings
+from tasks import catalogue, settings
 from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.building import Built
 from tasks.contract import is_store_file
@@ -38,7 +38,7 @@ class HotelParameter(luigi.Parameter):
         return x
 
 
-class StgHotelBookingsDaily(PartitionedTask):
+class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_DAILY):
     """stg_hotel_bookings_daily: one row per booking event of business date ``date``, all hotels.
 
     The business date of an event is its local calendar date at the hotel (config/hotels.csv gives each
@@ -103,7 +103,7 @@ class StgHotelBookingsDaily(PartitionedTask):
         return Built(result.table, result.rejected, stats)
 
 
-class OtbByStayDate(SnapshotTask):
+class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
     """otb_by_stay_date: one row per hotel and stay date with rooms, revenue and bookings on the books.
 
     Unpartitioned: a cancellation on one day changes stay dates booked on another
@@ -146,7 +146,7 @@ class OtbByStayDate(SnapshotTask):
         return Built(table, None, stats)
 
 
-class HotelOtbExport(SnapshotTask):
+class HotelOtbExport(SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
     """exports/otb/hotel_id=H: one hotel's on-the-books for its revenue-management system.
 
     A static partition per hotel: ``data.parquet`` and the same rows as ``otb.csv`` (hotel_id,
@@ -176,7 +176,7 @@ class HotelOtbExport(SnapshotTask):
         return Built(table, None, {"rows": table.num_rows}, extras={"otb.csv": to_csv(table)})
 
 
-class HotelBookingState(PartitionedTask):
+class HotelBookingState(PartitionedTask, entry=catalogue.HOTEL_BOOKING_STATE):
     """hotel_booking_state: each open booking's latest event as of the end of business date ``date``,
     all hotels; the bookings that finished that day (cancelled, or departed, and not touched on
     ``date``) in ``finished.arrow`` beside the data (:func:`tasks.transforms.hotels.split_state`).
@@ -219,7 +219,7 @@ def _chain_version(manifest: dict | None) -> str | None:
     return manifest.get("stats", {}).get("chain_version") or manifest.get("data_version")
 
 
-class HotelPickup(PartitionedTask):
+class HotelPickup(PartitionedTask, entry=catalogue.HOTEL_PICKUP):
     """hotel_pickup: for one hotel and booking date d, rooms and revenue picked up per stay date.
 
     Net of the day's modifications and cancellations: on-the-books after d's events minus before,

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from tasks import settings
+from tasks import catalogue, settings
 from tasks.base import PartitionedTask, fingerprint, input_line
 from tasks.building import Built, keeps_for_next_date, kept_for_next_date
 from tasks.calendar import qsr_dependency_window
@@ -34,7 +34,7 @@ CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked a
 CHECK_THREADS = 2  # batches parsed and checked at once (docs/performance.md: two cost memory)
 
 
-class StgQsrPos(PartitionedTask):
+class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
     """stg_qsr_pos: one row per POS line (store_id, order_id, line_no) per business date.
 
     Reads raw folders ``qsr_pos/<date>/`` and ``qsr_pos/<date+1>/`` (the business day ends at 04:59:59

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import luigi
 
-from tasks import settings
+from tasks import catalogue, settings
 from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.building import Built
 from tasks.contract import is_store_file
@@ -150,7 +150,7 @@ class StoreIdParameter(luigi.Parameter):
         return x
 
 
-class StoreDailySales(SnapshotTask):
+class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
     """store_daily_sales: one row per business date for one store (net sales, orders, suspicious lines),
     over every stg_qsr_pos partition built so far. A static partition per registered store at
     ``marts/store_daily_sales/store_id=S/``; stale when that store's slice of a staging partition

@@ -1,5 +1,5 @@
 """The dataset catalogue is the one place a dataset is declared: the docs, the tasks, the status view
-and the CLI's choices agree with it."""
+and the CLI's choices follow it; a task class names the entry it builds."""
 
 from __future__ import annotations
 
@@ -61,12 +61,13 @@ def test_each_entry_s_task_writes_under_its_path_and_status_shows_it_built(spec,
 
     setting("daybreak", "start_date", DAY)
     sample.generate(lab.raw, DAY, 2, stores=len(STORES), seed=1, mean_lines_per_store=10)
-    for command in COMMANDS[spec.partition](spec.family):
+    family = spec.task.get_task_family()
+    for command in COMMANDS[spec.partition](family):
         assert lab.luigi(*command, "--workers", "1") == 0, command
     for folder in FOLDERS[spec.partition]:
         manifest = json.loads((lab.data / spec.path / folder / "_manifest.json").read_text())
         assert manifest["dataset"] == spec.path
-        assert manifest["task_id"].startswith(f"{spec.family}_")
+        assert manifest["task_id"].startswith(f"{family}_")
         assert manifest["rules"]["version"] == spec.version
     capsys.readouterr()
     assert main(["status", "--dataset", spec.name, "--start", str(DAY), "--stop", str(DAY + dt.timedelta(days=1))]) == 0
@@ -85,13 +86,26 @@ def test_every_source_has_its_contract_section_and_a_sample_writer():
     assert list(sample.WRITERS) == list(catalogue.SOURCES)  # `daybreak sample` writes every source, in order
 
 
-def test_every_task_family_is_a_datasets_or_a_wrappers():
-    import tasks
+def test_an_entry_has_one_task_and_takes_keywords_only():
+    from tasks.base import PartitionedTask
 
-    tasks.register()
-    assert catalogue.FAMILIES == {**{d.family: d.module for d in catalogue.DATASETS}, **catalogue.WRAPPERS}
-    for family, module in catalogue.FAMILIES.items():
-        assert getattr(tasks, family).__module__ == module
+    with pytest.raises(TypeError, match="takes 1 positional argument"):
+        catalogue.Dataset("x", "staging/x", "date", "one row", ("k",), "x/1", "raw x/D")  # type: ignore[misc]
+    with pytest.raises(ValueError, match=r"^dataset x: partition 'day' is not one of date, date x hotel"):
+        catalogue.Dataset(name="x", path="x", partition="day", grain="", key=(), version="x/1", reads="")
+    assert catalogue.STG_QSR_POS.task.entry is catalogue.STG_QSR_POS
+    with pytest.raises(
+        TypeError,
+        match=r"^dataset stg_qsr_pos: tests.test_catalogue.Copy names it, built by tasks.qsr.StgQsrPos already$",
+    ):
+
+        class Copy(PartitionedTask, entry=catalogue.STG_QSR_POS):
+            pass
+
+    assert catalogue.STG_QSR_POS.task.__name__ == "StgQsrPos"
+    unbuilt = catalogue.Dataset(name="x", path="x", partition="none", grain="", key=(), version="x/1", reads="")
+    with pytest.raises(LookupError, match=r"^dataset x: no task class names it \(entry=\) in TASK_MODULES \(tasks"):
+        unbuilt.task  # noqa: B018
 
 
 def test_the_morning_refresh_builds_what_the_catalogue_marks(lab, setting):
@@ -100,24 +114,29 @@ def test_the_morning_refresh_builds_what_the_catalogue_marks(lab, setting):
     setting("ads", "restatement_days", 5)
     ranges = list(MorningRefresh(today=DAY).requires())
     marked = [d for d in catalogue.DATASETS if d.refresh]
-    assert sorted(r.of.get_task_family() for r in ranges) == sorted(d.family for d in marked)
+    assert sorted(r.of.entry.name for r in ranges) == sorted(d.name for d in marked)
     back = {"restated": DAY - dt.timedelta(days=5), "yesterday": DAY - dt.timedelta(days=1)}
     for r in ranges:
-        spec = catalogue.BY_FAMILY[r.of.get_task_family()]
-        assert (r.start, r.stop) == (back[spec.refresh], DAY), spec.name
+        assert (r.start, r.stop) == (back[r.of.entry.refresh], DAY), r.of.entry.name
 
 
-def test_every_dataset_has_a_status_line_and_the_cli_offers_each():
-    from tasks import cli
-    from tasks.views import status
+def test_status_shows_every_dataset_and_each_command_offers_each(lab, capsys):
+    """``daybreak status`` has a line for every dataset, in catalogue order; plan, preview and status offer
+    every dataset, verify the dated ones."""
+    from tasks.cli import build_parser, main
 
-    assert cli.STATUS_NAMES == catalogue.names()
-    assert cli.DATASET_NAMES == catalogue.names()  # daybreak plan: every dataset
-    # the status view groups the datasets by kind, each group in catalogue order
-    assert list(status.DATASETS) == catalogue.names("date")
-    assert list(status.MULTI) == catalogue.names("date x hotel")
-    assert list(status.SNAPSHOTS) == catalogue.names("none")
-    assert list(status.STATIC) == catalogue.names("hotel", "store")
+    assert main(["status", "--start", str(DAY), "--stop", str(DAY + dt.timedelta(days=1))]) == 0
+    heads = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()[1:] if not line.startswith(" ")]
+    assert [h for h in heads if h in catalogue.BY_NAME] == catalogue.names()
+    for command, names in [
+        ("plan", catalogue.names()),
+        ("preview", catalogue.names()),
+        ("status", catalogue.names()),
+        ("verify", catalogue.names("date", "date x hotel")),
+    ]:
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        assert "{" + ",".join(names) + "}" in capsys.readouterr().out, command
 
 
 def test_store_daily_sales_and_the_hotel_exports_have_status_lines(lab):

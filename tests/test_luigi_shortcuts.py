@@ -32,7 +32,7 @@ def _families() -> list[type]:
     tasks.register()
     found = []
     for spec in catalogue.DATASETS:
-        cls = Register.get_task_cls(spec.family)
+        cls = Register.get_task_cls(spec.task.get_task_family())
         if isinstance(cls, CachedInstances):
             found.append(cls)
     return found
@@ -44,20 +44,20 @@ def fresh_luigi(lab):
     return lab
 
 
-@pytest.mark.parametrize("family", [spec.family for spec in catalogue.DATASETS])
-def test_params_and_values_are_luigis_own(fresh_luigi, family):
+@pytest.mark.parametrize("dataset", catalogue.names())
+def test_params_and_values_are_luigis_own(fresh_luigi, dataset):
     tasks.register()
-    cls = Register.get_task_cls(family)
+    cls = Register.get_task_cls(catalogue.BY_NAME[dataset].task.get_task_family())
     kwargs = _kwargs(cls)
     ours = cls.get_params()
     assert [name for name, _ in ours] == [name for name, _ in luigi.Task.get_params.__func__(cls)]
     assert cls.get_param_values(ours, [], kwargs) == luigi.Task.get_param_values.__func__(cls, ours, [], kwargs)
 
 
-@pytest.mark.parametrize("family", [spec.family for spec in catalogue.DATASETS])
-def test_an_instance_is_the_one_luigi_makes_and_caches(fresh_luigi, family):
+@pytest.mark.parametrize("dataset", catalogue.names())
+def test_an_instance_is_the_one_luigi_makes_and_caches(fresh_luigi, dataset):
     tasks.register()
-    cls = Register.get_task_cls(family)
+    cls = Register.get_task_cls(catalogue.BY_NAME[dataset].task.get_task_family())
     kwargs = _kwargs(cls)
     ours = cls(**kwargs)
     theirs = Register.__call__(cls, **kwargs)  # Luigi's path: its cache, filled by the first call

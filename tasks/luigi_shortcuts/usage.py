@@ -23,20 +23,22 @@ from tasks.luigi_shortcuts.messages import REVERSED_RANGE, UNCAUGHT
 
 def _families() -> list[str]:
     """The task families a user can name: the ones ``tasks`` exports, and RangeDaily."""
-    from tasks.catalogue import FAMILIES
+    from tasks.catalogue import families
 
-    return sorted({*FAMILIES, "RangeDaily"})
+    return sorted({*families(), "RangeDaily"})
 
 
 def _unknown_task(exc: Exception) -> str:
-    from tasks.catalogue import family_for
+    from tasks.catalogue import named
 
     match = re.match(r"No task (\S+?)\.", str(exc))
     name = match.group(1) if match else str(exc)
     families = _families()
-    spec = family_for(name)  # a dataset's name, as the daybreak command takes it
+    spec = named(name)  # a dataset's name, as the daybreak command takes it
     hint = (
-        f"; did you mean {spec.family}? (the task that builds dataset {spec.name})" if spec else nearest(name, families)
+        f"; did you mean {spec.task.get_task_family()}? (the task that builds dataset {spec.name})"
+        if spec
+        else nearest(name, families)
     )
     return f"no task {name}{hint or '.'} Daybreak's tasks: {', '.join(families)}"
 

@@ -53,7 +53,7 @@ def manifest_sha(store: PartitionStore, date: dt.date | None) -> str | None:
 
 
 # -- which partitions ---------------------------------------------------------------------------------
-def spec_of(relfolder: str) -> catalogue.DatasetSpec:
+def spec_of(relfolder: str) -> catalogue.Dataset:
     """The dataset a partition folder (relative to a data root) belongs to: the longest path prefix."""
     specs = [d for d in catalogue.DATASETS if relfolder == d.path or relfolder.startswith(d.path + "/")]
     if not specs:
@@ -73,7 +73,7 @@ def task_for(relfolder: str):
         params["hotel"] = levels["hotel_id"]
     if "store_id" in levels:
         params["store_id"] = levels["store_id"]
-    return spec.task_class()(**params)
+    return spec.task(**params)
 
 
 def shadow_partitions(shadow) -> list[str]:

@@ -14,7 +14,7 @@ def tasks_to_build(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, l
     """Tasks of the range a RangeDaily would build (missing or stale), and the dates waiting for raw data."""
     from tasks.backfill import before_start, left_out
 
-    cls = catalogue.BY_NAME[dataset].task_class()
+    cls = catalogue.BY_NAME[dataset].task
     later, why_later = left_out("RangeDaily", cls, start, stop)  # not begun yet: RangeDaily leaves them out
     earlier, _ = before_start(start, stop)  # before start_date: every range leaves them out, kept as built
     engine = freshness.new_pass()

@@ -187,13 +187,13 @@ def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, hori
     found = stale_downstream(rebuilt, dataset, start, stop, horizon_days, held)
     out: dict[str, list[str]] = {}
     for task in [*found, *(t for t, _ in held)]:
-        out.setdefault(catalogue.BY_FAMILY[type(task).__name__].name, []).append(_label(task))
+        out.setdefault(type(task).entry.name, []).append(_label(task))
     return out
 
 
 def _label(task: MaterializedTask) -> str:
     """A partition as the plan names it: its date, its key, both, or ``(all)``."""
-    spec = catalogue.BY_FAMILY[type(task).__name__]
+    spec = type(task).entry
     key = getattr(task, spec.key_param) if spec.key_param else None
     if spec.partition == "date x hotel":
         return f"{task.date} {key}"

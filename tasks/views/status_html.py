@@ -68,7 +68,7 @@ def key_lines(rows: list) -> list[Line]:
             spec = catalogue.BY_NAME[name]
             first = min(mine)
             if spec.key_param is None:
-                out.append(_line(name, spec.task_class()(date=first), "", mine))
+                out.append(_line(name, spec.task(date=first), "", mine))
                 continue
             key = spec.key_param
             for task in spec.partitions(first, first + dt.timedelta(days=1)):
@@ -147,7 +147,7 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
         )
     for r in snapshots:
         spec = catalogue.BY_NAME[r.dataset]
-        cls = spec.task_class()
+        cls = spec.task
         if spec.key_param:  # one partition per hotel or store: the command names one of them
             key = spec.key_param
             run = f"luigi --module tasks {cls.task_family} --{key.replace('_', '-')} <{key}> --local-scheduler"
