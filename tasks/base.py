@@ -333,6 +333,7 @@ class PartitionedTask(MaterializedTask):
                     done.append(task)
                 else:
                     incomplete.append(task)
+        engine.just_found.update(t.task_id for t in incomplete)  # Luigi asks each again as it schedules it
         runlog.watch([(t, True) for t in done] + [(t, False) for t in incomplete])
         if incomplete:
             type(incomplete[0]).prepare_to_run()

@@ -184,6 +184,7 @@ def build(node, engine: Engine) -> dict | None:
         refused = "; ".join(f"{r['path']} ({r['reason']})" for r in window.refused)
         logger.warning("%s: %d raw file(s) of its window not read: %s", node.task_id, len(window.refused), refused)
     upstream = engine.upstream_versions(node)
+    engine.fetch_next(node, window)  # a bucket: the next date's new inputs come in while this one builds
     built = node.build(inputs)
     if not node.zone().reads_checked:  # a bucket's reads checked each object against its listing
         check_inputs_unchanged(node, window)

@@ -123,3 +123,23 @@ def test_an_object_re_sent_while_a_build_reads_it_fails_that_build_and_the_next_
     assert resent and not objects(lab, f"daybreak/staging/qsr_pos/business_date={day}/")
     assert lab.range(day, day + DAY) == 0
     assert objects(lab, f"daybreak/staging/qsr_pos/business_date={day}/")
+
+
+def test_an_object_fetched_ahead_then_re_sent_is_read_as_listed_when_its_build_reads_it(far):
+    """The next partition's objects are fetched while the current one builds; one re-sent in between is read
+    again, as the build's own listing gives it, and the build does not fail."""
+    from tasks.storage.rawzone import RawZone
+
+    lab = far
+    zone = RawZone.from_uri(f"s3://{lab.bucket}/landing")
+    day = START + DAY
+    files = zone.list_folder("qsr_pos", day)
+    zone.fetch_ahead(files)
+    key = f"landing/{files[0].relpath}"
+    new = lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read() + b"\n"
+    lab.s3.put_object(Bucket=lab.bucket, Key=key, Body=new)
+    listed = {f.relpath: f for f in zone.list_folder("qsr_pos", day)}
+    lab.gets.clear()
+    read = list(zone.read_inputs([listed[f.relpath] for f in files]))
+    assert read[0] == new and len(read) == len(files) > 1
+    assert dict(lab.gets) == {key: 1}, lab.gets  # the re-sent one read again; the others fetched ahead, once

@@ -42,6 +42,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import multiprocessing
 import weakref
 from collections.abc import Generator
 
@@ -95,6 +96,26 @@ class Engine(Memo):
                 answer = None
         return states[node.task_id]
 
+    def fetch_next(self, node: Node, window: Window) -> None:
+        """While ``node`` builds, have its raw zone fetch the inputs of the next date's partition that this
+        window does not read (a bucket: :meth:`RawZone.fetch_ahead`), when this pass found that partition
+        not ok and has its folders listed. Not in a forked task process: the next date may be another's."""
+        zone = self.zone(node)
+        if not zone.lists_at_once or not isinstance(node.key, dt.date) or multiprocessing.parent_process():
+            return
+        try:
+            nxt = node.clone(date=node.key + dt.timedelta(days=1))
+        except (TypeError, ValueError, AttributeError):
+            return
+        state = self.states.get(nxt.task_id)
+        folders = [*nxt.raw_window(), *nxt.any_raw_window(), *nxt.optional_raw_window()]
+        if state is None or state.ok or any((zone.describe(), s, d) not in self.raw for s, d in folders):
+            return
+        ahead = self.window(nxt)
+        if ahead is not None:
+            reading = {f.relpath for f in window.read}
+            zone.fetch_ahead([f for f in ahead.read if f.relpath not in reading])
+
     def _known(self, node: Node) -> State | None:
         """The remembered state, if any. One that is not ok is kept only while the partition's manifest
         is the one it was found with: another process (a worker sharing the scheduler) may have built
@@ -103,6 +124,9 @@ class Engine(Memo):
         keeps every state.)"""
         state = self.states.get(node.task_id)
         if state is None or state.ok or self.snapshot:
+            return state
+        if node.task_id in self.just_found:  # found so a moment ago; the build re-checks under its lock
+            self.just_found.discard(node.task_id)
             return state
         store = self.store(node)
         if self._stamps.get(node.task_id) == stamp_now(store, node.key, fresh=True):

@@ -116,6 +116,9 @@ class Memo:
         self.first_seen: dict[tuple, tuple | None] = {}
         # a view's pass (status, plan, verify) is one snapshot: a state is never looked at again within it
         self.snapshot = False
+        # task ids whose state was found not ok just now (a range's bulk check): Luigi's check of each as it
+        # schedules it takes that answer once, without asking the store again
+        self.just_found: set[str] = set()
 
     def keep_ok_states(self) -> None:
         """A new pass that keeps the ok states (a forked worker: what another worker built since the

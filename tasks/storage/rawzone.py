@@ -269,6 +269,10 @@ class RawZone:
         self.remember(raw, data)
         return data
 
+    def fetch_ahead(self, files: list[RawFile]) -> None:
+        """Start fetching ``files`` (the next partition's inputs) while the current partition builds, where a
+        read is a request to a server (a bucket); nothing elsewhere."""
+
     def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
         """:meth:`read_input` of each file, in order, each read when it is asked for (an SFTP zone has
         several in flight)."""

@@ -102,7 +102,7 @@ def _client(endpoint: str | None, region: str):
                 # radosgw 16 (411); a checksum only where the operation requires one works everywhere
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
-                max_pool_connections=16,
+                max_pool_connections=32,
             )
             client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
             # botocore asks for "Expect: 100-continue" before every PUT body: a round trip more per PUT,

@@ -14,11 +14,13 @@ the place of a local file's mtime in manifests and input fingerprints.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import threading
 import zlib
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from tasks.storage.rawzone import (
     FOLDER,
@@ -35,7 +37,37 @@ from tasks.storage.s3 import Bucket, Obj
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 # Objects of a window fetched at once: a store is 5-50 ms away, and each GET in series would wait that long.
 # At most the client's connection pool (tasks/storage/s3.py), each object whole in memory until yielded.
-IN_FLIGHT = 16
+IN_FLIGHT = 32
+AHEAD = 16  # objects of the next partition fetched at once while the current one builds (S3RawZone.fetch_ahead)
+_ahead_lock = threading.Lock()
+_ahead_pools: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
+
+
+# per process: (zone, key) -> its GET started by fetch_ahead, and the call's generation (a count of them)
+_ahead: dict[int, dict[tuple[str, str], tuple[Future, int]]] = {}
+_generation = 0
+
+
+def _fetched_ahead() -> dict[tuple[str, str], tuple[Future, int]]:
+    """This process's GETs started ahead (a forked process has none of its parent's threads: none of theirs)."""
+    return _ahead.setdefault(os.getpid(), {})
+
+
+def _ahead_pool() -> ThreadPoolExecutor:
+    pool = _ahead_pools.get(os.getpid())
+    if pool is None:
+        pool = _ahead_pools[os.getpid()] = ThreadPoolExecutor(AHEAD, thread_name_prefix="s3-ahead")
+    return pool
+
+
+def _is_listed(raw: RawFile, obj: Obj) -> bool:
+    """Whether ``obj`` (what a GET returned) is the version of ``raw`` the listing gave: its size, and its MD5
+    (a plain upload) or its time to the second (a multipart upload's stamp)."""
+    stamp = version_stamp(obj)
+    same = stamp == raw.mtime_ns if raw.mtime_ns < _MD5_STAMPS else stamp // 10**9 == raw.mtime_ns // 10**9
+    return obj.size == raw.size and same
+
+
 _MD5_STAMPS = 1 << 52  # a version stamp below this is an MD5's (version_stamp), above it a time in ns
 
 
@@ -111,14 +143,36 @@ class S3RawZone(RawZone):
     def read_bytes(self, raw: RawFile) -> bytes:
         return self.bucket.read(raw.relpath)
 
+    def fetch_ahead(self, files: list[RawFile]) -> None:
+        """Start fetching ``files`` (the next partition's inputs, :data:`AHEAD` at once) while the current
+        partition builds; what is not read by the next build is let go then (one partition ahead at most)."""
+        global _generation
+        with _ahead_lock:
+            _generation += 1
+            ahead = _fetched_ahead()
+            for key in [k for k, (_, generation) in ahead.items() if generation < _generation - 1]:
+                ahead.pop(key)[0].cancel()  # fetched for a build before the current one, and not read
+            for raw in files:
+                if (self.uri, raw.relpath) not in ahead:
+                    ahead[(self.uri, raw.relpath)] = (_ahead_pool().submit(self.bucket.get, raw.relpath), _generation)
+
     def read_input(self, raw: RawFile) -> bytes:
         """The object's bytes for a build, checked to be the version listed (its size, and its MD5 or its
         time): :class:`RawFileChanged` for an object re-sent since (a PUT replaces an object whole, so a
-        read is always one version, the listed one or a newer); its content hash remembered."""
-        data, obj = self.bucket.get(raw.relpath)
-        stamp = version_stamp(obj)
-        same = stamp == raw.mtime_ns if raw.mtime_ns < _MD5_STAMPS else stamp // 10**9 == raw.mtime_ns // 10**9
-        if obj.size != raw.size or not same:
+        read is always one version, the listed one or a newer); its content hash remembered. An object
+        fetched ahead (:meth:`fetch_ahead`) is taken when it is the version listed, else fetched again."""
+        with _ahead_lock:
+            ahead, _ = _fetched_ahead().pop((self.uri, raw.relpath), (None, 0))
+        got = None
+        if ahead is not None:
+            try:
+                got = ahead.result()
+            except Exception:  # noqa: BLE001 - fetched again below, where its error is the read's
+                got = None
+            if got is not None and not _is_listed(raw, got[1]):
+                got = None  # re-sent since it was fetched ahead: the listed version is read now
+        data, obj = got if got is not None else self.bucket.get(raw.relpath)
+        if not _is_listed(raw, obj):
             raise RawFileChanged(
                 f"{self.uri}/{raw.relpath}: re-sent while it was read ({raw.size} bytes listed, {obj.size} read); "
                 "nothing was written, the previous partition is kept. The next run reads the new one."
