@@ -34,7 +34,7 @@ class RawFolderTarget(luigi.Target):
         if self.zone.local_lookups:
             there = self.zone.folder_exists(self.source, self.date)
         else:  # a request to a server: the folder as this run listed it (one LIST or readdir per pass)
-            there = engine.raw_folder(self.zone, self.source, self.date) is not None
+            there = engine.folder_there(self.zone, self.source, self.date)
         if there:
             return True
         # there but not read (a symbolic link, a file, a linked source folder): named in a warning, once

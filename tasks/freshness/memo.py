@@ -207,7 +207,11 @@ class Memo:
                 continue
             for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
                 key = (zone.describe(), source, date)
-                if key not in self.raw:
+                if key in self.raw:
+                    continue
+                if not self.folder_there(zone, source, date):  # not in the source's listing: nothing to list
+                    self.raw[key] = None
+                else:
                     todo.setdefault(key, (zone, source, date))
         if len(todo) < 2:
             return
@@ -319,7 +323,9 @@ class Memo:
         absent_ok = [*any_of, *node.optional_raw_window()]
         found_any = False
         for source, date in [*required, *absent_ok]:
-            scanned = self.raw_folder(zone, source, date)
+            # a folder a bucket's listing of the source does not have is not listed itself
+            there = not zone.lists_at_once or self.folder_there(zone, source, date)
+            scanned = self.raw_folder(zone, source, date) if there else None
             relpath = zone.folder_relpath(source, date)
             if scanned is None:
                 if (source, date) not in absent_ok and not partial:
@@ -348,7 +354,7 @@ class Memo:
         """(source, date) of the required raw folders of the node's own window that are absent; and,
         while none of its ``any_raw_window`` exists, the first of those (the one it waits for)."""
         zone = self.zone(node)
-        missing = [(s, d) for s, d in node.raw_window() if self.raw_folder(zone, s, d) is None]
+        missing = [(s, d) for s, d in node.raw_window() if not self.folder_there(zone, s, d)]
         any_of = node.any_raw_window()
         if any_of and not self.present(node, any_of):
             missing.append(any_of[0])
@@ -357,7 +363,18 @@ class Memo:
     def present(self, node: Node, folders: list[tuple[str, dt.date]]) -> list[tuple[str, dt.date]]:
         """The (source, date) of ``folders`` that exist in the node's raw zone, from the pass's listings."""
         zone = self.zone(node)
-        return [(s, d) for s, d in folders if self.raw_folder(zone, s, d) is not None]
+        return [(s, d) for s, d in folders if self.folder_there(zone, s, d)]
+
+    def folder_there(self, zone: RawZone, source: str, date: dt.date) -> bool:
+        """Whether raw folder ``<source>/<date>`` exists: from its listing when this pass has it; on a zone
+        where a listing is a request (a bucket), from one listing of the source's folders per pass (a status
+        view over years asks of a thousand folders); elsewhere by listing the folder."""
+        key = (zone.describe(), source, date)
+        if key in self.raw:
+            return self.raw[key] is not None
+        if zone.lists_at_once:
+            return date.isoformat() in self.once_per_pass(("folders", key[0], source), zone.folder_names, source)
+        return self.raw_folder(zone, source, date) is not None
 
 
 _reported: set[tuple] = set()  # (zone, entries) already named in a warning by this process

@@ -163,10 +163,10 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
             cache.list_dataset(open_store(settings.data_uri(), cls.dataset))
             out.extend(multi_day_status(cls, key, d, cache, name) for d in date_range(start, stop))
             continue
-        cls = DATASETS[name]
-        first = cls(date=start)
-        cache.list_dataset(first.store())
-        out.extend(day_status(cls(date=d), cache, name) for d in date_range(start, stop))
+        days = [DATASETS[name](date=d) for d in date_range(start, stop)]
+        cache.list_dataset(days[0].store())
+        cache.scan_ahead(days)  # a bucket's raw folders listed at once, not one request after another
+        out.extend(day_status(task, cache, name) for task in days)
     strays = sorted(
         key
         for name in datasets or catalogue.names("date", "date x hotel")
