@@ -32,6 +32,8 @@ CACHE_FORMAT = 8  # of a checked folder in the folder cache (tasks/foldercache/)
 CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
 CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked at a time (docs/performance.md)
 CHECK_THREADS = 2  # batches parsed and checked at once (docs/performance.md: two cost memory)
+# how a build had each raw folder's checked rows: the manifest's stats.raw_folders {folder date: one of these}
+CHECKED, SHARED, IN_MEMORY = "checked", "shared", "in memory"
 
 
 class StgQsrPos(PartitionedTask):
@@ -80,10 +82,12 @@ class StgQsrPos(PartitionedTask):
 
         # closed whatever happens: a folder being checked holds its lock and its cache entry's temporary
         # file until the generator ends, not until an error's traceback is let go
-        with contextlib.closing(self._checked(inputs)) as folders:
+        how: dict[str, str] = {}  # folder date -> how this build had its checked rows (RAW_FOLDER_HOW)
+        with contextlib.closing(self._checked(inputs, how)) as folders:
             result = clean_checked(folders, self.date, self.qsr_rules(), task_threads())
         stats = {
             "raw_files": len(inputs),
+            "raw_folders": dict(sorted(how.items())),
             "attributed_rows": result.attributed_rows,
             "duplicates_dropped": result.duplicates_dropped,
             "voided_dropped": result.voided_dropped,
@@ -128,7 +132,7 @@ class StgQsrPos(PartitionedTask):
                 logger.warning("%s: %s", self.task_id, emptied[s])
         return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
 
-    def _checked(self, inputs: list[RawFile]) -> Iterator[CheckedFolder]:
+    def _checked(self, inputs: list[RawFile], how: dict[str, str]) -> Iterator[CheckedFolder]:
         """Each folder of the window checked (:func:`check_folder`), in read order: a folder whole, or
         its pieces one after the other (:func:`check_pieces`), so the caller keeps only what it needs of
         each piece.
@@ -144,14 +148,15 @@ class StgQsrPos(PartitionedTask):
         for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
             files = list(group)
             if reusing_now():  # a single run: the folder is kept whole, in memory, for the next date
-                yield reuse(
-                    ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)),
-                    lambda files=files, folder=folder: qsr_check.merge_checked(
-                        folder, list(self._pieces(zone, files, folder, rules))
-                    ),
-                )
+                how[folder.isoformat()] = IN_MEMORY
+
+                def check(files=files, folder=folder):
+                    how[folder.isoformat()] = CHECKED
+                    return qsr_check.merge_checked(folder, list(self._pieces(zone, files, folder, rules)))
+
+                yield reuse(("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)), check)
             else:
-                yield from self._check(zone, files, folder, rules)
+                yield from self._check(zone, files, folder, rules, how)
 
     def _pieces(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
         """The folder checked a batch at a time: read, parsed and checked a batch of files at a time,
@@ -163,7 +168,9 @@ class StgQsrPos(PartitionedTask):
         threads = min(CHECK_THREADS, task_threads())
         return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, threads)
 
-    def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
+    def _check(
+        self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict[str, str]
+    ) -> Iterator[CheckedFolder]:
         """The folder from its cache entry, or checked piece by piece, each piece written to a new
         entry before it is handed on."""
         from tasks.foldercache import ipc
@@ -181,6 +188,7 @@ class StgQsrPos(PartitionedTask):
                     except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
                         pass
                     del cached
+            how[folder.isoformat()] = SHARED if checked is not None else CHECKED
             if checked is None:
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
                 # its checksum release the GIL) while the caller works on each piece; in this thread

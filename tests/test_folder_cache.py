@@ -72,7 +72,8 @@ def test_partitions_built_from_the_cache_equal_partitions_built_without_it(lab, 
         again = manifest(lab, date)
         assert rows(lab, date) == cached[i][0]
         assert again["data_version"] == cached[i][1]["data_version"]
-        assert again["stats"] == cached[i][1]["stats"]
+        assert again["stats"] == {**cached[i][1]["stats"], "raw_folders": again["stats"]["raw_folders"]}
+        assert set(again["stats"]["raw_folders"].values()) == {"checked"}
         assert again["input_hashes"] == cached[i][1]["input_hashes"]
         assert again["rejected_count"] == cached[i][1]["rejected_count"]
     assert cached[1][1]["rejected_count"] == 1
