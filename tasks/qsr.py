@@ -17,7 +17,6 @@ from tasks.building import Built, reuse, reusing_now
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
 from tasks.cores import beside, in_background, task_threads
-from tasks.foldercache import FolderCache
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules
 
@@ -28,8 +27,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("luigi-interface")
 STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
-CACHE_FORMAT = 8  # of a checked folder in the folder cache (tasks/foldercache/); bump when it changes
-CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
+CACHE_FORMAT = 8  # of a checked folder in the data root (tasks/checked/); bump when it changes
+CACHE_COMPRESSION = None  # Arrow IPC buffers of a checked folder's entry: None, "lz4" or "zstd" (docs/performance.md)
 CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked at a time (docs/performance.md)
 CHECK_THREADS = 2  # batches parsed and checked at once (docs/performance.md: two cost memory)
 # how a build had each raw folder's checked rows: the manifest's stats.raw_folders {folder date: one of these}
@@ -50,13 +49,13 @@ class StgQsrPos(PartitionedTask):
 
     @classmethod
     def warm_up(cls) -> None:
-        from tasks.foldercache.ipc import checked_from_ipc, checked_to_ipc
+        from tasks.checked.ipc import checked_from_ipc, checked_to_ipc
         from tasks.freshness.dataversions import logical_version, slice_versions
         from tasks.transforms.qsr_pos import warm_up
         from tasks.transforms.stores import store_totals, to_ipc
 
         checked, result = warm_up()
-        sink = io.BytesIO()  # the folder cache's format: Arrow IPC loads lazily
+        sink = io.BytesIO()  # the format of the checked folders in the data root: Arrow IPC loads lazily
         checked_to_ipc(checked, sink)
         checked_from_ipc(sink.getvalue())
         # what a build runs after the transform: Arrow's acero (the store totals' group-by) loads lazily
@@ -135,65 +134,93 @@ class StgQsrPos(PartitionedTask):
     def _checked(self, inputs: list[RawFile], how: dict[str, str]) -> Iterator[CheckedFolder]:
         """Each folder of the window checked (:func:`check_folder`), in read order: a folder whole, or
         its pieces one after the other (:func:`check_pieces`), so the caller keeps only what it needs of
-        each piece.
+        each piece. ``how`` learns how each folder was had (:data:`CHECKED`, :data:`SHARED`...).
 
         A folder serves two partitions (dates folder-1 and folder): a single-run range keeps it in
-        memory for the next date; otherwise the first build leaves it in the folder cache
-        (``_state/cache``, see :mod:`tasks.foldercache`) for the other one, keyed by the content of
-        its files (read and hashed either way: the manifest records the hashes), writing the entry
-        piece by piece as the folder is checked."""
+        memory for the next date; otherwise the first build leaves it checked in the data root
+        (``_state/checked``, see :mod:`tasks.checked`) for the other one, whatever process or host
+        builds it, keyed by the content of its files (read and hashed either way: the manifest records
+        the hashes), writing the entry piece by piece as the folder is checked."""
         from tasks.transforms import qsr_check
 
         zone, rules = self.zone(), self.qsr_rules()
-        for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
-            files = list(group)
-            if reusing_now():  # a single run: the folder is kept whole, in memory, for the next date
-                how[folder.isoformat()] = IN_MEMORY
+        groups = [(folder, list(group)) for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date)]
+        if not reusing_now():
+            yield from self._shared(zone, groups, rules, how)
+            return
+        for folder, files in groups:  # a single run: the folder is kept whole, in memory, for the next date
+            how[folder.isoformat()] = IN_MEMORY
 
-                def check(files=files, folder=folder):
-                    how[folder.isoformat()] = CHECKED
-                    return qsr_check.merge_checked(folder, list(self._pieces(zone, files, folder, rules)))
+            def check(files=files, folder=folder):
+                how[folder.isoformat()] = CHECKED
+                return qsr_check.merge_checked(folder, list(self._pieces(zone, files, folder, rules)))
 
-                yield reuse(("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)), check)
-            else:
-                yield from self._check(zone, files, folder, rules, how)
+            yield reuse(("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)), check)
 
     def _pieces(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
         """The folder checked a batch at a time: read, parsed and checked a batch of files at a time,
         CHECK_THREADS batches at once when the build has that many threads (:func:`task_threads`;
         memory: docs/performance.md); the hashes remembered are those of the bytes checked, so is the
-        cache key."""
+        entry's key."""
         from tasks.transforms import qsr_check
 
         threads = min(CHECK_THREADS, task_threads())
         return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, threads)
 
-    def _check(
-        self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict[str, str]
-    ) -> Iterator[CheckedFolder]:
-        """The folder from its cache entry, or checked piece by piece, each piece written to a new
-        entry before it is handed on."""
-        from tasks.foldercache import ipc
+    def _shared(self, zone, groups: list, rules: QsrRules, how: dict[str, str]) -> Iterator[CheckedFolder]:
+        """The folders in read order, each read checked from the data root or checked here, in turns with
+        any other process or host that needs it at once (:meth:`CheckedFolders.turn`). A folder another
+        one is checking is waited for only once this build has checked the later folders of its window
+        that nobody is checking (kept in memory until their turn to be handed on): two hosts given dates
+        d and d+1 at once each check a folder of their own first, then read the other's."""
+        from tasks.checked import CheckedFolders
 
-        cache = FolderCache(self.store().state_dir.parent, self.dataset)
-        with cache.checking(folder):  # a process checking this folder now: wait for its entry
+        shared = CheckedFolders(self.store().backend, self.dataset)
+        ahead: dict[dt.date, list[CheckedFolder]] = {}
+        for i, (folder, files) in enumerate(groups):
+            if folder in ahead:
+                yield from ahead.pop(folder)
+                continue
+            turn = shared.turn(folder)
+            if not turn.try_take():
+                try:
+                    for later, its_files in groups[i + 1 :]:
+                        other = shared.turn(later)
+                        if later in ahead or not other.try_take():
+                            other.release()
+                        else:
+                            ahead[later] = list(self._check(shared, other, zone, its_files, later, rules, how))
+                    turn.take()
+                except BaseException:
+                    turn.release()
+                    raise
+            yield from self._check(shared, turn, zone, files, folder, rules, how)
+
+    def _check(self, shared, turn, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict):
+        """The folder from its entry, or checked piece by piece, each piece written to a new entry before it
+        is handed on; ``turn`` (held) is let go once the entry is read, or written."""
+        from tasks.checked import ipc
+
+        try:
             checked = None
-            about = cache.about(folder)
-            if about:  # an entry: its key needs every file's hash first
-                _hash_files(zone, files, about)
-                cached = cache.get(folder, self._cache_key(zone, files, rules), self.date)
-                if cached is not None:
-                    try:
-                        checked = ipc.checked_from_ipc(cached)
-                    except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
-                        pass
-                    del cached
+            payload = shared.lookup(
+                folder,
+                lambda about: _hash_files(zone, files, about),
+                lambda: self._cache_key(zone, files, rules),
+                self.date,
+            )
+            if payload is not None:
+                try:
+                    checked = ipc.checked_from_ipc(payload)
+                except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
+                    pass
+                del payload
             how[folder.isoformat()] = SHARED if checked is not None else CHECKED
             if checked is None:
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
                 # its checksum release the GIL) while the caller works on each piece; in this thread
                 # when the build has one core (tasks/cores.py)
-                with cache.putting(folder, self.date) as entry, beside("cache_entry") as pool:
+                with shared.putting(folder, self.date) as entry, beside("cache_entry") as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     read_ns = time.time_ns()  # before the files' identities are taken, then they are read
                     identities = [zone.file_identity(f) for f in files]
@@ -212,11 +239,13 @@ class StgQsrPos(PartitionedTask):
                     recorded = {f.relpath: [i, h] for f, i, h in zip(files, identities, hashes, strict=True) if i and h}
                     entry.commit(self._cache_key(zone, files, rules), files=recorded, read_ns=read_ns)
                 return
-        yield checked  # the lock is let go first: the caller's work on it holds nobody up
+        finally:
+            turn.release()
+        yield checked  # the turn is let go first: the caller's work on it holds nobody up
 
     @staticmethod
     def _cache_key(zone, files: list[RawFile], rules: QsrRules) -> str:
-        """The folder cache key of ``files`` as this process last read them (content hashes)."""
+        """The key of the checked rows of ``files`` as this process last read them (content hashes)."""
         from tasks.transforms import qsr_pos
 
         return fingerprint(
