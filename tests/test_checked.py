@@ -423,3 +423,36 @@ def test_two_workers_building_the_two_partitions_of_a_folder_check_it_once(lab, 
         shutil.rmtree(lab.partition(d))
         assert build(lab, d) == 0
     assert {d: rows(lab, d) for d in (D, NEXT)} == together
+
+
+def test_deleting_the_checked_folders_mid_run_only_costs_time(lab, monkeypatch):
+    """``_state/checked`` removed while a build is writing folder D+1's entry (and holding its turn): the run
+    goes on, the next partition checks folder D+1 again instead of reading it, later folders are shared again,
+    and every partition equals one built from its files alone."""
+    from tasks.transforms import qsr_check
+
+    lab.qsr_days(D, 4)
+    check_pieces, removed = qsr_check.check_pieces, []
+
+    def deleting(batches, folder, rules, threads=1):
+        for piece in check_pieces(batches, folder, rules, threads):
+            if folder == NEXT and not removed:
+                shutil.rmtree(cache_dir(lab))
+                removed.append(folder)
+            yield piece
+
+    monkeypatch.setattr(qsr_check, "check_pieces", deleting)
+    dates = [D + dt.timedelta(days=i) for i in range(4)]
+    assert lab.range(dates[0], dates[-1] + dt.timedelta(days=1)) == 0
+    assert removed == [NEXT]
+    how = {d: manifest(lab, d)["stats"]["raw_folders"] for d in dates}
+    assert how[NEXT][str(NEXT)] == "checked"  # its entry was never stored: checked again
+    assert how[dates[2]][str(dates[2])] == "shared"  # the next ones are shared again
+    assert how[dates[3]][str(dates[3])] == "shared"
+    built = {d: rows(lab, d) for d in dates}
+    monkeypatch.undo()
+    shutil.rmtree(cache_dir(lab))
+    for d in dates:
+        shutil.rmtree(lab.partition(d))
+        assert build(lab, d) == 0
+    assert {d: rows(lab, d) for d in dates} == built
