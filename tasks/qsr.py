@@ -168,55 +168,72 @@ class StgQsrPos(PartitionedTask):
         return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, threads)
 
     def _shared(self, zone, groups: list, rules: QsrRules, how: dict[str, str]) -> Iterator[CheckedFolder]:
-        """The folders in read order, each read checked from the data root or checked here, in turns with
-        any other process or host that needs it at once (:meth:`CheckedFolders.turn`). A folder another
-        one is checking is waited for only once this build has checked the later folders of its window
-        that nobody is checking (kept in memory until their turn to be handed on): two hosts given dates
-        d and d+1 at once each check a folder of their own first, then read the other's."""
+        """The folders in read order, each read checked from the data root or checked here: a folder not
+        found checked is checked in turns with any other process or host that needs it at once
+        (:meth:`CheckedFolders.turn`). A folder another one is checking is waited for only once this build
+        has taken the later folders of its window that nobody is checking (kept in memory until their turn
+        to be handed on): two hosts given dates d and d+1 at once each check a folder of their own first,
+        then read the other's."""
         from tasks.checked import CheckedFolders
 
         shared = CheckedFolders(self.store().backend, self.dataset)
+        shared.survey()
         ahead: dict[dt.date, list[CheckedFolder]] = {}
         for i, (folder, files) in enumerate(groups):
             if folder in ahead:
                 yield from ahead.pop(folder)
                 continue
+            found = self._found(shared, zone, files, folder, rules, how, fresh=False)
+            if found is not None:
+                yield found
+                continue
             turn = shared.turn(folder)
             if not turn.try_take():
                 try:
                     for later, its_files in groups[i + 1 :]:
-                        other = shared.turn(later)
-                        if later in ahead or not other.try_take():
-                            other.release()
-                        else:
+                        if later in ahead or later.isoformat() in shared.busy:
+                            continue
+                        found = self._found(shared, zone, its_files, later, rules, how, fresh=False)
+                        other = shared.turn(later) if found is None else None
+                        if found is not None:
+                            ahead[later] = [found]
+                        elif other.try_take():
                             ahead[later] = list(self._check(shared, other, zone, its_files, later, rules, how))
+                        else:
+                            other.release()
                     turn.take()
                 except BaseException:
                     turn.release()
                     raise
             yield from self._check(shared, turn, zone, files, folder, rules, how)
 
+    def _found(self, shared, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict, fresh=True):
+        """The folder's checked rows from the data root (its entry for these files and rules), or None."""
+        from tasks.checked import ipc
+
+        payload = shared.lookup(
+            folder, lambda about: _hash_files(zone, files, about), lambda: self._cache_key(zone, files, rules),
+            self.date, fresh,
+        )  # fmt: skip
+        if payload is None:
+            return None
+        try:
+            checked = ipc.checked_from_ipc(payload)
+        except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
+            return None
+        how[folder.isoformat()] = SHARED
+        return checked
+
     def _check(self, shared, turn, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict):
-        """The folder from its entry, or checked piece by piece, each piece written to a new entry before it
-        is handed on; ``turn`` (held) is let go once the entry is read, or written."""
+        """Under the folder's ``turn`` (held): the folder from its entry (written meanwhile), or checked piece
+        by piece, each piece written to a new entry before it is handed on; the turn is let go once the entry
+        is read, or written."""
         from tasks.checked import ipc
 
         try:
-            checked = None
-            payload = shared.lookup(
-                folder,
-                lambda about: _hash_files(zone, files, about),
-                lambda: self._cache_key(zone, files, rules),
-                self.date,
-            )
-            if payload is not None:
-                try:
-                    checked = ipc.checked_from_ipc(payload)
-                except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
-                    pass
-                del payload
-            how[folder.isoformat()] = SHARED if checked is not None else CHECKED
+            checked = self._found(shared, zone, files, folder, rules, how)
             if checked is None:
+                how[folder.isoformat()] = CHECKED
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
                 # its checksum release the GIL) while the caller works on each piece; in this thread
                 # when the build has one core (tasks/cores.py)

@@ -32,10 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import io
 import json
-import mmap
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,32 +40,13 @@ from pathlib import Path
 
 import xxhash
 
-from tasks.checked.turns import BucketTurn, DiskTurn
-from tasks.storage.tempnames import is_temp_name, sweep, temp_path
+from tasks.checked.places import ENTRY, Bucket, Disk
 
 ROOT = "_state/checked"  # below the data root
 MAX_AGE_S = 7 * 86400  # a daily run reads yesterday's d+1 entry the next day; a week covers a pause
 MIN_FREE_BYTES = 512 * 2**20  # no entry is written while less than this is free on the data root's disk
 MIN_FREE_SHARE = 0.05  # ... or less than this share of it
-ENTRY = ".arrow"
 _EXPIRED: set[str] = set()  # the buckets' intermediates this process has expired (once a process: a listing)
-
-
-def split(data) -> tuple[memoryview, dict] | None:
-    """(payload, trailer) of an entry's bytes, when its trailer reads and the payload has the length and
-    checksum it records; None otherwise."""
-    data = memoryview(data)
-    try:
-        size = int.from_bytes(data[-8:], "little")
-        meta = json.loads(bytes(data[-8 - size : -8])) if 8 < 8 + size <= len(data) else None
-    except ValueError:
-        return None
-    if not isinstance(meta, dict):
-        return None
-    payload = data[: len(data) - 8 - size]
-    if len(payload) != meta.get("length") or xxhash.xxh3_64_intdigest(payload) != meta.get("xxh3_64"):
-        return None
-    return payload, meta
 
 
 class CheckedFolders:
@@ -77,11 +55,24 @@ class CheckedFolders:
     def __init__(self, backend, dataset: str):
         self.rel = f"{ROOT}/{dataset}"
         bucket = getattr(backend, "bucket", None)
-        self.where = _Disk(Path(backend.data_root) / self.rel) if bucket is None else _Bucket(bucket, self.rel)
+        self.where = Disk(Path(backend.data_root) / self.rel) if bucket is None else Bucket(bucket, self.rel)
+        self.listed: dict[str, list[str]] | None = None  # folder date -> its entries, as last listed
+        self.busy: set[str] = set()  # folder dates whose turn another holds, as last listed
 
-    def names(self, folder: dt.date) -> list[str]:
-        """The folder's entries (``<key>.arrow``)."""
-        return self.where.names(folder.isoformat())
+    def survey(self) -> None:
+        """List every folder's entries and turns at once (on a bucket: one listing, then each folder's first
+        lookup needs no request of its own; on a disk each lookup looks at its folder, at no cost)."""
+        if isinstance(self.where, Bucket):
+            self.listed, self.busy = self.where.survey()
+
+    def names(self, folder: dt.date, fresh: bool = True) -> list[str]:
+        """The folder's entries (``<key>.arrow``): listed now, or (``fresh`` False) as the survey found them."""
+        day = folder.isoformat()
+        if fresh or self.listed is None:
+            if self.listed is None:
+                self.listed = {}
+            self.listed[day] = self.where.names(day)
+        return self.listed.setdefault(day, [])
 
     def turn(self, folder: dt.date):
         """The folder's turn (:mod:`tasks.checked.turns`): ``try_take()``, ``take()``, ``release()``."""
@@ -97,13 +88,15 @@ class CheckedFolders:
         finally:
             turn.release()
 
-    def lookup(self, folder: dt.date, prepare: Callable[[dict], None], key: Callable[[], str], reader: dt.date):
-        """The payload of the folder's intact entry for ``key()``, or None (a miss). ``prepare(trailer)`` is
-        called with the trailer of an entry found, before ``key()``: the key needs every file's hash, which
-        the trailer may give. The entry is removed when ``reader`` is not the partition that wrote it: each
-        folder serves two partitions."""
+    def lookup(
+        self, folder: dt.date, prepare: Callable[[dict], None], key: Callable[[], str], reader: dt.date, fresh=True
+    ):
+        """The payload of the folder's intact entry for ``key()``, or None (a miss); ``fresh`` False: among the
+        entries :meth:`survey` found. ``prepare(trailer)`` is called with the trailer of an entry found, before
+        ``key()``: the key needs every file's hash, which the trailer may give. The entry is removed when
+        ``reader`` is not the partition that wrote it: each folder serves two partitions."""
         day = folder.isoformat()
-        names = self.where.names(day)
+        names = self.names(folder, fresh)
         meta = {}
         for name in names:
             meta = self.where.trailer(day, name)
@@ -117,12 +110,17 @@ class CheckedFolders:
             return None
         found = self.where.entry(day, name)
         if found is None or found[1].get("key") != name.removesuffix(ENTRY):
-            self.where.remove(day, name)  # torn or damaged: never used
+            self._remove(day, name)  # torn or damaged: never used
             return None
         payload, meta = found
         if meta.get("writer") != reader.isoformat():
-            self.where.remove(day, name)  # both partitions reading this folder have had it
+            self._remove(day, name)  # both partitions reading this folder have had it
         return payload
+
+    def _remove(self, day: str, name: str) -> None:
+        self.where.remove(day, name)
+        if self.listed is not None and name in self.listed.get(day, ()):
+            self.listed[day].remove(name)
 
     def put(self, folder: dt.date, key: str, writer: dt.date, write) -> None:
         """Store what ``write(file)`` writes as the folder's entry for ``key``."""
@@ -137,7 +135,7 @@ class CheckedFolders:
         hashed as they are read). Leaving the block without a commit, or with an exception, leaves no entry.
         No error of the storage is raised (a full disk, a read-only data root, a store that refuses): the
         entry takes the rest of the payload without keeping it, and the commit does nothing."""
-        entry = Entry(self.where, folder.isoformat(), writer)
+        entry = Entry(self.where, folder.isoformat(), writer, (self.listed or {}).get(folder.isoformat()))
         with contextlib.suppress(OSError):
             if self.where.room():
                 entry.sink = self.where.sink(entry.day)
@@ -146,7 +144,7 @@ class CheckedFolders:
         finally:
             entry.close()
         if entry.committed and self.where.key not in _EXPIRED:
-            if isinstance(self.where, _Bucket):
+            if isinstance(self.where, Bucket):
                 _EXPIRED.add(self.where.key)
             with contextlib.suppress(OSError, RuntimeError):
                 self.where.expire(time.time() - MAX_AGE_S)
@@ -158,8 +156,8 @@ class Entry:
 
     closed = False  # for pyarrow, which writes to ``sink``: a file object that stays open
 
-    def __init__(self, where, day: str, writer: dt.date):
-        self.where, self.day, self.writer = where, day, writer
+    def __init__(self, where, day: str, writer: dt.date, listed: list[str] | None = None):
+        self.where, self.day, self.writer, self.listed = where, day, writer, listed
         self.sink = None
         self.length, self.checksum, self.committed = 0, xxhash.xxh3_64(), False
 
@@ -194,9 +192,12 @@ class Entry:
             created = self.where.store(self.day, name, sink)
             if not created and self.where.trailer(self.day, name).get("writer") != meta["writer"]:
                 self.where.remove(self.day, name)
-            for other in self.where.names(self.day):
+                created = None  # removed
+            for other in self.where.names(self.day) if self.listed is None else list(self.listed):
                 if other != name:
                     self.where.remove(self.day, other)
+            if self.listed is not None:
+                self.listed[:] = [] if created is None else [name]
         except (OSError, RuntimeError):  # a full disk, a store that refuses (StoreError is a RuntimeError)
             self.where.drop(sink)
             return
@@ -207,166 +208,3 @@ class Entry:
         if self.sink is not None:
             self.where.drop(self.sink)
             self.sink = None
-
-
-class _Disk:
-    """Entries in a folder: ``<day>/<name>``, written to a temporary name and linked into place; the turn's
-    lock ``<day>.lock`` beside the day's folder."""
-
-    def __init__(self, root: Path):
-        self.root, self.key = root, str(root)
-
-    def names(self, day: str) -> list[str]:
-        try:
-            return [n for n in os.listdir(self.root / day) if n.endswith(ENTRY) and not is_temp_name(n)]
-        except OSError:
-            return []
-
-    def turn(self, day: str) -> DiskTurn:
-        return DiskTurn(self.root / f"{day}.lock")
-
-    def trailer(self, day: str, name: str) -> dict:
-        try:
-            with open(self.root / day / name, "rb") as fh:
-                fh.seek(-8, os.SEEK_END)
-                size = int.from_bytes(fh.read(8), "little")
-                fh.seek(-8 - size, os.SEEK_END)
-                meta = json.loads(fh.read(size))
-        except (OSError, ValueError):
-            return {}
-        return meta if isinstance(meta, dict) else {}
-
-    def entry(self, day: str, name: str) -> tuple[memoryview, dict] | None:
-        # mapped, not read: no copy of the entry, and its pages come in 16 at a fault; entries are linked
-        # into place and removed, never rewritten in place, so the mapping keeps what was found
-        try:
-            with open(self.root / day / name, "rb") as fh:
-                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # an empty file cannot be mapped: ValueError
-            return None
-        return split(data)
-
-    def remove(self, day: str, name: str) -> None:
-        with contextlib.suppress(OSError):
-            (self.root / day / name).unlink()
-
-    def room(self) -> bool:
-        """Whether the data root's file system has room to spare: at least :data:`MIN_FREE_BYTES` and
-        :data:`MIN_FREE_SHARE` of it stay free for the partitions."""
-        where = self.root
-        while not where.exists() and where != where.parent:
-            where = where.parent
-        st = os.statvfs(where)
-        free = st.f_bavail * st.f_frsize
-        return free >= MIN_FREE_BYTES and free >= MIN_FREE_SHARE * st.f_blocks * st.f_frsize
-
-    def sink(self, day: str):
-        (self.root / day).mkdir(parents=True, exist_ok=True)
-        path = temp_path(self.root / day / ENTRY)
-        fh = open(path, "wb")
-        fh.temp = path  # type: ignore[attr-defined]
-        return fh
-
-    def store(self, day: str, name: str, sink) -> bool:
-        """Link the written entry into place; False when an entry of that name is there already."""
-        sink.close()
-        try:
-            os.link(sink.temp, self.root / day / name)
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            self.drop(sink)
-
-    def drop(self, sink) -> None:
-        with contextlib.suppress(OSError):
-            sink.close()
-        with contextlib.suppress(OSError):
-            os.unlink(sink.temp)
-
-    def expire(self, before: float) -> None:
-        """Entries and locks older than ``before`` removed, and temporaries of a writer that died."""
-        for day in os.scandir(self.root):
-            with contextlib.suppress(OSError):
-                if day.is_dir(follow_symlinks=False):
-                    for entry in os.scandir(day.path):
-                        if not is_temp_name(entry.name) and entry.stat().st_mtime < before:
-                            os.unlink(entry.path)
-                    sweep(Path(day.path))
-                    with contextlib.suppress(OSError):
-                        os.rmdir(day.path)  # only when empty
-                elif day.name.endswith(".lock") and day.stat().st_mtime < before:
-                    os.unlink(day.path)
-        sweep(self.root)
-
-
-class _Bucket:
-    """Entries in a bucket: ``<day>/<name>``, each one conditional PUT; the turn's lease ``<day>.lease``."""
-
-    def __init__(self, bucket, rel: str):
-        self.bucket, self.rel = bucket, rel
-        self.key = bucket.describe(rel)
-        self._got: dict[str, bytes] = {}  # the last entry read whole (a trailer is read with its payload)
-
-    def names(self, day: str) -> list[str]:
-        start = len(f"{self.rel}/{day}/")
-        return [k[start:] for k in self.bucket.list(f"{self.rel}/{day}/") if k.endswith(ENTRY)]
-
-    def turn(self, day: str) -> BucketTurn:
-        from tasks import settings
-
-        return BucketTurn(self.bucket, f"{self.rel}/{day}.lease", settings.s3().lease_seconds)
-
-    def _read(self, day: str, name: str) -> bytes | None:
-        rel = f"{self.rel}/{day}/{name}"
-        if rel not in self._got:
-            try:
-                self._got = {rel: self.bucket.read(rel)}
-            except FileNotFoundError:
-                return None
-        return self._got[rel]
-
-    def trailer(self, day: str, name: str) -> dict:
-        data = self._read(day, name)
-        found = split(data) if data else None
-        return found[1] if found else {}
-
-    def entry(self, day: str, name: str) -> tuple[memoryview, dict] | None:
-        data = self._read(day, name)
-        self._got = {}  # the caller holds it now
-        return split(data) if data else None
-
-    def remove(self, day: str, name: str) -> None:
-        from tasks.storage.s3 import StoreError
-
-        self._got.pop(f"{self.rel}/{day}/{name}", None)
-        with contextlib.suppress(StoreError):
-            self.bucket.delete(f"{self.rel}/{day}/{name}")
-
-    def room(self) -> bool:
-        return True
-
-    def sink(self, day: str) -> io.BytesIO:
-        return io.BytesIO()
-
-    def store(self, day: str, name: str, sink: io.BytesIO) -> bool:
-        """One PUT if the key is new; False when it is there already (412: another writer stored it)."""
-        from tasks.storage.s3 import PreconditionFailed
-
-        try:
-            self.bucket.put(f"{self.rel}/{day}/{name}", sink.getvalue(), if_none_match=True)
-        except PreconditionFailed:
-            return False
-        finally:
-            self.drop(sink)
-        return True
-
-    def drop(self, sink: io.BytesIO) -> None:
-        with contextlib.suppress(ValueError, BufferError):
-            sink.close()
-
-    def expire(self, before: float) -> None:
-        """Entries and leases last written before ``before`` removed (one listing)."""
-        for key, obj in self.bucket.list(f"{self.rel}/").items():
-            if obj.mtime_ns / 1e9 < before:
-                self.bucket.delete(key)

@@ -55,8 +55,10 @@ class DiskTurn:
 
 
 class BucketTurn:
-    """A lease object ``rel`` in ``bucket`` held while the folder is looked up and, on a miss, checked; removed
-    when released. The store's clock says when a holder that died has let it go (its lease seconds)."""
+    """A lease object ``rel`` in ``bucket`` (:class:`tasks.storage.s3lease.Lease`'s body, renewed while held)
+    held while the folder is looked up again and, on a miss, checked; deleted when released. Taken with one
+    put-if-absent; a lease found there is read only then, and taken over once the store's clock says it
+    expired (a holder that died). Waiting reads the lease until it is gone."""
 
     def __init__(self, bucket, rel: str, seconds: float):
         from tasks.storage.s3lease import Lease
@@ -65,24 +67,47 @@ class BucketTurn:
         self.held: contextlib.ExitStack | None = None
 
     def try_take(self) -> bool:
-        from tasks.storage.s3 import StoreError
+        """Take the lease if nobody holds it (one PUT when it is free); True also when the store cannot be
+        asked (what it says comes out when the folder's entry is looked up: a turn only saves work)."""
+        from tasks.storage.s3 import PreconditionFailed, StoreError
 
+        lease = self.lease
         try:
-            if self.lease._try() is not None:  # the lease's own put-if-absent, or a takeover once expired
-                return False
+            try:
+                lease.etag = lease.bucket.put(lease.rel, lease._body(), if_none_match=True)
+            except PreconditionFailed:
+                if lease._try() is not None:  # read: held, unless it expired or was let go meanwhile
+                    return False
         except StoreError:
-            return True  # the store will say more when the folder's entry is looked up: a turn only saves work
+            return True
         self.held = contextlib.ExitStack()
-        self.held.enter_context(self.lease.renewing())
+        self.held.enter_context(lease.renewing())
         return True
 
     def take(self, wait_s: float | None = None) -> None:
+        """Take the lease, reading it every 50 ms while another holds it, at most ``wait_s``
+        (:data:`CHECK_WAIT_S`); then go on without it."""
+        from tasks.storage.s3 import StoreError
+
         deadline = time.monotonic() + (CHECK_WAIT_S if wait_s is None else wait_s)
-        while not self.try_take() and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            try:
+                if self.lease._try() is None:
+                    self.held = contextlib.ExitStack()
+                    self.held.enter_context(self.lease.renewing())
+                    return
+            except StoreError:
+                return
             time.sleep(POLL_S * 10)
 
     def release(self) -> None:
-        if self.held is not None:
-            self.held.close()
-            self.held = None
-            self.lease.release()
+        """Delete the lease (only a lease still this holder's: one taken over was another's)."""
+        from tasks.storage.s3 import StoreError
+
+        if self.held is None:
+            return
+        self.held.close()
+        self.held = None
+        if not self.lease.lost:
+            with contextlib.suppress(StoreError):
+                self.lease.bucket.delete(self.lease.rel)
