@@ -322,7 +322,8 @@ def test_an_entry_older_than_a_week_is_removed_when_another_is_written(tmp_path)
     cache = shared(tmp_path)
     cache.put(D, "k", D, lambda sink: sink.write(b"x"))
     old = path(cache, D, "k").stat().st_mtime - MAX_AGE_S - 60
-    os.utime(path(cache, D, "k"), (old, old))
+    for aged in (path(cache, D, "k"), path(cache, D, "k").parent):  # the entry, and its folder since it was stored
+        os.utime(aged, (old, old))
     cache.put(NEXT, "k", D, lambda sink: sink.write(b"y"))
     assert not path(cache, D, "k").exists()
     assert path(cache, NEXT, "k").exists()

@@ -112,10 +112,13 @@ class Disk:
             os.unlink(sink.temp)
 
     def expire(self, before: float) -> None:
-        """Entries and locks older than ``before`` removed, and temporaries of a writer that died."""
+        """Entries and locks older than ``before`` removed, and temporaries of a writer that died. A folder
+        changed since (an entry stored or removed in it) is not looked into: one stat a folder date."""
         for day in os.scandir(self.root):
             with contextlib.suppress(OSError):
                 if day.is_dir(follow_symlinks=False):
+                    if day.stat(follow_symlinks=False).st_mtime >= before:
+                        continue
                     for entry in os.scandir(day.path):
                         if not is_temp_name(entry.name) and entry.stat().st_mtime < before:
                             os.unlink(entry.path)
