@@ -457,3 +457,41 @@ def test_deleting_the_checked_folders_mid_run_only_costs_time(lab, monkeypatch):
         shutil.rmtree(lab.partition(d))
         assert build(lab, d) == 0
     assert {d: rows(lab, d) for d in dates} == built
+
+
+def test_a_build_checks_the_folder_nobody_is_checking_before_it_waits_for_the_other(lab, monkeypatch):
+    """Partition D+1 reads folders D+1 and D+2. While another process holds folder D+1's turn (checking it),
+    the build checks folder D+2 first, then waits for D+1: the holder lets go only once D+2's entry is there
+    (or after 10 s, and then the order shows it was not)."""
+    import threading
+    import time
+
+    from tasks.transforms import qsr_check
+
+    lab.qsr_days(D, 3)
+    after = NEXT + dt.timedelta(days=1)
+    order, check_pieces = [], qsr_check.check_pieces
+
+    def logged(batches, folder, rules, threads=1):
+        order.append(folder)
+        yield from check_pieces(batches, folder, rules, threads)
+
+    monkeypatch.setattr(qsr_check, "check_pieces", logged)
+    held, released = threading.Event(), []
+
+    def other_process():
+        with shared(lab.data).checking(NEXT):
+            held.set()
+            deadline = time.monotonic() + 10
+            while str(after) not in entries(lab) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            released.append(str(after) in entries(lab))
+
+    holder = threading.Thread(target=other_process)
+    holder.start()
+    held.wait(10)
+    assert build(lab, NEXT) == 0
+    holder.join()
+    assert released == [True]
+    assert order == [after, NEXT]
+    assert manifest(lab, NEXT)["stats"]["raw_folders"] == {str(NEXT): "checked", str(after): "checked"}
