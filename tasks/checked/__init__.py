@@ -12,10 +12,10 @@ The key is a fingerprint of what the rows were computed from: the entry format, 
 the rules that matter, each file's name and content hash. The entry's trailer holds the key, the partition
 that wrote it, the files' identities and hashes as read (so that a reader need not read a file again to
 hash it) and the payload's length and checksum (XXH3-64): an entry that is torn or damaged is never used.
-An entry is written like a partition: to a temporary name then renamed on a disk (not fsynced), with one
-conditional PUT (``If-None-Match: *``) on a bucket, where a 412 means another writer stored the same
-content. A wrong key is a miss (another name); a damaged entry is a miss and is removed. Never a source of
-truth: deleting ``_state/checked`` at any time only costs time.
+An entry is written like a partition: to a temporary name then linked into place on a disk (not fsynced;
+an entry there already is kept), with one conditional PUT (``If-None-Match: *``) on a bucket, where a 412
+means another writer stored the same content. A wrong key is a miss (another name); a damaged entry is a
+miss and is removed. Never a source of truth: deleting ``_state/checked`` at any time only costs time.
 
 Two processes or hosts that need the same folder at once take turns (:mod:`tasks.checked.turns`): the
 second one waits for the first one's entry instead of checking the folder too.
