@@ -188,7 +188,8 @@ class StgQsrPos(PartitionedTask):
                 yield found
                 continue
             turn = shared.turn(folder)
-            if not turn.try_take():
+            taken = turn.try_take()
+            if not taken:
                 try:
                     for later, its_files in groups[i + 1 :]:
                         if later in ahead or later.isoformat() in shared.busy:
@@ -198,14 +199,15 @@ class StgQsrPos(PartitionedTask):
                         if found is not None:
                             ahead[later] = [found]
                         elif other.try_take():
-                            ahead[later] = list(self._check(shared, other, zone, its_files, later, rules, how))
+                            checked = self._check(shared, other, zone, its_files, later, rules, how, shared.free(later))
+                            ahead[later] = list(checked)
                         else:
                             other.release()
                     turn.take()
                 except BaseException:
                     turn.release()
                     raise
-            yield from self._check(shared, turn, zone, files, folder, rules, how)
+            yield from self._check(shared, turn, zone, files, folder, rules, how, taken and shared.free(folder))
 
     def _found(self, shared, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict, fresh=True):
         """The folder's checked rows from the data root (its entry for these files and rules), or None."""
@@ -224,14 +226,15 @@ class StgQsrPos(PartitionedTask):
         how[folder.isoformat()] = SHARED
         return checked
 
-    def _check(self, shared, turn, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict):
-        """Under the folder's ``turn`` (held): the folder from its entry (written meanwhile), or checked piece
-        by piece, each piece written to a new entry before it is handed on; the turn is let go once the entry
-        is read, or written."""
+    def _check(self, shared, turn, zone, files, folder: dt.date, rules: QsrRules, how: dict, free: bool = False):
+        """Under the folder's ``turn`` (held): the folder from its entry (written meanwhile: looked for again,
+        unless it was ``free``, no entry nor turn when this build looked), or checked piece by piece, each
+        piece written to a new entry before it is handed on; the turn is let go once the entry is read, or
+        written."""
         from tasks.checked import ipc
 
         try:
-            checked = self._found(shared, zone, files, folder, rules, how)
+            checked = None if free else self._found(shared, zone, files, folder, rules, how)
             if checked is None:
                 how[folder.isoformat()] = CHECKED
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and

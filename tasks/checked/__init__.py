@@ -58,12 +58,14 @@ class CheckedFolders:
         self.where = Disk(Path(backend.data_root) / self.rel) if bucket is None else Bucket(bucket, self.rel)
         self.listed: dict[str, list[str]] | None = None  # folder date -> its entries, as last listed
         self.busy: set[str] = set()  # folder dates whose turn another holds, as last listed
+        self.surveyed = False
 
     def survey(self) -> None:
         """List every folder's entries and turns at once (on a bucket: one listing, then each folder's first
         lookup needs no request of its own; on a disk each lookup looks at its folder, at no cost)."""
         if isinstance(self.where, Bucket):
             self.listed, self.busy = self.where.survey()
+            self.surveyed = True
 
     def names(self, folder: dt.date, fresh: bool = True) -> list[str]:
         """The folder's entries (``<key>.arrow``): listed now, or (``fresh`` False) as the survey found them."""
@@ -73,6 +75,13 @@ class CheckedFolders:
                 self.listed = {}
             self.listed[day] = self.where.names(day)
         return self.listed.setdefault(day, [])
+
+    def free(self, folder: dt.date) -> bool:
+        """Whether :meth:`survey` found neither an entry of the folder nor its turn taken: a build that then took
+        the turn at once need not look for an entry again (one stored since would have needed the whole check
+        of another host in between)."""
+        day = folder.isoformat()
+        return self.surveyed and day not in self.busy and not (self.listed or {}).get(day)
 
     def turn(self, folder: dt.date):
         """The folder's turn (:mod:`tasks.checked.turns`): ``try_take()``, ``take()``, ``release()``."""
