@@ -185,6 +185,7 @@ def test_a_damaged_entry_is_never_used(lab):
     cache = shared(lab.data)
     assert get(cache, NEXT, entry.stem, D) is None  # the checksum does not match: a miss
     assert not entry.exists()  # ... and the entry is removed
+    entry.parent.mkdir(exist_ok=True)  # gone with its last entry
     entry.write_bytes(bytes(data))
     assert build(lab, NEXT) == 0
     # rebuilt from the files: D+1 holds its own four lines per store from folder D+1 and two from D+2
@@ -242,6 +243,7 @@ def test_an_entry_read_stays_whole_when_it_is_replaced_or_removed(tmp_path):
     assert bytes(get(cache, NEXT, "k2", NEXT)) == b"other rows, longer"  # the other partition: removed
     assert not path(cache, NEXT, "k1").exists()
     assert bytes(held) == b"first rows"
+    path(cache, NEXT, "k1").parent.mkdir(exist_ok=True)
     path(cache, NEXT, "k1").write_bytes(b"")  # an empty file is a miss, not an error
     assert get(cache, NEXT, "k1", D) is None
 

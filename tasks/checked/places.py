@@ -74,8 +74,12 @@ class Disk:
         return split(data)
 
     def remove(self, day: str, name: str) -> None:
+        """The entry removed, and its folder date's folder when that leaves it empty (a writer that finds it
+        gone makes it again)."""
         with contextlib.suppress(OSError):
             (self.root / day / name).unlink()
+        with contextlib.suppress(OSError):
+            (self.root / day).rmdir()
 
     def room(self) -> bool:
         """Whether the data root's file system has room to spare: at least ``MIN_FREE_BYTES`` and
@@ -88,9 +92,12 @@ class Disk:
         return free >= _limits()[0] and free >= _limits()[1] * st.f_blocks * st.f_frsize
 
     def sink(self, day: str):
-        (self.root / day).mkdir(parents=True, exist_ok=True)
         path = temp_path(self.root / day / ENTRY)
-        fh = open(path, "wb")
+        try:
+            fh = open(path, "wb")
+        except FileNotFoundError:  # the folder date's first entry, or its folder removed just now
+            (self.root / day).mkdir(parents=True, exist_ok=True)
+            fh = open(path, "wb")
         fh.temp = path  # type: ignore[attr-defined]
         return fh
 
