@@ -204,7 +204,8 @@ class Bucket:
         from tasks.storage.s3 import PreconditionFailed
 
         try:
-            self.bucket.put(f"{self.rel}/{day}/{name}", sink.getvalue(), if_none_match=True)
+            sink.seek(0)  # the buffer itself is the body: the entry is not copied once more
+            self.bucket.put(f"{self.rel}/{day}/{name}", sink, if_none_match=True)
         except PreconditionFailed:
             return False
         finally:
