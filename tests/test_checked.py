@@ -497,3 +497,18 @@ def test_a_build_checks_the_folder_nobody_is_checking_before_it_waits_for_the_ot
     assert released == [True]
     assert order == [after, NEXT]
     assert manifest(lab, NEXT)["stats"]["raw_folders"] == {str(NEXT): "checked", str(after): "checked"}
+
+
+def test_status_says_how_each_build_had_its_raw_folders(lab, capsys):
+    from tasks.cli import main
+
+    lab.qsr_days(D, 3)
+    assert lab.range(D, D + dt.timedelta(days=3)) == 0
+    capsys.readouterr()
+    stop = D + dt.timedelta(days=3)
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(D), "--stop", str(stop), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["raw_folders"] for r in rows] == [
+        {str(D + dt.timedelta(days=i)): "shared" if i else "checked", str(D + dt.timedelta(days=i + 1)): "checked"}
+        for i in range(3)
+    ]
