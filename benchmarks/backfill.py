@@ -123,9 +123,10 @@ def one_partition(cfg: Path, date: dt.date, mode: str) -> dict:
 def measure_one(cfg: str, date: str, mode: str) -> None:
     """(in the child) Build one partition twice, after the same warm-up a scheduling process does.
 
-    ``mode`` "cold": no folder cache, both raw folders of the window are parsed and checked;
-    "backfill": as in a per-date backfill, the build of the day before (in another process, as a
-    Luigi worker would) checked folder d and left it in the folder cache, folder d+1 is checked.
+    ``mode`` "cold": no checked folders in the data root, both raw folders of the window are parsed and
+    checked; "backfill": as in a per-date backfill, the build of the day before (in another process, as a
+    Luigi worker would) checked folder d and left it in the data root (``_state/checked``), folder d+1 is
+    checked.
     Memory is the first build's: Arrow's own peak allocation (its pool) and the peak RSS growth
     (VmHWM, reset just before the build, against the RSS then).
     """
@@ -150,7 +151,7 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
     inputs_before = before.input_files(Engine()).read
 
     def setup() -> None:
-        shutil.rmtree(Path(settings.data_root()) / "_state" / "cache", ignore_errors=True)
+        shutil.rmtree(Path(settings.data_root()) / "_state" / "checked", ignore_errors=True)
         if mode == "backfill":
             pid = os.fork()
             if pid == 0:

@@ -8,9 +8,10 @@ each command in its own process, the order rotating over the repetitions:
      own S3FileSystem (`pyarrow.fs.copy_files`), each in a fresh process (its time is the loop plus the
      upload); and the same RangeDaily with a local data_root, for what the bucket costs (target: bucket /
      local at most 1.3x);
- (2) the same range on the bucket by one host on one luigid against two hosts on it (target: two at least
-     1.6x faster; CPU seconds per partition within 15 % of one host's), each also as a ratio to (1)'s
-     baseline of the same repetition;
+ (2) the same range on the bucket by hosts on one luigid: one host with one worker, two hosts with one
+     worker each, and one host with `--workers 2` (the same cores as two hosts): two hosts at most 1.15x
+     the wall time and at most 1.15x the CPU seconds (every process of the hosts) of one host with
+     `--workers 2`; also one host / two hosts, and each as a ratio to (1)'s baseline of the same repetition;
  (3) a no-op RangeDaily over 1,095 complete dates on the bucket, in a new process: wall time (target under
      3 s) and the requests it makes, counted with boto3's events (target: the listing's pages plus at most
      10 per dataset), with this host's cache and from a new host (an empty cache_dir).
@@ -124,16 +125,19 @@ LAST_CPU = [0.0]
 SYSTEMS = ("base", "local", "s3")  # part (1), the order rotating over the repetitions
 
 
-def hosts_run(work: Path, raw: Path, rgw, bucket: str, tag: str, hosts: int, args) -> float:
-    """Wall seconds of ``hosts`` processes running the range at once on a luigid of their own (one that saw
-    the range DONE would hand out nothing); their CPU seconds in LAST_CPU."""
+HOSTS = {"one": (1, 1), "two": (2, 1), "w2": (1, 2)}  # part (2): (hosts, workers of each)
+
+
+def hosts_run(work: Path, raw: Path, rgw, bucket: str, tag: str, hosts: int, args, workers: int = 1) -> float:
+    """Wall seconds of ``hosts`` processes (``workers`` each) running the range at once on a luigid of their own
+    (one that saw the range DONE would hand out nothing); their CPU seconds (forked workers included) in LAST_CPU."""
     server, port = luigid(work)
     try:
         data = f"s3://{bucket}/{tag}"
         cfgs = [config(work / f"{tag}-h{h}.cfg", raw, data, rgw, work / f"cache-{tag}-{h}", port) for h in range(hosts)]
         env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(work)}
         env.update(AWS_ACCESS_KEY_ID=rgw.access_key, AWS_SECRET_ACCESS_KEY=rgw.secret_key)
-        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *range_args(args.days, local=False)]
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *range_args(args.days, workers=workers, local=False)]
         t0, cpu0 = time.perf_counter(), children_cpu()
         procs = [
             subprocess.Popen(cmd, env={**env, "LUIGI_CONFIG_PATH": str(c)}, cwd=c.parent, stderr=subprocess.PIPE)
@@ -219,7 +223,8 @@ def main() -> None:
     raw = sampled(work / "raw", START, args.days + 1, args.stores)
     with radosgw.running(work / f"rgw-{uuid.uuid4().hex[:6]}") as rgw:
         bucket = rgw.make_bucket("bench")
-        results: dict[str, list] = {k: [] for k in ("base", "local", "s3", "one", "two", "cpu1", "cpu2", "upload")}
+        kinds = ("base", "local", "s3", "upload", *HOSTS, *(f"cpu-{k}" for k in HOSTS))
+        results: dict[str, list] = {k: [] for k in kinds}
         for rep in range(args.repeat):
             for kind in rotated(SYSTEMS, rep):
                 tag = f"{kind}-{rep}"
@@ -231,18 +236,16 @@ def main() -> None:
                 data = str(work / f"data-{tag}") if kind == "local" else f"s3://{bucket}/{tag}"
                 cfg = config(work / f"{tag}.cfg", raw, data, rgw, work / f"cache-{tag}")
                 results[kind].append(luigi(cfg, rgw, *range_args(args.days))[0])
-            for kind in ["one", "two"] if rep % 2 == 0 else ["two", "one"]:
-                results[kind].append(
-                    hosts_run(work, raw, rgw, bucket, f"{kind}-{rep}", 1 if kind == "one" else 2, args)
-                )
-                results["cpu1" if kind == "one" else "cpu2"].append(LAST_CPU[0] / args.days)
-            done = ", ".join(f"{k} {results[k][-1]:.2f} s" for k in (*SYSTEMS, "one", "two"))
+            for kind in rotated(tuple(HOSTS), rep):
+                hosts, workers = HOSTS[kind]
+                results[kind].append(hosts_run(work, raw, rgw, bucket, f"{kind}-{rep}", hosts, args, workers))
+                results[f"cpu-{kind}"].append(LAST_CPU[0])
+            done = ", ".join(f"{k} {results[k][-1]:.2f} s" for k in (*SYSTEMS, *HOSTS))
             print(f"run {rep + 1}: {done}", flush=True)
 
         def ratios(a: str, b: str) -> list[float]:
             return [x / y for x, y in zip(results[a], results[b], strict=True)]
 
-        cpu = [b / a for a, b in zip(results["cpu1"], results["cpu2"], strict=True)]
         print(f"\n{args.days} dates x {args.stores} stores, {args.repeat} repetitions (min / median / max)")
         rows = [
             ("baseline: yardstick loop, then upload", spread(results["base"]) + " s", ""),
@@ -252,11 +255,15 @@ def main() -> None:
             ("s3 / baseline", spread(ratios("s3", "base")) + " x", ""),
             ("s3 / local (what the bucket costs)", spread(ratios("s3", "local")) + " x", "target <= 1.30"),
             ("one host on luigid", spread(results["one"]) + " s", ""),
-            ("two hosts on luigid", spread(results["two"]) + " s", ""),
+            ("two hosts on luigid, one worker each", spread(results["two"]) + " s", ""),
+            ("one host on luigid, --workers 2", spread(results["w2"]) + " s", ""),
             ("one host / baseline", spread(ratios("one", "base")) + " x", ""),
             ("two hosts / baseline", spread(ratios("two", "base")) + " x", ""),
-            ("one host / two hosts", spread(ratios("one", "two")) + " x", "target >= 1.60"),
-            ("CPU s a partition, two hosts / one", spread(cpu) + " x", "target within 1.15"),
+            ("one host / two hosts", spread(ratios("one", "two")) + " x", ""),
+            ("CPU s of two hosts (all processes)", spread(results["cpu-two"]) + " s", ""),
+            ("CPU s of one host --workers 2", spread(results["cpu-w2"]) + " s", ""),
+            ("two hosts / one host --workers 2, wall", spread(ratios("two", "w2")) + " x", "target <= 1.15"),
+            ("two hosts / one host --workers 2, CPU", spread(ratios("cpu-two", "cpu-w2")) + " x", "target <= 1.15"),
         ]
         for label, value, target in rows:
             print(f"  {label:<42} {value:<24} {target and f'({target})'}".rstrip())

@@ -17,7 +17,6 @@ from tasks.building import Built, keeps_for_next_date, kept_for_next_date
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
 from tasks.cores import side_thread, start_on_side_thread, task_threads
-from tasks.foldercache import FolderCache
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules
 
@@ -28,10 +27,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("luigi-interface")
 STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
-CACHE_FORMAT = 8  # of a checked folder in the folder cache (tasks/foldercache/); bump when it changes
-CACHE_COMPRESSION = None  # Arrow IPC buffers of a cache entry: None, "lz4" or "zstd" (docs/performance.md)
+CACHE_FORMAT = 8  # of a checked folder in the data root (tasks/checked/); bump when it changes
+CACHE_COMPRESSION = None  # Arrow IPC buffers of a checked folder's entry: None, "lz4" or "zstd" (docs/performance.md)
 CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked at a time (docs/performance.md)
 CHECK_THREADS = 2  # batches parsed and checked at once (docs/performance.md: two cost memory)
+# how a build had each raw folder's checked rows: the manifest's stats.raw_folders {folder date: one of these}
+CHECKED, SHARED, IN_MEMORY = "checked", "shared", "in memory"
 
 
 class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
@@ -48,13 +49,13 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
 
     @classmethod
     def warm_up(cls) -> None:
-        from tasks.foldercache.ipc import checked_from_ipc, checked_to_ipc
+        from tasks.checked.ipc import checked_from_ipc, checked_to_ipc
         from tasks.freshness.dataversions import logical_version, slice_versions
         from tasks.transforms.qsr_pos import warm_up
         from tasks.transforms.stores import store_totals, to_ipc
 
         checked, result = warm_up()
-        sink = io.BytesIO()  # the folder cache's format: Arrow IPC loads lazily
+        sink = io.BytesIO()  # the format of the checked folders in the data root: Arrow IPC loads lazily
         checked_to_ipc(checked, sink)
         checked_from_ipc(sink.getvalue())
         # what a build runs after the transform: Arrow's acero (the store totals' group-by) loads lazily
@@ -80,10 +81,12 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
 
         # closed whatever happens: a folder being checked holds its lock and its cache entry's temporary
         # file until the generator ends, not until an error's traceback is let go
-        with contextlib.closing(self._checked(inputs)) as folders:
+        how: dict[str, str] = {}  # folder date -> how this build had its checked rows (RAW_FOLDER_HOW)
+        with contextlib.closing(self._checked(inputs, how)) as folders:
             result = clean_checked(folders, self.date, self.qsr_rules(), task_threads())
         stats = {
             "raw_files": len(inputs),
+            "raw_folders": dict(sorted(how.items())),
             "attributed_rows": result.attributed_rows,
             "duplicates_dropped": result.duplicates_dropped,
             "voided_dropped": result.voided_dropped,
@@ -129,64 +132,118 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
                 logger.warning("%s: %s", self.task_id, emptied[s])
         return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
 
-    def _checked(self, inputs: list[RawFile]) -> Iterator[CheckedFolder]:
+    def _checked(self, inputs: list[RawFile], how: dict[str, str]) -> Iterator[CheckedFolder]:
         """Each folder of the window checked (:func:`check_folder`), in read order: a folder whole, or
         its pieces one after the other (:func:`check_pieces`), so the caller keeps only what it needs of
-        each piece.
+        each piece. ``how`` learns how each folder was had (:data:`CHECKED`, :data:`SHARED`...).
 
         A folder serves two partitions (dates folder-1 and folder): a single-run range keeps it in
-        memory for the next date; otherwise the first build leaves it in the folder cache
-        (``_state/cache``, see :mod:`tasks.foldercache`) for the other one, keyed by the content of
-        its files (read and hashed either way: the manifest records the hashes), writing the entry
-        piece by piece as the folder is checked."""
+        memory for the next date; otherwise the first build leaves it checked in the data root
+        (``_state/checked``, see :mod:`tasks.checked`) for the other one, whatever process or host
+        builds it, keyed by the content of its files (read and hashed either way: the manifest records
+        the hashes), writing the entry piece by piece as the folder is checked."""
         from tasks.transforms import qsr_check
 
         zone, rules = self.zone(), self.qsr_rules()
-        for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date):
-            files = list(group)
-            if keeps_for_next_date():  # a single run: the folder is kept whole, in memory, for the next date
-                yield kept_for_next_date(
-                    ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)),
-                    lambda files=files, folder=folder: qsr_check.merge_checked(
-                        folder, list(self._pieces(zone, files, folder, rules))
-                    ),
-                )
-            else:
-                yield from self._check(zone, files, folder, rules)
+        groups = [(folder, list(group)) for folder, group in itertools.groupby(inputs, key=lambda f: f.folder_date)]
+        if not keeps_for_next_date():
+            yield from self._shared(zone, groups, rules, how)
+            return
+        for folder, files in groups:  # a single run: the folder is kept whole, in memory, for the next date
+            how[folder.isoformat()] = IN_MEMORY
+
+            def check(files=files, folder=folder):
+                how[folder.isoformat()] = CHECKED
+                return qsr_check.merge_checked(folder, list(self._pieces(zone, files, folder, rules)))
+
+            yield kept_for_next_date(
+                ("qsr_pos checked", rules.timezone, rules.day_start_hour, *map(input_line, files)), check
+            )
 
     def _pieces(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
         """The folder checked a batch at a time: read, parsed and checked a batch of files at a time,
         CHECK_THREADS batches at once when the build has that many threads (:func:`task_threads`;
         memory: docs/performance.md); the hashes remembered are those of the bytes checked, so is the
-        cache key."""
+        entry's key."""
         from tasks.transforms import qsr_check
 
         threads = min(CHECK_THREADS, task_threads())
         return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, threads)
 
-    def _check(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
-        """The folder from its cache entry, or checked piece by piece, each piece written to a new
-        entry before it is handed on."""
-        from tasks.foldercache import ipc
+    def _shared(self, zone, groups: list, rules: QsrRules, how: dict[str, str]) -> Iterator[CheckedFolder]:
+        """The folders in read order, each read checked from the data root or checked here: a folder not
+        found checked is checked in turns with any other process or host that needs it at once
+        (:meth:`CheckedFolders.turn`). A folder another one is checking is waited for only once this build
+        has taken the later folders of its window that nobody is checking (kept in memory until their turn
+        to be handed on): two hosts given dates d and d+1 at once each check a folder of their own first,
+        then read the other's."""
+        from tasks.checked import CheckedFolders
 
-        cache = FolderCache(self.store().state_dir.parent, self.dataset)
-        with cache.checking(folder):  # a process checking this folder now: wait for its entry
-            checked = None
-            about = cache.about(folder)
-            if about:  # an entry: its key needs every file's hash first
-                _hash_files(zone, files, about)
-                cached = cache.get(folder, self._cache_key(zone, files, rules), self.date)
-                if cached is not None:
-                    try:
-                        checked = ipc.checked_from_ipc(cached)
-                    except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
-                        pass
-                    del cached
+        shared = CheckedFolders(self.store().backend, self.dataset)
+        shared.survey()
+        ahead: dict[dt.date, list[CheckedFolder]] = {}
+        for i, (folder, files) in enumerate(groups):
+            if folder in ahead:
+                yield from ahead.pop(folder)
+                continue
+            found = self._found(shared, zone, files, folder, rules, how, fresh=False)
+            if found is not None:
+                yield found
+                continue
+            turn = shared.turn(folder)
+            taken = turn.try_take()
+            if not taken:
+                try:
+                    for later, its_files in groups[i + 1 :]:
+                        if later in ahead or later.isoformat() in shared.busy:
+                            continue
+                        found = self._found(shared, zone, its_files, later, rules, how, fresh=False)
+                        other = shared.turn(later) if found is None else None
+                        if found is not None:
+                            ahead[later] = [found]
+                        elif other.try_take():
+                            checked = self._check(shared, other, zone, its_files, later, rules, how, shared.free(later))
+                            ahead[later] = list(checked)
+                        else:
+                            other.release()
+                    turn.take()
+                except BaseException:
+                    turn.release()
+                    raise
+            yield from self._check(shared, turn, zone, files, folder, rules, how, taken and shared.free(folder))
+
+    def _found(self, shared, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict, fresh=True):
+        """The folder's checked rows from the data root (its entry for these files and rules), or None."""
+        from tasks.checked import ipc
+
+        payload = shared.lookup(
+            folder, lambda about: _hash_files(zone, files, about), lambda: self._cache_key(zone, files, rules),
+            self.date, fresh,
+        )  # fmt: skip
+        if payload is None:
+            return None
+        try:
+            checked = ipc.checked_from_ipc(payload)
+        except (ValueError, KeyError, OSError):  # pyarrow's errors are ValueErrors: a miss
+            return None
+        how[folder.isoformat()] = SHARED
+        return checked
+
+    def _check(self, shared, turn, zone, files, folder: dt.date, rules: QsrRules, how: dict, free: bool = False):
+        """Under the folder's ``turn`` (held): the folder from its entry (written meanwhile: looked for again,
+        unless it was ``free``, no entry nor turn when this build looked), or checked piece by piece, each
+        piece written to a new entry before it is handed on; the turn is let go once the entry is read, or
+        written."""
+        from tasks.checked import ipc
+
+        try:
+            checked = None if free else self._found(shared, zone, files, folder, rules, how)
             if checked is None:
+                how[folder.isoformat()] = CHECKED
                 # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
                 # its checksum release the GIL) while the caller works on each piece; in this thread
                 # when the build has one core (tasks/cores.py)
-                with cache.putting(folder, self.date) as entry, side_thread("cache_entry") as pool:
+                with shared.putting(folder, self.date) as entry, side_thread("cache_entry") as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     read_ns = time.time_ns()  # before the files' identities are taken, then they are read
                     identities = [zone.file_identity(f) for f in files]
@@ -205,11 +262,13 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
                     recorded = {f.relpath: [i, h] for f, i, h in zip(files, identities, hashes, strict=True) if i and h}
                     entry.commit(self._cache_key(zone, files, rules), files=recorded, read_ns=read_ns)
                 return
-        yield checked  # the lock is let go first: the caller's work on it holds nobody up
+        finally:
+            turn.release()
+        yield checked  # the turn is let go first: the caller's work on it holds nobody up
 
     @staticmethod
     def _cache_key(zone, files: list[RawFile], rules: QsrRules) -> str:
-        """The folder cache key of ``files`` as this process last read them (content hashes)."""
+        """The key of the checked rows of ``files`` as this process last read them (content hashes)."""
         from tasks.transforms import qsr_pos
 
         return fingerprint(

@@ -47,7 +47,7 @@ class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the cl
     )
     cache_dir = luigi.Parameter(
         default="",
-        description="This host's own state when data_root is in an object store (folder cache, summaries, "
+        description="This host's own state when data_root is in an object store (identity sidecars, summaries, "
         "luigid's state); empty: $XDG_CACHE_HOME/daybreak or ~/.cache/daybreak",
     )
     host_name = luigi.Parameter(

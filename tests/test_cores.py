@@ -101,8 +101,8 @@ def test_a_build_on_one_core_starts_no_thread_and_writes_what_a_build_on_threads
         assert lab.range(D, D + dt.timedelta(days=1)) == 0
     assert started == []
     alone = _written(lab)
-    assert len(list((lab.data / "_state/cache").rglob("*.arrow"))) == 2  # both folders' entries written
-    for made in (lab.partition(D), lab.data / "quarantine", lab.data / "_state/cache"):
+    assert len(list((lab.data / "_state/checked").rglob("*.arrow"))) == 2  # both folders' entries written
+    for made in (lab.partition(D), lab.data / "quarantine", lab.data / "_state/checked"):
         shutil.rmtree(made)  # built again from nothing, on this machine's cores, the folders checked again
     assert lab.range(D, D + dt.timedelta(days=1)) == 0
     assert {name.split("_")[0] for name in started} >= {"check", "cache", "pick", "store", "logical"}

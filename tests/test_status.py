@@ -113,6 +113,9 @@ def test_the_json_view_is_json_dumps_with_indent_one():
         ),
         status.DayStatus("stg_qsr_pos", START, "ok", "", 0, 1e-05, ("qsr_pos/x.txt (name)", 'b"\\.csv (r\u00e9)')),
         status.DayStatus("otb_by_stay_date", None, "missing", "no partition", 10**12, 123456.789),
+        status.DayStatus(
+            "stg_qsr_pos", START, "ok", "", 3, 0.5, raw_folders={"2026-09-10": "shared", "2026-09-11": "checked"}
+        ),
     ]
     for some in ([], rows[:1], rows):
         expected = json.dumps([{**asdict(r), "date": r.date and r.date.isoformat()} for r in some], indent=1)

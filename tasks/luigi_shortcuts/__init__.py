@@ -148,14 +148,31 @@ def default_of(param):
     return param._default
 
 
-def luigi_run() -> threading.Thread | None:
+def luigi_run() -> object | None:
     """The Luigi run this process is in, if any: its worker's keep-alive thread, which Luigi starts when
-    a run (``luigi.build``, the ``luigi`` command) begins scheduling and stops when its last task is done.
+    a run (``luigi.build``, the ``luigi`` command) begins scheduling and stops when its last task is done;
+    after it, while the run's summary is made, the run's worker (:func:`summarising`).
     tests/test_engine_luigi.py checks this against Luigi."""
     for thread in threading.enumerate():
         if isinstance(thread, KeepAliveThread):
             return thread
-    return None
+    return _SUMMARISED[-1] if _SUMMARISED else None
+
+
+_SUMMARISED: list[object] = []  # workers whose run's summary is being made
+
+
+@contextmanager
+def summarising(worker: object):
+    """The block belongs to ``worker``'s run, which has ended: Luigi makes its summary after its last task
+    (twice: the text and the exit code), and the summary of hosts sharing a luigid asks whether each task
+    another host ran is complete (tasks/luigi_shortcuts/hosts.py). Those questions share one pass of the
+    freshness engine, as the run's own did, instead of listing the data root again for each."""
+    _SUMMARISED.append(worker)
+    try:
+        yield
+    finally:
+        _SUMMARISED.remove(worker)
 
 
 def options_in_full() -> None:

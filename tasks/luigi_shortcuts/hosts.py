@@ -59,6 +59,12 @@ _DONE_ELSEWHERE = ("run_by_other_worker", "upstream_run_by_other_worker", "not_r
 
 def _hosts_summary(summary_dict):
     def hosts_summary_dict(worker) -> dict:
+        from tasks.luigi_shortcuts import summarising
+
+        with summarising(worker):  # one pass of questions for both summaries of the run, not one a task
+            return _hosts_summary_dict(worker)
+
+    def _hosts_summary_dict(worker) -> dict:
         sets = summary_dict(worker)
         done = None
         errors = {task: _error_of(worker, task) for task in sets["failed"]}

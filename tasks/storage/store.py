@@ -115,7 +115,7 @@ class PartitionStore:
 
     @property
     def state_dir(self):
-        """Where this host keeps its state for the data root (identity sidecars, the folder cache)."""
+        """Where this host keeps its state for the data root (identity sidecars)."""
         return self.backend.state_dir
 
     # -- reading -------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """stg_qsr_pos, step one: check an export folder against the contract (types, rules, the business date that
 owns each row), whichever of the two partitions that read it asks first. Pure: parsed raw files in, a
-checked folder out (:class:`CheckedFolder`), which the folder cache keeps for the other partition
-(tasks/foldercache/) and :func:`tasks.transforms.qsr_pos.clean_checked` turns into a partition.
+checked folder out (:class:`CheckedFolder`), which the data root keeps for the other partition
+(``_state/checked``, tasks/checked/) and :func:`tasks.transforms.qsr_pos.clean_checked` turns into a partition.
 """
 
 from __future__ import annotations

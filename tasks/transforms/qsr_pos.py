@@ -247,7 +247,7 @@ def _money(cents: np.ndarray) -> pa.Array:
 def warm_up() -> tuple[CheckedFolder, CleanResult]:
     """Run the check and the transform once on a few lines, so that pyarrow kernels, timezone data and
     the modules they load lazily are loaded; returns the checked folder and the result (for the next
-    steps' own warm-up: the folder cache's format, versions, store totals).
+    steps' own warm-up: the checked folders' format, versions, store totals).
 
     With ``--workers`` > 1 tasks run in processes forked from the scheduling one; warming in the
     scheduling process, once work is found (``PartitionedTask.prepare_to_run``), means no forked

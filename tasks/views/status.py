@@ -55,6 +55,7 @@ class DayStatus:
     not_read: tuple[str, ...] = ()  # raw files of its window that are not read: "path (reason)"
     warnings: tuple[str, ...] = ()  # of the build in place: a store that had rows and has none now
     built_by: dict | None = None  # of the build in place: its manifest's host, pid and Luigi worker
+    raw_folders: dict | None = None  # of the build in place: how it had each raw folder (checked, shared, ...)
 
 
 def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
@@ -67,6 +68,9 @@ def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
         status = replace(status, warnings=tuple(warnings))
     if manifest.get("built_by"):
         status = replace(status, built_by=manifest["built_by"])
+    folders = (manifest.get("stats") or {}).get("raw_folders")
+    if folders:
+        status = replace(status, raw_folders=folders)
     window = task.input_files(cache) if task.reads_raw() else None
     if window is None or not window.refused:
         return status
@@ -312,8 +316,11 @@ def render_json(rows: list[DayStatus]) -> str:
         warned = ",\n".join(f"   {value(w)}" for w in r.warnings)
         fields.append(f'  "warnings": [\n{warned}\n  ]' if warned else '  "warnings": []')
         fields.append('  "built_by": ' + json.dumps(r.built_by, indent=1).replace("\n", "\n  "))
+        fields.append('  "raw_folders": ' + json.dumps(r.raw_folders, indent=1).replace("\n", "\n  "))
         out.append(" {\n" + ",\n".join(fields) + "\n }")
     return "[\n" + ",\n".join(out) + "\n]"
 
 
-_JSON_SCALARS = [f for f in DayStatus.__dataclass_fields__ if f not in ("not_read", "warnings", "built_by")]
+_JSON_SCALARS = [
+    f for f in DayStatus.__dataclass_fields__ if f not in ("not_read", "warnings", "built_by", "raw_folders")
+]

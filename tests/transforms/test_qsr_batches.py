@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tasks.foldercache import ipc
+from tasks.checked import ipc
 from tasks.transforms import qsr_pos
 from tasks.transforms.qsr_check import RAW_COLUMNS, check_batches, check_folder, check_pieces
 from tasks.transforms.qsr_pos import QsrRules, clean_checked

@@ -1,4 +1,4 @@
-"""The folder cache's entries (tasks/foldercache): a checked qsr_pos folder
+"""The intermediate's entries (tasks/checked): a checked qsr_pos folder
 (:class:`tasks.transforms.qsr_check.CheckedFolder`) as an Arrow IPC stream, written piece by piece as the
 folder is checked, read back without a copy."""
 

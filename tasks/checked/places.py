@@ -1,0 +1,230 @@
+"""Where the checked folders of a dataset are kept (:mod:`tasks.checked`): a folder on a disk (:class:`Disk`) or
+a bucket prefix (:class:`Bucket`), each with its way of listing, reading, storing and removing an entry, and of
+taking turns at a folder (:mod:`tasks.checked.turns`)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import mmap
+import os
+from pathlib import Path
+
+import xxhash
+
+from tasks.checked.turns import BucketTurn, DiskTurn
+from tasks.storage.tempnames import is_temp_name, sweep, temp_path
+
+ENTRY = ".arrow"
+
+
+def split(data) -> tuple[memoryview, dict] | None:
+    """(payload, trailer) of an entry's bytes, when its trailer reads and the payload has the length and
+    checksum it records; None otherwise."""
+    data = memoryview(data)
+    try:
+        size = int.from_bytes(data[-8:], "little")
+        meta = json.loads(bytes(data[-8 - size : -8])) if 8 < 8 + size <= len(data) else None
+    except ValueError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    payload = data[: len(data) - 8 - size]
+    if len(payload) != meta.get("length") or xxhash.xxh3_64_intdigest(payload) != meta.get("xxh3_64"):
+        return None
+    return payload, meta
+
+
+class Disk:
+    """Entries in a folder: ``<day>/<name>``, written to a temporary name and linked into place; the turn's
+    lock ``<day>.lock`` beside the day's folder."""
+
+    def __init__(self, root: Path):
+        self.root, self.key = root, str(root)
+
+    def names(self, day: str) -> list[str]:
+        try:
+            return [n for n in os.listdir(self.root / day) if n.endswith(ENTRY) and not is_temp_name(n)]
+        except OSError:
+            return []
+
+    def turn(self, day: str) -> DiskTurn:
+        return DiskTurn(self.root / f"{day}.lock")
+
+    def trailer(self, day: str, name: str) -> dict:
+        try:
+            with open(self.root / day / name, "rb") as fh:
+                fh.seek(-8, os.SEEK_END)
+                size = int.from_bytes(fh.read(8), "little")
+                fh.seek(-8 - size, os.SEEK_END)
+                meta = json.loads(fh.read(size))
+        except (OSError, ValueError):
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def entry(self, day: str, name: str) -> tuple[memoryview, dict] | None:
+        # mapped, not read: no copy of the entry, and its pages come in 16 at a fault; entries are linked
+        # into place and removed, never rewritten in place, so the mapping keeps what was found
+        try:
+            with open(self.root / day / name, "rb") as fh:
+                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # an empty file cannot be mapped: ValueError
+            return None
+        return split(data)
+
+    def remove(self, day: str, name: str) -> None:
+        """The entry removed, and its folder date's folder when that leaves it empty (a writer that finds it
+        gone makes it again)."""
+        with contextlib.suppress(OSError):
+            (self.root / day / name).unlink()
+        with contextlib.suppress(OSError):
+            (self.root / day).rmdir()
+
+    def room(self) -> bool:
+        """Whether the data root's file system has room to spare: at least ``MIN_FREE_BYTES`` and
+        ``MIN_FREE_SHARE`` (:mod:`tasks.checked`) of it stay free for the partitions."""
+        where = self.root
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        st = os.statvfs(where)
+        free = st.f_bavail * st.f_frsize
+        return free >= _limits()[0] and free >= _limits()[1] * st.f_blocks * st.f_frsize
+
+    def sink(self, day: str):
+        path = temp_path(self.root / day / ENTRY)
+        try:
+            fh = open(path, "wb")
+        except FileNotFoundError:  # the folder date's first entry, or its folder removed just now
+            (self.root / day).mkdir(parents=True, exist_ok=True)
+            fh = open(path, "wb")
+        fh.temp = path  # type: ignore[attr-defined]
+        return fh
+
+    def store(self, day: str, name: str, sink) -> bool:
+        """Link the written entry into place; False when an entry of that name is there already."""
+        sink.close()
+        try:
+            os.link(sink.temp, self.root / day / name)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            self.drop(sink)
+
+    def drop(self, sink) -> None:
+        with contextlib.suppress(OSError):
+            sink.close()
+        with contextlib.suppress(OSError):
+            os.unlink(sink.temp)
+
+    def expire(self, before: float) -> None:
+        """Entries and locks older than ``before`` removed, and temporaries of a writer that died. A folder
+        changed since (an entry stored or removed in it) is not looked into: one stat a folder date."""
+        for day in os.scandir(self.root):
+            with contextlib.suppress(OSError):
+                if day.is_dir(follow_symlinks=False):
+                    if day.stat(follow_symlinks=False).st_mtime >= before:
+                        continue
+                    for entry in os.scandir(day.path):
+                        if not is_temp_name(entry.name) and entry.stat().st_mtime < before:
+                            os.unlink(entry.path)
+                    sweep(Path(day.path))
+                    with contextlib.suppress(OSError):
+                        os.rmdir(day.path)  # only when empty
+                elif day.name.endswith(".lock") and day.stat().st_mtime < before:
+                    os.unlink(day.path)
+        sweep(self.root)
+
+
+class Bucket:
+    """Entries in a bucket: ``<day>/<name>``, each one conditional PUT; the turn's lease ``<day>.lease``."""
+
+    def __init__(self, bucket, rel: str):
+        self.bucket, self.rel = bucket, rel
+        self.key = bucket.describe(rel)
+        self._got: dict[str, bytes] = {}  # the last entry read whole (a trailer is read with its payload)
+
+    def names(self, day: str) -> list[str]:
+        start = len(f"{self.rel}/{day}/")
+        return [k[start:] for k in self.bucket.list(f"{self.rel}/{day}/") if k.endswith(ENTRY)]
+
+    def survey(self) -> tuple[dict[str, list[str]], set[str]]:
+        """Every folder's entries, and the folders whose lease is there (one listing)."""
+        names: dict[str, list[str]] = {}
+        busy = set()
+        for key in self.bucket.list(f"{self.rel}/"):
+            rest = key[len(self.rel) + 1 :]
+            if rest.endswith(".lease") and "/" not in rest:
+                busy.add(rest.removesuffix(".lease"))
+            elif rest.endswith(ENTRY) and rest.count("/") == 1:
+                day, name = rest.split("/")
+                names.setdefault(day, []).append(name)
+        return names, busy
+
+    def turn(self, day: str) -> BucketTurn:
+        from tasks import settings
+
+        return BucketTurn(self.bucket, f"{self.rel}/{day}.lease", settings.s3().lease_seconds)
+
+    def _read(self, day: str, name: str) -> bytes | None:
+        rel = f"{self.rel}/{day}/{name}"
+        if rel not in self._got:
+            try:
+                self._got = {rel: self.bucket.read(rel)}
+            except FileNotFoundError:
+                return None
+        return self._got[rel]
+
+    def trailer(self, day: str, name: str) -> dict:
+        data = self._read(day, name)
+        found = split(data) if data else None
+        return found[1] if found else {}
+
+    def entry(self, day: str, name: str) -> tuple[memoryview, dict] | None:
+        data = self._read(day, name)
+        self._got = {}  # the caller holds it now
+        return split(data) if data else None
+
+    def remove(self, day: str, name: str) -> None:
+        from tasks.storage.s3 import StoreError
+
+        self._got.pop(f"{self.rel}/{day}/{name}", None)
+        with contextlib.suppress(StoreError):
+            self.bucket.delete(f"{self.rel}/{day}/{name}")
+
+    def room(self) -> bool:
+        return True
+
+    def sink(self, day: str) -> io.BytesIO:
+        return io.BytesIO()
+
+    def store(self, day: str, name: str, sink: io.BytesIO) -> bool:
+        """One PUT if the key is new; False when it is there already (412: another writer stored it)."""
+        from tasks.storage.s3 import PreconditionFailed
+
+        try:
+            sink.seek(0)  # the buffer itself is the body: the entry is not copied once more
+            self.bucket.put(f"{self.rel}/{day}/{name}", sink, if_none_match=True)
+        except PreconditionFailed:
+            return False
+        finally:
+            self.drop(sink)
+        return True
+
+    def drop(self, sink: io.BytesIO) -> None:
+        with contextlib.suppress(ValueError, BufferError):
+            sink.close()
+
+    def expire(self, before: float) -> None:
+        """Entries and leases last written before ``before`` removed (one listing)."""
+        for key, obj in self.bucket.list(f"{self.rel}/").items():
+            if obj.mtime_ns / 1e9 < before:
+                self.bucket.delete(key)
+
+
+def _limits() -> tuple[float, float]:
+    """(MIN_FREE_BYTES, MIN_FREE_SHARE) as :mod:`tasks.checked` has them now (a test may lower them)."""
+    from tasks import checked
+
+    return checked.MIN_FREE_BYTES, checked.MIN_FREE_SHARE
