@@ -14,6 +14,7 @@ import pytest
 
 from tasks.checked import CheckedFolders
 from tasks.storage import s3
+from tasks.storage.s3lease import releasing
 from tasks.storage.store import open_backend
 from tests import radosgw
 
@@ -131,12 +132,15 @@ def test_a_second_writer_of_the_same_content_keeps_the_entry_unless_it_is_the_ot
     assert list(objects(lab)) == [f"{NEXT}/k1.arrow"]
     assert bytes(shared.lookup(NEXT, lambda about: None, lambda: "k1", D)) == b"rows"
     shared.put(NEXT, "k1", NEXT, lambda sink: sink.write(b"rows"))  # the other partition: 412, both had it
+    releasing()  # removals run on a thread of their own; a run waits for them before it exits
     assert objects(lab) == {}
     shared.put(NEXT, "k1", D, lambda sink: sink.write(b"old"))
     shared.put(NEXT, "k2", NEXT, lambda sink: sink.write(b"new"))  # other files: the old entry goes
+    releasing()
     assert list(objects(lab)) == [f"{NEXT}/k2.arrow"]
     assert shared.lookup(NEXT, lambda about: None, lambda: "k1", D) is None
     assert bytes(shared.lookup(NEXT, lambda about: None, lambda: "k2", D)) == b"new"
+    releasing()
     assert objects(lab) == {}
 
 
@@ -158,4 +162,5 @@ def test_a_folder_being_checked_by_another_host_is_waited_for_through_its_lease(
     with shared.checking(NEXT):
         waited = time.monotonic() - t0
     assert waited >= 0.4
+    releasing()  # a turn's lease is deleted on a thread of its own
     assert list(objects(lab)) == [f"{D}.lease"]

@@ -17,6 +17,9 @@ from tasks.checked.turns import BucketTurn, DiskTurn
 from tasks.storage.tempnames import is_temp_name, sweep, temp_path
 
 ENTRY = ".arrow"
+# the last entry this process stored in a bucket (key -> (pid, its bytes)): its next build, the folder's other
+# partition, reads it from here; one entry at most (a checked folder is some MB)
+_KEPT: dict[str, tuple[int, str, memoryview]] = {}  # key -> (pid, ETag, bytes)
 
 
 def split(data) -> tuple[memoryview, dict] | None:
@@ -144,16 +147,21 @@ class Bucket:
         self.bucket, self.rel = bucket, rel
         self.key = bucket.describe(rel)
         self._got: dict[str, bytes] = {}  # the last entry read whole (a trailer is read with its payload)
+        self.etags: dict[str, str] = {}  # key -> its ETag, as last listed
 
     def names(self, day: str) -> list[str]:
         start = len(f"{self.rel}/{day}/")
-        return [k[start:] for k in self.bucket.list(f"{self.rel}/{day}/") if k.endswith(ENTRY)]
+        listed = self.bucket.list(f"{self.rel}/{day}/")
+        self.etags.update({k: obj.etag for k, obj in listed.items()})
+        return [k[start:] for k in listed if k.endswith(ENTRY)]
 
     def survey(self) -> tuple[dict[str, list[str]], set[str]]:
         """Every folder's entries, and the folders whose lease is there (one listing)."""
         names: dict[str, list[str]] = {}
         busy = set()
-        for key in self.bucket.list(f"{self.rel}/"):
+        listed = self.bucket.list(f"{self.rel}/")
+        self.etags.update({k: obj.etag for k, obj in listed.items()})
+        for key in listed:
             rest = key[len(self.rel) + 1 :]
             if rest.endswith(".lease") and "/" not in rest:
                 busy.add(rest.removesuffix(".lease"))
@@ -169,6 +177,9 @@ class Bucket:
 
     def _read(self, day: str, name: str) -> bytes | None:
         rel = f"{self.rel}/{day}/{name}"
+        kept = _KEPT.get(rel)
+        if kept is not None and kept[:2] == (os.getpid(), self.etags.get(rel)):  # this process stored it, and
+            self._got = {rel: kept[2]}  # the listing shows that very object: not fetched back
         if rel not in self._got:
             try:
                 self._got = {rel: self.bucket.read(rel)}
@@ -187,11 +198,14 @@ class Bucket:
         return split(data) if data else None
 
     def remove(self, day: str, name: str) -> None:
-        from tasks.storage.s3 import StoreError
+        """Deleted on a thread of its own: nothing waits for it (a reader that finds it still there reads it,
+        and removes it again)."""
+        from tasks.storage.s3lease import later
 
-        self._got.pop(f"{self.rel}/{day}/{name}", None)
-        with contextlib.suppress(StoreError):
-            self.bucket.delete(f"{self.rel}/{day}/{name}")
+        rel = f"{self.rel}/{day}/{name}"
+        self._got.pop(rel, None)
+        _KEPT.pop(rel, None)
+        later(self.bucket.describe(rel), self.bucket.delete, rel)
 
     def room(self) -> bool:
         return True
@@ -203,13 +217,19 @@ class Bucket:
         """One PUT if the key is new; False when it is there already (412: another writer stored it)."""
         from tasks.storage.s3 import PreconditionFailed
 
+        rel = f"{self.rel}/{day}/{name}"
         try:
             sink.seek(0)  # the buffer itself is the body: the entry is not copied once more
-            self.bucket.put(f"{self.rel}/{day}/{name}", sink, if_none_match=True)
+            etag = self.bucket.put(rel, sink, if_none_match=True)
         except PreconditionFailed:
-            return False
-        finally:
             self.drop(sink)
+            return False
+        except BaseException:
+            self.drop(sink)
+            raise
+        # kept for this process's next build, which reads the folder's other partition: no GET of it back
+        _KEPT.clear()
+        _KEPT[rel] = (os.getpid(), etag, sink.getbuffer())
         return True
 
     def drop(self, sink: io.BytesIO) -> None:

@@ -70,8 +70,10 @@ class BucketTurn:
         """Take the lease if nobody holds it (one PUT when it is free); True also when the store cannot be
         asked (what it says comes out when the folder's entry is looked up: a turn only saves work)."""
         from tasks.storage.s3 import PreconditionFailed, StoreError
+        from tasks.storage.s3lease import released
 
         lease = self.lease
+        released(lease.rel)  # this process's own delete of it, still under way
         try:
             try:
                 lease.etag = lease.bucket.put(lease.rel, lease._body(), if_none_match=True)
@@ -102,12 +104,11 @@ class BucketTurn:
 
     def release(self) -> None:
         """Delete the lease (only a lease still this holder's: one taken over was another's)."""
-        from tasks.storage.s3 import StoreError
+        from tasks.storage.s3lease import later
 
         if self.held is None:
             return
         self.held.close()
         self.held = None
-        if not self.lease.lost:
-            with contextlib.suppress(StoreError):
-                self.lease.bucket.delete(self.lease.rel)
+        if not self.lease.lost:  # deleted on a thread of its own, after the entry it stored
+            later(self.lease.rel, self.lease.bucket.delete, self.lease.rel)

@@ -161,6 +161,21 @@ def _releaser() -> ThreadPoolExecutor:
     return pool
 
 
+def later(rel: str, request, *args) -> None:
+    """``request(*args)`` (a DELETE that nothing waits for: a lease let go, an entry both readers had) on the
+    thread that releases leases, after what is queued there; its error is logged, never raised. ``rel`` names
+    it for :func:`released` and :func:`releasing`."""
+
+    def send() -> None:
+        try:
+            request(*args)
+        except Exception as exc:  # noqa: BLE001 - nothing waits for it; what is left expires by itself
+            logger.warning("could not remove %s: %s", rel, exc)
+
+    with _releasing_lock:
+        _releasing[rel] = _releaser().submit(send)
+
+
 def released(rel: str) -> None:
     """Wait for this process's release of lease ``rel`` under way, if any: before it is taken again."""
     with _releasing_lock:
