@@ -277,10 +277,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit 2 for a usage error (argparse's own, or :class:`tasks.guard.UsageError`: a bad setting, a
-    missing raw_root, a reversed range), exit 30 for a store or server error (:func:`tasks.faults.fault_line`:
-    an SFTP server down, a read-only or full data root), each with one line on stderr. A closed pipe
-    (``daybreak status | head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
+    """Run a ``daybreak`` command: exit 2 with one line for a usage error, 30 for a store or server error,
+    141 quietly on a closed pipe (``daybreak status | head``)."""
     args = build_parser().parse_args(argv)
     from tasks import configfiles
 

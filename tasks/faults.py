@@ -38,10 +38,8 @@ STORAGE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.ED
 
 
 def fault_line(exc: BaseException) -> str | None:
-    """The one place a store or server error becomes a line (then exit 30, :func:`fault_exit`): the raw
-    zone unreachable (an SFTP server down, frozen, refusing this client), a partition that could not be
-    written, an OS error of the storage (read-only, permissions, full, I/O). None for any other error,
-    which keeps its traceback (a bug)."""
+    """The line for a store or server error (raw zone unreachable, a partition not written, an OS error
+    of the storage), then exit 30 (:func:`fault_exit`); None for any other error, which keeps its traceback."""
     if isinstance(exc, StorageUnavailable | PartitionWriteError | PartitionBusy):
         return str(exc).splitlines()[0]
     if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
@@ -51,10 +49,8 @@ def fault_line(exc: BaseException) -> str | None:
 
 
 def went_away(exc: BaseException) -> tuple[str, str] | None:
-    """(what, line) when a partition failed because a store or server stopped serving the run (an object
-    store, an SFTP server: :class:`StorageUnavailable` raised, or the cause of the error raised): ``what``
-    names it (a run prints one line per store), ``line`` is the ``daybreak: error:`` line the run's summary
-    follows (tasks/reporting/runlog.py). None for any other failure."""
+    """(what, line) when a partition failed because a store or server stopped serving the run: ``what``
+    names it, ``line`` is the ``daybreak: error:`` line of the summary; None for any other failure."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -108,11 +108,9 @@ def _serve_tasks(worker, conn, workers_ends) -> None:
 
 
 class _WrittenAtOnce:
-    """The worker's result queue as a runner puts on it: the result written to the queue's pipe before
-    ``put`` returns, as ``multiprocessing.Queue``'s feeder thread writes it (pickled, under the queue's write
-    lock), without the thread. With the thread, a task that kills its runner (a crash, the kernel's OOM
-    killer) could do so while the previous task's result was still being written: the queue's write lock,
-    shared by every process that puts on it, stayed taken and the whole run waited forever."""
+    """The worker's result queue as a runner puts on it: the result written to the pipe before ``put``
+    returns, without ``multiprocessing.Queue``'s feeder thread, so a task that kills its runner cannot leave
+    the queue's shared write lock taken (the whole run would wait forever)."""
 
     def __init__(self, queue):
         self.queue = queue

@@ -190,10 +190,8 @@ class _Run:
 
 
 def report() -> tuple[list[str], str]:
-    """(the error lines, then the summary) of the partitions watched since the last one (and forget them).
-    A partition this run wrote or failed is reported from the run's own records, never from the store;
-    the others (up to date now, written by another run, waiting, not run) are asked of the store, unless
-    it failed during the run."""
+    """(the error lines, then the summary) of the partitions watched since the last one, then forget
+    them: what this run wrote or failed from its own records, the rest asked of the store (unless it failed)."""
     global _started_at
     watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
     _watched.clear()
