@@ -135,9 +135,8 @@ class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
         return Built(table, None, stats)
 
 
-class HotelOtbExport(SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
-    """exports/otb/hotel_id=H: one hotel's on-the-books for its revenue-management system, as
-    ``data.parquet`` and ``otb.csv``; rebuilt when OtbByStayDate changed."""
+class _PerHotel:
+    """A dataset partitioned by the hotels of the hotels list (``hotel``)."""
 
     hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
 
@@ -146,10 +145,19 @@ class HotelOtbExport(SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
         """Its hotels: config/hotels.csv (the catalogue's partitions of the dataset)."""
         return list(hotels())
 
-    def dataset_path(self) -> str:
-        if self.hotel not in hotels():  # also keeps the partition name inside its folder
+    def known_hotel(self) -> str:
+        """``hotel``, refused unless in the hotels list (which also keeps a partition name inside its folder)."""
+        if self.hotel not in hotels():
             raise UnknownHotelError(f"hotel {self.hotel!r} is not in {hotels_source()}")
-        return f"{self.dataset}/hotel_id={self.hotel}"
+        return self.hotel
+
+
+class HotelOtbExport(_PerHotel, SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
+    """exports/otb/hotel_id=H: one hotel's on-the-books for its revenue-management system, as
+    ``data.parquet`` and ``otb.csv``; rebuilt when OtbByStayDate changed."""
+
+    def dataset_path(self) -> str:
+        return f"{self.dataset}/hotel_id={self.known_hotel()}"
 
     def upstream(self) -> list[OtbByStayDate]:
         return [OtbByStayDate()]
@@ -170,9 +178,7 @@ class HotelBookingState(PartitionedTask, entry=catalogue.HOTEL_BOOKING_STATE):
     ``d``. The manifest keeps a version per hotel, so a hotel's pickups depend on its slice only."""
 
     def upstream(self) -> list[PartitionedTask]:
-        previous = self.date - dt.timedelta(days=1)
-        chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
-        return [*chain, StgHotelBookingsDaily(date=self.date)]
+        return [*_state_before(self.date), StgHotelBookingsDaily(date=self.date)]
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return _chain_version(manifest)
@@ -193,6 +199,12 @@ class HotelBookingState(PartitionedTask, entry=catalogue.HOTEL_BOOKING_STATE):
         return Built(table, None, stats, extras={FINISHED: to_ipc(finished)})
 
 
+def _state_before(day: dt.date) -> list[HotelBookingState]:
+    """The booking state of the day before ``day``, none on ``[daybreak] start_date``."""
+    previous = day - dt.timedelta(days=1)
+    return [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
+
+
 def _chain_version(manifest: dict | None) -> str | None:
     """A hotel_booking_state manifest's version for its readers (open rows and the finished chain);
     any other manifest's data version."""
@@ -200,30 +212,19 @@ def _chain_version(manifest: dict | None) -> str | None:
     return manifest.get("stats", {}).get("chain_version") or manifest.get("data_version")
 
 
-class HotelPickup(PartitionedTask, entry=catalogue.HOTEL_PICKUP):
+class HotelPickup(_PerHotel, PartitionedTask, entry=catalogue.HOTEL_PICKUP):
     """hotel_pickup: for one hotel and booking date d, rooms and revenue picked up per stay date (on
     the books after d's events minus before, for the bookings they touched). Reads the hotel's slice
     of state d-1 and its events of d only, so a re-sent extract rebuilds only that hotel's pickups."""
-
-    hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
-
-    @classmethod
-    def static_keys(cls) -> list[str]:
-        """Its hotels: config/hotels.csv (the catalogue's partitions of the dataset)."""
-        return list(hotels())
 
     def dataset_path(self) -> str:
         return f"{self.dataset}/*/hotel_id={self.hotel}"  # identity of this hotel's store (not a real path)
 
     def store(self) -> PartitionStore:
-        if self.hotel not in hotels():  # also keeps the partition name inside its folder
-            raise UnknownHotelError(f"hotel {self.hotel!r} is not in {hotels_source()}")
-        return open_store(settings.data_uri(), self.dataset, subpartition=f"hotel_id={self.hotel}")
+        return open_store(settings.data_uri(), self.dataset, subpartition=f"hotel_id={self.known_hotel()}")
 
     def upstream(self) -> list[PartitionedTask]:
-        previous = self.date - dt.timedelta(days=1)
-        chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
-        return [*chain, StgHotelBookingsDaily(date=self.date)]
+        return [*_state_before(self.date), StgHotelBookingsDaily(date=self.date)]
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("hotel_versions", {}).get(self.hotel, "no events")

@@ -200,6 +200,7 @@ def report() -> tuple[list[str], str]:
         return [*run.errors.values(), *([run.luigid] if run.luigid else [])], ""
     from tasks import settings
     from tasks.freshness.engine import Engine
+    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER
 
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
@@ -227,7 +228,7 @@ def report() -> tuple[list[str], str]:
                     kind = "not run"
                 counts[family][kind].append(key)
                 if kind == "not run":
-                    (cooled if task.task_id in _done_in_scheduler() else blocked).append(_name(family, key))
+                    (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(_name(family, key))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
     lines = ["summary of this run:"]
     for family, kinds in counts.items():
@@ -282,12 +283,6 @@ def _asked(task, cache, started: str, failed: list, waiting: dict, others: list)
             waiting[source].append((date, family, key))
         return "waiting"
     return "not run"
-
-
-def _done_in_scheduler() -> set[str]:
-    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER
-
-    return DONE_IN_SCHEDULER
 
 
 def _ran(task, cache, started: str) -> bool:
