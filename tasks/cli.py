@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from tasks import catalogue, guard
-from tasks.faults import FAULT_EXIT, Fault, check_stores, fault_line
-from tasks.guard import UsageError, check_range
+from tasks.faults import FAULT_EXIT, check_stores, fault_line
+from tasks.guard import Exit, check_range
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
 STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
-    except (UsageError, Fault) as exc:  # its message is on stderr already
+    except Exit as exc:  # its message is on stderr already
         return exc.code
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit

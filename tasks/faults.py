@@ -15,22 +15,18 @@ import re
 import sys
 from typing import NoReturn
 
+from tasks.guard import Exit
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionBusy, PartitionWriteError
 
 FAULT_EXIT = 30  # Luigi's task_failed: what docs/operations.md promises for a server or a disk that fails
 
 
-class Fault(SystemExit):
+class Fault(Exit):
     """The raw zone's server or the data root's storage failed (unreachable, refusing, read-only, full):
-    exit 30 wherever it is raised, the one line printed first (:func:`fault_exit`)."""
+    exit 30, the one line printed first (:func:`fault_exit`)."""
 
-    def __init__(self, message: str):
-        super().__init__(FAULT_EXIT)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
+    EXIT = FAULT_EXIT
 
 
 # OS errors of the storage itself, not of one file: the data root (or the raw zone) cannot be written or read

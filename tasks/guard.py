@@ -22,15 +22,21 @@ INTERRUPTED = (
 )
 
 
-class UsageError(SystemExit):
-    """Daybreak was called or configured wrongly: exit 2 wherever it is raised; the message is in ``str()``."""
+class Exit(SystemExit):
+    """An error already printed as one line: exit ``EXIT`` wherever it is raised; the message is in ``str()``."""
+
+    EXIT = USAGE_EXIT
 
     def __init__(self, message: str):
-        super().__init__(USAGE_EXIT)
+        super().__init__(self.EXIT)
         self.message = message
 
     def __str__(self) -> str:
         return self.message
+
+
+class UsageError(Exit):
+    """Daybreak was called or configured wrongly: exit 2."""
 
 
 def fail(message: str) -> NoReturn:

@@ -293,9 +293,8 @@ def built_by_text(built_by: dict | None) -> str:
 
 
 def render_json(rows: list[DayStatus]) -> str:
-    """``json.dumps([row as a dict, ...], indent=1)``, the same text (tests/test_status.py), about five
-    times faster: json's C encoder writes the values, and the layout of a flat row is written here (with
-    ``indent``, json.dumps takes its pure-Python path, and asdict copies every field deeply)."""
+    """``json.dumps([row as a dict, ...], indent=1)``, the same text (tests/test_status.py) without json's
+    pure-Python indent path and asdict's deep copies."""
     if not rows:
         return "[]"
     value = json.JSONEncoder().encode  # the C encoder for one value (what json.dumps writes without indent)
