@@ -18,7 +18,7 @@ from luigi.task_register import Register
 from luigi.worker import KeepAliveThread
 
 from tasks import cores
-from tasks.luigi_shortcuts.hosts import SUPERSEDED, many_hosts  # noqa: F401 - the adapter's names
+from tasks.luigi_shortcuts.hosts import many_hosts  # noqa: F401 - the adapter's names
 from tasks.luigi_shortcuts.local_scheduler import LocalScheduler, linear_local_scheduler  # noqa: F401
 
 

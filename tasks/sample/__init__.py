@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tasks.catalogue import SOURCES
 from tasks.sample.common import Request, Sink, writing_to
-from tasks.sample.qsr_pos import late_file_relpath, qsr_store, store_id  # noqa: F401 - the sample's names
+from tasks.sample.qsr_pos import late_file_relpath, qsr_store  # noqa: F401 - late_file_relpath: the sample's name
 
 HOTELS_CSV = Path(__file__).resolve().parents[2] / "config" / "hotels.csv"
 WRITERS = {source: importlib.import_module(f"tasks.sample.{source}") for source in SOURCES}  # source -> its writer

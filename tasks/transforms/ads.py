@@ -23,8 +23,6 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.rawcsv import ParsedCsv
-from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
-from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION  # noqa: F401
 
 RAW_COLUMNS = ["date", "campaign_id", "channel", "impressions", "clicks", "spend", "conversions", "conversion_value"]
 DAILY_SCHEMA = pa.schema(

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# RAW_COLUMNS, HotelLimits and clean_booking_events are imported from here too (tasks/sample.py, the tests)
+# RAW_COLUMNS, HotelLimits and clean_booking_events are imported from here too (the sample, the tests)
 from tasks.transforms.hotel_events import (  # noqa: F401
     EVENTS_SCHEMA,
     MONEY,
@@ -20,7 +20,6 @@ from tasks.transforms.hotel_events import (  # noqa: F401
     HotelLimits,
     clean_booking_events,
 )
-from tasks.transforms.versions import BOOKING_STATE_VERSION, OTB_VERSION, PICKUP_VERSION  # noqa: F401
 
 OTB_SCHEMA = pa.schema(
     [
