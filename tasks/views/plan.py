@@ -1,10 +1,6 @@
 """Backfill plans: what a range run would rebuild and why, what it would make stale downstream, and
-how long it should take. A dry run: it reads manifests and listings, runs and writes nothing.
-
-Every dataset of the catalogue has a plan. A dated dataset's plan covers the dates of the range; a
-date x hotel dataset (hotel_pickup) each hotel of each date; a per-hotel or per-store dataset every
-hotel of config/hotels.csv or every registered store, and an unpartitioned one its single partition,
-whatever the range (their partitions hold every date).
+how long it should take. A dry run: it reads manifests and listings, runs and writes nothing. A dated
+dataset's plan covers the range's dates (and hotels); a per-key or unpartitioned one, every partition.
 """
 
 from __future__ import annotations
