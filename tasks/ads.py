@@ -14,16 +14,9 @@ DAY = dt.timedelta(days=1)
 
 
 class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
-    """ads_daily: one row per campaign per date, as the newest export that holds the date reports it.
-
-    Export ``E`` restates dates ``E-7 .. E-1``, and the truth for ``d`` is the newest export of
-    ``d+1 .. d+7`` that exists (contract section 4). Partition ``d`` reads every one of those exports that
-    is present and is built as soon as one is, whichever (a missing ``d+1`` does not block it); while
-    none is, it waits for ``d+1``. Each new export makes it stale, so a new export rebuilds exactly the
-    7 dates it restates (an older one arriving late rebuilds them to the same rows: nothing downstream
-    follows). ``source_export_date`` says which export won; the manifest's ``stats.is_final`` says
-    whether export ``d+7`` has arrived (final) or not (provisional).
-    """
+    """ads_daily: one row per campaign per date, as the newest export of ``d+1 .. d+7`` reports it
+    (contract section 4). Built as soon as any of them is present, rebuilt by each new one;
+    ``stats.is_final`` says whether export ``d+7`` has arrived."""
 
     def restatement_days(self) -> int:
         return settings.ads().restatement_days
@@ -72,12 +65,8 @@ class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
 
 
 class AdsRolling7d(PartitionedTask, entry=catalogue.ADS_ROLLING_7D):
-    """ads_rolling_7d: one row per campaign per date, summed over the look-back ``d-6 .. d`` (inclusive).
-
-    Requires the AdsDaily partitions of its window (``[ads] rolling_window_days``, default 7). Dates
-    before ``[daybreak] start_date`` do not exist, so the first windows are shorter and
-    ``days_in_window`` says so. It is stale whenever one of its upstream partitions changed.
-    """
+    """ads_rolling_7d: one row per campaign per date, summed over the ``[ads] rolling_window_days``
+    dates up to ``d`` (fewer before ``[daybreak] start_date``: ``days_in_window`` says so)."""
 
     dataset = "marts/ads_rolling_7d"
 

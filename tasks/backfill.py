@@ -28,25 +28,17 @@ from tasks.settings import business_today
 
 
 class BusinessDateParameter(DateParameter):
-    """A date that defaults to :func:`business_today`, resolved when the task is created.
-
-    A default of None would stay None in the task's parameters, and Luigi's execution summary, which
-    ranges one-parameter tasks by their value, fails on it (TypeError, exit 40) whenever the task is
-    listed: the task id carries the date instead, ``MorningRefresh(today=2026-12-01)``."""
+    """A date that defaults to :func:`business_today`, resolved when the task is created (a None would
+    break Luigi's execution summary, which ranges one-parameter tasks by their value)."""
 
     def normalize(self, x):
         return super().normalize(business_today() if x is None else x)
 
 
 class MorningRefresh(luigi.WrapperTask):
-    """Each morning, every dataset the catalogue marks for it (tasks/catalogue.py, ``refresh``): the last N
-    dates of a restated one (ads_daily and ads_rolling_7d, N = [ads] restatement_days), because a new
-    export restates them, and yesterday's of the others (QSR and hotel staging). Each range is Luigi's
-    RangeDaily, so only partitions that are missing or stale run; on a day nothing changed, nothing runs.
-
-    Yesterday's QSR partition needs today's POS folder (its business day ends at 04:59 today); until
-    that folder arrives the run exits 20 (missing data), which is the signal to rerun later.
-    """
+    """Each morning, a RangeDaily of every dataset the catalogue marks ``refresh``: the last
+    ``[ads] restatement_days`` dates of a restated one, yesterday's of the others (docs/backfills.md).
+    Until today's POS folder arrives the run exits 20 (missing data): rerun later."""
 
     today = BusinessDateParameter(
         default=None, flag="--today", description="Run as of this date (default: today in the business timezone)"
@@ -66,10 +58,9 @@ class MorningRefresh(luigi.WrapperTask):
 
 
 def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> tuple[list[dt.date], str]:
-    """The dates of ``[start, stop)`` that a range run of ``family`` leaves out because they have not
-    begun or ended yet, and why. RangeSingleRun builds the business days before today ([qsr]
-    timezone); Luigi's RangeDaily every date whose midnight (UTC) is before now plus ``days_forward``
-    (0), computed with RangeDaily's own methods."""
+    """The dates of ``[start, stop)`` a range run of ``family`` leaves out as not yet begun or ended,
+    and why: RangeSingleRun builds business days before today, RangeDaily (by its own methods) each date
+    whose midnight (UTC) is before now."""
     if family == "RangeSingleRun":
         today = business_today()
         why = f"a business day is built once it is over: today is {today} ({settings.qsr().timezone})"
@@ -128,23 +119,10 @@ def _epoch(day: dt.date) -> int:
 
 
 class RangeSingleRun(luigi.WrapperTask):
-    """Every stale or missing date of ``[start, stop)`` of one dataset, built in one run.
-
-    The counterpart of Dagster's ``BackfillPolicy.single_run()`` next to ``RangeDaily``'s one task per
-    date: one Luigi task (:class:`SingleRunBuild`) builds the whole range, so one process and one
-    raw-zone session (one SFTP connection, one ``sftp`` resource slot). Each date is still its own
-    partition with its own manifest, written as soon as it is built, so status, staleness and reruns
-    stay per date:
-
-    * a date that fails is recorded (``_state/failures``) and the build goes on with the next ones; it
-      fails at the end (exit 30) naming every failed date, and the dates written are kept;
-    * a date whose raw folders have not arrived is skipped; this wrapper requires those folders, so
-      the run ends "missing data" (exit 20) like RangeDaily, and a later run builds just those dates;
-    * the upstream datasets' dates it reads are single-run builds of their own, required first.
-
-    ``stop`` is exclusive, like RangeDaily's; dates from today (business timezone) on are left out, as
-    RangeDaily leaves them out. See docs/backfills.md, "One run per date or one run per range".
-    """
+    """Every stale or missing date of ``[start, stop)`` of one dataset, built by one Luigi task
+    (:class:`SingleRunBuild`), each date still its own partition and manifest: a failed date is recorded
+    and the rest goes on; one whose raw folders are missing is skipped (exit 20). docs/backfills.md,
+    "One run per date or one run per range"."""
 
     of = luigi.TaskParameter(description="The partitioned task family, e.g. StgQsrPos")
     of_params = luigi.DictParameter(default={}, description='Its other parameters, e.g. {"hotel": "H1"}')
@@ -332,13 +310,9 @@ def _candidates(dataset: str, start: dt.date, stop: dt.date, horizon_days: int) 
 def stale_downstream(
     rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int = 7, held: list | None = None
 ) -> list:
-    """Built partitions that read a rebuilt one, directly or through another: the ones that would go
-    stale once the rebuild is in place (to a fixed point, within the range and ``horizon_days`` after:
-    a look-back's window). The one answer to "what goes stale downstream" (plan, preview).
-
-    One that also reads a partition of ``dataset`` outside ``[start, stop)`` that is not up to date (a
-    store's mart reads every date of its store) is not built: Luigi would build those dates too, into
-    the preview, and the preview is of the range. It goes to ``held`` as (task, the date it waits on)."""
+    """Built partitions that would go stale once ``rebuilt`` is in place, directly or through another,
+    within the range and ``horizon_days`` after (plan, preview). One that also reads a stale partition
+    of ``dataset`` outside the range goes to ``held`` as (task, the date it waits on) instead."""
     ids = {t.task_id for t in rebuilt}
     root = type(rebuilt[0]) if rebuilt else None
     engine = new_pass()

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from tasks import catalogue, guard
-from tasks.faults import FAULT_EXIT, Fault, check_stores, fault_line
-from tasks.guard import UsageError, check_range
+from tasks.faults import FAULT_EXIT, check_stores, fault_line
+from tasks.guard import Exit, check_range
 
 DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
 STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
@@ -102,8 +102,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     try:
         code, message = preview.publish(args.id)
     except preview.PreviewError as exc:
-        print(f"daybreak: error: {exc}", file=sys.stderr)
-        return 2
+        guard.fail(str(exc))
     print(message, file=sys.stdout if code == 0 else sys.stderr)
     return code
 
@@ -114,8 +113,7 @@ def cmd_discard(args: argparse.Namespace) -> int:
     try:
         print(preview.discard(args.id))
     except preview.PreviewError as exc:
-        print(f"daybreak: error: {exc}", file=sys.stderr)
-        return 2
+        guard.fail(str(exc))
     return 0
 
 
@@ -138,11 +136,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     start = args.start or settings.daybreak().start_date
     stop = args.stop or status.default_stop()
     if start > stop and (args.start is None or args.stop is None):
-        from tasks.guard import fail
-
         first = f"--start {start}" if args.start else f"[daybreak] start_date {start}"
         last = f"--stop {stop}" if args.stop else f"the day after the newest raw folder ({stop})"
-        fail(f"verify: {first} is after {last}: no partition to verify; give --start and --stop")
+        guard.fail(f"verify: {first} is after {last}: no partition to verify; give --start and --stop")
     check_range(start, stop, "verify")
     report = verify.verify(start, stop, [args.dataset] if args.dataset else None)
     print(verify.render(report))
@@ -277,10 +273,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit 2 for a usage error (argparse's own, or :class:`tasks.guard.UsageError`: a bad setting, a
-    missing raw_root, a reversed range), exit 30 for a store or server error (:func:`tasks.faults.fault_line`:
-    an SFTP server down, a read-only or full data root), each with one line on stderr. A closed pipe
-    (``daybreak status | head``) ends the output quietly, with 141 as a Unix tool killed by SIGPIPE."""
+    """Run a ``daybreak`` command: exit 2 with one line for a usage error, 30 for a store or server error,
+    141 quietly on a closed pipe (``daybreak status | head``)."""
     args = build_parser().parse_args(argv)
     from tasks import configfiles
 
@@ -302,9 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
-    except UsageError as exc:  # its message is on stderr already
-        return exc.code
-    except Fault as exc:  # its message is on stderr already
+    except Exit as exc:  # its message is on stderr already
         return exc.code
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit

@@ -1,16 +1,8 @@
 """The config files Luigi reads, checked as text before Luigi reads a value from them. No Luigi here.
 
-Luigi reads ``/etc/luigi/client.cfg``, ``/etc/luigi/luigi.cfg``, ``./client.cfg``, ``./luigi.cfg`` and then
-``$LUIGI_CONFIG_PATH`` (the last file read wins), with configparser's strict reading and ``%``
-interpolation: a section or a key repeated in one file, a line that is neither, or a ``%`` that is not
-``%%`` or ``%(name)s`` is a configparser traceback deep inside Luigi. :func:`errors` finds each of these
-in every file, as one line naming the file, the line and what to write instead; the ``daybreak``
-command calls it before it imports Luigi, and ``import tasks`` under Luigi (``register()``) before any
-value is read (tasks/settings.py ``check_config`` then checks the values).
-
-Luigi itself reads the files when it is imported, which the ``luigi`` command does before it loads
-``--module tasks``: there a repeated section or key stops Luigi before Daybreak can speak
-(docs/operations.md, "Settings").
+A repeated section or key, a line that is neither, or a bad ``%`` is a configparser traceback deep in
+Luigi; :func:`errors` names each as one line (file, line, what to write instead), called before any value
+is read (tasks/settings_check.py then checks the values).
 """
 
 from __future__ import annotations

@@ -20,11 +20,8 @@ def escape_control(text: str) -> str:
 
 
 def printable(name: str) -> str:
-    """A raw zone name as Daybreak shows it (warnings, manifests, ``daybreak status``): a control
-    character (U+0000..U+001F, U+007F: an escape sequence, a newline that would forge a line of the
-    status view) and a byte that is not UTF-8 (which the listing decoded as a lone surrogate) spelled
-    ``\\xNN``, so a name can neither drive the terminal nor pass for another one. Names of files that are
-    read are never like this (the contract's names)."""
+    """A raw zone name as Daybreak shows it: a control character or a byte that is not UTF-8 spelled
+    ``\\xNN``, so a name can neither drive the terminal nor pass for another one."""
     if name.isprintable():
         return name
     return escape_control(name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))

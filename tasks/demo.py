@@ -69,10 +69,8 @@ MARKER = ".daybreak-demo"  # in a workdir the demo made: only such a folder (or 
 
 
 def prepare_workdir(workdir: Path) -> None:
-    """Make ``workdir`` ready: a new folder is made, an empty one used as it is, one an earlier demo made
-    (its marker file) emptied and used again. Exit 2, deleting nothing, for any other folder (``--workdir
-    .`` must not delete the user's files), for a symbolic link, and for the current folder or one that
-    holds it."""
+    """Make ``workdir`` ready: new, empty, or an earlier demo's (its marker file) emptied; exit 2,
+    deleting nothing, for any other folder, a symbolic link, or the current folder or one that holds it."""
     if workdir.is_symlink():
         fail(f"demo: --workdir {workdir} is a symbolic link; give the folder itself")
     if workdir.exists():

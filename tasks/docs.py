@@ -1,16 +1,8 @@
-"""The parts of the docs that the code holds, written between marker comments.
+"""The parts of the docs that the code holds, written between ``<!-- NAME:start -->`` and
+``<!-- NAME:end -->``: the datasets table, the settings table and the ``daybreak status`` synopsis.
 
     python -m tasks.docs            rewrite every generated block that is out of date
     python -m tasks.docs --check    change nothing; exit 1 naming each block that is out of date
-
-A block is the text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` in its file:
-
-* ``datasets`` in docs/datasets.md: the datasets table of tasks/catalogue.py;
-* ``settings`` in docs/operations.md: every key of every section of tasks/settings.py (``SECTIONS``),
-  with its default, its valid values (``RANGES``, ``FORMS``) and its description;
-* ``dataset-names`` in README.md: the ``daybreak status`` synopsis, with the datasets ``--dataset`` takes.
-
-tests/test_docs_generated.py fails while a block is out of date.
 """
 
 from __future__ import annotations

@@ -15,22 +15,18 @@ import re
 import sys
 from typing import NoReturn
 
+from tasks.guard import Exit
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionBusy, PartitionWriteError
 
 FAULT_EXIT = 30  # Luigi's task_failed: what docs/operations.md promises for a server or a disk that fails
 
 
-class Fault(SystemExit):
+class Fault(Exit):
     """The raw zone's server or the data root's storage failed (unreachable, refusing, read-only, full):
-    exit 30 wherever it is raised, the one line printed first (:func:`fault_exit`)."""
+    exit 30, the one line printed first (:func:`fault_exit`)."""
 
-    def __init__(self, message: str):
-        super().__init__(FAULT_EXIT)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
+    EXIT = FAULT_EXIT
 
 
 # OS errors of the storage itself, not of one file: the data root (or the raw zone) cannot be written or read
@@ -38,10 +34,8 @@ STORAGE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.ED
 
 
 def fault_line(exc: BaseException) -> str | None:
-    """The one place a store or server error becomes a line (then exit 30, :func:`fault_exit`): the raw
-    zone unreachable (an SFTP server down, frozen, refusing this client), a partition that could not be
-    written, an OS error of the storage (read-only, permissions, full, I/O). None for any other error,
-    which keeps its traceback (a bug)."""
+    """The line for a store or server error (raw zone unreachable, a partition not written, an OS error
+    of the storage), then exit 30 (:func:`fault_exit`); None for any other error, which keeps its traceback."""
     if isinstance(exc, StorageUnavailable | PartitionWriteError | PartitionBusy):
         return str(exc).splitlines()[0]
     if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
@@ -51,10 +45,8 @@ def fault_line(exc: BaseException) -> str | None:
 
 
 def went_away(exc: BaseException) -> tuple[str, str] | None:
-    """(what, line) when a partition failed because a store or server stopped serving the run (an object
-    store, an SFTP server: :class:`StorageUnavailable` raised, or the cause of the error raised): ``what``
-    names it (a run prints one line per store), ``line`` is the ``daybreak: error:`` line the run's summary
-    follows (tasks/reporting/runlog.py). None for any other failure."""
+    """(what, line) when a partition failed because a store or server stopped serving the run: ``what``
+    names it, ``line`` is the ``daybreak: error:`` line of the summary; None for any other failure."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -1,18 +1,9 @@
-"""Usage and configuration errors: one short message and exit 2, from every command.
+"""Usage and configuration errors: one line ``daybreak: error: ...`` and exit 2, from every command.
 
-A mistake in how Daybreak is called or configured (an unknown task or dataset, a bad date, a hotel not
-in config/hotels.csv or a malformed store id, a reversed range, a ``raw_root`` that does not exist, an
-unknown or out-of-range setting) is not a failed partition: it gets one line on stderr,
-``daybreak: error: ...``, and exit code 2 (argparse's code for a usage error), from
-``luigi --module tasks ...`` and from ``daybreak ...`` alike (docs/operations.md, "Exit codes").
-
-:class:`UsageError` is a :class:`SystemExit`: raised inside a task's ``complete()`` or ``requires()``
-it passes through Luigi's scheduling (which turns any ``Exception`` there into a logged scheduling
-error, exit 35) and ends the command with code 2. The message is printed where it is raised
-(:func:`fail`), because the ``luigi`` command has no place of Daybreak's at the top to print it.
-
-Luigi's own usage errors (unknown task family, unparsable parameter value, missing parameter) are
-turned into the same line by tasks/luigi_shortcuts/usage.py, which reads them from Luigi.
+:class:`UsageError` is a :class:`SystemExit`, so raised inside a task's ``complete()`` or ``requires()``
+it passes through Luigi's scheduling (which would make any ``Exception`` exit 35); the message is printed
+where it is raised (:func:`fail`), as the ``luigi`` command has no place of Daybreak's to print it.
+Luigi's own usage errors get the same line from tasks/luigi_shortcuts/usage.py.
 """
 
 from __future__ import annotations
@@ -31,15 +22,21 @@ INTERRUPTED = (
 )
 
 
-class UsageError(SystemExit):
-    """Daybreak was called or configured wrongly: exit 2 wherever it is raised; the message is in ``str()``."""
+class Exit(SystemExit):
+    """An error already printed as one line: exit ``EXIT`` wherever it is raised; the message is in ``str()``."""
+
+    EXIT = USAGE_EXIT
 
     def __init__(self, message: str):
-        super().__init__(USAGE_EXIT)
+        super().__init__(self.EXIT)
         self.message = message
 
     def __str__(self) -> str:
         return self.message
+
+
+class UsageError(Exit):
+    """Daybreak was called or configured wrongly: exit 2."""
 
 
 def fail(message: str) -> NoReturn:

@@ -49,9 +49,8 @@ def pa_concat(tables: list):
 
 def before_events(link: PartitionedTask, events, hotel: str | None = None):
     """The booking state before ``events`` (of the day after ``link``): ``link``'s open bookings (of
-    ``hotel`` when given) and, for the bookings the events reopen (:func:`reopened_keys`), their
-    finished row, found by reading the chain's ``finished.arrow`` files newest first until every one
-    is found (only on a day that touches a finished booking; a booking never seen reads them all)."""
+    ``hotel`` when given) and the finished rows of the bookings the events reopen, read from the chain's
+    ``finished.arrow`` files newest first until every one is found."""
     import pyarrow.compute as pc
 
     from tasks.transforms.hotels import latest_per_booking, reopened_keys
@@ -91,11 +90,9 @@ def pa_strings(values):
 
 
 def chain_versions(table, finished, previous_stats: dict) -> dict:
-    """The versions a state partition's readers depend on: per hotel (``hotel_versions``, what a
-    hotel's pickups read), the open slice and every finished row of the chain up to this date (a
-    running hash, ``finished_versions``); ``chain_version`` covers all hotels. A changed finished row
-    on any earlier date changes every later link's versions, so OtbByStayDate and the pickups, which
-    read finished rows of dates they do not list as upstream, are rebuilt."""
+    """The versions a state partition's readers depend on: per hotel (``hotel_versions``), the running
+    hash of finished rows (``finished_versions``) and ``chain_version`` over all hotels; a changed
+    finished row changes every later link's versions, so its readers are rebuilt."""
     import hashlib
     import json
 

@@ -39,13 +39,9 @@ class HotelParameter(luigi.Parameter):
 
 
 class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_DAILY):
-    """stg_hotel_bookings_daily: one row per booking event of business date ``date``, all hotels.
-
-    The business date of an event is its local calendar date at the hotel (config/hotels.csv gives each
-    hotel's IANA timezone). Reads raw ``hotel_bookings/<date>/<hotel_id>.csv``; an event whose local
-    date is not the folder's is rejected as misfiled; an extract of a hotel not in config fails the
-    partition, naming the file, and is never read.
-    """
+    """stg_hotel_bookings_daily: one row per booking event of business date ``date`` (its local date at
+    the hotel), all hotels, from ``hotel_bookings/<date>/``; an extract of a hotel not in config fails
+    the partition, naming the file."""
 
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [(SOURCE, self.date)]
@@ -106,16 +102,9 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
 class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
     """otb_by_stay_date: one row per hotel and stay date with rooms, revenue and bookings on the books.
 
-    Unpartitioned: a cancellation on one day changes stay dates booked on another
-    (docs/run-semantics.md). It is a function of the newest hotel_booking_state (each open booking's
-    latest event up to the newest extract folder) and of the bookings that finished on each date
-    (their ``finished.arrow``): memory the size of every booking's latest row, never the whole
-    history of events; the chain of states is itself built a day at a time
-    (state d from state d-1 and the events of d). It requires every stg_hotel_bookings_daily partition
-    from ``[daybreak] start_date`` to the newest extract folder (a missing date blocks it; with no
-    extract at all, it waits for start_date's), is stale when any of them changed, and requires the
-    newest state.
-    """
+    Unpartitioned (a cancellation changes stay dates booked on other days, docs/run-semantics.md): made
+    from the newest hotel_booking_state and each date's finished bookings, so its memory is the size of
+    every booking's latest row; stale when any staged date since ``[daybreak] start_date`` changed."""
 
     def dates(self) -> list[dt.date]:
         """``[daybreak] start_date`` .. the newest extract folder present, inclusive. With no extract folder
@@ -146,12 +135,8 @@ class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
         return Built(table, None, stats)
 
 
-class HotelOtbExport(SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
-    """exports/otb/hotel_id=H: one hotel's on-the-books for its revenue-management system.
-
-    A static partition per hotel: ``data.parquet`` and the same rows as ``otb.csv`` (hotel_id,
-    stay_date, rooms_on_books, room_revenue, bookings). Rebuilt when OtbByStayDate changed.
-    """
+class _PerHotel:
+    """A dataset partitioned by the hotels of the hotels list (``hotel``)."""
 
     hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
 
@@ -160,10 +145,19 @@ class HotelOtbExport(SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
         """Its hotels: config/hotels.csv (the catalogue's partitions of the dataset)."""
         return list(hotels())
 
-    def dataset_path(self) -> str:
-        if self.hotel not in hotels():  # also keeps the partition name inside its folder
+    def known_hotel(self) -> str:
+        """``hotel``, refused unless in the hotels list (which also keeps a partition name inside its folder)."""
+        if self.hotel not in hotels():
             raise UnknownHotelError(f"hotel {self.hotel!r} is not in {hotels_source()}")
-        return f"{self.dataset}/hotel_id={self.hotel}"
+        return self.hotel
+
+
+class HotelOtbExport(_PerHotel, SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
+    """exports/otb/hotel_id=H: one hotel's on-the-books for its revenue-management system, as
+    ``data.parquet`` and ``otb.csv``; rebuilt when OtbByStayDate changed."""
+
+    def dataset_path(self) -> str:
+        return f"{self.dataset}/hotel_id={self.known_hotel()}"
 
     def upstream(self) -> list[OtbByStayDate]:
         return [OtbByStayDate()]
@@ -177,21 +171,14 @@ class HotelOtbExport(SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
 
 
 class HotelBookingState(PartitionedTask, entry=catalogue.HOTEL_BOOKING_STATE):
-    """hotel_booking_state: each open booking's latest event as of the end of business date ``date``,
-    all hotels; the bookings that finished that day (cancelled, or departed, and not touched on
-    ``date``) in ``finished.arrow`` beside the data (:func:`tasks.transforms.hotels.split_state`).
+    """hotel_booking_state: each open booking's latest event at the end of ``date``, all hotels; the
+    bookings that finished that day in ``finished.arrow`` beside it.
 
-    A chain: state ``d`` = latest per booking over the open state ``d-1``, the finished rows of the
-    bookings ``d`` reopens (:func:`before_events`) and the staged events of ``d``, so each date reads
-    two partitions, whatever the length of the history, and holds as many rows as are booked ahead.
-    The manifest records a version per hotel (``stats.hotel_versions``, open rows and the running hash
-    of finished ones) so that a hotel's pickups depend on their hotel's slice only.
-    """
+    A chain: state ``d`` from the open state ``d-1``, the finished rows ``d`` reopens and the events of
+    ``d``. The manifest keeps a version per hotel, so a hotel's pickups depend on its slice only."""
 
     def upstream(self) -> list[PartitionedTask]:
-        previous = self.date - dt.timedelta(days=1)
-        chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
-        return [*chain, StgHotelBookingsDaily(date=self.date)]
+        return [*_state_before(self.date), StgHotelBookingsDaily(date=self.date)]
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return _chain_version(manifest)
@@ -212,6 +199,12 @@ class HotelBookingState(PartitionedTask, entry=catalogue.HOTEL_BOOKING_STATE):
         return Built(table, None, stats, extras={FINISHED: to_ipc(finished)})
 
 
+def _state_before(day: dt.date) -> list[HotelBookingState]:
+    """The booking state of the day before ``day``, none on ``[daybreak] start_date``."""
+    previous = day - dt.timedelta(days=1)
+    return [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
+
+
 def _chain_version(manifest: dict | None) -> str | None:
     """A hotel_booking_state manifest's version for its readers (open rows and the finished chain);
     any other manifest's data version."""
@@ -219,37 +212,19 @@ def _chain_version(manifest: dict | None) -> str | None:
     return manifest.get("stats", {}).get("chain_version") or manifest.get("data_version")
 
 
-class HotelPickup(PartitionedTask, entry=catalogue.HOTEL_PICKUP):
-    """hotel_pickup: for one hotel and booking date d, rooms and revenue picked up per stay date.
-
-    Net of the day's modifications and cancellations: on-the-books after d's events minus before,
-    for the bookings d's events touched. Multi partitions at ``marts/hotel_pickup/business_date=D/
-    hotel_id=H/``. It reads the hotel's open bookings in the booking state of d-1 (a MODIFIED event needs
-    the state it replaces), the finished row of each booking d's events reopen (from the chain's
-    ``finished.arrow`` files, :func:`before_events`) and the hotel's staged events of d. It depends only
-    on that hotel's version of each (the state's covers its open and finished rows), so a re-sent
-    extract of one hotel rebuilds only that hotel's pickups.
-    """
-
-    hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
-
-    @classmethod
-    def static_keys(cls) -> list[str]:
-        """Its hotels: config/hotels.csv (the catalogue's partitions of the dataset)."""
-        return list(hotels())
+class HotelPickup(_PerHotel, PartitionedTask, entry=catalogue.HOTEL_PICKUP):
+    """hotel_pickup: for one hotel and booking date d, rooms and revenue picked up per stay date (on
+    the books after d's events minus before, for the bookings they touched). Reads the hotel's slice
+    of state d-1 and its events of d only, so a re-sent extract rebuilds only that hotel's pickups."""
 
     def dataset_path(self) -> str:
         return f"{self.dataset}/*/hotel_id={self.hotel}"  # identity of this hotel's store (not a real path)
 
     def store(self) -> PartitionStore:
-        if self.hotel not in hotels():  # also keeps the partition name inside its folder
-            raise UnknownHotelError(f"hotel {self.hotel!r} is not in {hotels_source()}")
-        return open_store(settings.data_uri(), self.dataset, subpartition=f"hotel_id={self.hotel}")
+        return open_store(settings.data_uri(), self.dataset, subpartition=f"hotel_id={self.known_hotel()}")
 
     def upstream(self) -> list[PartitionedTask]:
-        previous = self.date - dt.timedelta(days=1)
-        chain = [HotelBookingState(date=previous)] if previous >= settings.daybreak().start_date else []
-        return [*chain, StgHotelBookingsDaily(date=self.date)]
+        return [*_state_before(self.date), StgHotelBookingsDaily(date=self.date)]
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("hotel_versions", {}).get(self.hotel, "no events")

@@ -1,16 +1,8 @@
 """``daybreak scheduler``: Luigi's central scheduler (luigid) as Daybreak runs it.
 
-luigid binds to every interface by default and has no authentication; here it binds to 127.0.0.1
-unless told otherwise. Its state, logs and task history (SQLite) live in the data root's state folder
-(``<data_root>/_state``; for a data root in a bucket, this host's ``[daybreak] cache_dir``):
-
-    _state/luigid/state.pickle   scheduler state across restarts
-    _state/luigid/logs/          luigid's log folder (luigid needs it to exist)
-    _state/luigid/history.db     task history, browsable at /history
-
-It never reads the data root (a bucket needs no credentials here), and says where luigid listens once it
-accepts connections: ``daybreak scheduler: luigid listening on http://127.0.0.1:8082 (visualiser, and
-/history), state in ...``.
+Bound to 127.0.0.1 unless told otherwise (luigid has no authentication); its state, logs and task
+history live in ``<data_root>/_state/luigid/`` (for a data root in a bucket, ``[daybreak] cache_dir``).
+It never reads the data root, and says where it listens once it accepts connections.
 """
 
 from __future__ import annotations
@@ -134,10 +126,9 @@ SCHEDULER_KEYS = (
 
 
 def central_scheduler() -> str | None:
-    """The URL of the central scheduler that a ``luigi`` command without ``--local-scheduler`` would use
-    when ``[core]`` names one (:data:`SCHEDULER_KEYS`); None otherwise, or when ``[core] local_scheduler``
-    is on. A luigid that merely answers on Luigi's default address (localhost:8082) is not one the user
-    chose: it may be anyone's, so it is never probed or joined."""
+    """The URL of the central scheduler ``[core]`` names for a ``luigi`` command without
+    ``--local-scheduler``; None otherwise (a luigid merely answering on Luigi's default address may be
+    anyone's, so it is never joined)."""
     import luigi.configuration
     import luigi.interface
 

@@ -129,11 +129,9 @@ class s3(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     )
 
 
-# Luigi settings Daybreak cannot run safely without, whatever config files exist and whatever the
-# working directory: a blocked or failed run must exit non-zero (Luigi's own retcodes are all 0),
-# and a range must never be cut short in silence (Luigi's RangeDaily keeps 50 tasks and looks back
-# 100 days). Applied when ``tasks`` is imported, to every option no config file sets; a value in
-# a luigi.cfg (the repository's, /etc/luigi/luigi.cfg, $LUIGI_CONFIG_PATH) still wins.
+# Luigi settings Daybreak cannot run safely without: a blocked or failed run exits non-zero (Luigi's own
+# retcodes are all 0) and a range is never cut short in silence. Applied at ``import tasks`` to every
+# option no config file sets.
 LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     "retcode": {
         "already_running": "10",
@@ -145,16 +143,11 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     },
     "RangeDaily": {"task_limit": "100000", "days_back": "36500"},
     "RangeDailyBase": {"task_limit": "100000", "days_back": "36500"},
-    # concurrent SFTP sessions of all workers sharing a scheduler; a scheduler without it gives 1 slot
-    "resources": {"sftp": "4"},
-    # NOTSET: Daybreak's default output, progress lines and a summary (tasks/reporting/runlog.py); --log-level
-    # DEBUG or INFO, or a [core] log_level in a config file, is Luigi's own logging at that level
-    # a luigid that does not answer: 3 attempts 5 s apart (Luigi's own: 30 s apart), so a luigid restarted
-    # within 10 s is not noticed, and one that is gone ends a run's start in 10 s (exit 2) and a host mid-run
-    # within 10 s plus its running builds (exit 30; tasks/luigi_shortcuts/remote.py, docs/scale-out.md)
+    "resources": {"sftp": "4"},  # SFTP sessions of all workers sharing a scheduler (else 1)
+    # NOTSET: progress lines and a summary (tasks/reporting/runlog.py); a luigid that does not answer is
+    # given up on after 10 s, not 90 (docs/scale-out.md)
     "core": {"log_level": "NOTSET", "rpc_retry_attempts": "3", "rpc_retry_wait": "5"},
-    # a host with nothing to do while another host runs a task it needs asks luigid again after this
-    # (Luigi's own 1 s plus up to 5 s of jitter left a host of two idle for seconds; docs/scale-out.md)
+    # a host waiting for another host's task asks luigid again soon (docs/scale-out.md)
     "worker": {"wait_interval": "0.2", "wait_jitter": "0.2"},
 }
 
@@ -254,11 +247,8 @@ INT_MAX = 2**31 - 1  # the largest whole-number setting: the columns it is compa
 
 
 def write_config(path: Path, overrides: dict[str, dict[str, object]]) -> Path:
-    """Write the project's luigi.cfg with ``{section: {key: value}}`` overrides to ``path``.
-
-    For a run against another raw zone or data root (tests, the demo, benchmarks) that keeps every
-    other setting of the project's luigi.cfg: point ``LUIGI_CONFIG_PATH`` at the result.
-    """
+    """Write the project's luigi.cfg with ``{section: {key: value}}`` overrides to ``path`` (for tests,
+    the demo, benchmarks: point ``LUIGI_CONFIG_PATH`` at the result); return ``path``."""
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(PROJECT_ROOT / "luigi.cfg")
     for section, values in overrides.items():

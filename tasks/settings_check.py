@@ -79,10 +79,8 @@ def config_errors(config=None) -> list[str]:
 
 
 def file_errors(path: str) -> list[str]:
-    """One config file checked as Daybreak checks it, but on its own and without the disk: what stops
-    Luigi reading it, inline comments, unknown keys of Daybreak's sections, each value's parse, range
-    and form (a URL's too). Whether a folder or a file exists and whether a bucket or a server answers
-    are left out: an example in the docs names a server's folders and hosts (tests/test_docs_commands.py)."""
+    """One config file checked on its own and without the disk (what stops Luigi reading it, inline
+    comments, unknown keys, each value's parse, range and form); return its error lines."""
     from tasks import configfiles
 
     errors = configfiles.errors([path])
@@ -294,11 +292,8 @@ def output_folders() -> list[str]:
 
 
 def check_raw_root(uri: str) -> None:
-    """Exit 2 when a local ``raw_root`` is not a folder, naming the path and where it is set, or when
-    it and the folders Daybreak writes overlap: ``data_root`` is the raw zone or inside it, or the raw
-    zone is (inside) an output folder of the data root (``<data_root>/staging``). Outputs would be
-    written into the raw zone, which Daybreak never changes (and a later listing would take them for
-    raw files)."""
+    """Exit 2 when a local ``raw_root`` is not a folder, or when it and the folders Daybreak writes
+    overlap (outputs would land in the raw zone, which Daybreak never changes), naming the path and where it is set."""
     if "://" in uri:
         return
     if not Path(uri).is_dir():

@@ -116,9 +116,8 @@ def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, st
 
 class DiscoverStores(luigi.Task):
     """The sensor: registers every store with a file in the qsr_pos folders of [start, stop), with the
-    first date it was seen. It lists only the folders it has not listed before, or whose mtime changed
-    (``_state/stores_seen.json``). Complete when no folder of the range is new and every store of the
-    range is registered. Invalid names are reported (when their folder is listed) and never read."""
+    first date seen, listing only folders new or changed since (``_state/stores_seen.json``); invalid names
+    are reported, never read."""
 
     start = luigi.DateParameter(description="First folder date to scan (inclusive)")
     stop = luigi.DateParameter(description="Last folder date to scan (exclusive)")
@@ -151,10 +150,8 @@ class StoreIdParameter(luigi.Parameter):
 
 
 class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
-    """store_daily_sales: one row per business date for one store (net sales, orders, suspicious lines),
-    over every stg_qsr_pos partition built so far. A static partition per registered store at
-    ``marts/store_daily_sales/store_id=S/``; stale when that store's slice of a staging partition
-    changed (per-store versions in the staging manifests), so a late file rebuilds one store only."""
+    """store_daily_sales: one row per business date for one registered store (net sales, orders,
+    suspicious lines); stale when that store's slice of a staging partition changed."""
 
     store_id = StoreIdParameter(description="A store from the registry (data/_state/stores.json)")
 

@@ -1,41 +1,9 @@
-"""Where Daybreak leans on Luigi's internals, for speed, and nowhere else.
+"""Where Daybreak leans on Luigi's internals, and nowhere else.
 
-A status view or a three-year check instantiates each partition task many times, asks every settings
-section for ``data_root`` thousands of times, and must know which Luigi run a question belongs to. Luigi
-answers each of these through paths that cost tens of microseconds a call (every parameter resolved
-against the config, ``dir(cls)`` walked for every instance). Each shortcut below gives Luigi's own answer,
-faster; tests/test_luigi_shortcuts.py checks each one against Luigi's own path, so a Luigi upgrade that
-changes what they rely on fails there, in one place:
-
-* :class:`CachedInstances`: the task metaclass. Luigi caches one instance per (class, parameter values)
-  but resolves the values first; a partition task is made with keyword arguments only, so the same
-  keywords give the same instance. Luigi's ``Register.clear_instance_cache()`` (and disabling the cache)
-  is honoured: the shortcut reads Luigi's cache attribute (``Register._Register__instance_cache``).
-* :class:`FixedParams`: ``get_params`` computed once per class (Luigi walks ``dir(cls)`` for each
-  instance); ``get_param_values`` without config lookups when every parameter is given by keyword.
-* :class:`SnapshotSections` and :func:`snapshot`: the metaclass of the settings sections; inside the
-  block, one instance per section.
-* :func:`luigi_run`: the Luigi run this process is in, recognised by its worker's keep-alive thread
-  (``luigi.worker.KeepAliveThread``), which Luigi starts when a run begins scheduling and stops after its
-  last task. Luigi has no public "run started" event.
-
-* :class:`LocalScheduler` and :func:`linear_local_scheduler`: Luigi's local scheduler (the one a run
-  without ``luigid`` makes) prunes its whole task graph and walks every pending task's upstream on each
-  ``get_work``, which makes a run of n tasks cost n² (a three-year booking-state chain: 3,285 tasks,
-  16 ms of scheduling a date). This one gives the same answers with the prune at most once a second,
-  the upstream walk only when a task is disabled (the walk only looks for disabled tasks) and, for a
-  one-worker run, the next task taken from a heap of ready tasks (:class:`_IndexedState`).
-
-Two modules beside these hold what Daybreak reads of Luigi's words rather than its code:
-``messages.py`` (the texts of the log messages the run log and the error filters recognise, and Luigi's
-list of config files) and ``usage.py`` (Luigi's usage errors made one line and exit 2, the value that
-failed read from the frame of Luigi's ``_get_task_kwargs``); tests/test_luigi_messages.py makes Luigi
-produce each.
-
-One more is not for speed: :func:`options_in_full` makes Luigi's command line take options only as
-spelled in full (``CmdlineParser._build_parser``), since a task's ``--hotel`` is a prefix of the
-``[hotels]`` settings' flags. And :func:`default_of` reads a parameter's default as declared in the code
-(``Parameter._default``), for the settings table of the docs (tasks/docs.py).
+Shortcuts that give Luigi's own answer faster (a status view or a three-year check makes each task and
+settings section thousands of times), the local scheduler that runs in linear time, and the patches
+that make Luigi's command line refuse bad input with one line. tests/test_luigi_shortcuts.py checks
+each against Luigi's own path, so a Luigi upgrade that breaks one fails there (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -50,29 +18,21 @@ from luigi.task_register import Register
 from luigi.worker import KeepAliveThread
 
 from tasks import cores
-from tasks.luigi_shortcuts.hosts import SUPERSEDED, many_hosts  # noqa: F401 - the adapter's names
+from tasks.luigi_shortcuts.hosts import many_hosts  # noqa: F401 - the adapter's names
 from tasks.luigi_shortcuts.local_scheduler import LocalScheduler, linear_local_scheduler  # noqa: F401
 
 
-def _luigi_instance_cache(cls) -> dict | None:
-    """Luigi's own instance cache as ``Register.__call__`` reads it for ``cls`` (None when disabled); a
-    new dict after ``clear_instance_cache()``, whichever class it was called on."""
-    return cls._Register__instance_cache
-
-
 class CachedInstances(Register):
-    """Luigi's task metaclass, with a faster path to the instance Luigi itself would return.
+    """Luigi's task metaclass, returning Luigi's cached instance without resolving parameters.
 
-    The path is taken only when every parameter is given by keyword: a parameter left out takes its
-    value from the config or a ``--Family-param`` flag, which may change within a process, so Luigi's
-    own path resolves it. Positional arguments, unhashable values and a disabled Luigi cache take
-    Luigi's path too."""
+    Only when every parameter is given by keyword (one left out may come from a config that changes);
+    anything else, or a disabled Luigi cache, takes Luigi's path."""
 
     _cache: ClassVar[dict] = {}
     _for: ClassVar[dict | None] = None  # the Luigi cache the entries above belong to (the dict itself)
 
     def __call__(cls, *args, **kwargs):
-        luigi_cache = _luigi_instance_cache(cls)
+        luigi_cache = cls._Register__instance_cache  # None when disabled, new after clear_instance_cache()
         if args or luigi_cache is None or not _every_param_given(cls, kwargs):
             return super().__call__(*args, **kwargs)
         if CachedInstances._for is not luigi_cache:  # Luigi's cache was cleared: so is this one
@@ -95,8 +55,8 @@ def _every_param_given(cls, kwargs: dict) -> bool:
 
 
 class FixedParams:
-    """Mixin for a ``luigi.Task``: its parameter list computed once, and keyword-only values resolved
-    without the config (a value given for every parameter wins over any config default anyway)."""
+    """Mixin for a ``luigi.Task``: ``get_params`` computed once per class, and values given for every
+    parameter by keyword resolved without the config."""
 
     @classmethod
     def get_params(cls) -> list:
@@ -117,9 +77,8 @@ _snapshot: dict | None = None
 
 @contextmanager
 def snapshot() -> Iterator[None]:
-    """Read each settings section once for the duration of the block (a status view or range check asks
-    for ``data_root`` thousands of times; each read resolves every parameter of the section against the
-    config). Settings changed inside the block are not seen until it ends. Reentrant."""
+    """Read each settings section once for the duration of the block; changes inside it are not seen
+    until it ends. Reentrant."""
     global _snapshot
     if _snapshot is not None:
         yield
@@ -143,16 +102,14 @@ class SnapshotSections(Register):
 
 
 def default_of(param):
-    """The default a parameter declares in the code, whatever a config file sets (Luigi has no public
-    name for it): what Luigi gives for the parameter when no config file sets it."""
+    """The default ``param`` declares in the code, whatever a config file sets."""
     return param._default
 
 
 def luigi_run() -> object | None:
-    """The Luigi run this process is in, if any: its worker's keep-alive thread, which Luigi starts when
-    a run (``luigi.build``, the ``luigi`` command) begins scheduling and stops when its last task is done;
-    after it, while the run's summary is made, the run's worker (:func:`summarising`).
-    tests/test_engine_luigi.py checks this against Luigi."""
+    """The Luigi run this process is in, if any: its worker's keep-alive thread, from the run's scheduling to
+    its last task (Luigi has no "run started" event); while the run's summary is made, the run's worker
+    (:func:`summarising`)."""
     for thread in threading.enumerate():
         if isinstance(thread, KeepAliveThread):
             return thread
@@ -176,11 +133,8 @@ def summarising(worker: object):
 
 
 def options_in_full() -> None:
-    """Make Luigi's command line take options only as spelled in full (argparse ``allow_abbrev=False``).
-
-    Luigi parses the command line once before it knows the root task, and argparse then takes an option
-    by any unambiguous prefix: a task's ``--hotel H1`` is a prefix of every ``--hotels-...`` setting flag,
-    so with more than one ``[hotels]`` setting that parse stopped with "ambiguous option" (exit 2)."""
+    """Make Luigi's command line take options only as spelled in full: a task's ``--hotel`` is a
+    prefix of every ``--hotels-...`` setting flag, which argparse would call ambiguous."""
     from luigi.cmdline_parser import CmdlineParser
 
     build = CmdlineParser._build_parser
@@ -197,15 +151,9 @@ def options_in_full() -> None:
 
 
 def checked_workers(host_name: Callable[[], str] | None = None) -> None:
-    """Make the ``luigi`` command refuse a worker count below 1 (``--workers 0``: Luigi would start no
-    worker, run nothing and exit 25 "not run") with one line and exit 2, as every ``daybreak`` command
-    does (:func:`tasks.guard.check_count`): Luigi's ``_WorkerSchedulerFactory.create_worker``, which it
-    calls before any task is checked, checks it first. A program's own ``luigi.build(workers=0)`` (no
-    command line parsed) is left to Luigi. It also tells :class:`LocalScheduler` how many processes
-    the worker has (a range's dates are ranked in as many stretches), and :mod:`tasks.cores` (they
-    share this machine's cores: a build's threads). The worker reports ``host_name()`` (``[daybreak]
-    host_name``) as its host to the scheduler, in its worker id and in luigid's task history, and its id
-    is :func:`worker_id` in this process and the task processes it forks."""
+    """Make the ``luigi`` command refuse ``--workers`` below 1 with one line and exit 2, and tell the
+    local scheduler and :mod:`tasks.cores` the worker's process count; the worker reports
+    ``host_name()`` as its host, and its id is :func:`worker_id`."""
     from luigi.cmdline_parser import CmdlineParser
 
     from tasks.guard import check_count
@@ -220,7 +168,7 @@ def checked_workers(host_name: Callable[[], str] | None = None) -> None:
             check_count(worker_processes, "--workers")
         if isinstance(scheduler, LocalScheduler):  # it ranks a range's dates by the worker's processes
             scheduler.stretches = max(1, int(worker_processes))
-        cores.share(worker_processes)  # a build's threads: the cores shared by the worker's processes
+        cores.share(worker_processes)
         made = create(self, scheduler, worker_processes, assistant)
         if host_name is not None:
             name_host(made, host_name())
@@ -241,10 +189,8 @@ def worker_id() -> str:
 
 
 def name_host(made, name: str) -> None:
-    """Make Luigi worker ``made`` report host ``name``: Luigi's ``Worker.__init__`` takes
-    ``socket.gethostname()`` for its ``host`` (sent with every ``get_work``: luigid's task history records
-    it) and for the ``host=`` of its worker info and generated id (``[worker] id`` set by hand is kept).
-    Called before the worker registers with the scheduler (its ``__enter__``, ``add``)."""
+    """Make Luigi worker ``made`` report host ``name`` (in ``get_work``, its worker info and generated
+    id) instead of ``socket.gethostname()``; before it registers with the scheduler."""
     if made.host == name:
         return
     made.host = name
@@ -254,11 +200,8 @@ def name_host(made, name: str) -> None:
 
 
 def checked_ranges() -> None:
-    """Make Luigi's ``RangeDaily`` (every ``RangeDailyBase``) check ``--start`` and ``--stop`` when it is
-    made, as every ``daybreak`` command and ``RangeSingleRun`` do (:func:`tasks.guard.check_range`: each
-    a date of ``DATES``, ``--start`` not after ``--stop``, at most ``MAX_RANGE_DAYS`` apart). Luigi would
-    cut a range at ``days_back`` and run what is left, without a word. Event handlers cannot refuse
-    (Luigi logs and drops what they raise), so ``__init__`` checks."""
+    """Make every ``RangeDailyBase`` check ``--start`` and ``--stop`` when made (:func:`tasks.guard.check_range`),
+    where Luigi would silently cut the range at ``days_back``; an event handler cannot refuse."""
     from luigi.tools.range import RangeDailyBase
 
     from tasks.guard import check_range

@@ -18,20 +18,10 @@ def superseded(error: str) -> bool:
 
 
 def many_hosts() -> None:
-    """What a run means when several hosts share one ``luigid`` (docs/scale-out.md), the same as on one:
-
-    * a worker with nothing to do now stays while another worker runs a task it needs
-      (``Worker._keep_alive``; Luigi's own rule otherwise, and always when ``[worker] count_uniques`` or
-      ``count_last_scheduled`` asks a worker to leave once no pending task is its own): without it, a
-      host gives up on a range another host is still building, and its run ends "not granted run
-      permission" (exit 25);
-    * the exit code (``execution_summary._summary_dict``, which ``luigi.retcodes`` reads): a task another
-      worker ran, or that was not granted run permission, and that is complete when the run ends is done,
-      whoever built it (exit 0, not 10 or 25); one the scheduler has DONE that is not complete here (a host
-      with other rules built it) counts as run by another worker (exit 10, not 25), as does a build that
-      was superseded (:data:`SUPERSEDED`), or a wrapper (RangeDaily) whose requirements another host built
-      with other rules (:data:`UNFULFILLED` at run time); when the run lost its luigid
-      (tasks/luigi_shortcuts/remote.py), a task left undone counts as failed (exit 30, not 25 or 10)."""
+    """Make a run on several hosts sharing one ``luigid`` mean what it means on one (docs/scale-out.md):
+    a worker with nothing to do stays while another runs a task it needs, and the exit code counts a
+    task another host completed as done (exit 0), one it built with other rules or superseded as run by
+    another worker (exit 10), and, once luigid is lost, a task left undone as failed (exit 30)."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):

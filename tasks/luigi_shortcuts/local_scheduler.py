@@ -1,8 +1,5 @@
-"""Luigi's local scheduler in linear time (:class:`LocalScheduler`): the same answers as Luigi's own (but that a
-task's dependencies rank in the order it lists them, a stretch per worker process, not in hash order), with
-the prune at most once a second unless a retry or a re-enable is due, the upstream walk only when a task is
-disabled, and, for a one-worker run, the next task from a heap of ready tasks (tasks/luigi_shortcuts/__init__.py
-says why)."""
+"""Luigi's local scheduler in linear time (:class:`LocalScheduler`, docs/architecture.md): Luigi's answers,
+but a task's dependencies rank in the order it lists them rather than in hash order."""
 
 from __future__ import annotations
 
@@ -17,23 +14,13 @@ _WAITING = frozenset((scheduler.PENDING, scheduler.FAILED))  # what count_pendin
 
 
 class _IndexedState(scheduler.SimpleTaskState):
-    """Luigi's task state, plus two indexes kept up to date on every change, for :class:`LocalScheduler`.
-
-    * ``ready``: a heap of entries ``(-priority, time, seq, task)``, Luigi's rank order (``_rank``,
-      highest first). Every task that is ready (PENDING, every dependency DONE) has an entry with its
-      current rank; an entry may be out of date (the task ran, a dependency was re-opened, its priority
-      rose), so the scheduler checks it when it comes to the top and drops it if so. A task is pushed when
-      it may have become ready: its status became PENDING, a dependency became DONE, or ``add_task``
-      was called for it (deps, workers, priority).
-    * ``waiting``: per worker, how many tasks are PENDING or FAILED with the worker among their
-      ``workers`` (what ``count_pending`` counts), changed with each status and each worker membership.
-    """
+    """Luigi's task state plus two indexes kept up to date on every change: ``ready``, a heap of
+    ``(-priority, time, seq, task)`` in Luigi's rank order holding every ready task (an entry may be out
+    of date: checked when it comes to the top), and ``waiting``, per worker, its PENDING or FAILED tasks."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.due = (
-            math.inf
-        )  # the earliest time (time.time()) a failed task's retry or a disabled task's re-enable is due
+        self.due = math.inf  # when the first failed task's retry or disabled task's re-enable is due
         self.ready: list = []
         self.dependents: dict[str, set[str]] = {}
         self.waiting: Counter[str] = Counter()
@@ -93,14 +80,9 @@ def _due(task, config) -> float:
 
 
 def _in_given_order(made: list, stretches: int = 1) -> None:
-    """Give the tasks Luigi's ``add_task`` just made for a task's dependencies their creation times in the
-    order the task listed them, cut into ``stretches`` stretches taken a task of each in turn. Luigi
-    keeps the dependencies as a set (``task.deps = set(deps)``) and makes them in its order, the strings'
-    hash order, which Python draws anew in every process; the rank of tasks of equal priority is their
-    creation time, so a range's dates would run in an order of chance. With N worker processes, N
-    stretches: the dates that run at once are a stretch apart, never neighbours that read the same raw
-    folder (one would wait for the other's check of it). The times are the same ones, handed out again:
-    only the order among these tasks changes."""
+    """Hand the creation times (Luigi's rank among equal priorities) of the dependency tasks ``made``
+    out again in the order they were listed, not in hash order, cut into ``stretches`` taken a task of
+    each in turn: dates that run at once are a stretch apart, never neighbours reading one raw folder."""
     times = sorted(task.time for task in made)
     size = -(-len(made) // max(1, stretches))  # a stretch's length, rounded up
     order = [made[i] for start in range(size) for i in range(start, len(made), size)]
@@ -109,24 +91,10 @@ def _in_given_order(made: list, stretches: int = 1) -> None:
 
 
 class LocalScheduler(scheduler.Scheduler):
-    """Luigi's local scheduler, made as Luigi makes it (no task history), linear over a run.
-
-    * The prune (dead workers, retry and re-enable delays, done tasks past ``remove_delay``) runs on the
-      first ``get_work``, then whenever a failed task's retry or a disabled task's re-enable is due (as
-      Luigi's pruning on every call would see it), and otherwise at most once every ``PRUNE_EVERY``
-      seconds (dead workers and ``remove_delay``, counted in seconds or minutes), not on every call.
-    * ``count_pending`` skips the upstream walk when no task is disabled: the walk only drops the tasks
-      that wait on a disabled one, so without one the counts are the same. With one worker (a local
-      run has one, whatever its ``--workers``) the counts are kept up to date (:class:`_IndexedState`)
-      instead of counted over every pending task.
-    * Dependencies that ``add_task`` makes are ranked in the order the task lists them (Luigi ranks
-      them in hash order): a range's dates run oldest first on one worker process; with N processes
-      the range is cut into N stretches, each run oldest first, a date of each in turn.
-    * ``get_work``, in the case a local run is in (one worker, no task with resources, no batching, no
-      assistant), takes the highest ranked ready task from a heap instead of sorting every pending task
-      and scanning them for the first ready one, and gives the same answer. Any other case, and a tie
-      in rank, goes to Luigi's own ``get_work``.
-    """
+    """Luigi's local scheduler (no task history), linear over a run: the prune at most every
+    ``PRUNE_EVERY`` seconds unless a retry or re-enable is due; ``count_pending`` without the upstream walk
+    unless a task is disabled; for one worker without resources, batching or assistant, ``get_work`` takes
+    the next task from the ready heap (a tie in rank, and every other case, goes to Luigi's own)."""
 
     PRUNE_EVERY = 1.0  # seconds
     stretches = 1  # the worker's processes, when Daybreak's worker factory made the worker (tasks/luigi_shortcuts)

@@ -1,20 +1,9 @@
 """A central scheduler (luigid) that does not answer: one line, never a traceback (docs/scale-out.md).
 
-Luigi's ``RemoteScheduler`` makes each request ``[core] rpc_retry_attempts`` times, ``rpc_retry_wait``
-seconds apart, then raises ``RPCError``, which its worker does not catch: the run ends with exit 40 and a
-traceback per request. :func:`checked_remote_scheduler` makes the remote scheduler of every Luigi run in
-the process (``interface._WorkerSchedulerFactory.create_remote_scheduler``) a :class:`CheckedScheduler`:
-
-* a luigid that never answered this process (the run's first request, from its main thread: Luigi makes
-  none before the worker reports the root task) is one line naming its address, and exit 2
-  (:func:`tasks.guard.fail`), before anything is built;
-* once a request made after luigid answered fails every attempt, luigid is *lost* (:func:`lost`): every
-  later request returns at once, unanswered; the worker is told to take no more work (``get_work`` answers
-  that it is disabled, as luigid does for a disabled worker), the builds running finish, and the run ends
-  as Luigi ends it. The tasks left count as failed (tasks/luigi_shortcuts/hosts.py: exit 30) and the run's
-  summary names luigid first (tasks/reporting/runlog.py).
-
-A worker's keep-alive thread, and a task that reports its progress, get no answer either; neither raises.
+:func:`checked_remote_scheduler` makes every run's remote scheduler a :class:`CheckedScheduler`: a
+luigid that never answered the run's first request is one line and exit 2 before anything is built;
+one that stops answering mid-run is *lost* (:func:`lost`): later requests return at once unanswered,
+the worker takes no more work, running builds finish, and the tasks left count as failed (exit 30).
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
-"""Task processes that run many tasks, one after another (a run with ``--workers`` 2 and more).
+"""Task processes that run many tasks one after another (``--workers`` 2 and more; docs/architecture.md).
 
-Luigi forks a new process for every task of a run with more than one worker (``TaskProcess``, a
-``multiprocessing.Process``). A fork costs little, but a new process faults in every page its build
-touches (a partition's build: some 20,000 page faults, 0.04 s of system time) and starts with none of
-what the process before it loaded or learnt. With :func:`long_lived_task_processes`, a task whose class
-says ``reuses_task_process = True`` (Daybreak's partition tasks) runs in a *runner*: a process forked
-from the worker at its first such task, which then runs one task after another, as many at once as the
-worker has processes. Everything else is Luigi's own, unchanged:
-
-* the task runs through Luigi's own ``TaskProcess.run`` (its events, its dependency check, its result
-  on the worker's result queue), in a process whose parent is the worker, as a forked task's is;
-* before each task after its first, the runner resets what a fork resets (:func:`tasks.forks.next_task`:
-  the freshness engine keeps its ok states only);
-* the worker sees a process per task (:class:`_TaskInRunner`): alive while the runner works on this task,
-  its exit code the runner's if the runner dies on it (Luigi reports "died unexpectedly"), terminated with
-  its runner on a timeout (Luigi's ``[worker] timeout``, a task's ``worker_timeout``), which a new runner
-  then replaces;
-* a runner is retired after :data:`TASKS_PER_RUNNER` tasks (what a long run's tasks leave behind, in
-  Python's memory or elsewhere, is let go) or when it is idle and one too many (Luigi's
-  ``set_worker_processes`` lowered the worker's count); all are stopped when the worker stops
-  (``Worker.__exit__``) or its process exits (a worker used without ``with``), and a runner ends by
-  itself when that process is killed (it reads the end of its pipe);
-* a task that takes messages from the scheduler (``accepts_messages``) gets Luigi's own process: its
-  message queue can only be handed to a process forked after it was made.
+Luigi forks a process per task, which faults in every page its build touches afresh. With
+:func:`long_lived_task_processes`, a task with ``reuses_task_process = True`` runs in a *runner* forked
+from the worker at its first such task, through Luigi's own ``TaskProcess.run``; the worker still sees a
+process per task (:class:`_TaskInRunner`): its death, timeout and exit code. A runner is retired after
+:data:`TASKS_PER_RUNNER` tasks; a task that takes scheduler messages gets Luigi's own process.
 """
 
 from __future__ import annotations
@@ -126,11 +108,9 @@ def _serve_tasks(worker, conn, workers_ends) -> None:
 
 
 class _WrittenAtOnce:
-    """The worker's result queue as a runner puts on it: the result written to the queue's pipe before
-    ``put`` returns, as ``multiprocessing.Queue``'s feeder thread writes it (pickled, under the queue's write
-    lock), without the thread. With the thread, a task that kills its runner (a crash, the kernel's OOM
-    killer) could do so while the previous task's result was still being written: the queue's write lock,
-    shared by every process that puts on it, stayed taken and the whole run waited forever."""
+    """The worker's result queue as a runner puts on it: the result written to the pipe before ``put``
+    returns, without ``multiprocessing.Queue``'s feeder thread, so a task that kills its runner cannot leave
+    the queue's shared write lock taken (the whole run would wait forever)."""
 
     def __init__(self, queue):
         self.queue = queue

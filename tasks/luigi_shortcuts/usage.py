@@ -1,13 +1,8 @@
 """Luigi's own usage errors, one line and exit 2, as Daybreak's (tasks/guard.py).
 
-Luigi raises its usage errors (unknown task family, unparsable parameter value, missing parameter)
-where Daybreak's code never runs; :func:`install`, called at ``import tasks`` under Luigi, catches them
-on their way out: a filter on the ``luigi-interface`` logger (Luigi logs "Uncaught exception in luigi"
-with the exception, and "Will not run ... error in complete()" for RangeDaily's "Can't have start >
-stop"), and ``sys.excepthook`` for the unknown root task, which Luigi looks up before its own ``try``
-(the same hook makes Ctrl-C one line, :data:`tasks.guard.INTERRUPTED`, instead of a traceback).
-Which command-line value failed to parse is read from the traceback: the frame of Luigi's
-``_get_task_kwargs`` (``param_name``, ``attr``). tests/test_luigi_shortcuts.py makes Luigi raise each.
+Luigi raises them where Daybreak's code never runs, so :func:`install` catches them on their way out: a
+filter on the ``luigi-interface`` logger and ``sys.excepthook`` (which also makes Ctrl-C one line). The
+value that failed to parse is read from the frame of Luigi's ``_get_task_kwargs``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Previews: build what a backfill would change into a shadow root, show the difference, then publish
-it (write-audit-publish) or discard it. docs/backfills.md, "Preview, then publish".
+it (write-audit-publish) or discard it (docs/backfills.md, "Preview, then publish").
 
-A preview of ``DATASET`` over ``[start, stop)`` lives in ``<data_root>/_state/preview/<id>/``:
-
-* ``preview.json``: the range, what was built, the production manifest each built partition would
-  replace (its sha256, or null when there is none), the diff, and the state (open, published);
-* the shadow root: the same layout as the data root (``staging/...``, ``quarantine/...``,
-  ``_state/failures``...), holding only the partitions the preview built.
-
-The builds are the tasks' own (Luigi, the one run template) inside :func:`tasks.storage.partitions.shadowed`:
-every store of the production data root writes to the shadow and reads a partition from there when
-the shadow holds it, from production otherwise. Production is never written by a preview.
-Publishing hard-links each partition's files next to their production place and renames them in,
-the manifest last (:meth:`tasks.storage.partitions.PartitionStore.copy_partition_from`), upstream datasets first.
+A preview lives in ``<data_root>/_state/preview/<id>/``: ``preview.json`` (range, builds, the manifests
+they would replace, the diff, the state) and a shadow root holding only the partitions it built. The
+builds are the tasks' own, inside :func:`tasks.storage.partitions.shadowed`; production is never written
+until :func:`publish` links each partition in, manifest last, upstream datasets first.
 """
 
 from tasks.preview.build import make

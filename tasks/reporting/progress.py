@@ -1,21 +1,10 @@
 """Backfill progress on the terminal: partitions done of the total, the rate and the time left.
 
-Two sources feed it:
-
-* a range of Luigi tasks (``RangeDaily``, one task per date): the scheduling process counts the
-  partitions it finds incomplete while it checks completeness (:func:`expect`), before any worker
-  forks; every finished partition task, in whichever worker process, adds one to a counter in shared
-  memory and logs one line (:func:`finished`);
-* a single-run range (:class:`tasks.backfill.RangeSingleRun`): the task itself, date by date, through
-  :class:`Progress`, and Luigi's progress percentage and status message for the visualiser.
-
-Lines go to the ``luigi-interface`` logger, so they appear on the terminal and in worker logs::
+For a ``RangeDaily``, the scheduling process counts the incomplete partitions (:func:`expect`) and each
+finished task, in whichever process, adds one to a shared counter (:func:`finished`); a single run
+reports date by date through :class:`Progress`. Lines go to the ``luigi-interface`` logger::
 
     progress: 12/60 partitions (20%), 2.4/s, about 20 s left - StgQsrPos 2026-09-12
-    progress: 60/60 partitions (100%), 57 built, 3 failed, 2.5/s, about 0 s left - StgQsrPos 2026-10-30
-
-By default (tasks/reporting/runlog.py) a line each tenth of the range and at its end; with ``--log-level INFO``
-or ``DEBUG``, a line per partition.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""What a run prints: by default progress lines and one summary, not Luigi's chatter.
+"""What a run prints: by default progress lines and one summary, not Luigi's chatter (docs/operations.md).
 
-Daybreak sets Luigi's ``[core] log_level`` default to NOTSET (tasks/settings.py, LUIGI_DEFAULTS);
-Luigi then sets up its handler but no level of its own. Once it has, the first completeness check
-turns on the default mode (:func:`watch`): the ``luigi-interface`` logger passes
-
-* warnings and errors, except the two kinds the summary replaces: one "Data for RawFolder(...) does
-  not exist (yet?)" line per missing raw folder, and one traceback per failed partition;
-* the progress lines (tasks/reporting/progress.py, one per tenth of the range);
-* Daybreak's summary in place of Luigi's execution summary: per dataset what this run wrote ("ran"),
-  what another run wrote meanwhile (two backfills of one range: each partition is written once, by the
-  run that took its lock first, and each run says which ones the other wrote), what was up to date
-  (skipped, or found up to date once its upstream was rebuilt), what failed (with the error, which
-  names the file and the reason), what waits for which raw folder, and what did not run because
-  something it reads failed or waits.
-
-What this run wrote and what failed is known from the builds themselves: each one, in whichever process
-of the run (Luigi's workers and a single run's builders are forked from the process that checks), appends
-a line to one file of the run (:func:`wrote`, :func:`failed`), which the summary reads and deletes. A
-partition written is "ran" whatever failed after its commit; the summary asks the store only about the
-others, and not at all once the store failed during the run. A store, a server or luigid that failed the
-run is one ``daybreak: error:`` line before the summary (:func:`tasks.faults.went_away`,
-:func:`tasks.luigi_shortcuts.remote.lost`).
-
-``--log-level DEBUG`` (or INFO, or a ``[core] log_level``) is Luigi's own logging, everything at that
-level, with Daybreak's summary after Luigi's. ``WARNING`` and above: warnings and errors only.
+With ``[core] log_level`` NOTSET (Daybreak's default) :func:`watch` turns the default mode on: the
+``luigi-interface`` logger passes warnings and errors, except one line per missing raw folder and one
+traceback per failed partition, which the summary replaces. Each build, in whichever process of the run,
+appends what it wrote or failed to one file of the run (:func:`wrote`, :func:`failed`); the summary reads
+it and asks the store only about the other partitions.
 """
 
 from __future__ import annotations
@@ -209,10 +190,8 @@ class _Run:
 
 
 def report() -> tuple[list[str], str]:
-    """(the error lines, then the summary) of the partitions watched since the last one (and forget them).
-    A partition this run wrote or failed is reported from the run's own records, never from the store;
-    the others (up to date now, written by another run, waiting, not run) are asked of the store, unless
-    it failed during the run."""
+    """(the error lines, then the summary) of the partitions watched since the last one, then forget
+    them: what this run wrote or failed from its own records, the rest asked of the store (unless it failed)."""
     global _started_at
     watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
     _watched.clear()
@@ -221,6 +200,7 @@ def report() -> tuple[list[str], str]:
         return [*run.errors.values(), *([run.luigid] if run.luigid else [])], ""
     from tasks import settings
     from tasks.freshness.engine import Engine
+    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER
 
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
@@ -248,7 +228,7 @@ def report() -> tuple[list[str], str]:
                     kind = "not run"
                 counts[family][kind].append(key)
                 if kind == "not run":
-                    (cooled if task.task_id in _done_in_scheduler() else blocked).append(_name(family, key))
+                    (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(_name(family, key))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
     lines = ["summary of this run:"]
     for family, kinds in counts.items():
@@ -303,12 +283,6 @@ def _asked(task, cache, started: str, failed: list, waiting: dict, others: list)
             waiting[source].append((date, family, key))
         return "waiting"
     return "not run"
-
-
-def _done_in_scheduler() -> set[str]:
-    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER
-
-    return DONE_IN_SCHEDULER
 
 
 def _ran(task, cache, started: str) -> bool:

@@ -1,4 +1,5 @@
-"""The sample's ad exports: ``ads/<E>/ads.csv``, each restating the 7 dates before it."""
+"""The sample's ad exports: ``ads/<E>/ads.csv``, each restating the 7 dates before it for 8 campaigns
+(conversions grow with newer exports; one campaign-day has spend 0)."""
 
 from __future__ import annotations
 

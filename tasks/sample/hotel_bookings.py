@@ -1,4 +1,5 @@
-"""The sample's hotel extracts: ``hotel_bookings/<D>/<hotel_id>.csv`` for every hotel of the hotels list."""
+"""The sample's hotel extracts: ``hotel_bookings/<D>/<hotel_id>.csv`` for every hotel of the hotels list,
+20-60 CREATED / MODIFIED / CANCELLED events a day, local date ``D`` at the hotel (some at the day's edges)."""
 
 from __future__ import annotations
 

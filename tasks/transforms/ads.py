@@ -23,8 +23,6 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.rawcsv import ParsedCsv
-from tasks.transforms.versions import ADS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
-from tasks.transforms.versions import ADS_ROLLING_VERSION as ROLLING_VERSION  # noqa: F401
 
 RAW_COLUMNS = ["date", "campaign_id", "channel", "impressions", "clicks", "spend", "conversions", "conversion_value"]
 DAILY_SCHEMA = pa.schema(
@@ -81,15 +79,9 @@ class DailyResult:
 def newest_restatement(
     exports: list[tuple[dt.date, ParsedCsv]], date: dt.date, restatement_days: int = 7
 ) -> DailyResult:
-    """Date ``date`` as the newest export that holds it reports it (exports in any order).
-
-    Export ``E`` restates ``E - restatement_days .. E - 1``. A row whose ``date`` is not one of those is
-    rejected into the partition of its export's day before (the most recent day an export restates).
-    A row whose ``date`` does not parse, or that the parser could not split, may be a row of any date
-    the export restates: each of them rejects it (so a date whose truth lost rows to a broken export
-    says so in its own quarantine). A campaign listed twice for the date in one export keeps its last
-    valid row (as POS duplicates do).
-    """
+    """Date ``date`` as the newest export that holds it reports it (exports in any order), with its rejects:
+    a row of a date the export does not restate goes to the export's day before, one whose date cannot be
+    read to every date the export restates; a campaign listed twice keeps its last valid row."""
     holding, rejected, rows_read, attributed = [], [], 0, 0
     for export_date, parsed in sorted(exports, key=lambda e: e[0]):
         rows, bad, mine = _export_rows(parsed, export_date, date, restatement_days)
@@ -168,12 +160,8 @@ def _export_rows(
 
 
 def rolling_window(days: list[tuple[dt.date, pa.Table]], days_in_window: int) -> pa.Table:
-    """Per campaign, the sums over ``days`` (ads_daily tables) and their ratios.
-
-    roas_7d = conversion_value_7d / spend_7d and cpa_7d = spend_7d / conversions_7d, null when the
-    divisor is 0. ``days_in_window`` is how many dates of the look-back exist (fewer than the window
-    length only before the first business date).
-    """
+    """Per campaign, the sums over ``days`` (ads_daily tables), roas_7d and cpa_7d (null when the divisor
+    is 0), and ``days_in_window``, how many dates of the look-back exist."""
     tables = [t.select(["campaign_id", "spend", "conversions", "conversion_value"]) for _, t in days]
     if not tables or sum(t.num_rows for t in tables) == 0:
         return ROLLING_SCHEMA.empty_table()

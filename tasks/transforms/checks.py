@@ -23,11 +23,7 @@ def is_money(col) -> pa.Array:
 
 def money_cents(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row of a string array: whether it is money (:func:`is_money`), its value in cents and the
-    digits of its whole part (both 0 where it is not money).
-
-    numpy over the array's own bytes instead of Arrow's string kernels and then a cast to decimal
-    (three times as long): each row's last bytes (as many as the longest text has, 18 at most)
-    gathered right-aligned as one record, then read a position at a time."""
+    digits of its whole part (0 where it is not); numpy over the array's own bytes, not Arrow's kernels."""
     col = as_array(col)
     n = len(col)
     ok, cents, whole = np.zeros(n, dtype=bool), np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -157,11 +153,9 @@ _DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], n
 
 
 def _iso_seconds(col: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a string array: whether its text is exactly an ISO date (``width`` 10) or a date and
-    time with Z or a +HH:MM / +HHMM offset (``width`` 19), every field in range; and, where it is, its
-    seconds since 1970-01-01T00:00:00Z (a date: its midnight), else 0. numpy over the array's own
-    bytes: each row's first ``width`` and last 8 bytes gathered as one record, then read a position
-    at a time (small temporaries, no page faults)."""
+    """Per row of a string array: whether it is exactly an ISO date (``width`` 10) or an instant with an
+    offset (``width`` 19), every field in range, and its seconds since the epoch (else 0); numpy over the
+    array's own bytes."""
     keep, seconds = np.zeros(len(col), dtype=bool), np.zeros(len(col), np.int64)
     layout = _text_layout(col)
     if layout is None:
@@ -257,11 +251,8 @@ class TotalOutOfRange(ValueError):
 def fit_total(
     sums: pa.Array | pa.ChunkedArray, kind: pa.DataType, keys: pa.Array | pa.ChunkedArray, what: str, where: str = ""
 ):
-    """``sums`` (Arrow's sums of decimals, widened to precision 38) cast to ``kind``; a sum that does not
-    fit raises :class:`TotalOutOfRange` naming ``what`` (the output column and partition) and each
-    key (store, campaign) whose sum is too large, with its value, then ``where`` (the files its rows
-    came from). Each amount summed is within the contract's bounds, so only many large ones together
-    get here."""
+    """``sums`` (decimal sums widened to precision 38) cast to ``kind``; a sum that does not fit raises
+    :class:`TotalOutOfRange` naming ``what``, each key whose sum is too large, and ``where``."""
     try:
         return pc.cast(sums, kind)
     except pa.ArrowInvalid:

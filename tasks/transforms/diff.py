@@ -18,13 +18,9 @@ COUNTS = ("rows_before", "rows_after", "added", "removed", "changed")
 def diff_partition(
     before: pa.Table | None, after: pa.Table | None, key: Sequence[str], measure: str = ""
 ) -> dict[str, object]:
-    """Rows before and after, rows added, removed and changed (same key, another value in any other
-    column), how many changed rows each column changed in, and the sum of ``measure`` before, after
-    and the change (``None`` where a side lacks the column).
-
-    ``key`` columns a table does not hold (the hive column ``business_date`` of a date partition,
-    constant within it) are left out of the match. A missing side (None) is an empty partition. Rows
-    whose key repeats are matched in order of appearance within the key."""
+    """Rows before and after, added, removed and changed (same key, another value), the changes per
+    column, and the sum of ``measure`` before, after and the change (``None`` where a side lacks it).
+    Key columns a table lacks are left out of the match; a missing side is empty; repeated keys match in order."""
     before = _empty_like(after) if before is None else before
     after = _empty_like(before) if after is None else after
     names = [k for k in key if k in before.column_names and k in after.column_names]

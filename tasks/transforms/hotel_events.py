@@ -24,7 +24,6 @@ from tasks.transforms.checks import (
     reject_schema,
 )
 from tasks.transforms.rawcsv import ParsedCsv, file_stem
-from tasks.transforms.versions import HOTELS_DAILY_VERSION as DAILY_VERSION  # noqa: F401
 
 RAW_COLUMNS = [
     "booking_id",

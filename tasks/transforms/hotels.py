@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# RAW_COLUMNS, HotelLimits and clean_booking_events are imported from here too (tasks/sample.py, the tests)
+# RAW_COLUMNS, HotelLimits and clean_booking_events are imported from here too (the sample, the tests)
 from tasks.transforms.hotel_events import (  # noqa: F401
     EVENTS_SCHEMA,
     MONEY,
@@ -20,7 +20,6 @@ from tasks.transforms.hotel_events import (  # noqa: F401
     HotelLimits,
     clean_booking_events,
 )
-from tasks.transforms.versions import BOOKING_STATE_VERSION, OTB_VERSION, PICKUP_VERSION  # noqa: F401
 
 OTB_SCHEMA = pa.schema(
     [
@@ -40,14 +39,9 @@ PICKUP_SCHEMA = pa.schema([("stay_date", pa.date32()), ("rooms_picked_up", pa.in
 
 
 def on_the_books(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
-    """Rooms, revenue and bookings on the books per hotel and stay date, from every booking event: the
-    reference replay of the whole history (OtbByStayDate builds from the booking state instead, and the
-    tests check the two agree).
-
-    A booking's state is its latest event by event_at; ties go to the later row read (business date,
-    then file, then row). MODIFIED carries the full new state; a booking whose latest event is
-    CANCELLED is off the books. A booking of arrival A and departure D occupies nights A .. D-1.
-    """
+    """Rooms, revenue and bookings on the books per hotel and stay date, replayed from every booking event
+    (the reference the state-based OtbByStayDate is tested against): each booking's latest event, not
+    CANCELLED, occupying nights arrival .. departure-1."""
     return _books(_stays(_live_bookings(events)))
 
 
@@ -82,11 +76,9 @@ def _books(stays: pa.Table) -> pa.Table:
 
 
 def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) -> pa.Table:
-    """hotel_booking_state as of the end of ``date``: each (hotel, booking)'s latest event over the state
-    of the day before (``previous``, None on the first date) and the staged events of ``date``.
-
-    CANCELLED bookings stay in the state, so a late event with an earlier event_at cannot resurrect one.
-    Rows are sorted by hotel and booking."""
+    """hotel_booking_state as of the end of ``date``: each (hotel, booking)'s latest event over ``previous``
+    (None on the first date) and the events of ``date``, sorted; CANCELLED bookings stay, so a late event
+    with an earlier event_at cannot resurrect one."""
     tables = [_as_state(events, date)]
     if previous is not None:
         tables.insert(0, previous.select(STATE_SCHEMA.names).cast(STATE_SCHEMA))
@@ -94,16 +86,10 @@ def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) ->
 
 
 def split_state(state: pa.Table, date: dt.date) -> tuple[pa.Table, pa.Table]:
-    """A merged state as of the end of ``date`` split into (open, finished): the rows that can still
-    change what a later date reports, and the ones that cannot unless a later event reopens them.
-
-    Finished: a CANCELLED booking, or a live one whose stay has ended (departure_date <= ``date``),
-    whose latest event is of an earlier business date than ``date`` (a booking touched on ``date``
-    stays open one more day: a hotel whose clock goes back across midnight can file a later instant
-    on the day before, and the next day's merge must still see it). Open: every other row. An event
-    of a later date always has a later event_at than a finished row (its folder is a later local date
-    at the same hotel), so the finished row matters only as the state a MODIFIED or CANCELLED event
-    replaces (see :func:`reopened_keys`) and to the books of past stay dates (OtbByStayDate)."""
+    """A merged state as of the end of ``date`` split into (open, finished). Finished: a CANCELLED or
+    departed booking whose latest event is of an earlier business date (one touched on ``date`` stays
+    open a day, as a hotel's clock may go back across midnight); its row matters only to a later event
+    that reopens it (:func:`reopened_keys`) and to past stay dates."""
     ended = pc.or_(
         pc.equal(state["event"], "CANCELLED"),
         pc.less_equal(state["departure_date"], pa.scalar(date, pa.date32())),
@@ -113,10 +99,8 @@ def split_state(state: pa.Table, date: dt.date) -> tuple[pa.Table, pa.Table]:
 
 
 def reopened_keys(open_state: pa.Table, events: pa.Table) -> pa.Table:
-    """The (hotel_id, booking_id) of the bookings ``events`` touch that are not in ``open_state`` and
-    whose first event of the day (by event_at, then file and row) is MODIFIED or CANCELLED: bookings
-    that may be finished (:func:`split_state`), whose finished row the day's merge and pickup need. A
-    booking whose first event of the day is CREATED is a new one and is not looked up."""
+    """The (hotel_id, booking_id) of bookings ``events`` touch that are not in ``open_state`` and whose
+    first event of the day is MODIFIED or CANCELLED: the maybe-finished ones whose finished row is needed."""
     if events.num_rows == 0:
         return pa.table({"hotel_id": pa.array([], pa.string()), "booking_id": pa.array([], pa.string())})
     order = [("hotel_id", "ascending"), ("booking_id", "ascending"), ("event_at", "ascending")]
@@ -141,10 +125,8 @@ def reopened_keys(open_state: pa.Table, events: pa.Table) -> pa.Table:
 
 
 def pickup_from_state(before_state: pa.Table, events: pa.Table, date: dt.date) -> pa.Table:
-    """One hotel's pickup on ``date``: per stay date, the rooms and revenue on the books after that day's
-    events minus before them, so net of the day's modifications and cancellations. From the hotel's
-    booking state of the day before and its staged events of ``date``: one state partition instead of
-    every date (tests/transforms/test_hotel_state.py checks it against the full-history form)."""
+    """One hotel's pickup on ``date``: per stay date, rooms and revenue on the books after the day's events
+    minus before, from the hotel's state of the day before and its events of ``date``."""
     touched = events["booking_id"].combine_chunks()
     before = before_state.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
     before = before.filter(pc.is_in(before["booking_id"], touched))
@@ -205,10 +187,8 @@ def _net_pickup(after: pa.Table, before: pa.Table) -> pa.Table:
 
 
 def _live_bookings(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
-    """Each booking's latest state (latest event_at; ties: later business date, file, row), not cancelled.
-
-    Independent of :func:`latest_per_booking` on purpose: on_the_books and the full-history pickup the
-    tests check the state form against do not share the state code they are the check of."""
+    """Each booking's latest state (latest event_at; ties: later business date, file, row), not cancelled;
+    apart from :func:`latest_per_booking` on purpose, as the check of the state code."""
     tables = [t.append_column("business_date", pa.repeat(pa.scalar(d, pa.date32()), t.num_rows)) for d, t in events]
     if not tables or sum(t.num_rows for t in tables) == 0:
         return EVENTS_SCHEMA.append(pa.field("business_date", pa.date32())).empty_table()

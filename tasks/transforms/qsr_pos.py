@@ -52,24 +52,14 @@ class CleanResult:
 
 def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt.date, rules: QsrRules) -> CleanResult:
     """One business date of POS lines from the files of its dependency window, in read order.
-
-    ``folders`` yields (export folder date, its parsed files) in read order; it is consumed once, so a
-    generator keeps one folder's raw rows in memory at a time. A rejected row whose ``ordered_at``
-    parses belongs to its business date (a misfiled one to its folder's date); one whose timestamp does
-    not parse, or that the parser could not split, to every partition that reads its folder.
-    The output keeps read order: folder ``date`` before ``date+1``, files by name, rows as written.
-    """
+    ``folders`` yields (folder date, parsed files), consumed once; a rejected row whose business date
+    cannot be read counts against every partition that reads its folder."""
     return clean_checked((check_folder(parsed, folder, rules) for folder, parsed in folders), date, rules)
 
 
 def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRules, threads: int = 1) -> CleanResult:
-    """:func:`clean_pos_lines` from folders already checked (:func:`check_folder`), in read order.
-
-    Memory: a folder whose rows are mostly of ``date`` (folder ``date``) is held as it is, and its
-    rows are picked once, column by column, into the output; of a folder mostly of another date
-    (folder ``date+1``) only the rows of ``date`` are copied out, and the keys of its valid rows
-    (every valid row of the window takes part in the de-duplication) are held until it is done.
-    The output's columns are picked two at a time when ``threads`` is 2 or more."""
+    """Like :func:`clean_pos_lines`, from folders already checked (:func:`check_folder`): a folder mostly of
+    ``date`` is held and picked at the end; of another, only its rows of ``date`` and its keys are kept."""
     day = pa.scalar(date, pa.date32())
     parts, keys, stores, rejects, offset, rows_read, attributed = [], [], [], [], 0, 0, 0
     store_codes: dict[str, int] = {}  # store id -> its code in this window
@@ -153,10 +143,8 @@ def _store_codes(files: pa.ChunkedArray, codes: dict[str, int]) -> np.ndarray:
 
 
 def _order_keys(keys: pa.Table, stores: np.ndarray | None = None) -> np.ndarray:
-    """Per row of ``keys`` (store_id, order_id): an integer, equal for equal (store, order) pairs. The
-    order id as its dense rank (Arrow sorts, 16 bytes a row at most), the store id as its dictionary
-    code (a few hundred stores: a small hash table), or ``stores``, a code per row (>= 0) instead of
-    the store_id column."""
+    """Per row of ``keys`` (store_id, order_id): an integer equal for equal (store, order) pairs, from the
+    order id's dense rank and the store's code (``stores`` when given)."""
     key = pc.rank(keys["order_id"], tiebreaker="dense").to_numpy().astype(np.int64)  # 1..n
     store = stores
     if store is None:
@@ -167,14 +155,8 @@ def _order_keys(keys: pa.Table, stores: np.ndarray | None = None) -> np.ndarray:
 
 
 def _last_per_key(keys: pa.Table, orders: np.ndarray | None = None) -> np.ndarray:
-    """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one
-    read of its key. ``orders``: the :func:`_order_keys` of the keys, if they are known (then the
-    store_id column is not read).
-
-    The (store, order) pair as one integer (:func:`_order_keys`), the line number folded in, then a
-    stable sort of the integers: equal keys stay in read order, so the last of a run is the latest.
-    A dictionary of the order ids would cost its hash table (17 MB for the 244,472 keys of a
-    full-size window), a sort of the strings themselves their copy in sorted order."""
+    """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one read of
+    its key, by a stable sort of one integer per key (a dictionary of order ids would cost its hash table)."""
     n = keys.num_rows
     last = np.zeros(n, dtype=bool)
     if n == 0:
@@ -199,10 +181,8 @@ def _last_per_key(keys: pa.Table, orders: np.ndarray | None = None) -> np.ndarra
 
 
 def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: QsrRules, threads: int) -> pa.Table:
-    """The output rows: of each (checked columns, mask), the rows the mask picks, in order; money as
-    decimal(18,2) from the checked cents (no cast), net_amount and is_suspicious computed. Column by
-    column, each one chunk (hashed and written without a copy); a checked column is let go (popped)
-    once its rows are picked."""
+    """The output rows picked by each (checked columns, mask), in order, column by column, each checked
+    column let go once picked; money from the checked cents, net_amount and is_suspicious computed."""
 
     def take(name: str) -> pa.Array:
         kind = CHECKED_SCHEMA.field(name).type
@@ -245,14 +225,8 @@ def _money(cents: np.ndarray) -> pa.Array:
 
 
 def warm_up() -> tuple[CheckedFolder, CleanResult]:
-    """Run the check and the transform once on a few lines, so that pyarrow kernels, timezone data and
-    the modules they load lazily are loaded; returns the checked folder and the result (for the next
-    steps' own warm-up: the checked folders' format, versions, store totals).
-
-    With ``--workers`` > 1 tasks run in processes forked from the scheduling one; warming in the
-    scheduling process, once work is found (``PartitionedTask.prepare_to_run``), means no forked
-    process pays this again.
-    """
+    """Run the check and the transform once on a few lines, so that the scheduling process loads kernels,
+    timezone data and lazy modules before workers fork from it; returns the checked folder and result."""
     day = dt.date(2026, 9, 15)
     rows = [
         "O1,1,S1,2026-09-15T12:00:00-04:00,X,1,1.00,,COMPLETED",

@@ -48,13 +48,9 @@ def file_stem(path: str) -> str:
 
 
 def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
-    """Parse CSV bytes with a header row. Every contract column must be in the header, once; extra
-    columns are checked (UTF-8, control characters) but not returned.
-
-    Rows with the wrong number of fields, and rows with a control character in any field, are not
-    dropped: they come back in ``malformed`` (the latter with their text escaped). A file that is not
-    UTF-8 anywhere raises :class:`RawSchemaError` naming the byte offset and line.
-    """
+    """Parse CSV bytes with a header row holding every contract column once (extra columns checked, not
+    returned). Rows with the wrong field count or a control character come back in ``malformed``; a file
+    not UTF-8 raises :class:`RawSchemaError` naming the byte offset and line."""
     header = check_header(data, source_file, columns)
     if b"\n" not in data and b"\r" not in data:  # a header without a line end: the parser sees no row at all
         data += b"\n"
@@ -77,14 +73,8 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
 
 
 def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> list[ParsedCsv]:
-    """``parse_csv`` of every (bytes, source_file), with the same results, in fewer parser calls.
-
-    Files whose header line is byte-identical and whose body is plain (one record per line: no quote,
-    no carriage return, no empty line) are parsed as one buffer and split back by line counts; any
-    other file, or a batch the parser refuses as a whole, is parsed on its own. A batch whose joined
-    buffer holds no quote, no empty line and no control byte but its line ends (the usual case) is
-    checked once, as a whole, and needs no per-column control-character scan.
-    """
+    """``parse_csv`` of every (bytes, source_file), same results, in fewer parser calls: plain files with
+    the same header are parsed as one buffer and split back by line counts; any other file on its own."""
     files = list(files)
     out: list[ParsedCsv | None] = [None] * len(files)
     groups: dict[bytes, list[int]] = {}

@@ -34,15 +34,9 @@ def bare_cr(data: bytes) -> bool:
 def by_line(
     data: bytes, source_file: str, records: int, malformed: list[tuple[int, str, str]]
 ) -> tuple[pa.Array, list[tuple[int, str, str]]]:
-    """Row numbers that are line numbers, and every line accounted for, where records and lines differ.
-
-    A record the parser read over several lines holds a line break inside a quoted field, which the
-    contract forbids: the record is rejected (for its field count here, or later for the control
-    character), and each further line it took is rejected too, with its own text, so that an unbalanced
-    quote costs as many rejected rows as the lines it swallowed (the reject share sees them all) and the
-    quarantine holds every line. Empty lines are no rows. The record boundaries come from Python's csv
-    reader, which splits quoted fields as Arrow's parser does; where the two disagree the file is refused.
-    """
+    """Row numbers that are line numbers where records and lines differ: a record over several lines (a
+    quoted line break) is rejected and so is each further line it took, with its own text; empty lines are
+    no rows. Where Python's csv reader and Arrow's parser disagree the file is refused."""
     # the file's lines, split at LF, CR LF and a lone CR, as the parser splits them
     lines = list(io.StringIO(data.decode("utf-8-sig"), newline=""))
     spans = []  # (first line, last line) of each record

@@ -25,12 +25,8 @@ TOTALS_SCHEMA = pa.schema([pa.field("store_id", pa.string()), *SCHEMA])
 
 
 def store_totals(lines: pa.Table, day: dt.date, order_keys: np.ndarray | None = None) -> pa.Table:
-    """One date's stg_qsr_pos lines summed per store (sorted by store_id): sum of net_amount, distinct
-    orders, lines flagged is_suspicious. A store without lines that date has no row.
-
-    ``order_keys`` (optional): per line, an integer equal for the lines of one order of one store
-    (the staging transform has them from its de-duplication): the orders are then counted from them
-    instead of hashing every order id string."""
+    """One date's stg_qsr_pos lines summed per store (sorted): net_amount, distinct orders, suspicious
+    lines; ``order_keys``, per line an integer per (store, order), spares hashing the order ids."""
     if lines.num_rows == 0:
         return TOTALS_SCHEMA.empty_table()
     flagged = pc.cast(lines["is_suspicious"], pa.int64())

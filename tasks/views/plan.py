@@ -1,10 +1,6 @@
 """Backfill plans: what a range run would rebuild and why, what it would make stale downstream, and
-how long it should take. A dry run: it reads manifests and listings, runs and writes nothing.
-
-Every dataset of the catalogue has a plan. A dated dataset's plan covers the dates of the range; a
-date x hotel dataset (hotel_pickup) each hotel of each date; a per-hotel or per-store dataset every
-hotel of config/hotels.csv or every registered store, and an unpartitioned one its single partition,
-whatever the range (their partitions hold every date).
+how long it should take. A dry run: it reads manifests and listings, runs and writes nothing. A dated
+dataset's plan covers the range's dates (and hotels); a per-key or unpartitioned one, every partition.
 """
 
 from __future__ import annotations
@@ -47,13 +43,8 @@ class Plan:
 
     @property
     def mode(self) -> tuple[str, str]:
-        """(Luigi family, why): one run for the range, unless workers share the dates on a central
-        scheduler; a dataset that is not one partition per date has its own command (:data:`KEYED_RUNS`).
-
-        benchmarks/single_run.py (60 dates x 50 stores, 2026-12-04): on local disk one run for the range
-        took 0.51-0.56x the time of one task per date with one worker, and 0.61-0.63x with two workers (a
-        process per core, each raw folder read once, no process forked per date); over SFTP 0.56-0.62x of
-        one worker and 0.51-0.52x of two (one connection). docs/backfills.md has the table."""
+        """(Luigi family, why): one run for the range (faster, docs/backfills.md), unless workers share the
+        dates on a central scheduler; a dataset that is not one partition per date has its own (:data:`KEYED_RUNS`)."""
         if self.kind != "date":
             return KEYED_RUNS[self.kind]
         if settings.raw_root().startswith("sftp://"):

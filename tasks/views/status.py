@@ -139,10 +139,8 @@ def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) ->
 
 @contextlib.contextmanager
 def _without_gc_pauses():
-    """Python's cyclic garbage collector off while the view is collected (as it was after). The view
-    creates tens of thousands of long-lived objects (tasks, parsed manifests) and no garbage cycles
-    to speak of, and each collection walks all of them again: 15 % of the CPU time of a three-year
-    status (benchmarks/README.md, "Status view"). Memory is reclaimed by reference counting as before."""
+    """Python's cyclic garbage collector off while the view is collected: its many long-lived objects
+    hold no cycles, and each collection would walk them all again (benchmarks/README.md, "Status view")."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -208,10 +206,8 @@ def default_start(datasets: list[str] | None = None) -> dt.date:
 
 
 def default_stop() -> dt.date:
-    """The day after the newest raw folder of any source (qsr_pos, hotel_bookings, ads), so that its
-    partitions show as waiting or done. One stop for every dataset, not one per source: the bars share
-    one axis, and a source whose drop is late shows its last days as waiting instead of leaving them out
-    (docs/operations.md, "The status view")."""
+    """The day after the newest raw folder of any source: one stop for every dataset, so the bars share
+    one axis and a source whose drop is late shows its last days as waiting."""
     from tasks.catalogue import SOURCES
     from tasks.storage.rawzone import RawZone
 
@@ -301,9 +297,8 @@ def built_by_text(built_by: dict | None) -> str:
 
 
 def render_json(rows: list[DayStatus]) -> str:
-    """``json.dumps([row as a dict, ...], indent=1)``, the same text (tests/test_status.py), about five
-    times faster: json's C encoder writes the values, and the layout of a flat row is written here (with
-    ``indent``, json.dumps takes its pure-Python path, and asdict copies every field deeply)."""
+    """``json.dumps([row as a dict, ...], indent=1)``, the same text (tests/test_status.py) without json's
+    pure-Python indent path and asdict's deep copies."""
     if not rows:
         return "[]"
     value = json.JSONEncoder().encode  # the C encoder for one value (what json.dumps writes without indent)
