@@ -236,6 +236,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         a single-run range builds many partitions over one connection)."""
         # a build reads data_root, raw_root and its rules dozens of times: each settings section once
         with settings.snapshot():
+            luigi_engine().list_early(self)  # a bucket's raw folders listed while the lease is taken
             # a second run building this partition waits (at most [daybreak] lock_wait_s), then finds it done
             with self.store().locked(self.key, settings.daybreak().lock_wait_s):
                 self._build_and_write()

@@ -180,7 +180,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         from tasks.checked import CheckedFolders
 
         shared = CheckedFolders(self.store().backend, self.dataset)
-        shared.survey()
+        shared.survey()  # not before the partition's lease: a folder found free here is not looked for again
         ahead: dict[dt.date, list[CheckedFolder]] = {}
         for i, (folder, files) in enumerate(groups):
             if folder in ahead:

@@ -129,12 +129,15 @@ def test_a_second_writer_of_the_same_content_keeps_the_entry_unless_it_is_the_ot
     shared = CheckedFolders(open_backend(lab.uri), "staging/qsr_pos")
     shared.put(NEXT, "k1", D, lambda sink: sink.write(b"rows"))
     shared.put(NEXT, "k1", D, lambda sink: sink.write(b"rows"))  # a rebuild of D: 412, kept
+    releasing()  # a bucket's entry is stored on a thread of its own; a run waits for it before it exits
     assert list(objects(lab)) == [f"{NEXT}/k1.arrow"]
     assert bytes(shared.lookup(NEXT, lambda about: None, lambda: "k1", D)) == b"rows"
     shared.put(NEXT, "k1", NEXT, lambda sink: sink.write(b"rows"))  # the other partition: 412, both had it
     releasing()  # removals run on a thread of their own; a run waits for them before it exits
     assert objects(lab) == {}
     shared.put(NEXT, "k1", D, lambda sink: sink.write(b"old"))
+    releasing()
+    shared.names(NEXT)  # listed again, as a build does before it stores
     shared.put(NEXT, "k2", NEXT, lambda sink: sink.write(b"new"))  # other files: the old entry goes
     releasing()
     assert list(objects(lab)) == [f"{NEXT}/k2.arrow"]

@@ -198,19 +198,36 @@ class Entry:
         sink, self.sink = self.sink, None
         try:
             sink.write(trailer + len(trailer).to_bytes(8, "little"))
+        except (OSError, RuntimeError):
+            self.where.drop(sink)
+            return
+        self.committed = True
+        others = None if self.listed is None else [n for n in self.listed if n != name]
+        if self.where.stores_later:  # a bucket: stored on a thread of its own, before the turn is let go there
+            from tasks.storage.s3lease import later
+
+            if self.listed is not None:
+                self.listed[:] = [name]
+            later(f"{self.where.key}/{self.day}/{name}", self._store, name, meta, sink, others)
+            return
+        self._store(name, meta, sink, others)
+
+    def _store(self, name: str, meta: dict, sink, others: list[str] | None) -> None:
+        """Store the written entry; when the same entry is there already, keep it, unless the folder's other
+        partition wrote it (then both had it: removed); the folder's ``others`` entries (None: listed now)
+        removed."""
+        try:
             created = self.where.store(self.day, name, sink)
             if not created and self.where.trailer(self.day, name).get("writer") != meta["writer"]:
                 self.where.remove(self.day, name)
                 created = None  # removed
-            for other in self.where.names(self.day) if self.listed is None else list(self.listed):
+            for other in self.where.names(self.day) if others is None else others:
                 if other != name:
                     self.where.remove(self.day, other)
-            if self.listed is not None:
+            if self.listed is not None and not self.where.stores_later:
                 self.listed[:] = [] if created is None else [name]
         except (OSError, RuntimeError):  # a full disk, a store that refuses (StoreError is a RuntimeError)
             self.where.drop(sink)
-            return
-        self.committed = True
 
     def close(self) -> None:
         """Drop what was written and not committed."""

@@ -43,6 +43,8 @@ class Disk:
     """Entries in a folder: ``<day>/<name>``, written to a temporary name and linked into place; the turn's
     lock ``<day>.lock`` beside the day's folder."""
 
+    stores_later = False  # a link into place costs nothing to wait for
+
     def __init__(self, root: Path):
         self.root, self.key = root, str(root)
 
@@ -142,6 +144,8 @@ class Disk:
 
 class Bucket:
     """Entries in a bucket: ``<day>/<name>``, each one conditional PUT; the turn's lease ``<day>.lease``."""
+
+    stores_later = True  # a PUT of some MB: sent on a thread of its own, the turn's lease deleted after it
 
     def __init__(self, bucket, rel: str):
         self.bucket, self.rel = bucket, rel

@@ -9,8 +9,9 @@ import datetime as dt
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +24,15 @@ from tasks.storage.rawzone import RawFile, RawZone, Refused
 
 logger = logging.getLogger("luigi-interface")
 SCAN_AHEAD_THREADS = 16  # raw folders listed at once (a bucket, SFTP) by Memo.scan_ahead
+EARLY_S = 1.0  # a raw folder listed before a build's lock serves its re-check when the lock came within this
+_early_pools: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
+
+
+def _early_pool() -> ThreadPoolExecutor:
+    pool = _early_pools.get(os.getpid())
+    if pool is None:
+        pool = _early_pools[os.getpid()] = ThreadPoolExecutor(4, thread_name_prefix="list-early")
+    return pool
 
 
 class Node(Protocol):
@@ -116,6 +126,7 @@ class Memo:
         self.first_seen: dict[tuple, tuple | None] = {}
         # a view's pass (status, plan, verify) is one snapshot: a state is never looked at again within it
         self.snapshot = False
+        self._early: dict[tuple, tuple[float, Future]] = {}  # raw folder -> (when, its listing), list_early
         # task ids whose state was found not ok just now (a range's bulk check): Luigi's check of each as it
         # schedules it takes that answer once, without asking the store again
         self.just_found: set[str] = set()
@@ -196,6 +207,20 @@ class Memo:
                 self.source_unread(zone, source)
         return self.raw[key]
 
+    def list_early(self, node: Node) -> None:
+        """Start listing ``node``'s raw folders again (a bucket: :attr:`RawZone.lists_at_once`), before its
+        build takes its lock: the build's re-check (:meth:`refresh`) takes these listings when the lock came
+        within :data:`EARLY_S`, instead of listing the folders once it holds it."""
+        zone = self.zone(node)
+        if not zone.lists_at_once:
+            return
+        now = time.monotonic()
+        for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
+            self._early[(zone.describe(), source, date)] = (
+                now,
+                _early_pool().submit(zone.scan_folder_all, source, date),
+            )
+
     def scan_ahead(self, nodes: list[Node]) -> None:
         """List at once the raw folders of ``nodes``' windows that this pass has not listed, when a listing
         is a request to a server that takes many at once (a bucket: :attr:`RawZone.lists_at_once`): one round
@@ -209,11 +234,15 @@ class Memo:
                 key = (zone.describe(), source, date)
                 if key in self.raw:
                     continue
+                early = self._early.pop(key, None)
+                if early is not None and time.monotonic() - early[0] < EARLY_S:
+                    self.raw[key] = early[1].result()
+                    continue
                 if not self.folder_there(zone, source, date):  # not in the source's listing: nothing to list
                     self.raw[key] = None
                 else:
                     todo.setdefault(key, (zone, source, date))
-        if len(todo) < 2:
+        if not todo:
             return
         sources = {(k[0], k[1]): z for k, (z, _, _) in todo.items() if (k[0], k[1]) not in self.sources}
         with ThreadPoolExecutor(min(len(todo), SCAN_AHEAD_THREADS), thread_name_prefix="scan-ahead") as pool:

@@ -185,12 +185,16 @@ def released(rel: str) -> None:
 
 
 def releasing() -> None:
-    """Wait for every release under way in this process (the end of a run: nothing left in the bucket)."""
-    with _releasing_lock:
-        pending = list(_releasing.values())
-        _releasing.clear()
-    for future in pending:
-        future.result()
+    """Wait for every release under way in this process, and what they queued in turn (the end of a run:
+    nothing left in the bucket)."""
+    while True:
+        with _releasing_lock:
+            pending = list(_releasing.values())
+            _releasing.clear()
+        if not pending:
+            return
+        for future in pending:
+            future.result()
 
 
 def _excerpt(data: bytes) -> str:
