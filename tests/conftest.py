@@ -48,6 +48,31 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: the rest keep their order
 
 
+def _one_parser_per_task_set() -> None:
+    """Luigi's command line builds its argparse parser, one argument per parameter of every registered
+    task, 9 times a run (3 ``CmdlineParser`` a run, 3 parsers each): a third of the CPU of a short
+    in-process run. Here a parser is built once for each root task, while no task class is added
+    (Luigi's registry only grows), and then parsed again: the same parser, as Luigi and Daybreak
+    (``tasks.luigi_shortcuts.options_in_full``) build it. The system tier runs the real ``luigi``
+    command, which builds its own."""
+    from luigi.cmdline_parser import CmdlineParser
+    from luigi.task_register import Register
+
+    build, built = CmdlineParser._build_parser, {}
+
+    def build_parser(root_task=None, help_all=False):
+        key = (root_task, help_all, len(Register._reg))
+        if key not in built:
+            built[key] = build(root_task, help_all)
+        return built[key]
+
+    build_parser.options_in_full = True  # Daybreak's own wrapper is inside: it does not wrap again
+    CmdlineParser._build_parser = staticmethod(build_parser)
+
+
+_one_parser_per_task_set()  # after ``import tasks`` (tasks.freshness above): Daybreak's wrapper is in place
+
+
 QSR_HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status"
 HOTEL_HEADER = "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel"
 
