@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import luigi
@@ -45,6 +46,31 @@ def pytest_collection_modifyitems(config, items):
             "give the module a pytestmark (tests/conftest.py, TIERS)"
         )
     items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: the rest keep their order
+
+
+def _one_parser_per_task_set() -> None:
+    """Luigi's command line builds its argparse parser, one argument per parameter of every registered
+    task, 9 times a run (3 ``CmdlineParser`` a run, 3 parsers each): a third of the CPU of a short
+    in-process run. Here a parser is built once for each root task, while no task class is added
+    (Luigi's registry only grows), and then parsed again: the same parser, as Luigi and Daybreak
+    (``tasks.luigi_shortcuts.options_in_full``) build it. The system tier runs the real ``luigi``
+    command, which builds its own."""
+    from luigi.cmdline_parser import CmdlineParser
+    from luigi.task_register import Register
+
+    build, built = CmdlineParser._build_parser, {}
+
+    def build_parser(root_task=None, help_all=False):
+        key = (root_task, help_all, len(Register._reg))
+        if key not in built:
+            built[key] = build(root_task, help_all)
+        return built[key]
+
+    build_parser.options_in_full = True  # Daybreak's own wrapper is inside: it does not wrap again
+    CmdlineParser._build_parser = staticmethod(build_parser)
+
+
+_one_parser_per_task_set()  # after ``import tasks`` (tasks.freshness above): Daybreak's wrapper is in place
 
 
 QSR_HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status"
@@ -95,6 +121,18 @@ class Lab:
             d = start + dt.timedelta(days=i)
             for s in stores:
                 self.qsr_file(d.isoformat(), s, qsr_rows(s, d))
+
+    def wait_past_last_raw_change(self) -> None:
+        """Wait (a second at most) until the clock is past every raw file's last change by the local raw
+        zone's mtime resolution, as it is for a run that starts after its files landed: within it, a run
+        cannot tell a file it listed from one changed since, so it trusts nothing and remembers nothing."""
+        from tasks.storage.rawzone import RawZone
+
+        newest = max((p.stat().st_mtime_ns for p in self.raw.rglob("*") if p.is_file()), default=0)
+        deadline = time.monotonic() + 1
+        while time.time_ns() <= newest + RawZone.mtime_resolution_ns:
+            assert time.monotonic() < deadline, f"a raw file of {self.raw} is stamped in the future"
+            time.sleep(0.001)
 
     # -- partitions ---------------------------------------------------------------------------------
     def partition(self, date: dt.date, dataset: str = "staging/qsr_pos") -> Path:

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import shutil
-import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -157,7 +156,7 @@ def test_a_folder_served_from_the_cache_is_not_read_again_and_its_hashes_are_rec
     from tasks.storage.rawzone import RawZone
 
     lab.qsr_days(D, 2)
-    time.sleep(0.05)  # the files' last change is older than the clock's resolution when they are read
+    lab.wait_past_last_raw_change()  # else folder D+1 is read again: changed since it was listed, or not
     assert build(lab, D) == 0
     read, real = [], RawZone.read_bytes
     monkeypatch.setattr(RawZone, "read_bytes", lambda zone, raw: read.append(raw.relpath) or real(zone, raw))

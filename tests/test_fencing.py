@@ -216,6 +216,8 @@ def test_no_lease_thread_dies_on_any_value(s3lab, seconds, monkeypatch):
     lease = Lease(Bucket(s3lab.uri), "_state/leases/x.json", seconds)
     lease.acquire("x", 0)
     with lease.renewing():
+        # no condition to wait for: the thread must reach its wait (or renew, for 0 and -5) before the
+        # block ends, since a stop set first returns from the wait without using the value under test
         time.sleep(0.2)
     lease.release()
     assert died == []

@@ -149,6 +149,12 @@ class Site:
         key = f"lake/staging/qsr_pos/business_date={date}/_manifest.json"
         return json.loads(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())["rules"]
 
+    def committed_with(self, threshold: int) -> list[dt.date]:
+        """The staging dates committed with this ``suspicious_qty_threshold``."""
+        keys = [k for k in self.objects("lake/staging/qsr_pos/") if k.endswith("/_manifest.json")]
+        dates = [dt.date.fromisoformat(k.split("business_date=")[1].split("/")[0]) for k in keys]
+        return [d for d in dates if self.rules_of(d)["suspicious_qty_threshold"] == threshold]
+
     def local_build(self, setting, **qsr) -> Path:
         """The same raw zone built locally, with one process (the reference)."""
         root = self.lab.root / "local"
@@ -359,8 +365,8 @@ def test_a_host_that_luigid_keeps_from_a_partition_for_its_cooldown_is_told_so(s
 
 
 def test_a_host_on_old_rules_frozen_past_its_lease_cannot_undo_a_rollout_on_luigid(site):
-    """Host A (old rules) and host B (new rules) on one luigid with its own settings; A freezes 15 s,
-    longer than its lease, in the middle of its first commit, while B builds the range. A's run exits 10,
+    """Host A (old rules) and host B (new rules) on one luigid with its own settings; A freezes in the
+    middle of its first commit, past its lease, until B has built the rest of the range. A's run exits 10,
     never writing over B's partitions (only the one it froze in is its own); one rerun of B converges,
     and the next changes nothing."""
     days = 8
@@ -373,8 +379,12 @@ def test_a_host_on_old_rules_frozen_past_its_lease_cannot_undo_a_rollout_on_luig
         while not Path(f"{counter}.stopped").exists():
             assert time.monotonic() < deadline and a.poll() is None, log(site, "a")
             time.sleep(0.1)
+        stopped, deadline = time.monotonic(), time.monotonic() + 120
         b = site.host("b", *site.range_args(days), suspicious_qty_threshold=2)
-        time.sleep(15)
+        # A stays frozen until its lease (3 s) is long past and B has built every date but the one A holds
+        while not (b.poll() is not None or len(site.committed_with(2)) >= days - 1) or time.monotonic() < stopped + 6:
+            assert time.monotonic() < deadline, log(site, "b")
+            time.sleep(0.1)
         os.killpg(a.pid, signal.SIGCONT)
         codes = wait([a, b])
     finally:

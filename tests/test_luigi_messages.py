@@ -86,15 +86,21 @@ def test_luigi_says_it_will_not_run_a_task_whose_check_raised(luigi_log):
     assert "cannot tell" in warned[0].msg  # the traceback follows the first line
 
 
-def test_luigi_refuses_a_reversed_range_in_the_words_the_usage_filter_reads(luigi_log, monkeypatch):
+def test_luigi_refuses_a_reversed_range_in_the_words_the_usage_filter_reads(luigi_log, monkeypatch, capsys):
     # Luigi's own RangeDaily, without Daybreak's check when it is made (tasks/luigi_shortcuts checked_ranges)
     monkeypatch.setattr(RangeDailyBase, "__init__", luigi.Task.__init__)
     start, stop = dt.date(2026, 9, 10), dt.date(2026, 9, 1)
     luigi.build([RangeDaily(of=_MsgDaily, start=start, stop=stop)], local_scheduler=True, workers=1)
-    warned = [r.getMessage() for r in luigi_log if messages.REVERSED_RANGE in r.getMessage()]
-    assert len(warned) == 1 and warned[0].startswith(messages.WILL_NOT_RUN), _raw(luigi_log)
-    family, first, last = usage._REVERSED.search(warned[0]).groups()
-    assert (family, first, last) == ("RangeDaily", str(start), str(stop))
+    warned = [r for r in luigi_log if messages.REVERSED_RANGE in r.getMessage()]
+    assert len(warned) == 1 and warned[0].getMessage().startswith(messages.WILL_NOT_RUN), _raw(luigi_log)
+    # the record, through Daybreak's filter on Luigi's logger: the luigi command's one line and exit 2
+    logger = logging.getLogger("luigi-interface")
+    monkeypatch.setattr(logger, "filters", [])
+    usage.install()
+    with pytest.raises(SystemExit) as refused:
+        logger.handle(warned[0])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.startswith(f"daybreak: error: RangeDaily: --start {start} is after --stop {stop};")
 
 
 def test_a_bad_command_line_value_is_read_from_luigis_own_traceback(luigi_log):

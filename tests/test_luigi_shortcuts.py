@@ -367,7 +367,7 @@ def test_the_counts_follow_a_worker_that_is_pruned(monkeypatch):
             if reply["task_id"] is None:
                 break
             sched.add_task(worker="w", task_id=reply["task_id"], status=DONE)
-        assert list(sched._state._active_workers) == ["w"]
+        assert [w["name"] for w in sched.worker_list()] == ["w"]  # the silent one pruned
         logs.append(log)
     assert logs[1] == logs[0]
     assert [reply["task_id"] for reply, _ in logs[1]] == ["b", "d", None]
@@ -556,7 +556,7 @@ def test_a_pruned_worker_that_comes_back_is_counted_afresh(monkeypatch):
             if reply["task_id"] is None:
                 break
             sched.add_task(worker="w", task_id=reply["task_id"], status=DONE)
-        assert list(sched._state._active_workers) == ["w"]
+        assert [w["name"] for w in sched.worker_list()] == ["w"]  # the silent one pruned
         logs.append(log)
     assert logs[1] == logs[0]
     assert [reply["n_pending_tasks"] for reply in logs[1]] == [1, 2, 1, 0]
@@ -593,7 +593,7 @@ def test_a_worker_counting_its_own_tasks_leaves_while_another_holds_the_one_it_n
     with Worker(scheduler=sched, worker_id="X", keep_alive=True, count_uniques=True) as x:
         with Worker(scheduler=sched, worker_id="Y", keep_alive=True, count_uniques=True, wait_interval=0.1) as y:
             assert x.add(Wanted()) and y.add(Wanted())
-            assert x._get_work()[0] == Needed().task_id  # X holds A
+            assert sched.get_work(worker="X", current_tasks=[])["task_id"] == Needed().task_id  # X holds A
             finished = threading.Event()
             runner = threading.Thread(target=lambda: (y.run(), finished.set()), daemon=True)
             runner.start()

@@ -46,8 +46,7 @@ def other_host_builds_first(lab, tmp_path):
             done.append(lab.cli(*args, "--local-scheduler", env=env))
 
     yield args, env, done
-    handlers = StgQsrPos._event_callbacks.get(StgQsrPos, {}).get(luigi.Event.START, set())
-    handlers.discard(_host_b)
+    StgQsrPos.remove_event_handler(luigi.Event.START, _host_b)
 
 
 def test_a_host_on_old_rules_never_replaces_what_another_host_committed_since_its_run_began(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import uuid
 
 import duckdb
@@ -71,8 +72,8 @@ def store_tables(lab, dataset: str = "staging/qsr_pos") -> dict[str, list]:
     s3 = fs.S3FileSystem(
         endpoint_override=lab.s3.meta.endpoint_url.removeprefix("http://"),
         scheme="http",
-        access_key=lab.s3._request_signer._credentials.access_key,
-        secret_key=lab.s3._request_signer._credentials.secret_key,
+        access_key=os.environ["AWS_ACCESS_KEY_ID"],  # the store_env fixture's keys, as a user sets them
+        secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
         region="default",
     )
     out = {}
@@ -162,8 +163,8 @@ def test_duckdb_reads_the_store_through_pyarrow_as_a_user_would(s3lab):
     s3 = fs.S3FileSystem(
         endpoint_override=lab.s3.meta.endpoint_url.removeprefix("http://"),
         scheme="http",
-        access_key=lab.s3._request_signer._credentials.access_key,
-        secret_key=lab.s3._request_signer._credentials.secret_key,
+        access_key=os.environ["AWS_ACCESS_KEY_ID"],  # the store_env fixture's keys, as a user sets them
+        secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
         region="default",
     )
     con = duckdb.connect()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 
 import duckdb
 import pytest
@@ -43,8 +44,8 @@ def rows_by_date(lab) -> list[tuple]:
     s3 = fs.S3FileSystem(
         endpoint_override=lab.s3.meta.endpoint_url.removeprefix("http://"),
         scheme="http",
-        access_key=lab.s3._request_signer._credentials.access_key,
-        secret_key=lab.s3._request_signer._credentials.secret_key,
+        access_key=os.environ["AWS_ACCESS_KEY_ID"],  # the store_env fixture's keys, as a user sets them
+        secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
         region="default",
     )
     con = duckdb.connect()

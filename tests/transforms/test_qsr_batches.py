@@ -131,10 +131,14 @@ def test_an_entry_without_its_last_batch_is_not_a_checked_folder():
     sink = io.BytesIO()
     writer = ipc.CheckedWriter(sink)
     writer.write(check_folder(parse_csv_many(folder_files(D15), RAW_COLUMNS), D15, QsrRules()))
-    writer._writer.close()  # a stream ended before close() wrote the rejects and counts
-    writer._out.detach()
+    writer.close(D15)
+    whole = sink.getvalue()
+    assert ipc.checked_from_ipc(whole).folder == D15
+    source = pa.BufferReader(whole)
+    ends = [source.tell() for message in pa.ipc.MessageReader.open_stream(source) if message.type == "record batch"]
+    cut = whole[: ends[-2]]  # up to the last batch of rows: the stream of a writer that never reached close()
     with pytest.raises(ValueError, match="last batch"):
-        ipc.checked_from_ipc(sink.getvalue())
+        ipc.checked_from_ipc(cut)
 
 
 def test_a_window_without_rows_gives_an_empty_partition():
