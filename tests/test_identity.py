@@ -275,3 +275,23 @@ def test_each_stores_version_is_the_logical_version_of_its_rows_whatever_the_col
     one_changed = table.set_column(2, "line_no", one)
     before, after = slice_versions(table, "store_id", set(stores)), slice_versions(one_changed, "store_id", set(stores))
     assert {k for k in before if before[k] != after[k]} == {"S2"}
+
+
+def test_deleting_every_cache_between_runs_rebuilds_nothing_and_changes_no_answer(lab, setting):
+    """What Daybreak remembers between runs (docs/architecture.md, "What is remembered"): the manifest
+    summaries, the identity sidecars, the checked raw folders. Each is a cache: deleted, it costs time
+    only; the answers (nothing to rebuild, the same status) stay."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    assert lab.range(START, STOP) == 0
+    assert touch_all(lab.raw) == 10  # metadata changed: the sidecars remember the new metadata
+    lab.wait_past_last_raw_change()
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()
+    before = status.render_text(status.collect(START, STOP, ["stg_qsr_pos"]))
+    state = lab.data / "_state"
+    cached = [state / name for name in ("summaries", "identity", "checked")]
+    assert [p.name for p in cached if p.exists()] == ["summaries", "identity", "checked"]
+    for path in cached:
+        shutil.rmtree(path)
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()
+    assert status.render_text(status.collect(START, STOP, ["stg_qsr_pos"])) == before
