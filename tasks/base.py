@@ -318,7 +318,8 @@ class PartitionedTask(MaterializedTask):
         with settings.snapshot():
             tasks = [factory(date=value) for value in parameter_tuples]
             started = [t for t in tasks if not t.before_start()]
-            if started and not engine.listed and engine.zone(started[0]).lists_at_once:
+            reads_raw = started and (started[0].raw_window() or started[0].any_raw_window())
+            if reads_raw and not engine.listed and engine.zone(started[0]).lists_at_once:
                 # a bucket: the dataset listed while the raw folders of every date are
                 with ThreadPoolExecutor(1, thread_name_prefix="list-dataset") as pool:
                     listing = pool.submit(engine.list_dataset, engine.store(started[0]))

@@ -511,6 +511,7 @@ def test_entries_of_a_source_folder_that_no_partition_reads_are_named_in_the_log
         "not_read": shown,
         "warnings": [],
         "built_by": None,
+        "raw_folders": None,
     }
     # the link, the file named 2026-09-30 and 20260922 (a date to Python) do not stretch the range
     assert [(r["date"], r["state"]) for r in rows[1:]] == [

@@ -61,11 +61,13 @@ def tables(root: Path) -> dict[dt.date, list[dict]]:
 
 
 def manifests(root: Path) -> dict[dt.date, dict]:
-    """Every manifest without its timestamps (build times, data file mtimes) and the process that built it."""
+    """Every manifest without its timestamps (build times, data file mtimes), the process that built it and how
+    its raw folders came in (checked here, or read checked)."""
     out = {}
     for path in sorted((root / DATASET).glob("business_date=*/_manifest.json")):
         m = {k: v for k, v in json.loads(path.read_text()).items() if k not in TIMESTAMPS}
         m["data_files"] = [{k: v for k, v in f.items() if k != "mtime_ns"} for f in m["data_files"]]
+        m["stats"] = {k: v for k, v in m.get("stats", {}).items() if k != "raw_folders"}  # how, not what
         out[dt.date.fromisoformat(path.parent.name.split("=")[1])] = m
     return out
 

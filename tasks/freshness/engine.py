@@ -100,8 +100,10 @@ class Engine(Memo):
         """While ``node`` builds, have its raw zone fetch the inputs of the next date's partition that this
         window does not read (a bucket: :meth:`RawZone.fetch_ahead`), when this pass found that partition
         not ok and has its folders listed. Not in a forked task process: the next date may be another's."""
+        if not window.read or not isinstance(node.key, dt.date) or multiprocessing.parent_process():
+            return
         zone = self.zone(node)
-        if not zone.lists_at_once or not isinstance(node.key, dt.date) or multiprocessing.parent_process():
+        if not zone.lists_at_once:
             return
         try:
             nxt = node.clone(date=node.key + dt.timedelta(days=1))

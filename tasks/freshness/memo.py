@@ -211,11 +211,12 @@ class Memo:
         """Start listing ``node``'s raw folders again (a bucket: :attr:`RawZone.lists_at_once`), before its
         build takes its lock: the build's re-check (:meth:`refresh`) takes these listings when the lock came
         within :data:`EARLY_S`, instead of listing the folders once it holds it."""
-        zone = self.zone(node)
-        if not zone.lists_at_once:
+        folders = [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]
+        zone = self.zone(node) if folders else None  # a mart reads no raw folder: its zone is never opened
+        if zone is None or not zone.lists_at_once:
             return
         now = time.monotonic()
-        for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
+        for source, date in folders:
             self._early[(zone.describe(), source, date)] = (
                 now,
                 _early_pool().submit(zone.scan_folder_all, source, date),
@@ -227,10 +228,11 @@ class Memo:
         trip for them all, not one per folder. Other zones list a folder when it is asked for."""
         todo: dict[tuple, tuple[RawZone, str, dt.date]] = {}
         for node in nodes:
-            zone = self.zone(node)
-            if not zone.lists_at_once:
+            folders = [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]
+            zone = self.zone(node) if folders else None  # a mart reads no raw folder: its zone is never opened
+            if zone is None or not zone.lists_at_once:
                 continue
-            for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
+            for source, date in folders:
                 key = (zone.describe(), source, date)
                 if key in self.raw:
                     continue
