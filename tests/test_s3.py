@@ -411,3 +411,27 @@ def test_a_put_is_sent_at_once_without_waiting_for_the_stores_go_ahead(s3lab):
     bucket.put("_state/x.json", b"{}")
     bucket.put("_state/x.json", b"{}", if_match=bucket.head("_state/x.json").etag)
     assert len(sent) >= 2 and not [h for h in sent if "Expect" in h]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-12-06T11:30:00.123Z",
+        "2026-12-06T11:30:00Z",
+        "2026-12-06T11:30:00.123000+00:00",
+        "Sun, 06 Dec 2026 11:30:00 GMT",
+        "Sun, 06 Dec 2026 11:30:00 +0000",
+        1733480000,
+        "1733480000",
+        "1733480000.5",
+    ],
+)
+def test_a_stores_timestamps_read_as_botocore_reads_them(value):
+    """Daybreak reads a response's timestamps without dateutil (half the CPU of a listing); what it reads is
+    what botocore's own parser gives, or a listing's times and a lease's age would differ."""
+    from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
+
+    from tasks.storage.s3 import read_timestamp
+
+    assert read_timestamp(value) == DEFAULT_TIMESTAMP_PARSER(value)
+    assert read_timestamp(value).tzinfo is not None

@@ -28,9 +28,11 @@ import threading
 from dataclasses import dataclass
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.handlers import add_expect_header
+from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
 from tasks.storage.errors import StorageUnavailable
 
@@ -104,12 +106,31 @@ def _client(endpoint: str | None, region: str):
                 response_checksum_validation="when_required",
                 max_pool_connections=32,
             )
-            client = boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+            core = botocore.session.get_session()
+            # the store's timestamps (a listing's LastModified, ISO 8601) read by datetime itself: dateutil's
+            # parser, botocore's default, took half the CPU of a listing (docs/performance.md)
+            core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=read_timestamp)
+            client = boto3.session.Session(botocore_session=core).client("s3", endpoint_url=endpoint, config=config)
             # botocore asks for "Expect: 100-continue" before every PUT body: a round trip more per PUT,
             # waiting for the store's go-ahead; Daybreak's bodies are small and sent at once
             client.meta.events.unregister("before-call.s3", add_expect_header)
             _clients[key] = client
         return _clients[key]
+
+
+def read_timestamp(value) -> dt.datetime:
+    """A timestamp of a response, as botocore's own parser gives it (an aware datetime): ISO 8601 (listings)
+    by ``datetime.fromisoformat``, an HTTP date (headers) by ``email.utils``, anything else by botocore's."""
+    if isinstance(value, str):
+        try:
+            when = dt.datetime.fromisoformat(value)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)  # an HTTP date: a GET's Last-Modified
+            except (TypeError, ValueError):
+                return DEFAULT_TIMESTAMP_PARSER(value)
+        return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+    return DEFAULT_TIMESTAMP_PARSER(value)
 
 
 def _etag(value: str | None) -> str:
