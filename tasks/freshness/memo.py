@@ -20,7 +20,7 @@ from tasks.freshness.inputs import Entries, FolderInputs, Window
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone, Refused
+from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, unread_in_source
 
 logger = logging.getLogger("luigi-interface")
 SCAN_AHEAD_THREADS = 16  # raw folders listed at once (a bucket, SFTP) by Memo.scan_ahead
@@ -249,11 +249,11 @@ class Memo:
         sources = {(k[0], k[1]): z for k, (z, _, _) in todo.items() if (k[0], k[1]) not in self.sources}
         with ThreadPoolExecutor(min(len(todo), SCAN_AHEAD_THREADS), thread_name_prefix="scan-ahead") as pool:
             scans = {key: pool.submit(zone.scan_folder_all, source, date) for key, (zone, source, date) in todo.items()}
-            unread = {key: pool.submit(zone.source_unread, key[1]) for key, zone in sources.items()}
+            unread = {key: pool.submit(self.source_listed, zone, key[1]) for key, zone in sources.items()}
         for key, scan in scans.items():
             self.raw[key] = scan.result()
         for key, listed in unread.items():  # what source_unread would list, listed with the folders
-            self.sources[key] = listed.result()
+            self.sources[key] = unread_in_source(key[1], *listed.result())
             report_unread(key[0], self.sources[key])
 
     def source_unread(self, zone: RawZone, source: str) -> list[Refused]:
@@ -262,7 +262,7 @@ class Memo:
         pass and named in a warning once per process (:func:`report_unread`)."""
         key = (zone.describe(), source)
         if key not in self.sources:
-            self.sources[key] = zone.source_unread(source)
+            self.sources[key] = unread_in_source(source, *self.source_listed(zone, source))
             report_unread(key[0], self.sources[key])
         return self.sources[key]
 
@@ -396,6 +396,13 @@ class Memo:
         zone = self.zone(node)
         return [(s, d) for s, d in folders if self.folder_there(zone, s, d)]
 
+    def source_listed(self, zone: RawZone, source: str) -> tuple[str | None, list[tuple[str, str]]]:
+        """:meth:`RawZone.source_listing`, once per pass: the folders there and the entries no partition reads."""
+        return self.once_per_pass(("source listing", zone.describe(), source), zone.source_listing, source)
+
+    def _folder_names(self, zone: RawZone, source: str) -> set[str]:
+        return {name for name, kind in self.source_listed(zone, source)[1] if kind == FOLDER}
+
     def folder_there(self, zone: RawZone, source: str, date: dt.date) -> bool:
         """Whether raw folder ``<source>/<date>`` exists: from its listing when this pass has it; on a zone
         where a listing is a request (a bucket), from one listing of the source's folders per pass (a status
@@ -404,7 +411,7 @@ class Memo:
         if key in self.raw:
             return self.raw[key] is not None
         if zone.lists_at_once:
-            return date.isoformat() in self.once_per_pass(("folders", key[0], source), zone.folder_names, source)
+            return date.isoformat() in self.once_per_pass(("folders", key[0], source), self._folder_names, zone, source)
         return self.raw_folder(zone, source, date) is not None
 
 

@@ -206,9 +206,10 @@ class RawZone:
         dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
         return max((d for d in dates if not_after is None or d <= not_after), default=None)
 
-    def folder_names(self, source: str) -> set[str]:
-        """The names of the folders in ``<source>/`` (one listing of its top level; none when it is absent)."""
-        return {name for name, kind in self._source_listing(source)[1] if kind == FOLDER}
+    def source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
+        """What ``<source>`` is (FOLDER, LINK, OTHER, or None when absent) and the (name, kind) of each of its
+        entries: one listing of its top level (:func:`unread_in_source` reads it)."""
+        return self._source_listing(source)
 
     def source_unread(self, source: str) -> list[Refused]:
         """Every entry of ``<source>/`` that no partition reads, by its path below the root, with the reason

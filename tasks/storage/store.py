@@ -121,8 +121,8 @@ class PartitionStore:
     # -- reading -------------------------------------------------------------------------------------
     def listed_dates(self) -> set[dt.date]:
         """Dates that have a partition folder, from one listing of the dataset folder (a bucket lists its
-        quarantine at the same time: a check of a partition's files asks both)."""
-        self.backend.list_ahead([f"{self.dataset}/", f"quarantine/{self.dataset}/"])
+        quarantine and the failure records at the same time: a check asks all three)."""
+        self.backend.list_ahead([f"{self.dataset}/", f"quarantine/{self.dataset}/", "_state/failures/"])
         return {d for d in map(parse_partition_name, self.backend.folders(self.dataset)) if d is not None}
 
     def strays(self, depth: int) -> list[str]:
