@@ -318,13 +318,17 @@ class PartitionedTask(MaterializedTask):
         with settings.snapshot():
             tasks = [factory(date=value) for value in parameter_tuples]
             started = [t for t in tasks if not t.before_start()]
+            store = engine.store(started[0]) if started else None
             reads_raw = started and (started[0].raw_window() or started[0].any_raw_window())
-            if reads_raw and not engine.listed and engine.zone(started[0]).lists_at_once:
-                # a bucket: the dataset listed while the raw folders of every date are
-                with ThreadPoolExecutor(1, thread_name_prefix="list-dataset") as pool:
-                    listing = pool.submit(engine.list_dataset, engine.store(started[0]))
+            far = reads_raw and engine.zone(started[0]).lists_at_once
+            if store is not None and not engine.listed and (far or getattr(store.backend, "bucket", None)):
+                # a bucket: the dataset and its manifests' summaries read while the raw folders of every date
+                # are listed, each a request of its own
+                with ThreadPoolExecutor(2, thread_name_prefix="list-dataset") as pool:
+                    asked = [pool.submit(engine.list_dataset, store), pool.submit(engine.read_summaries, store)]
                     engine.scan_ahead(started)
-                listing.result()
+                for future in asked:
+                    future.result()
             for task in tasks:
                 if task.before_start():  # left out, as RangeDaily leaves out dates not begun
                     done.append(task)

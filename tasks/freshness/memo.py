@@ -276,6 +276,10 @@ class Memo:
         folder = zone.folder_relpath(source, date)
         return next((r for r in self.source_unread(zone, source) if r.name in (folder, source)), None)
 
+    def read_summaries(self, store: PartitionStore) -> None:
+        """Read the dataset's manifest summaries now (a bucket: while other requests are under way)."""
+        self._summary_files.load(store)
+
     def list_dataset(self, store: PartitionStore) -> None:
         """List the dataset folder once, so that an absent partition costs no file lookup."""
         if store.root not in self.listed:

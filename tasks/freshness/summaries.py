@@ -65,6 +65,10 @@ class SummaryFiles:
             self._files[key], self._stores[key] = entries, store
         return entries
 
+    def load(self, store: PartitionStore) -> None:
+        """Read the store's summary file now, if not yet read."""
+        self._entries(store)
+
     def get(self, store: PartitionStore, key: dt.date | None, stamp: tuple) -> dict | None:
         """The summary of partition ``key`` if it was taken from the manifest file with ``stamp``."""
         entry = self._entries(store).get(str(key))
