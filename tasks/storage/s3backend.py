@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,16 @@ if TYPE_CHECKING:
 __all__ = ["S3Backend", "backend_for", "check", "state_dir"]  # what partitions.py and store.py ask of it
 
 _BACKENDS: dict[tuple, S3Backend] = {}
+
+
+_listing_pools: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
+
+
+def _listing_pool() -> ThreadPoolExecutor:
+    pool = _listing_pools.get(os.getpid())
+    if pool is None:
+        pool = _listing_pools[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="s3-at-lease")
+    return pool
 
 
 def stamp_of(obj: Obj | None) -> tuple | None:
@@ -80,7 +91,7 @@ class S3Backend:
         self.manifests: dict[str, tuple[tuple, dict]] = {}
         # partition folder -> its objects as listed when the build took its lease ({key: Obj, or None when
         # absent}) and their ETags: what the build's re-check reads and its commit's conditions.
-        self.listed_at_lease_of: dict[str, dict[str, Obj | None]] = {}
+        self.listed_at_lease_of: dict[str, dict[str, Obj | None] | Future] = {}
         self.etags_at_lease: dict[str, dict[str, str]] = {}
 
     def new_pass(self) -> None:
@@ -176,7 +187,7 @@ class S3Backend:
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
         """List the partition's objects and its quarantine again into this pass's listings (another host
         may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
-        now = self.listed_at_lease_of.get(folder) or self.objects_now(folder, quarantine)
+        now = self._at_lease(folder) or self.objects_now(folder, quarantine)
         for rel in [r for r in self.listing(f"{dataset}/") if r.startswith(f"{folder}/")]:
             self.known(rel, None)
         for rel, obj in now.items():
@@ -250,8 +261,9 @@ class S3Backend:
 
         lease = Lease(self.bucket, f"_state/leases/{record_name}", settings.s3().lease_seconds)
         lease.acquire(what, wait_s)
-        listed = self.listed_at_lease_of[folder] = self.objects_now(folder, quarantine)  # what refresh reads
-        self.etags_at_lease[folder] = {rel: obj.etag for rel, obj in listed.items() if obj is not None}
+        # what refresh reads and the commit's conditions: listed while the build starts (its first question
+        # waits for it), so that what the build asks of the bucket first goes out at the same time
+        self.listed_at_lease_of[folder] = _listing_pool().submit(self.objects_now, folder, quarantine)
         try:
             with lease.renewing():
                 yield
@@ -262,8 +274,16 @@ class S3Backend:
 
     def listed_at_lease(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
         """The partition's objects as listed when this build took its lease; listed now without a lease."""
-        seen = self.listed_at_lease_of.get(folder)
+        seen = self._at_lease(folder)
         return seen if seen is not None else self.objects_now(folder, quarantine)
+
+    def _at_lease(self, folder: str) -> dict[str, Obj | None] | None:
+        """The partition's objects as listed when this build took its lease (None: no lease held here)."""
+        seen = self.listed_at_lease_of.get(folder)
+        if isinstance(seen, Future):
+            seen = self.listed_at_lease_of[folder] = seen.result()
+            self.etags_at_lease[folder] = {rel: obj.etag for rel, obj in seen.items() if obj is not None}
+        return seen
 
     def put_record(self, key: str, data: bytes) -> None:
         self.bucket.put(key, data)
@@ -309,6 +329,7 @@ class S3Backend:
 
     def _base(self, folder: str, quarantine: str) -> dict[str, str]:
         """A commit's conditions: the ETags as the build found them under its lease, or as they are now."""
+        self._at_lease(folder)
         base = self.etags_at_lease.get(folder)
         return self.etags_now(folder, quarantine) if base is None else base
 
