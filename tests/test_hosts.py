@@ -229,7 +229,8 @@ def test_three_hosts_with_local_schedulers_at_once_equal_a_local_build_and_a_rer
     site.land()
     hosts = [site.host(f"h{k}", *site.range_args(DATES, "--local-scheduler")) for k in range(3)]
     codes = wait(hosts)
-    assert set(codes) <= {0, 10}, codes  # 10: a host whose build lost its commit to another (the fence)
+    # 10: a host whose build lost its commit to another (the fence)
+    assert set(codes) <= {0, 10}, (codes, [log(site, f"h{k}") for k in range(3)])
     stored = site.objects()
     local = site.local_build(setting)
     assert site.tables("lake/staging/qsr_pos/") == local_tables(local, "staging/qsr_pos")

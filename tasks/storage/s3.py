@@ -311,7 +311,10 @@ class Bucket:
                     return _etag(self.client.put_object(**{**args, "IfMatch": f'"{if_match}"'})["ETag"])
                 raise
         except ClientError as exc:
-            if precondition_failed(exc):
+            # If-Match on a key deleted since (a lease released by its holder meanwhile): AWS and radosgw
+            # answer 404 NoSuchKey, not 412; the condition failed all the same
+            gone = if_match is not None and exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
+            if precondition_failed(exc) or gone:
                 raise PreconditionFailed(f"{self.describe(rel)} changed (another writer)") from None
             raise self.store_error(exc, "PUT", rel) from None
         except BotoCoreError as exc:
