@@ -97,6 +97,8 @@ class Disk:
         return free >= _limits()[0] and free >= _limits()[1] * st.f_blocks * st.f_frsize
 
     def sink(self, day: str):
+        with contextlib.suppress(OSError):
+            sweep(self.root / day)  # temporaries of a writer killed mid-write: swept by the next writer
         path = temp_path(self.root / day / ENTRY)
         try:
             fh = open(path, "wb")
