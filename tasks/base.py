@@ -241,10 +241,6 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             with self.store().locked(self.key, settings.daybreak().lock_wait_s):
                 self._build_and_write()
 
-    def starting_build(self) -> None:
-        """Called under the partition's lock as its build starts: send what the build will ask of a far
-        store (a bucket) and may ask now; nothing by default."""
-
     def _build_and_write(self) -> None:
         if self.before_start():  # complete() says so: reached only by a direct call of the template
             logger.warning("%s: %s; nothing written", self.task_id, self.before_start())

@@ -167,7 +167,6 @@ def build(node, engine: Engine) -> dict | None:
 
     started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
     listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
-    node.starting_build()  # under the lock: what the build will ask of a far store, sent now
     engine.refresh(node)  # under the lock: what this build reads, as it is now (not the memo)
     store = node.store()
     if engine.state(node).ok:

@@ -7,10 +7,8 @@ import datetime as dt
 import io
 import itertools
 import logging
-import os
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from tasks import catalogue, settings
@@ -64,23 +62,6 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         to_ipc(store_totals(result.table, dt.date(2026, 9, 15)))
         slice_versions(result.table, "store_id", {"S1"})
         logical_version(result.table)
-
-    def starting_build(self) -> None:
-        """On a bucket, the checked folders listed as the build starts, under the partition's lease, while its
-        objects are listed again: one round trip less. (Never before the lease: a folder found free is not
-        looked for again once its turn is taken.)"""
-        from tasks.checked import CheckedFolders
-
-        backend = self.store().backend
-        if getattr(backend, "bucket", None) is None or keeps_for_next_date():
-            return
-        shared = CheckedFolders(backend, self.dataset)
-
-        def survey() -> CheckedFolders:
-            shared.survey()
-            return shared
-
-        self._surveyed = _survey_pool().submit(survey)
 
     def qsr_rules(self) -> QsrRules:
         cfg = settings.qsr()
@@ -198,12 +179,10 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         then read the other's."""
         from tasks.checked import CheckedFolders
 
-        surveyed, self._surveyed = getattr(self, "_surveyed", None), None
-        if surveyed is not None:
-            shared = surveyed.result()  # listed as the build started, under the partition's lease
-        else:
-            shared = CheckedFolders(self.store().backend, self.dataset)
-            shared.survey()  # not before the partition's lease: a folder found free here is not looked for again
+        shared = CheckedFolders(self.store().backend, self.dataset)
+        # listed here, as the folders are needed: a folder found free is checked without being looked for
+        # again once its turn is taken, which holds while this listing is younger than another host's check
+        shared.survey()
         ahead: dict[dt.date, list[CheckedFolder]] = {}
         for i, (folder, files) in enumerate(groups):
             if folder in ahead:
@@ -352,13 +331,3 @@ def store_versions(inputs: list[RawFile], table: pa.Table) -> dict[str, str]:
     from tasks.transforms.rawcsv import file_stem
 
     return slice_versions(table, "store_id", {file_stem(f.relpath) for f in inputs})
-
-
-_survey_pools: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
-
-
-def _survey_pool() -> ThreadPoolExecutor:
-    pool = _survey_pools.get(os.getpid())
-    if pool is None:
-        pool = _survey_pools[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="checked-survey")
-    return pool
