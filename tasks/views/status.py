@@ -21,7 +21,7 @@ from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
-from tasks.freshness.memo import quiet
+from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
 from tasks.storage.partitions import open_store
 

@@ -99,7 +99,7 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
     """The page for ``rows`` (from :func:`tasks.views.status.collect`); ``lines`` default to
     :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
     root) are shown beside the grid, each with its diff per partition."""
-    from tasks.freshness.memo import quiet
+    from tasks.freshness.rawfolders import quiet
 
     with quiet():  # the page shows the raw zone's unread entries itself: no warning in the log
         return _render(rows, lines, previews)
