@@ -64,6 +64,20 @@ def executor(threads: int, name: str) -> ThreadPoolExecutor | InThisThread:
     return ThreadPoolExecutor(threads, thread_name_prefix=name) if threads > 1 else InThisThread()
 
 
+_process_pools: dict[tuple[int, str], ThreadPoolExecutor] = {}
+
+
+def process_pool(name: str, threads: int) -> ThreadPoolExecutor:
+    """This process's pool of ``threads`` threads named ``name``, made at its first use (a forked process
+    makes its own: its parent's threads are not in it). Python waits for its work before the process exits
+    (a forked task process too: ``multiprocessing`` ends it through ``threading._shutdown``)."""
+    key = (os.getpid(), name)
+    pool = _process_pools.get(key)
+    if pool is None:
+        pool = _process_pools[key] = ThreadPoolExecutor(threads, thread_name_prefix=name)
+    return pool
+
+
 def side_thread(name: str) -> ThreadPoolExecutor | InThisThread:
     """One thread named ``name`` beside the build's own, or, when the build has one thread
     (:func:`task_threads`), :class:`InThisThread`."""

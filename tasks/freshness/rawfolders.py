@@ -8,11 +8,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from tasks.cores import process_pool
 from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, unread_in_source
 
 if TYPE_CHECKING:
@@ -22,14 +22,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("luigi-interface")
 SCAN_AHEAD_THREADS = 16  # raw folders listed at once (a bucket, SFTP) by Memo.scan_ahead
 EARLY_S = 1.0  # a raw folder listed before a build's lock serves its re-check when the lock came within this
-_early_pools: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
-
-
-def _early_pool() -> ThreadPoolExecutor:
-    pool = _early_pools.get(os.getpid())
-    if pool is None:
-        pool = _early_pools[os.getpid()] = ThreadPoolExecutor(4, thread_name_prefix="list-early")
-    return pool
 
 
 _reported: set[tuple] = set()  # (zone, entries) already named in a warning by this process
@@ -95,7 +87,7 @@ class RawFolders:
         for source, date in folders:
             self._early[(zone.describe(), source, date)] = (
                 now,
-                _early_pool().submit(zone.scan_folder_all, source, date),
+                process_pool("list-early", 4).submit(zone.scan_folder_all, source, date),
             )
 
     def scan_ahead(self, nodes: list[Node]) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tasks.cores import process_pool
 from tasks.storage import s3commit
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import MANIFEST, PASS_HOOKS, parse_partition_name
@@ -31,16 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["S3Backend", "backend_for", "check", "state_dir"]  # what partitions.py and store.py ask of it
 
 _BACKENDS: dict[tuple, S3Backend] = {}
-
-
-_listing_pools: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
-
-
-def _listing_pool() -> ThreadPoolExecutor:
-    pool = _listing_pools.get(os.getpid())
-    if pool is None:
-        pool = _listing_pools[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="s3-at-lease")
-    return pool
 
 
 def stamp_of(obj: Obj | None) -> tuple | None:
@@ -263,7 +253,7 @@ class S3Backend:
         lease.acquire(what, wait_s)
         # what refresh reads and the commit's conditions: listed while the build starts (its first question
         # waits for it), so that what the build asks of the bucket first goes out at the same time
-        self.listed_at_lease_of[folder] = _listing_pool().submit(self.objects_now, folder, quarantine)
+        self.listed_at_lease_of[folder] = process_pool("s3-at-lease", 1).submit(self.objects_now, folder, quarantine)
         try:
             with lease.renewing():
                 yield

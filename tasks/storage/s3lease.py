@@ -16,9 +16,10 @@ import os
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 
+from tasks.cores import process_pool
 from tasks.storage import tempnames
 from tasks.storage.files import PartitionBusy
 from tasks.storage.s3 import Bucket, PreconditionFailed, StoreError
@@ -134,8 +135,7 @@ class Lease:
         if self.etag is None or self.lost:
             return
         etag, self.etag = self.etag, None
-        with _releasing_lock:
-            _releasing[self.rel] = _releaser().submit(self._release, etag)
+        later(self.rel, self._release, etag)
 
     def _release(self, etag: str) -> None:
         try:
@@ -149,16 +149,6 @@ class Lease:
 
 _releasing: dict[str, Future] = {}  # lease key -> its release under way in this process
 _releasing_lock = threading.Lock()
-_releasers: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
-
-
-def _releaser() -> ThreadPoolExecutor:
-    """The thread that releases this process's leases, in order. Python waits for its work before the
-    process exits (a forked task process too: ``multiprocessing`` ends it through ``threading._shutdown``)."""
-    pool = _releasers.get(os.getpid())
-    if pool is None:
-        pool = _releasers[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="lease-release")
-    return pool
 
 
 def later(rel: str, request, *args) -> None:
@@ -173,7 +163,7 @@ def later(rel: str, request, *args) -> None:
             logger.warning("could not remove %s: %s", rel, exc)
 
     with _releasing_lock:
-        _releasing[rel] = _releaser().submit(send)
+        _releasing[rel] = process_pool("lease-release", 1).submit(send)
 
 
 def released(rel: str) -> None:

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from tasks.cores import process_pool
 from tasks.storage.rawzone import (
     FOLDER,
     NOT_REGULAR,
@@ -40,9 +41,6 @@ _MD5 = re.compile(r"^[0-9a-f]{32}$")
 IN_FLIGHT = 32
 AHEAD = 16  # objects of the next partition fetched at once while the current one builds (S3RawZone.fetch_ahead)
 _ahead_lock = threading.Lock()
-_ahead_pools: dict[int, ThreadPoolExecutor] = {}  # per process: a forked one starts its own
-
-
 # per process: (zone, key) -> its GET started by fetch_ahead, and the call's generation (a count of them)
 _ahead: dict[int, dict[tuple[str, str], tuple[Future, int]]] = {}
 _generation = 0
@@ -51,13 +49,6 @@ _generation = 0
 def _fetched_ahead() -> dict[tuple[str, str], tuple[Future, int]]:
     """This process's GETs started ahead (a forked process has none of its parent's threads: none of theirs)."""
     return _ahead.setdefault(os.getpid(), {})
-
-
-def _ahead_pool() -> ThreadPoolExecutor:
-    pool = _ahead_pools.get(os.getpid())
-    if pool is None:
-        pool = _ahead_pools[os.getpid()] = ThreadPoolExecutor(AHEAD, thread_name_prefix="s3-ahead")
-    return pool
 
 
 def _is_listed(raw: RawFile, obj: Obj) -> bool:
@@ -154,7 +145,10 @@ class S3RawZone(RawZone):
                 ahead.pop(key)[0].cancel()  # fetched for a build before the current one, and not read
             for raw in files:
                 if (self.uri, raw.relpath) not in ahead:
-                    ahead[(self.uri, raw.relpath)] = (_ahead_pool().submit(self.bucket.get, raw.relpath), _generation)
+                    ahead[(self.uri, raw.relpath)] = (
+                        process_pool("s3-ahead", AHEAD).submit(self.bucket.get, raw.relpath),
+                        _generation,
+                    )
 
     def read_input(self, raw: RawFile) -> bytes:
         """The object's bytes for a build, checked to be the version listed (its size, and its MD5 or its
