@@ -147,8 +147,14 @@ class Lease:
             logger.warning("could not release the lease %s: %r", self.bucket.describe(self.rel), exc)
 
 
-_releasing: dict[str, Future] = {}  # lease key -> its release under way in this process
+# per process: lease key -> its release under way (a forked process has none of its parent's threads, so
+# none of their work to wait for)
+_releasing_by_pid: dict[int, dict[str, Future]] = {}
 _releasing_lock = threading.Lock()
+
+
+def _releasing() -> dict[str, Future]:
+    return _releasing_by_pid.setdefault(os.getpid(), {})
 
 
 def later(rel: str, request, *args) -> None:
@@ -163,13 +169,13 @@ def later(rel: str, request, *args) -> None:
             logger.warning("could not remove %s: %s", rel, exc)
 
     with _releasing_lock:
-        _releasing[rel] = process_pool("lease-release", 1).submit(send)
+        _releasing()[rel] = process_pool("lease-release", 1).submit(send)
 
 
 def released(rel: str) -> None:
     """Wait for this process's release of lease ``rel`` under way, if any: before it is taken again."""
     with _releasing_lock:
-        pending = _releasing.pop(rel, None)
+        pending = _releasing().pop(rel, None)
     if pending is not None:
         pending.result()
 
@@ -179,8 +185,8 @@ def releasing() -> None:
     nothing left in the bucket)."""
     while True:
         with _releasing_lock:
-            pending = list(_releasing.values())
-            _releasing.clear()
+            pending = list(_releasing().values())
+            _releasing().clear()
         if not pending:
             return
         for future in pending:
