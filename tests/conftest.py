@@ -301,3 +301,12 @@ def _sftp_server_taken_for_alive():
     sftp = sys.modules.get("tasks.storage.sftp")
     if sftp is not None:
         sftp.forget_dead()
+
+
+@pytest.fixture(scope="module")
+def rgw(tmp_path_factory):
+    """A real radosgw (tests/radosgw.py) on free ports of 127.0.0.1, one per test module that asks for it."""
+    from tests import radosgw
+
+    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
+        yield server

@@ -22,12 +22,6 @@ pytestmark = [
 DAYS = 8
 
 
-@pytest.fixture(scope="module")
-def rgw(tmp_path_factory):
-    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
-        yield server
-
-
 @pytest.fixture
 def site(lab, rgw):
     return Site(lab, rgw)

@@ -28,12 +28,6 @@ NEXT = D + dt.timedelta(days=1)
 CHECKED = "daybreak/_state/checked/staging/qsr_pos/"
 
 
-@pytest.fixture(scope="module")
-def rgw(tmp_path_factory):
-    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
-        yield server
-
-
 @pytest.fixture
 def bucketlab(rgw, lab, setting, monkeypatch, tmp_path):
     """The lab with its data root in a new bucket (the raw zone on the lab's disk); ``lab.requests`` counts this

@@ -24,7 +24,7 @@ from tests.conftest import REPO
 from tests.sshd import free_port
 from tests.test_s3 import DAY, START, objects, raw_lab
 
-rgw, store_env, s3lab = test_s3.rgw, test_s3.store_env, test_s3.s3lab  # the fixtures: a radosgw, a bucket each
+store_env, s3lab = test_s3.store_env, test_s3.s3lab  # the fixtures: a bucket each (radosgw: tests/conftest.py)
 
 pytestmark = pytest.mark.system
 needs_radosgw = pytest.mark.skipif(not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL})")

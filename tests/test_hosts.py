@@ -39,12 +39,6 @@ DAY = dt.timedelta(days=1)
 DATES = 10
 
 
-@pytest.fixture(scope="module")
-def rgw(tmp_path_factory):
-    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
-        yield server
-
-
 class Site:
     """A bucket with a landing prefix (the raw zone) and the data root, and hosts that share it."""
 

@@ -29,12 +29,6 @@ START = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)
 
 
-@pytest.fixture(scope="module")
-def rgw(tmp_path_factory):
-    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
-        yield server
-
-
 @pytest.fixture
 def store_env(rgw, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)

@@ -28,12 +28,6 @@ DAY = dt.timedelta(days=1)
 DAYS = 5
 
 
-@pytest.fixture(scope="module")
-def rgw(tmp_path_factory):
-    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
-        yield server
-
-
 @pytest.fixture
 def far(rgw, lab, setting, monkeypatch, tmp_path):
     """The lab with the sample's raw files in a landing prefix and the data root in one bucket, both reached

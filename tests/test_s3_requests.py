@@ -25,12 +25,6 @@ START = dt.date(2026, 9, 10)
 DAY = dt.timedelta(days=1)
 
 
-@pytest.fixture(scope="module")
-def rgw(tmp_path_factory):
-    with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
-        yield server
-
-
 @pytest.fixture
 def counted(rgw, lab, setting, monkeypatch, tmp_path):
     """The lab with its data root in a new bucket; ``lab.requests`` counts this process's requests to the store

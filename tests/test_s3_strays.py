@@ -15,7 +15,7 @@ import pytest
 from tasks import cli
 from tests import radosgw
 from tests.conftest import qsr_rows
-from tests.test_s3 import objects, raw_lab, rgw, s3lab, store_env  # noqa: F401 - rgw, s3lab, store_env: fixtures
+from tests.test_s3 import objects, raw_lab, s3lab, store_env  # noqa: F401 - s3lab, store_env: fixtures
 
 pytestmark = [
     pytest.mark.system,
