@@ -16,6 +16,7 @@ import threading
 import time
 import types
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import luigi
@@ -238,29 +239,22 @@ def _started(folder: Path) -> set[int]:
     return {int(p.name.split("-")[1]) for p in folder.glob("started-*")}
 
 
-def _in_session(sid: int) -> list[int]:
-    """The live processes of session ``sid`` (zombies, already ended, are not)."""
-    out = []
+def _processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/PID/stat after the name) of every process now."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            yield int(stat.parent.name), stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append(int(stat.parent.name))
-    return out
+
+
+def _in_session(sid: int) -> list[int]:
+    """The live processes of session ``sid`` (zombies, already ended, are not)."""
+    return [pid for pid, fields in _processes() if int(fields[3]) == sid and fields[0] != "Z"]
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
+    return [child for child, fields in _processes() if int(fields[1]) == pid]
 
 
 def test_a_worker_whose_count_is_lowered_stops_its_idle_extra_process():
