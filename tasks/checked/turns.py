@@ -69,17 +69,14 @@ class BucketTurn:
     def try_take(self) -> bool:
         """Take the lease if nobody holds it (one PUT when it is free); True also when the store cannot be
         asked (what it says comes out when the folder's entry is looked up: a turn only saves work)."""
-        from tasks.storage.s3 import PreconditionFailed, StoreError
+        from tasks.storage.s3 import StoreError
         from tasks.storage.s3lease import released
 
         lease = self.lease
         released(lease.rel)  # this process's own delete of it, still under way
         try:
-            try:
-                lease.etag = lease.bucket.put(lease.rel, lease._body(), if_none_match=True)
-            except PreconditionFailed:
-                if lease._try() is not None:  # read: held, unless it expired or was let go meanwhile
-                    return False
+            if lease.try_take() is not None:  # held, unless it expired or was let go meanwhile
+                return False
         except StoreError:
             return True
         self.held = contextlib.ExitStack()
@@ -94,7 +91,7 @@ class BucketTurn:
         deadline = time.monotonic() + (CHECK_WAIT_S if wait_s is None else wait_s)
         while time.monotonic() < deadline:
             try:
-                if self.lease._try() is None:
+                if self.lease.try_take() is None:
                     self.held = contextlib.ExitStack()
                     self.held.enter_context(self.lease.renewing())
                     return

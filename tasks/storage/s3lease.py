@@ -59,7 +59,7 @@ class Lease:
         deadline = None if wait_s is None else time.monotonic() + wait_s
         logged = False
         while True:
-            holder = self._try()
+            holder = self.try_take()
             if holder is None:
                 return
             if deadline is not None and time.monotonic() >= deadline:
@@ -72,7 +72,7 @@ class Lease:
                 logged = True
             time.sleep(min(1.0, max(0.05, self.seconds / 10)))
 
-    def _try(self) -> str | None:
+    def try_take(self) -> str | None:
         """Take the lease if it is free or expired; None when taken, else who holds it. A free lease (no
         object: the usual case, a released lease is deleted) is taken by one put-if-absent."""
         try:
