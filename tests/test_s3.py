@@ -429,3 +429,26 @@ def test_a_stores_timestamps_read_as_botocore_reads_them(value):
 
     assert read_timestamp(value) == DEFAULT_TIMESTAMP_PARSER(value)
     assert read_timestamp(value).tzinfo is not None
+
+
+def test_a_raw_objects_get_outside_botocore_reads_what_botocore_reads_and_leaves_errors_to_it(s3lab):
+    """The raw zone's GETs (tasks/storage/s3get.py): a presigned GET on a kept connection gives the bytes, ETag
+    and time botocore's get_object gives; a missing key is FileNotFoundError; any other refusal goes through
+    botocore and is its one-line StoreError, naming the bucket."""
+    from tasks.storage import s3get
+    from tasks.storage.s3 import Bucket, StoreError
+
+    bucket = Bucket(s3lab.uri)
+    body = b"store_id,amount\n" * 3000
+    bucket.put("landing/S001.csv", body)
+    fast = s3get.get(bucket.client, bucket.bucket, bucket.prefix + "landing/S001.csv")
+    assert fast is not None  # taken here, not handed to botocore
+    again = bucket.client.get_object(Bucket=bucket.bucket, Key=bucket.prefix + "landing/S001.csv")
+    assert fast == (again["Body"].read(), again["ETag"].strip('"'), int(again["LastModified"].timestamp()) * 10**9)
+    assert bucket.get("landing/S001.csv") == (body, bucket.head("landing/S001.csv"))
+    with pytest.raises(FileNotFoundError, match="S002.csv"):
+        bucket.get("landing/S002.csv")
+    gone = Bucket(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/x")
+    assert s3get.get(gone.client, gone.bucket, "x/landing/S001.csv") is None
+    with pytest.raises(StoreError, match="no-such-bucket"):
+        gone.get("landing/S001.csv")

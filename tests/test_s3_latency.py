@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import time
 import uuid
 from collections import Counter
+from concurrent.futures import wait
 
 import pytest
 
@@ -129,12 +129,9 @@ def test_an_object_fetched_ahead_then_re_sent_is_read_as_listed_when_its_build_r
     zone = RawZone.from_uri(f"s3://{lab.bucket}/landing")
     day = START + DAY
     files = zone.list_folder("qsr_pos", day)
-    answered = []
-    zone.bucket.client.meta.events.register("after-call.s3.GetObject", lambda **kw: answered.append(1))
-    zone.fetch_ahead(files)
-    deadline = time.monotonic() + 30
-    while len(answered) < len(files) and time.monotonic() < deadline:  # every object fetched ahead is here
-        time.sleep(0.01)
+    started = zone.fetch_ahead(files)
+    assert len(started) == len(files)
+    wait(started, timeout=30)  # every object fetched ahead is here
     key = f"landing/{files[0].relpath}"
     new = lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read() + b"\n"
     lab.s3.put_object(Bucket=lab.bucket, Key=key, Body=new)

@@ -274,9 +274,10 @@ class RawZone:
         self.remember(raw, data)
         return data
 
-    def fetch_ahead(self, files: list[RawFile]) -> None:
+    def fetch_ahead(self, files: list[RawFile]) -> list:
         """Start fetching ``files`` (the next partition's inputs) while the current partition builds, where a
-        read is a request to a server (a bucket); nothing elsewhere."""
+        read is a request to a server (a bucket); nothing elsewhere. Returns the fetches started (futures)."""
+        return []
 
     def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
         """:meth:`read_input` of each file, in order, each read when it is asked for (an SFTP zone has

@@ -134,21 +134,22 @@ class S3RawZone(RawZone):
     def read_bytes(self, raw: RawFile) -> bytes:
         return self.bucket.read(raw.relpath)
 
-    def fetch_ahead(self, files: list[RawFile]) -> None:
+    def fetch_ahead(self, files: list[RawFile]) -> list[Future]:
         """Start fetching ``files`` (the next partition's inputs, :data:`AHEAD` at once) while the current
-        partition builds; what is not read by the next build is let go then (one partition ahead at most)."""
+        partition builds; what is not read by the next build is let go then (one partition ahead at most).
+        Returns the fetches started."""
         global _generation
         with _ahead_lock:
             _generation += 1
             ahead = _fetched_ahead()
             for key in [k for k, (_, generation) in ahead.items() if generation < _generation - 1]:
                 ahead.pop(key)[0].cancel()  # fetched for a build before the current one, and not read
+            started = []
             for raw in files:
                 if (self.uri, raw.relpath) not in ahead:
-                    ahead[(self.uri, raw.relpath)] = (
-                        process_pool("s3-ahead", AHEAD).submit(self.bucket.get, raw.relpath),
-                        _generation,
-                    )
+                    started.append(process_pool("s3-ahead", AHEAD).submit(self.bucket.get, raw.relpath))
+                    ahead[(self.uri, raw.relpath)] = (started[-1], _generation)
+        return started
 
     def read_input(self, raw: RawFile) -> bytes:
         """The object's bytes for a build, checked to be the version listed (its size, and its MD5 or its
