@@ -183,36 +183,55 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         # listed here, as the folders are needed: a folder found free is checked without being looked for
         # again once its turn is taken, which holds while this listing is younger than another host's check
         shared.survey()
+        taking = self._take_early(shared, groups)
         ahead: dict[dt.date, list[CheckedFolder]] = {}
-        for i, (folder, files) in enumerate(groups):
-            if folder in ahead:
-                yield from ahead.pop(folder)
-                continue
-            found = self._found(shared, zone, files, folder, rules, how, fresh=False)
-            if found is not None:
-                yield found
-                continue
-            turn = shared.turn(folder)
-            taken = turn.try_take()
-            if not taken:
-                try:
-                    for later, its_files in groups[i + 1 :]:
-                        if later in ahead or later.isoformat() in shared.busy:
-                            continue
-                        found = self._found(shared, zone, its_files, later, rules, how, fresh=False)
-                        other = shared.turn(later) if found is None else None
-                        if found is not None:
-                            ahead[later] = [found]
-                        elif other.try_take():
-                            checked = self._check(shared, other, zone, its_files, later, rules, how, shared.free(later))
-                            ahead[later] = list(checked)
-                        else:
-                            other.release()
-                    turn.take()
-                except BaseException:
+        try:
+            for i, (folder, files) in enumerate(groups):
+                if folder in ahead:
+                    yield from ahead.pop(folder)
+                    continue
+                found = self._found(shared, zone, files, folder, rules, how, fresh=False)
+                if found is not None:
+                    yield found
+                    continue
+                turn, taken = _take(shared, taking, folder)
+                if not taken:
+                    try:
+                        for later, its_files in groups[i + 1 :]:
+                            if later in ahead or later.isoformat() in shared.busy:
+                                continue
+                            found = self._found(shared, zone, its_files, later, rules, how, fresh=False)
+                            if found is not None:
+                                ahead[later] = [found]
+                                continue
+                            other, its_turn = _take(shared, taking, later)
+                            if its_turn:
+                                checked = self._check(
+                                    shared, other, zone, its_files, later, rules, how, shared.free(later)
+                                )
+                                ahead[later] = list(checked)
+                        turn.take()
+                    except BaseException:
+                        turn.release()
+                        raise
+                yield from self._check(shared, turn, zone, files, folder, rules, how, taken and shared.free(folder))
+        finally:
+            for turn, early in taking.values():  # taken early, and not used (the build failed)
+                if early.exception() is None and early.result():
                     turn.release()
-                    raise
-            yield from self._check(shared, turn, zone, files, folder, rules, how, taken and shared.free(folder))
+
+    @staticmethod
+    def _take_early(shared, groups: list) -> dict:
+        """{folder: (its turn, the future of its ``try_take``)} for the last folder of the window, when the
+        survey found it free in a bucket: a new folder to check, whose turn (a PUT) is taken while the folders
+        before it are read, not after (a store is 5-50 ms away)."""
+        from tasks.cores import process_pool
+
+        folder = groups[-1][0] if len(groups) > 1 else None
+        if folder is None or not shared.surveyed or not shared.free(folder):
+            return {}
+        turn = shared.turn(folder)
+        return {folder: (turn, process_pool("checked-turn", 2).submit(turn.try_take))}
 
     def _found(self, shared, zone, files: list[RawFile], folder: dt.date, rules: QsrRules, how: dict, fresh=True):
         """The folder's checked rows from the data root (its entry for these files and rules), or None."""
@@ -285,6 +304,15 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
 
     def max_reject_share(self) -> float:
         return settings.qsr().max_reject_share
+
+
+def _take(shared, taking: dict, folder: dt.date) -> tuple:
+    """(the folder's turn, whether it was taken): taken early (:meth:`StgQsrPos._take_early`), else now."""
+    if folder in taking:
+        turn, early = taking.pop(folder)
+        return turn, early.result()
+    turn = shared.turn(folder)
+    return turn, turn.try_take()
 
 
 def _hash_files(zone, files: list[RawFile], about: dict) -> None:
