@@ -6,6 +6,8 @@ reads no manifest."""
 from __future__ import annotations
 
 import datetime as dt
+import math
+import uuid
 from collections import Counter
 
 import pytest
@@ -80,3 +82,58 @@ def test_the_no_op_after_a_two_worker_backfill_reads_no_manifest(counted):
     assert lab.range(START, START + 4 * DAY, "--workers", "2") == 0
     per_partition = {k: n for k, n in lab.requests.items() if "business_date=" in k[1]}
     assert per_partition == {}, per_partition
+
+
+def test_a_command_asks_its_two_buckets_at_once_and_the_store_its_two_conditions_at_once(
+    rgw, setting, monkeypatch, tmp_path
+):
+    """The raw zone and the data root in two buckets of a store 50 ms away (the latency proxy): the checks a
+    command starts with (does each bucket answer) overlap instead of following each other, and so do the two
+    conditional PUTs of the probe of whether the store fences writers."""
+    import threading
+    import time
+
+    from tasks.storage.partitions import check_roots
+    from tests import latency_proxy
+
+    name = uuid.uuid4().hex[:10]
+    landing, lake = rgw.make_bucket(f"land-{name}"), rgw.make_bucket(f"lake-{name}")
+    spans: dict[tuple, list[list[float]]] = {}
+    lock = threading.Lock()
+
+    def asked(model, params, context, **_):  # what is asked, by the call's own parameters
+        context["what"] = (model.name, params.get("Bucket"), "IfNoneMatch" in params, "IfMatch" in params)
+
+    def started(context, **_):
+        context["span"] = [time.monotonic(), math.inf]
+        with lock:
+            spans.setdefault(context["what"], []).append(context["span"])
+
+    def ended(context, **_):
+        context["span"][1] = time.monotonic()
+
+    events = {"before-parameter-build.s3": asked, "before-call.s3": started, "after-call.s3": ended}
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    with latency_proxy.running("127.0.0.1", rgw.port, delay_s=0.025) as proxy:
+        setting("s3", "endpoint_url", f"http://127.0.0.1:{proxy.port}")
+        setting("s3", "region", rgw.region)
+        setting("daybreak", "cache_dir", tmp_path / "cache")
+        client = s3.Bucket(f"s3://{lake}/x").client
+        for event, handler in events.items():
+            client.meta.events.register(event, handler)
+        try:
+            roots = ("data_root", f"s3://{lake}/x"), ("raw_root", f"s3://{landing}/in")
+            assert check_roots(*roots, written=("data_root",)) is None
+        finally:
+            for event, handler in events.items():
+                client.meta.events.unregister(event, handler)
+
+    def overlap(first: list[float], second: list[float]) -> bool:
+        return max(first[0], second[0]) < min(first[1], second[1])
+
+    heads = [spans[("HeadBucket", bucket, False, False)] for bucket in (landing, lake)]
+    assert [len(h) for h in heads] == [1, 1] and overlap(heads[0][0], heads[1][0]), spans
+    first, second = spans[("PutObject", lake, True, False)]  # the new key, then the one that must fail
+    wrong_etag = spans[("PutObject", lake, False, True)][0]
+    assert first[1] <= second[0] and overlap(second, wrong_etag), spans

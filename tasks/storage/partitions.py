@@ -58,7 +58,10 @@ def check_roots(*roots: tuple[str, str], written: tuple[str, ...] = ()) -> str |
     """Ask each ``(setting, uri)`` that is a bucket for its bucket (credentials, endpoint, name), and whether
     the store honours conditional writes when the setting is one of ``written`` (the command may write
     there): one line naming the setting, the endpoint, the bucket and what failed, for the first that fails."""
-    for setting, uri in roots:  # in series: this runs while ``tasks`` is imported (a thread would wait on it)
+    buckets = [uri for _, uri in roots if str(uri).startswith("s3://")]
+    if len(buckets) > 1:
+        remote(buckets[0]).ask_at_once(buckets)  # one round trip for all (a store is 5-50 ms away)
+    for setting, uri in roots:  # then each one's answer, or its error, in order
         backend = remote(uri) if str(uri).startswith("s3://") else None
         if backend is not None:
             error = backend.check(uri, fence=setting in written)

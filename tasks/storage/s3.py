@@ -25,6 +25,7 @@ import datetime as dt
 import email.utils
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import boto3
@@ -119,6 +120,30 @@ def _client(endpoint: str | None, region: str):
         return _clients[key]
 
 
+def check_at_once(buckets: list[Bucket]) -> None:
+    """:meth:`Bucket.check` of ``buckets`` at once: one round trip, not one each. A bucket that fails is left to
+    its own check, which asks again and says why. The clients are made here, in the calling thread: making one
+    imports modules, which a thread must not do while ``tasks`` is imported (it would wait for that import,
+    which waits for it)."""
+    todo = list({b._answered(): b for b in buckets if b._answered() not in _answered}.values())
+    if len(todo) < 2:
+        return
+    for bucket in todo:
+        bucket.client  # noqa: B018 - made in this thread
+
+    def answers(bucket: Bucket) -> bool:
+        try:
+            bucket.client.head_bucket(Bucket=bucket.bucket)
+        except (ClientError, BotoCoreError):
+            return False
+        return True
+
+    with ThreadPoolExecutor(len(todo), thread_name_prefix="s3-check") as pool:
+        for bucket, answered in zip(todo, list(pool.map(answers, todo)), strict=True):
+            if answered:
+                _answered.add(bucket._answered())
+
+
 def read_timestamp(value) -> dt.datetime:
     """A timestamp of a response, as botocore's own parser gives it (an aware datetime): ISO 8601 (listings)
     by ``datetime.fromisoformat``, an HTTP date (headers) by ``email.utils``, anything else by botocore's."""
@@ -181,11 +206,13 @@ class Bucket:
     def check(self) -> None:
         """A request to the bucket (credentials, endpoint, bucket name): :class:`StoreError` if it fails. Asked
         once per process: a bucket that answered once is not asked again."""
-        answered = (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
-        if answered in _answered:
+        if self._answered() in _answered:
             return
         self._check()
-        _answered.add(answered)
+        _answered.add(self._answered())
+
+    def _answered(self) -> tuple:
+        return (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
 
     def _check(self) -> None:
         try:

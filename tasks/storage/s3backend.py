@@ -21,14 +21,14 @@ from tasks.storage import s3commit
 from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import MANIFEST, PASS_HOOKS, parse_partition_name
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed
-from tasks.storage.s3docs import check, state_dir
+from tasks.storage.s3docs import ask_at_once, check, state_dir
 from tasks.storage.s3lease import Lease
 from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["S3Backend", "backend_for", "check", "state_dir"]  # what partitions.py and store.py ask of it
+__all__ = ["S3Backend", "ask_at_once", "backend_for", "check", "state_dir"]  # what partitions.py and store.py ask of it
 
 _BACKENDS: dict[tuple, S3Backend] = {}
 

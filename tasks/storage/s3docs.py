@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.storage.s3 import Bucket, StoreError
+from tasks.storage.s3 import Bucket, StoreError, check_at_once
+
+
+def ask_at_once(uris: list[str]) -> None:
+    """Ask the buckets of ``uris`` at once (:func:`check`, then, finds each one answered)."""
+    check_at_once([Bucket(uri) for uri in uris])
 
 
 def check(uri: str, fence: bool = False) -> str | None:
