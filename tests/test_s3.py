@@ -452,3 +452,31 @@ def test_a_raw_objects_get_outside_botocore_reads_what_botocore_reads_and_leaves
     assert s3get.get(gone.client, gone.bucket, "x/landing/S001.csv") is None
     with pytest.raises(StoreError, match="no-such-bucket"):
         gone.get("landing/S001.csv")
+
+
+def test_a_listing_outside_botocore_equals_botocores_over_pages_and_odd_names(s3lab):
+    """Bucket.list reads ListObjectsV2 pages itself (tasks/storage/s3get.py): the same keys, sizes, ETags and
+    times as botocore's paginator, over more than one page (1,000 keys a page) and keys that need encoding."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tasks.storage import s3get
+    from tasks.storage.s3 import Bucket
+
+    bucket = Bucket(s3lab.uri)
+    names = [f"odd/S{i:04d} a+b&c%d é.csv" for i in range(5)] + [f"many/{i:05d}" for i in range(1203)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda n: bucket.put(n, n.encode() * (len(n) % 7)), names))
+    assert s3get.list_page(bucket.client, bucket.bucket, bucket.prefix + "many/") is not None  # read here
+    paginator = bucket.client.get_paginator("list_objects_v2")
+    for prefix in ("odd/", "many/", "none/"):
+        expected = {
+            item["Key"][len(bucket.prefix) :]: (
+                item["Size"],
+                item["ETag"].strip('"'),
+                int(item["LastModified"].timestamp() * 10**6) * 1000,
+            )
+            for page in paginator.paginate(Bucket=bucket.bucket, Prefix=bucket.prefix + prefix)
+            for item in page.get("Contents", ())
+        }
+        assert {k: (o.size, o.etag, o.mtime_ns) for k, o in bucket.list(prefix).items()} == expected
+    assert len(bucket.list("many/")) == 1203 and sorted(bucket.list("odd/")) == sorted(names[:5])

@@ -239,6 +239,12 @@ class Bucket:
     def list(self, rel_prefix: str = "") -> dict[str, Obj]:
         """Every object under ``rel_prefix`` (relative keys), each page one request."""
         out: dict[str, Obj] = {}
+        token, start = None, len(self.prefix)
+        while (page := s3get.list_page(self.client, self.bucket, self.prefix + rel_prefix, token)) is not None:
+            out.update((key[start:], Obj(size, etag, when)) for key, size, etag, when in page[0])
+            if (token := page[1]) is None:
+                return out
+        out.clear()  # botocore's turn, from the first page
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=self.prefix + rel_prefix, PaginationConfig={"PageSize": 1000}
         )

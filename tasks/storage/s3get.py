@@ -1,4 +1,4 @@
-"""A GET without botocore's per-request machinery: the raw zone's many small objects (tasks/storage/s3raw.py).
+"""GETs and listings without botocore's per-request machinery: a raw zone's many small objects and folders.
 
 botocore spends about 0.9 ms of Python (the GIL held) on each request: building, resolving the endpoint, signing,
 and parsing. A build reading a hundred raw objects a partition spends that alongside its own work on two cores.
@@ -12,13 +12,15 @@ returns None, and the caller makes the request through botocore, with its retrie
 
 from __future__ import annotations
 
+import datetime as dt
 import email.utils
 import http.client
 import os
 import ssl
 import threading
 import urllib.request
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
+from xml.etree import ElementTree
 
 _lock = threading.Lock()
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # (pid, scheme, host, port) -> connections not in use
@@ -65,10 +67,9 @@ def _keep(key: tuple, conn: http.client.HTTPConnection) -> None:
     conn.close()
 
 
-def get(client, bucket: str, key: str) -> tuple[bytes, str, int] | None:
-    """(body, ETag without quotes, Last-Modified in ns) of ``bucket``/``key``; FileNotFoundError when the store
-    says there is no such key; None where the request must go through botocore instead (the module's docstring)."""
-    url = urlsplit(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=900))
+def _send(client, signed: str) -> tuple[int, bytes, http.client.HTTPResponse] | None:
+    """(status, body, response) of a presigned GET, on a kept connection; None where botocore must send it."""
+    url = urlsplit(signed)
     verify = _verify(client) if url.scheme == "https" else True
     if verify is None or url.scheme not in ("http", "https") or urllib.request.getproxies().get(url.scheme):
         return None
@@ -85,10 +86,53 @@ def get(client, bucket: str, key: str) -> tuple[bytes, str, int] | None:
         conn.close()
     else:
         _keep(where, conn)
-    if response.status == 404 and b"<Code>NoSuchKey</Code>" in body:
+    return response.status, body, response
+
+
+def get(client, bucket: str, key: str) -> tuple[bytes, str, int] | None:
+    """(body, ETag without quotes, Last-Modified in ns) of ``bucket``/``key``; FileNotFoundError when the store
+    says there is no such key; None where the request must go through botocore instead (the module's docstring)."""
+    answer = _send(client, client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}))
+    if answer is None:
+        return None
+    status, body, response = answer
+    if status == 404 and b"<Code>NoSuchKey</Code>" in body:
         raise FileNotFoundError(key)
     modified = response.getheader("Last-Modified")
-    if response.status != 200 or modified is None:
+    if status != 200 or modified is None:
         return None
     when = email.utils.parsedate_to_datetime(modified)
     return body, (response.getheader("ETag") or "").strip('"'), int(when.timestamp() * 1_000_000) * 1000
+
+
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+def list_page(client, bucket: str, prefix: str, token: str | None = None):
+    """One page of ``ListObjectsV2`` under ``prefix``: ([(key, size, ETag, LastModified in ns)], the next page's
+    token or None), or None where the request must go through botocore instead (as :func:`get`)."""
+    params = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": 1000}
+    if token is not None:
+        params["ContinuationToken"] = token
+    answer = _send(client, client.generate_presigned_url("list_objects_v2", Params=params))
+    if answer is None or answer[0] != 200:
+        return None
+    try:
+        root = ElementTree.fromstring(answer[1])
+    except ElementTree.ParseError:
+        return None
+    encoded = root.findtext(f"{_NS}EncodingType") == "url"
+    items = []
+    for item in root.iter(f"{_NS}Contents"):
+        key = item.findtext(f"{_NS}Key") or ""
+        when = dt.datetime.fromisoformat(item.findtext(f"{_NS}LastModified") or "")
+        items.append(
+            (
+                unquote(key) if encoded else key,
+                int(item.findtext(f"{_NS}Size") or 0),
+                (item.findtext(f"{_NS}ETag") or "").strip('"'),
+                int(when.timestamp() * 1_000_000) * 1000,
+            )
+        )
+    more = root.findtext(f"{_NS}IsTruncated") == "true"
+    return items, (root.findtext(f"{_NS}NextContinuationToken") if more else None)
