@@ -216,6 +216,47 @@ def test_a_writer_whose_condition_fails_commits_nothing_and_says_so(s3lab):
     assert PartitionStore(s3lab.uri, "marts/demo").read_table(START + DAY).column("x").to_pylist() == [1]
 
 
+def test_a_writer_that_waited_for_the_lease_commits_over_what_was_committed_meanwhile(s3lab, setting):
+    """A partition's objects are listed as its lease is asked for, at the same time; a writer that had to wait
+    for the lease lists them again once it holds it, and commits over what the holder committed meanwhile
+    (not refused as if another writer had slipped in)."""
+    import threading
+
+    import pyarrow as pa
+
+    from tasks.storage.store import PartitionStore
+
+    setting("s3", "lease_seconds", 5)
+    holder, waiter = PartitionStore(s3lab.uri, "marts/demo"), PartitionStore(s3lab.uri, "marts/demo")
+    listed = threading.Event()
+    objects_now = waiter.backend.objects_now
+
+    def listing(*args):
+        try:
+            return objects_now(*args)
+        finally:
+            listed.set()
+
+    waiter.backend.objects_now = listing
+    written: list = []
+
+    def wait_then_write() -> None:
+        try:
+            with waiter.locked(START, wait_s=30):
+                written.append(waiter.write(START, pa.table({"x": [2]}), {"n": 1}))
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            written.append(exc)
+
+    with holder.locked(START, wait_s=0):
+        thread = threading.Thread(target=wait_then_write)
+        thread.start()
+        assert listed.wait(30)  # the waiter listed the partition (empty) as it asked for the lease
+        holder.write(START, pa.table({"x": [1]}), {"n": 0})
+    thread.join(60)
+    assert len(written) == 1 and isinstance(written[0], dict), written
+    assert PartitionStore(s3lab.uri, "marts/demo").read_table(START).column("x").to_pylist() == [2]
+
+
 def test_a_manifest_counts_only_while_the_listing_shows_its_etags(s3lab):
     """An object of a partition replaced behind Daybreak's back (not by a commit): the partition is stale,
     and the next run rebuilds it."""

@@ -250,10 +250,14 @@ class S3Backend:
         from tasks import settings
 
         lease = Lease(self.bucket, f"_state/leases/{record_name}", settings.s3().lease_seconds)
-        lease.acquire(what, wait_s)
-        # what refresh reads and the commit's conditions: listed while the build starts (its first question
-        # waits for it), so that what the build asks of the bucket first goes out at the same time
-        self.listed_at_lease_of[folder] = process_pool("s3-at-lease", 1).submit(self.objects_now, folder, quarantine)
+        # what refresh reads and the commit's conditions: listed as the lease is taken, at the same time (its
+        # first question waits for it). Another host's commit cannot fall in between: it would have held the
+        # lease until two round trips after its manifest; and if it did, the commit's conditions fail (412).
+        # A lease waited for, or taken over, is listed again once held.
+        listed = process_pool("s3-at-lease", 1).submit(self.objects_now, folder, quarantine)
+        if not lease.acquire(what, wait_s):
+            listed = process_pool("s3-at-lease", 1).submit(self.objects_now, folder, quarantine)
+        self.listed_at_lease_of[folder] = listed
         try:
             with lease.renewing():
                 yield

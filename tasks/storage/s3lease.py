@@ -54,14 +54,18 @@ class Lease:
     def _body(self, released: bool = False) -> bytes:
         return json.dumps({"owner": self.owner, "seconds": self.seconds, "released": released}).encode()
 
-    def acquire(self, what: str, wait_s: float | None) -> None:
+    def acquire(self, what: str, wait_s: float | None) -> bool:
+        """Take the lease, waiting at most ``wait_s`` for a live holder (:class:`PartitionBusy` then); True when
+        it was taken at the first try (nobody held it, or its holder had let it go)."""
         released(self.rel)  # this process's own release of it, still under way
         deadline = None if wait_s is None else time.monotonic() + wait_s
         logged = False
+        first = True
         while True:
             holder = self.try_take()
             if holder is None:
-                return
+                return first
+            first = False
             if deadline is not None and time.monotonic() >= deadline:
                 raise PartitionBusy(
                     f"{what}: {holder} has held its lease ({self.bucket.describe(self.rel)}) for over "
