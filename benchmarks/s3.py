@@ -59,14 +59,19 @@ COUNT_REQUESTS = """
 import atexit, collections, sys
 import luigi.retcodes
 import botocore.session
+from tasks.storage import s3get
 counts = collections.Counter()
 real = botocore.session.Session.create_client
 def create_client(self, *args, **kwargs):
     client = real(self, *args, **kwargs)
-    # every request, the raw zone's presigned GETs included (tasks/storage/s3get.py: no before-call event)
-    client.meta.events.register("before-parameter-build.s3", lambda model, **kw: counts.update([model.name]))
+    client.meta.events.register("before-call.s3", lambda model, **kw: counts.update([model.name]))
     return client
 botocore.session.Session.create_client = create_client
+send = s3get.Signer.send
+def signed(self, key, query=None):  # the GETs and listings sent outside botocore (tasks/storage/s3get.py)
+    counts.update(["ListObjectsV2" if key is None else "GetObject"])
+    return send(self, key, query)
+s3get.Signer.send = signed
 atexit.register(lambda: print("REQUESTS " + __import__("json").dumps(counts), file=sys.stderr))
 luigi.retcodes.run_with_retcodes(sys.argv[1:])
 """

@@ -8,6 +8,9 @@ show up as they would against a real object store 5-50 ms away. Loopback alone h
 Each direction of a connection is a reader thread that stamps what it reads and a writer thread that sends it
 once its time has come, so throughput is kept (a window of bytes in flight), only latency is added. Used by the
 tests (tests/test_s3_latency.py) and the benchmark (benchmarks/s3.py --delay-ms).
+
+``proxy.requests`` lists the (method, path, query) of every HTTP request that went through, as the server got
+it: what a client asked, whichever library made the request.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class LatencyProxy:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.connections = 0
+        self.requests: list[tuple[str, str, str]] = []
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, name="latency-proxy", daemon=True)
@@ -64,15 +68,18 @@ class LatencyProxy:
             self._socks.append(s)
         for src, dst in ((client, upstream), (upstream, client)):
             pending: queue.Queue = queue.Queue()
-            threading.Thread(target=self._read, args=(src, pending), daemon=True).start()
+            seen = _Requests(self.requests) if src is client else None
+            threading.Thread(target=self._read, args=(src, pending, seen), daemon=True).start()
             threading.Thread(target=self._write, args=(dst, pending), daemon=True).start()
 
-    def _read(self, src: socket.socket, pending: queue.Queue) -> None:
+    def _read(self, src: socket.socket, pending: queue.Queue, seen: _Requests | None) -> None:
         while True:
             try:
                 data = src.recv(65536)
             except OSError:
                 data = b""
+            if seen is not None:
+                seen.feed(data)
             pending.put((time.monotonic() + self.delay_s, data))
             if not data:
                 return
@@ -91,6 +98,32 @@ class LatencyProxy:
                 dst.sendall(data)
             except OSError:
                 return
+
+
+class _Requests:
+    """The requests of one connection's client side, read from its bytes: each request's line and headers, its
+    body skipped by its Content-Length."""
+
+    def __init__(self, into: list):
+        self.into, self.buffer, self.body_left = into, b"", 0
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            if self.body_left:
+                taken = min(self.body_left, len(self.buffer))
+                self.buffer, self.body_left = self.buffer[taken:], self.body_left - taken
+                if self.body_left:
+                    return
+            head, found, rest = self.buffer.partition(b"\r\n\r\n")
+            if not found:
+                return
+            line, *headers = head.decode("latin-1").split("\r\n")
+            method, target, _ = line.split(" ", 2)
+            path, _, query = target.partition("?")
+            self.into.append((method, path, query))
+            lengths = [h.split(":", 1)[1] for h in headers if h.lower().startswith("content-length:")]
+            self.buffer, self.body_left = rest, int(lengths[0]) if lengths else 0
 
 
 @contextlib.contextmanager

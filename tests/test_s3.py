@@ -466,7 +466,7 @@ def test_a_stores_timestamps_read_as_botocore_reads_them(value):
     what botocore's own parser gives, or a listing's times and a lease's age would differ."""
     from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
-    from tasks.storage.s3 import read_timestamp
+    from tasks.storage.s3get import read_timestamp
 
     assert read_timestamp(value) == DEFAULT_TIMESTAMP_PARSER(value)
     assert read_timestamp(value).tzinfo is not None
@@ -482,7 +482,7 @@ def test_a_raw_objects_get_outside_botocore_reads_what_botocore_reads_and_leaves
     bucket = Bucket(s3lab.uri)
     body = b"store_id,amount\n" * 3000
     bucket.put("landing/S001.csv", body)
-    fast = s3get.get(bucket.client, bucket.bucket, bucket.prefix + "landing/S001.csv")
+    fast = s3get.get(bucket.signer, bucket.prefix + "landing/S001.csv")
     assert fast is not None  # taken here, not handed to botocore
     again = bucket.client.get_object(Bucket=bucket.bucket, Key=bucket.prefix + "landing/S001.csv")
     assert fast == (again["Body"].read(), again["ETag"].strip('"'), int(again["LastModified"].timestamp()) * 10**9)
@@ -490,7 +490,7 @@ def test_a_raw_objects_get_outside_botocore_reads_what_botocore_reads_and_leaves
     with pytest.raises(FileNotFoundError, match="S002.csv"):
         bucket.get("landing/S002.csv")
     gone = Bucket(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/x")
-    assert s3get.get(gone.client, gone.bucket, "x/landing/S001.csv") is None
+    assert s3get.get(gone.signer, "x/landing/S001.csv") is None
     with pytest.raises(StoreError, match="no-such-bucket"):
         gone.get("landing/S001.csv")
 
@@ -507,7 +507,7 @@ def test_a_listing_outside_botocore_equals_botocores_over_pages_and_odd_names(s3
     names = [f"odd/S{i:04d} a+b&c%d é.csv" for i in range(5)] + [f"many/{i:05d}" for i in range(1203)]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda n: bucket.put(n, n.encode() * (len(n) % 7)), names))
-    assert s3get.list_page(bucket.client, bucket.bucket, bucket.prefix + "many/") is not None  # read here
+    assert s3get.list_page(bucket.signer, bucket.prefix + "many/") is not None  # read here
     paginator = bucket.client.get_paginator("list_objects_v2")
     for prefix in ("odd/", "many/", "none/"):
         expected = {

@@ -10,6 +10,7 @@ import hashlib
 import uuid
 from collections import Counter
 from concurrent.futures import wait
+from urllib.parse import parse_qs, unquote
 
 import pytest
 
@@ -31,7 +32,7 @@ DAYS = 5
 @pytest.fixture
 def far(rgw, lab, setting, monkeypatch, tmp_path):
     """The lab with the sample's raw files in a landing prefix and the data root in one bucket, both reached
-    through the latency proxy; ``lab.gets`` counts the GETs of each key this process makes."""
+    through the latency proxy, which sees every request (:func:`gets`, :func:`lists`)."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
     sample.generate(lab.raw, START, DAYS + 1, stores=6, seed=5, mean_lines_per_store=40)
@@ -47,18 +48,28 @@ def far(rgw, lab, setting, monkeypatch, tmp_path):
         setting("daybreak", "cache_dir", tmp_path / "cache")
         setting("s3", "endpoint_url", f"http://127.0.0.1:{proxy.port}")
         setting("s3", "region", rgw.region)
-        lab.gets, lab.lists = Counter(), Counter()
-        client = s3.Bucket(f"s3://{bucket}/landing").client
-
-        def count(model, params, **_):
-            if model.name == "GetObject":
-                lab.gets[params["Key"]] += 1
-            elif model.name == "ListObjectsV2":
-                lab.lists[params.get("Prefix", "")] += 1
-
-        client.meta.events.register("before-parameter-build.s3", count)
+        lab.proxy = proxy
         yield lab
-        client.meta.events.unregister("before-parameter-build.s3", count)
+
+
+def gets(lab) -> Counter:
+    """The GETs of each key of the lab's bucket that went through the proxy (the server's view)."""
+    root = f"/{lab.bucket}/"
+    return Counter(
+        unquote(path[len(root) :])
+        for method, path, query in lab.proxy.requests
+        if method == "GET" and path.startswith(root) and "list-type" not in parse_qs(query)
+    )
+
+
+def lists(lab) -> Counter:
+    """The listings of each prefix of the lab's bucket that went through the proxy."""
+    found = Counter()
+    for method, path, query in lab.proxy.requests:
+        asked = parse_qs(query)
+        if method == "GET" and path.rstrip("/") == f"/{lab.bucket}" and "list-type" in asked:
+            found[asked.get("prefix", [""])[0]] += 1
+    return found
 
 
 def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_build_file_for_file(far, setting):
@@ -71,17 +82,18 @@ def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_b
         for k in objects(lab)
         if not k.endswith("_manifest.json") and "/_state/" not in k
     }
-    raw_keys = [k for k in lab.gets if k.startswith("landing/")]
+    fetched, listed = gets(lab), lists(lab)
+    raw_keys = [k for k in fetched if k.startswith("landing/")]
     window = [START + i * DAY for i in range(DAYS + 1)]  # partition d reads folders d and d+1
     in_window = [p for d in window for p in (lab.raw / "qsr_pos" / str(d)).glob("*.csv")]
     assert sorted(raw_keys) == sorted(f"landing/{p.relative_to(lab.raw)}" for p in in_window)
-    assert {lab.gets[k] for k in raw_keys} == {1}, lab.gets.most_common(3)  # ... fetched once in the run
+    assert {fetched[k] for k in raw_keys} == {1}, fetched.most_common(3)  # ... fetched once in the run
     # each raw folder listed once for the run, and once more under the lease of each partition that reads it
     # (two for the folders of the range's inside): never again for Luigi's own checks of the folder
     folders = {
         f"landing/qsr_pos/{d}/": 1 + sum(1 for p in (d - DAY, d) if START <= p < START + DAYS * DAY) for d in window
     }
-    assert {f: lab.lists[f] for f in folders} == folders, lab.lists
+    assert {f: listed[f] for f in folders} == folders, listed
     local = lab.root / "local"
     setting("daybreak", "raw_root", lab.raw)
     setting("daybreak", "data_root", local)
@@ -136,7 +148,7 @@ def test_an_object_fetched_ahead_then_re_sent_is_read_as_listed_when_its_build_r
     new = lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read() + b"\n"
     lab.s3.put_object(Bucket=lab.bucket, Key=key, Body=new)
     listed = {f.relpath: f for f in zone.list_folder("qsr_pos", day)}
-    lab.gets.clear()
+    lab.proxy.requests.clear()
     read = list(zone.read_inputs([listed[f.relpath] for f in files]))
     assert read[0] == new and len(read) == len(files) > 1
-    assert dict(lab.gets) == {key: 1}, lab.gets  # the re-sent one read again; the others fetched ahead, once
+    assert dict(gets(lab)) == {key: 1}, gets(lab)  # the re-sent one read again; the others fetched ahead, once

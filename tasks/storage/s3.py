@@ -25,7 +25,6 @@ import datetime as dt
 import email.utils
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import boto3
@@ -33,7 +32,6 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.handlers import add_expect_header
-from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
 from tasks.storage import s3get
 from tasks.storage.errors import StorageUnavailable
@@ -77,6 +75,8 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 
 _clients: dict[tuple, object] = {}
+_credentials: dict[tuple, object] = {}  # what each client signs with (botocore's, refreshed by it)
+_signers: dict[tuple, s3get.Signer] = {}
 _lock = threading.Lock()
 _answered: set[tuple] = set()  # buckets that answered Bucket.check in this process
 _quoted_if_match: dict[str, bool] = {}  # endpoint -> the server compares If-Match with the quoted ETag
@@ -91,8 +91,7 @@ def _settings() -> tuple[str | None, str]:
 
 def _client(endpoint: str | None, region: str):
     """One client per process and endpoint (a forked worker makes its own: connections are not shared)."""
-    credentials = (os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY"))
-    key = (os.getpid(), endpoint, region, credentials)
+    key = _client_key(endpoint, region)
     with _lock:
         if key not in _clients:
             config = Config(
@@ -111,52 +110,28 @@ def _client(endpoint: str | None, region: str):
             core = botocore.session.get_session()
             # the store's timestamps (a listing's LastModified, ISO 8601) read by datetime itself: dateutil's
             # parser, botocore's default, took half the CPU of a listing (docs/performance.md)
-            core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=read_timestamp)
+            core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=s3get.read_timestamp)
             client = boto3.session.Session(botocore_session=core).client("s3", endpoint_url=endpoint, config=config)
             # botocore asks for "Expect: 100-continue" before every PUT body: a round trip more per PUT,
             # waiting for the store's go-ahead; Daybreak's bodies are small and sent at once
             client.meta.events.unregister("before-call.s3", add_expect_header)
             _clients[key] = client
+            _credentials[key] = core.get_credentials()
         return _clients[key]
 
 
-def check_at_once(buckets: list[Bucket]) -> None:
-    """:meth:`Bucket.check` of ``buckets`` at once: one round trip, not one each. A bucket that fails is left to
-    its own check, which asks again and says why. The clients are made here, in the calling thread: making one
-    imports modules, which a thread must not do while ``tasks`` is imported (it would wait for that import,
-    which waits for it)."""
-    todo = list({b._answered(): b for b in buckets if b._answered() not in _answered}.values())
-    if len(todo) < 2:
-        return
-    for bucket in todo:
-        bucket.client  # noqa: B018 - made in this thread
-
-    def answers(bucket: Bucket) -> bool:
-        try:
-            bucket.client.head_bucket(Bucket=bucket.bucket)
-        except (ClientError, BotoCoreError):
-            return False
-        return True
-
-    with ThreadPoolExecutor(len(todo), thread_name_prefix="s3-check") as pool:
-        for bucket, answered in zip(todo, list(pool.map(answers, todo)), strict=True):
-            if answered:
-                _answered.add(bucket._answered())
+def _client_key(endpoint: str | None, region: str) -> tuple:
+    credentials = (os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY"))
+    return (os.getpid(), endpoint, region, credentials)
 
 
-def read_timestamp(value) -> dt.datetime:
-    """A timestamp of a response, as botocore's own parser gives it (an aware datetime): ISO 8601 (listings)
-    by ``datetime.fromisoformat``, an HTTP date (headers) by ``email.utils``, anything else by botocore's."""
-    if isinstance(value, str):
-        try:
-            when = dt.datetime.fromisoformat(value)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(value)  # an HTTP date: a GET's Last-Modified
-            except (TypeError, ValueError):
-                return DEFAULT_TIMESTAMP_PARSER(value)
-        return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
-    return DEFAULT_TIMESTAMP_PARSER(value)
+def _signer(endpoint: str | None, region: str, bucket: str) -> s3get.Signer:
+    """This process's :class:`s3get.Signer` of ``bucket``, with its client's credentials."""
+    client, key = _client(endpoint, region), _client_key(endpoint, region)
+    with _lock:
+        if (key, bucket) not in _signers:
+            _signers[(key, bucket)] = s3get.Signer(client, _credentials[key], bucket)
+        return _signers[(key, bucket)]
 
 
 def _etag(value: str | None) -> str:
@@ -180,6 +155,11 @@ class Bucket:
     @property
     def client(self):
         return _client(self.endpoint, self.region)
+
+    @property
+    def signer(self) -> s3get.Signer:
+        """This process's presigned GETs of the bucket (:mod:`tasks.storage.s3get`)."""
+        return _signer(self.endpoint, self.region, self.bucket)
 
     def describe(self, rel: str = "") -> str:
         return f"s3://{self.bucket}/{self.prefix}{rel}"
@@ -206,13 +186,11 @@ class Bucket:
     def check(self) -> None:
         """A request to the bucket (credentials, endpoint, bucket name): :class:`StoreError` if it fails. Asked
         once per process: a bucket that answered once is not asked again."""
-        if self._answered() in _answered:
+        answered = (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
+        if answered in _answered:
             return
         self._check()
-        _answered.add(self._answered())
-
-    def _answered(self) -> tuple:
-        return (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
+        _answered.add(answered)
 
     def _check(self) -> None:
         try:
@@ -240,7 +218,8 @@ class Bucket:
         """Every object under ``rel_prefix`` (relative keys), each page one request."""
         out: dict[str, Obj] = {}
         token, start = None, len(self.prefix)
-        while (page := s3get.list_page(self.client, self.bucket, self.prefix + rel_prefix, token)) is not None:
+        signer = self.signer
+        while (page := s3get.list_page(signer, self.prefix + rel_prefix, token)) is not None:
             out.update((key[start:], Obj(size, etag, when)) for key, size, etag, when in page[0])
             if (token := page[1]) is None:
                 return out
@@ -291,7 +270,7 @@ class Bucket:
     def get(self, rel: str) -> tuple[bytes, Obj]:
         """The object's bytes and what they are (ETag, size, time); FileNotFoundError when there is none."""
         try:
-            fast = s3get.get(self.client, self.bucket, self.prefix + rel)
+            fast = s3get.get(self.signer, self.prefix + rel)
         except FileNotFoundError:
             raise FileNotFoundError(self.describe(rel)) from None
         if fast is not None:

@@ -3,14 +3,23 @@ folder for it."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tasks.storage.s3 import Bucket, StoreError, check_at_once
+from tasks.storage.s3 import Bucket, StoreError
 
 
 def ask_at_once(uris: list[str]) -> None:
-    """Ask the buckets of ``uris`` at once (:func:`check`, then, finds each one answered)."""
-    check_at_once([Bucket(uri) for uri in uris])
+    """Ask the buckets of ``uris`` whether they answer at once: one round trip, not one each. :func:`check`
+    then finds each one that did; one that did not is asked again, to say why. The clients are made here, in
+    this thread: making one imports modules, which a thread must not do while ``tasks`` is being imported
+    (it would wait for that import, which waits for it)."""
+    buckets = list({(bucket.endpoint, bucket.bucket): bucket for bucket in map(Bucket, uris)}.values())
+    for bucket in buckets:
+        bucket.client  # noqa: B018 - made in this thread
+    with ThreadPoolExecutor(len(buckets), thread_name_prefix="s3-check") as pool:
+        for asked in [pool.submit(bucket.check) for bucket in buckets]:
+            asked.exception()  # an error is the later check's to say
 
 
 def check(uri: str, fence: bool = False) -> str | None:
