@@ -18,6 +18,7 @@ from tasks.freshness.inputs import Entries, FolderInputs, Window
 from tasks.freshness.rawfolders import RawFolders
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
+from tasks.storage.layout import DATA_FILE, strays_reason
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawZone, Refused
 
@@ -71,12 +72,6 @@ class Blocked:
 
 def partition_id(store: PartitionStore, key: dt.date | None) -> tuple:
     return (store.root, store.sub, key)
-
-
-def stamp_now(store: PartitionStore, key: dt.date | None, fresh: bool = False) -> tuple | None:
-    """What identifies the partition's manifest as it is now (a file's inode, size and times; an object's
-    ETag); None when it has none (:meth:`PartitionStore.manifest_stamp`)."""
-    return store.manifest_stamp(key, fresh)
 
 
 class Memo(RawFolders):
@@ -178,6 +173,25 @@ class Memo(RawFolders):
         store.refresh(node.key)  # a bucket's listing of the partition is taken again (a folder: nothing to do)
         self.forget(store, node.key)
 
+    def known_state(self, node: Node) -> State | None:
+        """The remembered state, if any. One that is not ok is kept only while the partition's manifest
+        is the one it was found with: another process (a worker sharing the scheduler) may have built
+        the partition since, and a run must not refuse to run what depends on it. (An ok state stays
+        for the pass: a partition that was ok is rebuilt only after the raw zone changes. A view's snapshot
+        keeps every state.)"""
+        state = self.states.get(node.task_id)
+        if state is None or state.ok or self.snapshot:
+            return state
+        if node.task_id in self.just_found:  # found so a moment ago; the build re-checks under its lock
+            self.just_found.discard(node.task_id)
+            return state
+        store = self.store(node)
+        if self._stamps.get(node.task_id) == store.manifest_stamp(node.key, fresh=True):
+            return state
+        store.refresh(node.key)  # another process wrote it: a bucket's listing of it is taken again
+        self.forget(store, node.key)
+        return None
+
     # -- what is read --------------------------------------------------------------------------------
     def zone(self, node: Node) -> RawZone:
         return self.once_per_pass("zone", node.zone)
@@ -212,17 +226,18 @@ class Memo(RawFolders):
         return self.manifests[part]
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """The manifest, parsed again only when its file's stamp (:func:`stamp_now`) changed."""
+        """The manifest, parsed again only when its file's stamp (:meth:`PartitionStore.manifest_stamp`) changed."""
         part = partition_id(store, key)
         stamp, content = store.read_manifest_stamped(key, self._parsed.get(part))
         if content is not None:
             self._parsed[part] = (stamp, content)
         return stamp, content
 
-    def seen_first(self, store: PartitionStore, key: dt.date | None) -> tuple[bool, tuple | None]:
-        """(whether this pass looked at the partition before, its manifest's stamp then)."""
+    def changed_since_first_look(self, store: PartitionStore, key: dt.date | None) -> bool:
+        """Whether another writer replaced the partition's manifest since this pass first looked at it (what
+        this process wrote itself counts as what the pass saw)."""
         part = partition_id(store, key)
-        return part in self.first_seen, self.first_seen.get(part)
+        return part in self.first_seen and self.first_seen[part] != store.manifest_stamp(key)
 
     def wrote(self, store: PartitionStore, key: dt.date | None) -> None:
         """This process replaced the partition: what it wrote counts as what the pass saw."""
@@ -243,7 +258,7 @@ class Memo(RawFolders):
         known = self.summaries.get(part)
         if known is None:
             listed = self.listed.get(store.root) if key is not None else None
-            stamp = None if listed is not None and key not in listed else stamp_now(store, key)
+            stamp = None if listed is not None and key not in listed else store.manifest_stamp(key)
             content = None if stamp is None else self._summary_files.get(store, key, stamp)
             if content is not None:
                 known = (stamp, content)
@@ -257,6 +272,18 @@ class Memo(RawFolders):
             self.summaries[part] = known
             self.first_seen.setdefault(part, known[0])
         return known
+
+    def folder_problem(self, store: PartitionStore, key: dt.date | None, manifest: dict | None) -> str:
+        """Why the partition's folder does not hold just what ``manifest`` lists: a data file missing or not as
+        recorded, a stray file (with no manifest: any file, the data file first, as every reader sees it);
+        '' when it does."""
+        problem = "" if manifest is None else store.data_problem(key, manifest)
+        if problem:
+            return problem
+        strays = store.strays_in(key, manifest)
+        if manifest is None and f"{store.rel(key)}/{DATA_FILE}" in strays:
+            return "data file without its manifest: readers see it"
+        return strays_reason(strays) if strays else ""
 
     def window(self, node: Node, partial: bool = False) -> Window | None:
         """The raw files of the dependency window, read and refused; None while a required folder is
