@@ -1,6 +1,6 @@
 """The build of one partition, without Luigi: the run template the Luigi task, a single-run range and a
 preview all call (:func:`build`), what a build hands back (:class:`Built`), the checks a build must pass, and
-the memory a single-run range keeps across consecutive dates (:func:`kept_for_next_date`)."""
+what it keeps for the next date's build (:mod:`tasks.nextdate`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tasks import nextdate
 from tasks.cores import start_on_side_thread
 from tasks.freshness import dataversions
 from tasks.freshness.buildplan import plan_build
@@ -34,54 +35,6 @@ class RejectShareExceeded(RuntimeError):
     def __init__(self, message: str, decided_by: dict | None = None):
         super().__init__(message)
         self.decided_by = decided_by or {}
-
-
-class KeptForNextDate:
-    """What one date of a single-run range read and parsed, offered to the next date.
-
-    Consecutive dates share raw folders (StgQsrPos reads folders d and d+1, so d+1 is read again for
-    date d+1). Inside :class:`keeping_for_next_date`, :func:`kept_for_next_date` keeps each value for the
-    date that computed it and the next one, keyed by what it was computed from (file names, sizes and
-    mtimes): two generations, so memory holds at most two dates' worth. Outside it,
-    :func:`kept_for_next_date` just computes.
-    """
-
-    def __init__(self):
-        self.previous: dict = {}
-        self.current: dict = {}
-
-    def next_date(self) -> None:
-        self.previous, self.current = self.current, {}
-
-
-_kept: KeptForNextDate | None = None
-
-
-def kept_for_next_date(key, compute):
-    """``compute()``, or its value from the previous date of a single-run range (same key)."""
-    if _kept is None:
-        return compute()
-    if key not in _kept.current:
-        _kept.current[key] = _kept.previous.pop(key) if key in _kept.previous else compute()
-    return _kept.current[key]
-
-
-def keeps_for_next_date() -> bool:
-    """Whether this process is inside :class:`keeping_for_next_date` (a single-run range)."""
-    return _kept is not None
-
-
-class keeping_for_next_date:
-    """Context manager for a single-run range: :func:`kept_for_next_date` remembers across consecutive dates."""
-
-    def __enter__(self) -> KeptForNextDate:
-        global _kept
-        _kept = KeptForNextDate()
-        return _kept
-
-    def __exit__(self, *exc) -> None:
-        global _kept
-        _kept = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +108,7 @@ def build(node: Node, engine: Engine) -> dict | None:
     import tasks
 
     started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+    nextdate.next_date()  # what the date before the last kept is forgotten
     listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
     plan = plan_build(node, engine)
     store = node.store()
