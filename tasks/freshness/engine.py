@@ -140,7 +140,10 @@ class Engine(Memo):
             stamp, full = self._manifest(store, node.key)  # the inputs are not in the summary
             if full is None or stamp != self._stamps[node.task_id]:
                 return State("stale", "its manifest changed while it was checked")
-            ok, note = identity.check_inputs(self.zone(node), store, node.key, full, window, self.digest)
+            seen = manifest.get("seen_inputs")
+            ok, note, seen = identity.check_inputs(self.zone(node), full, window, self.digest, seen)
+            if seen is not None:
+                self.remember_seen_inputs(store, node.key, stamp, seen)
             if not ok:
                 return State("stale", note)
         if manifest.get("verify_mismatch"):

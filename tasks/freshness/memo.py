@@ -250,6 +250,17 @@ class Memo(RawFolders):
         if stamp is not None and content is not None and not content.get("_corrupt"):
             self._summary_files.put(store, key, stamp, summary(content))
 
+    def remember_seen_inputs(self, store: PartitionStore, key: dt.date | None, stamp: tuple, seen: dict) -> None:
+        """Remember, in the summary of the manifest with ``stamp``, the raw files' metadata a check found with the
+        manifest's content (:func:`tasks.freshness.identity.check_inputs`): the next check, in this process or
+        the next, compares metadata again."""
+        part = partition_id(store, key)
+        known = self.summaries.get(part)
+        if known is None or known[0] != stamp or known[1] is None:
+            return
+        self.summaries[part] = (stamp, {**known[1], "seen_inputs": seen})
+        self._summary_files.put(store, key, stamp, self.summaries[part][1])
+
     def _summary(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
         """(stamp, what a check reads of the manifest) once per pass: the manifest without its list of
         inputs (:mod:`tasks.freshness.summaries`), from the dataset's summary file while the manifest

@@ -117,7 +117,7 @@ class PartitionStore:
 
     @property
     def state_dir(self):
-        """Where this host keeps its state for the data root (identity sidecars)."""
+        """Where this host keeps its state for the data root."""
         return self.backend.state_dir
 
     # -- reading -------------------------------------------------------------------------------------
