@@ -1,6 +1,8 @@
 """What the freshness engine reads and remembers: the raw zone's folders (listed once per pass), manifests
-and their summaries (parsed once per stamp), the dependency window of a node, content hashes, and the
-memo of states that a write or a new pass forgets (docs/run-semantics.md, "One look per run")."""
+and their summaries (parsed once per stamp; a summary keeps the raw files' metadata seen since with the same
+content), what a partition's folder holds, the dependency window of a node, content hashes, and the memo of
+states that a write or a new pass forgets (docs/run-semantics.md, "One look per run"). The engine reads the
+data root only through it."""
 
 from __future__ import annotations
 
