@@ -18,7 +18,7 @@ from tasks.freshness import dataversions
 from tasks.freshness.buildplan import plan_build
 from tasks.freshness.engine import Engine
 from tasks.freshness.inputs import input_line
-from tasks.freshness.memo import Node
+from tasks.freshness.node import Node
 from tasks.reporting import runlog
 from tasks.storage.errors import StorageUnavailable
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from tasks.freshness.engine import Engine, diff_rules
 from tasks.freshness.inputs import Window, diff_inputs, input_line
-from tasks.freshness.memo import Node
+from tasks.freshness.node import Node
 
 
 class NotReplaced(RuntimeError):

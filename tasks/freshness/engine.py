@@ -49,7 +49,8 @@ from collections.abc import Generator
 from tasks import forks
 from tasks.freshness import dataversions, identity
 from tasks.freshness.inputs import Window
-from tasks.freshness.memo import Blocked, Memo, Node, State, partition_id
+from tasks.freshness.memo import Memo, partition_id
+from tasks.freshness.node import Blocked, Node, State
 from tasks.storage import partitions
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionStore

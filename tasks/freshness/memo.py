@@ -10,13 +10,12 @@ import datetime as dt
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from tasks.freshness.inputs import Entries, FolderInputs, Window
+from tasks.freshness.node import Blocked, Node, State
 from tasks.freshness.rawfolders import RawFolders
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
@@ -25,51 +24,6 @@ from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawZone, Refused
 
 logger = logging.getLogger("luigi-interface")
-
-
-class Node(Protocol):
-    """What the engine needs of a partition. :class:`tasks.base.MaterializedTask` implements it."""
-
-    task_id: str  # unique per partition (family and parameters)
-    dataset: str
-
-    @property
-    def key(self) -> dt.date | None: ...  # the business date; None for an unpartitioned dataset
-    def store(self) -> PartitionStore: ...
-    def dataset_path(self) -> str: ...  # one store per dataset path (a hotel's pickups have their own)
-    def zone(self) -> RawZone: ...
-    def rules(self) -> dict: ...
-    def rules_fingerprint(self) -> str: ...
-    def rules_key(self) -> Hashable: ...  # nodes with the same rules_key have the same rules
-    def raw_window(self) -> list[tuple[str, dt.date]]: ...  # required raw folders (source, date)
-    def any_raw_window(self) -> list[tuple[str, dt.date]]: ...  # at least one required; each present read
-    def optional_raw_window(self) -> list[tuple[str, dt.date]]: ...  # read when present
-    def accepts_input(self, name: str) -> bool: ...  # by the file's name alone (the engine remembers it)
-
-    input_names: str  # the names accepts_input takes, for the reason a file is refused
-
-    def upstream(self) -> list[Node]: ...
-    def upstream_version(self, manifest: dict | None) -> str | None: ...
-    def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
-
-
-@dataclass(frozen=True)
-class State:
-    state: str  # ok | stale | missing
-    reason: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "ok"
-
-
-@dataclass(frozen=True)
-class Blocked:
-    """What keeps a partition from being built now: the missing raw folders (of its own window or of
-    its not-ok upstream partitions' windows), and the first partition that waits for one of them."""
-
-    missing: frozenset[tuple[str, dt.date]]
-    root: Node | None
 
 
 def partition_id(store: PartitionStore, key: dt.date | None) -> tuple:
