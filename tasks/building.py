@@ -23,6 +23,8 @@ from tasks.reporting import runlog
 from tasks.storage.errors import StorageUnavailable
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import pyarrow as pa
 
 logger = logging.getLogger("luigi-interface")
@@ -90,7 +92,7 @@ class Manifest:
     started_at: str
     finished_at: str = ""
     duration_s: float = 0.0
-    data_version: str = ""
+    data_version: str | Future = ""  # hashed on another core: the store waits for it before the manifest
     data_version_kind: str = ""
     built_by: dict = field(default_factory=dict)  # host, pid and Luigi worker of the process that commits it
 
@@ -108,7 +110,7 @@ def build(node: Node, engine: Engine) -> dict | None:
     import tasks
 
     started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
-    nextdate.next_date()  # what the date before the last kept is forgotten
+    nextdate.next_date()  # a new date: what the build before the last one kept is forgotten
     listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
     plan = plan_build(node, engine)
     store = node.store()
