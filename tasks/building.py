@@ -21,11 +21,13 @@ from tasks.freshness.inputs import input_line
 from tasks.freshness.node import Node
 from tasks.reporting import runlog
 from tasks.storage.errors import StorageUnavailable
+from tasks.storage.store import PartitionStore
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     import pyarrow as pa
+
 
 logger = logging.getLogger("luigi-interface")
 
@@ -113,7 +115,7 @@ def build(node: Node, engine: Engine) -> dict | None:
     nextdate.next_date()  # a new date: what the build before the last one kept is forgotten
     listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
     plan = plan_build(node, engine)
-    store = node.store()
+    store: PartitionStore = node.store()
     if plan.up_to_date:
         # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
         # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
