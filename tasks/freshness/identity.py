@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tasks.storage.rawzone import RawFile, RawZone
 
 SAME_CONTENT = "metadata changed, content identical"
+SEEN_KEYS = frozenset({"input_fingerprint", "inputs", "checked_ns"})  # what a check remembers of files it hashed
 
 
 # -- raw inputs by content -------------------------------------------------------------------------
@@ -53,7 +54,7 @@ def check_inputs(
     ``seen now`` is what to remember of files hashed now (the metadata that differs from the manifest's,
     the window's fingerprint, when they were hashed), or None."""
     fingerprint, files = window.fingerprint, window.read
-    side = seen
+    side = seen if isinstance(seen, dict) and SEEN_KEYS <= seen.keys() else None  # a summary is only a cache
     resolution = zone.mtime_resolution_ns
     metadata_same = manifest.get("input_fingerprint") == fingerprint
     trusted = side is not None and newest_mtime(files) + resolution <= side["checked_ns"]
