@@ -6,8 +6,9 @@ import datetime as dt
 
 from tasks import catalogue, settings
 from tasks.base import PartitionedTask, input_line
-from tasks.building import Built, kept_for_next_date
+from tasks.building import Built
 from tasks.freshness.engine import Engine
+from tasks.nextdate import kept_for_next_date
 from tasks.storage.rawzone import RawFile
 
 DAY = dt.timedelta(days=1)

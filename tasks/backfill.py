@@ -17,10 +17,10 @@ from luigi.tools.range import RangeDaily, RangeDailyBase
 
 from tasks import catalogue, cores, settings
 from tasks.base import PartitionedTask, RawFolder, before_start_reason, luigi_engine
-from tasks.building import keeping_for_next_date
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine, new_pass
 from tasks.guard import check_range
+from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
 from tasks.reporting.progress import logger
@@ -239,9 +239,8 @@ def built_in_order(todo: list[PartitionedTask]) -> Iterator[tuple[PartitionedTas
     """Build ``todo`` in order in this process, a raw folder parsed once for consecutive dates; yield
     each task with None, or the first line of its error (recorded, and the next dates go on)."""
     try:
-        with keeping_for_next_date() as kept:
+        with keeping_for_next_date():
             for task in todo:
-                kept.next_date()
                 error = None
                 try:
                     task.run_partition()

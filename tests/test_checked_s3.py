@@ -96,6 +96,16 @@ def test_an_entry_in_the_bucket_serves_the_other_partition_of_its_folder_then_go
     assert sorted(k.split("/")[0] for k in left) == [str(D), str(NEXT + dt.timedelta(days=1))]
 
 
+def test_an_entry_this_process_stored_is_not_fetched_back_by_its_next_build(bucketlab):
+    lab = bucketlab
+    lab.qsr_days(D, 2)
+    assert build(lab, D) == 0
+    (key,) = [CHECKED + k for k in objects(lab) if k.startswith(f"{NEXT}/")]
+    assert build(lab, NEXT) == 0
+    assert manifest(lab, NEXT)["stats"]["raw_folders"][str(NEXT)] == "shared"
+    assert not [k for k in lab.requests if k[0] == "GetObject" and k[1] == key]
+
+
 def test_a_damaged_entry_in_the_bucket_is_a_miss(bucketlab):
     lab = bucketlab
     lab.qsr_days(D, 2)

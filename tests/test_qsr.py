@@ -273,7 +273,7 @@ def test_a_manifest_in_the_earlier_inputs_format_reads_as_stale_with_a_reason(la
 
 
 def test_a_raw_file_changing_while_read_fails_without_writing(lab, monkeypatch):
-    from tasks.building import RawInputChanged
+    from tasks.freshness.buildplan import RawInputChanged
     from tasks.storage.rawzone import RawZone
 
     lab.qsr_days(START, 1, stores=("S001", "S002"))

@@ -48,6 +48,19 @@ def test_one_run_writes_the_same_partitions_as_one_task_per_date(lab, setting):
     )
 
 
+def test_a_raw_folder_checked_for_one_date_is_kept_in_memory_for_the_next(lab):
+    lab.qsr_days(START, 2)
+    assert single(lab, "StgQsrPos", START, START + 2 * DAY) == 0  # two dates: one process
+    how = {
+        d: json.loads((lab.partition(d) / "_manifest.json").read_text())["stats"]["raw_folders"]
+        for d in (START, START + DAY)
+    }
+    assert how == {
+        START: {str(START): "checked", str(START + DAY): "checked"},
+        START + DAY: {str(START + DAY): "in memory", str(START + 2 * DAY): "checked"},
+    }
+
+
 def test_dates_waiting_for_raw_data_end_the_run_as_missing_data_and_the_rest_is_built(lab):
     lab.qsr_days(START, 5)
     shutil.rmtree(lab.raw / "qsr_pos" / (START + 3 * DAY).isoformat())  # dates 2 and 3 read folder 3

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import xxhash
 
+from tasks import nextdate
 from tasks.checked.turns import BucketTurn, DiskTurn
 from tasks.storage.tempnames import is_temp_name, sweep, temp_path
 
 ENTRY = ".arrow"
-# the last entry this process stored in a bucket (key -> (pid, its bytes)): its next build, the folder's other
-# partition, reads it from here; one entry at most (a checked folder is some MB)
-_KEPT: dict[str, tuple[int, str, memoryview]] = {}  # key -> (pid, ETag, bytes)
+# the last entry this process stored in a bucket, (key, pid, ETag, bytes): its next build, the folder's other
+# partition, takes it from memory (tasks/nextdate.py); one a build (a checked folder is some MB)
+STORED = "checked entry stored"
 
 
 def split(data) -> tuple[memoryview, dict] | None:
@@ -183,9 +184,9 @@ class Bucket:
 
     def _read(self, day: str, name: str) -> bytes | None:
         rel = f"{self.rel}/{day}/{name}"
-        kept = _KEPT.get(rel)
-        if kept is not None and kept[:2] == (os.getpid(), self.etags.get(rel)):  # this process stored it, and
-            self._got = {rel: kept[2]}  # the listing shows that very object: not fetched back
+        kept = nextdate.kept(STORED)
+        if kept is not None and kept[:3] == (rel, os.getpid(), self.etags.get(rel)):  # this process stored it,
+            self._got = {rel: kept[3]}  # and the listing shows that very object: not fetched back
         if rel not in self._got:
             try:
                 self._got = {rel: self.bucket.read(rel)}
@@ -210,7 +211,8 @@ class Bucket:
 
         rel = f"{self.rel}/{day}/{name}"
         self._got.pop(rel, None)
-        _KEPT.pop(rel, None)
+        if (nextdate.kept(STORED) or ("",))[0] == rel:
+            nextdate.forget(STORED)
         later(self.bucket.describe(rel), self.bucket.delete, rel)
 
     def room(self) -> bool:
@@ -234,8 +236,7 @@ class Bucket:
             self.drop(sink)
             raise
         # kept for this process's next build, which reads the folder's other partition: no GET of it back
-        _KEPT.clear()
-        _KEPT[rel] = (os.getpid(), etag, sink.getbuffer())
+        nextdate.keep(STORED, (rel, os.getpid(), etag, sink.getbuffer()))
         return True
 
     def drop(self, sink: io.BytesIO) -> None:

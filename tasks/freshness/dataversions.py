@@ -14,7 +14,6 @@ No Luigi here; the engine (:mod:`tasks.freshness.engine`) and the build ask thes
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from tasks.storage.partitions import PartitionStore
 
 LOGICAL = "logical-v2"  # manifest["data_version_kind"] of a version made by :func:`logical_version`
 
@@ -214,14 +212,6 @@ def _runs_of(array: pa.Array) -> Callable[[int, int], pa.Array]:
 def version_matches(recorded: str | None, version: str | None) -> bool:
     """Whether a downstream partition that recorded ``recorded`` still has the upstream it read."""
     return recorded == version
-
-
-def same_rows(store: PartitionStore, key: dt.date | None, previous: dict | None, version: str) -> bool:
-    """Whether the partition's current data file holds rows of ``version`` (and is intact): a rebuild
-    that produced them again replaces the manifest only, and the data file is not rewritten."""
-    if not previous or previous.get("verify_mismatch"):  # a data file that verify found damaged is rewritten
-        return False
-    return previous.get("data_version") == version and store.data_matches(key, previous)
 
 
 def _register() -> None:

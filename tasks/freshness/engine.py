@@ -49,10 +49,10 @@ from collections.abc import Generator
 from tasks import forks
 from tasks.freshness import dataversions, identity
 from tasks.freshness.inputs import Window
-from tasks.freshness.memo import Blocked, Memo, Node, State, partition_id, stamp_now
+from tasks.freshness.memo import Memo, partition_id
+from tasks.freshness.node import Blocked, Node, State
 from tasks.storage import partitions
 from tasks.storage.errors import StorageUnavailable
-from tasks.storage.layout import DATA_FILE, strays_reason
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import Refused
 
@@ -76,7 +76,7 @@ class Engine(Memo):
         next and is sent that state back. An upstream is only looked at when the checks before it
         passed, so the first reason is the one reported."""
         states = self.states
-        known = self._known(node)
+        known = self.known_state(node)
         if known is not None:
             return known
         stack = [(node, self._steps(node))]
@@ -90,7 +90,7 @@ class Engine(Memo):
                 stack.pop()
                 continue
             self._readers.setdefault(up.task_id, set()).add(current.task_id)
-            answer = self._known(up)
+            answer = self.known_state(up)
             if answer is None:
                 stack.append((up, self._steps(up)))
                 answer = None
@@ -118,40 +118,19 @@ class Engine(Memo):
             reading = {f.relpath for f in window.read}
             zone.fetch_ahead([f for f in ahead.read if f.relpath not in reading])
 
-    def _known(self, node: Node) -> State | None:
-        """The remembered state, if any. One that is not ok is kept only while the partition's manifest
-        is the one it was found with: another process (a worker sharing the scheduler) may have built
-        the partition since, and a run must not refuse to run what depends on it. (An ok state stays
-        for the pass: a partition that was ok is rebuilt only after the raw zone changes. A view's snapshot
-        keeps every state.)"""
-        state = self.states.get(node.task_id)
-        if state is None or state.ok or self.snapshot:
-            return state
-        if node.task_id in self.just_found:  # found so a moment ago; the build re-checks under its lock
-            self.just_found.discard(node.task_id)
-            return state
-        store = self.store(node)
-        if self._stamps.get(node.task_id) == stamp_now(store, node.key, fresh=True):
-            return state
-        store.refresh(node.key)  # another process wrote it: a bucket's listing of it is taken again
-        self.forget(store, node.key)
-        return None
-
     def _steps(self, node: Node) -> Generator[Node, State, State]:
         """The four rules as a generator: yields an upstream node to be sent its state, returns the state."""
         store = self.store(node)
         self._at.setdefault(partition_id(store, node.key), set()).add(node.task_id)
         self._stamps[node.task_id], manifest = self._summary(store, node.key)
-        if manifest is None:
-            return _without_manifest(store, node.key)
+        if manifest is None:  # missing, or stale while its folder holds files every reader sees
+            problem = self.folder_problem(store, node.key, None)
+            return State("stale", problem) if problem else State("missing", "no partition")
         if manifest.get("_corrupt"):
             return State("stale", "its manifest is empty, truncated or not JSON (interrupted write?)")
-        problem = store.data_problem(node.key, manifest)
+        problem = self.folder_problem(store, node.key, manifest)
         if problem:
             return State("stale", problem)
-        strays = store.strays_in(node.key, manifest)
-        if strays:
-            return State("stale", strays_reason(strays))
         if manifest.get("rules_fingerprint") != self.once_per_pass(("rules", node.rules_key()), node.rules_fingerprint):
             return State("stale", "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules()))
         window = self.window(node)
@@ -162,7 +141,10 @@ class Engine(Memo):
             stamp, full = self._manifest(store, node.key)  # the inputs are not in the summary
             if full is None or stamp != self._stamps[node.task_id]:
                 return State("stale", "its manifest changed while it was checked")
-            ok, note = identity.check_inputs(self.zone(node), store, node.key, full, window, self.digest)
+            seen = manifest.get("seen_inputs")
+            ok, note, seen = identity.check_inputs(self.zone(node), full, window, self.digest, seen)
+            if seen is not None:
+                self.remember_seen_inputs(store, node.key, stamp, seen)
             if not ok:
                 return State("stale", note)
         if manifest.get("verify_mismatch"):
@@ -231,16 +213,6 @@ class Engine(Memo):
                 for s, d in self.missing_folders(node)
             )
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
-
-
-def _without_manifest(store: PartitionStore, key: dt.date | None) -> State:
-    """A partition without a manifest: missing, or stale while its folder holds files every reader sees."""
-    strays = store.strays_in(key, None)
-    if f"{store.rel(key)}/{DATA_FILE}" in strays:
-        return State("stale", "data file without its manifest: readers see it")
-    if strays:
-        return State("stale", strays_reason(strays))
-    return State("missing", "no partition")
 
 
 def _label(node: Node) -> str:

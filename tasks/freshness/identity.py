@@ -4,8 +4,8 @@
   (``input_hashes``, taken from the bytes the build read). A check compares the metadata first.
   Where it differs, or where a file's mtime lies within the raw zone's clock resolution of the time
   the build listed it (SFTP: one second), the file is hashed: unchanged content keeps the partition
-  up to date ("metadata changed, content identical"), and the new metadata is remembered in a
-  sidecar, ``<data_root>/_state/identity/<dataset>/business_date=D.json``, so the next check is as
+  up to date ("metadata changed, content identical"), and the new metadata is remembered in the
+  manifest's summary (:mod:`tasks.freshness.summaries`, ``seen_inputs``), so the next check is as
   cheap as before. The data and its manifest are never rewritten for that.
 * **Failure records** carry the identity of the failed attempt and no longer apply once it differs.
 
@@ -15,10 +15,7 @@ No Luigi here; the engine (:mod:`tasks.freshness.engine`) asks these functions.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks.freshness.dataversions import logical_version, slice_versions  # noqa: F401  (imported from here: tests)
@@ -27,46 +24,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from tasks.freshness.inputs import Window
-    from tasks.storage.partitions import PartitionStore
     from tasks.storage.rawzone import RawFile, RawZone
 
 SAME_CONTENT = "metadata changed, content identical"
+SEEN_KEYS = frozenset({"input_fingerprint", "inputs", "checked_ns"})  # what a check remembers of files it hashed
 
 
 # -- raw inputs by content -------------------------------------------------------------------------
-def sidecar_path(store: PartitionStore, key: dt.date | None) -> Path:
-    """``_state/identity/`` mirrors ``_state/failures/``: one small JSON file per partition."""
-    return store.state_dir / "identity" / store.record_name(key)
-
-
-def read_sidecar(store: PartitionStore, key: dt.date | None, manifest: dict) -> dict | None:
-    """The remembered metadata of the manifest's inputs, if it was taken for this very manifest."""
-    try:
-        side = json.loads(sidecar_path(store, key).read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    same = side.get("for_fingerprint") == manifest.get("input_fingerprint")
-    return side if same and side.get("for_started_at") == manifest.get("started_at") else None
-
-
-def write_sidecar(store: PartitionStore, key: dt.date | None, manifest: dict, fingerprint: str, inputs, at_ns: int):
-    from tasks.storage.partitions import atomic_write_text
-
-    side = {
-        "for_fingerprint": manifest.get("input_fingerprint"),
-        "for_started_at": manifest.get("started_at"),
-        "input_fingerprint": fingerprint,
-        "inputs": inputs,
-        "checked_ns": at_ns,
-    }
-    path = sidecar_path(store, key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(side, indent=1))
-    except OSError:  # only a saving: the next check hashes again
-        pass
-
-
 def newest_mtime(files: list[RawFile]) -> int:
     return max((f.mtime_ns for f in files), default=0)
 
@@ -81,24 +45,28 @@ def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
 
 
 def check_inputs(
-    zone: RawZone, store: PartitionStore, key, manifest: dict, window: Window, digest: Callable
-) -> tuple[bool, str]:
+    zone: RawZone, manifest: dict, window: Window, digest: Callable, seen: dict | None = None
+) -> tuple[bool, str, dict | None]:
     """Compare the window's files now with the ones the manifest was built from, by content where the
-    metadata cannot be trusted. Returns ``(ok, reason)``: ``(True, SAME_CONTENT)`` when only metadata
-    changed, ``(True, "")`` when nothing did, ``(False, what changed)`` otherwise."""
+    metadata cannot be trusted; ``seen``: what an earlier check of this manifest remembered (the
+    summary's ``seen_inputs``). Returns ``(ok, reason, seen now)``: ``(True, SAME_CONTENT, ...)`` when only
+    metadata changed, ``(True, "", ...)`` when nothing did, ``(False, what changed, None)`` otherwise;
+    ``seen now`` is what to remember of files hashed now (the metadata that differs from the manifest's,
+    the window's fingerprint, when they were hashed), or None."""
     fingerprint, files = window.fingerprint, window.read
-    side = read_sidecar(store, key, manifest)
+    side = seen if isinstance(seen, dict) and SEEN_KEYS <= seen.keys() else None  # a summary is only a cache
     resolution = zone.mtime_resolution_ns
     metadata_same = manifest.get("input_fingerprint") == fingerprint
     trusted = side is not None and newest_mtime(files) + resolution <= side["checked_ns"]
     if trusted and side["input_fingerprint"] == fingerprint:
-        return True, "" if metadata_same else SAME_CONTENT
+        return True, "" if metadata_same else SAME_CONTENT, None
     hashes = manifest.get("input_hashes")
     if hashes is None:  # a manifest of a version before content hashes: metadata decides
-        return metadata_same, "" if metadata_same else "input changed: " + describe_changes(manifest, files)
+        return metadata_same, "" if metadata_same else "input changed: " + describe_changes(manifest, files), None
     if set(hashes) != {f.relpath for f in files}:
-        return False, "input changed: " + describe_changes(manifest, files)
-    known = parse_inputs(manifest.get("inputs", []))
+        return False, "input changed: " + describe_changes(manifest, files), None
+    recorded = parse_inputs(manifest.get("inputs", []))
+    known = dict(recorded)
     trusted_until = manifest.get("inputs_listed_ns", 0)
     if side is not None:
         known.update(parse_inputs(side["inputs"]))
@@ -107,18 +75,19 @@ def check_inputs(
         f for f in files if known.get(f.relpath) != (f.size, f.mtime_ns) or f.mtime_ns + resolution > trusted_until
     ]
     if not suspects:
-        return True, ""
+        return True, "", None
     resized = [f.relpath for f in suspects if known.get(f.relpath, (None,))[0] != f.size]
     if resized:
-        return False, "input changed: " + ", ".join(f"changed {p}" for p in resized[:3]) + _more(resized)
+        return False, "input changed: " + ", ".join(f"changed {p}" for p in resized[:3]) + _more(resized), None
     checked_ns = time.time_ns()
     changed = [f.relpath for f in suspects if digest(zone, f) != hashes[f.relpath]]
     if changed:
-        return False, "input content changed: " + ", ".join(changed[:3]) + _more(changed)
-    if newest_mtime(files) + resolution <= checked_ns:
-        lines = [f"{f.relpath} {f.size} {f.mtime_ns}" for f in files]
-        write_sidecar(store, key, manifest, fingerprint, lines, checked_ns)
-    return True, "" if metadata_same else SAME_CONTENT
+        return False, "input content changed: " + ", ".join(changed[:3]) + _more(changed), None
+    note = "" if metadata_same else SAME_CONTENT
+    if newest_mtime(files) + resolution > checked_ns:  # re-sent in this instant: hashed again next time
+        return True, note, None
+    lines = [f"{f.relpath} {f.size} {f.mtime_ns}" for f in files if recorded.get(f.relpath) != (f.size, f.mtime_ns)]
+    return True, note, {"input_fingerprint": fingerprint, "inputs": lines, "checked_ns": checked_ns}
 
 
 def _more(items: list) -> str:

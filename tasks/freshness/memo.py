@@ -1,6 +1,8 @@
 """What the freshness engine reads and remembers: the raw zone's folders (listed once per pass), manifests
-and their summaries (parsed once per stamp), the dependency window of a node, content hashes, and the
-memo of states that a write or a new pass forgets (docs/run-semantics.md, "One look per run")."""
+and their summaries (parsed once per stamp; a summary keeps the raw files' metadata seen since with the same
+content), what a partition's folder holds, the dependency window of a node, content hashes, and the memo of
+states that a write or a new pass forgets (docs/run-semantics.md, "One look per run"). The engine reads the
+data root only through it."""
 
 from __future__ import annotations
 
@@ -8,75 +10,24 @@ import datetime as dt
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from tasks.freshness.inputs import Entries, FolderInputs, Window
+from tasks.freshness.node import Blocked, Node, State
 from tasks.freshness.rawfolders import RawFolders
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
+from tasks.storage.layout import DATA_FILE, strays_reason
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawZone, Refused
 
 logger = logging.getLogger("luigi-interface")
 
 
-class Node(Protocol):
-    """What the engine needs of a partition. :class:`tasks.base.MaterializedTask` implements it."""
-
-    task_id: str  # unique per partition (family and parameters)
-    dataset: str
-
-    @property
-    def key(self) -> dt.date | None: ...  # the business date; None for an unpartitioned dataset
-    def store(self) -> PartitionStore: ...
-    def dataset_path(self) -> str: ...  # one store per dataset path (a hotel's pickups have their own)
-    def zone(self) -> RawZone: ...
-    def rules(self) -> dict: ...
-    def rules_fingerprint(self) -> str: ...
-    def rules_key(self) -> Hashable: ...  # nodes with the same rules_key have the same rules
-    def raw_window(self) -> list[tuple[str, dt.date]]: ...  # required raw folders (source, date)
-    def any_raw_window(self) -> list[tuple[str, dt.date]]: ...  # at least one required; each present read
-    def optional_raw_window(self) -> list[tuple[str, dt.date]]: ...  # read when present
-    def accepts_input(self, name: str) -> bool: ...  # by the file's name alone (the engine remembers it)
-
-    input_names: str  # the names accepts_input takes, for the reason a file is refused
-
-    def upstream(self) -> list[Node]: ...
-    def upstream_version(self, manifest: dict | None) -> str | None: ...
-    def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
-
-
-@dataclass(frozen=True)
-class State:
-    state: str  # ok | stale | missing
-    reason: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "ok"
-
-
-@dataclass(frozen=True)
-class Blocked:
-    """What keeps a partition from being built now: the missing raw folders (of its own window or of
-    its not-ok upstream partitions' windows), and the first partition that waits for one of them."""
-
-    missing: frozenset[tuple[str, dt.date]]
-    root: Node | None
-
-
 def partition_id(store: PartitionStore, key: dt.date | None) -> tuple:
     return (store.root, store.sub, key)
-
-
-def stamp_now(store: PartitionStore, key: dt.date | None, fresh: bool = False) -> tuple | None:
-    """What identifies the partition's manifest as it is now (a file's inode, size and times; an object's
-    ETag); None when it has none (:meth:`PartitionStore.manifest_stamp`)."""
-    return store.manifest_stamp(key, fresh)
 
 
 class Memo(RawFolders):
@@ -178,6 +129,25 @@ class Memo(RawFolders):
         store.refresh(node.key)  # a bucket's listing of the partition is taken again (a folder: nothing to do)
         self.forget(store, node.key)
 
+    def known_state(self, node: Node) -> State | None:
+        """The remembered state, if any. One that is not ok is kept only while the partition's manifest
+        is the one it was found with: another process (a worker sharing the scheduler) may have built
+        the partition since, and a run must not refuse to run what depends on it. (An ok state stays
+        for the pass: a partition that was ok is rebuilt only after the raw zone changes. A view's snapshot
+        keeps every state.)"""
+        state = self.states.get(node.task_id)
+        if state is None or state.ok or self.snapshot:
+            return state
+        if node.task_id in self.just_found:  # found so a moment ago; the build re-checks under its lock
+            self.just_found.discard(node.task_id)
+            return state
+        store = self.store(node)
+        if self._stamps.get(node.task_id) == store.manifest_stamp(node.key, fresh=True):
+            return state
+        store.refresh(node.key)  # another process wrote it: a bucket's listing of it is taken again
+        self.forget(store, node.key)
+        return None
+
     # -- what is read --------------------------------------------------------------------------------
     def zone(self, node: Node) -> RawZone:
         return self.once_per_pass("zone", node.zone)
@@ -212,17 +182,18 @@ class Memo(RawFolders):
         return self.manifests[part]
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """The manifest, parsed again only when its file's stamp (:func:`stamp_now`) changed."""
+        """The manifest, parsed again only when its file's stamp (:meth:`PartitionStore.manifest_stamp`) changed."""
         part = partition_id(store, key)
         stamp, content = store.read_manifest_stamped(key, self._parsed.get(part))
         if content is not None:
             self._parsed[part] = (stamp, content)
         return stamp, content
 
-    def seen_first(self, store: PartitionStore, key: dt.date | None) -> tuple[bool, tuple | None]:
-        """(whether this pass looked at the partition before, its manifest's stamp then)."""
+    def changed_since_first_look(self, store: PartitionStore, key: dt.date | None) -> bool:
+        """Whether another writer replaced the partition's manifest since this pass first looked at it (what
+        this process wrote itself counts as what the pass saw)."""
         part = partition_id(store, key)
-        return part in self.first_seen, self.first_seen.get(part)
+        return part in self.first_seen and self.first_seen[part] != store.manifest_stamp(key)
 
     def wrote(self, store: PartitionStore, key: dt.date | None) -> None:
         """This process replaced the partition: what it wrote counts as what the pass saw."""
@@ -235,6 +206,17 @@ class Memo(RawFolders):
         if stamp is not None and content is not None and not content.get("_corrupt"):
             self._summary_files.put(store, key, stamp, summary(content))
 
+    def remember_seen_inputs(self, store: PartitionStore, key: dt.date | None, stamp: tuple, seen: dict) -> None:
+        """Remember, in the summary of the manifest with ``stamp``, the raw files' metadata a check found with the
+        manifest's content (:func:`tasks.freshness.identity.check_inputs`): the next check, in this process or
+        the next, compares metadata again."""
+        part = partition_id(store, key)
+        known = self.summaries.get(part)
+        if known is None or known[0] != stamp or known[1] is None:
+            return
+        self.summaries[part] = (stamp, {**known[1], "seen_inputs": seen})
+        self._summary_files.put(store, key, stamp, self.summaries[part][1])
+
     def _summary(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
         """(stamp, what a check reads of the manifest) once per pass: the manifest without its list of
         inputs (:mod:`tasks.freshness.summaries`), from the dataset's summary file while the manifest
@@ -243,7 +225,7 @@ class Memo(RawFolders):
         known = self.summaries.get(part)
         if known is None:
             listed = self.listed.get(store.root) if key is not None else None
-            stamp = None if listed is not None and key not in listed else stamp_now(store, key)
+            stamp = None if listed is not None and key not in listed else store.manifest_stamp(key)
             content = None if stamp is None else self._summary_files.get(store, key, stamp)
             if content is not None:
                 known = (stamp, content)
@@ -257,6 +239,18 @@ class Memo(RawFolders):
             self.summaries[part] = known
             self.first_seen.setdefault(part, known[0])
         return known
+
+    def folder_problem(self, store: PartitionStore, key: dt.date | None, manifest: dict | None) -> str:
+        """Why the partition's folder does not hold just what ``manifest`` lists: a data file missing or not as
+        recorded, a stray file (with no manifest: any file, the data file first, as every reader sees it);
+        '' when it does."""
+        problem = "" if manifest is None else store.data_problem(key, manifest)
+        if problem:
+            return problem
+        strays = store.strays_in(key, manifest)
+        if manifest is None and f"{store.rel(key)}/{DATA_FILE}" in strays:
+            return "data file without its manifest: readers see it"
+        return strays_reason(strays) if strays else ""
 
     def window(self, node: Node, partial: bool = False) -> Window | None:
         """The raw files of the dependency window, read and refused; None while a required folder is

@@ -17,7 +17,7 @@ from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, unread_in_s
 
 if TYPE_CHECKING:
     from tasks.freshness.inputs import Entries
-    from tasks.freshness.memo import Node
+    from tasks.freshness.node import Node
 
 logger = logging.getLogger("luigi-interface")
 SCAN_AHEAD_THREADS = 16  # raw folders listed at once (a bucket, SFTP) by Memo.scan_ahead

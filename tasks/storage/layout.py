@@ -4,9 +4,12 @@ the hooks that tell the freshness engine of writes and passes; what a failed wri
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import importlib
 import json
 from concurrent.futures import Future
+
+from tasks.storage.files import parquet_sha256
 
 MANIFEST = "_manifest.json"
 DATA_FILE = "data.parquet"
@@ -65,6 +68,24 @@ def differing_file(f: dict) -> str:
     """The reason for a file a manifest lists that is there but is not the one it describes."""
     what = "quarantine file" if "path" in f else "data file" if f["name"] == DATA_FILE else f["name"]
     return f"{what} does not match its manifest (interrupted write?)"
+
+
+def same_files(in_place: dict, extras: dict[str, bytes], rejected) -> bool:
+    """Whether the files a partition's manifest ``in_place`` lists are, but for its data file, the ones a write
+    of ``extras`` (byte for byte) and the quarantine ``rejected`` (None or no rows: none) would make."""
+    recorded = {f["name"]: f.get("sha256") for f in in_place.get("data_files", [])}
+    if set(recorded) != {DATA_FILE, *extras}:
+        return False
+    if any(recorded[name] != hashlib.sha256(content).hexdigest() for name, content in extras.items()):
+        return False
+    quarantine = in_place.get("quarantine")
+    if rejected is None or rejected.num_rows == 0:
+        return not quarantine
+    return (
+        bool(quarantine)
+        and quarantine.get("rows") == rejected.num_rows
+        and quarantine.get("sha256") == parquet_sha256(rejected)
+    )
 
 
 def strays_reason(strays: list[str]) -> str:

@@ -56,7 +56,7 @@ class LocalBackend:
 
     @property
     def state_dir(self) -> Path:
-        """This data root's own state (summaries, identity sidecars, checked folders): ``<data_root>/_state``."""
+        """This data root's own state (summaries, checked folders): ``<data_root>/_state``."""
         return self.data_root / "_state"
 
     # -- listing -------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ from tasks.storage.layout import (
     partition_name,
     remote,
     safe_relpath,
+    same_files,
 )
 
 if TYPE_CHECKING:  # pyarrow is imported where data is read: a completeness check never needs it
@@ -115,7 +117,7 @@ class PartitionStore:
 
     @property
     def state_dir(self):
-        """Where this host keeps its state for the data root (identity sidecars)."""
+        """Where this host keeps its state for the data root."""
         return self.backend.state_dir
 
     # -- reading -------------------------------------------------------------------------------------
@@ -290,6 +292,34 @@ class PartitionStore:
 
         with self._replacing(date):
             return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+
+    def commit_build(
+        self,
+        date: dt.date | None,
+        table: pa.Table,
+        manifest: dict,
+        extras: dict[str, bytes] | None = None,
+        rejected: pa.Table | None = None,
+        in_place: dict | None = None,
+    ) -> dict:
+        """Replace partition ``date`` with a build, in one commit, and return the manifest as written. When the
+        partition in place (its manifest ``in_place``) already holds exactly this build (the rows' data version,
+        its files intact, each file beside the data and the quarantine byte for byte), its files are kept and
+        the manifest alone is replaced (then the files it no longer lists are removed); else :meth:`write`."""
+        extras = extras or {}
+        if in_place and not in_place.get("verify_mismatch"):  # a data file verify found damaged is rewritten
+            if isinstance(manifest.get("data_version"), Future):  # hashed on another core while the build ran
+                manifest["data_version"] = manifest["data_version"].result()
+            if (
+                in_place.get("data_version") == manifest["data_version"]
+                and self.data_matches(date, in_place)
+                and same_files(in_place, extras, rejected)
+            ):
+                written = dict(manifest, data_files=in_place["data_files"], quarantine=in_place.get("quarantine"))
+                self.update_manifest(date, written)
+                self.drop_strays(date, written)  # a write does it after its manifest
+                return written
+        return self.write(date, table, manifest, extras, rejected=rejected)
 
     def copy_partition_from(self, date: dt.date | None, source: PartitionStore) -> dict:
         """Replace partition ``date`` with the one ``source`` (a preview's shadow root) holds, by the same

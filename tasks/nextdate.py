@@ -1,0 +1,71 @@
+"""What one date's build keeps in this process for the next date's build. Consecutive dates read the same raw
+folders (StgQsrPos reads folders d and d+1, an ads export is read by 7 dates), so what date d made of a folder
+is offered to date d+1: a single-run range's parsed exports and checked folders (:func:`kept_for_next_date`),
+and the checked folder a build stored in a bucket (:func:`keep`, :func:`kept`: not fetched back).
+
+Each build begins (:func:`next_date`); a value is kept for the build that made or last took it and the next
+one that keeps or takes anything, so memory holds at most two dates' worth. A value is keyed by what it was
+made from, or checked by its taker: a key names one content."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+
+_current: dict = {}  # made or taken by the date being built
+_previous: dict = {}  # made or taken by the date before
+_range = False  # inside a single-run range: kept_for_next_date keeps what it computes
+
+
+def next_date() -> None:
+    """A build begins: what the build before the last one that kept or took something kept is forgotten (a
+    build that keeps nothing, a mart's, leaves the memory as it is)."""
+    global _current, _previous
+    if _current:
+        _previous, _current = _current, {}
+
+
+def keep(key: Hashable, value) -> None:
+    _current[key] = value
+
+
+def forget(key: Hashable) -> None:
+    _current.pop(key, None)
+    _previous.pop(key, None)
+
+
+def kept(key: Hashable, default=None):
+    """The value kept under ``key`` by this date or the one before (then kept for the next date too)."""
+    if key not in _current and key in _previous:
+        _current[key] = _previous.pop(key)
+    return _current.get(key, default)
+
+
+def kept_for_next_date(key: Hashable, compute: Callable):
+    """``compute()``, or, inside a single-run range (:func:`keeping_for_next_date`), its value kept from the
+    previous date (same key)."""
+    if not _range:
+        return compute()
+    missing = object()
+    value = kept(key, missing)
+    if value is missing:
+        value = _current[key] = compute()
+    return value
+
+
+def keeps_for_next_date() -> bool:
+    """Whether this process builds a single-run range (:func:`keeping_for_next_date`)."""
+    return _range
+
+
+@contextmanager
+def keeping_for_next_date() -> Iterator[None]:
+    """A single-run range: :func:`kept_for_next_date` keeps across consecutive dates; all is forgotten after."""
+    global _range
+    _range = True
+    try:
+        yield
+    finally:
+        _range = False
+        _current.clear()
+        _previous.clear()
