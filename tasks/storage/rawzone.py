@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from tasks.contract import is_store_file
 from tasks.storage.errors import StorageUnavailable
 
 SYMLINK = "a symbolic link (never followed)"
@@ -34,7 +33,7 @@ FOLDER, LINK, OTHER = "folder", "link", "other"
 
 class Refused(NamedTuple):
     """An entry of the raw zone that is not read, and why: by its name in its export folder
-    (:meth:`RawZone.scan_folder_all`), or by its path below the root (:meth:`RawZone.source_unread`)."""
+    (:meth:`RawZone.scan_folder_all`), or by its path below the root (:func:`unread_in_source`)."""
 
     name: str
     reason: str
@@ -60,7 +59,7 @@ class RawFileChanged(RuntimeError):
 
 def _raise_unless_linked(exc: OSError) -> None:
     """An ``O_NOFOLLOW`` open of a folder that failed on a symbolic link (ELOOP on some systems; Linux
-    says ENOTDIR, caught before): nothing to read, reported by :meth:`RawZone.source_unread`."""
+    says ENOTDIR, caught before): nothing to read, reported by :func:`unread_in_source`."""
     if exc.errno != errno.ELOOP:
         raise exc
 
@@ -210,11 +209,6 @@ class RawZone:
         """What ``<source>`` is (FOLDER, LINK, OTHER, or None when absent) and the (name, kind) of each of its
         entries: one listing of its top level (:func:`unread_in_source` reads it)."""
         return self._source_listing(source)
-
-    def source_unread(self, source: str) -> list[Refused]:
-        """Every entry of ``<source>/`` that no partition reads, by its path below the root, with the reason
-        (:func:`unread_in_source`): one listing of the source folder's top level."""
-        return unread_in_source(source, *self._source_listing(source))
 
     def _source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
         """(what ``<source>`` is: FOLDER, LINK, OTHER, or None when absent; the (name, kind) of each of its
@@ -386,11 +380,3 @@ def unread_in_source(source: str, kind: str | None, entries: list[tuple[str, str
         elif entry != FOLDER:
             unread.append(Refused(f"{source}/{name}", NOT_A_FOLDER))
     return sorted(unread)
-
-
-def split_store_files(files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
-    """(store files that may be read, files that must not be read) by the contract's store id pattern."""
-    good, bad = [], []
-    for f in files:
-        (good if is_store_file(f.relpath.rpartition("/")[2]) else bad).append(f)
-    return good, bad

@@ -156,7 +156,7 @@ class SftpRawZone(RawZone):
     def _real_folder(self, sftp: paramiko.SFTPClient, path: str, once: bool = False) -> bool:
         """Whether ``path`` is a folder and not a symbolic link (lstat: the server would follow one);
         ``once``: asked of the server once per raw-zone object (a source folder, for its many dates).
-        A link is not reported here: :meth:`RawZone.source_unread` names it, as for a local raw zone."""
+        A link is not reported here: :func:`unread_in_source` names it, as for a local raw zone."""
         if once and path in self._real:  # only a real folder is remembered: a missing one may come
             return True
         try:
