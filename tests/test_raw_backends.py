@@ -24,7 +24,8 @@ def test_one_raw_zone_class_over_backends_that_only_list_and_read():
     import tasks.storage.sftp  # noqa: F401 - the remote places, loaded as a remote raw_root loads them
     from tasks.storage.rawzone import RawZone
 
-    assert RawZone.__subclasses__() == [], "a raw zone per place: callers would have to know which they have"
+    per_place = [c for c in RawZone.__subclasses__() if c.__module__.startswith("tasks.")]  # a test's spy aside
+    assert per_place == [], "a raw zone per place: callers would have to know which they have"
     from tasks.storage.rawzone import RawBackend
 
     interface = {name for name in vars(RawBackend) if not name.startswith("_")}

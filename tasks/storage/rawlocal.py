@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from tasks.storage.rawzone import FILE, FOLDER, LINK, NO_READ, OTHER, RawBackend, RawFile, mode_kind, open_regular
+from tasks.storage.rawzone import FOLDER, LINK, NO_READ, OTHER, RawBackend, RawFile, mode_kind, open_regular
 
 
 class LocalRaw(RawBackend):
@@ -26,7 +26,7 @@ class LocalRaw(RawBackend):
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    def folder(self, source: str, name: str) -> list[tuple[str, str, int, int]] | None:
+    def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None:
         try:  # no symbolic link is followed below the root: not the source folder, not the date folder
             top = os.open(self.root / source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             try:
@@ -41,20 +41,22 @@ class LocalRaw(RawBackend):
             return None
         uid = os.geteuid()  # root reads any file, an owner with the read bit its own: no access check needed
         try:  # stat relative to the open folder: one path component to resolve per file
-            listed = []
+            files, others = [], []
             for entry in os.listdir(fd):
                 st = os.stat(entry, dir_fd=fd, follow_symlinks=False)
-                kind = mode_kind(st.st_mode)
-                if kind == FILE and not (
+                if not stat.S_ISREG(st.st_mode):
+                    others.append((entry, mode_kind(st.st_mode)))
+                elif (
                     uid == 0
                     or (st.st_uid == uid and st.st_mode & stat.S_IRUSR)
                     or os.access(entry, os.R_OK, dir_fd=fd, follow_symlinks=False)
                 ):
-                    kind = NO_READ
-                listed.append((entry, kind, st.st_size, st.st_mtime_ns))
+                    files.append((entry, st.st_size, st.st_mtime_ns))
+                else:
+                    others.append((entry, NO_READ))
         finally:
             os.close(fd)
-        return listed
+        return files, others
 
     def source(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
         """The kinds come from the listing itself (no stat per entry)."""

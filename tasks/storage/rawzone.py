@@ -30,7 +30,7 @@ NOT_A_FOLDER = "not a folder"  # an entry named like an export folder, or a sour
 NOT_A_DATE_NAME = "not a YYYY-MM-DD folder name"  # an entry of a source folder no partition reads
 
 # What an entry of the raw zone is, as a listing tells it without following links (NO_READ: a regular file
-# the pipeline's user may not read), and why an entry of an export folder that is not FILE is not read
+# the pipeline's user may not read), and why an entry of an export folder that is not a readable file is not read
 FOLDER, LINK, FILE, OTHER, NO_READ = "folder", "link", "file", "other", "no read"
 _REFUSED = {LINK: SYMLINK, FOLDER: NOT_REGULAR, OTHER: NOT_REGULAR, NO_READ: UNREADABLE}
 
@@ -101,9 +101,8 @@ def open_regular(path: str | os.PathLike, shown: str | None = None) -> int:
 
 
 class RawBackend(Protocol):
-    """Where a raw zone's files are: it lists and reads, and says what it can. Nothing that decides what is
-    read, or why not, is here (that is :class:`RawZone`'s); a symbolic link is never followed below the root.
-    A backend subclasses this, for its defaults."""
+    """Where a raw zone's files are (a backend subclasses this, for its defaults): it lists and reads, never
+    following a symbolic link below the root, and says what it can. What is read, or why not, is RawZone's."""
 
     # A file's mtime is trusted only when it is older than this: the place's clock resolution (a local file
     # system stamps files with a coarse kernel clock, about 10 ms; SFTP and a bucket give whole seconds)
@@ -119,9 +118,10 @@ class RawBackend(Protocol):
     lists_at_once: bool = False
 
     def describe(self) -> str: ...  # the zone as a user names it: a path or a URI
-    # (name, kind: FILE, LINK, FOLDER, OTHER or NO_READ, size, mtime_ns) of each entry of folder <source>/<name>;
-    # None when it is not there, or it or its source folder is a symbolic link
-    def folder(self, source: str, name: str) -> list[tuple[str, str, int, int]] | None: ...
+    # folder <source>/<name>: (the (name, size, mtime_ns) of each regular file the pipeline's user may read, the
+    # (name, kind: LINK, FOLDER, OTHER or NO_READ) of each other entry); None when it is not there, or it or its
+    # source folder is a symbolic link
+    def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None: ...
     # (what <source> is: FOLDER, LINK, another kind, or None when absent; the (name, kind) of each of its entries
     # when it is a real folder): one listing of its top level
     def source(self, source: str) -> tuple[str | None, list[tuple[str, str]]]: ...
@@ -153,8 +153,7 @@ class RawBackend(Protocol):
 
 
 class RawZone:
-    """The raw zone over its backend: ``RawZone(folder)`` a local folder, :meth:`from_uri` any ``raw_root``.
-    ``folder(source, date)`` lists one export folder."""
+    """The raw zone over its backend: ``RawZone(folder)`` a local folder, :meth:`from_uri` any ``raw_root``."""
 
     def __init__(self, root: str | os.PathLike | RawBackend):
         if isinstance(root, str | os.PathLike):
@@ -168,8 +167,7 @@ class RawZone:
 
     @classmethod
     def from_uri(cls, uri: str) -> RawZone:
-        """A local folder, ``sftp://user@host:port/path`` (paramiko, settings from [sftp]) or ``s3://BUCKET/PREFIX``;
-        a remote zone's module is loaded only when configured."""
+        """A local folder, ``sftp://user@host:port/path`` or ``s3://BUCKET/PREFIX`` (its module loaded only then)."""
         scheme = uri.split("://", 1)[0] if "://" in uri else ""
         if scheme in REMOTE:
             return cls(importlib.import_module(REMOTE[scheme]).backend_for(uri))
@@ -208,9 +206,8 @@ class RawZone:
         listed = self.backend.folder(source, date.isoformat())
         if listed is None:
             return None
-        entries = [(name, size, mtime_ns) for name, kind, size, mtime_ns in listed if kind == FILE]
-        refused = [Refused(name, _REFUSED[kind]) for name, kind, _, _ in listed if kind != FILE]
-        return sorted(entries), sorted(refused)
+        files, others = listed
+        return sorted(files), sorted(Refused(name, _REFUSED[kind]) for name, kind in others)
 
     def list_folder(self, source: str, date: dt.date) -> list[RawFile] | None:
         """Every regular file of one folder as RawFile, sorted by name; None when the folder does not exist."""
@@ -242,8 +239,7 @@ class RawZone:
 
     # -- content -----------------------------------------------------------------------------------
     def read_input(self, raw: RawFile) -> bytes:
-        """The file's bytes for a build (checked to be the version listed where the backend can), remembering
-        their content hash (the manifest records it)."""
+        """The file's bytes for a build (checked against its listing where the backend can); their hash remembered."""
         data = self.backend.read_listed(raw)
         self.remember(raw, data)
         return data
@@ -252,8 +248,7 @@ class RawZone:
         return self.backend.fetch_ahead(files)
 
     def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
-        """:meth:`read_input` of each file, in order, each read when it is asked for (an SFTP zone and a bucket
-        have several in flight)."""
+        """:meth:`read_input` of each file, in order, each read when asked for (several in flight where it helps)."""
         for raw, data in zip(files, self.backend.read_many(files), strict=True):
             self.remember(raw, data)
             yield data

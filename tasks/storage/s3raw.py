@@ -80,15 +80,15 @@ class S3Raw(RawBackend):
     def describe(self) -> str:
         return self.uri
 
-    def folder(self, source: str, name: str) -> list[tuple[str, str, int, int]] | None:
+    def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None:
         """Each object of ``<source>/<name>/`` with its version stamp, and each name below it that holds keys
         one level too deep (a FOLDER, never read); None when the folder holds nothing."""
         folder = f"{source}/{name}/"
         listed = {rel[len(folder) :]: obj for rel, obj in self.bucket.list(folder).items()}
         if not listed:
             return None
-        deeper = [(key, FOLDER, 0, 0) for key in {key.split("/", 1)[0] for key in listed if "/" in key}]
-        return [(key, FILE, obj.size, version_stamp(obj)) for key, obj in listed.items() if "/" not in key] + deeper
+        deeper = [(key, FOLDER) for key in {key.split("/", 1)[0] for key in listed if "/" in key}]
+        return [(key, obj.size, version_stamp(obj)) for key, obj in listed.items() if "/" not in key], deeper
 
     def source(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
         folders, objects = self.bucket.children(f"{source}/")

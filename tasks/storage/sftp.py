@@ -24,7 +24,6 @@ from urllib.parse import urlsplit
 import paramiko
 
 from tasks.storage.rawzone import (
-    FILE,
     FOLDER,
     NO_READ,
     UNREADABLE,
@@ -110,7 +109,7 @@ class SftpRaw(RawBackend):
         return f"sftp://{self.user}@{self.host}:{self.port}{self.base}"
 
     # -- the RawBackend interface --------------------------------------------------------------
-    def folder(self, source: str, name: str) -> list[tuple[str, str, int, int]] | None:
+    def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None:
         """Whole-second mtimes. OpenSSH lists a folder with lstat: a symbolic link shows as one. A file is
         NO_READ when its mode gives no one the read bit (unless the session is root's, as a local root reads
         any file); a file the mode bits cannot tell (another owner's 0600) fails the partition when it is
@@ -125,13 +124,16 @@ class SftpRaw(RawBackend):
         attrs = self._call(scan)
         if attrs is None:
             return None
-        listed = []
+        files, others = [], []
         for a in attrs:
-            kind = mode_kind(a.st_mode or 0)
-            if kind == FILE and self.user != "root" and not (a.st_mode or 0) & 0o444:
-                kind = NO_READ
-            listed.append((a.filename, kind, a.st_size, int(a.st_mtime) * 10**9))
-        return listed
+            mode = a.st_mode or 0
+            if not stat.S_ISREG(mode):
+                others.append((a.filename, mode_kind(mode)))
+            elif self.user == "root" or mode & 0o444:
+                files.append((a.filename, a.st_size, int(a.st_mtime) * 10**9))
+            else:
+                others.append((a.filename, NO_READ))
+        return files, others
 
     def _real_folder(self, sftp: paramiko.SFTPClient, path: str, once: bool = False) -> bool:
         """Whether ``path`` is a folder and not a symbolic link (lstat: the server would follow one);
