@@ -61,19 +61,6 @@ class RawFileChanged(RuntimeError):
     writing nothing, and the next run reads the new one."""
 
 
-class RawFile(NamedTuple):
-    """One raw file as listed: path relative to the raw root, size in bytes, mtime in ns."""
-
-    relpath: str
-    size: int
-    mtime_ns: int
-
-    @property
-    def folder_date(self) -> dt.date:
-        """Export date of the folder that holds the file (``<source>/<date>/<name>``)."""
-        return dt.date.fromisoformat(self.relpath.split("/")[-2])
-
-
 def open_regular(path: str | os.PathLike, shown: str | None = None) -> int:
     """A file descriptor open for reading on ``path``, a regular file: the one way a raw file is opened
     for reading or hashing (a build, ``daybreak verify``). A symbolic link is not followed
@@ -98,6 +85,19 @@ def open_regular(path: str | os.PathLike, shown: str | None = None) -> int:
         raise RawFileUnreadable(f"{shown}: {NOT_REGULAR} ({kind}); nothing was read from it")
     os.set_blocking(fd, True)
     return fd
+
+
+class RawFile(NamedTuple):
+    """One raw file as listed: path relative to the raw root, size in bytes, mtime in ns."""
+
+    relpath: str
+    size: int
+    mtime_ns: int
+
+    @property
+    def folder_date(self) -> dt.date:
+        """Export date of the folder that holds the file (``<source>/<date>/<name>``)."""
+        return dt.date.fromisoformat(self.relpath.split("/")[-2])
 
 
 class RawBackend(Protocol):
