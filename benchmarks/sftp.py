@@ -44,7 +44,7 @@ def reads(raw: Path, folders: int, rounds: int) -> None:
 
     from tasks.storage import sftp as sftp_module
     from tasks.storage.rawzone import RawZone
-    from tasks.storage.sftp import SftpRawZone
+    from tasks.storage.sftp import SftpRaw
     from tests.sshd import Sshd
 
     dates = sorted(p.name for p in (raw / "qsr_pos").iterdir())[:folders]
@@ -55,10 +55,10 @@ def reads(raw: Path, folders: int, rounds: int) -> None:
     try:
 
         def daybreak() -> None:
-            zone = SftpRawZone(
+            zone = RawZone(SftpRaw(
                 "127.0.0.1", server.port, server.user, str(raw), key_filename=str(server.client_key),
                 known_hosts=str(server.known_hosts),
-            )  # fmt: skip
+            ))  # fmt: skip
             got = sum(len(b) for b in zone.read_inputs(files))
             zone.close()
             sftp_module._CONNECTIONS.clear()

@@ -126,11 +126,11 @@ class Lab:
         """Wait (a second at most) until the clock is past every raw file's last change by the local raw
         zone's mtime resolution, as it is for a run that starts after its files landed: within it, a run
         cannot tell a file it listed from one changed since, so it trusts nothing and remembers nothing."""
-        from tasks.storage.rawzone import RawZone
+        from tasks.storage.rawlocal import LocalRaw
 
         newest = max((p.stat().st_mtime_ns for p in self.raw.rglob("*") if p.is_file()), default=0)
         deadline = time.monotonic() + 1
-        while time.time_ns() <= newest + RawZone.mtime_resolution_ns:
+        while time.time_ns() <= newest + LocalRaw.mtime_resolution_ns:
             assert time.monotonic() < deadline, f"a raw file of {self.raw} is stamped in the future"
             time.sleep(0.001)
 

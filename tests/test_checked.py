@@ -153,13 +153,13 @@ def test_a_file_rewritten_with_the_same_size_and_mtime_is_not_served_from_the_ca
 
 
 def test_a_folder_served_from_the_cache_is_not_read_again_and_its_hashes_are_recorded(lab, monkeypatch):
-    from tasks.storage.rawzone import RawZone
+    from tasks.storage.rawlocal import LocalRaw
 
     lab.qsr_days(D, 2)
     lab.wait_past_last_raw_change()  # else folder D+1 is read again: changed since it was listed, or not
     assert build(lab, D) == 0
-    read, real = [], RawZone.read_bytes
-    monkeypatch.setattr(RawZone, "read_bytes", lambda zone, raw: read.append(raw.relpath) or real(zone, raw))
+    read, real = [], LocalRaw.read
+    monkeypatch.setattr(LocalRaw, "read", lambda zone, raw: read.append(raw.relpath) or real(zone, raw))
     assert build(lab, NEXT) == 0
     # folder D+1 came from the entry D left, by the identities it recorded: none of its files read again
     assert sorted({p.split("/")[1] for p in read}) == [str(NEXT + dt.timedelta(days=1))]

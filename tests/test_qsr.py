@@ -274,14 +274,14 @@ def test_a_manifest_in_the_earlier_inputs_format_reads_as_stale_with_a_reason(la
 
 def test_a_raw_file_changing_while_read_fails_without_writing(lab, monkeypatch):
     from tasks.freshness.buildplan import RawInputChanged
-    from tasks.storage.rawzone import RawZone
+    from tasks.storage.rawlocal import LocalRaw
 
     lab.qsr_days(START, 1, stores=("S001", "S002"))
     lab.range(START, START + dt.timedelta(days=1))
     old = {p.name: p.read_bytes() for p in lab.partition(START).iterdir()}
     path = lab.raw / "qsr_pos" / START.isoformat() / "S002.csv"
     path.write_text(path.read_text().replace(",COLA,3,", ",COLA,4,"))  # stale: it will be rebuilt
-    real_read = RawZone.read_bytes
+    real_read = LocalRaw.read
 
     def read_while_uploading(zone, raw):
         data = real_read(zone, raw)
@@ -290,7 +290,7 @@ def test_a_raw_file_changing_while_read_fails_without_writing(lab, monkeypatch):
                 fh.write("S002-X,1,S002,2026-09-10T12:00:00-04:00,COLA,1,1.99,,COMPLETED\n")
         return data
 
-    monkeypatch.setattr(RawZone, "read_bytes", read_while_uploading)
+    monkeypatch.setattr(LocalRaw, "read", read_while_uploading)
     with pytest.raises(RawInputChanged, match="changed qsr_pos/2026-09-10/S002.csv"):
         StgQsrPos(date=START).run()
     monkeypatch.undo()

@@ -292,7 +292,7 @@ def test_a_connection_sends_each_request_at_once(over_sftp, sshd):
     zone = RawZone.from_uri(sshd.uri(over_sftp.raw))
     try:
         assert zone.folder_exists("qsr_pos", START)
-        sock = zone._sftp().get_channel().get_transport().sock
+        sock = zone.backend._sftp().get_channel().get_transport().sock
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     finally:
         zone.close()
@@ -379,7 +379,7 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
 
 def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(over_sftp, sshd, monkeypatch):
     from tasks.storage import sftp as sftp_module
-    from tasks.storage.sftp import SftpRawZone
+    from tasks.storage.sftp import SftpRaw
     from tests.test_identity import backdate
 
     lab = over_sftp
@@ -387,7 +387,7 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
     backdate(lab.raw)  # not written within SFTP's one-second mtimes of the build: no check hashes them
     log = sshd.folder / "sshd.log"
     reads: list[str] = []
-    real_read = SftpRawZone.read_bytes
+    real_read = SftpRaw.read
     real_pipelined = sftp_module.read_pipelined
 
     def counted(zone, raw):  # a spy: the real read over the real server, counted
@@ -398,7 +398,7 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
         reads.extend(relpath for _, relpath, _ in paths)
         return real_pipelined(sftp, paths)
 
-    monkeypatch.setattr(SftpRawZone, "read_bytes", counted)
+    monkeypatch.setattr(SftpRaw, "read", counted)
     monkeypatch.setattr(sftp_module, "read_pipelined", counted_many)
     stop = START + dt.timedelta(days=6)
     from tasks.views.plan import make_plan
@@ -542,7 +542,7 @@ def test_the_newest_folder_date_counts_real_folders_only_over_sftp_as_locally(ov
 def test_files_read_several_at_a_time_are_each_file_whole_and_a_link_is_named(sshd, tmp_path, monkeypatch, chunk):
     from tasks.storage import sftp_read
     from tasks.storage.rawzone import RawFileUnreadable, RawZone
-    from tasks.storage.sftp import SftpRawZone
+    from tasks.storage.sftp import SftpRaw
 
     folder = tmp_path / "raw" / "qsr_pos" / "2026-09-10"
     folder.mkdir(parents=True)
@@ -552,10 +552,10 @@ def test_files_read_several_at_a_time_are_each_file_whole_and_a_link_is_named(ss
         (folder / f"{name}.csv").write_bytes(bytes((i * 7 + len(name)) % 251 for i in range(size)))
     files = RawZone(tmp_path / "raw").list_folder("qsr_pos", dt.date(2026, 9, 10))
     (folder / "F.csv").write_bytes(b"grown since it was listed, past one chunk " * 1000)  # listed at 5 bytes
-    zone = SftpRawZone(
+    zone = RawZone(SftpRaw(
         "127.0.0.1", sshd.port, sshd.user, str(tmp_path / "raw"), key_filename=str(sshd.client_key),
         known_hosts=str(sshd.known_hosts),
-    )  # fmt: skip
+    ))  # fmt: skip
     got = list(zone.read_inputs(files))
     assert got == [(tmp_path / "raw" / f.relpath).read_bytes() for f in files]
     assert [zone.known_digest(f) for f in files] == [hashlib.sha256(g).hexdigest() for g in got]

@@ -1,9 +1,12 @@
 """The raw zone: list, stat and read raw files. The only module that touches raw files.
 
-The raw zone is read-only for the pipeline: nothing here writes, moves or deletes a raw file.
-``raw_root`` is a local folder (the embedded default). A raw file is identified by its path
-relative to the root (``qsr_pos/2026-09-15/S001.csv``), its size and its mtime in nanoseconds:
-that triple is what input fingerprints are made of.
+The raw zone is read-only for the pipeline: nothing here writes, moves or deletes a raw file. One
+:class:`RawZone` owns the contract (folders ``<source>/<YYYY-MM-DD>/<file>``, what is not read and why, the
+content hashes of what a build read) over a :class:`RawBackend` that only lists and reads, one per place:
+a local folder (:mod:`tasks.storage.rawlocal`, the embedded default), an SFTP server
+(:mod:`tasks.storage.sftp`) or a bucket (:mod:`tasks.storage.s3raw`). A raw file is identified by its path
+relative to the root (``qsr_pos/2026-09-15/S001.csv``), its size and its mtime in nanoseconds (a bucket's
+version stamp): that triple is what input fingerprints are made of.
 """
 
 from __future__ import annotations
@@ -16,10 +19,8 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
-from tasks.contract import is_store_file
 from tasks.storage.errors import StorageUnavailable
 
 SYMLINK = "a symbolic link (never followed)"
@@ -28,20 +29,22 @@ UNREADABLE = "not readable by the pipeline's user"
 NOT_A_FOLDER = "not a folder"  # an entry named like an export folder, or a source, that is a file
 NOT_A_DATE_NAME = "not a YYYY-MM-DD folder name"  # an entry of a source folder no partition reads
 
-# What an entry of the raw zone is, as a listing tells it without following links
-FOLDER, LINK, OTHER = "folder", "link", "other"
+# What an entry of the raw zone is, as a listing tells it without following links (NO_READ: a regular file
+# the pipeline's user may not read), and why an entry of an export folder that is not a readable file is not read
+FOLDER, LINK, FILE, OTHER, NO_READ = "folder", "link", "file", "other", "no read"
+_REFUSED = {LINK: SYMLINK, FOLDER: NOT_REGULAR, OTHER: NOT_REGULAR, NO_READ: UNREADABLE}
 
 
 class Refused(NamedTuple):
     """An entry of the raw zone that is not read, and why: by its name in its export folder
-    (:meth:`RawZone.scan_folder_all`), or by its path below the root (:meth:`RawZone.source_unread`)."""
+    (:meth:`RawZone.scan_folder_all`), or by its path below the root (:func:`unread_in_source`)."""
 
     name: str
     reason: str
 
 
-# Raw zones other than a local folder, by URI scheme: (module, class), each a subclass of RawZone
-REMOTE = {"sftp": ("tasks.storage.sftp", "SftpRawZone"), "s3": ("tasks.storage.s3raw", "S3RawZone")}
+# Raw zones other than a local folder, by URI scheme: the module whose backend_for(uri) gives its backend
+REMOTE = {"sftp": "tasks.storage.sftp", "s3": "tasks.storage.s3raw"}
 
 
 class RawZoneUnavailable(StorageUnavailable):
@@ -56,13 +59,6 @@ class RawFileUnreadable(RuntimeError):
 class RawFileChanged(RuntimeError):
     """A raw file read is not the one listed (re-sent between the listing and the read): the build fails,
     writing nothing, and the next run reads the new one."""
-
-
-def _raise_unless_linked(exc: OSError) -> None:
-    """An ``O_NOFOLLOW`` open of a folder that failed on a symbolic link (ELOOP on some systems; Linux
-    says ENOTDIR, caught before): nothing to read, reported by :meth:`RawZone.source_unread`."""
-    if exc.errno != errno.ELOOP:
-        raise exc
 
 
 def open_regular(path: str | os.PathLike, shown: str | None = None) -> int:
@@ -104,21 +100,78 @@ class RawFile(NamedTuple):
         return dt.date.fromisoformat(self.relpath.split("/")[-2])
 
 
-class RawZone:
-    """A raw zone on local disk. ``folder(source, date)`` lists one export folder."""
+class RawBackend(Protocol):
+    """Where a raw zone's files are (a backend subclasses this, for its defaults): it lists and reads, never
+    following a symbolic link below the root, and says what it can. What is read, or why not, is RawZone's."""
 
-    def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
+    # A file's mtime is trusted only when it is older than this: the place's clock resolution (a local file
+    # system stamps files with a coarse kernel clock, about 10 ms; SFTP and a bucket give whole seconds)
+    mtime_resolution_ns: int = 10_000_000
+    # True where each read checks that it got the very file listed (a bucket's objects are replaced whole,
+    # and a GET says which version it read): the re-listing after a build is not needed (tasks/building.py)
+    reads_checked: bool = False
+    # True where telling whether a folder is there costs a system call, not a request to a server: Luigi's
+    # checks of a raw folder ask the zone itself then, else the run's listings (tasks/targets.py)
+    local_lookups: bool = True
+    # True where folders are best listed many at once, each a request of its own on its own connection (a
+    # bucket): the freshness engine lists a window's folders, or a range's, together (Memo.scan_ahead)
+    lists_at_once: bool = False
+
+    def describe(self) -> str: ...  # the zone as a user names it: a path or a URI
+    # folder <source>/<name>: (the (name, size, mtime_ns) of each regular file the pipeline's user may read, the
+    # (name, kind: LINK, FOLDER, OTHER or NO_READ) of each other entry); None when it is not there, or it or its
+    # source folder is a symbolic link
+    def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None: ...
+    # (what <source> is: FOLDER, LINK, another kind, or None when absent; the (name, kind) of each of its entries
+    # when it is a real folder): one listing of its top level
+    def source(self, source: str) -> tuple[str | None, list[tuple[str, str]]]: ...
+    # {name: a stamp that changes when a file is added, removed or replaced in it} of each real folder in
+    # <source>/, from one listing; empty when the source folder is a symbolic link
+    def folder_stamps(self, source: str) -> dict[str, int]: ...
+    # the file's bytes now; one replaced since it was listed by a link or a FIFO is refused (RawFileUnreadable)
+    def read(self, raw: RawFile) -> bytes: ...
+
+    def close(self) -> None:
+        """Release this process's connection to the raw zone, if it has one (local disk: nothing)."""
+
+    def folder_exists(self, source: str, name: str) -> bool:
+        return self.folder(source, name) is not None
+
+    def read_listed(self, raw: RawFile) -> bytes:  # for a build: checked to be the version listed, if reads_checked
+        return self.read(raw)
+
+    def read_many(self, files: list[RawFile]) -> Iterator[bytes]:  # read_listed of each, several in flight if it helps
+        return map(self.read_listed, files)
+
+    def fetch_ahead(self, files: list[RawFile]) -> list:
+        """Start fetching ``files`` (the next partition's inputs) while the current partition builds, where a
+        read is a request to a server (a bucket); nothing elsewhere. Returns the fetches started (futures)."""
+        return []
+
+    def file_identity(self, raw: RawFile) -> list[int] | None:  # RawZone.file_identity; None: cannot tell
+        return None
+
+
+class RawZone:
+    """The raw zone over its backend: ``RawZone(folder)`` a local folder, :meth:`from_uri` any ``raw_root``."""
+
+    def __init__(self, root: str | os.PathLike | RawBackend):
+        if isinstance(root, str | os.PathLike):
+            from tasks.storage.rawlocal import LocalRaw
+
+            root = LocalRaw(root)
+        self.backend = root
+        # what the backend can (RawBackend), asked of the zone
+        self.mtime_resolution_ns, self.reads_checked = root.mtime_resolution_ns, root.reads_checked
+        self.local_lookups, self.lists_at_once = root.local_lookups, root.lists_at_once
 
     @classmethod
     def from_uri(cls, uri: str) -> RawZone:
-        """A local folder, or ``sftp://user@host:port/path`` (read with paramiko, settings from [sftp])."""
+        """A local folder, ``sftp://user@host:port/path`` or ``s3://BUCKET/PREFIX`` (its module loaded only then)."""
         scheme = uri.split("://", 1)[0] if "://" in uri else ""
-        if scheme in REMOTE:  # its module subclasses this one: loaded by name, only when configured
-            module, name = REMOTE[scheme]
-            return getattr(importlib.import_module(module), name).from_settings(uri)
-        if "://" in uri:
-            scheme = uri.split("://", 1)[0]
+        if scheme in REMOTE:
+            return cls(importlib.import_module(REMOTE[scheme]).backend_for(uri))
+        if scheme:
             raise ValueError(f"raw_root {uri!r}: scheme {scheme!r} is not supported (a local folder, sftp:// or s3://)")
         from tasks.settings_check import check_raw_root
 
@@ -126,10 +179,10 @@ class RawZone:
         return cls(uri)
 
     def describe(self) -> str:
-        return str(self.root)
+        return self.backend.describe()
 
     def close(self) -> None:
-        """Release this process's connection to the raw zone, if it has one (local disk: nothing)."""
+        self.backend.close()
 
     @staticmethod
     def folder_relpath(source: str, date: dt.date) -> str:
@@ -137,10 +190,7 @@ class RawZone:
 
     def folder_exists(self, source: str, date: dt.date) -> bool:
         """A real folder (no symbolic link on the way below the root), as :meth:`scan_folder_all` sees it."""
-        try:
-            return all(stat.S_ISDIR(os.lstat(p).st_mode) for p in (self.root / source, self.root / source / str(date)))
-        except (FileNotFoundError, NotADirectoryError):
-            return False
+        return self.backend.folder_exists(source, date.isoformat())
 
     def scan_folder(self, source: str, date: dt.date) -> list[tuple[str, int, int]] | None:
         """(name, size, mtime_ns) of every regular, readable file of one folder, sorted by name; None when
@@ -150,46 +200,14 @@ class RawZone:
 
     def scan_folder_all(self, source: str, date: dt.date) -> tuple[list[tuple[str, int, int]], list[Refused]] | None:
         """``scan_folder``'s entries, and the (name, reason) of every other entry of the folder, which is
-        never read: a symbolic link (never followed), not a regular file, or not readable. None when the
-        folder does not exist, or is itself a symbolic link (never followed out of the raw zone)."""
-        try:  # no symbolic link is followed below the root: not the source folder, not the date folder
-            top = os.open(self.root / source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except (FileNotFoundError, NotADirectoryError):
+        never read: a symbolic link (never followed), not a regular file (a folder, a key one level too
+        deep in a bucket), or not readable. None when the folder does not exist, or is itself a symbolic
+        link (never followed out of the raw zone)."""
+        listed = self.backend.folder(source, date.isoformat())
+        if listed is None:
             return None
-        except OSError as exc:
-            _raise_unless_linked(exc)
-            return None
-        try:
-            fd = os.open(date.isoformat(), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            _raise_unless_linked(exc)
-            return None
-        finally:
-            os.close(top)
-        uid = os.geteuid()  # root reads any file, an owner with the read bit its own: no access check needed
-        try:  # stat relative to the open folder: one path component to resolve per file
-            entries, refused = [], []
-            for name in os.listdir(fd):
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):
-                    refused.append(Refused(name, SYMLINK))
-                elif not stat.S_ISREG(st.st_mode):
-                    refused.append(Refused(name, NOT_REGULAR))
-                elif not (
-                    uid == 0
-                    or (st.st_uid == uid and st.st_mode & stat.S_IRUSR)
-                    or os.access(name, os.R_OK, dir_fd=fd, follow_symlinks=False)
-                ):
-                    refused.append(Refused(name, UNREADABLE))
-                else:
-                    entries.append((name, st.st_size, st.st_mtime_ns))
-        finally:
-            os.close(fd)
-        entries.sort()
-        refused.sort()
-        return entries, refused
+        files, others = listed
+        return sorted(files), sorted(Refused(name, _REFUSED[kind]) for name, kind in others)
 
     def list_folder(self, source: str, date: dt.date) -> list[RawFile] | None:
         """Every regular file of one folder as RawFile, sorted by name; None when the folder does not exist."""
@@ -202,88 +220,38 @@ class RawZone:
         None when it has none. Only what :meth:`scan_folder_all` reads counts: a real folder named
         YYYY-MM-DD, not a symbolic link, not a file named like a date; and nothing when the source folder
         itself is a link (never followed)."""
-        _, entries = self._source_listing(source)
+        _, entries = self.backend.source(source)
         dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
         return max((d for d in dates if not_after is None or d <= not_after), default=None)
 
     def source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
-        """What ``<source>`` is (FOLDER, LINK, OTHER, or None when absent) and the (name, kind) of each of its
-        entries: one listing of its top level (:func:`unread_in_source` reads it)."""
-        return self._source_listing(source)
-
-    def source_unread(self, source: str) -> list[Refused]:
-        """Every entry of ``<source>/`` that no partition reads, by its path below the root, with the reason
-        (:func:`unread_in_source`): one listing of the source folder's top level."""
-        return unread_in_source(source, *self._source_listing(source))
-
-    def _source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
-        """(what ``<source>`` is: FOLDER, LINK, OTHER, or None when absent; the (name, kind) of each of its
-        entries when it is a real folder). The kinds come from the listing itself (no stat per entry)."""
-        path = self.root / source
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            return None, []
-        except OSError as exc:  # ENOTDIR (or ELOOP): a symbolic link, or a file
-            if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
-                raise
-            return (LINK if os.path.islink(path) else OTHER), []
-        try:
-            with os.scandir(fd) as listing:  # the open folder: a link swapped in since is not followed
-                return FOLDER, [(e.name, _entry_kind(e)) for e in listing]
-        finally:
-            os.close(fd)
+        """:meth:`RawBackend.source` (:func:`unread_in_source` reads it)."""
+        return self.backend.source(source)
 
     def list_folders(self, source: str) -> dict[str, int]:
-        """{folder name: mtime_ns} of a source's dated folders, from one listing of the source folder. A
-        folder's mtime changes when a file is added to, removed from or renamed into it. Empty when the
+        """{folder name: stamp} of a source's dated folders, from one listing of the source folder: a stamp (a
+        folder's mtime) changes when a file is added to, removed from or replaced in it. Empty when the
         source folder is a symbolic link (never followed)."""
-        try:
-            if not stat.S_ISDIR(os.lstat(self.root / source).st_mode):
-                return {}
-            entries = list(os.scandir(self.root / source))
-        except FileNotFoundError:
-            return {}
-        return {
-            e.name: e.stat().st_mtime_ns for e in entries if is_date_name(e.name) and e.is_dir(follow_symlinks=False)
-        }
+        return {name: stamp for name, stamp in self.backend.folder_stamps(source).items() if is_date_name(name)}
 
     def read_bytes(self, raw: RawFile) -> bytes:
-        """The file's bytes (:func:`open_regular`: a file replaced since it was listed by a symbolic link,
-        a FIFO, a folder or a device is refused, never followed or waited on)."""
-        with os.fdopen(open_regular(self.root / raw.relpath, raw.relpath), "rb") as fh:
-            return fh.read()
+        return self.backend.read(raw)
 
     # -- content -----------------------------------------------------------------------------------
-    # A raw file's mtime is trusted only when it is older than this (the clock resolution of the zone:
-    # a local file system stamps files with a coarse kernel clock, about 10 ms; SFTP gives whole seconds).
-    mtime_resolution_ns = 10_000_000
-    # True where each read checks that it got the very file listed (a bucket's objects are replaced whole,
-    # and a GET says which version it read): the re-listing after a build is not needed (tasks/building.py)
-    reads_checked = False
-    # True where telling whether a folder is there costs a system call, not a request to a server: Luigi's
-    # checks of a raw folder ask the zone itself then, else the run's listings (tasks/targets.py)
-    local_lookups = True
-    # True where folders are best listed many at once, each a request of its own on its own connection (a
-    # bucket): the freshness engine lists a window's folders, or a range's, together (Memo.scan_ahead)
-    lists_at_once = False
-
     def read_input(self, raw: RawFile) -> bytes:
-        """``read_bytes``, remembering the content hash of the bytes read (the manifest records it)."""
-        data = self.read_bytes(raw)
+        """The file's bytes for a build (checked against its listing where the backend can); their hash remembered."""
+        data = self.backend.read_listed(raw)
         self.remember(raw, data)
         return data
 
-    def fetch_ahead(self, files: list[RawFile]) -> list:
-        """Start fetching ``files`` (the next partition's inputs) while the current partition builds, where a
-        read is a request to a server (a bucket); nothing elsewhere. Returns the fetches started (futures)."""
-        return []
+    def fetch_ahead(self, files: list[RawFile]) -> list:  # the fetches started (futures)
+        return self.backend.fetch_ahead(files)
 
     def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
-        """:meth:`read_input` of each file, in order, each read when it is asked for (an SFTP zone has
-        several in flight)."""
-        for raw in files:
-            yield self.read_input(raw)
+        """:meth:`read_input` of each file, in order, each read when asked for (several in flight where it helps)."""
+        for raw, data in zip(files, self.backend.read_many(files), strict=True):
+            self.remember(raw, data)
+            yield data
 
     def remember(self, raw: RawFile, data: bytes) -> None:
         """Remember the content hash of ``data``, read from ``raw`` for a build (:meth:`known_digest`)."""
@@ -299,15 +267,11 @@ class RawZone:
         return _DIGESTS.get((self.describe(), raw))
 
     def file_identity(self, raw: RawFile) -> list[int] | None:
-        """What tells this very file again without reading it: the (inode, size, mtime_ns, ctime_ns) of
-        a local file now. Every write of a file, and every change of its times, moves its ctime, which
-        nobody can set: a file re-sent with its size and mtime kept differs here. None when the file
-        cannot be stat-ed, or where the zone cannot tell (an SFTP server or a bucket gives no ctime)."""
-        try:
-            st = os.stat(self.root / raw.relpath, follow_symlinks=False)
-        except OSError:
-            return None
-        return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        """What tells this very file again without reading it: a local file's (inode, size, mtime_ns,
+        ctime_ns) now (every write of a file, and every change of its times, moves its ctime, which nobody
+        can set: a file re-sent with its size and mtime kept differs here); a plain upload's size and MD5 in
+        a bucket. None when the file cannot be stat-ed, or where the zone cannot tell (no ctime over SFTP)."""
+        return self.backend.file_identity(raw)
 
     def recorded_digest(self, raw: RawFile, recorded: list | None, read_ns: int) -> bool:
         """Take a content hash another read recorded, ``recorded`` = [file identity, hash] (the identity
@@ -360,17 +324,13 @@ def is_date_name(name: str) -> bool:
 
 
 def mode_kind(mode: int) -> str:
-    """FOLDER, LINK or OTHER, from an lstat mode."""
-    return LINK if stat.S_ISLNK(mode) else FOLDER if stat.S_ISDIR(mode) else OTHER
-
-
-def _entry_kind(entry: os.DirEntry) -> str:
-    return LINK if entry.is_symlink() else FOLDER if entry.is_dir(follow_symlinks=False) else OTHER
+    """FOLDER, LINK, FILE or OTHER, from an lstat mode."""
+    return LINK if stat.S_ISLNK(mode) else FOLDER if stat.S_ISDIR(mode) else FILE if stat.S_ISREG(mode) else OTHER
 
 
 def unread_in_source(source: str, kind: str | None, entries: list[tuple[str, str]]) -> list[Refused]:
     """The entries of a source folder that no partition reads, by path below the root, with the reason;
-    the same for a local and an SFTP raw zone. A partition reads only ``<source>/<YYYY-MM-DD>/``, a real
+    the same for every raw zone. A partition reads only ``<source>/<YYYY-MM-DD>/``, a real
     folder: a symbolic link is never followed (whatever its name), any other name is not read, nor is
     a file named like a date. A source folder that is itself a link, or a file, is the one entry."""
     if kind is None:
@@ -386,11 +346,3 @@ def unread_in_source(source: str, kind: str | None, entries: list[tuple[str, str
         elif entry != FOLDER:
             unread.append(Refused(f"{source}/{name}", NOT_A_FOLDER))
     return sorted(unread)
-
-
-def split_store_files(files: list[RawFile]) -> tuple[list[RawFile], list[RawFile]]:
-    """(store files that may be read, files that must not be read) by the contract's store id pattern."""
-    good, bad = [], []
-    for f in files:
-        (good if is_store_file(f.relpath.rpartition("/")[2]) else bad).append(f)
-    return good, bad

@@ -13,7 +13,6 @@ the place of a local file's mtime in manifests and input fingerprints.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import threading
@@ -23,23 +22,14 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from tasks.cores import process_pool
-from tasks.storage.rawzone import (
-    FOLDER,
-    NOT_REGULAR,
-    OTHER,
-    RawFile,
-    RawFileChanged,
-    RawZone,
-    Refused,
-    is_date_name,
-)
+from tasks.storage.rawzone import FILE, FOLDER, RawBackend, RawFile, RawFileChanged
 from tasks.storage.s3 import Bucket, Obj
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 # Objects of a window fetched at once: a store is 5-50 ms away, and each GET in series would wait that long.
 # At most the client's connection pool (tasks/storage/s3.py), each object whole in memory until yielded.
 IN_FLIGHT = 32
-AHEAD = 16  # objects of the next partition fetched at once while the current one builds (S3RawZone.fetch_ahead)
+AHEAD = 16  # objects of the next partition fetched at once while the current one builds (S3Raw.fetch_ahead)
 _ahead_lock = threading.Lock()
 # per process: (zone, key) -> its GET started by fetch_ahead, and the call's generation (a count of them)
 _ahead: dict[int, dict[tuple[str, str], tuple[Future, int]]] = {}
@@ -68,60 +58,50 @@ def version_stamp(obj: Obj) -> int:
     return int(obj.etag[:13], 16) if _MD5.match(obj.etag) else obj.mtime_ns
 
 
-class S3RawZone(RawZone):
-    """``s3://BUCKET/PREFIX`` as a raw zone (the interface of :class:`tasks.storage.rawzone.RawZone`)."""
+def backend_for(uri: str) -> S3Raw:
+    """``s3://BUCKET/PREFIX`` as a raw zone's backend; a missing bucket or wrong credentials: one line, exit 2."""
+    backend = S3Raw(uri)
+    backend.bucket.check()  # once a process
+    return backend
+
+
+class S3Raw(RawBackend):
+    """The objects below ``s3://BUCKET/PREFIX``."""
 
     mtime_resolution_ns = 1_000_000_000  # Last-Modified has whole seconds
-    reads_checked = True  # read_bytes: the object read is the version listed
+    reads_checked = True  # read_listed: the object read is the version listed
     local_lookups = False  # a folder is a LIST request: Luigi asks the run's listings
     lists_at_once = True  # boto3's client is thread-safe, with a pool of connections
 
     def __init__(self, uri: str):
         self.bucket = Bucket(uri)
         self.uri = uri.rstrip("/")
-        self.root = self.uri  # what a message shows as the zone's root
-
-    @classmethod
-    def from_settings(cls, uri: str) -> S3RawZone:
-        zone = cls(uri)
-        zone.bucket.check()  # a missing bucket or wrong credentials: one line, exit 2; once a process
-        return zone
 
     def describe(self) -> str:
         return self.uri
 
-    def folder_exists(self, source: str, date: dt.date) -> bool:
-        return self.scan_folder_all(source, date) is not None
-
-    def scan_folder_all(self, source: str, date: dt.date) -> tuple[list[tuple[str, int, int]], list[Refused]] | None:
-        """(name, size, version stamp) of each object of ``<source>/<date>/``, and the keys below it that are
-        one level too deep (never read); None when the folder holds nothing."""
-        folder = f"{self.folder_relpath(source, date)}/"
-        listed = self.bucket.list(folder)
+    def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None:
+        """Each object of ``<source>/<name>/`` with its version stamp, and each name below it that holds keys
+        one level too deep (a FOLDER, never read); None when the folder holds nothing."""
+        folder = f"{source}/{name}/"
+        listed = {rel[len(folder) :]: obj for rel, obj in self.bucket.list(folder).items()}
         if not listed:
             return None
-        entries, deeper = [], set()
-        for rel, obj in listed.items():
-            name = rel[len(folder) :]
-            if "/" in name:
-                deeper.add(name.split("/", 1)[0])
-            else:
-                entries.append((name, obj.size, version_stamp(obj)))
-        return sorted(entries), sorted(Refused(name, NOT_REGULAR) for name in deeper)
+        deeper = [(key, FOLDER) for key in {key.split("/", 1)[0] for key in listed if "/" in key}]
+        return [(key, obj.size, version_stamp(obj)) for key, obj in listed.items() if "/" not in key], deeper
 
-    def _source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
+    def source(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
         folders, objects = self.bucket.children(f"{source}/")
         if not folders and not objects:
             return None, []
-        return FOLDER, sorted([(name, FOLDER) for name in folders] + [(name, OTHER) for name in objects])
+        return FOLDER, sorted([(name, FOLDER) for name in folders] + [(name, FILE) for name in objects])
 
-    def list_folders(self, source: str) -> dict[str, int]:
-        """{folder name: a stamp that changes when a key is added, removed or replaced} of a source's dated
-        folders, from one listing of the source (there are no folder times in a bucket)."""
+    def folder_stamps(self, source: str) -> dict[str, int]:
+        """A stamp from one listing of the source's keys (there are no folder times in a bucket)."""
         stamps: dict[str, list[int]] = {}
         for rel, obj in self.bucket.list(f"{source}/").items():
             name, _, rest = rel[len(source) + 1 :].partition("/")
-            if rest and is_date_name(name):
+            if rest:
                 stamps.setdefault(name, []).append(version_stamp(obj) ^ zlib.crc32(rest.encode()))
         return {name: sum(values) % (1 << 62) for name, values in stamps.items()}
 
@@ -131,7 +111,7 @@ class S3RawZone(RawZone):
         stamp that is a time (a multipart upload: its content must be read to be known)."""
         return [0, raw.size, raw.mtime_ns, 0] if 0 <= raw.mtime_ns < _MD5_STAMPS else None
 
-    def read_bytes(self, raw: RawFile) -> bytes:
+    def read(self, raw: RawFile) -> bytes:
         return self.bucket.read(raw.relpath)
 
     def fetch_ahead(self, files: list[RawFile]) -> list[Future]:
@@ -151,11 +131,11 @@ class S3RawZone(RawZone):
                     ahead[(self.uri, raw.relpath)] = (started[-1], _generation)
         return started
 
-    def read_input(self, raw: RawFile) -> bytes:
-        """The object's bytes for a build, checked to be the version listed (its size, and its MD5 or its
-        time): :class:`RawFileChanged` for an object re-sent since (a PUT replaces an object whole, so a
-        read is always one version, the listed one or a newer); its content hash remembered. An object
-        fetched ahead (:meth:`fetch_ahead`) is taken when it is the version listed, else fetched again."""
+    def read_listed(self, raw: RawFile) -> bytes:
+        """Checked to be the version listed (its size, and its MD5 or its time): :class:`RawFileChanged` for
+        an object re-sent since (a PUT replaces an object whole, so a read is always one version, the listed
+        one or a newer). An object fetched ahead (:meth:`fetch_ahead`) is taken when it is the version
+        listed, else fetched again."""
         with _ahead_lock:
             ahead, _ = _fetched_ahead().pop((self.uri, raw.relpath), (None, 0))
         got = None
@@ -172,20 +152,16 @@ class S3RawZone(RawZone):
                 f"{self.uri}/{raw.relpath}: re-sent while it was read ({raw.size} bytes listed, {obj.size} read); "
                 "nothing was written, the previous partition is kept. The next run reads the new one."
             )
-        self.remember(raw, data)
         return data
 
-    def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
-        """:meth:`read_input` of each file, in order, :data:`IN_FLIGHT` objects fetched at once ahead of the
-        one asked for (the store's round trips overlap instead of adding up)."""
-        if len(files) <= 1:
-            yield from super().read_inputs(files)
-            return
-        with ThreadPoolExecutor(max_workers=min(IN_FLIGHT, len(files)), thread_name_prefix="s3-read") as pool:
+    def read_many(self, files: list[RawFile]) -> Iterator[bytes]:
+        """:data:`IN_FLIGHT` objects fetched at once ahead of the one asked for (the store's round trips overlap
+        instead of adding up)."""
+        with ThreadPoolExecutor(max_workers=max(1, min(IN_FLIGHT, len(files))), thread_name_prefix="s3-read") as pool:
             ahead: deque = deque()
             pending = iter(files)
             for raw in pending:
-                ahead.append(pool.submit(self.read_input, raw))
+                ahead.append(pool.submit(self.read_listed, raw))
                 if len(ahead) >= IN_FLIGHT:
                     break
             try:
@@ -193,7 +169,7 @@ class S3RawZone(RawZone):
                     data = ahead.popleft().result()
                     nxt = next(pending, None)
                     if nxt is not None:
-                        ahead.append(pool.submit(self.read_input, nxt))
+                        ahead.append(pool.submit(self.read_listed, nxt))
                     yield data
             finally:
                 for future in ahead:

@@ -1,4 +1,4 @@
-"""The raw zone over SFTP (paramiko): the only module that talks to an SFTP server.
+"""A raw zone on an SFTP server (paramiko): the only module that talks to an SFTP server.
 
 Host keys are verified against ``[sftp] known_hosts``, never auto-accepted. One connection per
 worker process is reused for every listing and read; with ``--workers`` > 1 tasks run in processes
@@ -11,7 +11,6 @@ once, on the connection made here, are :mod:`tasks.storage.sftp_read`'s.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import functools
 import logging
 import mmap
@@ -26,15 +25,12 @@ import paramiko
 
 from tasks.storage.rawzone import (
     FOLDER,
-    NOT_REGULAR,
-    SYMLINK,
+    NO_READ,
     UNREADABLE,
+    RawBackend,
     RawFile,
     RawFileUnreadable,
-    RawZone,
     RawZoneUnavailable,
-    Refused,
-    is_date_name,
     mode_kind,
 )
 from tasks.storage.sftp_read import BYTES_PER_CALL, FILES_PER_CALL, read_pipelined
@@ -73,7 +69,21 @@ def forget_dead() -> None:
     _DEAD[0] = 0
 
 
-class SftpRawZone(RawZone):
+def backend_for(uri: str) -> SftpRaw:
+    """``sftp://user@host:port/path`` as a raw zone's backend, the key and known hosts from [sftp]."""
+    from tasks import settings
+
+    parts = urlsplit(uri)
+    if not parts.hostname or not parts.username:
+        raise ValueError(f"raw_root {uri!r}: expected sftp://user@host:port/path")
+    cfg = settings.sftp()
+    options = {name: getattr(cfg, name) for name in ("key_filename", "known_hosts", "timeout", "retries")}
+    return SftpRaw(parts.hostname, parts.port or 22, parts.username, parts.path or "/", **options)
+
+
+class SftpRaw(RawBackend):
+    """The files below a path on an SFTP server, over this process's one connection to it."""
+
     mtime_resolution_ns = 10**9  # SFTP (v3) gives whole-second mtimes
     local_lookups = False  # a folder is a request to the server: Luigi asks the run's listings
 
@@ -93,46 +103,18 @@ class SftpRawZone(RawZone):
         self.key_filename = os.path.expanduser(key_filename) if key_filename else None
         self.known_hosts = os.path.expanduser(known_hosts)
         self.timeout, self.retries = timeout, retries
-        self.root = self.base  # for messages; never used as a local path
         self._real: dict[str, bool] = {}  # source folders found real (not a link), once per object
-
-    @classmethod
-    def from_settings(cls, uri: str) -> SftpRawZone:
-        from tasks import settings
-
-        parts = urlsplit(uri)
-        if not parts.hostname or not parts.username:
-            raise ValueError(f"raw_root {uri!r}: expected sftp://user@host:port/path")
-        cfg = settings.sftp()
-        return cls(
-            parts.hostname,
-            parts.port or 22,
-            parts.username,
-            parts.path or "/",
-            key_filename=cfg.key_filename,
-            known_hosts=cfg.known_hosts,
-            timeout=cfg.timeout,
-            retries=cfg.retries,
-        )
 
     def describe(self) -> str:
         return f"sftp://{self.user}@{self.host}:{self.port}{self.base}"
 
-    def close(self) -> None:
-        self._drop()
-
-    # -- the RawZone interface -----------------------------------------------------------------
-    def folder_exists(self, source: str, date: dt.date) -> bool:
-        return self.scan_folder(source, date) is not None
-
-    def scan_folder_all(self, source: str, date: dt.date) -> tuple[list[tuple[str, int, int]], list[Refused]] | None:
-        """(name, size, mtime_ns) of each regular file (SFTP gives whole-second mtimes), and the other
-        entries with the reason they are not read, as :meth:`RawZone.scan_folder_all`: None when the
-        folder does not exist or is a symbolic link (the source folder too: never followed out of the
-        raw zone). A file is unreadable when its mode gives no one the read bit (unless the session
-        is root's, as a local root reads any file); a file the mode bits cannot tell (another owner's
-        0600) fails the partition when it is opened (:class:`RawFileUnreadable`)."""
-        folder = f"{self.base}/{self.folder_relpath(source, date)}"
+    # -- the RawBackend interface --------------------------------------------------------------
+    def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None:
+        """Whole-second mtimes. OpenSSH lists a folder with lstat: a symbolic link shows as one. A file is
+        NO_READ when its mode gives no one the read bit (unless the session is root's, as a local root reads
+        any file); a file the mode bits cannot tell (another owner's 0600) fails the partition when it is
+        opened (:class:`RawFileUnreadable`)."""
+        folder = f"{self.base}/{source}/{name}"
 
         def scan(sftp: paramiko.SFTPClient):
             if not self._real_folder(sftp, f"{self.base}/{source}", once=True) or not self._real_folder(sftp, folder):
@@ -142,21 +124,21 @@ class SftpRawZone(RawZone):
         attrs = self._call(scan)
         if attrs is None:
             return None
-        entries, refused = [], []
-        for a in attrs:  # OpenSSH lists a folder with lstat: a symbolic link shows as one
+        files, others = [], []
+        for a in attrs:
             mode = a.st_mode or 0
             if not stat.S_ISREG(mode):
-                refused.append(Refused(a.filename, SYMLINK if stat.S_ISLNK(mode) else NOT_REGULAR))
-            elif self.user != "root" and not mode & 0o444:
-                refused.append(Refused(a.filename, UNREADABLE))
+                others.append((a.filename, mode_kind(mode)))
+            elif self.user == "root" or mode & 0o444:
+                files.append((a.filename, a.st_size, int(a.st_mtime) * 10**9))
             else:
-                entries.append((a.filename, a.st_size, int(a.st_mtime) * 10**9))
-        return sorted(entries), sorted(refused)
+                others.append((a.filename, NO_READ))
+        return files, others
 
     def _real_folder(self, sftp: paramiko.SFTPClient, path: str, once: bool = False) -> bool:
         """Whether ``path`` is a folder and not a symbolic link (lstat: the server would follow one);
         ``once``: asked of the server once per raw-zone object (a source folder, for its many dates).
-        A link is not reported here: :meth:`RawZone.source_unread` names it, as for a local raw zone."""
+        A link is not reported here: :func:`unread_in_source` names it, as for a local raw zone."""
         if once and path in self._real:  # only a real folder is remembered: a missing one may come
             return True
         try:
@@ -167,9 +149,8 @@ class SftpRawZone(RawZone):
             self._real[path] = True
         return stat.S_ISDIR(mode)
 
-    def _source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
-        """As :meth:`RawZone._source_listing`: the source folder's lstat, then its listing (OpenSSH lists
-        with lstat, so a link shows as one)."""
+    def source(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
+        """The source folder's lstat, then its listing (OpenSSH lists with lstat, so a link shows as one)."""
         path = f"{self.base}/{source}"
 
         def listing(sftp: paramiko.SFTPClient):
@@ -183,29 +164,18 @@ class SftpRawZone(RawZone):
 
         return self._call(listing)
 
-    def list_folders(self, source: str) -> dict[str, int]:
-        """{folder name: mtime_ns} of a source's dated folders (SFTP gives whole-second mtimes); empty when
-        the source folder is a symbolic link, as locally."""
+    def folder_stamps(self, source: str) -> dict[str, int]:
+        """Folders' whole-second mtimes."""
         path = f"{self.base}/{source}"
-        if not self._call(lambda sftp: self._real_folder(sftp, path, once=True)):
-            return {}
-        attrs = self._call(lambda sftp: _listdir_attr(sftp, path)) or []
-        return {
-            a.filename: int(a.st_mtime) * 10**9
-            for a in attrs
-            if is_date_name(a.filename) and stat.S_ISDIR(a.st_mode or 0)
-        }
+        attrs = self._call(lambda sftp: self._real_folder(sftp, path, once=True) and _listdir_attr(sftp, path))
+        return {a.filename: int(a.st_mtime) * 10**9 for a in attrs or [] if stat.S_ISDIR(a.st_mode or 0)}
 
-    def file_identity(self, raw: RawFile) -> None:
-        """None: no ctime here, so a recorded hash is never taken for the file's (it is read again)."""
-        return None
-
-    def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
-        """:meth:`RawZone.read_inputs` with several files in flight: the requests for the next files
-        (lstat, open, reads) go out while the first one's replies come in, :data:`FILES_IN_FLIGHT` at a
-        time, on this process's one connection (per-file round trips, not bytes, bound small files).
-        Read in groups of at most :data:`FILES_PER_CALL` files or about :data:`BYTES_PER_CALL` bytes,
-        a group retried whole after a transient failure."""
+    def read_many(self, files: list[RawFile]) -> Iterator[bytes]:
+        """Several files in flight: the requests for the next files (lstat, open, reads) go out while the
+        first one's replies come in, :data:`FILES_IN_FLIGHT` at a time, on this process's one connection
+        (per-file round trips, not bytes, bound small files). Read in groups of at most
+        :data:`FILES_PER_CALL` files or about :data:`BYTES_PER_CALL` bytes, a group retried whole after a
+        transient failure."""
         group: list[RawFile] = []
         held = 0
         for i, raw in enumerate(files):
@@ -214,15 +184,12 @@ class SftpRawZone(RawZone):
             if i + 1 < len(files) and len(group) < FILES_PER_CALL and held < BYTES_PER_CALL:
                 continue
             paths = [(f"{self.base}/{f.relpath}", f.relpath, f.size) for f in group]
-            datas = self._call(lambda sftp, paths=paths: read_pipelined(sftp, paths))
-            for f, data in zip(group, datas, strict=True):
-                self.remember(f, data)
-                yield data
+            yield from self._call(lambda sftp, paths=paths: read_pipelined(sftp, paths))
             group, held = [], 0
 
-    def read_bytes(self, raw: RawFile) -> bytes:
-        """The file's bytes; one replaced by a symbolic link since it was listed is not followed (the
-        server opens what a link points to, so the entry is checked with lstat first)."""
+    def read(self, raw: RawFile) -> bytes:
+        """One replaced by a symbolic link since it was listed is not followed (the server opens what a link
+        points to, so the entry is checked with lstat first)."""
         path = f"{self.base}/{raw.relpath}"
 
         def read(sftp: paramiko.SFTPClient) -> bytes:
@@ -251,7 +218,7 @@ class SftpRawZone(RawZone):
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 if isinstance(exc, paramiko.AuthenticationException | paramiko.BadHostKeyException | SftpError):
                     raise
-                self._drop()
+                self.close()
                 if attempt == self.retries:
                     tries = self.retries + 1
                     reason = f"{self.describe()}: server not answering ({_cause(exc)}) after {tries} attempts"
@@ -269,7 +236,7 @@ class SftpRawZone(RawZone):
         if cached and cached[0] == os.getpid():
             if cached[1].get_transport() and cached[1].get_transport().is_active():
                 return cached[2]
-            self._drop()  # this process's, ended: its socket closed before the next connection opens
+            self.close()  # this process's, ended: its socket closed before the next connection opens
         elif cached:
             _CONNECTIONS.pop(self._key())  # the parent's: never used, never closed here
         client, sftp = self._connect()
@@ -344,7 +311,8 @@ class SftpRawZone(RawZone):
         except TimeoutError as exc:
             raise OSError(f"timeout connecting to {self.host}:{self.port}") from exc
 
-    def _drop(self) -> None:
+    def close(self) -> None:
+        """End this process's connection to the server, if it has one (a parent's is left alone)."""
         cached = _CONNECTIONS.pop(self._key(), None)
         if cached and cached[0] == os.getpid():
             _end(cached[1])

@@ -1,6 +1,6 @@
 """The pipelined reads of an SFTP raw zone: several files' requests in flight on one connection.
 
-:meth:`tasks.storage.sftp.SftpRawZone.read_inputs` hands a group of files to :func:`read_pipelined`
+:meth:`tasks.storage.sftp.SftpRaw.read_many` hands a group of files to :func:`read_pipelined`
 on its connection; the connection, its retries and host keys are :mod:`tasks.storage.sftp`'s.
 """
 

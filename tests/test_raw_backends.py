@@ -1,0 +1,91 @@
+"""One raw zone over its backends (tasks/storage/rawzone.py): the contract (layout, what is not read and why,
+the newest folder, the content hashes a build read) is the zone's, written once; a backend (a local folder,
+an SFTP server, a bucket) only lists and reads, and says what it can."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib
+import uuid
+
+import pytest
+
+FIRST = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
+BACKENDS = {"tasks.storage.rawlocal": "LocalRaw", "tasks.storage.sftp": "SftpRaw", "tasks.storage.s3raw": "S3Raw"}
+
+
+@pytest.mark.unit
+def test_one_raw_zone_class_over_backends_that_only_list_and_read():
+    """Callers see one RawZone whatever the raw root: no subclass of it per place, and a backend has no public
+    method the backend interface does not name (what is read, and why not, stays the zone's)."""
+    import tasks.storage.s3raw
+    import tasks.storage.sftp  # noqa: F401 - the remote places, loaded as a remote raw_root loads them
+    from tasks.storage.rawzone import RawZone
+
+    per_place = [c for c in RawZone.__subclasses__() if c.__module__.startswith("tasks.")]  # a test's spy aside
+    assert per_place == [], "a raw zone per place: callers would have to know which they have"
+    from tasks.storage.rawzone import RawBackend
+
+    interface = {name for name in vars(RawBackend) if not name.startswith("_")}
+    for module, name in BACKENDS.items():
+        backend = getattr(importlib.import_module(module), name)
+        assert RawBackend in backend.__mro__  # its defaults
+        public = {n for n, v in vars(backend).items() if callable(v) and not n.startswith("_")}
+        assert public <= interface, f"{name}: {sorted(public - interface)} beyond the backend interface"
+
+
+@pytest.mark.system
+def test_a_bucket_and_a_folder_holding_the_same_files_give_the_zone_the_same_answers(rgw, lab, monkeypatch, setting):
+    """The same tree as a local folder and as a landing prefix: the same files listed and read (with their
+    hashes remembered), the same entries not read and why (a key one level too deep is a folder locally, a
+    file directly under the source, a folder whose name is not a date, a file named like a date), the same
+    newest folder and dated folders."""
+    from tasks.storage.rawzone import RawZone, unread_in_source
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    setting("s3", "endpoint_url", rgw.endpoint_url)
+    setting("s3", "region", rgw.region)
+    lab.qsr_days(FIRST, 2)  # folders 09-10 .. 09-12
+    pos = lab.raw / "qsr_pos"
+    (pos / str(FIRST) / "late").mkdir()
+    (pos / str(FIRST) / "late" / "S009.csv").write_text("one level too deep\n")
+    (pos / "20260912").mkdir()
+    (pos / "20260912" / "S005.csv").write_text("a folder no partition reads\n")
+    (pos / "S007.csv").write_text("beside the date folders\n")
+    (pos / "2026-09-30").write_text("a file named like a date\n")
+    bucket = rgw.make_bucket(f"same-{uuid.uuid4().hex[:10]}")
+    client = rgw.client()
+    for path in sorted(p for p in lab.raw.rglob("*") if p.is_file()):
+        client.put_object(Bucket=bucket, Key=f"landing/{path.relative_to(lab.raw)}", Body=path.read_bytes())
+    local, remote = RawZone(lab.raw), RawZone.from_uri(f"s3://{bucket}/landing")
+
+    def answers(zone: RawZone) -> dict:
+        scans = {}
+        for d in (FIRST + k * DAY for k in range(4)):
+            scan = zone.scan_folder_all("qsr_pos", d)
+            scans[d] = scan and ([(name, size) for name, size, _ in scan[0]], scan[1])
+        files = zone.list_folder("qsr_pos", FIRST + DAY)
+        read = list(zone.read_inputs(files))
+        return {
+            "scans": scans,
+            "there": [zone.folder_exists("qsr_pos", FIRST + k * DAY) for k in range(4)],
+            "unread": unread_in_source("qsr_pos", *zone.source_listing("qsr_pos")),
+            "newest": zone.newest_folder_date("qsr_pos"),
+            "dated": sorted(zone.list_folders("qsr_pos")),
+            "read": read,
+            "hashes": [zone.known_digest(f) for f in files],
+        }
+
+    seen = answers(local)
+    assert answers(remote) == seen
+    assert seen["scans"][FIRST][1] == [("late", "not a regular file")]
+    assert [(r.name, r.reason) for r in seen["unread"]] == [
+        ("qsr_pos/2026-09-30", "not a folder"),
+        ("qsr_pos/20260912", "not a YYYY-MM-DD folder name"),
+        ("qsr_pos/S007.csv", "not a YYYY-MM-DD folder name"),
+    ]
+    assert seen["newest"] == FIRST + 2 * DAY and seen["scans"][FIRST + 3 * DAY] is None
+    assert seen["hashes"] == [hashlib.sha256(data).hexdigest() for data in seen["read"]] and len(seen["read"]) == 2
