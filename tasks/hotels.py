@@ -91,7 +91,9 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
                 f"Add the hotel (id, name, timezone, rooms) to {hotels_source()} or remove the file."
             )
         zone = self.zone()
-        parsed = parse_csv_many(((zone.read_input(f), f.relpath) for f in inputs), RAW_COLUMNS)
+        # read as parsed, several in flight where a read is a request (a bucket, an SFTP server)
+        read = zip(zone.read_inputs(inputs), (f.relpath for f in inputs), strict=True)
+        parsed = parse_csv_many(read, RAW_COLUMNS)
         timezones = [known[file_stem(f.relpath)].timezone for f in inputs]
         result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date, limits)
         stats = {"raw_files": len(inputs), "attributed_rows": result.rows_read}

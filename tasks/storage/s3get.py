@@ -153,9 +153,6 @@ def read_timestamp(value) -> dt.datetime:
     return DEFAULT_TIMESTAMP_PARSER(value)
 
 
-_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
-
-
 def list_page(signer: Signer, prefix: str, token: str | None = None):
     """One page of ``ListObjectsV2`` under ``prefix``: ([(key, size, ETag, LastModified in ns)], the next page's
     token or None), or None where the request must go through botocore instead (as :func:`get`)."""
@@ -163,24 +160,28 @@ def list_page(signer: Signer, prefix: str, token: str | None = None):
     if token is not None:
         query["continuation-token"] = token
     answer = signer.send(None, query)
-    if answer is None or answer[0] != 200:
-        return None
+    return None if answer is None or answer[0] != 200 else read_list_page(answer[1])
+
+
+def read_list_page(body: bytes):
+    """What :func:`list_page` returns, from a ``ListBucketResult``; None for anything else, or a page that lacks
+    what a listing needs (an object's key, size, ETag or time; the next page's token)."""
     try:
-        root = ElementTree.fromstring(answer[1])
+        root = ElementTree.fromstring(body)
     except ElementTree.ParseError:
         return None
-    encoded = root.findtext(f"{_NS}EncodingType") == "url"
+    ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""  # a store may leave it out
+    if root.tag != f"{ns}ListBucketResult":
+        return None
+    encoded = root.findtext(f"{ns}EncodingType") == "url"
     items = []
-    for item in root.iter(f"{_NS}Contents"):
-        key = item.findtext(f"{_NS}Key") or ""
-        when = read_timestamp(item.findtext(f"{_NS}LastModified") or "")
-        items.append(
-            (
-                unquote(key) if encoded else key,
-                int(item.findtext(f"{_NS}Size") or 0),
-                (item.findtext(f"{_NS}ETag") or "").strip('"'),
-                int(when.timestamp() * 1_000_000) * 1000,
-            )
-        )
-    more = root.findtext(f"{_NS}IsTruncated") == "true"
-    return items, (root.findtext(f"{_NS}NextContinuationToken") if more else None)
+    for item in root.iter(f"{ns}Contents"):
+        key = item.findtext(f"{ns}Key")
+        size, etag, modified = (item.findtext(f"{ns}{field}") for field in ("Size", "ETag", "LastModified"))
+        if key is None or size is None or etag is None or modified is None:
+            return None
+        when = read_timestamp(modified)
+        items.append((unquote(key) if encoded else key, int(size), etag.strip('"'), int(when.timestamp() * 1e6) * 1000))
+    more = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
+    token = root.findtext(f"{ns}NextContinuationToken") if more else None
+    return (items, token) if token or not more else None

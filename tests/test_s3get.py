@@ -1,0 +1,57 @@
+"""A listing page read outside botocore (tasks/storage/s3get.py): what stores send is read as botocore reads it,
+and anything else hands the request back to botocore (None) rather than passing for an empty listing. Against a
+real store: tests/test_s3.py::test_a_listing_outside_botocore_equals_botocores_over_pages_and_odd_names."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tasks.storage.s3get import read_list_page
+
+pytestmark = pytest.mark.unit
+
+NS = ' xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+OBJECT = (
+    "<Contents><Key>{key}</Key><LastModified>2026-12-06T11:30:00.123Z</LastModified>"
+    "<ETag>&quot;9dd4e461268c8034f5c8564e155c67a6&quot;</ETag><Size>48</Size></Contents>"
+)
+
+
+def page(ns: str = NS, keys=("pos%2FS001%20a%2Bb.csv",), truncated: str = "false", token: str = "", encoded=True):
+    body = "".join(OBJECT.format(key=k) for k in keys)
+    more = f"<NextContinuationToken>{token}</NextContinuationToken>" if token else ""
+    encoding = "<EncodingType>url</EncodingType>" if encoded else ""
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult{ns}>{encoding}<Name>b</Name>'
+        f"<IsTruncated>{truncated}</IsTruncated>{body}{more}</ListBucketResult>"
+    ).encode()
+
+
+def test_a_page_with_or_without_the_namespace_reads_the_same_keys_sizes_etags_and_times():
+    when = int(dt.datetime(2026, 12, 6, 11, 30, 0, 123000, tzinfo=dt.UTC).timestamp() * 10**6) * 1000
+    expected = ([("pos/S001 a+b.csv", 48, "9dd4e461268c8034f5c8564e155c67a6", when)], None)
+    assert read_list_page(page()) == expected
+    assert read_list_page(page(ns="")) == expected  # a store that leaves the namespace out
+    assert read_list_page(page(keys=("pos/S001 a+b.csv",), encoded=False)) == expected
+    assert read_list_page(page(keys=())) == ([], None)
+
+
+def test_a_truncated_page_gives_its_token_and_one_without_a_token_is_not_taken():
+    assert read_list_page(page(truncated="true", token="abc"))[1] == "abc"
+    assert read_list_page(page(truncated="true")) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<Error><Code>AccessDenied</Code></Error>",
+        b"<ListAllMyBucketsResult/>",
+        b"not xml",
+        page().replace(b"<Size>48</Size>", b""),
+        page().replace(b"<Key>", b"<Name>").replace(b"</Key>", b"</Name>"),
+    ],
+)
+def test_anything_but_a_whole_listing_is_handed_back_to_botocore(body):
+    assert read_list_page(body) is None
