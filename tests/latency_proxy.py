@@ -30,6 +30,7 @@ class LatencyProxy:
         self.port = self.server.getsockname()[1]
         self.connections = 0
         self.requests: list[tuple[str, str, str]] = []
+        self.timed: list[tuple[float, str, str, str]] = []  # the same, each with when it came in (monotonic)
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, name="latency-proxy", daemon=True)
@@ -68,7 +69,7 @@ class LatencyProxy:
             self._socks.append(s)
         for src, dst in ((client, upstream), (upstream, client)):
             pending: queue.Queue = queue.Queue()
-            seen = _Requests(self.requests) if src is client else None
+            seen = _Requests(self.requests, self.timed) if src is client else None
             threading.Thread(target=self._read, args=(src, pending, seen), daemon=True).start()
             threading.Thread(target=self._write, args=(dst, pending), daemon=True).start()
 
@@ -104,8 +105,8 @@ class _Requests:
     """The requests of one connection's client side, read from its bytes: each request's line and headers, its
     body skipped by its Content-Length."""
 
-    def __init__(self, into: list):
-        self.into, self.buffer, self.body_left = into, b"", 0
+    def __init__(self, into: list, timed: list):
+        self.into, self.timed, self.buffer, self.body_left = into, timed, b"", 0
 
     def feed(self, data: bytes) -> None:
         self.buffer += data
@@ -122,6 +123,7 @@ class _Requests:
             method, target, _ = line.split(" ", 2)
             path, _, query = target.partition("?")
             self.into.append((method, path, query))
+            self.timed.append((time.monotonic(), method, path, query))
             lengths = [h.split(":", 1)[1] for h in headers if h.lower().startswith("content-length:")]
             self.buffer, self.body_left = rest, int(lengths[0]) if lengths else 0
 

@@ -31,11 +31,16 @@ def page(ns: str = NS, keys=("pos%2FS001%20a%2Bb.csv",), truncated: str = "false
 
 def test_a_page_with_or_without_the_namespace_reads_the_same_keys_sizes_etags_and_times():
     when = int(dt.datetime(2026, 12, 6, 11, 30, 0, 123000, tzinfo=dt.UTC).timestamp() * 10**6) * 1000
-    expected = ([("pos/S001 a+b.csv", 48, "9dd4e461268c8034f5c8564e155c67a6", when)], None)
+    expected = ([("pos/S001 a+b.csv", 48, "9dd4e461268c8034f5c8564e155c67a6", when)], None, [])
     assert read_list_page(page()) == expected
     assert read_list_page(page(ns="")) == expected  # a store that leaves the namespace out
     assert read_list_page(page(keys=("pos/S001 a+b.csv",), encoded=False)) == expected
-    assert read_list_page(page(keys=())) == ([], None)
+    assert read_list_page(page(keys=())) == ([], None, [])
+    folders = page(keys=()).replace(
+        b"</ListBucketResult>",
+        b"<CommonPrefixes><Prefix>qsr_pos%2F2026-09-01%2F</Prefix></CommonPrefixes></ListBucketResult>",
+    )
+    assert read_list_page(folders) == ([], None, ["qsr_pos/2026-09-01/"])  # a /-delimited listing's folders
 
 
 def test_a_truncated_page_gives_its_token_and_one_without_a_token_is_not_taken():

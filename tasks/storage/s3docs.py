@@ -11,14 +11,14 @@ from tasks.storage.s3 import Bucket, StoreError
 
 def ask_at_once(uris: list[str]) -> None:
     """Ask the buckets of ``uris`` whether they answer at once: one round trip, not one each. :func:`check`
-    then finds each one that did; one that did not is asked again, to say why. The clients are made here, in
-    this thread: making one imports modules, which a thread must not do while ``tasks`` is being imported
+    then finds each one that did; one that did not is asked again, to say why. Their signers are made here, in
+    this thread: making one may import modules, which a thread must not do while ``tasks`` is being imported
     (it would wait for that import, which waits for it)."""
     buckets = list({(bucket.endpoint, bucket.bucket): bucket for bucket in map(Bucket, uris)}.values())
     for bucket in buckets:
-        bucket.client  # noqa: B018 - made in this thread
+        bucket.signer  # noqa: B018 - made in this thread
     with ThreadPoolExecutor(len(buckets), thread_name_prefix="s3-check") as pool:
-        for asked in [pool.submit(bucket.check) for bucket in buckets]:
+        for asked in [pool.submit(bucket.check, quick=True) for bucket in buckets]:
             asked.exception()  # an error is the later check's to say
 
 

@@ -15,19 +15,16 @@ asked again by the next command, so a store upgraded in between is used at once)
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tasks.storage import tempnames
 from tasks.storage.s3 import Bucket, StoreError, precondition_failed
-from tasks.storage.s3lease import later
 
 REMEMBER_S = 24 * 3600.0
 RECORD = "conditional-writes.json"
@@ -97,27 +94,25 @@ def probe(bucket: Bucket) -> None:
     condition it ignored."""
     rel = f"_state/probes/{tempnames.host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     args = {"Bucket": bucket.bucket, "Key": bucket.prefix + rel}
-    conditions = {
-        "If-None-Match: * on an existing key": {"IfNoneMatch": "*"},
-        "If-Match with a wrong ETag": {"IfMatch": WRONG_ETAG},
-    }
-
-    def accepted(extra: dict) -> bool:
-        try:
-            bucket.client.put_object(**args, Body=b"2", **extra)
-        except ClientError as exc:
-            if not precondition_failed(exc):
-                raise
-            return False
-        return True
-
+    ignored = []
     try:
         bucket.client.put_object(**args, Body=b"1", IfNoneMatch="*")
-        try:  # the two conditions asked at once; the probe deleted on the thread of removals (nothing waits)
-            with ThreadPoolExecutor(2, thread_name_prefix="s3-probe") as pool:
-                ignored = [c for c, was in zip(conditions, pool.map(accepted, conditions.values()), strict=True) if was]
+        try:
+            for condition, extra in (
+                ("If-None-Match: * on an existing key", {"IfNoneMatch": "*"}),
+                ("If-Match with a wrong ETag", {"IfMatch": WRONG_ETAG}),
+            ):
+                try:
+                    bucket.client.put_object(**args, Body=b"2", **extra)
+                    ignored.append(condition)
+                except ClientError as exc:
+                    if not precondition_failed(exc):
+                        raise
         finally:
-            later(rel, functools.partial(bucket.client.delete_object, **args))
+            try:
+                bucket.client.delete_object(**args)
+            except (ClientError, BotoCoreError):
+                pass  # a stray probe object: harmless, under _state/
     except (ClientError, BotoCoreError) as exc:
         raise bucket.store_error(exc, "conditional-write probe PUT", rel) from None
     if ignored:

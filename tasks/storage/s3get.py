@@ -1,10 +1,9 @@
-"""GETs and listings without botocore's per-request machinery: a raw zone's many small objects and folders.
+"""GETs, HEADs and listings without botocore's per-request machinery: a raw zone's many small objects and folders.
 
-botocore spends about 0.9 ms of Python (the GIL held) on each request: building, resolving the endpoint, signing,
-and parsing. A build reading a hundred raw objects a partition spends that alongside its own work on two cores.
-Here the URL is made as the client makes it and signed by botocore's own SigV4 query signer (a presigned GET:
-the client's credentials, endpoint and addressing), then sent on a plain ``http.client`` connection kept for
-the next GET: about a third of the CPU.
+botocore spends about 0.9 ms of Python (the GIL held) on each request. Here a request's URL is made as the client
+makes it (path-style under an endpoint; else read from one URL the client presigned), signed by botocore's own
+SigV4 signer with the client's credentials, and sent on a plain ``http.client`` connection kept for the next one:
+about a third of the CPU, and no client made by a command that only lists and reads.
 
 Only a plain answer is taken here: a 200 with its body, read whole, or a 404 for no such key. Anything else (an
 error status, a connection that fails, a proxy in the environment, a client whose TLS settings cannot be read)
@@ -23,7 +22,7 @@ import urllib.request
 from urllib.parse import quote, unquote, urlsplit
 from xml.etree import ElementTree
 
-from botocore.auth import S3SigV4QueryAuth
+from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
@@ -73,41 +72,50 @@ def _keep(key: tuple, conn: http.client.HTTPConnection) -> None:
 
 
 class Signer:
-    """Presigned GETs of one bucket: URLs made as the client makes them (its endpoint and addressing, read once
-    from one URL it presigned), each signed by botocore's SigV4 query signer with the client's credentials,
-    without resolving the endpoint again for each request."""
+    """GETs of one bucket, each signed by botocore's SigV4 signer with the client's credentials,
+    without resolving the endpoint again for each request. ``origin`` and ``base``: where the bucket's keys are
+    (``http://host:port`` and ``/bucket/`` path-style, or ``https://bucket.s3...`` and ``/``)."""
 
-    def __init__(self, client, credentials, bucket: str):
-        template = urlsplit(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}))
-        self.credentials, self.region = credentials, client.meta.region_name
-        self.scheme, self.host, self.port = template.scheme, template.hostname or "", template.port
-        self.origin, self.base = f"{template.scheme}://{template.netloc}", template.path[:-1]  # "/bucket/" or "/"
-        self.verify = _verify(client) if template.scheme == "https" else True
+    def __init__(self, origin: str, base: str, region: str, credentials, verify: object):
+        self.origin, self.base, self.region, self.credentials, self.verify = origin, base, region, credentials, verify
+        url = urlsplit(origin)
+        self.scheme, self.host, self.port = url.scheme, url.hostname or "", url.port
         self.usable = (
             credentials is not None
-            and template.path.endswith("/k")
             and self.scheme in ("http", "https")
-            and self.verify is not None
+            and verify is not None
             and not urllib.request.getproxies().get(self.scheme)
         )
 
-    def url(self, key: str | None, query: dict[str, str] | None = None) -> str:
-        """The signed path and query of a GET of ``key``, or of the bucket itself (``key`` None: a listing)."""
-        path = self.base + quote(key, safe="/~") if key is not None else self.base.rstrip("/") or "/"
-        request = AWSRequest(method="GET", url=self.origin + path, params=query or {})
-        S3SigV4QueryAuth(self.credentials, "s3", self.region, expires=900).add_auth(request)
-        url = urlsplit(request.prepare().url)
-        return f"{url.path}?{url.query}"
+    @classmethod
+    def of_client(cls, client, credentials, bucket: str) -> Signer:
+        """A signer whose URLs are the client's own (read from one URL it presigned): any addressing."""
+        template = urlsplit(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}))
+        verify = _verify(client) if template.scheme == "https" else True
+        origin = f"{template.scheme}://{template.netloc}"
+        signer = cls(origin, template.path[:-1], client.meta.region_name, credentials, verify)
+        signer.usable = signer.usable and template.path.endswith("/k")
+        return signer
 
-    def send(self, key: str | None, query: dict[str, str] | None = None):
-        """(status, body, response) of the signed GET, on a kept connection; None where botocore must send it
-        (and from then on, for this bucket, after an answer that says the URL was not the right one)."""
+    def signed(self, key: str | None, query: dict[str, str] | None = None, method: str = "GET"):
+        """(path and query, headers) of a request for ``key``, or for the bucket itself (``key`` None), signed
+        in its headers: the store checks their time against its clock (15 minutes), as for botocore's own."""
+        path = self.base + quote(key, safe="/~") if key is not None else self.base.rstrip("/") or "/"
+        request = AWSRequest(method=method, url=self.origin + path, params=query or {})
+        S3SigV4Auth(self.credentials, "s3", self.region).add_auth(request)
+        url = urlsplit(request.prepare().url)
+        return f"{url.path}?{url.query}" if url.query else url.path, dict(request.headers.items())
+
+    def send(self, key: str | None, query: dict[str, str] | None = None, method: str = "GET"):
+        """(status, body, response) of the signed GET (or HEAD), on a kept connection; None where botocore must
+        send it (and from then on, for this bucket, after an answer that says the URL was not the right one)."""
         if not self.usable:
             return None
         where = (os.getpid(), self.scheme, self.host, self.port)
         conn = _connection(self.scheme, self.host, self.port, self.verify)
         try:
-            conn.request("GET", self.url(key, query))
+            path, headers = self.signed(key, query, method)
+            conn.request(method, path, headers=headers)
             response = conn.getresponse()
             body = response.read()
         except (OSError, http.client.HTTPException):
@@ -120,6 +128,13 @@ class Signer:
         if response.status in (301, 307, 400, 403):  # another region, a signature refused: botocore knows
             self.usable = False
         return response.status, body, response
+
+
+def answers(signer: Signer) -> bool:
+    """Whether the bucket answers a HEAD (it exists, and the credentials may use it); False also where botocore
+    must ask (it says why)."""
+    answer = signer.send(None, method="HEAD")
+    return answer is not None and answer[0] == 200
 
 
 def get(signer: Signer, key: str) -> tuple[bytes, str, int] | None:
@@ -153,12 +168,15 @@ def read_timestamp(value) -> dt.datetime:
     return DEFAULT_TIMESTAMP_PARSER(value)
 
 
-def list_page(signer: Signer, prefix: str, token: str | None = None):
+def list_page(signer: Signer, prefix: str, token: str | None = None, delimiter: str | None = None):
     """One page of ``ListObjectsV2`` under ``prefix``: ([(key, size, ETag, LastModified in ns)], the next page's
-    token or None), or None where the request must go through botocore instead (as :func:`get`)."""
+    token or None, [common prefixes] when ``delimiter`` is given), or None where the request must go through
+    botocore instead (as :func:`get`)."""
     query = {"list-type": "2", "prefix": prefix, "max-keys": "1000", "encoding-type": "url"}
     if token is not None:
         query["continuation-token"] = token
+    if delimiter is not None:
+        query["delimiter"] = delimiter
     answer = signer.send(None, query)
     return None if answer is None or answer[0] != 200 else read_list_page(answer[1])
 
@@ -182,6 +200,9 @@ def read_list_page(body: bytes):
             return None
         when = read_timestamp(modified)
         items.append((unquote(key) if encoded else key, int(size), etag.strip('"'), int(when.timestamp() * 1e6) * 1000))
+    prefixes = [root_prefix.text or "" for root_prefix in root.iterfind(f"{ns}CommonPrefixes/{ns}Prefix")]
     more = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
     token = root.findtext(f"{ns}NextContinuationToken") if more else None
-    return (items, token) if token or not more else None
+    if more and not token:
+        return None
+    return items, token, [unquote(p) if encoded else p for p in prefixes]
