@@ -68,9 +68,9 @@ def create_client(self, *args, **kwargs):
     return client
 botocore.session.Session.create_client = create_client
 send = s3get.Signer.send
-def signed(self, key, query=None):  # the GETs and listings sent outside botocore (tasks/storage/s3get.py)
-    counts.update(["ListObjectsV2" if key is None else "GetObject"])
-    return send(self, key, query)
+def signed(self, key, query=None, method="GET"):  # the requests sent outside botocore (tasks/storage/s3get.py)
+    counts.update(["HeadBucket" if method == "HEAD" else "ListObjectsV2" if key is None else "GetObject"])
+    return send(self, key, query, method)
 s3get.Signer.send = signed
 atexit.register(lambda: print("REQUESTS " + __import__("json").dumps(counts), file=sys.stderr))
 luigi.retcodes.run_with_retcodes(sys.argv[1:])
