@@ -52,14 +52,15 @@ def _context(verify: object) -> ssl.SSLContext:
         return _contexts[verify]
 
 
-def _connection(scheme: str, host: str, port: int | None, verify: object) -> http.client.HTTPConnection:
+def _connection(scheme: str, host: str, port: int | None, verify: object, fresh: bool = False):
+    """(a connection to the store, whether it was kept from an earlier request)."""
     with _lock:
         idle = _idle.get((os.getpid(), scheme, host, port))
-        if idle:
-            return idle.pop()
+        if idle and not fresh:
+            return idle.pop(), True
     if scheme == "https":
-        return http.client.HTTPSConnection(host, port, timeout=60, context=_context(verify))
-    return http.client.HTTPConnection(host, port, timeout=60)
+        return http.client.HTTPSConnection(host, port, timeout=60, context=_context(verify)), False
+    return http.client.HTTPConnection(host, port, timeout=60), False
 
 
 def _keep(key: tuple, conn: http.client.HTTPConnection) -> None:
@@ -112,14 +113,22 @@ class Signer:
         if not self.usable:
             return None
         where = (os.getpid(), self.scheme, self.host, self.port)
-        conn = _connection(self.scheme, self.host, self.port, self.verify)
-        try:
-            path, headers = self.signed(key, query, method)
-            conn.request(method, path, headers=headers)
-            response = conn.getresponse()
-            body = response.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()  # a connection the server closed, or a store that does not answer: botocore's turn
+        path, headers = self.signed(key, query, method)
+        for fresh in (False, True):
+            conn, kept = _connection(self.scheme, self.host, self.port, self.verify, fresh)
+            try:
+                conn.request(method, path, headers=headers)
+                response = conn.getresponse()
+                body = response.read()
+                break
+            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
+                conn.close()  # a kept connection the store has closed since: once more on a new one
+                if not kept:
+                    return None
+            except (OSError, http.client.HTTPException):
+                conn.close()  # a store that does not answer, or not as HTTP says: botocore's turn
+                return None
+        else:
             return None
         if response.will_close:
             conn.close()
