@@ -1,23 +1,10 @@
-"""An S3-compatible object store (AWS S3, Ceph's RADOS Gateway, MinIO): the only module that imports boto3.
+"""An S3-compatible object store (AWS S3, radosgw, MinIO): the only module that imports boto3.
 
-A :class:`Bucket` is ``s3://BUCKET/PREFIX`` with the ``[s3]`` settings (``endpoint_url``, ``region``);
-credentials come from the standard AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
-``~/.aws/credentials``, an instance role), never from luigi.cfg. Keys are named relative to the prefix
-(``staging/qsr_pos/business_date=2026-09-01/data.parquet``), so the layout is the local one.
-
-Every write is one ``PutObject`` (no multipart upload): with ``If-None-Match: *`` for a key that must be new,
-``If-Match`` on the ETag read before for a key that must not have changed; the first conditional write to a
-store is made only once the store is known to honour both (:mod:`tasks.storage.s3fence`). A failed
-condition raises :class:`PreconditionFailed`; any other refusal or a store that does not answer raises
-:class:`StoreError`, whose message names the endpoint, the bucket, the key and the store's error code (a
-clock the store finds too far off is named as such, with how far; the credentials only when the store
-says they are wrong).
-
-Servers differ on ``If-Match``: AWS compares the quoted ETag it returns, Ceph's radosgw 16 only the bare
-MD5. A write sends the bare ETag; when the store answers 412 although the key still has that ETag, the
-server wants quotes, and the write is made again with them (the condition is still the store's to check,
-atomically, so nothing can slip in between).
-"""
+A :class:`Bucket` is ``s3://BUCKET/PREFIX`` with the ``[s3]`` settings; credentials come from the AWS
+chain, never from luigi.cfg. Keys are relative to the prefix, so the layout is the local one. Every write
+is one ``PutObject``, conditional (``If-None-Match: *`` or ``If-Match``) where it must be, and only on a
+store known to honour conditions (:mod:`tasks.storage.s3fence`). Errors name endpoint, bucket, key and the
+store's code; credentials only when the store says they are wrong."""
 
 from __future__ import annotations
 
@@ -75,7 +62,7 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 
 _clients: dict[tuple, object] = {}
-_credentials: dict[tuple, object] = {}  # what each client signs with (botocore's, refreshed by it)
+_credentials: dict[tuple, object] = {}  # botocore's, refreshed by it
 _signers: dict[tuple, s3get.Signer] = {}
 _lock = threading.Lock()
 _answered: set[tuple] = set()  # buckets that answered Bucket.check in this process
@@ -101,19 +88,16 @@ def _client(endpoint: str | None, region: str):
                 retries={"max_attempts": 3, "mode": "standard"},
                 connect_timeout=5,
                 read_timeout=60,
-                # aws-chunked bodies with trailing checksums (botocore's default over HTTPS) are refused by
-                # radosgw 16 (411); a checksum only where the operation requires one works everywhere
+                # radosgw refuses aws-chunked bodies with trailing checksums (botocore's default over HTTPS)
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
                 max_pool_connections=32,
             )
             core = botocore.session.get_session()
-            # the store's timestamps (a listing's LastModified, ISO 8601) read by datetime itself: dateutil's
-            # parser, botocore's default, took half the CPU of a listing (docs/performance.md)
+            # timestamps read by datetime, not dateutil (botocore's default, slow on a large listing)
             core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=s3get.read_timestamp)
             client = boto3.session.Session(botocore_session=core).client("s3", endpoint_url=endpoint, config=config)
-            # botocore asks for "Expect: 100-continue" before every PUT body: a round trip more per PUT,
-            # waiting for the store's go-ahead; Daybreak's bodies are small and sent at once
+            # no "Expect: 100-continue": a round trip more per PUT, for bodies that are small
             client.meta.events.unregister("before-call.s3", add_expect_header)
             _clients[key] = client
             _credentials[key] = core.get_credentials()
@@ -184,8 +168,7 @@ class Bucket:
 
     # -- reading ---------------------------------------------------------------------------------
     def check(self) -> None:
-        """A request to the bucket (credentials, endpoint, bucket name): :class:`StoreError` if it fails. Asked
-        once per process: a bucket that answered once is not asked again."""
+        """:class:`StoreError` unless the bucket answers (credentials, endpoint, name); once per process."""
         answered = (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
         if answered in _answered:
             return
@@ -223,7 +206,7 @@ class Bucket:
             out.update((key[start:], Obj(size, etag, when)) for key, size, etag, when in page[0])
             if (token := page[1]) is None:
                 return out
-        out.clear()  # botocore's turn, from the first page
+        out.clear()  # presigned listing not possible: botocore's, from the first page
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=self.prefix + rel_prefix, PaginationConfig={"PageSize": 1000}
         )
@@ -290,8 +273,7 @@ class Bucket:
         return self.get(rel)[0]
 
     def get_with_date(self, rel: str) -> tuple[bytes, Obj, float]:
-        """:meth:`get`, and the store's own time of the answer (its ``Date`` header, epoch seconds): a lease's
-        age is the store's clock minus its ``Last-Modified``, whatever this host's clock says."""
+        """:meth:`get`, and the store's ``Date`` (epoch s): a lease's age is reckoned on the store's clock alone."""
         try:
             got = self.client.get_object(Bucket=self.bucket, Key=self.prefix + rel)
             data = got["Body"].read()
@@ -307,9 +289,11 @@ class Bucket:
 
     # -- writing ---------------------------------------------------------------------------------
     def put(self, rel: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        """One PutObject of ``data``; its ETag. ``if_none_match``: only if the key does not exist;
-        ``if_match``: only if the key has this ETag. :class:`PreconditionFailed` when the condition fails."""
-        if if_none_match or if_match is not None:  # only on a store that honours them (asked once)
+        """One PutObject of ``data``; its ETag. :class:`PreconditionFailed` when a condition fails.
+
+        AWS compares ``If-Match`` with the quoted ETag, radosgw with the bare one: the bare one is sent, and
+        on a 412 while the key still has that ETag, again quoted (the store still checks, atomically)."""
+        if if_none_match or if_match is not None:
             from tasks.storage.s3fence import ensure
 
             ensure(self)
@@ -330,8 +314,7 @@ class Bucket:
                     return _etag(self.client.put_object(**{**args, "IfMatch": f'"{if_match}"'})["ETag"])
                 raise
         except ClientError as exc:
-            # If-Match on a key deleted since (a lease released by its holder meanwhile): AWS and radosgw
-            # answer 404 NoSuchKey, not 412; the condition failed all the same
+            # If-Match on a key deleted since: 404, not 412, but the condition failed all the same
             gone = if_match is not None and exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
             if precondition_failed(exc) or gone:
                 raise PreconditionFailed(f"{self.describe(rel)} changed (another writer)") from None
@@ -351,13 +334,11 @@ class Bucket:
             raise self.store_error(exc, "DELETE", rel) from None
 
 
-# what a store answers when the credentials are wrong or not allowed (and only then are they named)
 CREDENTIAL_CODES = ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken")
 
 
 def _skew(exc: ClientError) -> tuple[str, str]:
-    """How far this host's clock is from the store's: the error's RequestTime and ServerTime (AWS), else the
-    answer's ``Date`` against the time the request was signed with (this host's, as botocore reads it)."""
+    """How far this host's clock is from the store's: ServerTime against RequestTime (AWS), else ``Date``."""
     from botocore.auth import get_current_datetime
 
     error = exc.response.get("Error", {})

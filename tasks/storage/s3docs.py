@@ -1,5 +1,4 @@
-"""A bucket data root's check (does it answer, does it honour conditional writes) and this host's state
-folder for it."""
+"""A bucket data root's check (does it answer, does it honour conditions) and this host's state for it."""
 
 from __future__ import annotations
 
@@ -10,10 +9,8 @@ from tasks.storage.s3 import Bucket, StoreError
 
 
 def ask_at_once(uris: list[str]) -> None:
-    """Ask the buckets of ``uris`` whether they answer at once: one round trip, not one each. :func:`check`
-    then finds each one that did; one that did not is asked again, to say why. The clients are made here, in
-    this thread: making one imports modules, which a thread must not do while ``tasks`` is being imported
-    (it would wait for that import, which waits for it)."""
+    """Ask the buckets of ``uris`` at once (one round trip), for :func:`check` to find answered. The clients
+    are made in this thread: a thread importing modules while ``tasks`` is imported would deadlock."""
     buckets = list({(bucket.endpoint, bucket.bucket): bucket for bucket in map(Bucket, uris)}.values())
     for bucket in buckets:
         bucket.client  # noqa: B018 - made in this thread
@@ -23,8 +20,7 @@ def ask_at_once(uris: list[str]) -> None:
 
 
 def check(uri: str, fence: bool = False) -> str | None:
-    """None when the bucket answers (and, with ``fence``, honours conditional writes: asked once per host,
-    :mod:`tasks.storage.s3fence`); else what the store said (endpoint, bucket, error code)."""
+    """None when the bucket answers (and, with ``fence``, honours conditional writes); else what the store said."""
     from tasks.storage.s3fence import ensure
 
     try:

@@ -1,15 +1,7 @@
-"""GETs and listings without botocore's per-request machinery: a raw zone's many small objects and folders.
-
-botocore spends about 0.9 ms of Python (the GIL held) on each request: building, resolving the endpoint, signing,
-and parsing. A build reading a hundred raw objects a partition spends that alongside its own work on two cores.
-Here the URL is made as the client makes it and signed by botocore's own SigV4 query signer (a presigned GET:
-the client's credentials, endpoint and addressing), then sent on a plain ``http.client`` connection kept for
-the next GET: about a third of the CPU.
-
-Only a plain answer is taken here: a 200 with its body, read whole, or a 404 for no such key. Anything else (an
-error status, a connection that fails, a proxy in the environment, a client whose TLS settings cannot be read)
-returns None, and the caller makes the request through botocore, with its retries and its errors.
-"""
+"""GETs and listings without botocore's per-request machinery, for a raw zone's many small objects: the URL
+is made as the client makes it, signed by botocore's SigV4 query signer, and sent on a kept ``http.client``
+connection (docs/performance.md, "S3 raw zone"). Only a plain 200 or a 404 for no such key is taken here;
+anything else returns None, and the caller asks botocore, with its retries and its errors."""
 
 from __future__ import annotations
 
