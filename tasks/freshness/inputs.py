@@ -1,5 +1,4 @@
-"""What a partition reads of the raw zone: the files of its dependency window, as lists of (name, size,
-mtime), and how two such lists differ. Shared by the engine and the identity rules (no Luigi, no I/O)."""
+"""What a partition reads of the raw zone: its window's files as (name, size, mtime), and how two lists differ."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ Entries = list[tuple[str, int, int]]  # (name, size, mtime_ns) of the files of o
 
 
 def input_line(f: RawFile) -> str:
-    """How a manifest lists one input: ``"<path> <size> <mtime_ns>"`` (fast to load for a thousand manifests)."""
+    """How a manifest lists one input: ``"<path> <size> <mtime_ns>"``."""
     return f"{f.relpath} {f.size} {f.mtime_ns}"
 
 
