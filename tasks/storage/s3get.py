@@ -1,6 +1,6 @@
 """GETs and listings without botocore's per-request machinery, for a raw zone's many small objects: the URL
 is made as the client makes it, signed by botocore's SigV4 query signer, and sent on a kept ``http.client``
-connection (docs/performance.md, "S3 raw zone"). Only a plain 200 or a 404 for no such key is taken here;
+connection (docs/performance.md, "S3 requests"). Only a plain 200 or a 404 for no such key is taken here;
 anything else returns None, and the caller asks botocore, with its retries and its errors."""
 
 from __future__ import annotations
