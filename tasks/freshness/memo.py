@@ -235,8 +235,8 @@ class Memo(RawFolders):
         return strays_reason(strays) if strays else ""
 
     def window(self, node: Node, partial: bool = False) -> Window | None:
-        """The raw files of the dependency window, read and refused; None while a required folder is missing
-        (``partial``: a missing folder taken as empty)."""
+        """The raw files of the dependency window, read and refused; None while a required folder, or every
+        ``any_raw_window`` one, is missing (``partial``: a missing folder taken as empty)."""
         zone, folders = self.zone(node), []
         required, any_of = node.raw_window(), node.any_raw_window()
         absent_ok = [*any_of, *node.optional_raw_window()]

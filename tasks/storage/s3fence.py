@@ -2,8 +2,9 @@
 
 A store that accepts a conditional PUT whatever the key holds (older S3 servers) would let a frozen host
 overwrite a newer commit silently, so it is refused. The probe, under ``_state/probes/``: a put-if-absent,
-a second one and an ``If-Match`` on a wrong ETag (both must fail with 412), then a delete. A pass is
-remembered in this process and, for :data:`REMEMBER_S`, on this host; a failure is asked again next time."""
+a second one and an ``If-Match`` on a wrong ETag (both must fail with 412), then a delete. A store that
+passed is remembered in this process and, for :data:`REMEMBER_S`, on this host; one that failed is asked
+again next time."""
 
 from __future__ import annotations
 
