@@ -47,10 +47,6 @@ class Obj:
     mtime_ns: int
 
 
-def is_uri(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(SCHEME)
-
-
 def split_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/some/prefix`` -> (``bucket``, ``some/prefix/``); the prefix may be empty."""
     rest = uri[len(SCHEME) :]
