@@ -21,7 +21,7 @@ from tasks.building import Built
 from tasks.faults import went_away
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
-from tasks.freshness.inputs import FolderInputs, Window, input_line
+from tasks.freshness.inputs import Window, input_line
 from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
@@ -30,7 +30,7 @@ from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
 from tasks.targets import PartitionTarget, RawFolder, luigi_engine
 
-__all__ = ["FolderInputs", "Window", "fingerprint", "input_line", "luigi_run"]
+__all__ = ["Window", "fingerprint", "input_line", "luigi_run"]
 
 logger = logging.getLogger("luigi-interface")
 
