@@ -9,26 +9,19 @@ import os
 from pathlib import Path
 
 from tasks.storage.files import (  # noqa: F401 - the door's names
-    DICTIONARY_PAGE_LIMIT,
     PartitionBusy,
-    atomic_write_parquet,
     atomic_write_text,
     exclusive,
     flock_within,
-    parquet_sha256,
     warm_up,
 )
 from tasks.storage.layout import (  # noqa: F401 - the door's names
-    DATA_FILE,
     DATA_VERSION,
     MANIFEST,
     PARTITION_PREFIX,
-    PASS_HOOKS,
     WRITE_HOOKS,
     PartitionWriteError,
     new_pass,
-    parse_manifest,
-    parse_partition_name,
     partition_name,
     remote,
 )
