@@ -115,7 +115,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         store = self.store()
         previous = (luigi_engine().manifest(store, self.date) or {}).get("stats") or {}
         before = previous.get("store_rows")
-        if before is None and previous:  # a partition built before store_rows was recorded: its data file
+        if before is None and previous:  # a manifest without store_rows: from its data file
             before = _store_rows_of(store, self.date)
         emptied = {s: why for s, why in (previous.get("emptied_stores") or {}).items() if not now.get(s)}
         for s, rows in sorted((before or {}).items()):

@@ -28,7 +28,7 @@ def newest_mtime(files: list[RawFile]) -> int:
 
 
 def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
-    """A manifest's ``inputs`` as {path: (size, mtime_ns)}; old manifests hold ``[path, size, mtime_ns]``."""
+    """A manifest's ``inputs`` as {path: (size, mtime_ns)}; a line may also be ``[path, size, mtime_ns]``."""
     out = {}
     for line in lines:
         path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
@@ -50,7 +50,7 @@ def check_inputs(
     if trusted and side["input_fingerprint"] == fingerprint:
         return True, "" if metadata_same else SAME_CONTENT, None
     hashes = manifest.get("input_hashes")
-    if hashes is None:  # a manifest of a version before content hashes: metadata decides
+    if hashes is None:  # a manifest without content hashes: metadata decides
         return metadata_same, "" if metadata_same else "input changed: " + describe_changes(manifest, files), None
     if set(hashes) != {f.relpath for f in files}:
         return False, "input changed: " + describe_changes(manifest, files), None

@@ -50,7 +50,7 @@ class Window:
 
 
 def _parse_input_line(line: str | list) -> tuple[str, tuple[int, int]]:
-    """One manifest input; manifests written before 0.1.0's final format hold ``[path, size, mtime_ns]``."""
+    """One manifest input, a line or ``[path, size, mtime_ns]``."""
     path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
     return path, (int(size), int(mtime_ns))
 
