@@ -1,12 +1,8 @@
 """PartitionedTask: one business date, one hive folder, and a completeness check that sees staleness.
 
-The Luigi side of a partition: parameters, requirements, the run template (lock, re-check, build,
-verify the inputs did not change, write) and failure records. Whether a partition is up to date is
-the freshness engine's question (:mod:`tasks.freshness.engine`, no Luigi there): ``complete()``,
-``bulk_complete()``, the status view, plans and single runs all ask the process's one engine, so a
-chain of partitions is walked once per process, not once per question. The raw folders and partitions
-as Luigi's targets, and the engine a question of a Luigi run asks, are :mod:`tasks.targets`'s.
-"""
+The Luigi side of a partition: parameters, requirements, the run template and failure records.
+``complete()`` and ``bulk_complete()`` ask the freshness engine (:mod:`tasks.freshness.engine`), as the
+status view, plans and single runs do; Luigi's targets are :mod:`tasks.targets`'s."""
 
 from __future__ import annotations
 
@@ -25,7 +21,7 @@ from tasks.building import Built
 from tasks.faults import went_away
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
-from tasks.freshness.inputs import FolderInputs, Window, input_line
+from tasks.freshness.inputs import Window, input_line
 from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
@@ -34,26 +30,22 @@ from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
 from tasks.targets import PartitionTarget, RawFolder, luigi_engine
 
-__all__ = ["FolderInputs", "Window", "fingerprint", "input_line", "luigi_run"]
+__all__ = ["Window", "fingerprint", "input_line", "luigi_run"]
 
 logger = logging.getLogger("luigi-interface")
 
 
 class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
-    """A task whose output is one folder of Parquet + manifest, complete only while fresh (see module doc).
+    """A task whose output is one folder of Parquet + manifest, complete only while fresh: a
+    :class:`PartitionedTask` (one folder per business date) or a :class:`SnapshotTask` (one folder)."""
 
-    Subclasses: :class:`PartitionedTask` (one folder per business date) and :class:`SnapshotTask`
-    (one unpartitioned folder)."""
-
-    entry: ClassVar[catalogue.Dataset | None] = None  # the dataset it builds (tasks/catalogue.py)
-    dataset: ClassVar[str] = ""  # its folder under the data root: the entry's path
-    version: ClassVar[str] = ""  # its transform version, part of every rules fingerprint: the entry's version
-    # with --workers 2+, run in a worker process that runs many tasks (tasks/luigi_shortcuts/runners.py)
-    reuses_task_process: ClassVar[bool] = True
+    entry: ClassVar[catalogue.Dataset | None] = None
+    dataset: ClassVar[str] = ""  # the entry's path
+    version: ClassVar[str] = ""  # the entry's transform version, part of every rules fingerprint
+    reuses_task_process: ClassVar[bool] = True  # with --workers 2+, one worker process runs many tasks
 
     def __init_subclass__(cls, entry: catalogue.Dataset | None = None, **kwargs):
-        """A recipe names the catalogue entry it builds (``class StgQsrPos(PartitionedTask,
-        entry=catalogue.STG_QSR_POS)``): it takes its path and version from it, and is the entry's task."""
+        """``class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS)``: the recipe of that entry."""
         super().__init_subclass__(**kwargs)
         if entry is not None:
             cls.entry, cls.dataset, cls.version = entry, entry.path, entry.version
@@ -73,34 +65,29 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         raise NotImplementedError
 
     def accepts_input(self, name: str) -> bool:
-        """Whether a file of the window (by name) may be read; refused ones are reported. Default: all."""
+        """Whether a file of the window may be read, by its name; refused ones are reported."""
         return True
 
     input_names: ClassVar[str] = ""  # the names accepts_input takes, for the reason a file is refused
 
     def max_reject_share(self) -> float | None:
-        """Fail the partition when rejected rows exceed this share of ``stats["attributed_rows"]``
-        (the previous partition and its quarantine are kept; the rejected rows of the failed build are
-        kept beside its failure record). None: never."""
+        """Fail the partition when rejected rows exceed this share of ``stats["attributed_rows"]``; None: never."""
         return None
 
     def check_built(self, built: Built) -> None:
-        """Fail the build when its rejected rows pass :meth:`max_reject_share` (:func:`building.check_built`)."""
         building.check_built(self, built)
 
     def acceptance_settings(self) -> dict:
-        """The settings that decide whether a build fails without changing what it writes (so not in
-        :meth:`rules`): a failure they decided stops applying once they change (tasks/freshness/identity.py)."""
+        """Settings that decide whether a build fails without changing its output (so not in :meth:`rules`):
+        a failure they decided stops applying once they change."""
         return {"max_reject_share": self.max_reject_share()}
 
     def upstream_version(self, manifest: dict | None) -> str | None:
-        """What of an upstream partition this one depends on, from its manifest: by default its whole
-        data version; a task that reads a slice of it (one hotel) narrows this to that slice's version."""
+        """What of an upstream partition this one depends on: its data version, or a slice's (one hotel)."""
         return (manifest or {}).get("data_version")
 
     def provisional(self, cache: Engine) -> bool:
-        """An up-to-date partition that later data is still expected to change (ads before export
-        d+7). The status view shows it as provisional. Default: never."""
+        """An up-to-date partition that later data is still expected to change (ads before export d+7)."""
         return False
 
     def rules_fingerprint(self) -> str:
@@ -112,8 +99,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     # -- wiring ------------------------------------------------------------------------------------
     def dataset_path(self) -> str:
-        """Folder of the dataset under the data root; a task with a static partition key (a hotel)
-        puts it here (``exports/otb/hotel_id=H1``). Default: ``dataset``."""
+        """Folder of the dataset under the data root, with a static partition key (``exports/otb/hotel_id=H1``)."""
         return self.dataset
 
     def store(self) -> PartitionStore:
@@ -130,43 +116,37 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return []
 
     def any_raw_window(self) -> list[tuple[str, dt.date]]:
-        """Raw folders of which at least one must exist: each one present is read, and while none is,
-        the partition waits for the first (ad exports ``d+1 .. d+7``). Default: none."""
+        """Raw folders of which at least one must exist, each present one read (ad exports ``d+1 .. d+7``)."""
         return []
 
     def reads_raw(self) -> bool:
-        """Whether the partition reads raw folders at all (required, one of, or optional ones)."""
         return bool(self.raw_window() or self.any_raw_window() or self.optional_raw_window())
 
     @property
     def resources(self) -> dict[str, int]:
-        """One ``sftp`` resource while it reads an SFTP raw zone: ``[resources] sftp`` caps the
-        concurrent SFTP sessions of all workers sharing a scheduler."""
+        """One ``sftp`` resource while it reads an SFTP raw zone (``[resources] sftp`` caps the sessions)."""
         if settings.raw_root().startswith("sftp://") and self.reads_raw():
             return {"sftp": 1}
         return {}
 
     def raw_folders(self) -> list[RawFolder]:
-        """The window as Luigi requirements: each required folder, and of ``any_raw_window`` the newest
-        folder present, or its first while none is (the missing external dependency Luigi reports, exit
-        20). Which ones are present comes from the freshness engine's listings of this run: no new lookup."""
+        """The window as Luigi requirements: each required folder, and of ``any_raw_window`` the newest present
+        (or the first, for Luigi to report missing), from the engine's listings of this run."""
         folders = list(self.raw_window())
         if any_of := self.any_raw_window():
             folders += luigi_engine().present(self, any_of)[-1:] or any_of[:1]
         return [RawFolder(source=source, date=date) for source, date in folders]
 
     def upstream(self) -> list[PartitionedTask]:
-        """Upstream partitions this one reads (look-back and downstream tasks override it). Default: none."""
+        """Upstream partitions this one reads."""
         return []
 
     def requires(self) -> list[luigi.Task]:
-        """The dependency window's raw folders, then the upstream partitions."""
         with settings.snapshot():  # each settings section read once, not once per link
             return [*self.raw_folders(), *self.upstream()]
 
     def optional_raw_window(self) -> list[tuple[str, dt.date]]:
-        """Raw folders read when present (not Luigi requirements): their arrival or change makes the
-        partition stale, their absence does not block it. Default: none."""
+        """Raw folders read when present: their arrival makes the partition stale, their absence blocks nothing."""
         return []
 
     def input_files(self, cache: Engine) -> Window | None:
@@ -175,13 +155,12 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     # -- completeness ------------------------------------------------------------------------------
     def before_start(self) -> str:
-        """Why the partition is out of the pipeline's range and never built or rebuilt (a partition
-        already there is kept as it is); '' when it is in range. Default: always in range."""
+        """Why the partition is out of range, never built or rebuilt (one there is kept); '' when in range."""
         return ""
 
     def complete(self) -> bool:
         engine = luigi_engine()
-        with settings.snapshot():  # a check of a chain asks for start_date and data_root at every link
+        with settings.snapshot():
             done = bool(self.before_start()) or engine.state(self).ok
         runlog.watch([(self, done)])
         if not done:
@@ -193,26 +172,21 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     @classmethod
     def prepare_to_run(cls) -> None:
-        """Called in the scheduling process once something of this class will run, before Luigi forks.
-
-        Subclasses warm up what their transform loads lazily (kernels, timezone data), so that forked
-        worker processes (``--workers`` > 1) do not each pay for it. A no-op run pays nothing.
-        """
+        """Warm up what the transform loads lazily in the scheduling process, before Luigi forks, so each
+        worker does not pay for it; called only once something of this class will run."""
         if not cls._prepared:
             cls._prepared = True
             partitions.warm_up()
             cls.warm_up()
-            # what exists now (modules, kernels, timezone data) is never collected: a forked task's
-            # garbage collections then do not touch, and so copy, the pages it shares with this process
+            # never collected: a forked task's collections then do not touch (and copy) the shared pages
             gc.freeze()
 
     @classmethod
     def warm_up(cls) -> None:
-        """Load what the transform initialises lazily. Default: nothing."""
+        """Load what the transform initialises lazily."""
 
     def state(self, cache: Engine) -> State:
-        """This partition's state, as ``cache`` (an engine: :func:`freshness.process_engine` or a fresh one) sees it;
-        before ``[daybreak] start_date``, ok (kept as built) or missing, never stale."""
+        """This partition's state as ``cache`` sees it; before ``start_date`` ok or missing, never stale."""
         why = self.before_start()
         if why:
             store = cache.store(self)
@@ -224,36 +198,31 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         try:
             self.run_partition()
         finally:
-            # A task in a worker process (--workers 2 and more) hands back its raw-zone session (SFTP)
-            # before Luigi frees its resource slot. A task run in the scheduling process (one worker)
-            # keeps it: the checks and the tasks after it use it, one login for the whole run instead
-            # of one a date (an SSH login costs the server about 0.1 s).
+            # A worker process hands back its SFTP session before Luigi frees its resource slot; the
+            # scheduling process keeps it for the whole run (one login, not one a date).
             if multiprocessing.parent_process() is not None:
                 self.zone().close()
 
     def run_partition(self) -> None:
-        """The run template for this partition (``run()`` without handing back the raw-zone session:
-        a single-run range builds many partitions over one connection)."""
-        # a build reads data_root, raw_root and its rules dozens of times: each settings section once
+        """``run()`` without handing back the raw-zone session (a single-run range keeps one connection)."""
         with settings.snapshot():
             luigi_engine().list_early(self)  # a bucket's raw folders listed while the lease is taken
-            # a second run building this partition waits (at most [daybreak] lock_wait_s), then finds it done
+            # a second run building this partition waits, then finds it done
             with self.store().locked(self.key, settings.daybreak().lock_wait_s):
                 self._build_and_write()
 
     def _build_and_write(self) -> None:
-        if self.before_start():  # complete() says so: reached only by a direct call of the template
+        if self.before_start():  # reached only by a direct call of the template
             logger.warning("%s: %s; nothing written", self.task_id, self.before_start())
             return
         building.build(self, luigi_engine())
 
     def on_failure(self, exception: BaseException) -> str:
-        if getattr(exception, "superseded", False):  # another writer committed the partition: not a failure
+        if getattr(exception, "superseded", False):  # another writer committed it: not a failure
             logger.warning("%s", exception)
             return str(exception)
         record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
-        # a store or server that stopped answering: the run's summary names the failure and the store once
-        # (tasks/reporting/runlog.py), not a warning per partition
+        # a store that stopped answering is named once by the run's summary, not per partition
         quiet = logging.INFO if went_away(exception) else logging.WARNING
         try:  # what the attempt was made of: the record stops applying once any of it differs
             with settings.snapshot():
@@ -263,7 +232,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
                 logger.log(quiet, "could not record the identity of the failed %s: %r", self.task_id, exc)
         try:
             self.store().record_failure(self.key, record)
-        except (OSError, RuntimeError) as exc:  # the failure record must never hide the real error: named here
+        except (OSError, RuntimeError) as exc:  # the failure record must never hide the real error
             first = (str(exception) or type(exception).__name__).splitlines()[0]
             level = logging.INFO if went_away(exc) else quiet
             logger.log(level, "%s failed: %s (could not record the failure: %s)", self.task_id, first, exc)
@@ -287,10 +256,8 @@ def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
 
 
 class PartitionedTask(MaterializedTask):
-    """Base of every business-date partitioned task. Subclasses set ``dataset`` and define
-    ``raw_window()`` (the raw folders they read) and/or ``upstream()`` (the partitions they read),
-    ``rules()`` and ``build()``; ``requires()`` is derived from the first two, so the completeness
-    check never has to instantiate Luigi tasks to know the window."""
+    """Base of every business-date partitioned task: subclasses define ``raw_window()`` and/or ``upstream()``,
+    ``rules()`` and ``build()``; ``requires()`` is derived, so a check never instantiates Luigi tasks for it."""
 
     date = DateParameter(description="Business date of the partition")
 
@@ -299,19 +266,15 @@ class PartitionedTask(MaterializedTask):
         return self.date
 
     def before_start(self) -> str:
-        """A date before ``[daybreak] start_date`` is out of range, as RangeDaily leaves out a date that has
-        not begun: nothing is built there, and a partition already there (start_date moved forward) is
-        kept as built, never rewritten (an ads look-back there would have no day left in its window)."""
+        """A date before ``[daybreak] start_date`` is out of range: nothing is built there, and a partition
+        already there is kept as built (an ads look-back there would have no day left in its window)."""
         start = settings.daybreak().start_date
         return before_start_reason(start) if self.date < start else ""
 
     @classmethod
     def bulk_complete(cls, parameter_tuples: Iterable) -> list[dt.date]:
-        """The dates of ``parameter_tuples`` that are complete; same answers as ``complete()``.
-
-        Luigi's RangeDaily calls this with a ``functools.partial`` of the class (its of_params bound)
-        and a one-pass iterator of dates.
-        """
+        """The dates of ``parameter_tuples`` that are complete, as ``complete()`` says. RangeDaily calls it with
+        a ``functools.partial`` of the class and a one-pass iterator."""
         factory = cls
         engine = luigi_engine()
         done, incomplete = [], []
@@ -322,8 +285,7 @@ class PartitionedTask(MaterializedTask):
             reads_raw = started and (started[0].raw_window() or started[0].any_raw_window())
             far = reads_raw and engine.zone(started[0]).lists_at_once
             if store is not None and not engine.listed and (far or getattr(store.backend, "bucket", None)):
-                # a bucket: the dataset and its manifests' summaries read while the raw folders of every date
-                # are listed, each a request of its own
+                # a bucket: the dataset and its summaries read while every date's raw folders are listed
                 with ThreadPoolExecutor(2, thread_name_prefix="list-dataset") as pool:
                     asked = [pool.submit(engine.list_dataset, store), pool.submit(engine.read_summaries, store)]
                     engine.scan_ahead(started)
@@ -366,10 +328,8 @@ _warned_future: set[str] = set()
 
 
 def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
-    """The newest folder date of a raw source dated at most tomorrow (business timezone): a stray folder
-    dated later (``qsr_pos/2099-01-01/``) is ignored, named in a warning (once per process), so it
-    neither stretches a snapshot or the status view to 2099 nor makes them wait for folders up to
-    tomorrow that will never come."""
+    """The newest folder date of a raw source, at most tomorrow: a stray later folder (``2099-01-01``) is
+    ignored with a warning, so a snapshot or the status view is not stretched to it."""
     limit = settings.business_today() + dt.timedelta(days=1)
     newest = zone.newest_folder_date(source)
     if newest is None or newest <= limit:
@@ -389,6 +349,4 @@ def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
 
 
 def waiting_for(task: MaterializedTask, cache: Engine) -> str:
-    """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
-    partition waits for one. Empty when nothing is in the way."""
     return cache.waiting_for(task)

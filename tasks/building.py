@@ -1,6 +1,5 @@
-"""The build of one partition, without Luigi: the run template the Luigi task, a single-run range and a
-preview all call (:func:`build`), what a build hands back (:class:`Built`), the checks a build must pass, and
-what it keeps for the next date's build (:mod:`tasks.nextdate`)."""
+"""The build of one partition, without Luigi (:func:`build`): the one template the Luigi task, a single-run
+range and a preview call, what a build hands back (:class:`Built`) and the checks it must pass."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ logger = logging.getLogger("luigi-interface")
 
 
 class RejectShareExceeded(RuntimeError):
-    """Too many rows of a partition failed the type rules: the partition fails, the old one is kept.
-    ``decided_by`` holds the limit exceeded: part of the failure's identity (a raised limit ends it)."""
+    """Too many rows failed the type rules; ``decided_by``, the limit, is part of the failure's identity."""
 
     def __init__(self, message: str, decided_by: dict | None = None):
         super().__init__(message)
@@ -52,8 +50,7 @@ class Built:
 
 
 def check_built(node, built: Built) -> None:
-    """Fail the build when its rejected rows pass the node's ``max_reject_share`` (the previous partition and
-    its quarantine are kept; the rejected rows of the failed build are kept beside its failure record)."""
+    """Fail the build when its rejected rows pass ``max_reject_share``, keeping them beside its failure record."""
     limit = node.max_reject_share()
     rejected = 0 if built.rejected is None else built.rejected.num_rows
     attributed = built.stats.get("attributed_rows")
@@ -72,9 +69,7 @@ def check_built(node, built: Built) -> None:
 
 @dataclass
 class Manifest:
-    """What a partition's manifest records of its build (docs/run-semantics.md): its rules, the raw files it
-    read (with their content hashes) and refused, the upstream versions it read, counts and times. The store
-    adds the files it wrote (``data_files``, ``quarantine``) when it writes it."""
+    """What a manifest records of a build (docs/run-semantics.md); the store adds the files it wrote."""
 
     dataset: str
     business_date: str | None
@@ -96,34 +91,29 @@ class Manifest:
     duration_s: float = 0.0
     data_version: str | Future = ""  # hashed on another core: the store waits for it before the manifest
     data_version_kind: str = ""
-    built_by: dict = field(default_factory=dict)  # host, pid and Luigi worker of the process that commits it
+    built_by: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        """The manifest as stores write it."""
         return dict(self.__dict__)
 
 
 def build(node: Node, engine: Engine) -> dict | None:
-    """The build of ``node``'s partition, under its lock: freshness plans it (nothing to do when another
-    process built it; refused when it must not be replaced), the window is read and transformed and the
-    checks passed, then the store commits the partition and its manifest (only the manifest when the files
-    in place already hold this build), and the run records it. The manifest written, or None when the
-    partition was up to date."""
+    """Build ``node``'s partition under its lock: plan, read, transform, check, commit, record. The manifest
+    written, or None when the partition was up to date."""
     import tasks
 
     started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
-    nextdate.next_date()  # a new date: what the build before the last one kept is forgotten
+    nextdate.next_date()
     listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
     plan = plan_build(node, engine)
     store: PartitionStore = node.store()
     if plan.up_to_date:
-        # Luigi scheduled this because an upstream partition was stale; rebuilt, its data came out
-        # the same (or another worker got here first). Nothing to recompute, nothing to rewrite.
+        # its upstream was rebuilt to the same rows, or another worker got here first
         logger.info("%s: up to date now that its upstream is rebuilt; nothing written", node.task_id)
         store.clear_failure(node.key)
         return None
     window = plan.window
-    if window.refused:  # also in the manifest (refused_inputs) and in `daybreak status`
+    if window.refused:
         refused = "; ".join(f"{r['path']} ({r['reason']})" for r in window.refused)
         logger.warning("%s: %d raw file(s) of its window not read: %s", node.task_id, len(window.refused), refused)
     built = node.build(window.read)
@@ -149,7 +139,7 @@ def build(node: Node, engine: Engine) -> dict | None:
         started_at=started.isoformat(),
         finished_at=dt.datetime.now(dt.UTC).isoformat(),
         duration_s=round(time.perf_counter() - t0, 4),
-        # the rows' version, hashed on another core while the files are written (the store waits for it)
+        # hashed on another core while the files are written; the store waits for it
         data_version=start_on_side_thread(dataversions.logical_version, built.table),
         data_version_kind=dataversions.LOGICAL,
         built_by=built_by(),
@@ -158,8 +148,7 @@ def build(node: Node, engine: Engine) -> dict | None:
         node.key, built.table, manifest.as_dict(), built.extras, rejected=built.rejected, in_place=plan.in_place
     )
     runlog.wrote(node.task_id, manifest.stats.get("warnings"))
-    # committed: nothing after this fails the partition (a failure record that cannot be removed now is
-    # older than the manifest, and counts for nothing)
+    # committed: nothing fails the partition now (a failure record older than the manifest counts for nothing)
     with contextlib.suppress(OSError, StorageUnavailable):
         store.clear_failure(node.key)
     logger.info(
@@ -170,8 +159,7 @@ def build(node: Node, engine: Engine) -> dict | None:
 
 
 def built_by() -> dict:
-    """Who commits a manifest: ``[daybreak] host_name`` (the machine's host name by default), this process's
-    id and the Luigi worker it runs for ('' outside a Luigi run)."""
+    """Who commits a manifest: ``[daybreak] host_name``, this process's id and its Luigi worker ('' outside one)."""
     from tasks.luigi_shortcuts import worker_id
     from tasks.settings import host_name
 

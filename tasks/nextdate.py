@@ -1,11 +1,7 @@
-"""What one date's build keeps in this process for the next date's build. Consecutive dates read the same raw
-folders (StgQsrPos reads folders d and d+1, an ads export is read by 7 dates), so what date d made of a folder
-is offered to date d+1: a single-run range's parsed exports and checked folders (:func:`kept_for_next_date`),
-and the checked folder a build stored in a bucket (:func:`keep`, :func:`kept`: not fetched back).
-
-Each build begins (:func:`next_date`); a value is kept for the build that made or last took it and the next
-one that keeps or takes anything, so memory holds at most two dates' worth. A value is keyed by what it was
-made from, or checked by its taker: a key names one content."""
+"""What one date's build keeps in this process for the next date's: consecutive dates read the same raw
+folders (StgQsrPos reads d and d+1), so what date d made of a folder is offered to d+1. A value lives for the
+build that made or last took it and the next one that keeps or takes anything: at most two dates' worth.
+A key names one content (what the value was made from)."""
 
 from __future__ import annotations
 
@@ -18,8 +14,8 @@ _range = False  # inside a single-run range: kept_for_next_date keeps what it co
 
 
 def next_date() -> None:
-    """A build begins: what the build before the last one that kept or took something kept is forgotten (a
-    build that keeps nothing, a mart's, leaves the memory as it is)."""
+    """A build begins: forget the values of the build before the last one that kept or took any (a build that
+    keeps nothing, a mart's, changes nothing)."""
     global _current, _previous
     if _current:
         _previous, _current = _current, {}
@@ -42,8 +38,7 @@ def kept(key: Hashable, default=None):
 
 
 def kept_for_next_date(key: Hashable, compute: Callable):
-    """``compute()``, or, inside a single-run range (:func:`keeping_for_next_date`), its value kept from the
-    previous date (same key)."""
+    """``compute()``, or inside a single-run range its value kept from the previous date."""
     if not _range:
         return compute()
     missing = object()
@@ -54,7 +49,6 @@ def kept_for_next_date(key: Hashable, compute: Callable):
 
 
 def keeps_for_next_date() -> bool:
-    """Whether this process builds a single-run range (:func:`keeping_for_next_date`)."""
     return _range
 
 

@@ -27,23 +27,21 @@ if TYPE_CHECKING:
     from tasks.transforms.qsr_check import CheckedFolder
 
 logger = logging.getLogger("luigi-interface")
-STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date (Arrow IPC)
-CACHE_FORMAT = 8  # of a checked folder in the data root (tasks/checked/); bump when it changes
-CACHE_COMPRESSION = None  # Arrow IPC buffers of a checked folder's entry: None, "lz4" or "zstd" (docs/performance.md)
-CHECK_BATCH_BYTES = 2 << 20  # raw bytes of the files read, parsed and checked at a time (docs/performance.md)
-CHECK_THREADS = 2  # batches parsed and checked at once (docs/performance.md: two cost memory)
-# how a build had each raw folder's checked rows: the manifest's stats.raw_folders {folder date: one of these}
+STORE_TOTALS_FILE = "_store_totals.arrow"  # beside data.parquet: each store's totals of the date
+CACHE_FORMAT = 8  # of a checked folder's entry (tasks/checked/); bump when it changes
+# knobs: docs/performance.md
+CACHE_COMPRESSION = None  # a checked folder's entry's IPC buffers: None, "lz4" or "zstd"
+CHECK_BATCH_BYTES = 2 << 20  # raw bytes read, parsed and checked at a time
+CHECK_THREADS = 2  # batches parsed and checked at once
+# the manifest's stats.raw_folders: {folder date: how this build had its checked rows}
 CHECKED, SHARED, IN_MEMORY = "checked", "shared", "in memory"
 
 
 class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
     """stg_qsr_pos: one row per POS line (store_id, order_id, line_no) per business date.
 
-    Reads raw folders ``qsr_pos/<date>/`` and ``qsr_pos/<date+1>/`` (the business day ends at 04:59:59
-    local, after the POS's midnight file split), keeps lines whose business date is ``date``, drops
-    duplicates (last read wins) and VOIDED lines, computes net_amount and is_suspicious. Rejected rows
-    go to ``quarantine/staging/qsr_pos/business_date=<date>/rejected.parquet``.
-    """
+    Reads ``qsr_pos/<date>/`` and ``qsr_pos/<date+1>/`` (the business day ends at 04:59:59 local), keeps the
+    date's lines, drops duplicates (last read wins) and VOIDED lines; rejected rows go to the quarantine."""
 
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [("qsr_pos", d) for d in qsr_dependency_window(self.date)]
@@ -56,10 +54,10 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         from tasks.transforms.stores import store_totals, to_ipc
 
         checked, result = warm_up()
-        sink = io.BytesIO()  # the format of the checked folders in the data root: Arrow IPC loads lazily
+        sink = io.BytesIO()  # Arrow IPC loads lazily
         checked_to_ipc(checked, sink)
         checked_from_ipc(sink.getvalue())
-        # what a build runs after the transform: Arrow's acero (the store totals' group-by) loads lazily
+        # Arrow's acero (the store totals' group-by) loads lazily
         to_ipc(store_totals(result.table, dt.date(2026, 9, 15)))
         slice_versions(result.table, "store_id", {"S1"})
         logical_version(result.table)
@@ -80,9 +78,9 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         from tasks.transforms.qsr_pos import clean_checked  # pyarrow loads only where data is built
         from tasks.transforms.stores import store_totals, to_ipc
 
-        # closed whatever happens: a folder being checked holds its lock and its cache entry's temporary
-        # file until the generator ends, not until an error's traceback is let go
-        how: dict[str, str] = {}  # folder date -> how this build had its checked rows (RAW_FOLDER_HOW)
+        # closed whatever happens: a folder being checked holds its turn and its entry's temporary file
+        # until the generator ends, not until an error's traceback is let go
+        how: dict[str, str] = {}  # folder date -> CHECKED, SHARED or IN_MEMORY
         with contextlib.closing(self._checked(inputs, how)) as folders:
             result = clean_checked(folders, self.date, self.qsr_rules(), task_threads())
         stats = {
@@ -96,7 +94,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
             "duplicates_of_date": result.duplicates_of_date,
             "other_date_rows": result.other_date_rows,
         }
-        # needed in the manifest only: hashed while the files are written
+        # hashed while the files are written
         stats["store_versions"] = start_on_side_thread(store_versions, inputs, result.table)
         stats.update(self._emptied_stores(inputs, result.table))
         # what StoreDailySales reads, so that a store's mart never reads another store's lines
@@ -104,11 +102,9 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         return Built(result.table, result.rejected, stats, extras)
 
     def _emptied_stores(self, inputs: list[RawFile], table: pa.Table) -> dict:
-        """``store_rows`` (rows per store of this build) and, for every store that had rows in the
-        previous build of the partition and has none now (a store file re-sent with its header only:
-        the contract allows an empty file, so it is no error), a warning: logged now, and kept in the
-        manifest's ``stats.warnings`` (the run's summary and ``daybreak status`` show it) for as long as
-        the store has no rows."""
+        """``store_rows`` of this build, and a warning for every store that had rows in the previous build and
+        has none now (a file re-sent with its header only is no error), kept in ``stats.warnings`` for as long
+        as the store has no rows."""
         import pyarrow.compute as pc
 
         from tasks.targets import luigi_engine
@@ -119,7 +115,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         store = self.store()
         previous = (luigi_engine().manifest(store, self.date) or {}).get("stats") or {}
         before = previous.get("store_rows")
-        if before is None and previous:  # a partition built before store_rows was recorded: its data file
+        if before is None and previous:  # a manifest without store_rows: from its data file
             before = _store_rows_of(store, self.date)
         emptied = {s: why for s, why in (previous.get("emptied_stores") or {}).items() if not now.get(s)}
         for s, rows in sorted((before or {}).items()):
@@ -134,15 +130,9 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
 
     def _checked(self, inputs: list[RawFile], how: dict[str, str]) -> Iterator[CheckedFolder]:
-        """Each folder of the window checked (:func:`check_folder`), in read order: a folder whole, or
-        its pieces one after the other (:func:`check_pieces`), so the caller keeps only what it needs of
-        each piece. ``how`` learns how each folder was had (:data:`CHECKED`, :data:`SHARED`...).
-
-        A folder serves two partitions (dates folder-1 and folder): a single-run range keeps it in
-        memory for the next date; otherwise the first build leaves it checked in the data root
-        (``_state/checked``, see :mod:`tasks.checked`) for the other one, whatever process or host
-        builds it, keyed by the content of its files (read and hashed either way: the manifest records
-        the hashes), writing the entry piece by piece as the folder is checked."""
+        """Each folder of the window checked, in read order, whole or piece by piece. A folder serves two
+        partitions: a single-run range keeps it in memory for the next date; otherwise the first build leaves
+        it in the data root (:mod:`tasks.checked`) for the other. ``how`` learns how each folder was had."""
         from tasks.transforms import qsr_check
 
         zone, rules = self.zone(), self.qsr_rules()
@@ -150,7 +140,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         if not keeps_for_next_date():
             yield from self._shared(zone, groups, rules, how)
             return
-        for folder, files in groups:  # a single run: the folder is kept whole, in memory, for the next date
+        for folder, files in groups:  # a single run: kept whole, in memory, for the next date
             how[folder.isoformat()] = IN_MEMORY
 
             def check(files=files, folder=folder):
@@ -162,27 +152,20 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
             )
 
     def _pieces(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
-        """The folder checked a batch at a time: read, parsed and checked a batch of files at a time,
-        CHECK_THREADS batches at once when the build has that many threads (:func:`task_threads`;
-        memory: docs/performance.md); the hashes remembered are those of the bytes checked, so is the
-        entry's key."""
+        """The folder checked a batch of files at a time, up to CHECK_THREADS batches at once; the hashes
+        remembered, and so the entry's key, are those of the bytes checked."""
         from tasks.transforms import qsr_check
 
         threads = min(CHECK_THREADS, task_threads())
         return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, threads)
 
     def _shared(self, zone, groups: list, rules: QsrRules, how: dict[str, str]) -> Iterator[CheckedFolder]:
-        """The folders in read order, each read checked from the data root or checked here: a folder not
-        found checked is checked in turns with any other process or host that needs it at once
-        (:meth:`CheckedFolders.turn`). A folder another one is checking is waited for only once this build
-        has taken the later folders of its window that nobody is checking (kept in memory until their turn
-        to be handed on): two hosts given dates d and d+1 at once each check a folder of their own first,
-        then read the other's."""
+        """The folders in read order, each read from the data root or checked here, in turns with any other
+        process or host. A folder another is checking is waited for only after this build took the later
+        folders nobody is checking: two hosts given d and d+1 at once each check one, then read the other's."""
         from tasks.checked import CheckedFolders
 
         shared = CheckedFolders(self.store().backend, self.dataset)
-        # listed here, as the folders are needed: a folder found free is checked without being looked for
-        # again once its turn is taken, which holds while this listing is younger than another host's check
         shared.survey()
         taking = self._take_early(shared, groups)
         ahead: dict[dt.date, list[CheckedFolder]] = {}
@@ -217,15 +200,14 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
                         raise
                 yield from self._check(shared, turn, zone, files, folder, rules, how, taken and shared.free(folder))
         finally:
-            for turn, early in taking.values():  # taken early, and not used (the build failed)
+            for turn, early in taking.values():  # taken early and not used (the build failed)
                 if early.exception() is None and early.result():
                     turn.release()
 
     @staticmethod
     def _take_early(shared, groups: list) -> dict:
-        """{folder: (its turn, the future of its ``try_take``)} for the last folder of the window, when the
-        survey found it free in a bucket: a new folder to check, whose turn (a PUT) is taken while the folders
-        before it are read, not after (a store is 5-50 ms away)."""
+        """{folder: (its turn, its ``try_take`` future)} for the window's last folder when the survey found it
+        free in a bucket: its turn (a PUT) is taken while the folders before it are read."""
         from tasks.cores import process_pool
 
         folder = groups[-1][0] if len(groups) > 1 else None
@@ -252,34 +234,31 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         return checked
 
     def _check(self, shared, turn, zone, files, folder: dt.date, rules: QsrRules, how: dict, free: bool = False):
-        """Under the folder's ``turn`` (held): the folder from its entry (written meanwhile: looked for again,
-        unless it was ``free``, no entry nor turn when this build looked), or checked piece by piece, each
-        piece written to a new entry before it is handed on; the turn is let go once the entry is read, or
-        written."""
+        """Under the folder's ``turn``: the folder from its entry (looked for again unless ``free``), or checked
+        piece by piece into a new entry; the turn is let go once the entry is read or written."""
         from tasks.checked import ipc
 
         try:
             checked = None if free else self._found(shared, zone, files, folder, rules, how)
             if checked is None:
                 how[folder.isoformat()] = CHECKED
-                # the entry is written on a thread of its own (Arrow's IPC writer, the file's writes and
-                # its checksum release the GIL) while the caller works on each piece; in this thread
-                # when the build has one core (tasks/cores.py)
+                # the entry is written on a side thread (the writes release the GIL) while the caller
+                # works on each piece
                 with shared.putting(folder, self.date) as entry, side_thread("cache_entry") as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
-                    read_ns = time.time_ns()  # before the files' identities are taken, then they are read
+                    read_ns = time.time_ns()  # before the files' identities are taken
                     identities = [zone.file_identity(f) for f in files]
                     writing = None
                     for piece in self._pieces(zone, files, folder, rules):
                         if writing is not None:
-                            writing.result()  # one piece at a time in writing: memory; its error raised here
+                            writing.result()  # one piece in writing at a time; its error raised here
                         writing = pool.submit(writer.write, piece)
                         yield piece
                         del piece  # before the next one is checked
                     if writing is not None:
                         writing.result()
                     writer.close(folder)
-                    # with what the files were when read: the next reader need not read them to hash them
+                    # the files as read: the next reader need not read them to hash them
                     hashes = [zone.known_digest(f) for f in files]
                     recorded = {f.relpath: [i, h] for f, i, h in zip(files, identities, hashes, strict=True) if i and h}
                     entry.commit(self._cache_key(zone, files, rules), files=recorded, read_ns=read_ns)
@@ -290,7 +269,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
 
     @staticmethod
     def _cache_key(zone, files: list[RawFile], rules: QsrRules) -> str:
-        """The key of the checked rows of ``files`` as this process last read them (content hashes)."""
+        """The key of the checked rows of ``files`` as this process read them (content hashes)."""
         from tasks.transforms import qsr_pos
 
         return fingerprint(
@@ -308,7 +287,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
 
 
 def _take(shared, taking: dict, folder: dt.date) -> tuple:
-    """(the folder's turn, whether it was taken): taken early (:meth:`StgQsrPos._take_early`), else now."""
+    """(the folder's turn, whether it was taken), early or now."""
     if folder in taking:
         turn, early = taking.pop(folder)
         return turn, early.result()
@@ -317,9 +296,8 @@ def _take(shared, taking: dict, folder: dt.date) -> tuple:
 
 
 def _hash_files(zone, files: list[RawFile], about: dict) -> None:
-    """Make each file's content hash known to ``zone`` (the cache key and the manifest need it): as the
-    folder's cache entry recorded it (``about``: its trailer) when the file is still the one read then
-    (:meth:`RawZone.recorded_digest`), else by reading and hashing the file now."""
+    """Make each file's content hash known to ``zone``: as the entry's trailer ``about`` recorded it while the
+    file is still the one read then, else by reading it now."""
     recorded = about.get("files") if isinstance(about.get("files"), dict) else {}
     read_ns = about.get("read_ns") if isinstance(about.get("read_ns"), int) else 0
     for f in files:
@@ -328,8 +306,7 @@ def _hash_files(zone, files: list[RawFile], about: dict) -> None:
 
 
 def _batches(zone, files: list[RawFile], size: int) -> Iterator[list[tuple[bytes, str]]]:
-    """The files' (bytes, relpath) in read order, in batches of at least ``size`` bytes (the last one
-    smaller), each read when it is asked for."""
+    """The files' (bytes, relpath) in read order, in batches of at least ``size`` bytes, read when asked for."""
     batch, held = [], 0
     for f, data in zip(files, zone.read_inputs(files), strict=True):
         batch.append((data, f.relpath))
@@ -353,9 +330,8 @@ def _store_rows_of(store, date: dt.date) -> dict[str, int]:
 
 
 def store_versions(inputs: list[RawFile], table: pa.Table) -> dict[str, str]:
-    """Per store, the logical version of its rows of the partition (every store with a file, rows or
-    not). Only a change of a store's rows changes its version, so per-store consumers (StoreDailySales)
-    rebuild for that store alone, and a rule change that alters no row of a store rebuilds nothing of it."""
+    """Per store with a file, the logical version of its rows: per-store consumers (StoreDailySales) rebuild
+    only for a store whose rows changed."""
     from tasks.freshness.dataversions import slice_versions
     from tasks.transforms.rawcsv import file_stem
 

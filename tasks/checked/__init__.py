@@ -1,32 +1,11 @@
-"""Checked raw folders, an intermediate in the data root shared by every process and host that builds a
-dataset (no Luigi here).
+"""Checked raw folders: an intermediate in the data root, ``_state/checked/<dataset>/<folder date>/<key>.arrow``,
+shared by every process and host. Each raw folder is read by two partitions (d and d-1), often in two
+processes, hosts or runs: the first to check it leaves its rows there, and the second reads them.
 
-StgQsrPos reads raw folders d and d+1 for partition d, so every folder is read by two partitions, often
-in two processes (``--workers 2``), two hosts (luigid hands them dates d and d+1 at once) or two runs
-(today's d+1 is tomorrow's d). The first one to check a folder leaves its checked rows in the data root,
-through its backend (a disk or the bucket), as Arrow IPC, content-addressed:
-
-    <data_root>/_state/checked/<dataset>/<folder date>/<key>.arrow
-
-The key is a fingerprint of what the rows were computed from: the entry format, the transform's version,
-the rules that matter, each file's name and content hash. The entry's trailer holds the key, the partition
-that wrote it, the files' identities and hashes as read (so that a reader need not read a file again to
-hash it) and the payload's length and checksum (XXH3-64): an entry that is torn or damaged is never used.
-An entry is written like a partition: to a temporary name then linked into place on a disk (not fsynced;
-an entry there already is kept), with one conditional PUT (``If-None-Match: *``) on a bucket, where a 412
-means another writer stored the same content. A wrong key is a miss (another name); a damaged entry is a
-miss and is removed. Never a source of truth: deleting ``_state/checked`` at any time only costs time.
-
-Two processes or hosts that need the same folder at once take turns (:mod:`tasks.checked.turns`): the
-second one waits for the first one's entry instead of checking the folder too.
-
-An entry is removed once the second partition reading the folder has used it (the writer is recorded),
-or has checked the folder itself (both ran at once); any entry older than :data:`MAX_AGE_S` is removed
-when a process first writes one. No entry is written while the local disk of the data root has less than
-512 MiB or 5 % free: the intermediate never takes the space a partition needs. What stays is the entry
-of a folder whose other partition has not been built: at the ends of a range (folder d+1 of the last date
-d, for tomorrow's run).
-"""
+An entry is content-addressed (format, transform version, rules, each file's name and hash); its trailer
+has the files' hashes and the payload's length and XXH3 checksum, so a torn entry is never used. It is
+removed once the folder's other partition used it, or after :data:`MAX_AGE_S`; none is written while the
+disk is short of room. Never a source of truth: deleting ``_state/checked`` only costs time."""
 
 from __future__ import annotations
 
@@ -46,7 +25,7 @@ ROOT = "_state/checked"  # below the data root
 MAX_AGE_S = 7 * 86400  # a daily run reads yesterday's d+1 entry the next day; a week covers a pause
 MIN_FREE_BYTES = 512 * 2**20  # no entry is written while less than this is free on the data root's disk
 MIN_FREE_SHARE = 0.05  # ... or less than this share of it
-_EXPIRED: set[str] = set()  # the buckets' intermediates this process has expired (once a process: a listing)
+_EXPIRED: set[str] = set()  # buckets' intermediates expired by this process (a listing each)
 
 
 class CheckedFolders:
@@ -61,8 +40,7 @@ class CheckedFolders:
         self.surveyed = False
 
     def survey(self) -> None:
-        """List every folder's entries and turns at once (on a bucket: one listing, then each folder's first
-        lookup needs no request of its own; on a disk each lookup looks at its folder, at no cost)."""
+        """On a bucket, list every folder's entries and turns at once (one listing)."""
         if isinstance(self.where, Bucket):
             self.listed, self.busy = self.where.survey()
             self.surveyed = True
@@ -77,9 +55,8 @@ class CheckedFolders:
         return self.listed.setdefault(day, [])
 
     def free(self, folder: dt.date) -> bool:
-        """Whether :meth:`survey` found neither an entry of the folder nor its turn taken: a build that then took
-        the turn at once need not look for an entry again (one stored since would have needed the whole check
-        of another host in between)."""
+        """Whether :meth:`survey` found neither an entry nor a turn taken: a build that then took the turn at once
+        need not look again (an entry stored since would need another host's whole check in between)."""
         day = folder.isoformat()
         return self.surveyed and day not in self.busy and not (self.listed or {}).get(day)
 
@@ -100,10 +77,9 @@ class CheckedFolders:
     def lookup(
         self, folder: dt.date, prepare: Callable[[dict], None], key: Callable[[], str], reader: dt.date, fresh=True
     ):
-        """The payload of the folder's intact entry for ``key()``, or None (a miss); ``fresh`` False: among the
-        entries :meth:`survey` found. ``prepare(trailer)`` is called with the trailer of an entry found, before
-        ``key()``: the key needs every file's hash, which the trailer may give. The entry is removed when
-        ``reader`` is not the partition that wrote it: each folder serves two partitions."""
+        """The payload of the folder's intact entry for ``key()``, or None. ``prepare(trailer)`` runs before
+        ``key()``, which needs the files' hashes a trailer may give. The entry is removed when ``reader`` is
+        not its writer: each folder serves two partitions."""
         day = folder.isoformat()
         names = self.names(folder, fresh)
         meta = {}
@@ -132,18 +108,15 @@ class CheckedFolders:
             self.listed[day].remove(name)
 
     def put(self, folder: dt.date, key: str, writer: dt.date, write) -> None:
-        """Store what ``write(file)`` writes as the folder's entry for ``key``."""
         with self.putting(folder, writer) as entry:
             write(entry)
             entry.commit(key)
 
     @contextmanager
     def putting(self, folder: dt.date, writer: dt.date) -> Iterator[Entry]:
-        """An entry written as it is made: ``entry`` takes the payload (a file object), then
-        ``entry.commit(key)`` adds the trailer and stores it, once the key is known (a folder's files are
-        hashed as they are read). Leaving the block without a commit, or with an exception, leaves no entry.
-        No error of the storage is raised (a full disk, a read-only data root, a store that refuses): the
-        entry takes the rest of the payload without keeping it, and the commit does nothing."""
+        """An entry written as it is made, then ``entry.commit(key)`` once the key is known (the files are
+        hashed as they are read); no commit, no entry. Storage errors are never raised: the entry then
+        swallows the payload and the commit does nothing."""
         entry = Entry(self.where, folder.isoformat(), writer, (self.listed or {}).get(folder.isoformat()))
         with contextlib.suppress(OSError):
             if self.where.room():
@@ -160,8 +133,7 @@ class CheckedFolders:
 
 
 class Entry:
-    """One entry being written (see :meth:`CheckedFolders.putting`): its sink, the payload's length and
-    checksum so far. A write that fails (OSError) ends the writing, not the caller's work."""
+    """One entry being written: its sink, length and checksum so far. A failed write ends the writing only."""
 
     closed = False  # for pyarrow, which writes to ``sink``: a file object that stays open
 
@@ -184,11 +156,8 @@ class Entry:
         pass
 
     def commit(self, key: str, **about) -> None:
-        """Add the trailer (``key``, writer, length, checksum, and ``about``: what a reader wants before it
-        reads the payload, the files' identities and hashes) and store the entry; nothing when the writing
-        failed. When the folder's entry for ``key`` is there already (another process checked the same
-        content at the same time): kept, unless the other partition reading the folder wrote it (both ran at
-        once): then it is removed, both had it. Other entries of the folder (other files, other rules) go."""
+        """Add the trailer (``about``: what a reader wants before the payload) and store the entry, unless the
+        writing failed; the folder's other entries go."""
         if self.sink is None:
             return
         name = f"{key}{ENTRY}"
@@ -203,7 +172,7 @@ class Entry:
             return
         self.committed = True
         others = None if self.listed is None else [n for n in self.listed if n != name]
-        if self.where.stores_later:  # a bucket: stored on a thread of its own, before the turn is let go there
+        if self.where.stores_later:  # queued before the turn's release on the same thread
             from tasks.storage.s3lease import later
 
             if self.listed is not None:
@@ -213,9 +182,8 @@ class Entry:
         self._store(name, meta, sink, others)
 
     def _store(self, name: str, meta: dict, sink, others: list[str] | None) -> None:
-        """Store the written entry; when the same entry is there already, keep it, unless the folder's other
-        partition wrote it (then both had it: removed); the folder's ``others`` entries (None: listed now)
-        removed."""
+        """Store the entry; one there already is kept, unless the folder's other partition wrote it (both ran
+        at once, both had it: removed). The ``others`` (None: listed now) are removed."""
         try:
             created = self.where.store(self.day, name, sink)
             if not created and self.where.trailer(self.day, name).get("writer") != meta["writer"]:
@@ -230,7 +198,6 @@ class Entry:
             self.where.drop(sink)
 
     def close(self) -> None:
-        """Drop what was written and not committed."""
         if self.sink is not None:
             self.where.drop(self.sink)
             self.sink = None

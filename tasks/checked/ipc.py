@@ -1,6 +1,5 @@
-"""The intermediate's entries (tasks/checked): a checked qsr_pos folder
-(:class:`tasks.transforms.qsr_check.CheckedFolder`) as an Arrow IPC stream, written piece by piece as the
-folder is checked, read back without a copy."""
+"""A checked qsr_pos folder as an Arrow IPC stream, written piece by piece as it is checked, read back
+without a copy."""
 
 from __future__ import annotations
 
@@ -18,10 +17,8 @@ from tasks.transforms.qsr_check import (
 
 
 class CheckedWriter:
-    """A checked folder written to ``sink`` (a writable file object) as it is checked, as one Arrow IPC
-    stream: each piece's valid rows (:meth:`write`), then (:meth:`close`) an empty last batch whose
-    custom metadata holds the folder's date, the rows read and the rejects (an IPC stream of their
-    own, in :func:`merge_checked`'s order). Read back by :func:`checked_from_ipc`."""
+    """A checked folder written to ``sink`` as one IPC stream: each piece's valid rows, then an empty last
+    batch whose metadata holds the folder's date, the rows read and the rejects (an IPC stream of their own)."""
 
     def __init__(self, sink, compression: str | None = None):
         # the stream writes each buffer on its own (thousands): gathered into 1 MiB writes to the sink
@@ -52,15 +49,14 @@ class CheckedWriter:
 
 
 def checked_to_ipc(checked: CheckedFolder, sink, compression: str | None = None) -> None:
-    """Write a checked folder to ``sink`` (a writable file object) at once (see :class:`CheckedWriter`)."""
+    """Write a checked folder to ``sink`` at once."""
     writer = CheckedWriter(sink, compression)
     writer.write(checked)
     writer.close(checked.folder)
 
 
 def checked_from_ipc(data) -> CheckedFolder:
-    """What a :class:`CheckedWriter` wrote, read back; raises ``pa.ArrowInvalid`` (or ValueError) on
-    anything else."""
+    """What a :class:`CheckedWriter` wrote; ``pa.ArrowInvalid`` or ValueError on anything else."""
     batches, meta = [], None
     with pa.ipc.open_stream(pa.py_buffer(data)) as reader:  # zero-copy: the arrays point into ``data``
         if reader.schema != CHECKED_SCHEMA:

@@ -1,6 +1,5 @@
-"""Where the checked folders of a dataset are kept (:mod:`tasks.checked`): a folder on a disk (:class:`Disk`) or
-a bucket prefix (:class:`Bucket`), each with its way of listing, reading, storing and removing an entry, and of
-taking turns at a folder (:mod:`tasks.checked.turns`)."""
+"""Where a dataset's checked folders are kept, on a disk (:class:`Disk`) or in a bucket (:class:`Bucket`):
+listing, reading, storing and removing an entry, and taking turns at a folder."""
 
 from __future__ import annotations
 
@@ -18,14 +17,13 @@ from tasks.checked.turns import BucketTurn, DiskTurn
 from tasks.storage.tempnames import is_temp_name, sweep, temp_path
 
 ENTRY = ".arrow"
-# the last entry this process stored in a bucket, (key, pid, ETag, bytes): its next build, the folder's other
-# partition, takes it from memory (tasks/nextdate.py); one a build (a checked folder is some MB)
+# the last entry this process stored in a bucket, (key, pid, ETag, bytes): its next build, the folder's
+# other partition, takes it from memory (tasks/nextdate.py)
 STORED = "checked entry stored"
 
 
 def split(data) -> tuple[memoryview, dict] | None:
-    """(payload, trailer) of an entry's bytes, when its trailer reads and the payload has the length and
-    checksum it records; None otherwise."""
+    """(payload, trailer) of an entry, when the payload has the length and checksum the trailer records."""
     data = memoryview(data)
     try:
         size = int.from_bytes(data[-8:], "little")
@@ -80,16 +78,14 @@ class Disk:
         return split(data)
 
     def remove(self, day: str, name: str) -> None:
-        """The entry removed, and its folder date's folder when that leaves it empty (a writer that finds it
-        gone makes it again)."""
+        """The entry removed, and its folder when that leaves it empty (a writer makes it again)."""
         with contextlib.suppress(OSError):
             (self.root / day / name).unlink()
         with contextlib.suppress(OSError):
             (self.root / day).rmdir()
 
     def room(self) -> bool:
-        """Whether the data root's file system has room to spare: at least ``MIN_FREE_BYTES`` and
-        ``MIN_FREE_SHARE`` (:mod:`tasks.checked`) of it stay free for the partitions."""
+        """Whether ``MIN_FREE_BYTES`` and ``MIN_FREE_SHARE`` of the disk stay free for the partitions."""
         where = self.root
         while not where.exists() and where != where.parent:
             where = where.parent
@@ -99,7 +95,7 @@ class Disk:
 
     def sink(self, day: str):
         with contextlib.suppress(OSError):
-            sweep(self.root / day)  # temporaries of a writer killed mid-write: swept by the next writer
+            sweep(self.root / day)
         path = temp_path(self.root / day / ENTRY)
         try:
             fh = open(path, "wb")
@@ -127,8 +123,8 @@ class Disk:
             os.unlink(sink.temp)
 
     def expire(self, before: float) -> None:
-        """Entries and locks older than ``before`` removed, and temporaries of a writer that died. A folder
-        changed since (an entry stored or removed in it) is not looked into: one stat a folder date."""
+        """Entries and locks older than ``before`` removed, and dead writers' temporaries; a folder changed
+        since is not looked into (one stat a folder)."""
         for day in os.scandir(self.root):
             with contextlib.suppress(OSError):
                 if day.is_dir(follow_symlinks=False):
@@ -205,8 +201,7 @@ class Bucket:
         return split(data) if data else None
 
     def remove(self, day: str, name: str) -> None:
-        """Deleted on a thread of its own: nothing waits for it (a reader that finds it still there reads it,
-        and removes it again)."""
+        """Deleted on a thread nothing waits for (a reader that finds it still there removes it again)."""
         from tasks.storage.s3lease import later
 
         rel = f"{self.rel}/{day}/{name}"
@@ -227,7 +222,7 @@ class Bucket:
 
         rel = f"{self.rel}/{day}/{name}"
         try:
-            sink.seek(0)  # the buffer itself is the body: the entry is not copied once more
+            sink.seek(0)  # the buffer itself is the body, not a copy
             etag = self.bucket.put(rel, sink, if_none_match=True)
         except PreconditionFailed:
             self.drop(sink)
@@ -235,7 +230,7 @@ class Bucket:
         except BaseException:
             self.drop(sink)
             raise
-        # kept for this process's next build, which reads the folder's other partition: no GET of it back
+        # kept for this process's next build (the folder's other partition): no GET of it back
         nextdate.keep(STORED, (rel, os.getpid(), etag, sink.getbuffer()))
         return True
 
@@ -251,7 +246,7 @@ class Bucket:
 
 
 def _limits() -> tuple[float, float]:
-    """(MIN_FREE_BYTES, MIN_FREE_SHARE) as :mod:`tasks.checked` has them now (a test may lower them)."""
+    """(MIN_FREE_BYTES, MIN_FREE_SHARE) as :mod:`tasks.checked` has them now."""
     from tasks import checked
 
     return checked.MIN_FREE_BYTES, checked.MIN_FREE_SHARE

@@ -1,7 +1,6 @@
-"""What a build asks freshness, once, under its partition's lock (:func:`plan_build`): is there anything to
-build, which raw files to read, which upstream versions to record, the manifest in place, and what to check
-before the partition is replaced. A build that must not replace the partition in place is refused here,
-before anything is read (docs/scale-out.md, "A rollout cannot be undone")."""
+"""What a build asks freshness once, under its partition's lock (:func:`plan_build`): anything to build,
+which raw files to read, which upstream versions to record, the manifest in place. A build that must not
+replace the partition (it would undo a rollout, docs/scale-out.md) is refused before anything is read."""
 
 from __future__ import annotations
 
@@ -13,9 +12,8 @@ from tasks.freshness.node import Node
 
 
 class NotReplaced(RuntimeError):
-    """A build that must not replace the partition in place: another host committed it since this run first
-    looked at it, with other rules, or a newer version of the dataset's code built it. The run counts it as
-    superseded (exit 10), not failed (tasks/luigi_shortcuts/hosts.py)."""
+    """Another host committed the partition with other rules since this run first looked, or newer code built
+    it; the run counts it as superseded (exit 10), not failed."""
 
     superseded = True
 
@@ -28,16 +26,15 @@ class RawInputChanged(RuntimeError):
 class BuildPlan:
     """What a build needs to decide, found before it reads anything."""
 
-    up_to_date: bool  # nothing to build: another process built it, or its upstream was rebuilt to the same rows
-    window: Window | None = None  # the raw files to read, and those refused
-    upstream: dict = field(default_factory=dict)  # each upstream partition's version now (for the manifest)
-    in_place: dict | None = None  # the manifest of the partition in place: its files may hold this build already
-    list_again: bool = False  # the raw zone does not check a read against its listing: list the window again
+    up_to_date: bool  # another process built it, or its upstream was rebuilt to the same rows
+    window: Window | None = None
+    upstream: dict = field(default_factory=dict)  # each upstream partition's version now
+    in_place: dict | None = None  # the manifest in place: its files may hold this build already
+    list_again: bool = False  # the raw zone does not check reads against its listing
 
     def check_inputs_unchanged(self, node: Node) -> None:
-        """Fail, writing nothing, when a raw file changed while the partition read it (still being uploaded,
-        re-sent mid-read): a fresh listing must give the fingerprint taken before reading. (A bucket checks
-        each object it reads against its listing: nothing to do.)"""
+        """Fail, writing nothing, when a fresh listing no longer gives the fingerprint taken before reading
+        (a file still being uploaded, re-sent mid-read)."""
         if not self.list_again:
             return
         after = Engine().window(node)
@@ -54,11 +51,9 @@ class BuildPlan:
 
 
 def plan_build(node: Node, engine: Engine) -> BuildPlan:
-    """The plan of ``node``'s build, under its lock: its own manifest, raw folders and upstream manifests read
-    again (another process may have built it), its state; when not up to date, whether it may be replaced
-    (:class:`NotReplaced`), its window (a folder gone: RuntimeError), and the next date's inputs fetched ahead
-    on a bucket while this one builds."""
-    engine.refresh(node)  # what this build reads, as it is now (not the memo)
+    """The plan of ``node``'s build, under its lock, from its manifests and raw folders read again (another
+    process may have built it); the next date's inputs are fetched ahead on a bucket."""
+    engine.refresh(node)
     if engine.state(node).ok:
         return BuildPlan(up_to_date=True)
     store = node.store()
@@ -73,9 +68,8 @@ def plan_build(node: Node, engine: Engine) -> BuildPlan:
 
 
 def check_replaceable(node: Node, engine: Engine, manifest: dict | None) -> None:
-    """Refuse (:class:`NotReplaced`) to replace a partition (its ``manifest``) that a newer version of the
-    dataset's code built, or that another writer committed with other rules since this run first looked at
-    it: a host left on old rules or old code must never undo a rollout (docs/scale-out.md)."""
+    """:class:`NotReplaced` for a partition built by newer code, or committed by another writer with other
+    rules since this run first looked: a host left on old rules must never undo a rollout."""
     if not manifest or manifest.get("_corrupt"):
         return
     where = f"{node.dataset} {node.key}" if node.key else node.dataset

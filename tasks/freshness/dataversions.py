@@ -1,16 +1,9 @@
-"""Data versions: a partition's ``data_version`` is a hash of its logical content (docs/run-semantics.md, "Identity").
+"""Data versions: a partition's ``data_version`` hashes its logical content (docs/run-semantics.md, "Identity").
 
-The schema (names, types) and the rows in the order the transform produced them, as Arrow IPC bytes
-(a stable format), without the schema metadata. It does not depend on the Parquet writer, its version
-or the compression, so an upstream rebuilt to the same rows stops the cascade. Importing this module
-makes it the version of a partition written without one (tasks/storage/partitions.py).
-
-The bytes are hashed with XXH3-128 (kind ``logical-v2``): a version tells builds of a partition apart,
-which needs no resistance to a forger, and XXH3 hashes at memory speed. A manifest with a version of another
-kind (an older build's) never matches: the partition is rebuilt once, and its readers once.
-
-No Luigi here; the engine (:mod:`tasks.freshness.engine`) and the build ask these functions.
-"""
+The schema and the rows in order, as Arrow IPC bytes without metadata, hashed with XXH3-128 (no forger to
+resist): independent of the Parquet writer, so an upstream rebuilt to the same rows stops the cascade.
+A version of another kind never matches (the partition is rebuilt once). Importing this module makes it
+the version of a partition written without one."""
 
 from __future__ import annotations
 
@@ -22,21 +15,18 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-LOGICAL = "logical-v2"  # manifest["data_version_kind"] of a version made by :func:`logical_version`
+LOGICAL = "logical-v2"  # manifest["data_version_kind"]
 
 
 def _hasher():
-    """A new XXH3-128 hash object (:data:`LOGICAL`)."""
     import xxhash
 
     return xxhash.xxh3_128()
 
 
 def logical_version(table: pa.Table) -> str:
-    """The hash (:data:`LOGICAL`) of the table's schema (names, types, nullability)
-    and rows in order, as one Arrow IPC stream of a single record batch with no metadata: the same rows
-    give the same version whatever wrote them, with which library version, and however they were
-    chunked or compressed."""
+    """The hash of the table's schema and rows in order, as one IPC stream of a single batch with no
+    metadata: the same rows give the same version however they were written, chunked or compressed."""
     import numpy as np
     import pyarrow as pa
 
@@ -59,7 +49,7 @@ def _ipc_digest(table: pa.Table) -> str:
 
 
 class _HashSink:
-    """A write-only file that hashes what is written to it (no copy of the stream in memory)."""
+    """A write-only file that hashes what is written to it."""
 
     closed = False
 
@@ -75,8 +65,8 @@ class _HashSink:
 
 
 def _exact(array) -> bool:
-    """Whether an array's buffers hold exactly its rows (offset 0, nothing after the last row), as a
-    freshly built array does; a slice does not. Types not looked into count as not exact."""
+    """Whether an array's buffers hold exactly its rows, as a fresh array's do (a slice's do not); types
+    not looked into count as not exact."""
     import numpy as np
     import pyarrow as pa
 
@@ -98,12 +88,9 @@ def _exact(array) -> bool:
 
 
 def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, str]:
-    """The logical version of each key's rows (``column == key``, in table order); a key without rows
-    gets the version of an empty slice. One stable sort of the table, then its keys' rows copied out
-    in sorted order a group of keys at a time (about an eighth of the rows: the copy stays small),
-    and each key's run of a group hashed as :func:`logical_version` hashes a table (the bytes of its
-    IPC stream: schema, one record batch, end of stream), the batch made over the group's buffers
-    (:func:`_runs_of`) and serialised between the stream's fixed head and tail."""
+    """The :func:`logical_version` of each key's rows (``column == key``, in table order; no rows: an empty
+    slice's). One stable sort, then the rows copied out a group of keys at a time (an eighth of the rows,
+    so the copy stays small), each key's batch serialised between the stream's fixed head and tail."""
     import pyarrow as pa
 
     table = table.combine_chunks()  # a take from one chunk per column copies only the rows taken
@@ -141,10 +128,8 @@ def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, st
 
 
 def _sorted_runs(keys: pa.ChunkedArray) -> tuple[pa.Array, list[dict]]:
-    """The stable sort of ``keys`` (row numbers, equal keys in row order) and its runs, in sorted
-    order: [{"values": key, "counts": rows}]. The keys are few (stores): their dictionary is sorted
-    (a few hundred strings) and the rows by their key's rank, a stable integer sort, rather than every
-    row's string compared."""
+    """The stable sort of ``keys`` (row numbers) and its runs in sorted order, [{"values": key, "counts": rows}]:
+    the few distinct keys are sorted, then the rows by their key's rank (an integer sort)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -165,8 +150,7 @@ def _sorted_runs(keys: pa.ChunkedArray) -> tuple[pa.Array, list[dict]]:
 
 
 def _stream_frame(schema: pa.Schema) -> tuple[bytes, bytes]:
-    """The bytes an IPC stream of ``schema`` starts with (its schema message) and ends with (the
-    end-of-stream marker): a one-batch stream is head + the batch's serialised message + tail."""
+    """The head and tail of an IPC stream of ``schema``: a one-batch stream is head + batch + tail."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
@@ -177,11 +161,8 @@ def _stream_frame(schema: pa.Schema) -> tuple[bytes, bytes]:
 
 
 def _runs_of(array: pa.Array) -> Callable[[int, int], pa.Array]:
-    """For ``array`` (a freshly built one: offset 0), a function of (start, n) giving its rows start to
-    start + n as an array whose IPC bytes are those of a fresh copy of them (what ``take`` gives; a
-    slice would carry the padding of the buffers it points into). Without nulls: fixed-width values
-    point into the array's buffer, strings get offsets that start at 0 and point into its characters,
-    booleans are packed again; anything else is copied by ``take``."""
+    """For a fresh ``array``, a function of (start, n) giving those rows as an array whose IPC bytes are a
+    fresh copy's (a slice would carry its buffers' padding), without copying where the type allows."""
     import numpy as np
     import pyarrow as pa
 
@@ -215,7 +196,6 @@ def version_matches(recorded: str | None, version: str | None) -> bool:
 
 
 def _register() -> None:
-    """A partition written without a data version gets this one (tasks/storage/partitions.py)."""
     from tasks.storage import partitions
 
     if not partitions.DATA_VERSION:

@@ -1,38 +1,10 @@
-"""The freshness engine: the state of a partition, the first reason it is not up to date, and every
-raw folder that keeps it from being built. It imports no Luigi: Luigi's ``complete()``, the status
-view, backfill plans and single-run ranges all ask one :class:`Engine` (docs/architecture.md).
+"""The freshness engine: a partition's state, the first reason it is not up to date, and the raw folders
+that keep it from being built, by the four rules of docs/run-semantics.md. No Luigi: ``complete()``, the
+status view, plans and single runs ask one :class:`Engine` about *nodes* (:class:`Node`).
 
-A partition is ok when, and only when (docs/run-semantics.md):
-
-1. its folder holds the data file and a manifest that describes it (size and mtime), and nothing else;
-2. the manifest's rules fingerprint equals the current one (transform version + settings);
-3. the manifest's input fingerprint equals a fresh one over the raw files it reads (name, size, mtime);
-4. every upstream partition is itself ok and still has the data version recorded at build time.
-
-The engine works on *nodes* (:class:`Node`): any object that says which partition it is, what raw
-folders and upstream nodes it reads and what rules it is built with. The Luigi tasks are nodes.
-
-The memo
---------
-One engine per process (:func:`process_engine`) remembers what it read and concluded, so that a chain of
-partitions (every hotel_booking_state date reads the date before) is walked once per process, not
-once per question: Luigi asks ``complete()`` of every task of a backfill, and each answer needs the
-whole chain below it. The memo stays correct because
-
-* a manifest is remembered with the (device, inode, size, mtime_ns, ctime_ns) of its file and read again when they
-  change, so a manifest rewritten by any process is seen; a state that is not ok is kept only while
-  its partition's manifest is the one it was found with, so a partition another process built since
-  (a worker sharing the scheduler) is seen at the next question;
-* a partition written by this process (``tasks.storage.partitions`` calls :func:`partition_written`) drops its own
-  state and the states of everything that read it (the reverse edges of the walk);
-* the raw zone and the states are a snapshot per *pass*: :meth:`Engine.new_pass` forgets them. A
-  pass lasts one Luigi run (``luigi.build``, one ``luigi`` command: from its scheduling to its last
-  task, as Luigi itself decides what to run once, at scheduling), one status view, one plan, or one
-  question asked outside any run. A forked worker process starts a pass that keeps only the ok
-  states (a partition another worker built since the fork was not ok before it);
-* a build re-checks its own partition under the partition lock with :meth:`Engine.refresh`: its own
-  manifest, raw folders and upstream manifests are read again, whatever the memo holds.
-"""
+One engine per process walks a chain of partitions once, not once per question (Luigi asks ``complete()``
+of every task, and each answer needs the whole chain below). A pass lasts one Luigi run, one view or one
+question outside a run; what keeps the memo right is :mod:`tasks.freshness.memo`'s."""
 
 from __future__ import annotations
 
@@ -70,11 +42,9 @@ class Engine(Memo):
     def state(self, node: Node) -> State:
         """The node's state, from the memo or by one walk.
 
-        Rule 4 needs the state of each upstream partition, and a chain is as deep as the history,
-        far deeper than Python's recursion limit after a few years. So the check runs as an explicit
-        stack of :meth:`_steps` generators: a generator yields the upstream node whose state it needs
-        next and is sent that state back. An upstream is only looked at when the checks before it
-        passed, so the first reason is the one reported."""
+        A chain is as deep as the history, beyond Python's recursion limit: the walk is an explicit stack of
+        :meth:`_steps` generators, each yielding the upstream it needs and sent its state. An upstream is
+        looked at only once the checks before it passed, so the first reason is the one reported."""
         states = self.states
         known = self.known_state(node)
         if known is not None:
@@ -97,9 +67,8 @@ class Engine(Memo):
         return states[node.task_id]
 
     def fetch_next(self, node: Node, window: Window) -> None:
-        """While ``node`` builds, have its raw zone fetch the inputs of the next date's partition that this
-        window does not read (a bucket: :meth:`RawZone.fetch_ahead`), when this pass found that partition
-        not ok and has its folders listed. Not in a forked task process: the next date may be another's."""
+        """While ``node`` builds, have a bucket fetch the next date's inputs, when this pass found that
+        partition not ok. Not in a forked task process: the next date may be another's."""
         if not window.read or not isinstance(node.key, dt.date) or multiprocessing.parent_process():
             return
         zone = self.zone(node)
@@ -123,7 +92,7 @@ class Engine(Memo):
         store = self.store(node)
         self._at.setdefault(partition_id(store, node.key), set()).add(node.task_id)
         self._stamps[node.task_id], manifest = self._summary(store, node.key)
-        if manifest is None:  # missing, or stale while its folder holds files every reader sees
+        if manifest is None:
             problem = self.folder_problem(store, node.key, None)
             return State("stale", problem) if problem else State("missing", "no partition")
         if manifest.get("_corrupt"):
@@ -161,8 +130,8 @@ class Engine(Memo):
         return State("ok", note)
 
     def _recent(self, node: Node, manifest: dict, window: Window) -> bool:
-        """Whether a file of the window was modified within the raw zone's clock resolution of the time
-        the build listed it: its metadata cannot tell a same-size re-send in that instant, so it is hashed."""
+        """Whether a file was modified within the clock resolution of the build's listing: metadata cannot
+        tell a same-size re-send in that instant, so it is hashed."""
         listed = manifest.get("inputs_listed_ns")
         if listed is None:
             return False
@@ -170,14 +139,12 @@ class Engine(Memo):
         return newest + self.zone(node).mtime_resolution_ns > listed
 
     def upstream_versions(self, node: Node) -> dict[str, str | None]:
-        """What the node depends on of each upstream partition now (recorded in its manifest)."""
         return {up.task_id: node.upstream_version(self.manifest(self.store(up), up.key)) for up in node.upstream()}
 
     # -- what a partition waits for ------------------------------------------------------------------
     def blocked(self, node: Node) -> Blocked:
-        """The raw folders that keep ``node`` from being built now, and the partition at the root of the
-        wait (the first not-ok upstream that waits, followed down to one whose own folder is missing).
-        Empty for a node that can be built or is ok. One walk, an explicit stack, remembered per pass."""
+        """The raw folders that keep ``node`` from being built now, and the partition at the root of the wait
+        (followed down to one whose own folder is missing); empty when it can be built. Remembered per pass."""
         memo = self._blocked
         stack = [node]
         while stack:
@@ -201,8 +168,7 @@ class Engine(Memo):
         return memo[node.task_id]
 
     def waiting_for(self, node: Node) -> str:
-        """Why a partition cannot be built yet: a raw folder of its window is missing, or an upstream
-        partition waits for one. Empty when nothing is in the way."""
+        """Why a partition cannot be built yet (a raw folder missing, here or upstream); '' when it can."""
         blocked = self.blocked(node)
         if blocked.root is None:
             return ""
@@ -216,15 +182,13 @@ class Engine(Memo):
 
 
 def _label(node: Node) -> str:
-    """A partition in a reason: ``staging/qsr_pos 2026-09-02`` (its dataset and key, the hotel of a
-    pickup too), as the reasons that wait name it; never Luigi's task id with its hash."""
+    """A partition in a reason, ``staging/qsr_pos 2026-09-02``; never Luigi's task id with its hash."""
     parts = (node.dataset, node.key, getattr(node, "hotel", None))
     return " ".join(str(x) for x in parts if x is not None)
 
 
 def absent_note(folder: str, why: Refused | None) -> str:
-    """`` (a symbolic link (never followed))`` after a needed folder that is there but not read;
-    `` (qsr_pos: ...)`` when its source folder is the cause; '' when it is just not there."""
+    """Why a needed folder that is there is not read (`` (a symbolic link ...)``, `` (qsr_pos: ...)``), or ''."""
     if why is None:
         return ""
     return f" ({why.reason})" if why.name == folder else f" ({why.name}: {why.reason})"
@@ -238,8 +202,8 @@ def diff_rules(old: dict, new: dict) -> str:
 
 # -- the process-wide engine ---------------------------------------------------------------------------
 _process_engine = Engine()
-_run: weakref.ref | None = None  # the run (of the caller's scheduler) that the current pass belongs to
-_inherited: weakref.ref | None = None  # in a forked worker process: the run it was forked from
+_run: weakref.ref | None = None  # the run the current pass belongs to
+_inherited: weakref.ref | None = None  # in a forked worker: the run it was forked from
 
 
 @atexit.register
@@ -248,13 +212,12 @@ def _flush_at_exit() -> None:
 
 
 def process_engine() -> Engine:
-    """The engine of this process."""
     return _process_engine
 
 
 def partition_written(store: PartitionStore, key: dt.date | None) -> None:
-    """A partition was replaced (or a replacement failed half-way) in this process. What is learnt of it
-    is a cache: a store that stops answering now neither fails a commit made nor hides why one failed."""
+    """A partition was replaced (or failed half-way) in this process. What is learnt here is a cache: a
+    store that stops answering now must neither fail a commit made nor hide why one failed."""
     _process_engine.forget(store, key)
     with contextlib.suppress(OSError, StorageUnavailable):
         _process_engine.wrote(store, key)
@@ -265,11 +228,8 @@ partitions.WRITE_HOOKS.append(partition_written)
 
 
 def engine_for_run(run: object | None) -> Engine:
-    """The engine, for a question asked within ``run`` (an object that stands for one run of a
-    scheduler, e.g. one ``luigi.build``; None: no run). Questions of one run share one pass, from its
-    scheduling to its last task; a new run, or a question asked outside any run, starts a new pass.
-    A worker process forked from a run's process belongs to that run. (Runs are held by weak
-    reference: the engine keeps no finished run alive.)"""
+    """The engine for a question within ``run`` (e.g. one ``luigi.build``; None: no run): one run's questions,
+    and its forked workers', share one pass; another run or no run starts a new one. Runs are weakly held."""
     global _run
     if run is None and _inherited is not None:
         run = _inherited()
@@ -280,8 +240,7 @@ def engine_for_run(run: object | None) -> Engine:
 
 
 def new_pass() -> Engine:
-    """The engine, after forgetting the raw zone and every state, for one snapshot (a status view, a plan,
-    verify): a state found is not looked at again within it (on a bucket, a HEAD a question)."""
+    """The engine with a new pass that is one snapshot (a view, a plan, verify): no state is looked at twice."""
     global _run
     _process_engine.new_pass()
     _process_engine.snapshot = True

@@ -1,17 +1,9 @@
-"""Identity by content: what makes two builds of a partition the same (docs/run-semantics.md, "Identity").
+"""Identity by content: when two builds of a partition are the same (docs/run-semantics.md, "Identity").
 
-* **Raw inputs.** A manifest records each input's name, size and mtime, and its content hash
-  (``input_hashes``, taken from the bytes the build read). A check compares the metadata first.
-  Where it differs, or where a file's mtime lies within the raw zone's clock resolution of the time
-  the build listed it (SFTP: one second), the file is hashed: unchanged content keeps the partition
-  up to date ("metadata changed, content identical"), and the new metadata is remembered in the
-  manifest's summary (:mod:`tasks.freshness.summaries`, ``seen_inputs``), so the next check is as
-  cheap as before. The data and its manifest are never rewritten for that.
-* **Failure records** carry the identity of the failed attempt and no longer apply once it differs.
-
-A partition's own content is identified by its data version (:mod:`tasks.freshness.dataversions`).
-No Luigi here; the engine (:mod:`tasks.freshness.engine`) asks these functions.
-"""
+A manifest records each input's name, size, mtime and content hash. A check compares metadata first; where
+it differs, or lies within the clock resolution of the build's listing, the file is hashed, and the same
+content keeps the partition up to date, its new metadata remembered in the summary (``seen_inputs``).
+A failure record carries the failed attempt's identity and stops applying once it differs."""
 
 from __future__ import annotations
 
@@ -27,7 +19,7 @@ if TYPE_CHECKING:
     from tasks.storage.rawzone import RawFile, RawZone
 
 SAME_CONTENT = "metadata changed, content identical"
-SEEN_KEYS = frozenset({"input_fingerprint", "inputs", "checked_ns"})  # what a check remembers of files it hashed
+SEEN_KEYS = frozenset({"input_fingerprint", "inputs", "checked_ns"})  # of ``seen_inputs``
 
 
 # -- raw inputs by content -------------------------------------------------------------------------
@@ -36,7 +28,7 @@ def newest_mtime(files: list[RawFile]) -> int:
 
 
 def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
-    """A manifest's ``inputs`` as {path: (size, mtime_ns)}; old manifests hold ``[path, size, mtime_ns]``."""
+    """A manifest's ``inputs`` as {path: (size, mtime_ns)}; a line may also be ``[path, size, mtime_ns]``."""
     out = {}
     for line in lines:
         path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
@@ -47,12 +39,9 @@ def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
 def check_inputs(
     zone: RawZone, manifest: dict, window: Window, digest: Callable, seen: dict | None = None
 ) -> tuple[bool, str, dict | None]:
-    """Compare the window's files now with the ones the manifest was built from, by content where the
-    metadata cannot be trusted; ``seen``: what an earlier check of this manifest remembered (the
-    summary's ``seen_inputs``). Returns ``(ok, reason, seen now)``: ``(True, SAME_CONTENT, ...)`` when only
-    metadata changed, ``(True, "", ...)`` when nothing did, ``(False, what changed, None)`` otherwise;
-    ``seen now`` is what to remember of files hashed now (the metadata that differs from the manifest's,
-    the window's fingerprint, when they were hashed), or None."""
+    """Compare the window's files with the manifest's, by content where metadata cannot be trusted; ``seen``:
+    an earlier check's ``seen_inputs``. Returns ``(ok, reason, seen now)``: reason SAME_CONTENT when only
+    metadata changed; ``seen now`` is what to remember of files hashed now, or None."""
     fingerprint, files = window.fingerprint, window.read
     side = seen if isinstance(seen, dict) and SEEN_KEYS <= seen.keys() else None  # a summary is only a cache
     resolution = zone.mtime_resolution_ns
@@ -61,7 +50,7 @@ def check_inputs(
     if trusted and side["input_fingerprint"] == fingerprint:
         return True, "" if metadata_same else SAME_CONTENT, None
     hashes = manifest.get("input_hashes")
-    if hashes is None:  # a manifest of a version before content hashes: metadata decides
+    if hashes is None:  # a manifest without content hashes: metadata decides
         return metadata_same, "" if metadata_same else "input changed: " + describe_changes(manifest, files), None
     if set(hashes) != {f.relpath for f in files}:
         return False, "input changed: " + describe_changes(manifest, files), None
@@ -102,9 +91,8 @@ def describe_changes(manifest: dict, files: list[RawFile]) -> str:
 
 # -- failure records -------------------------------------------------------------------------------
 def attempt(engine, node, decided_by: dict | None = None) -> dict:
-    """The identity of a build attempt, recorded with its failure: rules, inputs (metadata, and the
-    content hashes of the files it read before failing), upstream versions, and the settings that
-    decided the failure without being rules (``decided_by``: the reject share a build exceeded)."""
+    """The identity of a failed build attempt: rules, inputs (and hashes of those read), upstream versions,
+    and ``decided_by``, the settings that decided the failure without being rules."""
     window = engine.window(node)
     zone = engine.zone(node)
     read = [] if window is None else window.read  # a folder gone mid-build: what it read is not known
@@ -118,13 +106,9 @@ def attempt(engine, node, decided_by: dict | None = None) -> dict:
 
 
 def failure_applies(engine, node, failure: dict) -> bool:
-    """Whether a failure record still describes the partition: same rules, same settings that decided
-    it (``decided_by``), same upstream versions, and the raw files it can see now (those of the
-    window's folders that are there) exactly the attempt's, with the same content (hashed: a file
-    fixed with its mtime kept is seen). A folder of the window gone since takes the files it held out
-    of sight, so the record stops applying (the partition waits for the folder, as a run does),
-    unless that folder held none the attempt read.
-    A record written before identities were recorded always applies."""
+    """Whether a failure record still describes the partition: same rules, ``decided_by`` and upstream
+    versions, and the raw files visible now exactly the attempt's, by content (a file fixed with its mtime
+    kept is seen). A record without an identity always applies."""
     if "rules_fingerprint" not in failure:
         return True
     if failure["rules_fingerprint"] != node.rules_fingerprint():

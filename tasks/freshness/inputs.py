@@ -1,5 +1,4 @@
-"""What a partition reads of the raw zone: the files of its dependency window, as lists of (name, size,
-mtime), and how two such lists differ. Shared by the engine and the identity rules (no Luigi, no I/O)."""
+"""What a partition reads of the raw zone: its window's files as (name, size, mtime), and how two lists differ."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ Entries = list[tuple[str, int, int]]  # (name, size, mtime_ns) of the files of o
 
 
 def input_line(f: RawFile) -> str:
-    """How a manifest lists one input: ``"<path> <size> <mtime_ns>"`` (fast to load for a thousand manifests)."""
+    """How a manifest lists one input: ``"<path> <size> <mtime_ns>"``."""
     return f"{f.relpath} {f.size} {f.mtime_ns}"
 
 
@@ -51,7 +50,7 @@ class Window:
 
 
 def _parse_input_line(line: str | list) -> tuple[str, tuple[int, int]]:
-    """One manifest input; manifests written before 0.1.0's final format hold ``[path, size, mtime_ns]``."""
+    """One manifest input, a line or ``[path, size, mtime_ns]``."""
     path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
     return path, (int(size), int(mtime_ns))
 

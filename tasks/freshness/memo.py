@@ -1,8 +1,9 @@
-"""What the freshness engine reads and remembers: the raw zone's folders (listed once per pass), manifests
-and their summaries (parsed once per stamp; a summary keeps the raw files' metadata seen since with the same
-content), what a partition's folder holds, the dependency window of a node, content hashes, and the memo of
-states that a write or a new pass forgets (docs/run-semantics.md, "One look per run"). The engine reads the
-data root only through it."""
+"""What the freshness engine reads and remembers; it reads the data root only through here.
+
+A manifest is parsed again only when its file's stamp changes; a state not ok is kept only while its
+manifest has the stamp it was found with (another worker may have built it); a write by this process
+forgets the partition's state and its readers'; a new pass forgets the raw zone and every state (a forked
+worker keeps the ok ones); a build's re-check under its lock reads everything anew (:meth:`Memo.refresh`)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,11 @@ def partition_id(store: PartitionStore, key: dt.date | None) -> tuple:
 
 
 class Memo(RawFolders):
-    """What an engine remembers, and what it reads of the raw zone and the data root, for one process or
-    one pass (:class:`tasks.freshness.engine.Engine` asks it)."""
+    """What an engine remembers, and reads of the raw zone and the data root."""
 
     def __init__(self):
         self._parsed: dict[tuple, tuple[tuple, dict | None]] = {}  # partition -> (stamp, content)
-        self._summary_files = SummaryFiles()  # what checks read of manifests, kept between processes
+        self._summary_files = SummaryFiles()
         self._accepts: dict[tuple, bool] = {}  # (node class, file name) -> accepts_input (by name alone)
         self._pid = os.getpid()
         self.passes = 0
@@ -44,8 +44,7 @@ class Memo(RawFolders):
 
     # -- the memo ------------------------------------------------------------------------------------
     def new_pass(self) -> None:
-        """Forget the raw zone and every state: the next questions look again (manifests whose files
-        did not change are not parsed again)."""
+        """Forget the raw zone and every state (an unchanged manifest is still not parsed again)."""
         self.flush()
         partitions.new_pass()
         self.passes += 1
@@ -60,45 +59,39 @@ class Memo(RawFolders):
         self._blocked: dict[str, Blocked] = {}
         self._readers: dict[str, set[str]] = {}  # task id -> task ids whose state read its state
         self._at: dict[tuple, set[str]] = {}  # partition -> task ids of its states
-        self._stamps: dict[str, tuple | None] = {}  # task id -> its manifest's stat when its state was found
-        # partition -> its manifest's stamp when this pass first looked at it (None: it had none); what this
-        # pass writes itself replaces it. A build refuses to replace what another writer committed since.
+        self._stamps: dict[str, tuple | None] = {}  # task id -> its manifest's stamp when its state was found
+        # partition -> its manifest's stamp when this pass first looked (or this process wrote it), so a build
+        # refuses to replace what another writer committed since
         self.first_seen: dict[tuple, tuple | None] = {}
-        # a view's pass (status, plan, verify) is one snapshot: a state is never looked at again within it
-        self.snapshot = False
+        self.snapshot = False  # a view's pass: a state is never looked at again within it
         self._early: dict[tuple, tuple[float, Future]] = {}  # raw folder -> (when, its listing), list_early
-        # task ids whose state was found not ok just now (a range's bulk check): Luigi's check of each as it
-        # schedules it takes that answer once, without asking the store again
+        # found not ok just now by a bulk check: Luigi's check as it schedules each takes that answer once
         self.just_found: set[str] = set()
 
     def keep_ok_states(self) -> None:
-        """A new pass that keeps the ok states (a forked worker: what another worker built since the
-        fork was not ok before it, and a state that was ok reads only states that were ok)."""
+        """A new pass that keeps the ok states (a forked worker: another worker builds only what was not ok)."""
         ok = {k: v for k, v in self.states.items() if v.ok}
         readers = {k: {r for r in v if r in ok} for k, v in self._readers.items() if k in ok}
         at = {k: {t for t in v if t in ok} for k, v in self._at.items()}
         stamps = {k: v for k, v in self._stamps.items() if k in ok}
-        sources = self.sources  # the run's listing of its source folders: reported once, not per task
-        first_seen = self.first_seen  # what the run first saw is the run's, in every process of it
+        sources = self.sources  # reported once per run, not per task
+        first_seen = self.first_seen  # the run's, in every process of it
         self.new_pass()
         self.states, self._readers, self._at, self._stamps, self.sources = ok, readers, at, stamps, sources
         self.first_seen = first_seen
 
     def flush(self) -> None:
-        """Keep the manifest summaries this process learned (:mod:`tasks.freshness.summaries`) for the next
-        process. Only the process that made the engine writes them: a forked worker leaves it to its parent."""
+        """Write the manifest summaries learned, from the process that made the engine only."""
         if os.getpid() == self._pid:
             self._summary_files.flush()
 
     def once_per_pass(self, key, compute: Callable, *args):
-        """``compute(*args)`` the first time ``key`` is asked for in this pass, the remembered value after."""
         if key not in self.memo:
             self.memo[key] = compute(*args)
         return self.memo[key]
 
     def forget(self, store: PartitionStore, key: dt.date | None) -> None:
-        """Partition ``key`` of ``store`` was (re)written: drop what was read of it, its state and the
-        state of every partition that read it, directly or not."""
+        """Partition ``key`` was (re)written: drop what was read of it, its state and its readers' states."""
         part = partition_id(store, key)
         self.manifests.pop(part, None)
         self.summaries.pop(part, None)
@@ -111,8 +104,8 @@ class Memo(RawFolders):
             todo.extend(self._readers.pop(task_id, ()))
 
     def refresh(self, node: Node) -> None:
-        """Read ``node``'s own manifest, raw folders and upstream manifests again on the next question
-        (the re-check of a build under its partition lock: another process may have written since)."""
+        """Read ``node``'s manifest, raw folders and upstream manifests again on the next question (a build's
+        re-check under its lock)."""
         store = self.store(node)
         folders = set()
         for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
@@ -126,15 +119,12 @@ class Memo(RawFolders):
             self.manifests.pop(partition_id(self.store(up), up.key), None)
             self.summaries.pop(partition_id(self.store(up), up.key), None)
             self.store(up).refresh(up.key)
-        store.refresh(node.key)  # a bucket's listing of the partition is taken again (a folder: nothing to do)
+        store.refresh(node.key)
         self.forget(store, node.key)
 
     def known_state(self, node: Node) -> State | None:
-        """The remembered state, if any. One that is not ok is kept only while the partition's manifest
-        is the one it was found with: another process (a worker sharing the scheduler) may have built
-        the partition since, and a run must not refuse to run what depends on it. (An ok state stays
-        for the pass: a partition that was ok is rebuilt only after the raw zone changes. A view's snapshot
-        keeps every state.)"""
+        """The remembered state, if any; one not ok only while the manifest is the one it was found with
+        (another worker may have built it since, and what depends on it must run)."""
         state = self.states.get(node.task_id)
         if state is None or state.ok or self.snapshot:
             return state
@@ -144,7 +134,7 @@ class Memo(RawFolders):
         store = self.store(node)
         if self._stamps.get(node.task_id) == store.manifest_stamp(node.key, fresh=True):
             return state
-        store.refresh(node.key)  # another process wrote it: a bucket's listing of it is taken again
+        store.refresh(node.key)  # another process wrote it
         self.forget(store, node.key)
         return None
 
@@ -156,7 +146,7 @@ class Memo(RawFolders):
         return self.once_per_pass(("store", node.dataset_path()), node.store)
 
     def read_summaries(self, store: PartitionStore) -> None:
-        """Read the dataset's manifest summaries now (a bucket: while other requests are under way)."""
+        """Read the dataset's manifest summaries now (a bucket: while other requests are out)."""
         self._summary_files.load(store)
 
     def list_dataset(self, store: PartitionStore) -> None:
@@ -168,12 +158,11 @@ class Memo(RawFolders):
         return self._manifest(store, key)[1]
 
     def summary(self, store: PartitionStore, key: dt.date | None) -> dict | None:
-        """The manifest without its list of inputs (:mod:`tasks.freshness.summaries`): what a view reads
-        of a partition (row count, duration, times, stats), from the summary file when it is current."""
+        """The manifest without its list of inputs (:mod:`tasks.freshness.summaries`)."""
         return self._summary(store, key)[1]
 
     def _manifest(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """(stat of the manifest file as read, its content), once per pass."""
+        """(stamp of the manifest as read, its content), once per pass."""
         part = partition_id(store, key)
         if part not in self.manifests:
             listed = self.listed.get(store.root) if key is not None else None
@@ -182,7 +171,7 @@ class Memo(RawFolders):
         return self.manifests[part]
 
     def _read(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """The manifest, parsed again only when its file's stamp (:meth:`PartitionStore.manifest_stamp`) changed."""
+        """The manifest, parsed again only when its stamp changed."""
         part = partition_id(store, key)
         stamp, content = store.read_manifest_stamped(key, self._parsed.get(part))
         if content is not None:
@@ -190,8 +179,7 @@ class Memo(RawFolders):
         return stamp, content
 
     def changed_since_first_look(self, store: PartitionStore, key: dt.date | None) -> bool:
-        """Whether another writer replaced the partition's manifest since this pass first looked at it (what
-        this process wrote itself counts as what the pass saw)."""
+        """Whether another writer replaced the partition's manifest since this pass first looked at it."""
         part = partition_id(store, key)
         return part in self.first_seen and self.first_seen[part] != store.manifest_stamp(key)
 
@@ -200,16 +188,14 @@ class Memo(RawFolders):
         self.first_seen[partition_id(store, key)] = store.manifest_stamp(key)
 
     def remember_summary(self, store: PartitionStore, key: dt.date | None) -> None:
-        """Remember the summary of a manifest this process just wrote, so that the next process finds it
-        in the summary file and a run after a build, with nothing to do, writes nothing."""
-        stamp, content = store.read_manifest_stamped(key, None)  # a forked worker's go to its parent
+        """Remember the summary of a manifest just written, so that a run after a build writes nothing."""
+        stamp, content = store.read_manifest_stamped(key, None)
         if stamp is not None and content is not None and not content.get("_corrupt"):
             self._summary_files.put(store, key, stamp, summary(content))
 
     def remember_seen_inputs(self, store: PartitionStore, key: dt.date | None, stamp: tuple, seen: dict) -> None:
-        """Remember, in the summary of the manifest with ``stamp``, the raw files' metadata a check found with the
-        manifest's content (:func:`tasks.freshness.identity.check_inputs`): the next check, in this process or
-        the next, compares metadata again."""
+        """Remember in the manifest's summary the raw files' metadata a check found with the same content, so
+        the next check compares metadata again instead of hashing."""
         part = partition_id(store, key)
         known = self.summaries.get(part)
         if known is None or known[0] != stamp or known[1] is None:
@@ -218,9 +204,7 @@ class Memo(RawFolders):
         self._summary_files.put(store, key, stamp, self.summaries[part][1])
 
     def _summary(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
-        """(stamp, what a check reads of the manifest) once per pass: the manifest without its list of
-        inputs (:mod:`tasks.freshness.summaries`), from the dataset's summary file while the manifest
-        file is the one it was taken from, else parsed (and the summary remembered)."""
+        """(stamp, summary of the manifest) once per pass, from the summary file while it is current."""
         part = partition_id(store, key)
         known = self.summaries.get(part)
         if known is None:
@@ -241,9 +225,7 @@ class Memo(RawFolders):
         return known
 
     def folder_problem(self, store: PartitionStore, key: dt.date | None, manifest: dict | None) -> str:
-        """Why the partition's folder does not hold just what ``manifest`` lists: a data file missing or not as
-        recorded, a stray file (with no manifest: any file, the data file first, as every reader sees it);
-        '' when it does."""
+        """Why the partition's folder does not hold just what ``manifest`` lists (no manifest: any file); ''."""
         problem = "" if manifest is None else store.data_problem(key, manifest)
         if problem:
             return problem
@@ -253,15 +235,13 @@ class Memo(RawFolders):
         return strays_reason(strays) if strays else ""
 
     def window(self, node: Node, partial: bool = False) -> Window | None:
-        """The raw files of the dependency window, read and refused; None while a required folder is
-        missing, or while none of the folders of which one is required (``any_raw_window``) exists
-        (``partial``: the folders that are there, a missing one taken as empty: what can be seen)."""
+        """The raw files of the dependency window, read and refused; None while a required folder, or every
+        ``any_raw_window`` one, is missing (``partial``: a missing folder taken as empty)."""
         zone, folders = self.zone(node), []
         required, any_of = node.raw_window(), node.any_raw_window()
         absent_ok = [*any_of, *node.optional_raw_window()]
         found_any = False
         for source, date in [*required, *absent_ok]:
-            # a folder a bucket's listing of the source does not have is not listed itself
             there = not zone.lists_at_once or self.folder_there(zone, source, date)
             scanned = self.raw_folder(zone, source, date) if there else None
             relpath = zone.folder_relpath(source, date)
@@ -282,8 +262,7 @@ class Memo(RawFolders):
 
 
 def _select(node: Node, relpath: str, entries: Entries, unread: list, accepts: dict) -> FolderInputs:
-    """The entries ``node`` reads of one folder. ``accepts`` remembers ``node.accepts_input`` by (class,
-    name): it decides by the name alone, and a store's files have the same names every day."""
+    """The entries ``node`` reads of one folder; ``accepts`` remembers ``accepts_input`` by (class, name)."""
     read, refused = [], [(name, reason) for name, reason in unread]
     cls = type(node)
     for entry in entries:

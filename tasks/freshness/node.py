@@ -1,5 +1,4 @@
-"""What the freshness engine asks of a partition (:class:`Node`: the Luigi tasks are nodes) and what it answers
-(:class:`State`, :class:`Blocked`)."""
+"""What the freshness engine asks of a partition (:class:`Node`) and answers (:class:`State`, :class:`Blocked`)."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ class State:
 
 @dataclass(frozen=True)
 class Blocked:
-    """What keeps a partition from being built now: the missing raw folders (of its own window or of
-    its not-ok upstream partitions' windows), and the first partition that waits for one of them."""
+    """The missing raw folders (its own or its not-ok upstreams') and the first partition that waits for one."""
 
     missing: frozenset[tuple[str, dt.date]]
     root: Node | None

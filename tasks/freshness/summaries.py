@@ -1,20 +1,9 @@
-"""Manifest summaries: what a completeness check reads of a manifest, remembered on disk between processes.
+"""Manifest summaries: what a completeness check reads of a manifest, kept between processes.
 
-A no-op check of three years reads a thousand manifests, and most of each (a staging manifest is about
-40 KB) is the list of inputs with their content hashes, which a check needs only when the raw files'
-metadata changed. So each dataset keeps one summary file, ``<data_root>/_state/summaries/<dataset>.json``
-(``<dataset>/<sub>.json`` for a dataset with a second level, such as one hotel's pickups): for each
-partition, the manifest without the keys in :data:`DETAIL`, with the (device, inode, size, mtime_ns, ctime_ns) of the
-manifest file it was taken from.
-
-It is a cache and never an authority: an entry is used only while the manifest file still has the
-recorded stamp (a manifest is always replaced by a rename, so a rewritten manifest has
-a new inode), and a missing, unreadable or corrupt summary file only means the manifests are parsed again.
-Summaries learned in a process are written when its pass ends (:meth:`SummaryFiles.flush`), with a
-temporary name and a rename (:func:`tasks.storage.partitions.atomic_write_text`); two processes that
-write at once lose entries, not correctness. A forked worker (``--workers 2``) hands what it learns to the
-process that forked it, through a file of lines in the temporary folder, and that one writes it.
-"""
+Most of a manifest is its inputs and their hashes, needed only when raw metadata changed. So each dataset
+keeps ``_state/summaries/<dataset>.json``: each manifest without :data:`DETAIL`, with the stamp of the file
+it was taken from. A cache, never an authority: an entry counts only while the stamp holds, and a lost or
+corrupt file means parsing again. A forked worker hands its entries to its parent, which writes them."""
 
 from __future__ import annotations
 
@@ -26,7 +15,7 @@ import tempfile
 
 from tasks.storage.partitions import PartitionStore
 
-# The keys a check does not read unless the raw files' metadata changed (then it reads the manifest).
+# The keys a check reads only when the raw files' metadata changed (then from the manifest)
 DETAIL = frozenset({"inputs", "input_hashes", "refused_inputs"})
 FORMAT = 1
 
@@ -39,16 +28,14 @@ def summary(manifest: dict | None) -> dict | None:
 
 
 class SummaryFiles:
-    """The summary files of one process: loaded once per dataset, written back when they learned something.
-    Each store reads and writes its own (:meth:`read_summaries`, :meth:`write_summaries`: a file of the
-    data root's state folder; an object of a bucket's ``_state/summaries/``, which every host shares)."""
+    """The summary files of one process: loaded once per dataset, written back when they learned something."""
 
     def __init__(self) -> None:
         self._files: dict[tuple, dict[str, list]] = {}  # (data root, dataset, sub) -> {partition: [stamp, summary]}
         self._stores: dict[tuple, PartitionStore] = {}  # the store each was read from: it writes it back
         self._dirty: set[tuple] = set()
         self._pid = os.getpid()
-        # what forked workers learn, one JSON line each, for this process to write (:meth:`_take_handoff`)
+        # what forked workers learn, one JSON line each, for this process to write
         self._handoff = os.path.join(tempfile.gettempdir(), f"daybreak-summaries-{self._pid}-{id(self):x}.jsonl")
 
     def _entries(self, store: PartitionStore) -> dict[str, list]:
@@ -85,7 +72,7 @@ class SummaryFiles:
             with contextlib.suppress(OSError, TypeError, ValueError):
                 fd = os.open(self._handoff, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 try:
-                    os.write(fd, (line + "\n").encode())  # one write: lines of two workers never mix
+                    os.write(fd, (line + "\n").encode())  # one write: two workers' lines never mix
                 finally:
                     os.close(fd)
             return
@@ -93,8 +80,7 @@ class SummaryFiles:
         self._dirty.add((store.data_root, store.dataset, store.sub))
 
     def _take_handoff(self) -> None:
-        """Take in what forked workers learned (each line a summary of a manifest one of them wrote); the
-        hand-off file is removed."""
+        """Take in (and remove) what forked workers handed off."""
         taking = f"{self._handoff}.{os.getpid()}"
         try:
             os.rename(self._handoff, taking)
@@ -118,8 +104,7 @@ class SummaryFiles:
                 self.put(store, key, tuple(stamp), content)
 
     def flush(self) -> None:
-        """Write the summary files that learned something, each whole. A data root that is gone or read-only
-        (or a store that does not answer) keeps none: the next process parses the manifests again."""
+        """Write the summary files that learned something, each whole; one that cannot be written is skipped."""
         if os.getpid() != self._pid:
             return
         self._take_handoff()

@@ -1,9 +1,7 @@
-"""What :class:`tasks.storage.store.PartitionStore` and :class:`tasks.storage.roots.Root` ask of a data root:
-the one storage interface, with two implementations, :class:`tasks.storage.localbackend.LocalBackend` (a
-folder: a stat, a rename, an flock) and :class:`tasks.storage.s3backend.S3Backend` (a bucket prefix: one
-listing per prefix per pass, conditional PUTs, a lease). Keys are paths relative to the data root
-(``staging/qsr_pos/business_date=D/data.parquet``). Everything else (names, manifests, freshness
-questions, previews, status) is written once, in the store."""
+"""The one storage interface a data root offers to :class:`~tasks.storage.store.PartitionStore` and
+:class:`~tasks.storage.roots.Root`: a folder (:mod:`~tasks.storage.localbackend`) or a bucket prefix
+(:mod:`~tasks.storage.s3backend`). Keys are paths relative to the data root
+(``staging/qsr_pos/business_date=D/data.parquet``); names, manifests and freshness live in the store."""
 
 from __future__ import annotations
 
@@ -19,8 +17,8 @@ class Commit(Protocol):
     """The objects of one partition's commit, handed over in order: data first, the manifest last."""
 
     def put(self, key: str, content: bytes | pa.Table, label: str, manifest: dict | None = None) -> dict:
-        """Write ``content`` (a table as Parquet); what a manifest records of it: size, sha256, and the
-        backend's identity (a file's ``mtime_ns``, an object's ``etag``). ``manifest``: it is the manifest."""
+        """Write ``content`` (a table as Parquet); return what a manifest records of it (size, sha256, a
+        file's ``mtime_ns`` or an object's ``etag``)."""
 
     def put_all(self, named: list[tuple[str, bytes | pa.Table, str]]) -> list[dict]:
         """:meth:`put` of each (key, content, label), in that order on a disk, all at once on a bucket."""

@@ -1,5 +1,5 @@
-"""Local files written whole: a temporary name, fsync, rename (atomic_write_*); Parquet as every partition
-file is written; exclusive locks (``flock``) with a bounded wait."""
+"""Local files written whole (temporary name, fsync, rename), Parquet as every partition file is written,
+and exclusive ``flock`` locks with a bounded wait."""
 
 from __future__ import annotations
 
@@ -41,8 +41,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def _replace(path: Path, write) -> str:
-    """``write(tmp)`` to a temporary name (see tempnames), rename it over ``path``, fsync the folder.
-    Orphaned temporary files of dead writers in the folder are swept first."""
+    """``write(tmp)``, rename it over ``path``, fsync the folder; dead writers' temporary files go first."""
     tempnames.sweep(path.parent)
     tmp = tempnames.temp_path(path)
     try:
@@ -54,15 +53,9 @@ def _replace(path: Path, write) -> str:
     return digest
 
 
-# A column's dictionary is given up (the rest of the column written plain) once it passes 64 KiB, not
-# Arrow's 1 MiB: a high-cardinality column (order ids, timestamps) then costs no dictionary, and zstd
-# packs its plain values better; low-cardinality ones (stores, SKUs, statuses, file names) keep theirs.
-# A stg_qsr_pos partition: 30 % smaller, 4 ms faster to write (docs/performance.md, "Parquet").
+# High-cardinality columns give up their dictionary early and are written plain (zstd packs them better);
+# decimals are stored as integers. Why: docs/performance.md, "Parquet".
 DICTIONARY_PAGE_LIMIT = 64 << 10
-# Decimals of precision up to 18 (every amount Daybreak writes) are stored as Parquet INT64 (INT32 up
-# to 9) with the DECIMAL logical type, as the format recommends, instead of fixed-length byte arrays:
-# readers get the same decimal columns back, and the writer's encoding and statistics cost a third
-# less (a stg_qsr_pos partition's three decimal columns: 25 to 17 ms; docs/performance.md, "Parquet").
 
 
 def write_parquet_fsynced(path: Path, table: pa.Table) -> str:
@@ -93,14 +86,12 @@ def parquet_bytes(table: pa.Table) -> bytes:
 
 
 def parquet_sha256(table: pa.Table) -> str:
-    """The sha256 of the Parquet file :meth:`PartitionStore.write` would write for ``table`` (in memory:
-    whether a quarantine in place already holds exactly these rows)."""
+    """The sha256 of the Parquet file a partition write would make of ``table``."""
     return hashlib.sha256(parquet_bytes(table)).hexdigest()
 
 
 def write_bytes_fsynced(path: Path, content: bytes) -> str:
-    """Write and fsync ``content`` unbuffered (a buffered file would raise a full disk twice: on
-    flush, then again on close)."""
+    """Write and fsync ``content`` unbuffered (a buffered file raises a full disk twice: flush, close)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(content)
@@ -137,11 +128,8 @@ class PartitionBusy(RuntimeError):
 
 @contextmanager
 def exclusive(path: Path, what: str = "", wait_s: float | None = None) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created if needed) for the duration of the block.
-
-    The kernel releases it when its holder exits, ``kill -9`` included. A holder that is alive but
-    stuck (stopped, hung on a mount) is waited for ``wait_s`` seconds (None: for ever), then
-    :class:`PartitionBusy` names it."""
+    """An exclusive ``flock`` on ``path`` for the block; released by the kernel when its holder dies. A
+    live holder is waited for ``wait_s`` seconds (None: for ever), then :class:`PartitionBusy` names it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b", buffering=0) as fh:  # an empty file: taking the lock writes nothing (a full disk)
         if not flock_within(fh, 0):
@@ -159,8 +147,7 @@ def exclusive(path: Path, what: str = "", wait_s: float | None = None) -> Iterat
 
 
 def flock_within(fh, wait_s: float | None, poll_s: float = 0.1) -> bool:
-    """Take an exclusive ``flock`` on the open file ``fh``, trying every ``poll_s`` seconds for at most
-    ``wait_s`` seconds (None: for ever; 0: once); whether it was taken."""
+    """Whether an exclusive ``flock`` on ``fh`` was taken within ``wait_s`` seconds (None: ever; 0: once)."""
     deadline = None if wait_s is None else time.monotonic() + wait_s
     while True:
         try:

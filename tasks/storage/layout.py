@@ -1,5 +1,5 @@
-"""Where a partition's files are and what they are called, under any data root (a folder or a bucket);
-the hooks that tell the freshness engine of writes and passes; what a failed write raises."""
+"""A partition's file names under any data root, manifests as bytes, and the hooks by which storage tells
+the freshness engine of writes and passes."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ from tasks.storage.files import parquet_sha256
 MANIFEST = "_manifest.json"
 DATA_FILE = "data.parquet"
 PARTITION_PREFIX = "business_date="
-# Called with (store, date) after every write of a partition, done or failed half-way: the freshness
-# engine drops what it remembers of that partition (tasks/freshness/engine.py registers itself).
+# Called with (store, date) after every write of a partition, even one failed half-way (freshness registers).
 WRITE_HOOKS: list = []
-# (kind, function of the table) that versions the rows of a manifest written without a data_version:
-# tasks/freshness/dataversions.py sets it when imported (a data version is a freshness rule, not storage's).
+# (kind, function of the table) versioning rows written without a data_version; set by freshness/dataversions.py.
 DATA_VERSION: list = []
 
 
@@ -45,9 +43,8 @@ def safe_relpath(dataset: str) -> str:
 
 
 def check_extra_names(extras: dict | None) -> None:
-    """Refuse a file beside the data whose name could be taken for the data, the manifest or another
-    dataset's Parquet file, or could leave the partition's folder (ValueError)."""
-    for name in extras or {}:  # e.g. a CSV copy for a system that cannot read Parquet
+    """ValueError for an extra file name that could pass for the data or manifest, or leave the folder."""
+    for name in extras or {}:
         if name in (DATA_FILE, MANIFEST) or "/" in name or name.startswith(".") or name.endswith(".parquet"):
             raise ValueError(f"extra file name {name!r} is not allowed in a partition folder")
 
@@ -71,8 +68,8 @@ def differing_file(f: dict) -> str:
 
 
 def same_files(in_place: dict, extras: dict[str, bytes], rejected) -> bool:
-    """Whether the files a partition's manifest ``in_place`` lists are, but for its data file, the ones a write
-    of ``extras`` (byte for byte) and the quarantine ``rejected`` (None or no rows: none) would make."""
+    """Whether ``in_place`` lists, beside its data file, exactly the files a write of ``extras`` and the
+    quarantine ``rejected`` would make."""
     recorded = {f["name"]: f.get("sha256") for f in in_place.get("data_files", [])}
     if set(recorded) != {DATA_FILE, *extras}:
         return False
@@ -95,16 +92,13 @@ def strays_reason(strays: list[str]) -> str:
 
 
 def manifest_bytes(manifest: dict) -> bytes:
-    """A manifest as every store writes it (indented JSON, keys sorted), once :func:`resolve_futures` has put
-    in place the values still being computed on another thread."""
+    """A manifest as every store writes it (indented JSON, keys sorted), its futures resolved."""
     return json.dumps(resolve_futures(manifest), indent=1, sort_keys=True, default=str).encode()
 
 
 def resolve_futures(manifest: dict) -> dict:
-    """``manifest`` (changed in place, and returned) with each value that is still being computed on
-    another thread (a :class:`concurrent.futures.Future`, in it or in a dict it holds) replaced by its
-    result, waited for: a build hashes its rows' versions while its files are written
-    (tasks/building.py), and they are needed only in the manifest, written last."""
+    """``manifest`` with every :class:`~concurrent.futures.Future` in it (nested too) replaced by its result,
+    in place: a build hashes its rows' versions while its files are written."""
     for name, value in manifest.items():
         if isinstance(value, Future):
             manifest[name] = value.result()
@@ -122,13 +116,11 @@ def parse_manifest(data: bytes) -> dict:
     return content if isinstance(content, dict) else {"_corrupt": True}
 
 
-# Data roots other than a local folder, by URI scheme: the module that stores them
 REMOTE = {"s3": "tasks.storage.s3backend"}
 
 
 def remote(data_root):
-    """The module of a data root that is not a local folder (loaded by name, only when configured: it
-    builds on the local one); None for a local folder."""
+    """The backend module of a URI data root, imported only when configured; None for a local folder."""
     scheme = data_root.split("://", 1)[0] if isinstance(data_root, str) and "://" in data_root else ""
     if scheme and scheme not in REMOTE:
         raise ValueError(f"data_root {data_root}: scheme {scheme!r} is not supported (a local folder or s3://)")
@@ -139,8 +131,7 @@ class PartitionWriteError(RuntimeError):
     """A partition (or its quarantine) could not be written: disk full, permissions. Names the partition."""
 
 
-# Called when a freshness pass begins (tasks/freshness/engine.py): a backend that remembers listings
-# for a pass (tasks/storage/s3backend.py) forgets them.
+# Called when a freshness pass begins: a backend forgets the listings of the last pass.
 PASS_HOOKS: list = []
 
 

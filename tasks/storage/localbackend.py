@@ -1,7 +1,5 @@
-"""A data root on a local disk, as :class:`tasks.storage.store.PartitionStore` reads it: keys are paths
-below the folder, a listing is a look at the folder itself (every question looks anew: nothing is kept
-between questions), a file's identity is its size and mtime, a lock is an flock. How a partition is
-replaced whole (a rename): :mod:`tasks.storage.localcommit`."""
+"""A data root on a local disk: keys are paths below the folder, every question looks at the disk anew,
+a file's identity is its size and mtime, a lock is an flock. Commits: :mod:`tasks.storage.localcommit`."""
 
 from __future__ import annotations
 
@@ -42,7 +40,7 @@ class LocalBackend:
     def __init__(self, data_root: str | os.PathLike):
         self.data_root = Path(data_root)
         top = os.fspath(self.data_root)
-        self.prefix = "" if top == "." else f"{top}/"  # a key's path is this and the key: one concatenation
+        self.prefix = "" if top == "." else f"{top}/"
         self._stats = _Stats(self.prefix)
 
     def at(self, rel: str) -> Path:
@@ -56,12 +54,10 @@ class LocalBackend:
 
     @property
     def state_dir(self) -> Path:
-        """This data root's own state (summaries, checked folders): ``<data_root>/_state``."""
         return self.data_root / "_state"
 
     # -- listing -------------------------------------------------------------------------------------
     def folders(self, rel: str) -> list[str]:
-        """The names one level below ``rel`` (one listing); [] when it is not there."""
         try:
             return os.listdir(self.path(rel))
         except FileNotFoundError:
@@ -75,12 +71,11 @@ class LocalBackend:
 
     @staticmethod
     def same(found: os.stat_result, recorded: dict) -> bool:
-        """The file is the one a manifest recorded: the same size and mtime (a rename keeps both)."""
+        """The same size and mtime as the manifest recorded (a rename keeps both)."""
         return found.st_size == recorded["size"] and found.st_mtime_ns == recorded["mtime_ns"]
 
     def files_in(self, dataset: str, folder: str, levels: int) -> list[str]:
-        """Every file under ``folder``, at any depth, relative to it (one listing of the folder, and of a
-        folder in it); writers' hidden temporary entries left out."""
+        """Every file under ``folder``, relative to it, writers' temporary entries left out."""
         top = self.path(folder)
         try:
             entries = list(os.scandir(top))
@@ -112,13 +107,11 @@ class LocalBackend:
         return sorted(out)
 
     def keys(self, prefix: str) -> set[str]:
-        """Every file below ``prefix`` (a folder's key ending in ``/``), as keys (one walk)."""
         start = len(self.prefix)
         walk = os.walk(self.path(prefix.rstrip("/")))
         return {f"{folder[start:]}/{name}" for folder, _, names in walk for name in names}
 
     def holds(self, dataset: str, folder: str) -> bool:
-        """Whether the partition's folder is there (a preview's shadow holds the partition)."""
         return os.path.isdir(self.path(folder))
 
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
@@ -126,8 +119,8 @@ class LocalBackend:
 
     # -- reading -------------------------------------------------------------------------------------
     def stamp(self, dataset: str, key: str, fresh: bool = False) -> tuple | None:
-        """(device, inode, size, mtime_ns, ctime_ns) of the file; None when it is not there. The ctime cannot
-        be set back (a restore that keeps mtimes, a reused inode), and a rename sets it."""
+        """(device, inode, size, mtime_ns, ctime_ns), or None; the ctime, unlike the mtime, cannot be set back
+        (a restore, a reused inode), and a rename sets it."""
         try:
             st = os.stat(self.path(key))
         except (FileNotFoundError, NotADirectoryError):
@@ -135,8 +128,8 @@ class LocalBackend:
         return _stat_stamp(st)
 
     def read_stamped(self, dataset: str, key: str, known: tuple | None, parse: Callable) -> tuple:
-        """(stamp, parsed content) of the file, ``known`` when it has that stamp still; the stamp is taken
-        from the open file, so it is the stamp of the content read. (None, None) when it is not there."""
+        """(stamp, parsed content), ``known`` when its stamp still holds, (None, None) when absent; the stamp
+        is taken from the open file, so it is the stamp of the content read."""
         try:
             fh = open(self.path(key), "rb")
         except (FileNotFoundError, NotADirectoryError):
@@ -148,7 +141,6 @@ class LocalBackend:
             return stamp, parse(fh.read())
 
     def read(self, key: str) -> bytes:
-        """FileNotFoundError (or NotADirectoryError) when it is not there."""
         with open(self.path(key), "rb") as fh:
             return fh.read()
 
@@ -161,8 +153,7 @@ class LocalBackend:
         return pq.read_table(self.path(key), columns=columns)
 
     def digest(self, key: str) -> tuple[str | None, str, int]:
-        """(sha256, "", bytes read) of the file; (None, why, 0) when it is missing or not a regular file (a
-        FIFO put in its place is refused, not waited on)."""
+        """(sha256, "", bytes read); (None, why, 0) when missing or not a regular file (a FIFO is not waited on)."""
         from tasks.storage.rawzone import RawFileUnreadable, open_regular
 
         path = self.data_root / key
@@ -181,7 +172,7 @@ class LocalBackend:
 
     # -- locks and records ---------------------------------------------------------------------------
     def lock_path(self, record_name: str) -> Path:
-        """``_state/locks/`` mirrors ``_state/failures/``: one lock file per partition."""
+        """One lock file per partition, ``_state/locks/`` mirroring ``_state/failures/``."""
         return self.state_dir / "locks" / f"{record_name.removesuffix('.json')}.lock"
 
     @contextmanager
@@ -190,7 +181,6 @@ class LocalBackend:
             yield
 
     def put_record(self, key: str, data: bytes) -> None:
-        """Replace the file whole (a temporary name, fsync, rename), its folders made as needed."""
         path = self.data_root / key
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, data)
@@ -201,7 +191,7 @@ class LocalBackend:
             self.put_record(key, data)
 
     def update_document(self, key: str, merge: Callable, what: str) -> dict:
-        """Replace the JSON document ``key`` with ``merge(current or None)`` under an flock (``.lock`` beside it)."""
+        """Replace the JSON document ``key`` with ``merge(current or None)`` under an flock."""
         path = self.data_root / key
         path.parent.mkdir(parents=True, exist_ok=True)
         with exclusive(path.with_suffix(".lock"), what):
@@ -219,12 +209,9 @@ class LocalBackend:
 
     # -- commits -------------------------------------------------------------------------------------
     def commit(self, where: str, label: str, rel: str, quarantine: str, fill: Callable) -> dict:
-        """Replace the partition folder ``rel`` whole with the files ``fill(commit)`` hands over, renamed
-        into place in that order (:mod:`tasks.storage.localcommit`); the manifest ``fill`` returned."""
         return localcommit.commit(self.data_root, where, rel, fill)
 
     def commit_one(self, where: str, label: str, rel: str, quarantine: str, key: str, data: bytes, manifest: dict):
-        """Replace the one file ``key`` of the partition (its manifest) atomically."""
         try:
             atomic_write_text(self.data_root / key, data.decode())
         except OSError as exc:
@@ -255,7 +242,7 @@ class LocalBackend:
         return sorted(os.listdir(self.data_root)) if self.data_root.is_dir() else []
 
     def sizes(self, rel: str) -> dict[str, int]:
-        """{key: size, 0 for a file hard-linked elsewhere} of every file below ``rel`` (temporaries left out)."""
+        """{key: size (0 when hard-linked elsewhere)} of every file below ``rel``, temporaries left out."""
         out = {}
         for dirpath, dirnames, filenames in os.walk(self.data_root / rel):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
@@ -264,7 +251,7 @@ class LocalBackend:
                     continue
                 try:
                     st = os.lstat(os.path.join(dirpath, name))
-                except FileNotFoundError:  # removed meanwhile (a preview built or swept now)
+                except FileNotFoundError:
                     continue
                 out[str(Path(dirpath, name).relative_to(self.data_root))] = st.st_size if st.st_nlink == 1 else 0
         return out

@@ -1,16 +1,10 @@
-"""How a partition is replaced whole on a local disk (:meth:`tasks.storage.localbackend.LocalBackend.commit`).
+"""How a partition is replaced whole on a local disk, so a reader never sees a mix.
 
-A write never leaves a reader a mix. Every file, the quarantine of rejected rows included, is first
-written under a hidden temporary name (``tempnames``: it names the writer's host and process) and
-fsynced; only then are they renamed into place, in the order the store handed them over: data first,
-then the quarantine, the manifest last (it records the quarantine's digest, so a partition's quarantine
-is always the one of its build). A new partition is assembled that way in a staging folder
-(``<data_root>/_state/staging/``, outside every dataset, since DuckDB's ``<dataset>/*/*.parquet`` glob
-matches hidden folders too) and renamed into place whole. A crash between two renames leaves a manifest
-that no longer describes the data file, so the partition counts as stale and is rebuilt; each file itself
-is always whole. Temporary entries of a writer killed mid-write are swept by the next write to the same
-folder. A full disk fails the write before anything is renamed (:class:`PartitionWriteError`, naming the
-partition). A file the manifest does not list is removed once the manifest is in place."""
+Every file is written under a temporary name and fsynced, then renamed into place in the order handed
+over: data, quarantine, the manifest last (it records the others' digests, so a crash between renames
+leaves a stale partition, never a wrong one). A new partition is assembled in ``_state/staging/``
+(outside every dataset: DuckDB's ``<dataset>/*/*.parquet`` glob matches hidden folders) and renamed
+whole. A full disk fails before anything is renamed."""
 
 from __future__ import annotations
 
@@ -28,14 +22,13 @@ logger = logging.getLogger("luigi-interface")
 
 
 class LocalCommit:
-    """The files of one commit, written under temporary names in ``folder`` (the partition's folder, or a
-    staging folder for a new partition) and renamed into place by :meth:`place`."""
+    """The files of one commit, written under temporary names in ``folder``; :meth:`place` renames them."""
 
     def __init__(self, data_root: Path, rel: str, folder: Path):
         self.data_root, self.rel, self.folder = data_root, rel, folder
         self.pending: list[tuple[Path, Path]] = []
-        self.drop: Path | None = None  # an old quarantine the new partition does not have: removed before the manifest
-        self.outside: Path | None = None  # the quarantine, outside the partition's folder: its folder fsynced
+        self.drop: Path | None = None  # an old quarantine the new partition does not have
+        self.outside: Path | None = None  # the quarantine, outside the partition's folder
         self.step = "before writing"  # named in the error
 
     def _target(self, key: str) -> Path:
@@ -48,8 +41,7 @@ class LocalCommit:
         return path
 
     def put(self, key: str, content, label: str, manifest: dict | None = None) -> dict:
-        """Write ``content`` (a table as Parquet, or bytes) under a temporary name beside ``key``'s place and
-        fsync it; what the manifest records of it (size, mtime, sha256: a rename keeps them)."""
+        """Write and fsync ``content`` under a temporary name; its size, mtime and sha256 (a rename keeps them)."""
         self.step = f"while writing {label}"
         path = self._target(key)
         tmp = tempnames.temp_path(path)
@@ -62,12 +54,10 @@ class LocalCommit:
         return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
 
     def put_all(self, named: list) -> list[dict]:
-        """:meth:`put` of each (key, content, label), in that order."""
         return [self.put(key, content, label) for key, content, label in named]
 
     def copy(self, key: str, source, label: str, manifest: dict | None = None) -> None:
-        """Hard link ``source``'s file ``key`` (another local data root: a preview's shadow, or production) to
-        a temporary name beside ``key``'s place: a name, not a copy, so size and mtime are as recorded."""
+        """Hard link ``source``'s file ``key`` (another local data root), so size and mtime stay as recorded."""
         self.step = f"while linking {label}"
         path = self._target(key)
         tmp = tempnames.temp_path(path)
@@ -75,16 +65,13 @@ class LocalCommit:
         os.link(source.path(key), tmp)
 
     def clear(self, key: str, empty) -> None:
-        """The partition has no file ``key`` any more (its old quarantine): removed just before the manifest
-        (``empty``, the table a bucket would put in its place, is not needed)."""
+        """The old quarantine ``key``: removed just before the manifest (``empty`` is for a bucket)."""
         path = self.data_root / key
         path.parent.mkdir(parents=True, exist_ok=True)
         tempnames.sweep(path.parent)
         self.drop = path
 
     def place(self) -> None:
-        """Rename each file into place in order (the manifest is last); an old quarantine the new partition
-        does not have is removed just before the manifest."""
         self.step = "while renaming the written files into place"
         for tmp, path in self.pending:
             if path.name == MANIFEST and self.drop is not None:
@@ -100,9 +87,7 @@ class LocalCommit:
 
 
 def commit(data_root: Path, where: str, rel: str, fill) -> dict:
-    """``fill(commit)`` hands over the partition's files; they are put in place in the existing partition
-    folder, or for a new partition in a staging folder then renamed into place whole. Returns what ``fill``
-    returned (the manifest)."""
+    """Put the files ``fill(commit)`` hands over in place; return what ``fill`` returned (the manifest)."""
     try:
         return _into(data_root, rel, fill)
     except OSError as exc:
@@ -126,7 +111,7 @@ def _fill(data_root: Path, rel: str, folder: Path, fill) -> dict:
 def _into(data_root: Path, rel: str, fill) -> dict:
     final = data_root / rel
     final.parent.mkdir(parents=True, exist_ok=True)
-    tempnames.sweep(final.parent)  # staging folders an earlier version left here
+    tempnames.sweep(final.parent)
     if final.is_dir():
         return drop_strays(final, _fill(data_root, rel, final, fill))
     staging_root = data_root / "_state" / "staging"
@@ -150,9 +135,8 @@ def _into(data_root: Path, rel: str, fill) -> dict:
 
 
 def drop_strays(folder: Path, manifest: dict) -> dict:
-    """Remove what ``folder`` holds besides the files ``manifest`` lists (and writers' temporary entries),
-    once that manifest is in place: a reader's glob sees only the partition. A file that cannot be
-    removed is a warning; the partition counts as stale while it is there. Returns ``manifest``."""
+    """Remove what ``folder`` holds besides ``manifest``'s files, once it is in place, so a reader's glob sees
+    only the partition; one that cannot be removed is a warning (the partition stays stale)."""
     keep = listed_names(manifest)
     for entry in os.scandir(folder):
         if entry.name in keep or tempnames.is_temp_name(entry.name):

@@ -1,10 +1,6 @@
-"""Partition storage: the one door to the partitions of a data root, a local folder or a bucket.
-
-:func:`open_store` gives the store of a dataset (:class:`tasks.storage.store.PartitionStore`, over a local
-folder or a bucket; while a preview builds, :class:`tasks.storage.shadow.ShadowStore`), the only writer of
-Parquet and manifests. Where the files go and what they are called: :mod:`tasks.storage.layout`. The other
-names here are those modules' own, for the callers that import them from the door.
-"""
+"""The one door to the partitions of a data root, a local folder or a bucket: :func:`open_store` gives a
+dataset's store (a preview's shadow store while one builds), the only writer of Parquet and manifests.
+The other names are re-exported from the modules that own them."""
 
 from __future__ import annotations
 
@@ -13,26 +9,19 @@ import os
 from pathlib import Path
 
 from tasks.storage.files import (  # noqa: F401 - the door's names
-    DICTIONARY_PAGE_LIMIT,
     PartitionBusy,
-    atomic_write_parquet,
     atomic_write_text,
     exclusive,
     flock_within,
-    parquet_sha256,
     warm_up,
 )
 from tasks.storage.layout import (  # noqa: F401 - the door's names
-    DATA_FILE,
     DATA_VERSION,
     MANIFEST,
     PARTITION_PREFIX,
-    PASS_HOOKS,
     WRITE_HOOKS,
     PartitionWriteError,
     new_pass,
-    parse_manifest,
-    parse_partition_name,
     partition_name,
     remote,
 )
@@ -41,8 +30,7 @@ from tasks.storage.store import PartitionStore, open_backend
 
 
 def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None, plain: bool = False):
-    """The store of ``dataset`` under ``data_root``, a local folder or ``s3://BUCKET/PREFIX``; while a
-    preview builds (:func:`shadowed`), its shadow store, unless ``plain``."""
+    """The store of ``dataset`` under ``data_root``; while a preview builds, its shadow store, unless ``plain``."""
     shadow = None if plain else shadow_of(data_root)
     if shadow is not None:
         return ShadowStore(data_root, shadow, dataset, subpartition)
@@ -55,13 +43,12 @@ def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | 
 
 
 def check_roots(*roots: tuple[str, str], written: tuple[str, ...] = ()) -> str | None:
-    """Ask each ``(setting, uri)`` that is a bucket for its bucket (credentials, endpoint, name), and whether
-    the store honours conditional writes when the setting is one of ``written`` (the command may write
-    there): one line naming the setting, the endpoint, the bucket and what failed, for the first that fails."""
+    """Check each bucket of ``(setting, uri)`` (and conditional writes, for one in ``written``); the first
+    failure as one line naming the setting, endpoint and bucket, or None."""
     buckets = [uri for _, uri in roots if str(uri).startswith("s3://")]
     if len(buckets) > 1:
-        remote(buckets[0]).ask_at_once(buckets)  # one round trip for all (a store is 5-50 ms away)
-    for setting, uri in roots:  # then each one's answer, or its error, in order
+        remote(buckets[0]).ask_at_once(buckets)  # one round trip for all
+    for setting, uri in roots:
         backend = remote(uri) if str(uri).startswith("s3://") else None
         if backend is not None:
             error = backend.check(uri, fence=setting in written)
@@ -71,7 +58,7 @@ def check_roots(*roots: tuple[str, str], written: tuple[str, ...] = ()) -> str |
 
 
 def state_dir(data_root: str | os.PathLike) -> Path:
-    """This host's state folder for ``data_root`` (a local data root's own ``_state``)."""
+    """This host's state folder for ``data_root``."""
     return open_backend(data_root).state_dir
 
 
@@ -84,6 +71,6 @@ def read_document(data_root: str | os.PathLike, name: str) -> dict | None:
 
 
 def update_document(data_root: str | os.PathLike, name: str, merge, what: str) -> dict:
-    """Replace the shared document ``name`` with ``merge(current or None)``, atomically with respect to every
-    other writer (an flock locally; a compare-and-swap in a bucket, merged again when it lost); the result."""
+    """Replace the shared document ``name`` with ``merge(current or None)``, atomically against every other
+    writer (an flock; in a bucket a compare-and-swap, merged again when it lost)."""
     return open_backend(data_root).update_document(f"_state/{name}", merge, what)

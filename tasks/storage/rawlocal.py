@@ -1,5 +1,4 @@
-"""A raw zone in a local folder (the embedded default): the :class:`tasks.storage.rawzone.RawBackend` that
-lists with no symbolic link followed below the root and reads with :func:`open_regular`."""
+"""A raw zone in a local folder: lists with no symbolic link followed below the root, reads regular files only."""
 
 from __future__ import annotations
 
@@ -35,12 +34,12 @@ class LocalRaw(RawBackend):
                 os.close(top)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except OSError as exc:  # a symbolic link (ELOOP on some systems; Linux says ENOTDIR): not read, and
-            if exc.errno != errno.ELOOP:  # reported by unread_in_source
+        except OSError as exc:  # a symbolic link (ELOOP on some systems): reported by unread_in_source
+            if exc.errno != errno.ELOOP:
                 raise
             return None
-        uid = os.geteuid()  # root reads any file, an owner with the read bit its own: no access check needed
-        try:  # stat relative to the open folder: one path component to resolve per file
+        uid = os.geteuid()  # root, or an owner with the read bit, needs no access check
+        try:
             files, others = [], []
             for entry in os.listdir(fd):
                 st = os.stat(entry, dir_fd=fd, follow_symlinks=False)

@@ -1,13 +1,9 @@
-"""The raw zone: list, stat and read raw files. The only module that touches raw files.
+"""The raw zone, read-only: the only module that lists and reads raw files.
 
-The raw zone is read-only for the pipeline: nothing here writes, moves or deletes a raw file. One
-:class:`RawZone` owns the contract (folders ``<source>/<YYYY-MM-DD>/<file>``, what is not read and why, the
-content hashes of what a build read) over a :class:`RawBackend` that only lists and reads, one per place:
-a local folder (:mod:`tasks.storage.rawlocal`, the embedded default), an SFTP server
-(:mod:`tasks.storage.sftp`) or a bucket (:mod:`tasks.storage.s3raw`). A raw file is identified by its path
-relative to the root (``qsr_pos/2026-09-15/S001.csv``), its size and its mtime in nanoseconds (a bucket's
-version stamp): that triple is what input fingerprints are made of.
-"""
+:class:`RawZone` owns the contract (folders ``<source>/<YYYY-MM-DD>/<file>``, what is not read and why,
+the content hashes of what a build read) over a :class:`RawBackend` that only lists and reads: a local
+folder, SFTP or a bucket. A raw file is its path below the root, its size and its mtime in ns: the
+triple input fingerprints are made of."""
 
 from __future__ import annotations
 
@@ -26,30 +22,27 @@ from tasks.storage.errors import StorageUnavailable
 SYMLINK = "a symbolic link (never followed)"
 NOT_REGULAR = "not a regular file"
 UNREADABLE = "not readable by the pipeline's user"
-NOT_A_FOLDER = "not a folder"  # an entry named like an export folder, or a source, that is a file
-NOT_A_DATE_NAME = "not a YYYY-MM-DD folder name"  # an entry of a source folder no partition reads
+NOT_A_FOLDER = "not a folder"
+NOT_A_DATE_NAME = "not a YYYY-MM-DD folder name"
 
-# What an entry of the raw zone is, as a listing tells it without following links (NO_READ: a regular file
-# the pipeline's user may not read), and why an entry of an export folder that is not a readable file is not read
+# An entry's kind as a listing tells it without following links (NO_READ: a file the user may not read)
 FOLDER, LINK, FILE, OTHER, NO_READ = "folder", "link", "file", "other", "no read"
 _REFUSED = {LINK: SYMLINK, FOLDER: NOT_REGULAR, OTHER: NOT_REGULAR, NO_READ: UNREADABLE}
 
 
 class Refused(NamedTuple):
-    """An entry of the raw zone that is not read, and why: by its name in its export folder
-    (:meth:`RawZone.scan_folder_all`), or by its path below the root (:func:`unread_in_source`)."""
+    """An entry of the raw zone that is not read (by name in its folder, or path below the root), and why."""
 
     name: str
     reason: str
 
 
-# Raw zones other than a local folder, by URI scheme: the module whose backend_for(uri) gives its backend
+# By URI scheme: the module whose backend_for(uri) gives the backend
 REMOTE = {"sftp": "tasks.storage.sftp", "s3": "tasks.storage.s3raw"}
 
 
 class RawZoneUnavailable(StorageUnavailable):
-    """The raw zone cannot be reached (a server down, frozen, or refusing this client): nothing can be
-    listed or read. Its message names the server and why; tasks/faults.py makes it one line, exit 30."""
+    """The raw zone cannot be reached: nothing can be listed or read."""
 
 
 class RawFileUnreadable(RuntimeError):
@@ -57,16 +50,13 @@ class RawFileUnreadable(RuntimeError):
 
 
 class RawFileChanged(RuntimeError):
-    """A raw file read is not the one listed (re-sent between the listing and the read): the build fails,
-    writing nothing, and the next run reads the new one."""
+    """A raw file read is not the one listed (re-sent meanwhile): the build writes nothing; the next run reads it."""
 
 
 def open_regular(path: str | os.PathLike, shown: str | None = None) -> int:
-    """A file descriptor open for reading on ``path``, a regular file: the one way a raw file is opened
-    for reading or hashing (a build, ``daybreak verify``). A symbolic link is not followed
-    (``O_NOFOLLOW``); a FIFO is opened without waiting for a writer (``O_NONBLOCK``) and, like a folder or
-    a device, refused after an ``fstat`` of what was opened: :class:`RawFileUnreadable` naming ``shown``
-    (default: the path) and what it is. A missing file raises FileNotFoundError."""
+    """A descriptor open for reading on the regular file ``path``: the one way a raw file is opened. A link is
+    not followed; a FIFO is not waited on (``O_NONBLOCK``) and, like a folder or device, refused after an
+    ``fstat`` (:class:`RawFileUnreadable` naming ``shown``). FileNotFoundError when missing."""
     shown = shown or os.fspath(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -101,38 +91,31 @@ class RawFile(NamedTuple):
 
 
 class RawBackend(Protocol):
-    """Where a raw zone's files are (a backend subclasses this, for its defaults): it lists and reads, never
-    following a symbolic link below the root, and says what it can. What is read, or why not, is RawZone's."""
+    """Where a raw zone's files are: lists and reads, never following a symbolic link below the root, and
+    says what it can. What is read, or why not, is RawZone's."""
 
-    # A file's mtime is trusted only when it is older than this: the place's clock resolution (a local file
-    # system stamps files with a coarse kernel clock, about 10 ms; SFTP and a bucket give whole seconds)
+    # A file's mtime is trusted only when older than this (the place's clock resolution)
     mtime_resolution_ns: int = 10_000_000
-    # True where each read checks that it got the very file listed (a bucket's objects are replaced whole,
-    # and a GET says which version it read): the re-listing after a build is not needed (tasks/building.py)
+    # Each read checks it got the very version listed: no re-listing after a build
     reads_checked: bool = False
-    # True where telling whether a folder is there costs a system call, not a request to a server: Luigi's
-    # checks of a raw folder ask the zone itself then, else the run's listings (tasks/targets.py)
+    # Whether a folder is there costs a system call, not a request to a server
     local_lookups: bool = True
-    # True where folders are best listed many at once, each a request of its own on its own connection (a
-    # bucket): the freshness engine lists a window's folders, or a range's, together (Memo.scan_ahead)
+    # Folders are best listed many at once (a bucket)
     lists_at_once: bool = False
 
-    def describe(self) -> str: ...  # the zone as a user names it: a path or a URI
-    # folder <source>/<name>: (the (name, size, mtime_ns) of each regular file the pipeline's user may read, the
-    # (name, kind: LINK, FOLDER, OTHER or NO_READ) of each other entry); None when it is not there, or it or its
-    # source folder is a symbolic link
+    def describe(self) -> str: ...  # a path or a URI
+    # ([(name, size, mtime_ns) of each readable regular file], [(name, kind) of each other entry]); None when
+    # the folder is not there or it or its source folder is a symbolic link
     def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None: ...
-    # (what <source> is: FOLDER, LINK, another kind, or None when absent; the (name, kind) of each of its entries
-    # when it is a real folder): one listing of its top level
+    # (the kind of <source> or None when absent, [(name, kind)] of its entries when it is a real folder)
     def source(self, source: str) -> tuple[str | None, list[tuple[str, str]]]: ...
-    # {name: a stamp that changes when a file is added, removed or replaced in it} of each real folder in
-    # <source>/, from one listing; empty when the source folder is a symbolic link
+    # {name: a stamp that changes when a file is added, removed or replaced in it} of each real folder in <source>/
     def folder_stamps(self, source: str) -> dict[str, int]: ...
-    # the file's bytes now; one replaced since it was listed by a link or a FIFO is refused (RawFileUnreadable)
+    # the file's bytes now; a link or FIFO swapped in since the listing is refused (RawFileUnreadable)
     def read(self, raw: RawFile) -> bytes: ...
 
     def close(self) -> None:
-        """Release this process's connection to the raw zone, if it has one (local disk: nothing)."""
+        """Release this process's connection to the raw zone, if any."""
 
     def folder_exists(self, source: str, name: str) -> bool:
         return self.folder(source, name) is not None
@@ -144,8 +127,8 @@ class RawBackend(Protocol):
         return map(self.read_listed, files)
 
     def fetch_ahead(self, files: list[RawFile]) -> list:
-        """Start fetching ``files`` (the next partition's inputs) while the current partition builds, where a
-        read is a request to a server (a bucket); nothing elsewhere. Returns the fetches started (futures)."""
+        """Start fetching the next partition's inputs while this one builds, where a read is a request (a
+        bucket); the futures started."""
         return []
 
     def file_identity(self, raw: RawFile) -> list[int] | None:  # RawZone.file_identity; None: cannot tell
@@ -161,13 +144,12 @@ class RawZone:
 
             root = LocalRaw(root)
         self.backend = root
-        # what the backend can (RawBackend), asked of the zone
         self.mtime_resolution_ns, self.reads_checked = root.mtime_resolution_ns, root.reads_checked
         self.local_lookups, self.lists_at_once = root.local_lookups, root.lists_at_once
 
     @classmethod
     def from_uri(cls, uri: str) -> RawZone:
-        """A local folder, ``sftp://user@host:port/path`` or ``s3://BUCKET/PREFIX`` (its module loaded only then)."""
+        """A local folder, ``sftp://user@host:port/path`` or ``s3://BUCKET/PREFIX``."""
         scheme = uri.split("://", 1)[0] if "://" in uri else ""
         if scheme in REMOTE:
             return cls(importlib.import_module(REMOTE[scheme]).backend_for(uri))
@@ -193,16 +175,14 @@ class RawZone:
         return self.backend.folder_exists(source, date.isoformat())
 
     def scan_folder(self, source: str, date: dt.date) -> list[tuple[str, int, int]] | None:
-        """(name, size, mtime_ns) of every regular, readable file of one folder, sorted by name; None when
-        the folder does not exist. Plain tuples: a completeness check scans a hundred thousand files."""
+        """(name, size, mtime_ns) of every regular, readable file of one folder, sorted; None when absent.
+        Plain tuples: a completeness check scans a hundred thousand files."""
         scanned = self.scan_folder_all(source, date)
         return None if scanned is None else scanned[0]
 
     def scan_folder_all(self, source: str, date: dt.date) -> tuple[list[tuple[str, int, int]], list[Refused]] | None:
-        """``scan_folder``'s entries, and the (name, reason) of every other entry of the folder, which is
-        never read: a symbolic link (never followed), not a regular file (a folder, a key one level too
-        deep in a bucket), or not readable. None when the folder does not exist, or is itself a symbolic
-        link (never followed out of the raw zone)."""
+        """``scan_folder``'s entries, and the (name, reason) of every other entry, never read. None when the
+        folder does not exist or is itself a symbolic link."""
         listed = self.backend.folder(source, date.isoformat())
         if listed is None:
             return None
@@ -210,28 +190,23 @@ class RawZone:
         return sorted(files), sorted(Refused(name, _REFUSED[kind]) for name, kind in others)
 
     def list_folder(self, source: str, date: dt.date) -> list[RawFile] | None:
-        """Every regular file of one folder as RawFile, sorted by name; None when the folder does not exist."""
         entries = self.scan_folder(source, date)
         rel = self.folder_relpath(source, date)
         return None if entries is None else [RawFile(f"{rel}/{n}", size, mtime) for n, size, mtime in entries]
 
     def newest_folder_date(self, source: str, not_after: dt.date | None = None) -> dt.date | None:
-        """Latest date of a source's export folders (of those dated ``not_after`` or earlier, when given), or
-        None when it has none. Only what :meth:`scan_folder_all` reads counts: a real folder named
-        YYYY-MM-DD, not a symbolic link, not a file named like a date; and nothing when the source folder
-        itself is a link (never followed)."""
+        """Latest date of a source's export folders (up to ``not_after``), counting only real folders named
+        YYYY-MM-DD, as :meth:`scan_folder_all` reads them; None when it has none."""
         _, entries = self.backend.source(source)
         dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
         return max((d for d in dates if not_after is None or d <= not_after), default=None)
 
     def source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
-        """:meth:`RawBackend.source` (:func:`unread_in_source` reads it)."""
         return self.backend.source(source)
 
     def list_folders(self, source: str) -> dict[str, int]:
-        """{folder name: stamp} of a source's dated folders, from one listing of the source folder: a stamp (a
-        folder's mtime) changes when a file is added to, removed from or replaced in it. Empty when the
-        source folder is a symbolic link (never followed)."""
+        """{folder name: stamp} of a source's dated folders, from one listing; a stamp changes when a file is
+        added to, removed from or replaced in the folder."""
         return {name: stamp for name, stamp in self.backend.folder_stamps(source).items() if is_date_name(name)}
 
     def read_bytes(self, raw: RawFile) -> bytes:
@@ -239,7 +214,7 @@ class RawZone:
 
     # -- content -----------------------------------------------------------------------------------
     def read_input(self, raw: RawFile) -> bytes:
-        """The file's bytes for a build (checked against its listing where the backend can); their hash remembered."""
+        """The file's bytes for a build, checked against its listing where the backend can; hash remembered."""
         data = self.backend.read_listed(raw)
         self.remember(raw, data)
         return data
@@ -248,13 +223,12 @@ class RawZone:
         return self.backend.fetch_ahead(files)
 
     def read_inputs(self, files: list[RawFile]) -> Iterator[bytes]:
-        """:meth:`read_input` of each file, in order, each read when asked for (several in flight where it helps)."""
+        """:meth:`read_input` of each file, in order (several in flight where it helps)."""
         for raw, data in zip(files, self.backend.read_many(files), strict=True):
             self.remember(raw, data)
             yield data
 
     def remember(self, raw: RawFile, data: bytes) -> None:
-        """Remember the content hash of ``data``, read from ``raw`` for a build (:meth:`known_digest`)."""
         _remember((self.describe(), raw), content_hash(data))
 
     def digest(self, raw: RawFile) -> str:
@@ -267,18 +241,15 @@ class RawZone:
         return _DIGESTS.get((self.describe(), raw))
 
     def file_identity(self, raw: RawFile) -> list[int] | None:
-        """What tells this very file again without reading it: a local file's (inode, size, mtime_ns,
-        ctime_ns) now (every write of a file, and every change of its times, moves its ctime, which nobody
-        can set: a file re-sent with its size and mtime kept differs here); a plain upload's size and MD5 in
-        a bucket. None when the file cannot be stat-ed, or where the zone cannot tell (no ctime over SFTP)."""
+        """What tells this very file again without reading it: a local file's (inode, size, mtime_ns, ctime_ns)
+        (nobody can set a ctime, so a re-sent file with size and mtime kept differs), an object's size and
+        MD5; None where the zone cannot tell (SFTP has no ctime)."""
         return self.backend.file_identity(raw)
 
     def recorded_digest(self, raw: RawFile, recorded: list | None, read_ns: int) -> bool:
-        """Take a content hash another read recorded, ``recorded`` = [file identity, hash] (the identity
-        :meth:`file_identity` gave before the file was read, at ``read_ns``), as the hash of ``raw``
-        (then :meth:`known_digest`, as if this process had read it), when the file's identity now is
-        the one recorded and its last change was older than that read by more than the zone's clock
-        resolution. Returns whether it was taken; if not, the file must be read."""
+        """Whether ``recorded`` = [file identity, hash], taken by a read at ``read_ns``, was adopted as the hash
+        of ``raw``: only when the identity is unchanged and its last change older than that read by more
+        than the clock resolution. If not, the file must be read."""
         if not recorded or len(recorded) != 2 or not isinstance(recorded[0], list) or len(recorded[0]) != 4:
             return False
         identity, digest = recorded
@@ -288,7 +259,7 @@ class RawZone:
         return True
 
     def digest_now(self, raw: RawFile) -> str:
-        """The content hash of ``raw``'s bytes now (a check: never a remembered value)."""
+        """The content hash of ``raw``'s bytes now, never a remembered one."""
         return content_hash(self.read_bytes(raw))
 
 
@@ -304,7 +275,6 @@ def _remember(key: tuple[str, RawFile], digest: str) -> None:
 
 
 def content_hash(data: bytes) -> str:
-    """The content hash of a raw file (sha256: hardware-accelerated on current CPUs)."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -312,8 +282,7 @@ _DATE_NAME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def is_date_name(name: str) -> bool:
-    """A folder name that is a date spelled YYYY-MM-DD: an export folder. (``date.fromisoformat`` alone
-    also takes ``20260922`` and ``2026-W39-2`` since Python 3.11: folders no partition reads.)"""
+    """A YYYY-MM-DD folder name (``date.fromisoformat`` alone also takes ``20260922`` and ``2026-W39-2``)."""
     if _DATE_NAME.fullmatch(name) is None:
         return False
     try:
@@ -329,10 +298,8 @@ def mode_kind(mode: int) -> str:
 
 
 def unread_in_source(source: str, kind: str | None, entries: list[tuple[str, str]]) -> list[Refused]:
-    """The entries of a source folder that no partition reads, by path below the root, with the reason;
-    the same for every raw zone. A partition reads only ``<source>/<YYYY-MM-DD>/``, a real
-    folder: a symbolic link is never followed (whatever its name), any other name is not read, nor is
-    a file named like a date. A source folder that is itself a link, or a file, is the one entry."""
+    """The entries of a source folder that no partition reads (only real ``<source>/<YYYY-MM-DD>/`` folders
+    are read), with the reason; a source folder that is a link or a file is the one entry."""
     if kind is None:
         return []
     if kind != FOLDER:

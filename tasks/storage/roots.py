@@ -1,6 +1,5 @@
-"""A data root as a tree of files, for what is not a partition: a preview's folder and record, its shadow
-partitions' files, its publish lock. :class:`Root` over the data root's backend (a local folder or a bucket
-prefix, :func:`tasks.storage.store.open_backend`); :func:`open_root` takes either URI."""
+"""A data root as a tree of files, for what is not a partition: a preview's folder, record, shadow
+partitions and publish lock, over a local folder or a bucket prefix."""
 
 from __future__ import annotations
 
@@ -26,35 +25,30 @@ class Root:
         return Root(self.backend.at(rel.strip("/")))
 
     def exists(self, rel: str = "") -> bool:
-        """Whether the file ``rel`` (or a folder of that name), or the root itself, is there."""
         return self.backend.tree_exists(rel)
 
     def read(self, rel: str) -> bytes:
-        """FileNotFoundError (or NotADirectoryError) when it is not there."""
         return self.backend.read(rel)
 
     def write(self, rel: str, data: bytes) -> None:
-        """Whole or not at all (a temporary name, fsync, rename; one PUT)."""
+        """Whole or not at all."""
         self.backend.put_record(rel, data)
 
     def mkdir(self) -> None:
-        """Make the root (FileExistsError when it is there); nothing to make for a bucket prefix."""
+        """Make the root (FileExistsError when it is there; nothing for a bucket prefix)."""
         self.backend.make_root()
 
     def names(self) -> list[str]:
-        """The entries one level down (folders and files), sorted; [] when the root is not there."""
         return self.backend.names_now()
 
     def files(self, rel: str = "") -> dict[str, int]:
-        """{key: bytes only this root holds} of every file below ``rel`` (hidden temporary files left out; a
-        file hard-linked elsewhere, production's, counts 0)."""
+        """{key: bytes only this root holds} of every file below ``rel`` (one hard-linked elsewhere counts 0)."""
         return self.backend.sizes(rel)
 
     def remove(self, rel: str = "") -> None:
-        """Remove the file or tree ``rel`` (the whole root when empty); nothing when it is not there."""
+        """Remove the file or tree ``rel`` (the whole root when empty), if there."""
         self.backend.remove_tree(rel)
 
     def exclusive(self, rel: str, what: str, wait_s: float | None = 0) -> AbstractContextManager[Iterator[None]]:
-        """An exclusive lock named ``rel`` (:class:`tasks.storage.files.PartitionBusy` when held past ``wait_s``):
-        an flock, or a lease in a bucket."""
+        """An exclusive lock named ``rel`` (an flock, or a lease in a bucket); PartitionBusy past ``wait_s``."""
         return self.backend.exclusive(rel, what, wait_s)

@@ -1,23 +1,10 @@
-"""An S3-compatible object store (AWS S3, Ceph's RADOS Gateway, MinIO): the only module that imports boto3.
+"""An S3-compatible object store (AWS S3, radosgw, MinIO): the only module that imports boto3.
 
-A :class:`Bucket` is ``s3://BUCKET/PREFIX`` with the ``[s3]`` settings (``endpoint_url``, ``region``);
-credentials come from the standard AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
-``~/.aws/credentials``, an instance role), never from luigi.cfg. Keys are named relative to the prefix
-(``staging/qsr_pos/business_date=2026-09-01/data.parquet``), so the layout is the local one.
-
-Every write is one ``PutObject`` (no multipart upload): with ``If-None-Match: *`` for a key that must be new,
-``If-Match`` on the ETag read before for a key that must not have changed; the first conditional write to a
-store is made only once the store is known to honour both (:mod:`tasks.storage.s3fence`). A failed
-condition raises :class:`PreconditionFailed`; any other refusal or a store that does not answer raises
-:class:`StoreError`, whose message names the endpoint, the bucket, the key and the store's error code (a
-clock the store finds too far off is named as such, with how far; the credentials only when the store
-says they are wrong).
-
-Servers differ on ``If-Match``: AWS compares the quoted ETag it returns, Ceph's radosgw 16 only the bare
-MD5. A write sends the bare ETag; when the store answers 412 although the key still has that ETag, the
-server wants quotes, and the write is made again with them (the condition is still the store's to check,
-atomically, so nothing can slip in between).
-"""
+A :class:`Bucket` is ``s3://BUCKET/PREFIX`` with the ``[s3]`` settings; credentials come from the AWS
+chain, never from luigi.cfg. Keys are relative to the prefix, so the layout is the local one. Every write
+is one ``PutObject``, conditional (``If-None-Match: *`` or ``If-Match``) where it must be, and only on a
+store known to honour conditions (:mod:`tasks.storage.s3fence`). Errors name endpoint, bucket, key and the
+store's code; credentials only when the store says they are wrong."""
 
 from __future__ import annotations
 
@@ -61,10 +48,6 @@ class Obj:
     mtime_ns: int
 
 
-def is_uri(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(SCHEME)
-
-
 def split_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/some/prefix`` -> (``bucket``, ``some/prefix/``); the prefix may be empty."""
     rest = uri[len(SCHEME) :]
@@ -105,15 +88,13 @@ def _client(endpoint: str | None, region: str):
                 retries={"max_attempts": 3, "mode": "standard"},
                 connect_timeout=5,
                 read_timeout=60,
-                # aws-chunked bodies with trailing checksums (botocore's default over HTTPS) are refused by
-                # radosgw 16 (411); a checksum only where the operation requires one works everywhere
+                # radosgw refuses aws-chunked bodies with trailing checksums (botocore's default over HTTPS)
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
                 max_pool_connections=32,
             )
             client = boto3.session.Session(botocore_session=core).client("s3", endpoint_url=endpoint, config=config)
-            # botocore asks for "Expect: 100-continue" before every PUT body: a round trip more per PUT,
-            # waiting for the store's go-ahead; Daybreak's bodies are small and sent at once
+            # no "Expect: 100-continue": a round trip more per PUT, for bodies that are small
             client.meta.events.unregister("before-call.s3", add_expect_header)
             _clients[key] = client
         return _clients[key]
@@ -320,9 +301,11 @@ class Bucket:
 
     # -- writing ---------------------------------------------------------------------------------
     def put(self, rel: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        """One PutObject of ``data``; its ETag. ``if_none_match``: only if the key does not exist;
-        ``if_match``: only if the key has this ETag. :class:`PreconditionFailed` when the condition fails."""
-        if if_none_match or if_match is not None:  # only on a store that honours them (asked once)
+        """One PutObject of ``data``; its ETag. :class:`PreconditionFailed` when a condition fails.
+
+        AWS compares ``If-Match`` with the quoted ETag, radosgw with the bare one: the bare one is sent, and
+        on a 412 while the key still has that ETag, again quoted (the store still checks, atomically)."""
+        if if_none_match or if_match is not None:
             from tasks.storage.s3fence import ensure
 
             ensure(self)
@@ -343,8 +326,7 @@ class Bucket:
                     return _etag(self.client.put_object(**{**args, "IfMatch": f'"{if_match}"'})["ETag"])
                 raise
         except ClientError as exc:
-            # If-Match on a key deleted since (a lease released by its holder meanwhile): AWS and radosgw
-            # answer 404 NoSuchKey, not 412; the condition failed all the same
+            # If-Match on a key deleted since: 404, not 412, but the condition failed all the same
             gone = if_match is not None and exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
             if precondition_failed(exc) or gone:
                 raise PreconditionFailed(f"{self.describe(rel)} changed (another writer)") from None
@@ -364,13 +346,11 @@ class Bucket:
             raise self.store_error(exc, "DELETE", rel) from None
 
 
-# what a store answers when the credentials are wrong or not allowed (and only then are they named)
 CREDENTIAL_CODES = ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken")
 
 
 def _skew(exc: ClientError) -> tuple[str, str]:
-    """How far this host's clock is from the store's: the error's RequestTime and ServerTime (AWS), else the
-    answer's ``Date`` against the time the request was signed with (this host's, as botocore reads it)."""
+    """How far this host's clock is from the store's: ServerTime against RequestTime (AWS), else ``Date``."""
     from botocore.auth import get_current_datetime
 
     error = exc.response.get("Error", {})

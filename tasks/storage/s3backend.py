@@ -1,10 +1,7 @@
-"""A data root in an S3-compatible bucket (``s3://BUCKET/PREFIX``), as :class:`tasks.storage.store.PartitionStore`
-reads it: one listing per dataset prefix per freshness pass (a check needs no request per partition), an
-object's identity is its ETag and size, a partition's lock is a lease (:mod:`tasks.storage.s3lease`) that
-also remembers the partition's objects as they were when the build started: its commit's conditions
-(:mod:`tasks.storage.s3commit`). What a pass listed is kept by the backend and forgotten by a new pass.
-Shared documents are compare-and-swapped. The module :mod:`tasks.storage.partitions` loads for an ``s3://``
-data root: it also gives the data root's check and this host's state folder for it (:mod:`tasks.storage.s3docs`)."""
+"""A data root in a bucket (``s3://BUCKET/PREFIX``): one listing per dataset prefix per freshness pass (no
+request per partition), kept up to date by this process's writes and forgotten by a new pass. An object's
+identity is its ETag and size; a partition's lock is a lease, under which its objects are listed once:
+the commit's conditions. Shared documents are compare-and-swapped."""
 
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ from tasks.storage.tempnames import is_temp_name
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["S3Backend", "ask_at_once", "backend_for", "check", "state_dir"]  # what partitions.py and store.py ask of it
+__all__ = ["S3Backend", "ask_at_once", "backend_for", "check", "state_dir"]
 
 _BACKENDS: dict[tuple, S3Backend] = {}
 
@@ -48,7 +45,6 @@ def backend_for(uri: str) -> S3Backend:
 
 
 def _new_pass() -> None:
-    """A freshness pass begins (tasks/freshness/engine.py): every backend forgets what it listed."""
     for backend in _BACKENDS.values():
         backend.new_pass()
 
@@ -57,8 +53,7 @@ PASS_HOOKS.append(_new_pass)
 
 
 def folder_of(rel: str, prefix: str, levels: int) -> str | None:
-    """The partition folder (``levels`` folders under ``prefix``) that key ``rel`` is in; None for a key
-    above the partitions' folders (a dataset's own stray)."""
+    """The partition folder (``levels`` deep under ``prefix``) of key ``rel``; None for a key above them."""
     if levels == 0:
         return prefix.rstrip("/")
     parts = rel[len(prefix) :].split("/", levels)
@@ -71,21 +66,16 @@ class S3Backend:
     def __init__(self, data_root: str, bucket: Bucket | None = None):
         self.data_root = data_root.rstrip("/")
         self.bucket = bucket or Bucket(self.data_root)
-        # What this process listed in the current freshness pass: prefix -> {key: Obj}, and the same by
-        # partition folder ((prefix, levels of folders) -> {folder: its keys at any depth}). Writes of this
-        # process keep them up to date; a new pass (:meth:`new_pass`) empties them.
+        # This pass's listings: prefix -> {key: Obj}, and (prefix, levels) -> {partition folder: its keys}
         self.listings: dict[str, dict[str, Obj]] = {}
         self.by_folder: dict[tuple[str, int], dict[str, set[str]]] = {}
-        # Manifests this process wrote or read, by key: (stamp, content), so a check after a build parses
-        # nothing again.
+        # key -> (stamp, content) of manifests written or read, so a check after a build parses nothing again
         self.manifests: dict[str, tuple[tuple, dict]] = {}
-        # partition folder -> its objects as listed when the build took its lease ({key: Obj, or None when
-        # absent}) and their ETags: what the build's re-check reads and its commit's conditions.
+        # folder -> its objects (None: absent) as listed when the build took its lease, and their ETags
         self.listed_at_lease_of: dict[str, dict[str, Obj | None] | Future] = {}
         self.etags_at_lease: dict[str, dict[str, str]] = {}
 
     def new_pass(self) -> None:
-        """A new freshness pass: the listings are taken again."""
         self.listings.clear()
         self.by_folder.clear()
 
@@ -101,14 +91,13 @@ class S3Backend:
 
     # -- listing -------------------------------------------------------------------------------------
     def listing(self, prefix: str) -> dict[str, Obj]:
-        """Every object under ``prefix``, listed once per freshness pass."""
         listing = self.listings.get(prefix)
         if listing is None:
             listing = self.listings[prefix] = self.bucket.list(prefix)
         return listing
 
     def list_ahead(self, prefixes: list[str]) -> None:
-        """List at once the prefixes this pass has not listed (a dataset and its quarantine: one round trip)."""
+        """List at once the prefixes this pass has not listed."""
         todo = [p for p in dict.fromkeys(prefixes) if p not in self.listings]
         if len(todo) < 2:
             return
@@ -118,7 +107,7 @@ class S3Backend:
             self.listings.setdefault(prefix, listing.result())
 
     def known(self, rel: str, obj: Obj | None) -> None:
-        """This process wrote ``rel`` (``obj``) or found it gone: its listings say so from now on."""
+        """This process wrote ``rel`` (``obj``) or found it gone (None): the listings follow."""
         for prefix, listing in self.listings.items():
             if rel.startswith(prefix):
                 if obj is None:
@@ -138,18 +127,16 @@ class S3Backend:
 
     @staticmethod
     def same(found: Obj, recorded: dict) -> bool:
-        """The object is the one a manifest recorded: the same ETag and size."""
+        """The same ETag and size as the manifest recorded."""
         return found.etag == recorded.get("etag") and found.size == recorded.get("size")
 
     def files_in(self, dataset: str, folder: str, levels: int) -> list[str]:
-        """Every key under ``folder``, relative to it, from this pass's listing of the dataset (no request of
-        its own); writers' hidden temporary entries left out."""
+        """Every key under ``folder``, relative to it, from this pass's listing; temporary entries left out."""
         keys = self._by_folder(f"{dataset}/", levels).get(folder, ())
         start = len(folder) + 1
         return [k[start:] for k in keys if not is_temp_name(k.rsplit("/", 1)[-1])]
 
     def _by_folder(self, prefix: str, levels: int) -> dict[str, set[str]]:
-        """The pass's listing of ``prefix`` by partition folder (``levels`` folders deep), made once per pass."""
         folders = self.by_folder.get((prefix, levels))
         if folders is None:
             folders = self.by_folder[(prefix, levels)] = {}
@@ -171,12 +158,12 @@ class S3Backend:
         return set(self.listing(prefix))
 
     def holds(self, dataset: str, folder: str) -> bool:
-        """Whether the pass's listing has the partition's manifest (a preview's shadow holds the partition)."""
+        """Whether the pass's listing has the partition's manifest."""
         return self.stamp(dataset, f"{folder}/{MANIFEST}") is not None
 
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
-        """List the partition's objects and its quarantine again into this pass's listings (another host
-        may have committed it): one listing and one HEAD, or none under the lease (taken as it was taken)."""
+        """List the partition's objects again (another host may have committed it); under the lease, the
+        listing taken with it."""
         now = self._at_lease(folder) or self.objects_now(folder, quarantine)
         for rel in [r for r in self.listing(f"{dataset}/") if r.startswith(f"{folder}/")]:
             self.known(rel, None)
@@ -184,8 +171,7 @@ class S3Backend:
             self.known(rel, obj)
 
     def objects_now(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
-        """The partition's objects and its quarantine (None: there is none) now: one listing and one HEAD,
-        sent at once."""
+        """The partition's objects and its quarantine (None: absent) now: one listing and one HEAD, at once."""
         with ThreadPoolExecutor(1, thread_name_prefix="s3-head") as pool:
             head = pool.submit(self.bucket.head, quarantine)
             found: dict[str, Obj | None] = dict(self.bucket.list(f"{folder}/"))
@@ -194,7 +180,7 @@ class S3Backend:
 
     # -- reading -------------------------------------------------------------------------------------
     def stamp(self, dataset: str, key: str, fresh: bool = False) -> tuple | None:
-        """("etag", ETag, size) of the object, from the pass's listing of ``dataset`` (``fresh``: a HEAD)."""
+        """("etag", ETag, size) from the pass's listing (``fresh``: a HEAD)."""
         if fresh:
             obj = self.bucket.head(key)
             self.known(key, obj)
@@ -235,7 +221,6 @@ class S3Backend:
         return pq.read_table(pa.BufferReader(self.bucket.read(key)), columns=columns)
 
     def digest(self, key: str) -> tuple[str | None, str, int]:
-        """(sha256, "", bytes read) of the object now; (None, "missing", 0) without one."""
         try:
             data = self.bucket.read(key)
         except FileNotFoundError:
@@ -245,15 +230,13 @@ class S3Backend:
     # -- leases and records --------------------------------------------------------------------------
     @contextmanager
     def locked(self, record_name: str, folder: str, quarantine: str, what: str, wait_s: float | None) -> Iterator[None]:
-        """Hold the partition's lease for the block (waiting at most ``wait_s`` for a live holder), and
-        remember the ETags of its objects as they were when the build started: its commit's conditions."""
+        """Hold the partition's lease for the block, and its objects' ETags as the build found them: the
+        commit's conditions."""
         from tasks import settings
 
         lease = Lease(self.bucket, f"_state/leases/{record_name}", settings.s3().lease_seconds)
-        # what refresh reads and the commit's conditions: listed as the lease is taken, at the same time (its
-        # first question waits for it). Another host's commit cannot fall in between: it would have held the
-        # lease until two round trips after its manifest; and if it did, the commit's conditions fail (412).
-        # A lease waited for, or taken over, is listed again once held.
+        # Listed while the lease is taken: another host's commit cannot fall in between (it held the lease
+        # until after its manifest; if it did, the commit's conditions fail). A lease waited for is listed again.
         listed = process_pool("s3-at-lease", 1).submit(self.objects_now, folder, quarantine)
         if not lease.acquire(what, wait_s):
             listed = process_pool("s3-at-lease", 1).submit(self.objects_now, folder, quarantine)
@@ -267,12 +250,11 @@ class S3Backend:
             lease.release()
 
     def listed_at_lease(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
-        """The partition's objects as listed when this build took its lease; listed now without a lease."""
+        """The partition's objects as listed with this build's lease, or now without one."""
         seen = self._at_lease(folder)
         return seen if seen is not None else self.objects_now(folder, quarantine)
 
     def _at_lease(self, folder: str) -> dict[str, Obj | None] | None:
-        """The partition's objects as listed when this build took its lease (None: no lease held here)."""
         seen = self.listed_at_lease_of.get(folder)
         if isinstance(seen, Future):
             seen = self.listed_at_lease_of[folder] = seen.result()
@@ -287,8 +269,7 @@ class S3Backend:
         self.bucket.put(key, data)
 
     def update_document(self, key: str, merge: Callable, what: str) -> dict:
-        """Compare-and-swap: read the JSON document ``key`` and its ETag, merge, put on that ETag; on a lost
-        race, again."""
+        """Compare-and-swap the JSON document ``key`` with ``merge(current)``, again on a lost race."""
         while True:
             try:
                 data, obj = self.bucket.get(key)
@@ -304,7 +285,6 @@ class S3Backend:
                 continue
 
     def remove_records(self, keys: list[str], prefix: str) -> None:
-        """Delete each of ``keys`` that this pass's listing of ``prefix`` has."""
         listed = self.listing(prefix)
         for key in keys:
             if key in listed:
@@ -318,25 +298,23 @@ class S3Backend:
 
     # -- commits -------------------------------------------------------------------------------------
     def etags_now(self, folder: str, quarantine: str) -> dict[str, str]:
-        """{key: ETag} of the partition's objects and its quarantine now (one listing, one HEAD)."""
         return {rel: obj.etag for rel, obj in self.objects_now(folder, quarantine).items() if obj is not None}
 
     def _base(self, folder: str, quarantine: str) -> dict[str, str]:
-        """A commit's conditions: the ETags as the build found them under its lease, or as they are now."""
+        """A commit's conditions: the ETags found under the lease, or as they are now."""
         self._at_lease(folder)
         base = self.etags_at_lease.get(folder)
         return self.etags_now(folder, quarantine) if base is None else base
 
     def commit(self, where: str, label: str, folder: str, quarantine: str, fill: Callable) -> dict:
-        """Commit the objects ``fill(commit)`` hands over, each one conditional PUT in that order (the manifest
-        last, :mod:`tasks.storage.s3commit`); then delete the keys under the folder its manifest does not
-        list (not part of the commit). The manifest ``fill`` returned."""
+        """Commit what ``fill(commit)`` hands over (:mod:`tasks.storage.s3commit`), then delete the keys its
+        manifest does not list; the manifest."""
         manifest = s3commit.commit(self, where, label, self._base(folder, quarantine), fill)
         s3commit.drop_strays(self, folder, self.listed_at_lease(folder, quarantine), manifest)
         return manifest
 
     def commit_one(self, where: str, label: str, folder: str, quarantine: str, key: str, data: bytes, manifest: dict):
-        """Replace the one object ``key`` of the partition (its manifest), conditionally, as a commit."""
+        """Replace the partition's manifest ``key`` alone, conditionally."""
         s3commit.commit(
             self, where, label, self._base(folder, quarantine), lambda c: c.put(key, data, manifest=manifest)
         )
@@ -345,7 +323,6 @@ class S3Backend:
         s3commit.drop_strays(self, folder, self.listed_at_lease(folder, quarantine), manifest)
 
     def empty_like(self, key: str) -> pa.Table:
-        """An empty table with the schema of the Parquet object ``key``."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -358,7 +335,7 @@ class S3Backend:
         return bool(self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""))
 
     def make_root(self) -> None:
-        """Nothing to make: a prefix exists once it holds an object."""
+        """Nothing: a prefix exists once it holds an object."""
 
     def names_now(self) -> list[str]:
         return sorted(self.bucket.folders(""))
@@ -374,7 +351,6 @@ class S3Backend:
 
     @contextmanager
     def exclusive(self, rel: str, what: str, wait_s: float | None) -> Iterator[None]:
-        """A lease named ``rel`` for the block."""
         from tasks import settings
 
         lease = Lease(self.bucket, rel, settings.s3().lease_seconds)

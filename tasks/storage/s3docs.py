@@ -1,5 +1,4 @@
-"""A bucket data root's check (does it answer, does it honour conditional writes) and this host's state
-folder for it."""
+"""A bucket data root's check (does it answer, does it honour conditions) and this host's state for it."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ def ask_at_once(uris: list[str]) -> None:
 
 
 def check(uri: str, fence: bool = False) -> str | None:
-    """None when the bucket answers (and, with ``fence``, honours conditional writes: asked once per host,
-    :mod:`tasks.storage.s3fence`); else what the store said (endpoint, bucket, error code)."""
+    """None when the bucket answers (and, with ``fence``, honours conditional writes); else what the store said."""
     from tasks.storage.s3fence import ensure
 
     try:

@@ -1,17 +1,10 @@
-"""Whether a store honours conditional writes, asked once before anything is written to it.
+"""Whether a store honours conditional writes, asked before anything is written to it.
 
-Every commit, lease and shared document in a bucket is a conditional PUT (``If-None-Match: *`` for a key
-that must be new, ``If-Match`` for a key that must not have changed). A store that accepts such a PUT
-whatever the key holds (S3 servers before 2024, moto 4) lets a frozen host overwrite a newer commit
-without a word, so Daybreak refuses it. The probe, on a key of its own under ``_state/probes/``: a
-put-if-absent (accepted), a second one (must fail with 412), a PUT with ``If-Match`` on a wrong ETag
-(must fail with 412), then a delete. A store that ignores either condition is refused: a commit needs both
-(``If-None-Match`` for a partition's new objects and its lease, ``If-Match`` for the objects it replaces).
-
-The answer is remembered per endpoint and bucket: in this process, and on this host for
-:data:`REMEMBER_S` in ``<cache_dir>/s3/conditional-writes.json`` (a store that passed; one that failed is
-asked again by the next command, so a store upgraded in between is used at once).
-"""
+A store that accepts a conditional PUT whatever the key holds (older S3 servers) would let a frozen host
+overwrite a newer commit silently, so it is refused. The probe, under ``_state/probes/``: a put-if-absent,
+a second one and an ``If-Match`` on a wrong ETag (both must fail with 412), then a delete. A store that
+passed is remembered in this process and, for :data:`REMEMBER_S`, on this host; one that failed is asked
+again next time."""
 
 from __future__ import annotations
 
@@ -30,7 +23,7 @@ REMEMBER_S = 24 * 3600.0
 RECORD = "conditional-writes.json"
 WRONG_ETAG = '"00000000000000000000000000000000"'
 
-_passed: set[tuple[str, str]] = set()  # (endpoint, bucket) that honour both conditions, in this process
+_passed: set[tuple[str, str]] = set()  # (endpoint, bucket)
 _lock = threading.Lock()
 
 
@@ -76,9 +69,7 @@ def _remember(key: tuple[str, str]) -> None:
 
 
 def ensure(bucket: Bucket) -> None:
-    """Return when the store of ``bucket`` honours both conditions (asked at most once per process and,
-    while :data:`REMEMBER_S` lasts, per host); :class:`CannotFence` when it does not, :class:`StoreError`
-    when it cannot be asked."""
+    """Return when ``bucket``'s store honours both conditions; :class:`CannotFence` when it does not."""
     key = _key(bucket)
     with _lock:
         if key in _passed:
@@ -90,8 +81,7 @@ def ensure(bucket: Bucket) -> None:
 
 
 def probe(bucket: Bucket) -> None:
-    """Ask the store (about 4 requests); :class:`CannotFence` naming the endpoint, the bucket and the
-    condition it ignored."""
+    """Ask the store; :class:`CannotFence` naming endpoint, bucket and the condition it ignored."""
     rel = f"_state/probes/{tempnames.host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     args = {"Bucket": bucket.bucket, "Key": bucket.prefix + rel}
     ignored = []

@@ -1,13 +1,8 @@
-"""GETs, HEADs and listings without botocore's per-request machinery: a raw zone's many small objects and folders.
-
-botocore spends about 0.9 ms of Python (the GIL held) on each request. Here a request's URL is made as the client
-makes it (path-style under an endpoint; else read from one URL the client presigned), signed by botocore's own
-SigV4 signer with the client's credentials, and sent on a plain ``http.client`` connection kept for the next one:
-about a third of the CPU, and no client made by a command that only lists and reads.
-
-Only a plain answer is taken here: a 200 with its body, read whole, or a 404 for no such key. Anything else (an
-error status, a connection that fails, a proxy in the environment, a client whose TLS settings cannot be read)
-returns None, and the caller makes the request through botocore, with its retries and its errors.
+"""GETs, HEADs and listings without botocore's per-request machinery, for a raw zone's many small objects: the
+URL is made as the client makes it (path-style under an endpoint, else read from one URL it presigned), signed
+in its headers by botocore's SigV4 signer, and sent on a kept ``http.client`` connection (docs/performance.md,
+"S3 requests"). Only a plain 200, or a 404 for no such key, is taken here; anything else returns None, and the
+caller asks botocore, with its retries and its errors.
 """
 
 from __future__ import annotations

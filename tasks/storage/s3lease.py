@@ -1,11 +1,9 @@
 """A lease object in a bucket: who builds a partition (or publishes a preview), until when by the store's
-own clock. Taken with a put-if-absent, renewed with a compare-and-swap while held, taken over with a
-compare-and-swap once expired, released with a compare-and-swap and then deleted (docs/scale-out.md).
+clock. Taken with a put-if-absent; renewed, taken over once expired and released by compare-and-swap.
 
-A lease never blocks for longer than this host's ``[s3] lease_seconds``: a body that cannot be read (not
-JSON, not an object, a ``seconds`` that is no finite number) counts as expired, and a holder's ``seconds``
-counts for at most this host's. The delete after a release is not part of any commit: a host that takes
-the released lease over in between loses it, and its commit is still fenced by its conditions."""
+A lease never blocks for longer than this host's ``[s3] lease_seconds``: an unreadable body counts as
+expired, and a holder's ``seconds`` counts for at most this host's. Commits are fenced by their own
+conditions, not by the lease (docs/scale-out.md)."""
 
 from __future__ import annotations
 
@@ -26,7 +24,7 @@ from tasks.storage.s3 import Bucket, PreconditionFailed, StoreError
 
 logger = logging.getLogger("luigi-interface")
 
-MAX_SECONDS = 3600.0  # [s3] lease_seconds's upper bound (tasks/settings.py RANGES)
+MAX_SECONDS = 3600.0  # [s3] lease_seconds's upper bound
 
 
 def bounded(seconds: object) -> float | None:
@@ -55,8 +53,8 @@ class Lease:
         return json.dumps({"owner": self.owner, "seconds": self.seconds, "released": released}).encode()
 
     def acquire(self, what: str, wait_s: float | None) -> bool:
-        """Take the lease, waiting at most ``wait_s`` for a live holder (:class:`PartitionBusy` then); True when
-        it was taken at the first try (nobody held it, or its holder had let it go)."""
+        """Take the lease, waiting at most ``wait_s`` for a live holder (then :class:`PartitionBusy`); whether
+        it was taken at the first try."""
         released(self.rel)  # this process's own release of it, still under way
         deadline = None if wait_s is None else time.monotonic() + wait_s
         logged = False
@@ -77,8 +75,7 @@ class Lease:
             time.sleep(min(1.0, max(0.05, self.seconds / 10)))
 
     def try_take(self) -> str | None:
-        """Take the lease if it is free or expired; None when taken, else who holds it. A free lease (no
-        object: the usual case, a released lease is deleted) is taken by one put-if-absent."""
+        """Take the lease if it is free or expired; None when taken, else who holds it."""
         try:
             self.etag = self.bucket.put(self.rel, self._body(), if_none_match=True)
             return None
@@ -134,8 +131,7 @@ class Lease:
             thread.join()
 
     def release(self) -> None:
-        """Mark the lease released (compare-and-swap: only if it is still this host's), then delete it: on a
-        thread of its own, so that the next partition's work does not wait for it (:func:`releasing`)."""
+        """Mark the lease released (if still this host's), then delete it, on a thread nothing waits for."""
         if self.etag is None or self.lost:
             return
         etag, self.etag = self.etag, None
@@ -151,8 +147,7 @@ class Lease:
             logger.warning("could not release the lease %s: %r", self.bucket.describe(self.rel), exc)
 
 
-# per process: lease key -> its release under way (a forked process has none of its parent's threads, so
-# none of their work to wait for)
+# per process (a fork has none of its parent's threads): lease key -> its release under way
 _releasing_by_pid: dict[int, dict[str, Future]] = {}
 _releasing_lock = threading.Lock()
 
@@ -162,9 +157,8 @@ def _releasing() -> dict[str, Future]:
 
 
 def later(rel: str, request, *args) -> None:
-    """``request(*args)`` (a DELETE that nothing waits for: a lease let go, an entry both readers had) on the
-    thread that releases leases, after what is queued there; its error is logged, never raised. ``rel`` names
-    it for :func:`released` and :func:`releasing`."""
+    """``request(*args)`` (a DELETE nothing waits for) on the releases' thread, queued; errors only logged.
+    ``rel`` names it for :func:`released`."""
 
     def send() -> None:
         try:
@@ -177,7 +171,7 @@ def later(rel: str, request, *args) -> None:
 
 
 def released(rel: str) -> None:
-    """Wait for this process's release of lease ``rel`` under way, if any: before it is taken again."""
+    """Wait for this process's release of lease ``rel``, if under way, before it is taken again."""
     with _releasing_lock:
         pending = _releasing().pop(rel, None)
     if pending is not None:
@@ -185,8 +179,7 @@ def released(rel: str) -> None:
 
 
 def releasing() -> None:
-    """Wait for every release under way in this process, and what they queued in turn (the end of a run:
-    nothing left in the bucket)."""
+    """Wait for every release under way in this process, and what they queued (the end of a run)."""
     while True:
         with _releasing_lock:
             pending = list(_releasing().values())

@@ -1,12 +1,8 @@
-"""A raw zone on an SFTP server (paramiko): the only module that talks to an SFTP server.
+"""A raw zone on an SFTP server (paramiko): the only module that opens SFTP connections.
 
-Host keys are verified against ``[sftp] known_hosts``, never auto-accepted. One connection per
-worker process is reused for every listing and read; with ``--workers`` > 1 tasks run in processes
-forked from the scheduling one (tasks/luigi_shortcuts/runners.py), so a cached connection remembers
-the pid that opened it and is never used by a child. Transient failures (reset, timeout, EOF) are
-retried with backoff; authentication and host-key failures are not. The reads of several files at
-once, on the connection made here, are :mod:`tasks.storage.sftp_read`'s.
-"""
+Host keys are verified against ``[sftp] known_hosts``, never auto-accepted. One connection per process
+serves every listing and read; it remembers the pid that opened it, so a forked worker never uses its
+parent's. Transient failures are retried with backoff; authentication and host-key failures are not."""
 
 from __future__ import annotations
 
@@ -36,8 +32,7 @@ from tasks.storage.rawzone import (
 from tasks.storage.sftp_read import BYTES_PER_CALL, FILES_PER_CALL, read_pipelined
 
 logger = logging.getLogger("luigi-interface")
-# paramiko's transport thread logs a server that stops answering with a traceback of its own ("Error
-# reading SSH protocol banner"); the SftpError raised here names the server and the cause in one line
+# paramiko's transport thread would log a traceback of its own; SftpError names the cause in one line
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 WINDOW_BYTES = 64 * 1024 * 1024
 _CONNECTIONS: dict[tuple, tuple[int, paramiko.SSHClient, paramiko.SFTPClient]] = {}
@@ -47,10 +42,9 @@ class SftpError(RawZoneUnavailable):
     """An SFTP failure that retrying will not fix (host key, authentication) or that outlasted the retries."""
 
 
-# Once a connection failed past its retries, the server is taken for dead by this process and every
-# process forked from it (Luigi's task processes, a single run's builders: an anonymous shared mapping is
-# shared across fork), so the remaining partitions fail at once instead of each waiting out its own
-# timeouts and retries. Bytes: 1 (dead) or 0, then the reason, NUL-terminated. A new command starts alive.
+# A server that failed past its retries is dead for this process and every process forked from it (a
+# shared mapping), so the remaining partitions fail at once instead of each waiting out its retries.
+# Bytes: 1 (dead) or 0, then the reason, NUL-terminated.
 _DEAD = mmap.mmap(-1, 4096)
 
 
@@ -60,7 +54,7 @@ def _declare_dead(reason: str) -> None:
 
 
 def known_dead() -> str | None:
-    """Why the server was given up on by this run (a process of it), or None while it is not."""
+    """Why the server was given up on by this run, or None."""
     return _DEAD[1:].split(b"\0", 1)[0].decode("utf-8", "replace") if _DEAD[0] else None
 
 
@@ -85,7 +79,7 @@ class SftpRaw(RawBackend):
     """The files below a path on an SFTP server, over this process's one connection to it."""
 
     mtime_resolution_ns = 10**9  # SFTP (v3) gives whole-second mtimes
-    local_lookups = False  # a folder is a request to the server: Luigi asks the run's listings
+    local_lookups = False
 
     def __init__(
         self,
@@ -110,10 +104,8 @@ class SftpRaw(RawBackend):
 
     # -- the RawBackend interface --------------------------------------------------------------
     def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None:
-        """Whole-second mtimes. OpenSSH lists a folder with lstat: a symbolic link shows as one. A file is
-        NO_READ when its mode gives no one the read bit (unless the session is root's, as a local root reads
-        any file); a file the mode bits cannot tell (another owner's 0600) fails the partition when it is
-        opened (:class:`RawFileUnreadable`)."""
+        """OpenSSH lists with lstat, so a link shows as one. A file is NO_READ when no one has the read bit
+        (unless the session is root's); one the bits cannot tell (another owner's 0600) fails when opened."""
         folder = f"{self.base}/{source}/{name}"
 
         def scan(sftp: paramiko.SFTPClient):
@@ -136,9 +128,7 @@ class SftpRaw(RawBackend):
         return files, others
 
     def _real_folder(self, sftp: paramiko.SFTPClient, path: str, once: bool = False) -> bool:
-        """Whether ``path`` is a folder and not a symbolic link (lstat: the server would follow one);
-        ``once``: asked of the server once per raw-zone object (a source folder, for its many dates).
-        A link is not reported here: :func:`unread_in_source` names it, as for a local raw zone."""
+        """Whether ``path`` is a folder, not a symbolic link (lstat); ``once``: asked once per object."""
         if once and path in self._real:  # only a real folder is remembered: a missing one may come
             return True
         try:
@@ -150,7 +140,6 @@ class SftpRaw(RawBackend):
         return stat.S_ISDIR(mode)
 
     def source(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
-        """The source folder's lstat, then its listing (OpenSSH lists with lstat, so a link shows as one)."""
         path = f"{self.base}/{source}"
 
         def listing(sftp: paramiko.SFTPClient):
@@ -165,17 +154,13 @@ class SftpRaw(RawBackend):
         return self._call(listing)
 
     def folder_stamps(self, source: str) -> dict[str, int]:
-        """Folders' whole-second mtimes."""
         path = f"{self.base}/{source}"
         attrs = self._call(lambda sftp: self._real_folder(sftp, path, once=True) and _listdir_attr(sftp, path))
         return {a.filename: int(a.st_mtime) * 10**9 for a in attrs or [] if stat.S_ISDIR(a.st_mode or 0)}
 
     def read_many(self, files: list[RawFile]) -> Iterator[bytes]:
-        """Several files in flight: the requests for the next files (lstat, open, reads) go out while the
-        first one's replies come in, :data:`FILES_IN_FLIGHT` at a time, on this process's one connection
-        (per-file round trips, not bytes, bound small files). Read in groups of at most
-        :data:`FILES_PER_CALL` files or about :data:`BYTES_PER_CALL` bytes, a group retried whole after a
-        transient failure."""
+        """Pipelined reads (:mod:`tasks.storage.sftp_read`), in groups of at most :data:`FILES_PER_CALL` files
+        or about :data:`BYTES_PER_CALL` bytes, a group retried whole after a transient failure."""
         group: list[RawFile] = []
         held = 0
         for i, raw in enumerate(files):
@@ -188,8 +173,7 @@ class SftpRaw(RawBackend):
             group, held = [], 0
 
     def read(self, raw: RawFile) -> bytes:
-        """One replaced by a symbolic link since it was listed is not followed (the server opens what a link
-        points to, so the entry is checked with lstat first)."""
+        """Checked with lstat first: the server would open what a link swapped in since points to."""
         path = f"{self.base}/{raw.relpath}"
 
         def read(sftp: paramiko.SFTPClient) -> bytes:
@@ -206,9 +190,8 @@ class SftpRaw(RawBackend):
 
     # -- connections ---------------------------------------------------------------------------
     def _call(self, operation):
-        """``operation(sftp)`` on this process's connection, reconnecting and retrying transient failures.
-        Past the retries the server is given up on for the rest of the run (:func:`known_dead`): every
-        later call fails at once, naming the first failure."""
+        """``operation(sftp)`` on this process's connection, retrying transient failures; past the retries
+        the server is given up on for the rest of the run (:func:`known_dead`)."""
         dead = known_dead()
         if dead is not None:
             raise SftpError(f"{dead}; not tried again in this run")
@@ -244,8 +227,7 @@ class SftpRaw(RawBackend):
         return sftp
 
     def _check_base(self, sftp: paramiko.SFTPClient) -> None:
-        """On each new connection: a base path the server does not have is a setting to fix, not
-        folders to wait for (exit 2, like a missing local raw_root). One stat per connection."""
+        """A base path the server does not have is a setting to fix, not folders to wait for (exit 2)."""
         try:
             sftp.stat(self.base)
         except FileNotFoundError:
@@ -254,7 +236,6 @@ class SftpRaw(RawBackend):
             raw_root_missing(self.describe(), " on the server")
 
     def _connect(self) -> tuple[paramiko.SSHClient, paramiko.SFTPClient]:
-        """A new connection and its SFTP session, its base path checked."""
         client = paramiko.SSHClient()
         try:
             client.load_host_keys(self.known_hosts)
@@ -269,13 +250,12 @@ class SftpRaw(RawBackend):
             sftp = client.open_sftp()
             sftp.get_channel().settimeout(self.timeout)
             self._check_base(sftp)
-        except BaseException:  # failed half-way (host key, authentication, a timeout, no base path): closed at
-            _end(client)  # once, not when the process exits (a retry would hold a connection more)
+        except BaseException:  # closed now, not at exit: a retry would hold one connection more
+            _end(client)
             raise
         return client, sftp
 
     def _login(self, client: paramiko.SSHClient) -> None:
-        """``client.connect``, its failures in words a user can act on."""
         try:
             client.connect(
                 self.host,
@@ -287,7 +267,7 @@ class SftpRaw(RawBackend):
                 auth_timeout=self.timeout,
                 allow_agent=False,
                 look_for_keys=False,
-                # a 64 MiB window instead of paramiko's 2 MiB: reads ten times faster on a fast link
+                # a 64 MiB window instead of paramiko's 2 MiB (docs/performance.md, "SFTP")
                 transport_factory=functools.partial(_transport, default_window_size=WINDOW_BYTES),
             )
         except paramiko.BadHostKeyException as exc:
@@ -312,17 +292,15 @@ class SftpRaw(RawBackend):
             raise OSError(f"timeout connecting to {self.host}:{self.port}") from exc
 
     def close(self) -> None:
-        """End this process's connection to the server, if it has one (a parent's is left alone)."""
+        """End this process's connection, if it has one (a parent's is left alone)."""
         cached = _CONNECTIONS.pop(self._key(), None)
         if cached and cached[0] == os.getpid():
             _end(cached[1])
 
 
 def _end(client: paramiko.SSHClient) -> None:
-    """Close ``client``'s connection now. paramiko's reader thread sits in a recv() on the socket (0.1 s
-    timeout), and a plain close() releases the socket only when that recv returns: the server saw the
-    session end up to 0.1 s later, when Luigi may already have handed this task's sftp slot to the next
-    task (one connection over the cap)."""
+    """Close ``client``'s connection now: a plain close() waits for paramiko's reader thread, so the server
+    would see the session end after Luigi handed this task's sftp slot on (one connection over the cap)."""
     transport = client.get_transport()
     if transport is not None:
         with contextlib.suppress(OSError):
@@ -334,14 +312,8 @@ def _end(client: paramiko.SSHClient) -> None:
 
 
 def _transport(sock, *args, **kwargs) -> paramiko.Transport:
-    """A paramiko transport on ``sock`` with Nagle's algorithm off (TCP_NODELAY), that offers AES-GCM
-    first (the server still chooses among what both support).
-
-    * No Nagle: the client sends many small requests (lstat, open, read, close) while replies come
-      in; with Nagle, each small write waits for the acknowledgement of the one before. Reads of 900
-      files went from 89 to 250 MB/s over loopback, the login from 110 to 65 ms.
-    * AES-GCM: one pass for cipher and integrity, where AES-CTR with HMAC-SHA2 takes two, on the
-      thread that decrypts every packet in Python; reads are a fifth faster over loopback."""
+    """A paramiko transport on ``sock`` with Nagle's algorithm off (many small requests go out at once) that
+    offers AES-GCM first (one pass for cipher and integrity). Why: docs/performance.md, "SFTP"."""
     if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     transport = paramiko.Transport(sock, *args, **kwargs)
@@ -351,7 +323,7 @@ def _transport(sock, *args, **kwargs) -> paramiko.Transport:
 
 
 def _cause(exc: BaseException) -> str:
-    """What failed, in a few words: ``connection refused``, ``timed out``, ``Error reading SSH protocol banner``."""
+    """What failed, in a few words (``connection refused``, ``timed out``)."""
     text = str(exc) or type(exc).__name__
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror

@@ -1,8 +1,5 @@
-"""The pipelined reads of an SFTP raw zone: several files' requests in flight on one connection.
-
-:meth:`tasks.storage.sftp.SftpRaw.read_many` hands a group of files to :func:`read_pipelined`
-on its connection; the connection, its retries and host keys are :mod:`tasks.storage.sftp`'s.
-"""
+"""Pipelined reads of an SFTP raw zone: several files' requests in flight on one connection (the
+connection, retries and host keys are :mod:`tasks.storage.sftp`'s)."""
 
 from __future__ import annotations
 
@@ -12,14 +9,14 @@ import paramiko
 
 from tasks.storage.rawzone import UNREADABLE, RawFileUnreadable
 
-FILES_IN_FLIGHT = 4  # files whose requests are out at once (docs/performance.md, "SFTP")
-FILES_PER_CALL = 32  # files read by one call (retried together after a transient failure) ...
-BYTES_PER_CALL = 4 << 20  # ... or about this many bytes (the files' listed sizes)
-_CHUNK = 261120  # bytes a read asks for: the most OpenSSH sends in one reply (a shorter reply is read on)
+FILES_IN_FLIGHT = 4  # files whose requests are out at once
+FILES_PER_CALL = 32  # files read by one call (retried together) ...
+BYTES_PER_CALL = 4 << 20  # ... or about this many bytes
+_CHUNK = 261120  # the most OpenSSH sends in one reply
 
 
 class _Replies:
-    """Where paramiko hands the replies to requests sent with it (what its own prefetch does)."""
+    """Where paramiko hands the replies to requests sent with it (as its own prefetch does)."""
 
     def __init__(self):
         self.got: dict[int, tuple[int, paramiko.Message]] = {}
@@ -29,13 +26,10 @@ class _Replies:
 
 
 def read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]]) -> list[bytes]:
-    """The bytes of each (server path, relpath, listed size), in order, with the requests of up to
-    :data:`FILES_IN_FLIGHT` files out at once: an lstat as soon as a file enters the window, an open
-    once the lstat says it is a regular file, its reads (the listed size) once it is open, more reads
-    to its end only when the lstat or a short reply says there is more, then close. A file that is
-    not a regular one (a symbolic link or a FIFO since the listing) or cannot be opened is named. paramiko's
-    request and reply calls are those its own prefetch uses; replies to requests still out when an
-    error stops the group go to this call's collector, which nobody reads again."""
+    """The bytes of each (server path, relpath, listed size), in order, up to :data:`FILES_IN_FLIGHT` files'
+    requests out at once: lstat, open only a regular file, read the listed size, read on only when the lstat
+    or a short reply says there is more, close. Replies still out after an error go to this call's
+    collector, which nobody reads again."""
     from paramiko.sftp import CMD_CLOSE, CMD_LSTAT, CMD_OPEN, CMD_READ, CMD_STATUS, SFTP_FLAG_READ, int64
 
     replies = _Replies()
@@ -62,8 +56,8 @@ def read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]])
             return
 
     def opening() -> None:
-        """Open each file of the window whose lstat reply says it is a regular file (never a link, a
-        FIFO or a device: the server would follow or wait on it); the replies come in request order."""
+        """Open each file of the window whose lstat says it is a regular file (the server would follow a link
+        or wait on a FIFO)."""
         for entry in window:
             if entry[4] is None:
                 entry[4] = paramiko.SFTPAttributes._from_msg(reply(entry[3]))
@@ -86,12 +80,11 @@ def read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]])
         parts, at, short = [], 0, False
         for offset, num in reads:
             part = _data(reply, num)
-            if offset == at and not short:  # after a short reply (a server sending less), the rest is read below
+            if offset == at and not short:  # after a short reply, the rest is read below
                 parts.append(part)
                 at += len(part)
                 short = len(part) < min(_CHUNK, size - offset)
-        # done when the listed size came whole and the file still has that size (a file that changes
-        # while it is read is caught by the build's check of its inputs afterwards); else read on to its end
+        # done when the listed size came whole and is still the file's (a change while read is caught after)
         end = at == size and attrs.st_size == size
         while not end:
             part = _data(reply, send(CMD_READ, handle, int64(at), _CHUNK))
@@ -100,13 +93,12 @@ def read_pipelined(sftp: paramiko.SFTPClient, paths: list[tuple[str, str, int]])
             end = not part
         closing.append(send(CMD_CLOSE, handle))
         out.append(b"".join(parts))
-    for num in closing:  # the replies to the closes, which came in meanwhile
+    for num in closing:
         reply(num)
     return out
 
 
 def _data(reply, num: int) -> bytes:
-    """The bytes a read request got; b"" at the end of the file."""
     try:
         return reply(num).get_string()
     except EOFError:

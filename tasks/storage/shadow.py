@@ -1,6 +1,5 @@
-"""Previews: while a preview builds, every store of the production data root writes to the preview's shadow
-root and reads a partition there when the shadow holds it (:class:`ShadowStore`, over any backend).
-tasks/preview/ builds previews this way."""
+"""Previews: while one builds, every store of the production data root writes to the preview's shadow root,
+and reads a partition there once the shadow holds it (:class:`ShadowStore`, over any backend)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from contextlib import contextmanager
 from tasks.storage.layout import remote
 from tasks.storage.store import PartitionStore
 
-_shadow: tuple[str, str] | None = None  # (production data root, as _root_key gives it; the preview's shadow root)
+_shadow: tuple[str, str] | None = None  # (production's root_key, the shadow root)
 
 
 def root_key(data_root: str | os.PathLike) -> str:
@@ -21,10 +20,7 @@ def root_key(data_root: str | os.PathLike) -> str:
 
 @contextmanager
 def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterator[None]:
-    """For the duration of the block (and in the worker processes forked in it), every store of the
-    ``production`` data root that :func:`open_store` makes writes to ``shadow`` and reads a partition
-    there when the shadow holds it (:class:`ShadowStore`): nothing under production is written.
-    tasks/preview/ builds previews this way."""
+    """In the block (and the processes forked in it), stores of ``production`` are shadowed by ``shadow``."""
     global _shadow
     previous, _shadow = _shadow, (root_key(production), str(shadow))
     try:
@@ -34,11 +30,9 @@ def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterat
 
 
 class ShadowStore(PartitionStore):
-    """A dataset's partitions as a preview sees them, on any backend: an overlay of the ``shadow`` root on
-    production (``data_root``). A partition the shadow holds is read there, any other from production;
-    every write (data, manifest, quarantine, failure record, lock or lease) goes to the shadow. A
-    manifest-only update of a partition the shadow does not hold yet (a rebuild that gave production's rows
-    again) copies production's files into the shadow in the same commit (hard links on a disk)."""
+    """A dataset's partitions as a preview sees them: the ``shadow`` root over production. Every write goes to
+    the shadow; a manifest-only update of a partition the shadow does not hold yet copies production's
+    files there in the same commit."""
 
     def __init__(
         self, data_root: str | os.PathLike, shadow: str | os.PathLike, dataset: str, subpartition: str | None = None
@@ -48,7 +42,6 @@ class ShadowStore(PartitionStore):
         self.own = PartitionStore(shadow, dataset, subpartition)
 
     def _side(self, date: dt.date | None) -> PartitionStore:
-        """The shadow once the preview has written the partition there, production before."""
         return self.own if self.backend.holds(self.dataset, self.rel(date)) else self.production
 
     def uri(self, date: dt.date | None = None) -> str:

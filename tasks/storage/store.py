@@ -1,10 +1,7 @@
-"""One dataset's partitions under a data root, written once for every backend: names and keys, manifests
-read and parsed, whether a partition's files are the ones its manifest describes, strays, failure records
-and manifest summaries. A backend (:class:`tasks.storage.backend.Backend`: a folder's
-:class:`tasks.storage.localbackend.LocalBackend`, a bucket's :class:`tasks.storage.s3backend.S3Backend`)
-answers listings and reads of keys under the data root, and commits a partition's objects in the order the
-store hands them over (data first, the quarantine, the manifest last): :mod:`tasks.storage.localcommit`
-(a rename on a disk), :mod:`tasks.storage.s3commit` (conditional PUTs). Layout of one dataset::
+"""One dataset's partitions under a data root, written once for every backend: names and keys, manifests,
+whether a partition's files are the ones its manifest describes, strays, failure records and summaries.
+The backend (:mod:`~tasks.storage.backend`) lists, reads, and commits in the order handed over: data
+first, the quarantine, the manifest last. Layout of one dataset::
 
     <data_root>/<dataset>/business_date=YYYY-MM-DD/data.parquet
     <data_root>/<dataset>/business_date=YYYY-MM-DD/_manifest.json
@@ -42,17 +39,16 @@ from tasks.storage.layout import (
     same_files,
 )
 
-if TYPE_CHECKING:  # pyarrow is imported where data is read: a completeness check never needs it
+if TYPE_CHECKING:  # a completeness check never imports pyarrow
     import pyarrow as pa
 
     from tasks.storage.backend import Backend
 
-_LOCAL: dict[str, Backend] = {}  # a local data root -> its backend (a status view opens a store per dataset and day)
+_LOCAL: dict[str, Backend] = {}  # a local data root -> its backend
 
 
 def open_backend(data_root: str | os.PathLike) -> Backend:
-    """The backend of ``data_root``: a local folder, or a bucket (its module loaded only then: one backend per
-    bucket prefix and endpoint in a process, so that what it listed in a pass serves every store of it)."""
+    """The backend of ``data_root``, one per process, so what a bucket's listed in a pass serves every store."""
     module = remote(data_root)
     if module is not None:
         return module.backend_for(os.fspath(data_root))
@@ -66,8 +62,7 @@ def open_backend(data_root: str | os.PathLike) -> Backend:
 
 
 class PartitionStore:
-    """One dataset's partitions under ``data_root`` (:func:`tasks.storage.partitions.open_store` makes the
-    store of any data root, the one that writes)."""
+    """One dataset's partitions under ``data_root``; open it with :func:`tasks.storage.partitions.open_store`."""
 
     def __init__(self, data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
         """``subpartition`` is a second hive level under each date, e.g. ``hotel_id=H1``."""
@@ -87,24 +82,22 @@ class PartitionStore:
     def rel(self, date: dt.date | None) -> str:
         """The partition's folder, relative to the data root (``staging/qsr_pos/business_date=D``)."""
         rel = self._rels.get(date)
-        if rel is None:  # a status view asks for each of a thousand folders several times
+        if rel is None:
             rel = self._rels[date] = "/".join([self.dataset, *self._levels(date)])
         return rel
 
     def uri(self, date: dt.date | None = None) -> str:
-        """The partition's folder as a user names it (messages, the status page's commands)."""
+        """The partition's folder as a user names it."""
         return self.backend.uri(self.rel(date))
 
     def quarantine_rel(self, date: dt.date | None) -> str:
         return "/".join(["quarantine", self.dataset, *self._levels(date), "rejected.parquet"])
 
     def record_name(self, date: dt.date | None) -> str:
-        """The partition's name under ``_state/failures``, ``_state/identity``...: ``<dataset>/<levels>.json``
-        (``<dataset>.json`` for an unpartitioned dataset)."""
+        """The partition's name under ``_state/failures`` and the like: ``<dataset>/<levels>.json``."""
         return f"{self.rel(date)}.json"
 
     def failure_id(self, date: dt.date | None) -> str:
-        """The key of the partition's failure record (as :meth:`failure_records` lists it)."""
         return f"_state/failures/{self.record_name(date)}"
 
     def failed_rejects_rel(self, date: dt.date | None) -> str:
@@ -112,41 +105,33 @@ class PartitionStore:
         return f"{self.failure_id(date)[: -len('.json')]}.rejected.parquet"
 
     def summaries_rel(self) -> str:
-        """This dataset's manifest summaries (tasks/freshness/summaries.py), shared by every host."""
         return f"_state/summaries/{self.dataset}{f'/{self.sub}' if self.sub else ''}.json"
 
     @property
     def state_dir(self):
-        """Where this host keeps its state for the data root."""
         return self.backend.state_dir
 
     # -- reading -------------------------------------------------------------------------------------
     def listed_dates(self) -> set[dt.date]:
-        """Dates that have a partition folder, from one listing of the dataset folder (a bucket lists its
-        quarantine and the failure records at the same time: a check asks all three)."""
+        """Dates that have a partition folder (a bucket lists quarantine and failures at the same time)."""
         self.backend.list_ahead([f"{self.dataset}/", f"quarantine/{self.dataset}/", "_state/failures/"])
         return {d for d in map(parse_partition_name, self.backend.folders(self.dataset)) if d is not None}
 
     def strays(self, depth: int) -> list[str]:
-        """Keys under a date-partitioned dataset's folder that are no partition's (never read as data): a first
-        level that is not ``business_date=YYYY-MM-DD``, or a file where a partition's folders are (``depth``
-        levels of folders under the dataset: 1, or 2 with a second level such as ``hotel_id=H1``). Writers'
-        hidden temporary entries are left out."""
+        """Keys under the dataset's folder that are no partition's: a first level not ``business_date=...``,
+        or a file where the ``depth`` levels of partition folders are."""
         return self.backend.dataset_strays(self.dataset, depth)
 
     def refresh(self, date: dt.date | None) -> None:
-        """Look at the partition anew (another process may have committed it): nothing for a folder, whose
-        files are looked at anew by every question; a bucket lists the partition again."""
+        """Look at the partition anew (another process may have committed it)."""
         self.backend.refresh(self.dataset, self.rel(date), self.quarantine_rel(date))
 
     def manifest_stamp(self, date: dt.date | None, fresh: bool = False) -> tuple | None:
-        """What identifies the partition's manifest as it is now (a file's device, inode, size and times; an
-        object's ETag and size); None when it has none. ``fresh``: not from this pass's listing."""
+        """What identifies the partition's manifest now; None when it has none. ``fresh``: not from this pass."""
         return self.backend.stamp(self.dataset, f"{self.rel(date)}/{MANIFEST}", fresh)
 
     def read_manifest_stamped(self, date: dt.date | None, known: tuple | None) -> tuple[tuple | None, dict | None]:
-        """(stamp, content) of the manifest, ``known`` when it has that stamp still; the stamp is that of the
-        content read. (None, None) when there is none."""
+        """(stamp, content) of the manifest, ``known`` when its stamp still holds; (None, None) when absent."""
         return self.backend.read_stamped(self.dataset, f"{self.rel(date)}/{MANIFEST}", known, parse_manifest)
 
     def read_manifest(self, date: dt.date | None) -> dict | None:
@@ -159,8 +144,6 @@ class PartitionStore:
         return self.backend.exists(f"{self.rel(date)}/{MANIFEST}")
 
     def data_matches(self, date: dt.date | None, manifest: dict) -> bool:
-        """True when every data file the manifest lists, and its quarantine if it lists one, is there as
-        recorded (a file's size and mtime; an object's ETag and size)."""
         return not self.data_problem(date, manifest)
 
     def data_problem(self, date: dt.date | None, manifest: dict) -> str:
@@ -180,37 +163,33 @@ class PartitionStore:
         return "" if manifest.get("data_files") else "its manifest lists no data file"
 
     def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
-        """Files under the partition's folder, at any depth, that ``manifest`` does not list (every file but
-        the manifest when None), as keys under the data root; writers' hidden temporary entries left out."""
+        """Keys under the partition's folder, at any depth, that ``manifest`` does not list."""
         folder, keep = self.rel(date), listed_names(manifest)
         names = self.backend.files_in(self.dataset, folder, len(self._levels(date)))
         return sorted(f"{folder}/{name}" for name in names if name not in keep)
 
     def read_file(self, date: dt.date | None, name: str) -> bytes:
-        """A file of the partition's folder (``finished.arrow``, ``_store_totals.arrow``); FileNotFoundError."""
+        """A file of the partition's folder (``_store_totals.arrow``); FileNotFoundError."""
         return self.backend.read(f"{self.rel(date)}/{name}")
 
     def read_table(self, date: dt.date | None, columns: list[str] | None = None) -> pa.Table:
-        """The data of one partition, as written (without the hive column); ``columns``: only these."""
+        """The data of one partition, as written (without the hive column)."""
         return self.backend.read_table(f"{self.rel(date)}/{DATA_FILE}", columns)
 
     def file_digest(self, rel: str) -> tuple[str | None, str, int]:
-        """(sha256, "", bytes read) of a file of the data root (``rel`` below it) as it is now; (None, why, 0)
-        when it is missing or not a regular file."""
         return self.backend.digest(rel)
 
     # -- leases or locks -----------------------------------------------------------------------------
     @contextmanager
     def locked(self, date: dt.date | None, wait_s: float | None = None) -> Iterator[None]:
-        """Hold partition ``date``'s lock (a lease on a bucket): two runs that would build the same partition
-        at once (two backfills of one range, started by hand and by cron) take turns instead of both writing."""
+        """Hold partition ``date``'s lock (a lease on a bucket): two runs building it take turns."""
         what = f"{self.dataset} {date or ''}".strip()
         with self.backend.locked(self.record_name(date), self.rel(date), self.quarantine_rel(date), what, wait_s):
             yield
 
     # -- records beside the partitions -------------------------------------------------------------
     def failure_records(self) -> set[str]:
-        """:meth:`failure_id` of every failure record under the data root (one listing; most days have none)."""
+        """:meth:`failure_id` of every failure record under the data root (one listing)."""
         return self.backend.keys("_state/failures/")
 
     def read_failure(self, date: dt.date | None) -> dict | None:
@@ -233,12 +212,10 @@ class PartitionStore:
         self.backend.put_record(self.failure_id(date), json.dumps(record, indent=1, default=str).encode())
 
     def clear_failure(self, date: dt.date | None) -> None:
-        """Remove the failure record and its rejected rows."""
         self.backend.remove_records([self.failure_id(date), self.failed_rejects_rel(date)], "_state/failures/")
 
     def write_failed_rejects(self, date: dt.date | None, rejected: pa.Table) -> str:
-        """Keep the rejected rows of a build that failed on them for a person to read; the partition and its
-        quarantine are left as they were. Removed with the failure record. Returns where they are."""
+        """Keep the rejected rows of a build that failed on them, beside its failure record; where they are."""
         return self.backend.put_rejects(self.failed_rejects_rel(date), rejected, self._where(date))
 
     # -- writing -----------------------------------------------------------------------------------
@@ -250,13 +227,9 @@ class PartitionStore:
         extras: dict[str, bytes] | None = None,
         rejected: pa.Table | None = None,
     ) -> dict:
-        """Replace partition ``date`` with ``table`` (and the files ``extras`` names beside it) in one commit,
-        and return the manifest as written: the data first, the quarantine, the manifest last.
-
-        ``rejected`` (when not None) replaces the partition's quarantine in the same commit; the manifest
-        records its path, rows, identity and sha256; with no rows, the old one is removed (emptied on a
-        bucket: no delete is part of a commit). Raises :class:`PartitionWriteError`, naming the partition,
-        when the backend fails (a full disk, the store's error)."""
+        """Replace partition ``date`` with ``table`` and ``extras`` in one commit; the manifest as written.
+        ``rejected`` (not None) replaces the quarantine in the same commit (no rows: the old one goes).
+        :class:`PartitionWriteError` names the partition when the backend fails."""
         check_extra_names(extras)
         folder, quarantine = self.rel(date), self.quarantine_rel(date)
 
@@ -274,12 +247,12 @@ class PartitionStore:
             files_count = len(named)
             if rejected is not None and rejected.num_rows:
                 named.append((quarantine, rejected, "the quarantine"))
-            found = commit.put_all(named)  # at once on a bucket: one round trip, not one per object
+            found = commit.put_all(named)
             files = [
                 {"name": name, **f} for (_, _, name), f in zip(named[:files_count], found[:files_count], strict=True)
             ]
             written = dict(manifest, data_files=files)
-            if version is not None:  # the rows, not the bytes: see tasks/freshness/dataversions.py
+            if version is not None:
                 written.update(data_version=version.result(), data_version_kind=kind)
             if rejected is not None:
                 written["quarantine"] = None
@@ -302,13 +275,11 @@ class PartitionStore:
         rejected: pa.Table | None = None,
         in_place: dict | None = None,
     ) -> dict:
-        """Replace partition ``date`` with a build, in one commit, and return the manifest as written. When the
-        partition in place (its manifest ``in_place``) already holds exactly this build (the rows' data version,
-        its files intact, each file beside the data and the quarantine byte for byte), its files are kept and
-        the manifest alone is replaced (then the files it no longer lists are removed); else :meth:`write`."""
+        """Replace partition ``date`` with a build; the manifest as written. When the partition in place already
+        holds exactly these rows and files, only its manifest is replaced; else :meth:`write`."""
         extras = extras or {}
         if in_place and not in_place.get("verify_mismatch"):  # a data file verify found damaged is rewritten
-            if isinstance(manifest.get("data_version"), Future):  # hashed on another core while the build ran
+            if isinstance(manifest.get("data_version"), Future):
                 manifest["data_version"] = manifest["data_version"].result()
             if (
                 in_place.get("data_version") == manifest["data_version"]
@@ -317,15 +288,13 @@ class PartitionStore:
             ):
                 written = dict(manifest, data_files=in_place["data_files"], quarantine=in_place.get("quarantine"))
                 self.update_manifest(date, written)
-                self.drop_strays(date, written)  # a write does it after its manifest
+                self.drop_strays(date, written)
                 return written
         return self.write(date, table, manifest, extras, rejected=rejected)
 
     def copy_partition_from(self, date: dt.date | None, source: PartitionStore) -> dict:
-        """Replace partition ``date`` with the one ``source`` (a preview's shadow root) holds, by the same
-        commit as :meth:`write`: each file the manifest lists, and its quarantine, copied (hard linked on a
-        disk: no byte is copied, and the source stays whole, so an interrupted copy is simply done again),
-        the manifest last, byte for byte. Returns the manifest copied."""
+        """Replace partition ``date`` with ``source``'s (a preview's shadow), byte for byte, in one commit
+        (hard links on a disk, so an interrupted copy is simply done again); the manifest copied."""
         manifest = source.read_manifest(date)
         if not manifest or manifest.get("_corrupt"):
             raise ValueError(f"{source.uri(date)}: no readable manifest to adopt")
@@ -346,10 +315,8 @@ class PartitionStore:
             return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
 
     def update_manifest(self, date: dt.date | None, manifest: dict, files_from: PartitionStore | None = None) -> None:
-        """Replace the manifest alone: the data files it lists are kept as they are (a rebuild that produced
-        the same rows; ``daybreak verify`` marking a partition stale). ``files_from``: a store that holds them
-        while this one does not hold the partition yet (a preview's shadow and production): they are copied
-        (hard linked on a disk) in the same commit."""
+        """Replace the manifest alone, keeping its data files; ``files_from``: a store holding them while this
+        one does not yet (a preview), copied in the same commit."""
         folder, quarantine, key = self.rel(date), self.quarantine_rel(date), f"{self.rel(date)}/{MANIFEST}"
         with self._replacing(date):
             if files_from is None:
@@ -361,7 +328,7 @@ class PartitionStore:
             def fill(commit) -> dict:
                 for f in manifest.get("data_files", []):
                     commit.copy(f"{folder}/{f['name']}", files_from.backend, f["name"])
-                if manifest.get("quarantine"):  # the manifest names it: the partition is whole only with it
+                if manifest.get("quarantine"):
                     commit.copy(manifest["quarantine"]["path"], files_from.backend, "the quarantine")
                 commit.put(key, manifest_bytes(manifest), MANIFEST, manifest=manifest)
                 return manifest
@@ -369,8 +336,7 @@ class PartitionStore:
             self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
 
     def drop_strays(self, date: dt.date | None, manifest: dict) -> None:
-        """Remove the files of partition ``date`` that its manifest, in place, does not list (a rebuild whose
-        files were already in place: only its manifest was replaced). Not part of a commit."""
+        """Remove the files of partition ``date`` its manifest in place does not list (not part of a commit)."""
         self.backend.drop_strays(self.rel(date), self.quarantine_rel(date), manifest)
 
     def _label(self, date: dt.date | None) -> str:
@@ -381,8 +347,7 @@ class PartitionStore:
 
     @contextmanager
     def _replacing(self, date: dt.date | None) -> Iterator[None]:
-        """Around every replacement of partition ``date``: the write hooks (the freshness engine) hear of it
-        whether it succeeded or failed half-way."""
+        """The write hooks hear of every replacement of partition ``date``, even one failed half-way."""
         try:
             yield
         finally:

@@ -1,19 +1,10 @@
 """Temporary names for atomic writes, and the sweep of those left behind by a dead writer.
 
-Every temporary file or staging folder is named ``.<target>.tmp-<host>-<pid>-<start>-<random>``:
-the writer's host name, process id and process start time (clock ticks since boot, from
-``/proc/<pid>/stat``; 0 where unknown). A writer killed mid-write (kill -9, OOM, power loss) leaves
-its temporary entry behind; :func:`sweep` removes it the next time anything is written to that
-folder, and never removes a live writer's entry:
-
-- written on this host: removed once no live process has that pid and start time (a pid reused by
-  another process does not keep it alive; a zombie counts as dead);
-- written on another host (a shared data root), or named by an older version (``.tmp-<uuid>``):
-  removed only when untouched for :data:`FOREIGN_MAX_AGE_S` (24 h), since its writer cannot be asked.
-
-The leading ``.`` hides every entry from readers: pyarrow's dataset discovery skips it, and no name
-ends in ``.parquet``, so DuckDB's ``*/*.parquet`` glob does not match it either. Staging folders live
-outside datasets (see partitions.py): DuckDB's glob does match hidden folders.
+Every temporary entry is named ``.<target>.tmp-<host>-<pid>-<start>-<random>`` (start: the process's start
+time, so a reused pid does not keep a dead writer alive). :func:`sweep` removes a dead writer's entry at the
+next write to that folder: on this host once no live process has that pid and start; from another host
+(a shared data root) once untouched for :data:`FOREIGN_MAX_AGE_S`. The leading ``.`` and a name not ending
+in ``.parquet`` hide it from pyarrow's discovery and DuckDB's ``*/*.parquet`` glob.
 """
 
 from __future__ import annotations
@@ -81,7 +72,7 @@ def writer_alive(pid: int, start: int) -> bool:
 
 
 def is_orphan(entry: os.DirEntry | Path, now: float | None = None) -> bool:
-    """Whether a temporary entry's writer is gone (see module doc)."""
+    """Whether a temporary entry's writer is gone."""
     match = _TEMP.match(entry.name)
     if match and match["host"] == host():
         return not writer_alive(int(match["pid"]), int(match["start"]))
@@ -93,7 +84,7 @@ def is_orphan(entry: os.DirEntry | Path, now: float | None = None) -> bool:
 
 
 def remove_entry(entry: os.DirEntry) -> None:
-    """Remove a folder entry: a folder with all it holds (a symbolic link is not followed), else the file."""
+    """Remove a folder entry, a folder with all it holds (a symbolic link is not followed)."""
     if entry.is_dir(follow_symlinks=False):
         shutil.rmtree(entry.path)
     else:
