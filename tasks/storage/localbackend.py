@@ -154,7 +154,7 @@ class LocalBackend:
 
     def digest(self, key: str) -> tuple[str | None, str, int]:
         """(sha256, "", bytes read); (None, why, 0) when missing or not a regular file (a FIFO is not waited on)."""
-        from tasks.storage.rawzone import RawFileUnreadable, open_regular
+        from tasks.storage.rawbackend import RawFileUnreadable, open_regular
 
         path = self.data_root / key
         try:

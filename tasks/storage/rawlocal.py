@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from tasks.storage.rawzone import FOLDER, LINK, NO_READ, OTHER, RawBackend, RawFile, mode_kind, open_regular
+from tasks.storage.rawbackend import FOLDER, LINK, NO_READ, OTHER, RawBackend, RawFile, mode_kind, open_regular
 
 
 class LocalRaw(RawBackend):

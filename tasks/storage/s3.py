@@ -22,21 +22,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.handlers import add_expect_header
 
 from tasks.storage import s3get
-from tasks.storage.errors import StorageUnavailable
+from tasks.storage.s3errors import PreconditionFailed, StoreError, precondition_failed  # noqa: F401 - where callers find them
 
 SCHEME = "s3://"
-
-
-class StoreError(StorageUnavailable):
-    """The store refused a request or did not answer; the message names endpoint, bucket, key and code."""
-
-    def __init__(self, message: str, code: str = "", where: str = ""):
-        super().__init__(message)
-        self.code, self.where = code, where
-
-
-class PreconditionFailed(RuntimeError):
-    """A conditional write's condition did not hold: another writer changed (or created) the key."""
 
 
 @dataclass(frozen=True)
@@ -370,9 +358,3 @@ def _skew(exc: ClientError) -> tuple[str, str]:
     minutes = (local - server).total_seconds() / 60
     side = "ahead of it; " if minutes > 0 else "behind it; "
     return f"this host's clock is off by {abs(minutes):.0f} minutes from the store's", side
-
-
-def precondition_failed(exc: ClientError) -> bool:
-    error = exc.response.get("Error", {})
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return error.get("Code") in ("PreconditionFailed", "412") or status == 412

@@ -17,7 +17,7 @@ import uuid
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tasks.storage import tempnames
-from tasks.storage.s3 import Bucket, StoreError, precondition_failed
+from tasks.storage.s3errors import StoreError, precondition_failed
 
 REMEMBER_S = 24 * 3600.0
 RECORD = "conditional-writes.json"
@@ -31,7 +31,7 @@ class CannotFence(StoreError):
     """The store ignores conditional writes: nothing may be written to it."""
 
 
-def _key(bucket: Bucket) -> tuple[str, str]:
+def _key(bucket) -> tuple[str, str]:
     return (bucket.endpoint or "AWS", bucket.bucket)
 
 
@@ -68,7 +68,7 @@ def _remember(key: tuple[str, str]) -> None:
         pass
 
 
-def ensure(bucket: Bucket) -> None:
+def ensure(bucket) -> None:
     """Return when ``bucket``'s store honours both conditions; :class:`CannotFence` when it does not."""
     key = _key(bucket)
     with _lock:
@@ -80,7 +80,7 @@ def ensure(bucket: Bucket) -> None:
         _passed.add(key)
 
 
-def probe(bucket: Bucket) -> None:
+def probe(bucket) -> None:
     """Ask the store; :class:`CannotFence` naming endpoint, bucket and the condition it ignored."""
     rel = f"_state/probes/{tempnames.host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     args = {"Bucket": bucket.bucket, "Key": bucket.prefix + rel}

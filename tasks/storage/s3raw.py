@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from tasks.cores import process_pool
-from tasks.storage.rawzone import FILE, FOLDER, RawBackend, RawFile, RawFileChanged
+from tasks.storage.rawbackend import FILE, FOLDER, RawBackend, RawFile, RawFileChanged
 from tasks.storage.s3 import Bucket, Obj
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import paramiko
 
-from tasks.storage.rawzone import (
+from tasks.storage.rawbackend import (
     FOLDER,
     NO_READ,
     UNREADABLE,

@@ -7,7 +7,7 @@ import stat
 
 import paramiko
 
-from tasks.storage.rawzone import UNREADABLE, RawFileUnreadable
+from tasks.storage.rawbackend import UNREADABLE, RawFileUnreadable
 
 FILES_IN_FLIGHT = 4  # files whose requests are out at once
 FILES_PER_CALL = 32  # files read by one call (retried together) ...
