@@ -60,3 +60,40 @@ def test_a_truncated_page_gives_its_token_and_one_without_a_token_is_not_taken()
 )
 def test_anything_but_a_whole_listing_is_handed_back_to_botocore(body):
     assert read_list_page(body) is None
+
+
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:7480", "https://s3.example.com", "http://store:80"])
+@pytest.mark.parametrize("token", [None, "session/token+=="])
+@pytest.mark.parametrize(
+    ("key", "query", "method"),
+    [
+        ("landing/qsr_pos/2026-09-01/S001.csv", None, "GET"),
+        ("odd/S0001 a+b&c%d é~(x).csv", None, "GET"),
+        (None, {"list-type": "2", "prefix": "pos/qsr pos/", "max-keys": "1000", "encoding-type": "url"}, "GET"),
+        (None, {"list-type": "2", "prefix": "p/", "continuation-token": "1/a+B=/=c", "delimiter": "/"}, "GET"),
+        (None, None, "HEAD"),
+    ],
+)
+def test_a_request_is_signed_as_botocore_signs_it(monkeypatch, origin, token, key, query, method):
+    """The signer's headers (its own SigV4, its signing key kept for the day) are the ones botocore's
+    S3SigV4Auth gives the same request at the same time: the same Authorization, to the signature."""
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from tasks.storage.s3get import Signer
+
+    now = dt.datetime(2026, 12, 6, 13, 5, 9)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now)
+    monkeypatch.setattr("tasks.storage.s3get.get_current_datetime", lambda: now)
+    credentials = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
+    signer = Signer(origin, "/lake/", "eu-central-1", credentials, True)
+    for _ in range(2):  # the second with the signing key kept
+        path, headers = signer.signed(key, query, method)
+        request = AWSRequest(
+            method=method, url=origin + path, headers={"X-Amz-Content-SHA256": headers["x-amz-content-sha256"]}
+        )
+        botocore.auth.S3SigV4Auth(credentials, "s3", "eu-central-1").add_auth(request)
+        assert headers["Authorization"] == request.headers["Authorization"]
+        assert headers["x-amz-date"] == request.headers["X-Amz-Date"]
+        assert headers.get("x-amz-security-token") == request.headers.get("X-Amz-Security-Token")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import hashlib
+import hmac
 import http.client
 import os
 import ssl
@@ -17,14 +19,14 @@ import urllib.request
 from urllib.parse import quote, unquote, urlsplit
 from xml.etree import ElementTree
 
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
+from botocore.auth import EMPTY_SHA256_HASH, get_current_datetime
 from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
 _lock = threading.Lock()
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # (pid, scheme, host, port) -> connections not in use
 _IDLE_MAX = 32  # as many as the client's pool (tasks/storage/s3.py)
 _contexts: dict[object, ssl.SSLContext] = {}
+ALGORITHM = "AWS4-HMAC-SHA256"
 
 
 def _verify(client) -> object:
@@ -76,6 +78,9 @@ class Signer:
         self.origin, self.base, self.region, self.credentials, self.verify = origin, base, region, credentials, verify
         url = urlsplit(origin)
         self.scheme, self.host, self.port = url.scheme, url.hostname or "", url.port
+        default = {"http": 80, "https": 443}.get(url.scheme)
+        self.netloc = self.host if url.port in (None, default) else f"{self.host}:{url.port}"
+        self._signing: tuple = (None, None, b"")
         self.usable = (
             credentials is not None
             and self.scheme in ("http", "https")
@@ -94,13 +99,48 @@ class Signer:
         return signer
 
     def signed(self, key: str | None, query: dict[str, str] | None = None, method: str = "GET"):
-        """(path and query, headers) of a request for ``key``, or for the bucket itself (``key`` None), signed
-        in its headers: the store checks their time against its clock (15 minutes), as for botocore's own."""
+        """(path and query, headers) of a request with no body for ``key``, or for the bucket itself (``key``
+        None), signed in its headers with SigV4 as botocore's ``S3SigV4Auth`` signs it (the same headers; the
+        store checks their time against its clock, 15 minutes), its signing key kept for the day."""
         path = self.base + quote(key, safe="/~") if key is not None else self.base.rstrip("/") or "/"
-        request = AWSRequest(method=method, url=self.origin + path, params=query or {})
-        S3SigV4Auth(self.credentials, "s3", self.region).add_auth(request)
-        url = urlsplit(request.prepare().url)
-        return f"{url.path}?{url.query}" if url.query else url.path, dict(request.headers.items())
+        encoded = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted((query or {}).items()))
+        credentials = self.credentials.get_frozen_credentials()
+        when = get_current_datetime().strftime("%Y%m%dT%H%M%SZ")
+        scope = f"{when[:8]}/{self.region}/s3/aws4_request"
+        headers = {"host": self.netloc, "x-amz-content-sha256": EMPTY_SHA256_HASH, "x-amz-date": when}
+        if credentials.token:
+            headers["x-amz-security-token"] = credentials.token
+        names = ";".join(sorted(headers))
+        canonical = "\n".join(
+            [
+                method,
+                path,
+                encoded,
+                *(f"{n}:{headers[n].strip()}" for n in sorted(headers)),
+                "",
+                names,
+                EMPTY_SHA256_HASH,
+            ]
+        )
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        signature = hmac.new(
+            self._key(credentials.secret_key, when[:8]),
+            f"{ALGORITHM}\n{when}\n{scope}\n{digest}".encode(),
+            hashlib.sha256,
+        ).hexdigest()
+        headers["Authorization"] = (
+            f"{ALGORITHM} Credential={credentials.access_key}/{scope}, SignedHeaders={names}, Signature={signature}"
+        )
+        return f"{path}?{encoded}" if encoded else path, headers
+
+    def _key(self, secret: str, day: str) -> bytes:
+        """The SigV4 signing key of ``day`` (four HMACs), kept while the day and the secret are the same."""
+        if self._signing[:2] != (secret, day):
+            key = f"AWS4{secret}".encode()
+            for part in (day, self.region, "s3", "aws4_request"):
+                key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+            self._signing = (secret, day, key)
+        return self._signing[2]
 
     def send(self, key: str | None, query: dict[str, str] | None = None, method: str = "GET"):
         """(status, body, response) of the signed GET (or HEAD), on a kept connection; None where botocore must
