@@ -85,7 +85,6 @@ def test_a_request_is_signed_as_botocore_signs_it(monkeypatch, origin, token, ke
 
     now = dt.datetime(2026, 12, 6, 13, 5, 9)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now)
-    monkeypatch.setattr("tasks.storage.s3get.get_current_datetime", lambda: now)
     credentials = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
     signer = Signer(origin, "/lake/", "eu-central-1", credentials, True)
     for _ in range(2):  # the second with the signing key kept

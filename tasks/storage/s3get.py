@@ -19,7 +19,8 @@ import urllib.request
 from urllib.parse import quote, unquote, urlsplit
 from xml.etree import ElementTree
 
-from botocore.auth import EMPTY_SHA256_HASH, get_current_datetime
+import botocore.auth
+from botocore.auth import EMPTY_SHA256_HASH
 from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
 _lock = threading.Lock()
@@ -105,7 +106,9 @@ class Signer:
         path = self.base + quote(key, safe="/~") if key is not None else self.base.rstrip("/") or "/"
         encoded = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted((query or {}).items()))
         credentials = self.credentials.get_frozen_credentials()
-        when = get_current_datetime().strftime("%Y%m%dT%H%M%SZ")
+        when = botocore.auth.get_current_datetime().strftime(  # botocore's clock, as it signs
+            "%Y%m%dT%H%M%SZ"
+        )
         scope = f"{when[:8]}/{self.region}/s3/aws4_request"
         headers = {"host": self.netloc, "x-amz-content-sha256": EMPTY_SHA256_HASH, "x-amz-date": when}
         if credentials.token:
