@@ -1,8 +1,8 @@
 """GETs, HEADs and listings without botocore's per-request machinery, for a raw zone's many small objects: the
 URL is made as the client makes it (path-style under an endpoint, else read from one URL it presigned), signed
-in its headers by botocore's SigV4 signer, and sent on a kept ``http.client`` connection (docs/performance.md,
-"S3 requests"). Only a plain 200, or a 404 for no such key, is taken here; anything else returns None, and the
-caller asks botocore, with its retries and its errors.
+in its headers with SigV4 as botocore signs it (tests/test_s3get.py checks the two agree), and sent on a kept
+``http.client`` connection (docs/performance.md, "S3 requests"). Only a plain 200, or a 404 for no such key,
+is taken here; anything else returns None, and the caller asks botocore, with its retries and its errors.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _keep(key: tuple, conn: http.client.HTTPConnection) -> None:
 
 
 class Signer:
-    """GETs of one bucket, each signed by botocore's SigV4 signer with the client's credentials,
+    """GETs of one bucket, each signed with SigV4 with the client's credentials,
     without resolving the endpoint again for each request. ``origin`` and ``base``: where the bucket's keys are
     (``http://host:port`` and ``/bucket/`` path-style, or ``https://bucket.s3...`` and ``/``)."""
 
