@@ -114,3 +114,35 @@ def test_a_command_asks_its_two_buckets_at_once(rgw, setting, monkeypatch, tmp_p
     puts = [when for when, method, path, _ in proxy.timed if method == "PUT" and "/_state/probes/" in path]
     assert len(heads) == 2 and abs(heads[0] - heads[1]) < 0.05, proxy.timed  # a round trip is 0.1 s
     assert len(puts) == 3, proxy.timed
+
+
+def test_a_command_opens_its_connections_as_it_starts_and_its_first_requests_at_once_use_them(
+    rgw, setting, monkeypatch, tmp_path
+):
+    """A store 20 ms away: each new connection costs a round trip more. The connections a range's listings use
+    at once (16) are opened while the command starts, beside its check of the bucket; those listings, sent at
+    once, then open no connection of their own."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tasks.storage import s3get
+    from tasks.storage.partitions import check_roots
+    from tasks.storage.s3 import Bucket
+
+    lake = rgw.make_bucket(f"warm-{uuid.uuid4().hex[:10]}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    with latency_proxy.running("127.0.0.1", rgw.port, delay_s=0.01) as proxy:
+        setting("s3", "endpoint_url", f"http://127.0.0.1:{proxy.port}")
+        setting("s3", "region", rgw.region)
+        setting("daybreak", "cache_dir", tmp_path / "cache")
+        assert check_roots(("raw_root", f"s3://{lake}/landing")) is None
+        deadline = time.monotonic() + 10
+        while proxy.connections < s3get.WARM and time.monotonic() < deadline:  # opened on threads of their own
+            time.sleep(0.01)
+        opened = proxy.connections
+        assert opened >= s3get.WARM
+        bucket = Bucket(f"s3://{lake}/landing")
+        with ThreadPoolExecutor(s3get.WARM) as pool:
+            assert list(pool.map(lambda day: bucket.list(f"qsr_pos/2026-09-{day:02d}/"), range(1, 17))) == [{}] * 16
+        assert proxy.connections == opened

@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tasks.storage import s3get
 from tasks.storage.s3 import Bucket, StoreError
 
 
@@ -15,7 +16,7 @@ def ask_at_once(uris: list[str]) -> None:
     (it would wait for that import, which waits for it)."""
     buckets = list({(bucket.endpoint, bucket.bucket): bucket for bucket in map(Bucket, uris)}.values())
     for bucket in buckets:
-        bucket.signer  # noqa: B018 - made in this thread
+        s3get.warm(bucket.signer)  # the signer made in this thread
     with ThreadPoolExecutor(len(buckets), thread_name_prefix="s3-check") as pool:
         for asked in [pool.submit(bucket.check, quick=True) for bucket in buckets]:
             asked.exception()  # an error is the later check's to say
@@ -27,6 +28,7 @@ def check(uri: str, fence: bool = False) -> str | None:
 
     try:
         bucket = Bucket(uri)
+        s3get.warm(bucket.signer)
         bucket.check()
         if fence:
             ensure(bucket)

@@ -70,6 +70,37 @@ def _keep(key: tuple, conn: http.client.HTTPConnection) -> None:
     conn.close()
 
 
+WARM = 16  # connections opened as a command starts: a range's folders are listed 16 at once
+_warmed: set[tuple] = set()
+
+
+def warm(signer: Signer, count: int = WARM) -> None:
+    """Open ``count`` connections to the store on threads of their own (once a process and endpoint), kept for
+    the requests to come: each new connection costs a round trip more, paid here while the command starts
+    rather than by its first requests at once. A connection that cannot be made is let go (the requests say
+    why)."""
+    where = (os.getpid(), signer.scheme, signer.host, signer.port)
+    with _lock:
+        if where in _warmed or not signer.usable:
+            return
+        _warmed.add(where)
+
+    def connect() -> None:
+        conn, _ = _connection(signer.scheme, signer.host, signer.port, signer.verify, fresh=True)
+        conn.timeout = 5  # as botocore's connect_timeout; nothing waits for it
+        try:
+            conn.connect()
+            conn.sock.settimeout(60)
+        except OSError:
+            conn.close()
+            return
+        conn.timeout = 60
+        _keep(where, conn)
+
+    for _ in range(count):
+        threading.Thread(target=connect, name="s3-warm", daemon=True).start()
+
+
 class Signer:
     """GETs of one bucket, each signed with SigV4 with the client's credentials,
     without resolving the endpoint again for each request. ``origin`` and ``base``: where the bucket's keys are
