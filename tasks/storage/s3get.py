@@ -24,6 +24,15 @@ from botocore.auth import EMPTY_SHA256_HASH
 from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
 _lock = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A forked process starts with a lock of its own (a warming thread of the parent may have held this one)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # (pid, scheme, host, port) -> connections not in use
 _IDLE_MAX = 32  # as many as the client's pool (tasks/storage/s3.py)
 _contexts: dict[object, ssl.SSLContext] = {}
