@@ -25,6 +25,7 @@ from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
 from tasks.reporting.progress import logger
 from tasks.settings import business_today
+from tasks.storage.rawzone import one_session
 
 
 class BusinessDateParameter(DateParameter):
@@ -230,7 +231,7 @@ class SingleRunBuild(luigi.Task):
     def processes(self, todo: list[PartitionedTask]) -> int:
         """How many processes build the range: one per core on a local raw zone, each a contiguous
         stretch of dates; one over SFTP (one connection), and one for a chain (date d reads d-1)."""
-        if settings.raw_root().startswith("sftp://") or any(self._same(u, t.date) for t in todo for u in t.upstream()):
+        if one_session(settings.raw_root()) or any(self._same(u, t.date) for t in todo for u in t.upstream()):
             return 1
         return max(1, min(len(os.sched_getaffinity(0)), len(todo) // 2))
 

@@ -27,7 +27,7 @@ from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable
+from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable, one_session
 from tasks.targets import PartitionTarget, RawFolder, luigi_engine
 
 __all__ = ["Window", "fingerprint", "input_line", "luigi_run"]
@@ -125,7 +125,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     @property
     def resources(self) -> dict[str, int]:
         """One ``sftp`` resource while it reads an SFTP raw zone (``[resources] sftp`` caps the sessions)."""
-        if settings.raw_root().startswith("sftp://") and self.reads_raw():
+        if one_session(settings.raw_root()) and self.reads_raw():
             return {"sftp": 1}
         return {}
 

@@ -89,3 +89,15 @@ def test_a_bucket_and_a_folder_holding_the_same_files_give_the_zone_the_same_ans
     ]
     assert seen["newest"] == FIRST + 2 * DAY and seen["scans"][FIRST + 3 * DAY] is None
     assert seen["hashes"] == [hashlib.sha256(data).hexdigest() for data in seen["read"]] and len(seen["read"]) == 2
+
+
+@pytest.mark.unit
+def test_which_raw_zones_are_read_over_one_session_a_process_is_the_backends_to_say():
+    """A range on an SFTP raw zone is built by one process over one connection, and its tasks hold a capped
+    session while they read; known from the raw root alone, without opening it (no login, no request)."""
+    from tasks.storage.rawzone import one_session
+
+    assert one_session("sftp://etl@sftp.internal:22/exports")
+    assert not one_session("s3://landing/pos") and not one_session("/srv/raw") and not one_session("raw")
+    for module, name in BACKENDS.items():
+        assert getattr(importlib.import_module(module), name).one_session == (name == "SftpRaw")

@@ -84,6 +84,9 @@ class RawBackend(Protocol):
     local_lookups: bool = True
     # Folders are best listed many at once (a bucket)
     lists_at_once: bool = False
+    # One session a process, their number capped ([resources] sftp): a range is built by one process, in
+    # one run, and a task holds a session while it reads (an SFTP server)
+    one_session: bool = False
 
     def describe(self) -> str: ...  # a path or a URI
     # ([(name, size, mtime_ns) of each readable regular file], [(name, kind) of each other entry]); None when

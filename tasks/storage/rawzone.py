@@ -47,6 +47,13 @@ class Refused(NamedTuple):
 REMOTE = {"sftp": "tasks.storage.sftp", "s3": "tasks.storage.s3raw"}
 
 
+def one_session(uri: str) -> bool:
+    """Whether the raw zone at ``uri`` is read over one session a process, their number capped
+    (:attr:`RawBackend.one_session`: SFTP), known without opening it."""
+    scheme = uri.split("://", 1)[0] if "://" in uri else ""
+    return scheme in REMOTE and importlib.import_module(REMOTE[scheme]).BACKEND.one_session
+
+
 class RawZone:
     """The raw zone over its backend: ``RawZone(folder)`` a local folder, :meth:`from_uri` any ``raw_root``."""
 

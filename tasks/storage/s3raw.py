@@ -157,3 +157,6 @@ class S3Raw(RawBackend):
             finally:
                 for future in ahead:
                     future.cancel()
+
+
+BACKEND = S3Raw  # the class of this place's backend (rawzone.one_session)

@@ -80,6 +80,7 @@ class SftpRaw(RawBackend):
 
     mtime_resolution_ns = 10**9  # SFTP (v3) gives whole-second mtimes
     local_lookups = False
+    one_session = True
 
     def __init__(
         self,
@@ -335,3 +336,6 @@ def _listdir_attr(sftp: paramiko.SFTPClient, path: str):
         return sftp.listdir_attr(path)
     except FileNotFoundError:
         return None
+
+
+BACKEND = SftpRaw  # the class of this place's backend (rawzone.one_session)

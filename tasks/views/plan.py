@@ -16,6 +16,7 @@ from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
+from tasks.storage.rawzone import one_session
 from tasks.views.status import DATASETS, day_status, shorten
 
 
@@ -47,7 +48,7 @@ class Plan:
         dates on a central scheduler; a dataset that is not one partition per date has its own (:data:`KEYED_RUNS`)."""
         if self.kind != "date":
             return KEYED_RUNS[self.kind]
-        if settings.raw_root().startswith("sftp://"):
+        if one_session(settings.raw_root()):
             return "RangeSingleRun", "the raw zone is SFTP: one connection, each raw folder read once"
         if self.workers == 1:
             return "RangeSingleRun", "one worker: one run reads each raw folder once for consecutive dates"
