@@ -310,3 +310,25 @@ def rgw(tmp_path_factory):
 
     with radosgw.running(tmp_path_factory.mktemp("radosgw")) as server:
         yield server
+
+
+@pytest.fixture
+def behind_proxy(rgw, setting, monkeypatch, tmp_path):
+    """``with behind_proxy(delay_s) as proxy``: the module's radosgw reached through the latency proxy
+    (tests/latency_proxy.py, ``delay_s`` each way; 0: a proxy that only sees every request), with its
+    credentials, and ``[s3]`` and a cache folder of the test's own set for it."""
+    import contextlib
+
+    from tests import latency_proxy
+
+    @contextlib.contextmanager
+    def running(delay_s: float):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+        with latency_proxy.running("127.0.0.1", rgw.port, delay_s) as proxy:
+            setting("s3", "endpoint_url", f"http://127.0.0.1:{proxy.port}")
+            setting("s3", "region", rgw.region)
+            setting("daybreak", "cache_dir", tmp_path / "cache")
+            yield proxy
+
+    return running

@@ -10,7 +10,8 @@ once its time has come, so throughput is kept (a window of bytes in flight), onl
 tests (tests/test_s3_latency.py) and the benchmark (benchmarks/s3.py --delay-ms).
 
 ``proxy.requests`` lists the (method, path, query) of every HTTP request that went through, as the server got
-it: what a client asked, whichever library made the request.
+it: what a client asked, whichever library made the request; ``proxy.seen`` the same as :class:`Seen`, with
+when it came in and its headers; :func:`operations` names them as S3 operations.
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
+from urllib.parse import parse_qs, unquote
+
+
+class Seen(NamedTuple):
+    """One request as the proxy saw it come in."""
+
+    when: float  # time.monotonic()
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]  # names in lower case
 
 
 class LatencyProxy:
@@ -30,7 +43,7 @@ class LatencyProxy:
         self.port = self.server.getsockname()[1]
         self.connections = 0
         self.requests: list[tuple[str, str, str]] = []
-        self.timed: list[tuple[float, str, str, str]] = []  # the same, each with when it came in (monotonic)
+        self.seen: list[Seen] = []
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, name="latency-proxy", daemon=True)
@@ -69,7 +82,7 @@ class LatencyProxy:
             self._socks.append(s)
         for src, dst in ((client, upstream), (upstream, client)):
             pending: queue.Queue = queue.Queue()
-            seen = _Requests(self.requests, self.timed) if src is client else None
+            seen = _Requests(self.requests, self.seen) if src is client else None
             threading.Thread(target=self._read, args=(src, pending, seen), daemon=True).start()
             threading.Thread(target=self._write, args=(dst, pending), daemon=True).start()
 
@@ -105,8 +118,8 @@ class _Requests:
     """The requests of one connection's client side, read from its bytes: each request's line and headers, its
     body skipped by its Content-Length."""
 
-    def __init__(self, into: list, timed: list):
-        self.into, self.timed, self.buffer, self.body_left = into, timed, b"", 0
+    def __init__(self, into: list, seen: list):
+        self.into, self.seen, self.buffer, self.body_left = into, seen, b"", 0
 
     def feed(self, data: bytes) -> None:
         self.buffer += data
@@ -122,10 +135,10 @@ class _Requests:
             line, *headers = head.decode("latin-1").split("\r\n")
             method, target, _ = line.split(" ", 2)
             path, _, query = target.partition("?")
+            named = {name.strip().lower(): value.strip() for name, _, value in (h.partition(":") for h in headers)}
             self.into.append((method, path, query))
-            self.timed.append((time.monotonic(), method, path, query))
-            lengths = [h.split(":", 1)[1] for h in headers if h.lower().startswith("content-length:")]
-            self.buffer, self.body_left = rest, int(lengths[0]) if lengths else 0
+            self.seen.append(Seen(time.monotonic(), method, path, query, named))
+            self.buffer, self.body_left = rest, int(named.get("content-length", 0))
 
 
 @contextlib.contextmanager
@@ -136,3 +149,20 @@ def running(host: str, port: int, delay_s: float) -> Iterator[LatencyProxy]:
         yield proxy
     finally:
         proxy.close()
+
+
+def operations(seen: list[Seen], bucket: str) -> list[tuple[str, str, Seen]]:
+    """(S3 operation, its key, or its prefix for a listing, the request) of each request ``seen`` to ``bucket``
+    (path-style), as the server got it."""
+    named = []
+    for request in seen:
+        key = unquote(request.path).removeprefix(f"/{bucket}")
+        if key and not key.startswith("/"):
+            continue  # another bucket's
+        key, asked = key.removeprefix("/"), parse_qs(request.query)
+        if request.method == "GET" and "list-type" in asked:
+            named.append(("ListObjectsV2", asked.get("prefix", [""])[0], request))
+        else:
+            verb = {"GET": "Get", "HEAD": "Head", "PUT": "Put", "DELETE": "Delete"}.get(request.method, request.method)
+            named.append((verb + ("Object" if key else "Bucket"), key, request))
+    return named

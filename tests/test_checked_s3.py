@@ -7,16 +7,15 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
 
 from tasks.checked import CheckedFolders
-from tasks.storage import s3
 from tasks.storage.s3lease import releasing
 from tasks.storage.store import open_backend
 from tests import radosgw
+from tests.latency_proxy import operations
 
 pytestmark = [
     pytest.mark.system,
@@ -29,27 +28,19 @@ CHECKED = "daybreak/_state/checked/staging/qsr_pos/"
 
 
 @pytest.fixture
-def bucketlab(rgw, lab, setting, monkeypatch, tmp_path):
-    """The lab with its data root in a new bucket (the raw zone on the lab's disk); ``lab.requests`` counts this
-    process's requests by (operation, key)."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+def bucketlab(rgw, lab, setting, behind_proxy, tmp_path):
+    """The lab with its data root in a new bucket (the raw zone on the lab's disk), reached through a proxy that
+    sees every request; ``lab.requests()`` lists them as (operation, key, whether it is a put-if-absent)."""
     lab.bucket = rgw.make_bucket("chk-" + tmp_path.name[-12:].lower().replace("_", "-"))
     lab.uri = f"s3://{lab.bucket}/daybreak"
     lab.s3 = rgw.client()
-    setting("daybreak", "data_root", lab.uri)
-    setting("daybreak", "cache_dir", tmp_path / "cache")
-    setting("s3", "endpoint_url", rgw.endpoint_url)
-    setting("s3", "region", rgw.region)
-    lab.requests = Counter()
-
-    def count(model, params, **_):
-        lab.requests[(model.name, params.get("Key") or params.get("Prefix") or "", "IfNoneMatch" in params)] += 1
-
-    client = s3.Bucket(lab.uri).client
-    client.meta.events.register("before-parameter-build.s3", count)
-    yield lab
-    client.meta.events.unregister("before-parameter-build.s3", count)
+    with behind_proxy(0) as proxy:
+        setting("daybreak", "data_root", lab.uri)
+        lab.requests = lambda: [
+            (operation, key, request.headers.get("if-none-match") == "*")
+            for operation, key, request in operations(proxy.seen, lab.bucket)
+        ]
+        yield lab
 
 
 def objects(lab, prefix: str = CHECKED) -> dict[str, bytes]:
@@ -81,7 +72,7 @@ def test_an_entry_in_the_bucket_serves_the_other_partition_of_its_folder_then_go
     stored = objects(lab)
     assert sorted(k.split("/")[0] for k in stored) == [str(D), str(NEXT)]  # no lease left
     (key,) = [k for k in stored if k.startswith(f"{NEXT}/")]
-    puts = [k for k in lab.requests if k[0] == "PutObject" and k[1].startswith(CHECKED)]
+    puts = [k for k in lab.requests() if k[0] == "PutObject" and k[1].startswith(CHECKED)]
     assert {(k[1].removeprefix(CHECKED), k[2]) for k in puts if k[1].endswith(".arrow")} == {
         (k, True) for k in stored
     }  # each entry one PUT with If-None-Match
@@ -103,7 +94,8 @@ def test_an_entry_this_process_stored_is_not_fetched_back_by_its_next_build(buck
     (key,) = [CHECKED + k for k in objects(lab) if k.startswith(f"{NEXT}/")]
     assert build(lab, NEXT) == 0
     assert manifest(lab, NEXT)["stats"]["raw_folders"][str(NEXT)] == "shared"
-    assert not [k for k in lab.requests if k[0] == "GetObject" and k[1] == key]
+    assert [k for k in lab.requests() if k[0] == "PutObject" and k[1] == key]  # the proxy sees its requests
+    assert not [k for k in lab.requests() if k[0] == "GetObject" and k[1] == key]
 
 
 def test_a_damaged_entry_in_the_bucket_is_a_miss(bucketlab):

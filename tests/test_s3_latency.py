@@ -10,13 +10,13 @@ import hashlib
 import uuid
 from collections import Counter
 from concurrent.futures import wait
-from urllib.parse import parse_qs, unquote
 
 import pytest
 
 from tasks import sample
 from tasks.storage import s3
-from tests import latency_proxy, radosgw
+from tests import radosgw
+from tests.latency_proxy import operations
 from tests.test_s3 import objects
 
 pytestmark = [
@@ -30,46 +30,31 @@ DAYS = 5
 
 
 @pytest.fixture
-def far(rgw, lab, setting, monkeypatch, tmp_path):
+def far(rgw, lab, setting, behind_proxy):
     """The lab with the sample's raw files in a landing prefix and the data root in one bucket, both reached
     through the latency proxy, which sees every request (:func:`gets`, :func:`lists`)."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
     sample.generate(lab.raw, START, DAYS + 1, stores=6, seed=5, mean_lines_per_store=40)
     bucket = rgw.make_bucket(f"far-{uuid.uuid4().hex[:10]}")
     client = rgw.client()
     for path in sorted((lab.raw / "qsr_pos").rglob("*.csv")):
         client.put_object(Bucket=bucket, Key=f"landing/{path.relative_to(lab.raw)}", Body=path.read_bytes())
     lab.bucket, lab.s3 = bucket, client
-    with latency_proxy.running("127.0.0.1", rgw.port, delay_s=0.010) as proxy:
+    with behind_proxy(0.010) as proxy:
         setting("daybreak", "raw_root", f"s3://{bucket}/landing")
         setting("daybreak", "data_root", f"s3://{bucket}/daybreak")
         setting("daybreak", "start_date", START)
-        setting("daybreak", "cache_dir", tmp_path / "cache")
-        setting("s3", "endpoint_url", f"http://127.0.0.1:{proxy.port}")
-        setting("s3", "region", rgw.region)
         lab.proxy = proxy
         yield lab
 
 
 def gets(lab) -> Counter:
     """The GETs of each key of the lab's bucket that went through the proxy (the server's view)."""
-    root = f"/{lab.bucket}/"
-    return Counter(
-        unquote(path[len(root) :])
-        for method, path, query in lab.proxy.requests
-        if method == "GET" and path.startswith(root) and "list-type" not in parse_qs(query)
-    )
+    return Counter(key for operation, key, _ in operations(lab.proxy.seen, lab.bucket) if operation == "GetObject")
 
 
 def lists(lab) -> Counter:
     """The listings of each prefix of the lab's bucket that went through the proxy."""
-    found = Counter()
-    for method, path, query in lab.proxy.requests:
-        asked = parse_qs(query)
-        if method == "GET" and path.rstrip("/") == f"/{lab.bucket}" and "list-type" in asked:
-            found[asked.get("prefix", [""])[0]] += 1
-    return found
+    return Counter(key for operation, key, _ in operations(lab.proxy.seen, lab.bucket) if operation == "ListObjectsV2")
 
 
 def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_build_file_for_file(far, setting):
@@ -148,7 +133,7 @@ def test_an_object_fetched_ahead_then_re_sent_is_read_as_listed_when_its_build_r
     new = lab.s3.get_object(Bucket=lab.bucket, Key=key)["Body"].read() + b"\n"
     lab.s3.put_object(Bucket=lab.bucket, Key=key, Body=new)
     listed = {f.relpath: f for f in zone.list_folder("qsr_pos", day)}
-    lab.proxy.requests.clear()
+    lab.proxy.seen.clear()
     read = list(zone.read_inputs([listed[f.relpath] for f in files]))
     assert read[0] == new and len(read) == len(files) > 1
     assert dict(gets(lab)) == {key: 1}, gets(lab)  # the re-sent one read again; the others fetched ahead, once
