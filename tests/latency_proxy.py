@@ -9,9 +9,8 @@ Each direction of a connection is a reader thread that stamps what it reads and 
 once its time has come, so throughput is kept (a window of bytes in flight), only latency is added. Used by the
 tests (tests/test_s3_latency.py) and the benchmark (benchmarks/s3.py --delay-ms).
 
-``proxy.requests`` lists the (method, path, query) of every HTTP request that went through, as the server got
-it: what a client asked, whichever library made the request; ``proxy.seen`` the same as :class:`Seen`, with
-when it came in and its headers; :func:`operations` names them as S3 operations.
+``proxy.seen`` lists every HTTP request that went through (:class:`Seen`: when, method, path, query, headers),
+as the server got it, whichever library made it; :func:`operations` names them as S3 operations.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ class LatencyProxy:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.connections = 0
-        self.requests: list[tuple[str, str, str]] = []
         self.seen: list[Seen] = []
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
@@ -82,7 +80,7 @@ class LatencyProxy:
             self._socks.append(s)
         for src, dst in ((client, upstream), (upstream, client)):
             pending: queue.Queue = queue.Queue()
-            seen = _Requests(self.requests, self.seen) if src is client else None
+            seen = _Requests(self.seen) if src is client else None
             threading.Thread(target=self._read, args=(src, pending, seen), daemon=True).start()
             threading.Thread(target=self._write, args=(dst, pending), daemon=True).start()
 
@@ -118,8 +116,8 @@ class _Requests:
     """The requests of one connection's client side, read from its bytes: each request's line and headers, its
     body skipped by its Content-Length."""
 
-    def __init__(self, into: list, seen: list):
-        self.into, self.seen, self.buffer, self.body_left = into, seen, b"", 0
+    def __init__(self, seen: list):
+        self.seen, self.buffer, self.body_left = seen, b"", 0
 
     def feed(self, data: bytes) -> None:
         self.buffer += data
@@ -136,7 +134,6 @@ class _Requests:
             method, target, _ = line.split(" ", 2)
             path, _, query = target.partition("?")
             named = {name.strip().lower(): value.strip() for name, _, value in (h.partition(":") for h in headers)}
-            self.into.append((method, path, query))
             self.seen.append(Seen(time.monotonic(), method, path, query, named))
             self.buffer, self.body_left = rest, int(named.get("content-length", 0))
 
