@@ -147,8 +147,8 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
     StgQsrPos.prepare_to_run()  # what the scheduling process does before Luigi forks a task
     task = StgQsrPos(date=dt.date.fromisoformat(date))
     before = StgQsrPos(date=task.date - dt.timedelta(days=1))
-    inputs = task.input_files(Engine()).read
-    inputs_before = before.input_files(Engine()).read
+    inputs = Engine().window(task).read
+    inputs_before = Engine().window(before).read
 
     def setup() -> None:
         shutil.rmtree(Path(settings.data_root()) / "_state" / "checked", ignore_errors=True)

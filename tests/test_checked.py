@@ -306,7 +306,7 @@ def test_a_build_that_fails_while_checking_a_folder_lets_go_of_it_at_once(lab, m
     monkeypatch.setattr(qsr_pos, "clean_checked", failing)
     task = StgQsrPos(date=D)
     with pytest.raises(RuntimeError) as failure:
-        task.build(task.input_files(Engine()).read)
+        task.build(Engine().window(task).read)
     assert failure.value.__traceback__ is not None  # still alive
     monkeypatch.setattr(turns, "CHECK_WAIT_S", 1.0)
     t0 = time.monotonic()

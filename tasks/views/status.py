@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, replace  # noqa: F401  (asdict: the reference of render_json)
 
 from tasks import catalogue, settings
-from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask, newest_raw_date, waiting_for
+from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask, newest_raw_date
 from tasks.calendar import date_range
 from tasks.contract import printable
 from tasks.freshness import engine as freshness
@@ -71,7 +71,7 @@ def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     folders = (manifest.get("stats") or {}).get("raw_folders")
     if folders:
         status = replace(status, raw_folders=folders)
-    window = task.input_files(cache) if task.reads_raw() else None
+    window = cache.window(task) if task.reads_raw() else None
     if window is None or not window.refused:
         return status
     return replace(status, not_read=tuple(f"{r['path']} ({r['reason']})" for r in window.refused))
@@ -94,7 +94,7 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     if task.before_start():  # kept as built, or never built: nothing waits, nothing will run
         return DayStatus(name, day, state.state, state.reason, rows, duration)
     if not state.ok:  # missing or stale, and a run cannot build it yet: it waits, as the run says
-        waiting = waiting_for(task, cache)
+        waiting = cache.waiting_for(task)
         if waiting:
             return DayStatus(name, day, "waiting", waiting)
     if state.ok and task.provisional(cache):
