@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 from tasks import catalogue, settings
-from tasks.base import PartitionedTask, input_line
+from tasks.base import PartitionedTask
 from tasks.building import Built
 from tasks.freshness.engine import Engine
+from tasks.freshness.inputs import input_line
 from tasks.nextdate import kept_for_next_date
 from tasks.storage.rawzone import RawFile
 

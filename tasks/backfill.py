@@ -16,7 +16,7 @@ import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
 
 from tasks import catalogue, cores, settings
-from tasks.base import PartitionedTask, RawFolder, before_start_reason, luigi_engine
+from tasks.base import PartitionedTask, before_start_reason
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine, new_pass
 from tasks.guard import check_range
@@ -26,6 +26,7 @@ from tasks.reporting import progress, runlog
 from tasks.reporting.progress import logger
 from tasks.settings import business_today
 from tasks.storage.rawzone import one_session
+from tasks.targets import RawFolder, luigi_engine
 
 
 class BusinessDateParameter(DateParameter):

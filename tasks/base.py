@@ -21,16 +21,13 @@ from tasks.building import Built
 from tasks.faults import went_away
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine, State, fingerprint
-from tasks.freshness.inputs import Window, input_line
-from tasks.luigi_shortcuts import CachedInstances, FixedParams, luigi_run
+from tasks.luigi_shortcuts import CachedInstances, FixedParams
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable, one_session
 from tasks.targets import PartitionTarget, RawFolder, luigi_engine
-
-__all__ = ["Window", "fingerprint", "input_line", "luigi_run"]
 
 logger = logging.getLogger("luigi-interface")
 
@@ -148,10 +145,6 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     def optional_raw_window(self) -> list[tuple[str, dt.date]]:
         """Raw folders read when present: their arrival makes the partition stale, their absence blocks nothing."""
         return []
-
-    def input_files(self, cache: Engine) -> Window | None:
-        """The raw files of the dependency window, read and refused; None while a required folder is missing."""
-        return cache.window(self)
 
     # -- completeness ------------------------------------------------------------------------------
     def before_start(self) -> str:
@@ -346,7 +339,3 @@ def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
             kept or "none",
         )
     return kept
-
-
-def waiting_for(task: MaterializedTask, cache: Engine) -> str:
-    return cache.waiting_for(task)

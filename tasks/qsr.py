@@ -12,11 +12,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tasks import catalogue, settings
-from tasks.base import PartitionedTask, fingerprint, input_line
+from tasks.base import PartitionedTask
 from tasks.building import Built
 from tasks.calendar import qsr_dependency_window
 from tasks.contract import is_store_file
 from tasks.cores import side_thread, start_on_side_thread, task_threads
+from tasks.freshness.engine import fingerprint
+from tasks.freshness.inputs import input_line
 from tasks.nextdate import keeps_for_next_date, kept_for_next_date
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules

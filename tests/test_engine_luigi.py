@@ -12,9 +12,10 @@ import datetime as dt
 import luigi
 import pytest
 
-from tasks.base import MaterializedTask, luigi_run
+from tasks.base import MaterializedTask
 from tasks.freshness import engine as freshness
 from tasks.hotels import HotelBookingState, StgHotelBookingsDaily
+from tasks.luigi_shortcuts import luigi_run
 
 pytestmark = pytest.mark.luigi
 
