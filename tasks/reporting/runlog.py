@@ -159,11 +159,6 @@ def _summarised(task) -> bool:
 logger.addFilter(_RunLog())
 
 
-def summary() -> str:
-    """The summary of the partitions watched since the last one (and forget them)."""
-    return report()[1]
-
-
 class _Run:
     """What this run recorded of itself (:func:`wrote`, :func:`failed`) and the errors that ended it."""
 
