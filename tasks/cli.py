@@ -15,8 +15,7 @@ from tasks import catalogue, guard
 from tasks.faults import FAULT_EXIT, check_stores, fault_line
 from tasks.guard import Exit, check_range
 
-DATASET_NAMES = catalogue.names()  # what `daybreak plan` plans: every dataset
-STATUS_NAMES = catalogue.names()  # every dataset of tasks/catalogue.py
+DATASET_NAMES = catalogue.names()  # what status, plan and preview take: every dataset
 
 
 def _date(text: str) -> dt.date:
@@ -182,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("status", help="ok / stale / missing / waiting / failed per dataset and day")
-    p.add_argument("--dataset", type=guard.dataset_argument(STATUS_NAMES), choices=STATUS_NAMES)
+    p.add_argument("--dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument(
         "--start",
         type=_date,

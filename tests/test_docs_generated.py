@@ -40,9 +40,9 @@ def test_the_settings_table_has_every_key_of_every_section_with_its_range():
 
 
 def test_the_readme_names_every_dataset_the_status_command_takes():
-    from tasks.cli import STATUS_NAMES
+    from tasks.cli import DATASET_NAMES
 
-    assert docs.dataset_names().count("|") == len(STATUS_NAMES) - 1
+    assert docs.dataset_names().count("|") == len(DATASET_NAMES) - 1
     assert all(name in docs.dataset_names() for name in catalogue.names())
 
 
