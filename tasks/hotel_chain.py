@@ -30,15 +30,6 @@ def read_finished(store: PartitionStore, date: dt.date):
     return pa.ipc.open_file(pa.BufferReader(data)).read_all()
 
 
-def to_ipc(table) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
 def pa_concat(tables: list):
     import pyarrow as pa
 

@@ -12,7 +12,7 @@ from tasks.building import Built
 from tasks.contract import is_store_file
 from tasks.freshness import engine as freshness
 from tasks.guard import check_range, fail, nearest
-from tasks.hotel_chain import FINISHED, before_events, chain_versions, pa_concat, read_finished, to_ipc
+from tasks.hotel_chain import FINISHED, before_events, chain_versions, pa_concat, read_finished
 from tasks.parameters import DateParameter
 from tasks.reference import hotels, hotels_source
 from tasks.storage.partitions import PartitionStore, open_store
@@ -187,6 +187,7 @@ class HotelBookingState(PartitionedTask, entry=catalogue.HOTEL_BOOKING_STATE):
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.hotels import booking_state, split_state
+        from tasks.transforms.stores import to_ipc
 
         *chain, staging = self.upstream()
         events = staging.store().read_table(self.date)
