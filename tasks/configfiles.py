@@ -75,19 +75,24 @@ def errors(paths: list[str] | None = None) -> list[str]:
     merged.optionxform = str
     for _, parser in parsed:  # as Luigi merges them: a later file's value replaces an earlier one's
         merged.read_dict({"DEFAULT": dict(parser.defaults()), **{s: dict(parser[s]) for s in parser.sections()}})
-    defaults = dict(merged.defaults())
-    for section in ["DEFAULT", *merged.sections()]:
-        values = dict(merged.items(section, raw=True)) if section != "DEFAULT" else defaults
-        for key, value in values.items():
-            if section != "DEFAULT" and defaults.get(key) == value:
-                continue  # a [DEFAULT] value, checked once
-            problem = _interpolation_error(merged, section, key, value, values)
-            if problem:
-                where = next(
-                    (os.path.abspath(p) for p, q in reversed(parsed) if q.has_option(section, key)), "a config file"
-                )
-                found.append(f"[{section}] {key} = {value!r} in {where}: {problem}")
+    for section, key, value in _values(merged):
+        problem = _interpolation_error(merged, section, key, value)
+        if problem:
+            where = next(
+                (os.path.abspath(p) for p, q in reversed(parsed) if q.has_option(section, key)), "a config file"
+            )
+            found.append(f"[{section}] {key} = {value!r} in {where}: {problem}")
     return found
+
+
+def _values(parser: configparser.ConfigParser):
+    """(section, key, raw value) of every value, a [DEFAULT] one once (not again under each section)."""
+    defaults = parser.defaults()
+    yield from (("DEFAULT", key, value) for key, value in defaults.items())
+    for section in parser.sections():
+        for key, value in parser.items(section, raw=True):
+            if defaults.get(key) != value:
+                yield section, key, value
 
 
 def inline_comments(path: str, parser: configparser.ConfigParser) -> list[str]:
@@ -95,23 +100,19 @@ def inline_comments(path: str, parser: configparser.ConfigParser) -> list[str]:
     comment as part of the value (inline comments are off in its parser), so ``raw_root = s3://landing/pos
     ; or a folder`` is a bucket prefix with spaces and a semicolon in it. One line each, naming the file."""
     found = []
-    defaults = dict(parser.defaults())
-    for section in ["DEFAULT", *parser.sections()]:
-        values = defaults if section == "DEFAULT" else dict(parser.items(section, raw=True))
-        for key, value in values.items():
-            if section != "DEFAULT" and defaults.get(key) == value:
-                continue  # a [DEFAULT] value, named once
-            comment = _INLINE_COMMENT.search(value or "")
-            if comment:
-                found.append(
-                    f"[{section}] {key} = {value!r} in {os.path.abspath(path)}: inline comments are not allowed in "
-                    f"luigi.cfg (Luigi would read {comment.group(1)!r} as part of the value); put the comment on its "
-                    "own line"
-                )
+    for section, key, value in _values(parser):
+        comment = _INLINE_COMMENT.search(value or "")
+        if comment:
+            found.append(
+                f"[{section}] {key} = {value!r} in {os.path.abspath(path)}: inline comments are not allowed in "
+                f"luigi.cfg (Luigi would read {comment.group(1)!r} as part of the value); put the comment on its "
+                "own line"
+            )
     return found
 
 
-def _interpolation_error(parser, section: str, key: str, value: str, values: dict) -> str | None:
+def _interpolation_error(parser, section: str, key: str, value: str) -> str | None:
+    values = dict(parser.defaults() if section == "DEFAULT" else parser.items(section, raw=True))
     try:
         value = configparser.BasicInterpolation().before_get(parser, section, key, value, values)
     except configparser.InterpolationMissingOptionError as exc:
