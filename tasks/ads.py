@@ -70,8 +70,6 @@ class AdsRolling7d(PartitionedTask, entry=catalogue.ADS_ROLLING_7D):
     """ads_rolling_7d: one row per campaign per date, summed over the ``[ads] rolling_window_days``
     dates up to ``d`` (fewer before ``[daybreak] start_date``: ``days_in_window`` says so)."""
 
-    dataset = "marts/ads_rolling_7d"
-
     def window_dates(self) -> list[dt.date]:
         start, days = settings.daybreak().start_date, settings.ads().rolling_window_days
         return [d for d in (self.date - k * DAY for k in range(days - 1, -1, -1)) if d >= start]
