@@ -71,9 +71,6 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         """Fail the partition when rejected rows exceed this share of ``stats["attributed_rows"]``; None: never."""
         return None
 
-    def check_built(self, built: Built) -> None:
-        building.check_built(self, built)
-
     def acceptance_settings(self) -> dict:
         """Settings that decide whether a build fails without changing its output (so not in :meth:`rules`):
         a failure they decided stops applying once they change."""
@@ -202,13 +199,10 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             luigi_engine().list_early(self)  # a bucket's raw folders listed while the lease is taken
             # a second run building this partition waits, then finds it done
             with self.store().locked(self.key, settings.daybreak().lock_wait_s):
-                self._build_and_write()
-
-    def _build_and_write(self) -> None:
-        if self.before_start():  # reached only by a direct call of the template
-            logger.warning("%s: %s; nothing written", self.task_id, self.before_start())
-            return
-        building.build(self, luigi_engine())
+                if self.before_start():  # reached only by a direct call of the template
+                    logger.warning("%s: %s; nothing written", self.task_id, self.before_start())
+                    return
+                building.build(self, luigi_engine())
 
     def on_failure(self, exception: BaseException) -> str:
         if getattr(exception, "superseded", False):  # another writer committed it: not a failure
@@ -268,11 +262,10 @@ class PartitionedTask(MaterializedTask):
     def bulk_complete(cls, parameter_tuples: Iterable) -> list[dt.date]:
         """The dates of ``parameter_tuples`` that are complete, as ``complete()`` says. RangeDaily calls it with
         a ``functools.partial`` of the class and a one-pass iterator."""
-        factory = cls
         engine = luigi_engine()
         done, incomplete = [], []
         with settings.snapshot():
-            tasks = [factory(date=value) for value in parameter_tuples]
+            tasks = [cls(date=value) for value in parameter_tuples]
             started = [t for t in tasks if not t.before_start()]
             store = engine.store(started[0]) if started else None
             reads_raw = started and (started[0].raw_window() or started[0].any_raw_window())

@@ -118,7 +118,7 @@ def build(node: Node, engine: Engine) -> dict | None:
         logger.warning("%s: %d raw file(s) of its window not read: %s", node.task_id, len(window.refused), refused)
     built = node.build(window.read)
     plan.check_inputs_unchanged(node)
-    node.check_built(built)
+    check_built(node, built)
     zone = node.zone()
     manifest = Manifest(
         dataset=node.dataset,
