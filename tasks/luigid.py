@@ -17,16 +17,6 @@ from pathlib import Path
 from tasks import settings
 
 
-def scheduler_files(state: Path) -> dict[str, Path]:
-    folder = state / "luigid"
-    return {
-        "folder": folder,
-        "state": folder / "state.pickle",
-        "logs": folder / "logs",
-        "history": folder / "history.db",
-    }
-
-
 def luigid_command(address: str, port: int) -> tuple[list[str], dict[str, str]]:
     """The luigid command line and environment: a config file read after the user's (luigid reads
     ./luigi.cfg and /etc/luigi/luigi.cfg too) that turns SQLite task history on and gives luigid the
@@ -35,31 +25,23 @@ def luigid_command(address: str, port: int) -> tuple[list[str], dict[str, str]]:
 
     from tasks.storage.partitions import state_dir
 
-    files = scheduler_files(state_dir(settings.data_uri()).resolve())
-    files["logs"].mkdir(parents=True, exist_ok=True)
+    folder = state_dir(settings.data_uri()).resolve() / "luigid"
+    state, logs = folder / "state.pickle", folder / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
     config = luigi.configuration.get_config()
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_dict(
         {
-            "scheduler": {"record_task_history": "true", "state_path": str(files["state"])},
-            "task_history": {"db_connection": f"sqlite:///{files['history']}"},
+            "scheduler": {"record_task_history": "true", "state_path": str(state)},
+            "task_history": {"db_connection": f"sqlite:///{folder / 'history.db'}"},
             "resources": dict(config.items("resources")) if config.has_section("resources") else {},
         }
     )
-    cfg = files["folder"] / "luigid.cfg"
+    cfg = folder / "luigid.cfg"
     with open(cfg, "w") as fh:
         parser.write(fh)
-    cmd = [sys.executable, "-c", "from luigi.cmdline import luigid; luigid()"]
-    cmd += [
-        "--address",
-        address,
-        "--port",
-        str(port),
-        "--state-path",
-        str(files["state"]),
-        "--logdir",
-        str(files["logs"]),
-    ]
+    cmd = [sys.executable, "-c", "from luigi.cmdline import luigid; luigid()", "--address", address]
+    cmd += ["--port", str(port), "--state-path", str(state), "--logdir", str(logs)]
     return cmd, {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
 
 
