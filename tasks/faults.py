@@ -31,12 +31,13 @@ class Fault(Exit):
 
 # OS errors of the storage itself, not of one file: the data root (or the raw zone) cannot be written or read
 STORAGE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO}
+FAULTS = (StorageUnavailable, PartitionWriteError, PartitionBusy)  # and their subclasses
 
 
 def fault_line(exc: BaseException) -> str | None:
     """The line for a store or server error (raw zone unreachable, a partition not written, an OS error
     of the storage), then exit 30 (:func:`fault_exit`); None for any other error, which keeps its traceback."""
-    if isinstance(exc, StorageUnavailable | PartitionWriteError | PartitionBusy):
+    if isinstance(exc, FAULTS):
         return str(exc).splitlines()[0]
     if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
         where = f"{exc.filename}: " if exc.filename else ""
@@ -80,8 +81,7 @@ def fault_in_traceback(text: str) -> str | None:
     if match is None:
         return None
     name, message = match.group("cls"), match.group("msg")
-    faults = {f"{c.__module__}.{c.__qualname__}" for c in (PartitionBusy, PartitionWriteError, StorageUnavailable)}
-    faults |= {
+    faults = {f"{c.__module__}.{c.__qualname__}" for c in FAULTS} | {
         "tasks.storage.rawzone.RawZoneUnavailable",
         "tasks.storage.sftp.SftpError",
         "tasks.storage.s3.StoreError",
