@@ -135,22 +135,24 @@ class RangeSingleRun(luigi.WrapperTask):
         super().__init__(*args, **kwargs)
         check_range(self.start, self.stop, type(self).__name__)  # exit 2, as RangeDaily's reversed range
 
+    def single_run_build(self) -> SingleRunBuild:
+        return SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)
+
     def requires(self) -> list[luigi.Task]:
-        build = SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)
+        build = self.single_run_build()
         if self.task_id not in _reported:
             _reported.add(self.task_id)
             report_left_out("RangeSingleRun", self.of, self.start, self.stop)
         engine = luigi_engine()
         with settings.snapshot():
             parts = build.partitions()
-            missing = sorted({f for t in parts if not engine.state(t).ok for f in missing_raw(t, engine)})
+            missing = sorted({f for t in parts if not engine.state(t).ok for f in engine.blocked(t).missing})
         return [build, *(RawFolder(source=source, date=date) for source, date in missing)]
 
     def complete(self) -> bool:
         engine = luigi_engine()
-        build = SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)
         with settings.snapshot():
-            return all(engine.state(t).ok for t in build.partitions())
+            return all(engine.state(t).ok for t in self.single_run_build().partitions())
 
 
 class SingleRunBuild(luigi.Task):
@@ -186,14 +188,14 @@ class SingleRunBuild(luigi.Task):
 
     def todo(self, cache: Engine) -> list[PartitionedTask]:
         with settings.snapshot():
-            return [t for t in self.partitions() if not cache.state(t).ok and not missing_raw(t, cache)]
+            return [t for t in self.partitions() if not cache.state(t).ok and not cache.blocked(t).missing]
 
     def requires(self) -> list[SingleRunBuild]:
         """One single-run build per upstream family (and static parameters), over the dates read."""
         groups: dict[tuple, list[dt.date]] = {}
         for task in self.partitions():
             for up in task.upstream():
-                if type(up) is self.of and up.param_kwargs == {**self.of_params, "date": up.date}:
+                if self._same(up, task.date):
                     continue  # the chain's earlier links are in this build's own range, built first
                 static = tuple(sorted((k, v) for k, v in up.param_kwargs.items() if k != "date"))
                 groups.setdefault((type(up), static), []).append(up.date)
@@ -296,18 +298,6 @@ def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[t
             w.join()
 
 
-def missing_raw(task: PartitionedTask, cache: Engine) -> set[tuple[str, dt.date]]:
-    """The raw folders, of its own window or its stale upstream partitions' windows, that keep a
-    partition from being built now (source, export date). Empty when it can be built."""
-    return set(cache.blocked(task).missing)
-
-
-def _candidates(dataset: str, start: dt.date, stop: dt.date, horizon_days: int) -> list:
-    """Partitions of the other datasets that may read what the range rebuilds, directly or not."""
-    horizon = stop + dt.timedelta(days=horizon_days)
-    return [task for spec in catalogue.DATASETS if spec.name != dataset for task in spec.partitions(start, horizon)]
-
-
 def stale_downstream(
     rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int = 7, held: list | None = None
 ) -> list:
@@ -317,7 +307,8 @@ def stale_downstream(
     ids = {t.task_id for t in rebuilt}
     root = type(rebuilt[0]) if rebuilt else None
     engine = new_pass()
-    candidates = _candidates(dataset, start, stop, horizon_days)
+    horizon = stop + dt.timedelta(days=horizon_days)  # the other datasets' partitions that may read the range
+    candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
     pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
     found, grew = [], True
     while grew:

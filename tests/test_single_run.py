@@ -169,7 +169,6 @@ def test_a_chain_is_one_build_from_its_first_link_and_pickups_match_one_task_per
 
 
 def test_the_raw_folders_a_long_chain_waits_for_are_found_without_recursing_through_it(lab, setting):
-    from tasks.backfill import missing_raw
     from tasks.freshness.engine import Engine
     from tasks.hotels import HotelBookingState
 
@@ -177,7 +176,7 @@ def test_the_raw_folders_a_long_chain_waits_for_are_found_without_recursing_thro
     # nothing built, no raw data: the state of day 1000 waits for every hotel extract since the start
     last = START + 1000 * DAY
     expected = {("hotel_bookings", START + k * DAY) for k in range(1001)}
-    assert missing_raw(HotelBookingState(date=last), Engine()) == expected
+    assert Engine().blocked(HotelBookingState(date=last)).missing == expected
 
 
 def test_a_local_range_is_built_by_one_process_per_core_and_sftp_or_a_chain_by_one(lab, setting):
