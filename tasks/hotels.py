@@ -9,6 +9,7 @@ import luigi
 from tasks import catalogue, settings
 from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.building import Built
+from tasks.calendar import date_range
 from tasks.contract import is_store_file
 from tasks.freshness import engine as freshness
 from tasks.guard import check_range, fail, nearest
@@ -115,7 +116,7 @@ class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
         start = settings.daybreak().start_date
         newest = newest_raw_date(RawZone.from_uri(settings.raw_root()), SOURCE)
         last = newest if newest is not None and newest > start else start
-        return [start + dt.timedelta(days=k) for k in range((last - start).days + 1)]
+        return list(date_range(start, last + dt.timedelta(days=1)))
 
     def upstream(self) -> list[PartitionedTask]:
         dates = self.dates()

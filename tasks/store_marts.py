@@ -13,6 +13,7 @@ import luigi
 from tasks import catalogue, settings
 from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.building import Built
+from tasks.calendar import date_range
 from tasks.contract import is_store_file
 from tasks.guard import fail
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
@@ -52,8 +53,7 @@ def scan_stores(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str,
     no file is opened."""
     found: dict[str, str] = {}
     invalid: list[str] = []
-    for k in range((stop - start).days):
-        day = start + dt.timedelta(days=k)
+    for day in date_range(start, stop):
         for name, _, _ in zone.scan_folder(SOURCE, day) or []:
             if is_store_file(name):
                 found.setdefault(name.removesuffix(".csv"), day.isoformat())
