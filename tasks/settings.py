@@ -152,20 +152,17 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
 }
 
 
-def apply_luigi_defaults(config=None) -> dict[str, dict[str, str]]:
-    """Set each of :data:`LUIGI_DEFAULTS` that no config file sets; return what was set."""
+def apply_luigi_defaults() -> None:
+    """Set each of :data:`LUIGI_DEFAULTS` that no config file sets."""
     import luigi.configuration
 
-    config = config if config is not None else luigi.configuration.get_config()
-    applied: dict[str, dict[str, str]] = {}
+    config = luigi.configuration.get_config()
     for section, values in LUIGI_DEFAULTS.items():
         for key, value in values.items():
             if not config.has_option(section, key):
                 if not config.has_section(section):
                     config.add_section(section)
                 config.set(section, key, value)
-                applied.setdefault(section, {})[key] = value
-    return applied
 
 
 def data_root() -> Path:
