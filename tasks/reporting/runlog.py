@@ -42,12 +42,8 @@ _records: str | None = None  # the file of what this run's builds did: one JSON 
 def _record(entry: dict) -> None:
     """Append one line to the run's records: one ``write`` of the whole line (O_APPEND), from any process."""
     if _records is not None:
-        line = (json.dumps(entry, default=str) + "\n").encode()
-        fd = os.open(_records, os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        with open(_records, "ab", buffering=0) as fh:
+            fh.write((json.dumps(entry, default=str) + "\n").encode())
 
 
 def failed(task, exception: BaseException) -> None:
