@@ -59,7 +59,7 @@ def _last_file_with(has) -> tuple[str, configparser.ConfigParser] | None:
     return None
 
 
-def config_errors(config=None) -> list[str]:
+def config_errors() -> list[str]:
     """Every unknown key of a Daybreak section, and every value that does not parse or is out of
     range (:data:`RANGES`), one message each naming the file, the section and the key."""
     import luigi.configuration
@@ -69,7 +69,7 @@ def config_errors(config=None) -> list[str]:
     errors = configfiles.errors()  # a file Luigi cannot read, a % it cannot interpolate: nothing else can be read
     if errors:
         return errors
-    config = config if config is not None else luigi.configuration.get_config()
+    config = luigi.configuration.get_config()
     errors += _setting_errors(config, source_of)
     errors += section_errors(config)
     named = os.environ.get("LUIGI_CONFIG_PATH")
@@ -274,9 +274,9 @@ def _ipv6(host: str) -> bool:
 URL_FORMS = {"s3": "s3://BUCKET/PREFIX", "sftp": "sftp://USER@HOST:PORT/PATH"}
 
 
-def check_config(config=None) -> None:
+def check_config() -> None:
     """Exit 2 (:func:`tasks.guard.fail`) when :func:`config_errors` finds anything."""
-    errors = config_errors(config)
+    errors = config_errors()
     if errors:
         from tasks.guard import fail
 
