@@ -23,8 +23,6 @@ from tasks.storage.errors import StorageUnavailable
 from tasks.storage.store import PartitionStore
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     import pyarrow as pa
 
 
@@ -67,36 +65,6 @@ def check_built(node, built: Built) -> None:
     )
 
 
-@dataclass
-class Manifest:
-    """What a manifest records of a build (docs/run-semantics.md); the store adds the files it wrote."""
-
-    dataset: str
-    business_date: str | None
-    rules: dict
-    rules_fingerprint: str
-    inputs: list[str]
-    input_fingerprint: str
-    input_hashes: dict[str, str]
-    inputs_listed_ns: int
-    refused_inputs: list[dict]
-    upstream: dict
-    row_count: int
-    rejected_count: int
-    stats: dict
-    task_id: str
-    package_version: str
-    started_at: str
-    finished_at: str = ""
-    duration_s: float = 0.0
-    data_version: str | Future = ""  # hashed on another core: the store waits for it before the manifest
-    data_version_kind: str = ""
-    built_by: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
 def build(node: Node, engine: Engine) -> dict | None:
     """Build ``node``'s partition under its lock: plan, read, transform, check, commit, record. The manifest
     written, or None when the partition was up to date."""
@@ -120,40 +88,40 @@ def build(node: Node, engine: Engine) -> dict | None:
     plan.check_inputs_unchanged(node)
     check_built(node, built)
     zone = node.zone()
-    manifest = Manifest(
-        dataset=node.dataset,
-        business_date=node.key.isoformat() if node.key else None,
-        rules=node.rules(),
-        rules_fingerprint=node.rules_fingerprint(),
-        inputs=[input_line(f) for f in window.read],
-        input_fingerprint=window.fingerprint,
-        input_hashes={f.relpath: zone.digest(f) for f in window.read},
-        inputs_listed_ns=listed_ns,
-        refused_inputs=window.refused,
-        upstream=plan.upstream,
-        row_count=built.table.num_rows,
-        rejected_count=0 if built.rejected is None else built.rejected.num_rows,
-        stats=built.stats,
-        task_id=node.task_id,
-        package_version=tasks.__version__,
-        started_at=started.isoformat(),
-        finished_at=dt.datetime.now(dt.UTC).isoformat(),
-        duration_s=round(time.perf_counter() - t0, 4),
+    manifest = {  # what docs/run-semantics.md says a manifest records; the store adds the files it wrote
+        "dataset": node.dataset,
+        "business_date": node.key.isoformat() if node.key else None,
+        "rules": node.rules(),
+        "rules_fingerprint": node.rules_fingerprint(),
+        "inputs": [input_line(f) for f in window.read],
+        "input_fingerprint": window.fingerprint,
+        "input_hashes": {f.relpath: zone.digest(f) for f in window.read},
+        "inputs_listed_ns": listed_ns,
+        "refused_inputs": window.refused,
+        "upstream": plan.upstream,
+        "row_count": built.table.num_rows,
+        "rejected_count": 0 if built.rejected is None else built.rejected.num_rows,
+        "stats": built.stats,
+        "task_id": node.task_id,
+        "package_version": tasks.__version__,
+        "started_at": started.isoformat(),
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+        "duration_s": round(time.perf_counter() - t0, 4),
         # hashed on another core while the files are written; the store waits for it
-        data_version=start_on_side_thread(dataversions.logical_version, built.table),
-        data_version_kind=dataversions.LOGICAL,
-        built_by=built_by(),
-    )
+        "data_version": start_on_side_thread(dataversions.logical_version, built.table),
+        "data_version_kind": dataversions.LOGICAL,
+        "built_by": built_by(),
+    }
     written = store.commit_build(
-        node.key, built.table, manifest.as_dict(), built.extras, rejected=built.rejected, in_place=plan.in_place
+        node.key, built.table, manifest, built.extras, rejected=built.rejected, in_place=plan.in_place
     )
-    runlog.wrote(node.task_id, manifest.stats.get("warnings"))
+    runlog.wrote(node.task_id, built.stats.get("warnings"))
     # committed: nothing fails the partition now (a failure record older than the manifest counts for nothing)
     with contextlib.suppress(OSError, StorageUnavailable):
         store.clear_failure(node.key)
     logger.info(
         "%s: wrote %s rows (%s rejected) in %.2f s",
-        node.task_id, manifest.row_count, manifest.rejected_count, manifest.duration_s,
+        node.task_id, manifest["row_count"], manifest["rejected_count"], manifest["duration_s"],
     )  # fmt: skip
     return written
 
