@@ -148,19 +148,13 @@ class _PerHotel:
         """Its hotels: config/hotels.csv (the catalogue's partitions of the dataset)."""
         return list(hotels())
 
-    def known_hotel(self) -> str:
-        """``hotel``, refused unless in the hotels list (which also keeps a partition name inside its folder)."""
-        if self.hotel not in hotels():
-            raise UnknownHotelError(f"hotel {self.hotel!r} is not in {hotels_source()}")
-        return self.hotel
-
 
 class HotelOtbExport(_PerHotel, SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
     """exports/otb/hotel_id=H: one hotel's on-the-books for its revenue-management system, as
     ``data.parquet`` and ``otb.csv``; rebuilt when OtbByStayDate changed."""
 
     def dataset_path(self) -> str:
-        return f"{self.dataset}/hotel_id={self.known_hotel()}"
+        return f"{self.dataset}/hotel_id={self.hotel}"
 
     def upstream(self) -> list[OtbByStayDate]:
         return [OtbByStayDate()]
@@ -225,7 +219,7 @@ class HotelPickup(_PerHotel, PartitionedTask, entry=catalogue.HOTEL_PICKUP):
         return f"{self.dataset}/*/hotel_id={self.hotel}"  # identity of this hotel's store (not a real path)
 
     def store(self) -> PartitionStore:
-        return open_store(settings.data_uri(), self.dataset, subpartition=f"hotel_id={self.known_hotel()}")
+        return open_store(settings.data_uri(), self.dataset, subpartition=f"hotel_id={self.hotel}")
 
     def upstream(self) -> list[PartitionedTask]:
         return [*_state_before(self.date), StgHotelBookingsDaily(date=self.date)]

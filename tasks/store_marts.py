@@ -161,8 +161,6 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
         return list(read_registry())
 
     def dataset_path(self) -> str:
-        if not is_store_file(f"{self.store_id}.csv"):  # keeps the partition name inside its folder
-            raise ValueError(f"store id {self.store_id!r} does not match ^[A-Z0-9][A-Z0-9_-]{{0,31}}$")
         return f"{self.dataset}/store_id={self.store_id}"
 
     def upstream(self) -> list[PartitionedTask]:
