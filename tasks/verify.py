@@ -39,17 +39,13 @@ def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> 
         zone = RawZone.from_uri(settings.raw_root())
         report, raw = Report(), {}
         try:
-            for task in _partitions(start, stop, datasets or catalogue.names("date", "date x hotel")):
-                _verify_partition(engine, zone, task, raw, report)
+            for name in datasets or catalogue.names("date", "date x hotel"):
+                for task in catalogue.BY_NAME[name].partitions(start, stop):
+                    _verify_partition(engine, zone, task, raw, report)
         finally:
             zone.close()
     report.seconds = time.perf_counter() - t0
     return report
-
-
-def _partitions(start: dt.date, stop: dt.date, names: list[str]):
-    for name in names:
-        yield from catalogue.BY_NAME[name].partitions(start, stop)
 
 
 def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, report: Report) -> None:
