@@ -1,12 +1,9 @@
 """How many threads a build may use: this machine's cores, shared by the processes that build at once.
 
-A build spreads its work over threads where Arrow lets go of the GIL (the folder's batches checked two
-at a time, the output's columns picked two at a time, its rows hashed and its cache entry written
-beside the main thread). That pays while cores are free: one worker process, or a single run. A worker
-with as many processes as the machine has cores keeps every core busy with its builds already; threads
-then only hand work to each other and wait for the GIL. So the worker tells this module how many
-processes it runs (Luigi's worker factory, ``tasks/luigi_shortcuts``), the processes forked from it
-inherit the count, and each build asks :func:`task_threads`. Imports nothing of Daybreak and no Luigi.
+Threads pay only while cores are free (one worker process, or a single run); a worker with as many
+processes as cores keeps them busy already. So the worker says how many processes it runs
+(:func:`share`), the processes forked from it inherit the count, and each build asks
+:func:`task_threads`. Imports nothing of Daybreak and no Luigi.
 """
 
 from __future__ import annotations
@@ -85,10 +82,8 @@ def side_thread(name: str) -> ThreadPoolExecutor | InThisThread:
 
 
 def start_on_side_thread(fn, *args) -> Future:
-    """``fn(*args)`` started now on a thread of its own (hashing, Arrow's kernels and writes let go of the
-    GIL: it runs on another core), or, when a build has one thread (:func:`task_threads`), run here and
-    now. A :class:`Future` left in a manifest is waited for when the manifest is written
-    (:func:`tasks.storage.layout.resolve_futures`)."""
+    """``fn(*args)`` started now on a thread of its own, or run here and now when a build has one thread.
+    A :class:`Future` left in a manifest is waited for when it is written (``layout.resolve_futures``)."""
     pool = side_thread(getattr(fn, "__name__", "background"))
     try:
         return pool.submit(fn, *args)
