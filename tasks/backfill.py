@@ -86,14 +86,11 @@ def before_start(start: dt.date, stop: dt.date) -> tuple[list[dt.date], str]:
     return list(date_range(start, min(stop, first))), before_start_reason(first)
 
 
-def report_left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> str | None:
-    """Log (warning) how many dates a range run leaves out and why; return the lines, None when none."""
-    lines = []
+def report_left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> None:
+    """Log (warning) how many dates a range run leaves out and why."""
     for dates, why in (before_start(start, stop), left_out(family, of, start, stop, now)):
         if dates:
-            lines.append(f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}")
-            logger.warning(lines[-1])
-    return "\n".join(lines) or None
+            logger.warning(f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}")
 
 
 def describe_left_out(dates: list[dt.date], why: str, total: int) -> str:
