@@ -54,13 +54,11 @@ class Progress:
     def __init__(self, total: int):
         self.total, self.done, self.failed, self.t0 = total, 0, 0, time.monotonic()
 
-    def step(self, what: str = "", failed: bool = False) -> str:
+    def step(self, what: str = "", failed: bool = False) -> None:
         self.done += 1
         self.failed += failed
-        text = line(self.done, self.total, time.monotonic() - self.t0, what, self.failed)
         if shown(self.done, self.total):
-            logger.info(text)
-        return text
+            logger.info(line(self.done, self.total, time.monotonic() - self.t0, what, self.failed))
 
 
 # -- a range of Luigi tasks across worker processes -----------------------------------------------------
@@ -76,24 +74,22 @@ def expect(task_ids) -> None:
         _shared = (multiprocessing.Value("i", 0), multiprocessing.Value("d", 0.0), multiprocessing.Value("i", 0))
 
 
-def finished(task_id: str, what: str = "", failed: bool = False) -> str | None:
+def finished(task_id: str, what: str = "", failed: bool = False) -> None:
     """One expected partition task ended (built, found already up to date, or ``failed``); ``what``
     names it in the line (:func:`tasks.reporting.runlog.label`)."""
     if _shared is None or task_id not in _expected:
-        return None
+        return
     done, started, failures = _shared
     with done.get_lock():  # both counters under the one lock: a line's counts belong together
         done.value += 1
         failures.value += failed
         count, failed_count = done.value, failures.value
     elapsed = time.time() - started.value if started.value else 0.0
-    text = line(count, len(_expected), elapsed, what or task_id, failed_count)
     if shown(count, len(_expected)):
-        logger.info(text)
+        logger.info(line(count, len(_expected), elapsed, what or task_id, failed_count))
     if count >= len(_expected):  # all done: a later run in this process counts from zero
         _expected.clear()
         done.value, started.value, failures.value = 0, 0.0, 0
-    return text
 
 
 def started(task_id: str) -> None:
