@@ -13,7 +13,6 @@ import luigi
 from tasks import catalogue, settings
 from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.building import Built
-from tasks.calendar import date_range
 from tasks.contract import is_store_file
 from tasks.guard import fail
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
@@ -48,20 +47,6 @@ def register(found: dict[str, str]) -> dict[str, str]:
     return partitions.update_document(settings.data_uri(), REGISTRY, merge, "the store registry")
 
 
-def scan_stores(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str]]:
-    """({store: first folder date it appears in}, invalid file names) over folders [start, stop). Names only:
-    no file is opened."""
-    found: dict[str, str] = {}
-    invalid: list[str] = []
-    for day in date_range(start, stop):
-        for name, _, _ in zone.scan_folder(SOURCE, day) or []:
-            if is_store_file(name):
-                found.setdefault(name.removesuffix(".csv"), day.isoformat())
-            else:
-                invalid.append(f"{SOURCE}/{day}/{name}")
-    return found, invalid
-
-
 def seen_path() -> Path:
     """This host's memory of the folders it listed (a cache: a new host lists them again)."""
     return partitions.state_dir(settings.data_uri()) / "stores_seen.json"
@@ -93,15 +78,20 @@ def unseen_folders(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[s
 
 
 def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str]]:
-    """Like :func:`scan_stores` over [start, stop), but lists only the folders not seen before (and
-    remembers them in ``_state/stores_seen.json``); the stores of the others come from that state."""
+    """({store: first folder date it appears in}, invalid file names) over the qsr_pos folders of [start, stop),
+    by name only. Lists only the folders not seen before (and remembers them in ``_state/stores_seen.json``);
+    the stores of the others come from that state."""
     new, known = unseen_folders(zone, start, stop)
     fresh: dict[str, list] = {}
     invalid: list[str] = []
     for name, mtime_ns in new.items():
-        day = dt.date.fromisoformat(name)
-        found, bad = scan_stores(zone, day, day + dt.timedelta(days=1))
-        fresh[name], invalid = [mtime_ns, sorted(found)], invalid + bad
+        day, stores = dt.date.fromisoformat(name), set()
+        for file, _, _ in zone.scan_folder(SOURCE, day) or []:
+            if is_store_file(file):
+                stores.add(file.removesuffix(".csv"))
+            else:
+                invalid.append(f"{SOURCE}/{day}/{file}")
+        fresh[name] = [mtime_ns, sorted(stores)]
     found = {}
     for name, (_, folder_stores) in sorted({**known, **fresh}.items()):
         for store in folder_stores:

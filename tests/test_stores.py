@@ -69,7 +69,7 @@ def test_invalid_names_are_never_registered_or_read(lab, setting):
     folder = lab.raw / "qsr_pos" / START.isoformat()
     (folder / "s002.csv").write_text("garbage")
     (folder / "..S003.csv").write_text("garbage")
-    found, invalid = store_marts.scan_stores(store_marts.RawZone(lab.raw), START, START + dt.timedelta(days=2))
+    found, invalid = store_marts.discover(store_marts.RawZone(lab.raw), START, START + dt.timedelta(days=2))
     assert set(found) == {"S001"}
     assert sorted(invalid) == ["qsr_pos/2026-09-10/..S003.csv", "qsr_pos/2026-09-10/s002.csv"]
 
