@@ -16,7 +16,7 @@ import json
 import logging
 import multiprocessing
 import weakref
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 
 from tasks import forks
 from tasks.freshness import dataversions, identity
@@ -137,6 +137,19 @@ class Engine(Memo):
             return False
         newest = max((f.newest for f in window.folders), default=0)
         return newest + self.zone(node).mtime_resolution_ns > listed
+
+    @contextlib.contextmanager
+    def replacing(self, store: PartitionStore, key: dt.date | None) -> Iterator[None]:
+        """A block that replaces partition ``key`` of ``store``: when it ends, even failed half-way, what was read
+        of it is forgotten. What is learnt then is a cache: a store that stops answering must neither fail a
+        commit made nor hide why one failed."""
+        try:
+            yield
+        finally:
+            self.forget(store, key)
+            with contextlib.suppress(OSError, StorageUnavailable):
+                self.wrote(store, key)
+                self.remember_summary(store, key)
 
     def upstream_versions(self, node: Node) -> dict[str, str | None]:
         return {up.task_id: node.upstream_version(self.manifest(self.store(up), up.key)) for up in node.upstream()}
