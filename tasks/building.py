@@ -112,9 +112,10 @@ def build(node: Node, engine: Engine) -> dict | None:
         "data_version_kind": dataversions.LOGICAL,
         "built_by": built_by(),
     }
-    written = store.commit_build(
-        node.key, built.table, manifest, built.extras, rejected=built.rejected, in_place=plan.in_place
-    )
+    with engine.replacing(store, node.key):
+        written = store.commit_build(
+            node.key, built.table, manifest, built.extras, rejected=built.rejected, in_place=plan.in_place
+        )
     runlog.wrote(node.task_id, built.stats.get("warnings"))
     # committed: nothing fails the partition now (a failure record older than the manifest counts for nothing)
     with contextlib.suppress(OSError, StorageUnavailable):

@@ -85,7 +85,8 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
         report.mismatches.setdefault(mismatch, []).append(label)
     if found:  # stale until rebuilt: the engine reads verify_mismatch (tasks/freshness/engine.py)
         try:
-            store.update_manifest(task.key, dict(manifest, verify_mismatch="; ".join(found)))
+            with engine.replacing(store, task.key):
+                store.update_manifest(task.key, dict(manifest, verify_mismatch="; ".join(found)))
         except PartitionWriteError as exc:  # a read-only or full data root: the mismatches are still reported
             report.unmarked.append(label)
             report.write_error = report.write_error or str(exc).splitlines()[0]

@@ -107,7 +107,8 @@ def _publish(folder, t0: float) -> tuple[int, str]:
                 p["replaces"] for p in record["partitions"] if p["folder"] == rel
             ):
                 return 1, f"preview {pid}: {rel} changed in production while publishing; published before it: kept"
-            production.copy_partition_from(date, plain_store(folder.uri, production.dataset, production.sub))
+            with freshness.process_engine().replacing(production, date):
+                production.copy_partition_from(date, plain_store(folder.uri, production.dataset, production.sub))
             production.clear_failure(date)
     record.update(state="published", published_at=dt.datetime.now(dt.UTC).isoformat())
     write_record(folder, record)
