@@ -108,7 +108,9 @@ def build(engine: Engine, node: Node, value: int = 1) -> dict:
         "input_fingerprint": window.fingerprint,
         "upstream": engine.upstream_versions(node),
     }
-    return node.store().write(node.date, pa.table({"x": [value]}), manifest)
+    store = engine.store(node)
+    with engine.replacing(store, node.date):
+        return store.write(node.date, pa.table({"x": [value]}), manifest)
 
 
 def raw(tmp_path: Path, source: str, date: dt.date, name: str = "a.csv", text: str = "x\n1\n") -> Path:
@@ -171,7 +173,7 @@ def test_a_write_in_this_process_forgets_every_state_that_read_it(chain):
     engine = freshness.process_engine()
     engine.new_pass()
     assert engine.state(chain[-1]).ok
-    build(engine, chain[10], value=2)  # another data version, written here: PartitionStore tells the engine
+    build(engine, chain[10], value=2)  # another data version, written here
     state = engine.state(chain[-1])  # same pass, no new look at anything else
     assert state.state == "stale" and "changed" in engine.state(chain[11]).reason
     assert engine.state(chain[9]).ok and engine.state(chain[10]).ok

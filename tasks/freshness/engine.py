@@ -23,7 +23,6 @@ from tasks.freshness import dataversions, identity
 from tasks.freshness.inputs import Window
 from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import Blocked, Node, State
-from tasks.storage import partitions
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import Refused
@@ -226,18 +225,6 @@ def _flush_at_exit() -> None:
 
 def process_engine() -> Engine:
     return _process_engine
-
-
-def partition_written(store: PartitionStore, key: dt.date | None) -> None:
-    """A partition was replaced (or failed half-way) in this process. What is learnt here is a cache: a
-    store that stops answering now must neither fail a commit made nor hide why one failed."""
-    _process_engine.forget(store, key)
-    with contextlib.suppress(OSError, StorageUnavailable):
-        _process_engine.wrote(store, key)
-        _process_engine.remember_summary(store, key)
-
-
-partitions.WRITE_HOOKS.append(partition_written)
 
 
 def engine_for_run(run: object | None) -> Engine:

@@ -1,5 +1,5 @@
-"""A partition's file names under any data root, manifests as bytes, and the hooks by which storage tells
-the freshness engine of writes and passes."""
+"""A partition's file names under any data root, manifests as bytes, and the hooks by which a backend hears
+that a freshness pass begins."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from tasks.storage.files import parquet_sha256
 MANIFEST = "_manifest.json"
 DATA_FILE = "data.parquet"
 PARTITION_PREFIX = "business_date="
-# Called with (store, date) after every write of a partition, even one failed half-way (freshness registers).
-WRITE_HOOKS: list = []
 # (kind, function of the table) versioning rows written without a data_version; set by freshness/dataversions.py.
 DATA_VERSION: list = []
 

@@ -19,7 +19,6 @@ from tasks.storage.layout import (  # noqa: F401 - the door's names
     DATA_VERSION,
     MANIFEST,
     PARTITION_PREFIX,
-    WRITE_HOOKS,
     PartitionWriteError,
     new_pass,
     partition_name,

@@ -25,7 +25,6 @@ from tasks.storage.layout import (
     DATA_FILE,
     DATA_VERSION,
     MANIFEST,
-    WRITE_HOOKS,
     check_extra_names,
     differing_file,
     listed_names,
@@ -263,8 +262,7 @@ class PartitionStore:
             commit.put(f"{folder}/{MANIFEST}", manifest_bytes(written), MANIFEST, manifest=written)
             return written
 
-        with self._replacing(date):
-            return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+        return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
 
     def commit_build(
         self,
@@ -311,29 +309,27 @@ class PartitionStore:
             commit.copy(f"{folder}/{MANIFEST}", source.backend, MANIFEST, manifest=manifest)
             return manifest
 
-        with self._replacing(date):
-            return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+        return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
 
     def update_manifest(self, date: dt.date | None, manifest: dict, files_from: PartitionStore | None = None) -> None:
         """Replace the manifest alone, keeping its data files; ``files_from``: a store holding them while this
         one does not yet (a preview), copied in the same commit."""
         folder, quarantine, key = self.rel(date), self.quarantine_rel(date), f"{self.rel(date)}/{MANIFEST}"
-        with self._replacing(date):
-            if files_from is None:
-                self.backend.commit_one(
-                    self._where(date), self._label(date), folder, quarantine, key, manifest_bytes(manifest), manifest
-                )
-                return
+        if files_from is None:
+            self.backend.commit_one(
+                self._where(date), self._label(date), folder, quarantine, key, manifest_bytes(manifest), manifest
+            )
+            return
 
-            def fill(commit) -> dict:
-                for f in manifest.get("data_files", []):
-                    commit.copy(f"{folder}/{f['name']}", files_from.backend, f["name"])
-                if manifest.get("quarantine"):
-                    commit.copy(manifest["quarantine"]["path"], files_from.backend, "the quarantine")
-                commit.put(key, manifest_bytes(manifest), MANIFEST, manifest=manifest)
-                return manifest
+        def fill(commit) -> dict:
+            for f in manifest.get("data_files", []):
+                commit.copy(f"{folder}/{f['name']}", files_from.backend, f["name"])
+            if manifest.get("quarantine"):
+                commit.copy(manifest["quarantine"]["path"], files_from.backend, "the quarantine")
+            commit.put(key, manifest_bytes(manifest), MANIFEST, manifest=manifest)
+            return manifest
 
-            self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+        self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
 
     def drop_strays(self, date: dt.date | None, manifest: dict) -> None:
         """Remove the files of partition ``date`` its manifest in place does not list (not part of a commit)."""
@@ -344,12 +340,3 @@ class PartitionStore:
 
     def _where(self, date: dt.date | None) -> str:
         return self.dataset if date is None else f"{self.dataset} {'/'.join(self._levels(date))}"
-
-    @contextmanager
-    def _replacing(self, date: dt.date | None) -> Iterator[None]:
-        """The write hooks hear of every replacement of partition ``date``, even one failed half-way."""
-        try:
-            yield
-        finally:
-            for hook in WRITE_HOOKS:
-                hook(self, date)
