@@ -141,6 +141,8 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
     import pyarrow as pa
 
     from tasks import settings
+    from tasks.cores import start_on_side_thread
+    from tasks.freshness.dataversions import logical_version
     from tasks.freshness.engine import Engine
     from tasks.qsr import StgQsrPos
 
@@ -156,7 +158,8 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
             pid = os.fork()
             if pid == 0:
                 built = before.build(inputs_before)
-                before.store().write(before.date, built.table, {})
+                version = start_on_side_thread(logical_version, built.table)  # as a build hashes it
+                before.store().write(before.date, built.table, {"data_version": version})
                 os._exit(0)
             os.waitpid(pid, 0)
 
@@ -176,7 +179,8 @@ def measure_one(cfg: str, date: str, mode: str) -> None:
         base = rss()
         t0, c0 = time.perf_counter(), time.process_time()
         built = task.build(inputs)
-        task.store().write(task.date, built.table, {})
+        version = start_on_side_thread(logical_version, built.table)
+        task.store().write(task.date, built.table, {"data_version": version})
         timings.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         if not out:
