@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from tasks.freshness import engine as freshness
+from tasks.freshness.dataversions import LOGICAL, logical_version
 from tasks.freshness.engine import Engine, fingerprint
 from tasks.freshness.inputs import input_line
 from tasks.storage import store as partition_store
@@ -108,9 +109,11 @@ def build(engine: Engine, node: Node, value: int = 1) -> dict:
         "input_fingerprint": window.fingerprint,
         "upstream": engine.upstream_versions(node),
     }
+    table = pa.table({"x": [value]})
+    manifest.update(data_version=logical_version(table), data_version_kind=LOGICAL)
     store = engine.store(node)
     with engine.replacing(store, node.date):
-        return store.write(node.date, pa.table({"x": [value]}), manifest)
+        return store.write(node.date, table, manifest)
 
 
 def raw(tmp_path: Path, source: str, date: dt.date, name: str = "a.csv", text: str = "x\n1\n") -> Path:

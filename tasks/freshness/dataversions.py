@@ -2,8 +2,7 @@
 
 The schema and the rows in order, as Arrow IPC bytes without metadata, hashed with XXH3-128 (no forger to
 resist): independent of the Parquet writer, so an upstream rebuilt to the same rows stops the cascade.
-A version of another kind never matches (the partition is rebuilt once). Importing this module makes it
-the version of a partition written without one."""
+A version of another kind never matches (the partition is rebuilt once)."""
 
 from __future__ import annotations
 
@@ -193,13 +192,3 @@ def _runs_of(array: pa.Array) -> Callable[[int, int], pa.Array]:
 def version_matches(recorded: str | None, version: str | None) -> bool:
     """Whether a downstream partition that recorded ``recorded`` still has the upstream it read."""
     return recorded == version
-
-
-def _register() -> None:
-    from tasks.storage import partitions
-
-    if not partitions.DATA_VERSION:
-        partitions.DATA_VERSION.append((LOGICAL, logical_version))
-
-
-_register()

@@ -14,8 +14,6 @@ from tasks.storage.files import parquet_sha256
 MANIFEST = "_manifest.json"
 DATA_FILE = "data.parquet"
 PARTITION_PREFIX = "business_date="
-# (kind, function of the table) versioning rows written without a data_version; set by freshness/dataversions.py.
-DATA_VERSION: list = []
 
 
 def partition_name(date: dt.date) -> str:

@@ -16,7 +16,6 @@ from tasks.storage.files import (  # noqa: F401 - the door's names
     warm_up,
 )
 from tasks.storage.layout import (  # noqa: F401 - the door's names
-    DATA_VERSION,
     MANIFEST,
     PARTITION_PREFIX,
     PartitionWriteError,

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from tasks.storage.layout import (
     DATA_FILE,
-    DATA_VERSION,
     MANIFEST,
     check_extra_names,
     differing_file,
@@ -233,13 +232,6 @@ class PartitionStore:
         folder, quarantine = self.rel(date), self.quarantine_rel(date)
 
         def fill(commit) -> dict:
-            # the rows' version is hashed on another core while the files are written (both release the GIL)
-            version = None
-            if "data_version" not in manifest and DATA_VERSION:
-                from tasks.cores import start_on_side_thread
-
-                kind, versioner = DATA_VERSION[0]
-                version = start_on_side_thread(versioner, table)
             named = [
                 (f"{folder}/{name}", content, name) for name, content in [(DATA_FILE, table), *(extras or {}).items()]
             ]
@@ -251,8 +243,6 @@ class PartitionStore:
                 {"name": name, **f} for (_, _, name), f in zip(named[:files_count], found[:files_count], strict=True)
             ]
             written = dict(manifest, data_files=files)
-            if version is not None:
-                written.update(data_version=version.result(), data_version_kind=kind)
             if rejected is not None:
                 written["quarantine"] = None
                 if rejected.num_rows:
