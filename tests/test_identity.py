@@ -200,7 +200,7 @@ def test_the_data_version_is_of_the_rows_not_of_the_writer_the_compression_or_th
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tasks.freshness.identity import logical_version
+    from tasks.freshness.dataversions import logical_version
 
     table = pa.table(
         {"store_id": ["S1", "S2", None], "qty": pa.array([1, None, 3], pa.int32()), "amount": [1.5, 2.0, None]}
@@ -244,7 +244,7 @@ def test_each_stores_version_is_the_logical_version_of_its_rows_whatever_the_col
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tasks.freshness.identity import logical_version, slice_versions
+    from tasks.freshness.dataversions import logical_version, slice_versions
 
     rng = np.random.default_rng(7)
     n = 2_000

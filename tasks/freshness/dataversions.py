@@ -187,8 +187,3 @@ def _runs_of(array: pa.Array) -> Callable[[int, int], pa.Array]:
         width, values = kind.bit_width // 8, buffers[1]
         return lambda start, n: pa.Array.from_buffers(kind, n, [None, values.slice(start * width, n * width)])
     return lambda start, n: array.slice(start, n).take(pa.array(np.arange(n)))
-
-
-def version_matches(recorded: str | None, version: str | None) -> bool:
-    """Whether a downstream partition that recorded ``recorded`` still has the upstream it read."""
-    return recorded == version

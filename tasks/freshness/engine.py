@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Generator, Iterator
 
 from tasks import forks
-from tasks.freshness import dataversions, identity
+from tasks.freshness import identity
 from tasks.freshness.inputs import Window
 from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import Blocked, Node, State
@@ -124,7 +124,7 @@ class Engine(Memo):
                 return State("stale", f"upstream {_label(up)} is {up_state.state}")
             up_manifest = self._summary(self.store(up), up.key)[1]
             version = node.upstream_version(up_manifest)
-            if not dataversions.version_matches(recorded.get(up.task_id), version):
+            if recorded.get(up.task_id) != version:
                 return State("stale", f"upstream {_label(up)} changed")
         return State("ok", note)
 

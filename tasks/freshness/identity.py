@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from tasks.freshness.dataversions import logical_version, slice_versions  # noqa: F401  (imported from here: tests)
+from tasks.freshness.inputs import diff_inputs, input_line, parse_inputs
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,15 +25,6 @@ SEEN_KEYS = frozenset({"input_fingerprint", "inputs", "checked_ns"})  # of ``see
 # -- raw inputs by content -------------------------------------------------------------------------
 def newest_mtime(files: list[RawFile]) -> int:
     return max((f.mtime_ns for f in files), default=0)
-
-
-def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
-    """A manifest's ``inputs`` as {path: (size, mtime_ns)}; a line may also be ``[path, size, mtime_ns]``."""
-    out = {}
-    for line in lines:
-        path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
-        out[path] = (int(size), int(mtime_ns))
-    return out
 
 
 def check_inputs(
@@ -75,7 +66,7 @@ def check_inputs(
     note = "" if metadata_same else SAME_CONTENT
     if newest_mtime(files) + resolution > checked_ns:  # re-sent in this instant: hashed again next time
         return True, note, None
-    lines = [f"{f.relpath} {f.size} {f.mtime_ns}" for f in files if recorded.get(f.relpath) != (f.size, f.mtime_ns)]
+    lines = [input_line(f) for f in files if recorded.get(f.relpath) != (f.size, f.mtime_ns)]
     return True, note, {"input_fingerprint": fingerprint, "inputs": lines, "checked_ns": checked_ns}
 
 
@@ -84,8 +75,6 @@ def _more(items: list) -> str:
 
 
 def describe_changes(manifest: dict, files: list[RawFile]) -> str:
-    from tasks.freshness.inputs import diff_inputs
-
     return diff_inputs(manifest.get("inputs", []), files)
 
 
@@ -98,7 +87,7 @@ def attempt(engine, node, decided_by: dict | None = None) -> dict:
     read = [] if window is None else window.read  # a folder gone mid-build: what it read is not known
     return {
         "rules_fingerprint": node.rules_fingerprint(),
-        "inputs": [f"{f.relpath} {f.size} {f.mtime_ns}" for f in read],
+        "inputs": [input_line(f) for f in read],
         "input_hashes": {f.relpath: h for f in read if (h := zone.known_digest(f)) is not None},
         "upstream": engine.upstream_versions(node),
         "decided_by": dict(decided_by or {}),

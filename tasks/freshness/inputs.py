@@ -49,14 +49,17 @@ class Window:
         ]
 
 
-def _parse_input_line(line: str | list) -> tuple[str, tuple[int, int]]:
-    """One manifest input, a line or ``[path, size, mtime_ns]``."""
-    path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
-    return path, (int(size), int(mtime_ns))
+def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
+    """A manifest's ``inputs`` as {path: (size, mtime_ns)}; a line may also be ``[path, size, mtime_ns]``."""
+    out = {}
+    for line in lines:
+        path, size, mtime_ns = line if isinstance(line, list) else line.rsplit(" ", 2)
+        out[path] = (int(size), int(mtime_ns))
+    return out
 
 
 def diff_inputs(old: list[str], new: list[RawFile]) -> str:
-    before = dict(map(_parse_input_line, old))
+    before = parse_inputs(old)
     after = {f.relpath: (f.size, f.mtime_ns) for f in new}
     added = sorted(set(after) - set(before))
     removed = sorted(set(before) - set(after))
