@@ -252,7 +252,7 @@ class PartitionStore:
             commit.put(f"{folder}/{MANIFEST}", manifest_bytes(written), MANIFEST, manifest=written)
             return written
 
-        return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+        return self._commit(date, fill)
 
     def commit_build(
         self,
@@ -286,20 +286,16 @@ class PartitionStore:
         manifest = source.read_manifest(date)
         if not manifest or manifest.get("_corrupt"):
             raise ValueError(f"{source.uri(date)}: no readable manifest to adopt")
-        folder, quarantine = self.rel(date), self.quarantine_rel(date)
+        quarantine = self.quarantine_rel(date)
 
         def fill(commit) -> dict:
-            for f in manifest.get("data_files", []):
-                commit.copy(f"{folder}/{f['name']}", source.backend, f["name"])
-            recorded = manifest.get("quarantine")
-            if recorded:
-                commit.copy(recorded["path"], source.backend, "the quarantine")
-            else:
+            self._copy_files(commit, date, manifest, source)
+            if not manifest.get("quarantine"):
                 commit.clear(quarantine, lambda: self.backend.empty_like(quarantine))
-            commit.copy(f"{folder}/{MANIFEST}", source.backend, MANIFEST, manifest=manifest)
+            commit.copy(f"{self.rel(date)}/{MANIFEST}", source.backend, MANIFEST, manifest=manifest)
             return manifest
 
-        return self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+        return self._commit(date, fill)
 
     def update_manifest(self, date: dt.date | None, manifest: dict, files_from: PartitionStore | None = None) -> None:
         """Replace the manifest alone, keeping its data files; ``files_from``: a store holding them while this
@@ -312,14 +308,24 @@ class PartitionStore:
             return
 
         def fill(commit) -> dict:
-            for f in manifest.get("data_files", []):
-                commit.copy(f"{folder}/{f['name']}", files_from.backend, f["name"])
-            if manifest.get("quarantine"):
-                commit.copy(manifest["quarantine"]["path"], files_from.backend, "the quarantine")
+            self._copy_files(commit, date, manifest, files_from)
             commit.put(key, manifest_bytes(manifest), MANIFEST, manifest=manifest)
             return manifest
 
-        self.backend.commit(self._where(date), self._label(date), folder, quarantine, fill)
+        self._commit(date, fill)
+
+    def _copy_files(self, commit, date: dt.date | None, manifest: dict, source: PartitionStore) -> None:
+        """Copy into ``commit`` the data files and quarantine ``manifest`` lists from ``source``."""
+        for f in manifest.get("data_files", []):
+            commit.copy(f"{self.rel(date)}/{f['name']}", source.backend, f["name"])
+        if manifest.get("quarantine"):
+            commit.copy(manifest["quarantine"]["path"], source.backend, "the quarantine")
+
+    def _commit(self, date: dt.date | None, fill) -> dict:
+        """Hand the backend one commit of partition ``date``: what ``fill(commit)`` puts, in order."""
+        return self.backend.commit(
+            self._where(date), self._label(date), self.rel(date), self.quarantine_rel(date), fill
+        )
 
     def drop_strays(self, date: dt.date | None, manifest: dict) -> None:
         """Remove the files of partition ``date`` its manifest in place does not list (not part of a commit)."""
