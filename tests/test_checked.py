@@ -9,6 +9,8 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow.parquet as pq
 import pytest
@@ -36,6 +38,24 @@ def shared(root) -> CheckedFolders:
     from tasks.storage.store import open_backend
 
     return CheckedFolders(open_backend(root), "staging/qsr_pos")
+
+
+@contextmanager
+def checking(cache: CheckedFolders, folder: dt.date) -> Iterator[None]:
+    """Hold the folder's turn for the block, as a build checking it does."""
+    turn = cache.turn(folder)
+    turn.take()
+    try:
+        yield
+    finally:
+        turn.release()
+
+
+def put(cache: CheckedFolders, folder: dt.date, key: str, writer: dt.date, write) -> None:
+    """Store an entry made by ``write(sink)`` under ``key``, as a build does."""
+    with cache.putting(folder, writer) as entry:
+        write(entry)
+        entry.commit(key)
 
 
 def get(cache: CheckedFolders, folder: dt.date, key: str, reader: dt.date):
@@ -219,13 +239,13 @@ def test_the_two_partitions_of_a_folder_checking_it_at_once_leave_no_entry(tmp_p
     cache = shared(tmp_path)
     # partition D checked folder D+1 and left it; partition D+1, running at the same time, missed it
     # and checked the folder too: both have had it, nothing is left for anyone
-    cache.put(NEXT, "k1", D, lambda sink: sink.write(b"rows"))
+    put(cache, NEXT, "k1", D, lambda sink: sink.write(b"rows"))
     assert bytes(get(cache, NEXT, "k1", D)) == b"rows"  # the writer itself (a rebuild of D) keeps it
-    cache.put(NEXT, "k1", NEXT, lambda sink: sink.write(b"rows"))
+    put(cache, NEXT, "k1", NEXT, lambda sink: sink.write(b"rows"))
     assert not path(cache, NEXT, "k1").exists()
     # an entry for other content is replaced, whoever wrote it
-    cache.put(NEXT, "k1", D, lambda sink: sink.write(b"old"))
-    cache.put(NEXT, "k2", NEXT, lambda sink: sink.write(b"new"))
+    put(cache, NEXT, "k1", D, lambda sink: sink.write(b"old"))
+    put(cache, NEXT, "k2", NEXT, lambda sink: sink.write(b"new"))
     assert get(cache, NEXT, "k1", D) is None
     assert bytes(get(cache, NEXT, "k2", D)) == b"new"
     assert not path(cache, NEXT, "k1").exists()  # read by the other partition: gone
@@ -235,9 +255,9 @@ def test_an_entry_read_stays_whole_when_it_is_replaced_or_removed(tmp_path):
     """An entry is mapped, not copied: what a reader got must not change when another process
     replaces the entry (a rename over it) or removes it (the second partition has had it)."""
     cache = shared(tmp_path)
-    cache.put(NEXT, "k1", D, lambda sink: sink.write(b"first rows"))
+    put(cache, NEXT, "k1", D, lambda sink: sink.write(b"first rows"))
     held = get(cache, NEXT, "k1", D)
-    cache.put(NEXT, "k2", D, lambda sink: sink.write(b"other rows, longer"))  # renamed over it
+    put(cache, NEXT, "k2", D, lambda sink: sink.write(b"other rows, longer"))  # renamed over it
     assert bytes(held) == b"first rows"
     assert bytes(get(cache, NEXT, "k2", NEXT)) == b"other rows, longer"  # the other partition: removed
     assert not path(cache, NEXT, "k1").exists()
@@ -310,7 +330,7 @@ def test_a_build_that_fails_while_checking_a_folder_lets_go_of_it_at_once(lab, m
     assert failure.value.__traceback__ is not None  # still alive
     monkeypatch.setattr(turns, "CHECK_WAIT_S", 1.0)
     t0 = time.monotonic()
-    with shared(lab.data).checking(NEXT):
+    with checking(shared(lab.data), NEXT):
         waited = time.monotonic() - t0
     assert waited < 0.5
     (entry,) = (cache_dir(lab) / str(D)).glob("*.arrow")
@@ -321,11 +341,11 @@ def test_an_entry_older_than_a_week_is_removed_when_another_is_written(tmp_path)
     from tasks.checked import MAX_AGE_S
 
     cache = shared(tmp_path)
-    cache.put(D, "k", D, lambda sink: sink.write(b"x"))
+    put(cache, D, "k", D, lambda sink: sink.write(b"x"))
     old = path(cache, D, "k").stat().st_mtime - MAX_AGE_S - 60
     for aged in (path(cache, D, "k"), path(cache, D, "k").parent):  # the entry, and its folder since it was stored
         os.utime(aged, (old, old))
-    cache.put(NEXT, "k", D, lambda sink: sink.write(b"y"))
+    put(cache, NEXT, "k", D, lambda sink: sink.write(b"y"))
     assert not path(cache, D, "k").exists()
     assert path(cache, NEXT, "k").exists()
 
@@ -343,7 +363,7 @@ def test_a_process_needing_a_folder_another_is_checking_waits_for_it(tmp_path, m
     held, release, order = threading.Event(), threading.Event(), []
 
     def first():
-        with cache.checking(NEXT):
+        with checking(cache, NEXT):
             held.set()
             release.wait(10)
             order.append("first done")
@@ -352,11 +372,11 @@ def test_a_process_needing_a_folder_another_is_checking_waits_for_it(tmp_path, m
     holder.start()
     held.wait(10)
     threading.Timer(0.3, release.set).start()
-    with cache.checking(NEXT):
+    with checking(cache, NEXT):
         order.append("second in")
     holder.join()
     assert order == ["first done", "second in"]
-    with cache.checking(D):  # another folder: its own lock, no wait
+    with checking(cache, D):  # another folder: its own lock, no wait
         pass
 
     monkeypatch.setattr(turns, "CHECK_WAIT_S", 0.2)
@@ -367,7 +387,7 @@ def test_a_process_needing_a_folder_another_is_checking_waits_for_it(tmp_path, m
     holder.start()
     held.wait(10)
     t0 = time.monotonic()
-    with cache.checking(NEXT):
+    with checking(cache, NEXT):
         order.append("second in")
     waited = time.monotonic() - t0
     release.set()
@@ -481,7 +501,7 @@ def test_a_build_checks_the_folder_nobody_is_checking_before_it_waits_for_the_ot
     held, released = threading.Event(), []
 
     def other_process():
-        with shared(lab.data).checking(NEXT):
+        with checking(shared(lab.data), NEXT):
             held.set()
             deadline = time.monotonic() + 10
             while str(after) not in entries(lab) and time.monotonic() < deadline:

@@ -16,6 +16,7 @@ from tasks.storage.s3lease import releasing
 from tasks.storage.store import open_backend
 from tests import radosgw
 from tests.latency_proxy import operations
+from tests.test_checked import checking, put
 
 pytestmark = [
     pytest.mark.system,
@@ -123,18 +124,18 @@ def test_a_second_writer_of_the_same_content_keeps_the_entry_unless_it_is_the_ot
     had it, and it goes."""
     lab = bucketlab
     shared = CheckedFolders(open_backend(lab.uri), "staging/qsr_pos")
-    shared.put(NEXT, "k1", D, lambda sink: sink.write(b"rows"))
-    shared.put(NEXT, "k1", D, lambda sink: sink.write(b"rows"))  # a rebuild of D: 412, kept
+    put(shared, NEXT, "k1", D, lambda sink: sink.write(b"rows"))
+    put(shared, NEXT, "k1", D, lambda sink: sink.write(b"rows"))  # a rebuild of D: 412, kept
     releasing()  # a bucket's entry is stored on a thread of its own; a run waits for it before it exits
     assert list(objects(lab)) == [f"{NEXT}/k1.arrow"]
     assert bytes(shared.lookup(NEXT, lambda about: None, lambda: "k1", D)) == b"rows"
-    shared.put(NEXT, "k1", NEXT, lambda sink: sink.write(b"rows"))  # the other partition: 412, both had it
+    put(shared, NEXT, "k1", NEXT, lambda sink: sink.write(b"rows"))  # the other partition: 412, both had it
     releasing()  # removals run on a thread of their own; a run waits for them before it exits
     assert objects(lab) == {}
-    shared.put(NEXT, "k1", D, lambda sink: sink.write(b"old"))
+    put(shared, NEXT, "k1", D, lambda sink: sink.write(b"old"))
     releasing()
     shared.names(NEXT)  # listed again, as a build does before it stores
-    shared.put(NEXT, "k2", NEXT, lambda sink: sink.write(b"new"))  # other files: the old entry goes
+    put(shared, NEXT, "k2", NEXT, lambda sink: sink.write(b"new"))  # other files: the old entry goes
     releasing()
     assert list(objects(lab)) == [f"{NEXT}/k2.arrow"]
     assert shared.lookup(NEXT, lambda about: None, lambda: "k1", D) is None
@@ -158,7 +159,7 @@ def test_a_folder_being_checked_by_another_host_is_waited_for_through_its_lease(
     assert shared.turn(D).try_take()  # another folder: a lease of its own
     threading.Timer(0.5, first.release).start()
     t0 = time.monotonic()
-    with shared.checking(NEXT):
+    with checking(shared, NEXT):
         waited = time.monotonic() - t0
     assert waited >= 0.4
     releasing()  # a turn's lease is deleted on a thread of its own

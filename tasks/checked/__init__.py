@@ -64,16 +64,6 @@ class CheckedFolders:
         """The folder's turn (:mod:`tasks.checked.turns`): ``try_take()``, ``take()``, ``release()``."""
         return self.where.turn(folder.isoformat())
 
-    @contextmanager
-    def checking(self, folder: dt.date) -> Iterator[None]:
-        """Hold the folder's turn for the block, waiting for another holder first."""
-        turn = self.turn(folder)
-        turn.take()
-        try:
-            yield
-        finally:
-            turn.release()
-
     def lookup(
         self, folder: dt.date, prepare: Callable[[dict], None], key: Callable[[], str], reader: dt.date, fresh=True
     ):
@@ -106,11 +96,6 @@ class CheckedFolders:
         self.where.remove(day, name)
         if self.listed is not None and name in self.listed.get(day, ()):
             self.listed[day].remove(name)
-
-    def put(self, folder: dt.date, key: str, writer: dt.date, write) -> None:
-        with self.putting(folder, writer) as entry:
-            write(entry)
-            entry.commit(key)
 
     @contextmanager
     def putting(self, folder: dt.date, writer: dt.date) -> Iterator[Entry]:

@@ -38,10 +38,10 @@ class DiskTurn:
             return True
         return flock_within(self.fh, 0)
 
-    def take(self, wait_s: float | None = None) -> None:
-        """Take the turn, waiting at most ``wait_s`` (:data:`CHECK_WAIT_S`); then go on without it."""
+    def take(self) -> None:
+        """Take the turn, waiting at most :data:`CHECK_WAIT_S`; then go on without it."""
         if self._open():
-            flock_within(self.fh, CHECK_WAIT_S if wait_s is None else wait_s, poll_s=POLL_S)
+            flock_within(self.fh, CHECK_WAIT_S, poll_s=POLL_S)
 
     def release(self) -> None:
         if self.fh is not None:
@@ -77,11 +77,11 @@ class BucketTurn:
         self.held.enter_context(lease.renewing())
         return True
 
-    def take(self, wait_s: float | None = None) -> None:
-        """Take the lease, waiting at most ``wait_s`` (:data:`CHECK_WAIT_S`); then go on without it."""
+    def take(self) -> None:
+        """Take the lease, waiting at most :data:`CHECK_WAIT_S`; then go on without it."""
         from tasks.storage.s3 import StoreError
 
-        deadline = time.monotonic() + (CHECK_WAIT_S if wait_s is None else wait_s)
+        deadline = time.monotonic() + CHECK_WAIT_S
         while time.monotonic() < deadline:
             try:
                 if self.lease.try_take() is None:
