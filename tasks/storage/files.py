@@ -59,8 +59,12 @@ DICTIONARY_PAGE_LIMIT = 64 << 10
 
 
 def write_parquet_fsynced(path: Path, table: pa.Table) -> str:
+    """Write ``table`` to ``path`` and fsync it; its sha256."""
     parquet_to(path, table)
-    return _sha256(path, fsync=True)
+    with open(path, "rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        os.fsync(fh.fileno())
+    return digest
 
 
 def parquet_to(where, table: pa.Table) -> None:
@@ -101,17 +105,6 @@ def write_bytes_fsynced(path: Path, content: bytes) -> str:
     finally:
         os.close(fd)
     return hashlib.sha256(content).hexdigest()
-
-
-def _sha256(path: Path, fsync: bool = False) -> str:
-    """sha256 of a file; with ``fsync``, its content is also flushed to disk before this returns."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-        if fsync:
-            os.fsync(fh.fileno())
-    return h.hexdigest()
 
 
 def fsync_dir(path: Path) -> None:

@@ -163,12 +163,8 @@ class LocalBackend:
             return None, "missing", 0
         except RawFileUnreadable as exc:
             return None, str(exc).removeprefix(f"{path}: "), 0
-        h, size = hashlib.sha256(), 0
         with os.fdopen(fd, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-                size += len(block)
-        return h.hexdigest(), "", size
+            return hashlib.file_digest(fh, "sha256").hexdigest(), "", fh.tell()
 
     # -- locks and records ---------------------------------------------------------------------------
     def lock_path(self, record_name: str) -> Path:

@@ -63,9 +63,9 @@ def folder_of(rel: str, prefix: str, levels: int) -> str | None:
 class S3Backend:
     """Keys under ``s3://BUCKET/PREFIX``, and what this process has seen of them."""
 
-    def __init__(self, data_root: str, bucket: Bucket | None = None):
+    def __init__(self, data_root: str, bucket: Bucket):
         self.data_root = data_root.rstrip("/")
-        self.bucket = bucket or Bucket(self.data_root)
+        self.bucket = bucket
         # This pass's listings: prefix -> {key: Obj}, and (prefix, levels) -> {partition folder: its keys}
         self.listings: dict[str, dict[str, Obj]] = {}
         self.by_folder: dict[tuple[str, int], dict[str, set[str]]] = {}

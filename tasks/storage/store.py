@@ -105,10 +105,6 @@ class PartitionStore:
     def summaries_rel(self) -> str:
         return f"_state/summaries/{self.dataset}{f'/{self.sub}' if self.sub else ''}.json"
 
-    @property
-    def state_dir(self):
-        return self.backend.state_dir
-
     # -- reading -------------------------------------------------------------------------------------
     def listed_dates(self) -> set[dt.date]:
         """Dates that have a partition folder (a bucket lists quarantine and failures at the same time)."""
