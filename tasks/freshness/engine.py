@@ -22,7 +22,7 @@ from tasks import forks
 from tasks.freshness import identity
 from tasks.freshness.inputs import Window
 from tasks.freshness.memo import Memo, partition_id
-from tasks.freshness.node import Blocked, Node, State
+from tasks.freshness.node import Blocked, Node, State, raw_folders
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import Refused
@@ -78,8 +78,7 @@ class Engine(Memo):
         except (TypeError, ValueError, AttributeError):
             return
         state = self.states.get(nxt.task_id)
-        folders = [*nxt.raw_window(), *nxt.any_raw_window(), *nxt.optional_raw_window()]
-        if state is None or state.ok or any((zone.describe(), s, d) not in self.raw for s, d in folders):
+        if state is None or state.ok or any((zone.describe(), s, d) not in self.raw for s, d in raw_folders(nxt)):
             return
         ahead = self.window(nxt)
         if ahead is not None:

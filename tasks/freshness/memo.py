@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from tasks.freshness.inputs import Entries, FolderInputs, Window
-from tasks.freshness.node import Blocked, Node, State
+from tasks.freshness.node import Blocked, Node, State, raw_folders
 from tasks.freshness.rawfolders import RawFolders
 from tasks.freshness.summaries import SummaryFiles, summary
 from tasks.storage import partitions
@@ -108,7 +108,7 @@ class Memo(RawFolders):
         re-check under its lock)."""
         store = self.store(node)
         folders = set()
-        for source, date in [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]:
+        for source, date in raw_folders(node):
             self.raw.pop((self.zone(node).describe(), source, date), None)
             self.memo.pop(("select", type(node), source, date), None)
             folders.add(self.zone(node).folder_relpath(source, date))

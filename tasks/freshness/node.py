@@ -38,6 +38,11 @@ class Node(Protocol):
     def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
 
 
+def raw_folders(node: Node) -> list[tuple[str, dt.date]]:
+    """Every raw folder (source, date) the node may read: required, any-of and optional."""
+    return [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]
+
+
 @dataclass(frozen=True)
 class State:
     state: str  # ok | stale | missing

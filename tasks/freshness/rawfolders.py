@@ -11,6 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from tasks.cores import process_pool
+from tasks.freshness.node import raw_folders
 from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, unread_in_source
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class RawFolders:
     def list_early(self, node: Node) -> None:
         """Start listing ``node``'s raw folders on a bucket before its build takes its lock; the re-check
         takes these listings when the lock came within :data:`EARLY_S`."""
-        folders = [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]
+        folders = raw_folders(node)
         zone = self.zone(node) if folders else None  # a mart's zone is never opened
         if zone is None or not zone.lists_at_once:
             return
@@ -87,7 +88,7 @@ class RawFolders:
         """On a bucket, list at once (one round trip) the raw folders of ``nodes``' windows not listed yet."""
         todo: dict[tuple, tuple[RawZone, str, dt.date]] = {}
         for node in nodes:
-            folders = [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]
+            folders = raw_folders(node)
             zone = self.zone(node) if folders else None
             if zone is None or not zone.lists_at_once:
                 continue
