@@ -48,9 +48,9 @@ class CheckedWriter:
         self._out.detach()  # flushed; the sink stays open for its owner
 
 
-def checked_to_ipc(checked: CheckedFolder, sink, compression: str | None = None) -> None:
+def checked_to_ipc(checked: CheckedFolder, sink) -> None:
     """Write a checked folder to ``sink`` at once."""
-    writer = CheckedWriter(sink, compression)
+    writer = CheckedWriter(sink)
     writer.write(checked)
     writer.close(checked.folder)
 

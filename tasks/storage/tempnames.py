@@ -71,7 +71,7 @@ def writer_alive(pid: int, start: int) -> bool:
     return start == 0 or int(fields[19]) == start
 
 
-def is_orphan(entry: os.DirEntry | Path, now: float | None = None) -> bool:
+def is_orphan(entry: os.DirEntry | Path) -> bool:
     """Whether a temporary entry's writer is gone."""
     match = _TEMP.match(entry.name)
     if match and match["host"] == host():
@@ -80,7 +80,7 @@ def is_orphan(entry: os.DirEntry | Path, now: float | None = None) -> bool:
         mtime = os.lstat(entry).st_mtime
     except FileNotFoundError:
         return False
-    return (now or time.time()) - mtime > FOREIGN_MAX_AGE_S
+    return time.time() - mtime > FOREIGN_MAX_AGE_S
 
 
 def remove_entry(entry: os.DirEntry) -> None:
