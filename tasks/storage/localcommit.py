@@ -40,12 +40,16 @@ class LocalCommit:
         self.outside = path
         return path
 
+    def _pending(self, key: str, step: str) -> Path:
+        """The temporary name ``key`` is written under until :meth:`place`."""
+        self.step = step
+        path = self._target(key)
+        self.pending.append((tempnames.temp_path(path), path))
+        return self.pending[-1][0]
+
     def put(self, key: str, content, label: str, manifest: dict | None = None) -> dict:
         """Write and fsync ``content`` under a temporary name; its size, mtime and sha256 (a rename keeps them)."""
-        self.step = f"while writing {label}"
-        path = self._target(key)
-        tmp = tempnames.temp_path(path)
-        self.pending.append((tmp, path))
+        tmp = self._pending(key, f"while writing {label}")
         write = write_bytes_fsynced if isinstance(content, bytes) else write_parquet_fsynced
         digest = write(tmp, content)
         if manifest is not None:
@@ -58,11 +62,7 @@ class LocalCommit:
 
     def copy(self, key: str, source, label: str, manifest: dict | None = None) -> None:
         """Hard link ``source``'s file ``key`` (another local data root), so size and mtime stay as recorded."""
-        self.step = f"while linking {label}"
-        path = self._target(key)
-        tmp = tempnames.temp_path(path)
-        self.pending.append((tmp, path))
-        os.link(source.path(key), tmp)
+        os.link(source.path(key), self._pending(key, f"while linking {label}"))
 
     def clear(self, key: str, empty) -> None:
         """The old quarantine ``key``: removed just before the manifest (``empty`` is for a bucket)."""
