@@ -41,10 +41,9 @@ def check_inputs(
     if trusted and side["input_fingerprint"] == fingerprint:
         return True, "" if metadata_same else SAME_CONTENT, None
     hashes = manifest.get("input_hashes")
-    if hashes is None:  # a manifest without content hashes: metadata decides
-        return metadata_same, "" if metadata_same else "input changed: " + describe_changes(manifest, files), None
-    if set(hashes) != {f.relpath for f in files}:
-        return False, "input changed: " + describe_changes(manifest, files), None
+    if hashes is None or set(hashes) != {f.relpath for f in files}:  # no content hashes: metadata decides
+        ok = hashes is None and metadata_same
+        return ok, "" if ok else "input changed: " + diff_inputs(manifest.get("inputs", []), files), None
     recorded = parse_inputs(manifest.get("inputs", []))
     known = dict(recorded)
     trusted_until = manifest.get("inputs_listed_ns", 0)
@@ -72,10 +71,6 @@ def check_inputs(
 
 def _more(items: list) -> str:
     return f" (+{len(items) - 3} more)" if len(items) > 3 else ""
-
-
-def describe_changes(manifest: dict, files: list[RawFile]) -> str:
-    return diff_inputs(manifest.get("inputs", []), files)
 
 
 # -- failure records -------------------------------------------------------------------------------
