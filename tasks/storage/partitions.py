@@ -27,17 +27,17 @@ from tasks.storage.shadow import ShadowStore, shadow_of, shadowed  # noqa: F401 
 from tasks.storage.store import PartitionStore, open_backend
 
 
-def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None, plain: bool = False):
-    """The store of ``dataset`` under ``data_root``; while a preview builds, its shadow store, unless ``plain``."""
-    shadow = None if plain else shadow_of(data_root)
+def open_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
+    """The store of ``dataset`` under ``data_root``; while a preview builds, its shadow store."""
+    shadow = shadow_of(data_root)
     if shadow is not None:
         return ShadowStore(data_root, shadow, dataset, subpartition)
     return PartitionStore(data_root, dataset, subpartition)
 
 
-def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None):
+def plain_store(data_root: str | os.PathLike, dataset: str, subpartition: str | None = None) -> PartitionStore:
     """A store of ``data_root`` as it is, whether or not a preview is being built."""
-    return open_store(data_root, dataset, subpartition, plain=True)
+    return PartitionStore(data_root, dataset, subpartition)
 
 
 def check_roots(*roots: tuple[str, str], written: tuple[str, ...] = ()) -> str | None:
