@@ -9,7 +9,7 @@ import re
 
 from tasks import catalogue, settings
 from tasks.storage.partitions import MANIFEST, PartitionStore, plain_store
-from tasks.storage.roots import open_root
+from tasks.storage.roots import Root
 
 RECORD = "preview.json"
 PUBLISH_LOCK = "_publish.lock"
@@ -25,7 +25,7 @@ class PreviewError(RuntimeError):
 
 def previews_root(data_root: str | None = None):
     """``<data_root>/_state/preview`` (:mod:`tasks.storage.roots`: a folder, or a prefix of the bucket)."""
-    return open_root(data_root or settings.data_uri()).child("_state/preview")
+    return Root(data_root or settings.data_uri()).child("_state/preview")
 
 
 def folder_of(pid: str, data_root: str | None = None):
