@@ -10,10 +10,6 @@ from contextlib import AbstractContextManager
 from tasks.storage.store import open_backend
 
 
-def open_root(uri: str | os.PathLike) -> Root:
-    return Root(uri)
-
-
 class Root:
     """A folder (or a bucket prefix) and the files below it, keys relative to it."""
 
