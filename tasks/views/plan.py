@@ -135,7 +135,7 @@ def _classify(partitions: list[tuple], cache: Engine, dataset: str) -> _Found:
             found.same.append(label)
         elif row.state == "waiting":
             found.blocked.append((label, row.reason))
-        manifest = cache.summary(cache.once_per_pass(("store", task.dataset_path()), task.store), task.key)
+        manifest = cache.summary(cache.store(task), task.key)
         if manifest and manifest.get("duration_s") is not None:
             found.durations.append(float(manifest["duration_s"]))
     return found

@@ -11,7 +11,7 @@ import contextlib
 import datetime as dt
 import gc
 import json
-from dataclasses import asdict, dataclass, replace  # noqa: F401  (asdict: the reference of render_json)
+from dataclasses import dataclass, replace
 
 from tasks import catalogue, settings
 from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask, newest_raw_date
@@ -26,16 +26,9 @@ from tasks.guard import check_range
 from tasks.storage.partitions import open_store
 
 DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
-# Multi-partitioned datasets (date x static key): one state per day, the worst of the keys' states.
-MULTI: dict[str, tuple[type[PartitionedTask], str]] = {
-    n: (cls, catalogue.BY_NAME[n].key_param) for n, cls in catalogue.classes("date x hotel").items()
-}
-# Unpartitioned datasets: one state each, shown after the daily ones.
-SNAPSHOTS: dict[str, type[MaterializedTask]] = catalogue.classes("none")
-# One partition per hotel or store: one state each, the worst of the keys' states.
-STATIC: dict[str, tuple[type[MaterializedTask], str]] = {
-    n: (cls, catalogue.BY_NAME[n].key_param) for n, cls in catalogue.classes("hotel", "store").items()
-}
+MULTI = catalogue.classes("date x hotel")  # one state per day: the worst of its keys' states
+SNAPSHOTS: dict[str, type[MaterializedTask]] = catalogue.classes("none")  # one state each, after the daily ones
+STATIC = catalogue.classes("hotel", "store")  # one partition per key: one state, the worst of the keys'
 SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
 WORST_FIRST = ["failed", "stale", "waiting", "missing", "provisional", "ok"]
 # The row, first when there is one, of the raw zone's entries that belong to no day: entries of a source
@@ -63,23 +56,20 @@ def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     window that are not read (as the raw zone is now)."""
     status = _day_status(task, cache, name)
     manifest = cache.summary(cache.store(task), task.key) or {}
-    warnings = (manifest.get("stats") or {}).get("warnings")
-    if warnings and status.state in ("ok", "provisional"):
-        status = replace(status, warnings=tuple(warnings))
-    if manifest.get("built_by"):
-        status = replace(status, built_by=manifest["built_by"])
-    folders = (manifest.get("stats") or {}).get("raw_folders")
-    if folders:
-        status = replace(status, raw_folders=folders)
+    stats = manifest.get("stats") or {}
     window = cache.window(task) if task.reads_raw() else None
-    if window is None or not window.refused:
-        return status
-    return replace(status, not_read=tuple(f"{r['path']} ({r['reason']})" for r in window.refused))
+    return replace(
+        status,
+        warnings=tuple(stats.get("warnings") or ()) if status.state in ("ok", "provisional") else (),
+        built_by=manifest.get("built_by") or None,
+        raw_folders=stats.get("raw_folders") or None,
+        not_read=tuple(f"{r['path']} ({r['reason']})" for r in window.refused) if window else (),
+    )
 
 
 def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     state, day = task.state(cache), task.key
-    store = cache.once_per_pass(("store", task.dataset_path()), task.store)
+    store = cache.store(task)
     manifest = cache.summary(store, day) or {}  # rows, duration, finished_at: no list of inputs
     recorded = cache.once_per_pass(("failure records", store.data_root), store.failure_records)
     failure = store.read_failure(day) if recorded and store.failure_id(day) in recorded else None
@@ -103,23 +93,15 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     return DayStatus(name, day, state.state, state.reason, rows, duration)
 
 
-def multi_day_status(cls: type[PartitionedTask], key: str, day: dt.date, cache: Engine, name: str) -> DayStatus:
-    """One day of a date x key dataset: the worst state of its keys, the keys in that state in the
-    reason, rows summed over the keys."""
-    parts = catalogue.BY_NAME[name].partitions(day, day + dt.timedelta(days=1))
-    return _worst(name, day, key, {getattr(t, key): day_status(t, cache, name) for t in parts})
-
-
-def static_status(cls: type[MaterializedTask], key: str, cache: Engine, name: str) -> DayStatus:
-    """A dataset of one partition per hotel or store: the worst state of its keys (every hotel of
-    config/hotels.csv, every registered store)."""
-    parts = catalogue.BY_NAME[name].partitions()
+def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
+    """One day of a date x key dataset (``day`` None: a dataset of one partition per hotel or store): the
+    worst state of its keys, the keys in that state in the reason, rows summed over the keys."""
+    spec = catalogue.BY_NAME[name]
+    key = spec.key_param
+    parts = spec.partitions() if day is None else spec.partitions(day, day + dt.timedelta(days=1))
     if not parts:
-        return DayStatus(name, None, "missing", f"no {key} known yet")
-    return _worst(name, None, key, {getattr(t, key): day_status(t, cache, name) for t in parts})
-
-
-def _worst(name: str, day: dt.date | None, key: str, rows: dict[str, DayStatus]) -> DayStatus:
+        return DayStatus(name, day, "missing", f"no {key} known yet")
+    rows = {getattr(t, key): day_status(t, cache, name) for t in parts}
     worst = min((r.state for r in rows.values()), key=WORST_FIRST.index)
     keys = [k for k, r in rows.items() if r.state == worst]
     first = rows[keys[0]]
@@ -158,12 +140,11 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
             out.append(day_status(SNAPSHOTS[name](), cache, name))
             continue
         if name in STATIC:
-            out.append(static_status(*STATIC[name], cache, name))
+            out.append(keyed_status(name, None, cache))
             continue
         if name in MULTI:
-            cls, key = MULTI[name]
-            cache.list_dataset(open_store(settings.data_uri(), cls.dataset))
-            out.extend(multi_day_status(cls, key, d, cache, name) for d in date_range(start, stop))
+            cache.list_dataset(open_store(settings.data_uri(), MULTI[name].dataset))
+            out.extend(keyed_status(name, d, cache) for d in date_range(start, stop))
             continue
         days = [DATASETS[name](date=d) for d in date_range(start, stop)]
         cache.list_dataset(days[0].store())
