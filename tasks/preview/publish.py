@@ -4,7 +4,6 @@ previews."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 
 from tasks import settings
@@ -16,8 +15,8 @@ from tasks.preview.records import (
     folder_of,
     manifest_sha,
     partition_date,
-    previews_root,
     read_record,
+    readable_records,
     store_at,
     task_for,
     write_record,
@@ -160,14 +159,8 @@ def in_production(record: dict, folder) -> list[str]:
 
 def listing(data_root: str | None = None) -> list[dict]:
     """Every preview: id, dataset, range, age, size, state and whether it can be published now."""
-    root = previews_root(data_root)
     out = []
-    for name in root.names():
-        folder = root.child(name)
-        try:
-            record = read_record(folder)
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-            continue
+    for _, folder, record in readable_records(data_root):
         created = dt.datetime.fromisoformat(record["created_at"])
         age_h = (dt.datetime.now(dt.UTC) - created).total_seconds() / 3600
         size = sum(folder.files().values())  # a file hard-linked from production counts nothing
@@ -194,13 +187,11 @@ def listing(data_root: str | None = None) -> list[dict]:
 def sweep(data_root: str | None = None, keep_days: float | None = None) -> list[str]:
     """Delete previews older than ``[daybreak] preview_keep_days``; return their ids."""
     keep = settings.daybreak().preview_keep_days if keep_days is None else keep_days
-    root, now, gone = previews_root(data_root), dt.datetime.now(dt.UTC), []
-    for name in root.names():
-        folder = root.child(name)
-        try:
-            created = dt.datetime.fromisoformat(read_record(folder)["created_at"])
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, KeyError):
+    now, gone = dt.datetime.now(dt.UTC), []
+    for name, folder, record in readable_records(data_root):
+        if "created_at" not in record:
             continue
+        created = dt.datetime.fromisoformat(record["created_at"])
         if now - created > dt.timedelta(days=keep):
             try:  # a preview being built or published holds its lock: never swept
                 with folder.exclusive(PUBLISH_LOCK, name, wait_s=0):
@@ -225,13 +216,4 @@ def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: str | None 
 
 def open_records(data_root: str | None = None) -> list[dict]:
     """Every open preview's record (the HTML status page shows their diffs)."""
-    root = previews_root(data_root)
-    out = []
-    for name in root.names():
-        try:
-            record = read_record(root.child(name))
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-            continue
-        if record.get("state") == "open":
-            out.append(record)
-    return out
+    return [record for _, _, record in readable_records(data_root) if record.get("state") == "open"]

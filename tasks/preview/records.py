@@ -41,6 +41,17 @@ def read_record(folder) -> dict:
     return json.loads(folder.read(RECORD))
 
 
+def readable_records(data_root: str | None = None):
+    """(name, folder, record) of each preview under the data root whose record can be read."""
+    root = previews_root(data_root)
+    for name in root.names():
+        folder = root.child(name)
+        try:
+            yield name, folder, read_record(folder)
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+            continue
+
+
 def write_record(folder, record: dict) -> None:
     folder.write(RECORD, json.dumps(record, indent=1, default=str).encode())
 
@@ -91,11 +102,6 @@ def shadow_partitions(shadow) -> list[str]:
 def partition_rel(store: PartitionStore, date: dt.date | None, data_root: str) -> str:
     """The path of ``store``'s partition ``date`` under ``data_root`` (the data root or a preview's folder)."""
     return plain_store(data_root, store.dataset, store.sub).rel(date)
-
-
-def _sha_now(rel: str, data_root: str) -> str | None:
-    task = task_for(rel)
-    return manifest_sha(task.store(), task.key)
 
 
 def store_at(rel: str, data_root: str) -> PartitionStore:
