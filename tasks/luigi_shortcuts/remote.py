@@ -85,12 +85,10 @@ class CheckedScheduler(rpc.RemoteScheduler):
         if self.lost:
             raise SchedulerLost(self.lost)
         attempts, wait = self._attempts()
-        known = self._fetcher.raises  # a tuple (urllib's fetcher) or one class (requests')
-        raises = (*(known if isinstance(known, tuple) else (known,)), OSError)  # a closed connection: OSError
         for attempt in range(1, attempts + 1):
             try:
                 page = self._fetcher.fetch(rpc._urljoin(self._url, url_suffix), body, self._connect_timeout)
-            except raises as exc:
+            except OSError as exc:  # urllib's URLError and timeout, a closed connection
                 if attempt == attempts or self.lost:
                     raise SchedulerLost(self.lost or _why(exc, self._connect_timeout)) from None
                 self._warn(_why(exc, self._connect_timeout), attempts, wait)
