@@ -89,11 +89,28 @@ KEYED_RUNS = {
 def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, horizon_days: int = 7) -> Plan:
     """The plan of ``RangeDaily --of <dataset> --start start --stop stop`` (stop exclusive), or of the
     run that builds a dataset that is not one partition per date (:data:`KEYED_RUNS`)."""
+    from tasks.backfill import before_start, left_out
+    from tasks.preview import open_for
+
     check_range(start, stop, "plan")
+    plan = Plan(dataset, [], [], [], {}, None, workers, start, stop)
     with settings.snapshot():
-        if catalogue.BY_NAME[dataset].partition != "date":
-            return _make_keyed_plan(dataset, start, stop, workers, horizon_days)
-        return _make_plan(dataset, start, stop, workers, horizon_days)
+        cache = freshness.new_pass()
+        if plan.kind != "date":
+            rebuilt = _classify(plan, _keyed_partitions(dataset, start, stop), cache)
+        else:
+            cls = DATASETS[dataset]
+            earlier, why_earlier = before_start(start, stop)  # kept as built, never rebuilt
+            later, why = left_out(plan.mode[0], cls, start, stop)
+            plan.left_out_why = "; ".join(w for dates, w in ((earlier, why_earlier), (later, why)) if dates)
+            plan.left_out = earlier + later
+            rebuilt = _classify(
+                plan, [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(plan.left_out)], cache
+            )
+        plan.downstream = _downstream(rebuilt, dataset, start, stop, horizon_days)
+        if plan.kind == "date":
+            plan.previews = open_for(dataset, start, stop)
+    return plan
 
 
 def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date) -> list[tuple[str, MaterializedTask]]:
@@ -107,65 +124,25 @@ def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date) -> list[tuple
     return [("(all)", t) for t in parts]
 
 
-@dataclass
-class _Found:
-    """What the engine says of a plan's partitions, each under its label (a date, or a key)."""
-
-    runs: list = field(default_factory=list)
-    blocked: list = field(default_factory=list)
-    same: list = field(default_factory=list)
-    rebuilt: dict[str, MaterializedTask] = field(default_factory=dict)  # the partitions that would run, by id
-    durations: list[float] = field(default_factory=list)
-
-    @property
-    def seconds_each(self) -> float | None:
-        return sum(self.durations) / len(self.durations) if self.durations else None
-
-
-def _classify(partitions: list[tuple], cache: Engine, dataset: str) -> _Found:
-    """Sort (label, task) pairs into would run, waits for raw data, same content; and the recorded
-    build times of the ones that have a manifest."""
-    found = _Found()
+def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[MaterializedTask]:
+    """Sort (label, task) pairs into the plan's runs, waits for raw data and same content, with the mean
+    recorded build time; return the tasks that would run."""
+    rebuilt: dict[str, MaterializedTask] = {}
+    durations = []
     for label, task in partitions:
-        row = day_status(task, cache, dataset)
+        row = day_status(task, cache, plan.dataset)
         if row.state in ("stale", "missing", "failed"):
-            found.runs.append((label, row.state, row.reason))
-            found.rebuilt[task.task_id] = task
+            plan.runs.append((label, row.state, row.reason))
+            rebuilt[task.task_id] = task
         elif row.reason == SAME_CONTENT:
-            found.same.append(label)
+            plan.same_content.append(label)
         elif row.state == "waiting":
-            found.blocked.append((label, row.reason))
+            plan.blocked.append((label, row.reason))
         manifest = cache.summary(cache.store(task), task.key)
         if manifest and manifest.get("duration_s") is not None:
-            found.durations.append(float(manifest["duration_s"]))
-    return found
-
-
-def _make_keyed_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
-    found = _classify(_keyed_partitions(dataset, start, stop), freshness.new_pass(), dataset)
-    downstream = _downstream(list(found.rebuilt.values()), dataset, start, stop, horizon_days)
-    return Plan(dataset, found.runs, found.blocked, found.same, downstream, found.seconds_each, workers, start, stop)
-
-
-def _make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int, horizon_days: int) -> Plan:
-    from tasks.backfill import before_start, left_out
-    from tasks.preview import open_for
-
-    cache = freshness.new_pass()
-    cls = DATASETS[dataset]
-    family = Plan(dataset, [], [], [], {}, None, workers, start, stop).mode[0]
-    earlier, why_earlier = before_start(start, stop)  # kept as built, never rebuilt
-    later, why = left_out(family, cls, start, stop)
-    why = "; ".join(w for dates, w in ((earlier, why_earlier), (later, why)) if dates)
-    later = earlier + later
-    dates = [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(later)]
-    found = _classify(dates, cache, dataset)
-    downstream = _downstream(list(found.rebuilt.values()), dataset, start, stop, horizon_days)
-    previews = open_for(dataset, start, stop)
-    seconds = found.seconds_each
-    return Plan(
-        dataset, found.runs, found.blocked, found.same, downstream, seconds, workers, start, stop, later, why, previews
-    )
+            durations.append(float(manifest["duration_s"]))
+    plan.seconds_each = sum(durations) / len(durations) if durations else None
+    return list(rebuilt.values())
 
 
 def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int) -> dict[str, list[str]]:
