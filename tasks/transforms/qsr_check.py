@@ -74,14 +74,9 @@ REASONS = [
 
 @dataclass(frozen=True)
 class CheckedFolder:
-    """One export folder checked against the contract, whichever partition reads it.
-
-    Nothing here depends on the partition's date: each row carries the business date that owns it
-    (``owner``), so the two partitions that read a folder (folder-1 and folder) each take their rows
-    from the same checked folder (computed once, see :func:`check_folder`, or read back from Arrow IPC,
-    see :func:`checked_to_ipc`). A rejected row whose business date cannot be known (its ordered_at
-    does not parse, or the parser could not split it) has no owner: both partitions take it.
-    """
+    """One export folder checked against the contract, for both partitions that read it (folder-1 and
+    folder): each row carries the business date that owns it (``owner``); a rejected row whose business
+    date cannot be known (ordered_at does not parse, or the parser could not split it) has none: both take it."""
 
     folder: dt.date
     rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string; the
@@ -155,26 +150,17 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
 def check_batches(
     batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 1
 ) -> CheckedFolder:
-    """:func:`check_folder` of one export folder whose files come in batches of (bytes, source_file),
-    in read order: the same result as parsing and checking every file at once, holding only a few
-    batches' raw bytes and parsed strings at a time (each batch's are let go once it is checked).
-    The pieces of :func:`check_pieces`, merged."""
+    """:func:`check_folder` of one export folder whose files come in batches of (bytes, source_file), in
+    read order: the pieces of :func:`check_pieces`, merged."""
     return merge_checked(folder, list(check_pieces(batches, folder, rules, threads)))
 
 
 def check_pieces(
     batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 1
 ) -> Iterator[CheckedFolder]:
-    """Each batch of :func:`check_batches` checked (:func:`check_folder`), in read order, as soon as it
-    is: a caller that keeps only part of each piece (a cache entry written as it comes, the rows of
-    one date) never holds the whole folder. :func:`merge_checked` of them is the checked folder.
-
-    ``threads`` batches are parsed and checked at once in a thread pool (the CSV parser and Arrow's
-    kernels release the GIL), while the calling thread draws the next batch from ``batches`` (reading
-    the files); at most ``threads`` + 1 batches are in memory. ``threads`` <= 1: one after another.
-    A file whose header fails the contract is named as it would be if every file were parsed at once:
-    a header error of any file wins over another error of an earlier batch (raised after the pieces
-    before it were handed out)."""
+    """Each batch checked (:func:`check_folder`), in read order, as soon as it is; ``threads`` batches at
+    once while this thread reads the next (at most ``threads`` + 1 in memory). The error raised is the one
+    parsing every file at once would raise: a header error of any file wins over a body error."""
 
     def one(batch: list[tuple[bytes, str]]) -> CheckedFolder:
         return check_folder(parse_csv_many(batch, RAW_COLUMNS), folder, rules)
@@ -210,9 +196,8 @@ def _result(future, rest):
 
 
 def _read_the_rest(rest, error: RawSchemaError, headers: bool):
-    """Raise the error that parsing every file at once would: the files not read yet are read (a file
-    that cannot be read wins), then, for an error of a file's body (``headers``), the first header of
-    them that fails the contract wins; else ``error``."""
+    """Raise the error that parsing every file at once would: the rest read (a file that cannot be read
+    wins), then, for a body error (``headers``), the first failing header of the rest; else ``error``."""
     first = None
     for batch in rest:
         for data, name in batch:
@@ -226,8 +211,7 @@ def _read_the_rest(rest, error: RawSchemaError, headers: bool):
 
 def merge_checked(folder: dt.date, pieces: list[CheckedFolder]) -> CheckedFolder:
     """Checked batches of one folder's files (in read order) as one checked folder, equal to
-    :func:`check_folder` of all the files at once: the valid rows in read order (chunked, no copy);
-    the rejects that parsed, then the rows the parser could not split, each in read order."""
+    :func:`check_folder` of all the files at once (valid rows chunked, no copy)."""
     if not pieces:
         return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), CHECKED_REJECT_SCHEMA.empty_table(), 0)
     if len(pieces) == 1:
@@ -281,11 +265,8 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_
 
 
 def _gross_too_big(qty, price, typed: pa.Array) -> pa.Array:
-    """qty x unit_price >= 10**16, where net_amount's decimal(18,2) cannot hold it (rows ``typed`` only;
-    ``price`` is :func:`money_cents` of unit_price).
-
-    A product of an a-digit integer and a b-digit whole part is below 10**(a+b), so only rows whose
-    lengths add up to more than 16 need the exact product (a handful, if any)."""
+    """qty x unit_price >= 10**16, which net_amount's decimal(18,2) cannot hold (rows ``typed`` only).
+    An a-digit qty times a b-digit whole part is below 10**(a+b): only rows with a + b > 16 are multiplied."""
     _, cents, whole = price
     maybe = as_array(typed).to_numpy(zero_copy_only=False) & (as_array(pc.binary_length(qty)).to_numpy() + whole > 16)
     too_big = np.zeros(len(typed), dtype=bool)

@@ -8,11 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERSION = "stg_qsr_pos/6"  # 2: misfiled lines, net_amount overflow rejected; 3: control characters rejected;
-# 4: row numbers are line numbers, and every line a quoted line break takes is a reject (rawcsv);
-# 5: an ordered_at that does not exist (2026-09-31, a 61st second, +24:00) or is not exactly ISO is rejected;
-# 6: a reject whose business date is unknown (ordered_at does not parse, a row the parser cannot split)
-# counts against both partitions that read its folder, not only the folder's date
+VERSION = "stg_qsr_pos/6"  # bumped when a change of the transform changes its output
 
 
 @dataclass(frozen=True)
