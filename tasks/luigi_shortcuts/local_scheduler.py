@@ -92,9 +92,9 @@ def _in_given_order(made: list, stretches: int = 1) -> None:
 
 class LocalScheduler(scheduler.Scheduler):
     """Luigi's local scheduler (no task history), linear over a run: the prune at most every
-    ``PRUNE_EVERY`` seconds unless a retry or re-enable is due; ``count_pending`` without the upstream walk
-    unless a task is disabled; for one worker without resources, batching or assistant, ``get_work`` takes
-    the next task from the ready heap (a tie in rank, and every other case, goes to Luigi's own)."""
+    ``PRUNE_EVERY`` seconds unless a retry or re-enable is due; for one worker, ``count_pending`` without
+    the upstream walk unless a task is disabled, and, without resources, batching or assistant, ``get_work``
+    from the ready heap (a tie in rank, and every other case, goes to Luigi's own)."""
 
     PRUNE_EVERY = 1.0  # seconds
     stretches = 1  # the worker's processes, when Daybreak's worker factory made the worker (tasks/luigi_shortcuts)
@@ -212,19 +212,11 @@ class LocalScheduler(scheduler.Scheduler):
         reply["task_params"] = best.params
         return reply
 
-    def _pending_of(self, worker):
-        """``worker.get_tasks(state, PENDING, FAILED)``, the same tasks in the same order, with the
-        membership test inlined (Luigi calls a lambda and ``OrderedSet.__contains__`` for each task)."""
-        statuses = (scheduler.PENDING, scheduler.FAILED)
-        if len(worker.tasks) < sum(self._state.get_active_task_count_for_status(s) for s in statuses):
-            return [task for task in worker.tasks if task.status in statuses]
-        worker_id = worker.id
-        return [task for task in self._state.get_active_tasks_by_status(*statuses) if worker_id in task.workers.map]
-
     def count_pending(self, worker):
-        if self._state.get_active_task_count_for_status(scheduler.DISABLED):
+        if self._only_worker(worker) is None or self._state.get_active_task_count_for_status(scheduler.DISABLED):
             return super().count_pending(worker)
-        # Luigi's count_pending without _upstream_status (which can only answer UPSTREAM_DISABLED here)
+        # Luigi's count_pending without _upstream_status (which can only answer UPSTREAM_DISABLED here); every
+        # task's workers are active ones, so the only worker is each counted task's only and last
         worker_id, worker = worker, self._state.get_worker(worker)
         running_tasks = []
         for task in worker.get_tasks(self._state, scheduler.RUNNING):
@@ -233,20 +225,11 @@ class LocalScheduler(scheduler.Scheduler):
                 more_info = {"task_id": task.id, "worker": str(other_worker)}
                 more_info.update(other_worker.info)
                 running_tasks.append(more_info)
-        if self._only_worker(worker_id) is not None:
-            # every task's workers are active ones, so this worker is each counted task's only and last
-            num_pending = num_unique_pending = num_pending_last_scheduled = self._state.waiting[worker_id]
-        else:
-            num_pending = num_unique_pending = num_pending_last_scheduled = 0
-            for task in self._pending_of(worker):  # each task's workers: Luigi's OrderedSet, read directly
-                workers = task.workers
-                num_pending += 1
-                num_unique_pending += len(workers.map) == 1
-                num_pending_last_scheduled += workers.end[1][0] == worker_id  # workers.peek(last=True)
+        pending = self._state.waiting[worker_id]
         return {
-            "n_pending_tasks": num_pending,
-            "n_unique_pending": num_unique_pending,
-            "n_pending_last_scheduled": num_pending_last_scheduled,
+            "n_pending_tasks": pending,
+            "n_unique_pending": pending,
+            "n_pending_last_scheduled": pending,
             "worker_state": worker.state,
             "running_tasks": running_tasks,
         }
