@@ -81,28 +81,20 @@ def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> li
     for i, (data, name) in enumerate(files):
         check_header(data, name, columns)
         end = data.find(b"\n")
-        if end >= 0:
+        if end >= 0 and _plain_text(data, end + 1):
             groups.setdefault(data[:end], []).append(i)
         else:
             out[i] = parse_csv(data, name, columns)
     for header_line, members in groups.items():
-        joined = _join_bodies(header_line, [files[i][0] for i in members])
-        if _plain_text(joined[0]):
-            batches = [(members, joined, True)]
-        else:  # some file is not plain, or holds a control character: sort them out one by one
-            plain = [i for i in members if _plain(files[i][0], files[i][0].find(b"\n") + 1)]
-            for i in set(members) - set(plain):
-                out[i] = parse_csv(files[i][0], files[i][1], columns)
-            batches = [(plain, _join_bodies(header_line, [files[i][0] for i in plain]), False)] if plain else []
-        del joined
-        for batch, (buffer, counts), clean in batches:
-            group = [files[i] for i in batch]
-            try:
-                parsed = _parse_batch(buffer, counts, group, columns, clean)
-            except (pa.ArrowInvalid, pa.ArrowKeyError):  # e.g. invalid UTF-8 in one file: one by one to name it
-                parsed = [parse_csv(data, name, columns) for data, name in group]
-            for i, p in zip(batch, parsed, strict=True):
-                out[i] = p
+        group = [files[i] for i in members]
+        buffer, counts = _join_bodies(header_line, [data for data, _ in group])
+        try:
+            parsed = _parse_batch(buffer, counts, group, columns)
+        except (pa.ArrowInvalid, pa.ArrowKeyError):  # e.g. invalid UTF-8 in one file: one by one to name it
+            parsed = [parse_csv(data, name, columns) for data, name in group]
+        del buffer
+        for i, p in zip(members, parsed, strict=True):
+            out[i] = p
     return out
 
 
@@ -118,35 +110,25 @@ def _join_bodies(header_line: bytes, datas: list[bytes]) -> tuple[bytes, list[in
     return b"".join(pieces), counts
 
 
-def _plain_text(buffer: bytes, step: int = 1 << 20) -> bool:
-    """No quote, no empty line, and no byte 0x00-0x1F or 0x7F but line feeds (so no carriage return and
-    no control character either): every line is one record of plain fields. Scanned in 1 MiB slices."""
-    if b'"' in buffer or b"\x7f" in buffer:
+def _plain_text(data: bytes, start: int, step: int = 1 << 20) -> bool:
+    """From ``start`` on: no quote, no empty line, and no byte 0x00-0x1F or 0x7F but line feeds (so no
+    carriage return and no control character either): every line is one record of plain fields."""
+    if data.find(b'"', start) >= 0 or data.find(b"\x7f", start) >= 0 or data.startswith(b"\n", start):
         return False
-    view = np.frombuffer(buffer, np.uint8)
-    for start in range(0, len(view), step):
-        part = view[max(start - 1, 0) : start + step]  # one byte of overlap: an empty line across slices
+    view = np.frombuffer(data, np.uint8)[start:]
+    for first in range(0, len(view), step):
+        part = view[max(first - 1, 0) : first + step]  # one byte of overlap: an empty line across slices
         newline = part == 10
         if np.count_nonzero(part < 0x20) != np.count_nonzero(newline) or (newline[1:] & newline[:-1]).any():
             return False
     return True
 
 
-def _plain(data: bytes, start: int) -> bool:
-    """One record per line from ``start`` on: no quote, no carriage return, no empty line."""
-    return (
-        data.find(b'"', start) < 0
-        and data.find(b"\r", start) < 0
-        and data.find(b"\n\n", start) < 0
-        and not data.startswith(b"\n", start)
-    )
-
-
 def _parse_batch(
-    buffer: bytes, counts: list[int], files: list[tuple[bytes, str]], columns: list[str], clean: bool
+    buffer: bytes, counts: list[int], files: list[tuple[bytes, str]], columns: list[str]
 ) -> list[ParsedCsv]:
-    """Parse the joined ``buffer`` of plain ``files`` (``counts`` body lines each) and split it back;
-    ``clean``: the buffer holds no control character (see ``_plain_text``), so no field needs a scan."""
+    """Parse the joined ``buffer`` of plain ``files`` (``counts`` body lines each) and split it back; no
+    field needs a control-character scan (:func:`_plain_text`), only a check for long fields."""
     header = check_header(files[0][0], files[0][1], columns)
     table, malformed = _read(buffer, header, columns)
     starts = np.concatenate([[0], np.cumsum(counts)]).tolist()  # lines before each file's body
@@ -154,8 +136,8 @@ def _parse_batch(
     for number, reason, text in malformed:  # batch row numbers: header = 1, first body line = 2
         i = bisect.bisect_right(starts, number - 2) - 1
         bad[i].append((number - starts[i], reason, text))
-    if clean and any(pc.any(mask).as_py() for mask in map(_long_mask, table.columns) if mask is not None):
-        clean = False  # a field over MAX_FIELD: its file's rows are checked one by one, as with a control character
+    # a field over MAX_FIELD: its file's rows are checked one by one, as with a control character
+    clean = not any(pc.any(mask).as_py() for mask in map(_long_mask, table.columns) if mask is not None)
     if clean:
         table = table.select(columns)
     out, offset = [], 0
