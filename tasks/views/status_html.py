@@ -17,27 +17,17 @@ from html import escape
 from tasks import catalogue, settings
 from tasks.storage.partitions import PARTITION_PREFIX, partition_name
 
-# Bar colours on the white page: each at least 3:1 against it (WCAG 1.4.11, graphics), and white
-# letters on each at least 4.5:1 (the state badge of the detail panel). tests/test_status_html.py
-# measures both.
-COLOURS = {
-    "ok": "#2e7d32",
-    "provisional": "#2e7d32",  # ok's green, striped: up to date, but later exports will restate it
-    "stale": "#a15c00",
-    "missing": "#616161",
-    "waiting": "#1565c0",
-    "failed": "#c62828",
+# Per state: the bar's colour, at least 3:1 against the white page (WCAG 1.4.11, graphics) with white letters
+# on it at least 4.5:1 (the detail panel's badge), as tests/test_status_html.py measures; its height in px of
+# a 14 px row and whether it is striped, so the states differ without colour too; the badge's letter.
+STATES = {
+    "ok": ("#2e7d32", 10, False, "O"),
+    "provisional": ("#2e7d32", 10, True, "P"),  # ok's green, striped: up to date, but later exports will restate it
+    "stale": ("#a15c00", 14, True, "S"),
+    "missing": ("#616161", 2, False, "M"),
+    "waiting": ("#1565c0", 5, False, "W"),
+    "failed": ("#c62828", 14, False, "F"),
 }
-# Shapes, so the states differ without colour too: (bar height in px of a 14 px row, striped).
-SHAPES = {
-    "ok": (10, False),
-    "provisional": (10, True),
-    "stale": (14, True),
-    "missing": (2, False),
-    "waiting": (5, False),
-    "failed": (14, False),
-}
-LETTERS = {"ok": "O", "provisional": "P", "stale": "S", "missing": "M", "waiting": "W", "failed": "F"}
 TEXT, MUTED, PAGE, PANEL = "#1a1a1a", "#555555", "#ffffff", "#f2f2f2"
 NO_DAY = "0000-00-00"  # a date-shaped stand-in, so the path is quoted as it will be with the date in it
 LABEL_PX, GAP_PX, ROOM_PX = 190, 4, 1130  # row label, gap between months, width for one band's days
@@ -170,13 +160,13 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
     counts = Counter(c.state for line in lines for c in line.days.values()) + Counter(r.state for r in snapshots)
     span = f"{dates[0]} .. {dates[-1]} ({len(dates):,} days)" if dates else "no dates"
     legend = "".join(
-        f'<span class="key"><i data-state="{s}"></i><b class="badge {s}">{LETTERS[s]}</b> {s} '
+        f'<span class="key"><i data-state="{s}"></i><b class="badge {s}">{STATES[s][3]}</b> {s} '
         f'<span class="n">{counts[s]:,}</span></span>'
-        for s in COLOURS
+        for s in STATES
     )
     snaps = "".join(
         f'<button type="button" class="snap" data-snap="{i}">{escape(r.dataset)} (unpartitioned) '
-        f'<b class="badge {r.state}">{LETTERS[r.state]}</b> {r.state}</button>'
+        f'<b class="badge {r.state}">{STATES[r.state][3]}</b> {r.state}</button>'
         for i, r in enumerate(snapshots)
     )
     grid = "".join(_band(band, dates, lines) for band in bands)
@@ -271,8 +261,7 @@ def _cell(r, day: dt.date) -> str:
 
 def _css(day_px: int) -> str:
     shapes = []
-    for state, (height, striped) in SHAPES.items():
-        colour = COLOURS[state]
+    for state, (colour, height, striped, _) in STATES.items():
         stripes = f"repeating-linear-gradient(to top,{colour} 0 2px,transparent 2px 4px)"
         fill = stripes if striped else f"linear-gradient({colour},{colour})"
         shapes.append(f"i[data-state={state}]{{background:{fill} bottom/100% {height}px no-repeat}}")
