@@ -33,7 +33,7 @@ class CachedInstances(Register):
 
     def __call__(cls, *args, **kwargs):
         luigi_cache = cls._Register__instance_cache  # None when disabled, new after clear_instance_cache()
-        if args or luigi_cache is None or not _every_param_given(cls, kwargs):
+        if args or luigi_cache is None or not _every_param_given(cls.get_params(), kwargs):
             return super().__call__(*args, **kwargs)
         if CachedInstances._for is not luigi_cache:  # Luigi's cache was cleared: so is this one
             CachedInstances._cache = {}
@@ -48,9 +48,8 @@ class CachedInstances(Register):
             return super().__call__(**kwargs)
 
 
-def _every_param_given(cls, kwargs: dict) -> bool:
-    """Whether ``kwargs`` names every parameter of ``cls`` (and nothing else)."""
-    params = cls.get_params()
+def _every_param_given(params: list, kwargs: dict) -> bool:
+    """Whether ``kwargs`` names every one of ``params`` (and nothing else)."""
     return len(kwargs) == len(params) and all(name in kwargs for name, _ in params)
 
 
@@ -66,7 +65,7 @@ class FixedParams:
 
     @classmethod
     def get_param_values(cls, params, args, kwargs) -> list:
-        if not args and len(kwargs) == len(params) and all(name in kwargs for name, _ in params):
+        if not args and _every_param_given(params, kwargs):
             values = [(name, param.normalize(kwargs[name])) for name, param in params]
             return [(name, tuple(v) if isinstance(v, list | set) else v) for name, v in values]
         return super().get_param_values(params, args, kwargs)
