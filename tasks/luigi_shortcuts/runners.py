@@ -74,37 +74,33 @@ def _serve(worker, conn, workers_ends) -> None:
     """The runner: each task it is sent run by Luigi's ``TaskProcess.run``, then the task id sent back.
     Ctrl-C (SIGINT to the run's process group) ends it with exit code 130 and no traceback of its own,
     idle or in a task: the worker, interrupted too, stops the run."""
-    try:
-        _serve_tasks(worker, conn, workers_ends)
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
-
-
-def _serve_tasks(worker, conn, workers_ends) -> None:
     for end in workers_ends:
         end.close()
     first = True
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):  # the worker's process is gone
-            return
-        if message is _STOP:
-            return
-        task_id, module, family, params = message
-        if not first:
-            forks.next_task()
-        first = False
-        # the worker's task object as it was when this runner was forked, or, for a task scheduled since
-        # (a dynamic dependency), made again from its parameters
-        task = worker._scheduled_tasks.get(task_id) or load_task(module, family, params)
-        process = _LUIGI_CREATE(worker, task)
-        process.result_queue = _WrittenAtOnce(process.result_queue)
-        process.run()
-        try:
-            conn.send(task_id)
-        except OSError:  # the worker's process is gone (killed): nobody to tell
-            return
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):  # the worker's process is gone
+                return
+            if message is _STOP:
+                return
+            task_id, module, family, params = message
+            if not first:
+                forks.next_task()
+            first = False
+            # the worker's task object as it was when this runner was forked, or, for a task scheduled since
+            # (a dynamic dependency), made again from its parameters
+            task = worker._scheduled_tasks.get(task_id) or load_task(module, family, params)
+            process = _LUIGI_CREATE(worker, task)
+            process.result_queue = _WrittenAtOnce(process.result_queue)
+            process.run()
+            try:
+                conn.send(task_id)
+            except OSError:  # the worker's process is gone (killed): nobody to tell
+                return
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
 
 
 class _WrittenAtOnce:
