@@ -149,7 +149,7 @@ def options_in_full() -> None:
     CmdlineParser._build_parser = staticmethod(build_parser)
 
 
-def checked_workers(host_name: Callable[[], str] | None = None) -> None:
+def checked_workers(host_name: Callable[[], str]) -> None:
     """Make the ``luigi`` command refuse ``--workers`` below 1 with one line and exit 2, and tell the
     local scheduler and :mod:`tasks.cores` the worker's process count; the worker reports
     ``host_name()`` as its host, and its id is :func:`worker_id`."""
@@ -169,8 +169,7 @@ def checked_workers(host_name: Callable[[], str] | None = None) -> None:
             scheduler.stretches = max(1, int(worker_processes))
         cores.share(worker_processes)
         made = create(self, scheduler, worker_processes, assistant)
-        if host_name is not None:
-            name_host(made, host_name())
+        name_host(made, host_name())
         global _worker_id
         _worker_id = made._id
         return made

@@ -100,7 +100,6 @@ def _hosts_summary(summary_dict):
                         sets["failed"].add(task)
         return sets
 
-    hosts_summary_dict.daybreak = True
     return hosts_summary_dict
 
 
