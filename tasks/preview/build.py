@@ -20,6 +20,7 @@ from tasks.preview.records import (
     HORIZON_DAYS,
     PUBLISH_LOCK,
     manifest_sha,
+    manifest_sha_at,
     partition_date,
     partition_rel,
     previews_root,
@@ -89,7 +90,7 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
             {
                 "folder": rel,
                 "dataset": spec_of(rel).name,
-                "replaces": before[rel] if rel in before else _sha_now(rel, data_root),
+                "replaces": before[rel] if rel in before else manifest_sha_at(rel, data_root),
             }
             for rel in built
         ],
@@ -123,11 +124,6 @@ def _not_run(tasks: list, data_root: str) -> list[dict]:
         why = engine.waiting_for(task) or f"not run ({state.state}: {state.reason or 'no partition'})"
         out.append({"partition": partition_rel(task.store(), task.key, data_root), "reason": why})
     return out
-
-
-def _sha_now(rel: str, data_root: str) -> str | None:
-    task = task_for(rel)
-    return manifest_sha(task.store(), task.key)
 
 
 def _diffs(built: list[str], data_root: str, shadow, workers: int) -> dict[str, dict]:

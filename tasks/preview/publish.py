@@ -14,6 +14,7 @@ from tasks.preview.records import (
     PreviewError,
     folder_of,
     manifest_sha,
+    manifest_sha_at,
     partition_date,
     read_record,
     readable_records,
@@ -47,8 +48,7 @@ def problems(record: dict, folder) -> tuple[list[str], list[str]]:
     todo, reasons = [], []
     for part in record["partitions"]:
         rel = part["folder"]
-        now = manifest_sha(store_at(rel, data_root), partition_date(rel))
-        mine = manifest_sha(store_at(rel, folder.uri), partition_date(rel))
+        now, mine = manifest_sha_at(rel, data_root), manifest_sha_at(rel, folder.uri)
         if mine is None:
             reasons.append(f"{rel}: the preview's partition is gone")
         elif now == mine:
@@ -151,8 +151,8 @@ def in_production(record: dict, folder) -> list[str]:
     out = []
     for part in record.get("partitions", []):
         rel = part["folder"]
-        mine = manifest_sha(store_at(rel, folder.uri), partition_date(rel))
-        if mine is not None and manifest_sha(store_at(rel, data_root), partition_date(rel)) == mine:
+        mine = manifest_sha_at(rel, folder.uri)
+        if mine is not None and manifest_sha_at(rel, data_root) == mine:
             out.append(rel)
     return out
 

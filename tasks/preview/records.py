@@ -111,6 +111,11 @@ def store_at(rel: str, data_root: str) -> PartitionStore:
     return plain_store(data_root, store.dataset, store.sub)
 
 
+def manifest_sha_at(rel: str, data_root: str) -> str | None:
+    """:func:`manifest_sha` of the partition at path ``rel`` under ``data_root``."""
+    return manifest_sha(store_at(rel, data_root), partition_date(rel))
+
+
 def partition_date(rel: str) -> dt.date | None:
     """The business date of the partition at path ``rel``; None for an unpartitioned dataset."""
     return task_for(rel).key
