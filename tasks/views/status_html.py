@@ -117,10 +117,7 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
 
     def builder(r) -> int | None:
         text = status.built_by_text(r.built_by)
-        if text and text not in builders:
-            builders[text] = len(builders)
-            data["builders"].append(text)
-        return builders.get(text) if text else None
+        return builders.setdefault(text, len(builders)) if text else None
 
     for line in lines:
         cells = [line.days.get(d) for d in dates]
@@ -135,6 +132,7 @@ def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -
                 "by": {i: b for i, c in enumerate(cells) if c and (b := builder(c)) is not None},
             }
         )
+    data["builders"] = list(builders)
     for r in snapshots:
         spec = catalogue.BY_NAME[r.dataset]
         cls = spec.task
