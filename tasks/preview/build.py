@@ -36,7 +36,6 @@ from tasks.storage.partitions import plain_store
 from tasks.transforms.diff import diff_partition, total
 
 
-# -- building a preview ----------------------------------------------------------------------------------
 def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple[dict, int]:
     """Build the preview of ``RangeDaily --of <dataset>`` over ``[start, stop)``; return its record and
     the exit code (0 built, 30 a partition failed, 25 one not built). An error that stops the preview

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tasks.preview.records import (
-    previews_root,
-)
+from tasks.preview.records import previews_root
 
 
-# -- rendering ---------------------------------------------------------------------------------------------
 def to_json(record: dict) -> str:
     keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "not_run", "waiting", "not_built")
     return json.dumps({k: record.get(k) for k in keep}, indent=1, default=str)
