@@ -89,18 +89,14 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
     """The page for ``rows`` (from :func:`tasks.views.status.collect`); ``lines`` default to
     :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
     root) are shown beside the grid, each with its diff per partition."""
-    from tasks.freshness.rawfolders import quiet
-
-    with quiet():  # the page shows the raw zone's unread entries itself: no warning in the log
-        return _render(rows, lines, previews)
-
-
-def _render(rows: list, lines: list[Line] | None, previews: list[dict] | None) -> str:
     from tasks import preview
+    from tasks.freshness.rawfolders import quiet
     from tasks.views import status
 
     previews = preview.open_records() if previews is None else previews
-    lines = key_lines(rows) if lines is None else lines
+    if lines is None:
+        with quiet():  # the page shows the raw zone's unread entries itself: no warning in the log
+            lines = key_lines(rows)
     snapshots = [r for r in rows if r.date is None and r.dataset != status.RAW_ZONE]
     unread = "".join(
         f"<p class='unread'>{escape(r.reason)}:</p><ul class='unread'>"
