@@ -10,6 +10,7 @@ process per task (:class:`_TaskInRunner`): its death, timeout and exit code. A r
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -59,10 +60,8 @@ class _Runner:
         return self.task_id is None
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # the runner, or this end, is gone
             self.conn.send(_STOP)
-        except (OSError, ValueError):
-            pass
         self.conn.close()
 
     def kill(self) -> None:
@@ -233,18 +232,14 @@ def _terminate_tree(process) -> None:
         psutil = None
     children = []
     if psutil is not None:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             children = psutil.Process(process.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            pass
     if process.is_alive():
         process.terminate()
     process.join(5)
     for child in children:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             child.terminate()
-        except psutil.NoSuchProcess:
-            pass
 
 
 _LUIGI_CREATE = luigi_worker.Worker._create_task_process

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -253,10 +255,8 @@ def fit_total(
 ):
     """``sums`` (decimal sums widened to precision 38) cast to ``kind``; a sum that does not fit raises
     :class:`TotalOutOfRange` naming ``what``, each key whose sum is too large, and ``where``."""
-    try:
+    with contextlib.suppress(pa.ArrowInvalid):
         return pc.cast(sums, kind)
-    except pa.ArrowInvalid:
-        pass
     limit = pa.scalar(10 ** (kind.precision - kind.scale), pa.decimal128(38, 0))
     big = pc.greater_equal(
         pc.abs(pc.cast(sums, pa.decimal128(38, kind.scale))), pc.cast(limit, pa.decimal128(38, kind.scale))
