@@ -42,7 +42,7 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
     itself (a full or read-only disk) removes it and is raised."""
     check_range(start, stop, "preview")
     data_root = settings.data_uri()
-    sweep(data_root)
+    sweep()
     pid = f"{dataset}-{start:%Y%m%d}-{stop:%Y%m%d}-{secrets.token_hex(3)}"
     shadow = previews_root(data_root).child(pid)
     shadow.mkdir()

@@ -157,10 +157,10 @@ def in_production(record: dict, folder) -> list[str]:
     return out
 
 
-def listing(data_root: str | None = None) -> list[dict]:
+def listing() -> list[dict]:
     """Every preview: id, dataset, range, age, size, state and whether it can be published now."""
     out = []
-    for _, folder, record in readable_records(data_root):
+    for _, folder, record in readable_records():
         created = dt.datetime.fromisoformat(record["created_at"])
         age_h = (dt.datetime.now(dt.UTC) - created).total_seconds() / 3600
         size = sum(folder.files().values())  # a file hard-linked from production counts nothing
@@ -184,11 +184,11 @@ def listing(data_root: str | None = None) -> list[dict]:
     return out
 
 
-def sweep(data_root: str | None = None, keep_days: float | None = None) -> list[str]:
+def sweep() -> list[str]:
     """Delete previews older than ``[daybreak] preview_keep_days``; return their ids."""
-    keep = settings.daybreak().preview_keep_days if keep_days is None else keep_days
+    keep = settings.daybreak().preview_keep_days
     now, gone = dt.datetime.now(dt.UTC), []
-    for name, folder, record in readable_records(data_root):
+    for name, folder, record in readable_records():
         if "created_at" not in record:
             continue
         created = dt.datetime.fromisoformat(record["created_at"])
@@ -205,15 +205,15 @@ def sweep(data_root: str | None = None, keep_days: float | None = None) -> list[
     return gone
 
 
-def open_for(dataset: str, start: dt.date, stop: dt.date, data_root: str | None = None) -> list[dict]:
+def open_for(dataset: str, start: dt.date, stop: dt.date) -> list[dict]:
     """Open previews of ``dataset`` whose range overlaps ``[start, stop)`` (for `daybreak plan`)."""
     return [
         r
-        for r in open_records(data_root)
+        for r in open_records()
         if r["dataset"] == dataset and r["start"] < stop.isoformat() and start.isoformat() < r["stop"]
     ]
 
 
-def open_records(data_root: str | None = None) -> list[dict]:
+def open_records() -> list[dict]:
     """Every open preview's record (the HTML status page shows their diffs)."""
-    return [record for _, _, record in readable_records(data_root) if record.get("state") == "open"]
+    return [record for _, _, record in readable_records() if record.get("state") == "open"]

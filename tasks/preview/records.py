@@ -28,12 +28,12 @@ def previews_root(data_root: str | None = None):
     return Root(data_root or settings.data_uri()).child("_state/preview")
 
 
-def folder_of(pid: str, data_root: str | None = None):
+def folder_of(pid: str):
     if not ID_PATTERN.match(pid):
         raise PreviewError(f"{pid!r} is not a preview id (see `daybreak previews`)")
-    folder = previews_root(data_root).child(pid)
+    folder = previews_root().child(pid)
     if not folder.exists(RECORD):
-        raise PreviewError(f"no preview {pid} under {previews_root(data_root).uri} (see `daybreak previews`)")
+        raise PreviewError(f"no preview {pid} under {previews_root().uri} (see `daybreak previews`)")
     return folder
 
 
@@ -41,9 +41,9 @@ def read_record(folder) -> dict:
     return json.loads(folder.read(RECORD))
 
 
-def readable_records(data_root: str | None = None):
+def readable_records():
     """(name, folder, record) of each preview under the data root whose record can be read."""
-    root = previews_root(data_root)
+    root = previews_root()
     for name in root.names():
         folder = root.child(name)
         try:

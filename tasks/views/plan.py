@@ -86,7 +86,7 @@ KEYED_RUNS = {
 }
 
 
-def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, horizon_days: int = 7) -> Plan:
+def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> Plan:
     """The plan of ``RangeDaily --of <dataset> --start start --stop stop`` (stop exclusive), or of the
     run that builds a dataset that is not one partition per date (:data:`KEYED_RUNS`)."""
     from tasks.backfill import before_start, left_out
@@ -107,7 +107,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1, hor
             rebuilt = _classify(
                 plan, [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(plan.left_out)], cache
             )
-        plan.downstream = _downstream(rebuilt, dataset, start, stop, horizon_days)
+        plan.downstream = _downstream(rebuilt, dataset, start, stop)
         if plan.kind == "date":
             plan.previews = open_for(dataset, start, stop)
     return plan
@@ -145,7 +145,7 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[Materi
     return list(rebuilt.values())
 
 
-def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int) -> dict[str, list[str]]:
+def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date) -> dict[str, list[str]]:
     """Built partitions of other datasets that read one of ``rebuilt``, directly or through another: the
     ones the backfill would make stale (:func:`tasks.backfill.stale_downstream`), under their labels."""
     from tasks.backfill import stale_downstream
@@ -153,7 +153,7 @@ def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date, hori
     if not rebuilt:
         return {}
     held: list = []
-    found = stale_downstream(rebuilt, dataset, start, stop, horizon_days, held)
+    found = stale_downstream(rebuilt, dataset, start, stop, held=held)
     out: dict[str, list[str]] = {}
     for task in [*found, *(t for t, _ in held)]:
         out.setdefault(type(task).entry.name, []).append(_label(task))
