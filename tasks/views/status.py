@@ -278,25 +278,5 @@ def built_by_text(built_by: dict | None) -> str:
 
 
 def render_json(rows: list[DayStatus]) -> str:
-    """``json.dumps([row as a dict, ...], indent=1)``, the same text (tests/test_status.py) without json's
-    pure-Python indent path and asdict's deep copies."""
-    if not rows:
-        return "[]"
-    value = json.JSONEncoder().encode  # the C encoder for one value (what json.dumps writes without indent)
-    out = []
-    for r in rows:
-        values = {**{name: getattr(r, name) for name in _JSON_SCALARS}, "date": r.date and r.date.isoformat()}
-        fields = [f'  "{name}": {value(v)}' for name, v in values.items()]
-        unread = ",\n".join(f"   {value(f)}" for f in r.not_read)
-        fields.append(f'  "not_read": [\n{unread}\n  ]' if unread else '  "not_read": []')
-        warned = ",\n".join(f"   {value(w)}" for w in r.warnings)
-        fields.append(f'  "warnings": [\n{warned}\n  ]' if warned else '  "warnings": []')
-        fields.append('  "built_by": ' + json.dumps(r.built_by, indent=1).replace("\n", "\n  "))
-        fields.append('  "raw_folders": ' + json.dumps(r.raw_folders, indent=1).replace("\n", "\n  "))
-        out.append(" {\n" + ",\n".join(fields) + "\n }")
-    return "[\n" + ",\n".join(out) + "\n]"
-
-
-_JSON_SCALARS = [
-    f for f in DayStatus.__dataclass_fields__ if f not in ("not_read", "warnings", "built_by", "raw_folders")
-]
+    """Every row as a dict (its fields; the date as text), indented by one."""
+    return json.dumps([{**r.__dict__, "date": r.date and r.date.isoformat()} for r in rows], indent=1)
