@@ -269,3 +269,33 @@ def test_a_bar_per_hotel_with_its_own_state(lab, setting, tmp_path):
     assert shown["rows"] == str(pq.read_table(built / "data.parquet").num_rows)
     run = "luigi --module tasks HotelPickup --date 2026-09-12 --hotel H2 --local-scheduler"
     assert shown["cmd"] == f"rm -r {built} && {run}"
+
+
+def test_a_previewed_column_name_is_escaped_once(lab):
+    """A changed column's name in the previews panel reads as written (``a&b``, escaped once for HTML)."""
+    from html.parser import HTMLParser
+
+    from tasks.views.status_html import render
+
+    partition = {"date": "2026-09-01", "partition": "", "rows_before": 1, "rows_after": 1, "added": 0, "removed": 0}
+    record = {
+        "id": "p1",
+        "dataset": "stg_qsr_pos",
+        "start": "2026-09-01",
+        "stop": "2026-09-02",
+        "datasets": {
+            "stg_qsr_pos": {
+                "measure": "",
+                "partitions": [{**partition, "changed": 1, "changed_columns": {"net<a&b>": 1}}],
+                "totals": {**partition, "date": "total", "changed": 1, "changed_columns": {"net<a&b>": 1}},
+            }
+        },
+    }
+    cells = []
+
+    class Cells(HTMLParser):
+        def handle_data(self, data):
+            cells.append(data)
+
+    Cells().feed(render([], lines=[], previews=[record]))
+    assert "net<a&b> 1" in cells

@@ -205,7 +205,7 @@ def _previews(records: list[dict]) -> str:
             body = []
             for q in [*entry["partitions"], {"date": "total", "partition": "", **entry["totals"]}]:
                 change = (q.get("measure") or {}).get("change")
-                cols = ", ".join(f"{escape(c)} {n}" for c, n in q.get("changed_columns", {}).items())
+                cols = ", ".join(f"{c} {n}" for c, n in q.get("changed_columns", {}).items())  # escaped with the cells
                 cells = [
                     q["date"] or q["partition"],
                     *(q[k] for k in ("rows_before", "rows_after", "added", "removed")),
