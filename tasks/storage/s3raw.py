@@ -12,7 +12,7 @@ import threading
 import zlib
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from tasks.cores import process_pool
 from tasks.storage.rawbackend import FILE, FOLDER, RawBackend, RawFile, RawFileChanged
@@ -140,23 +140,23 @@ class S3Raw(RawBackend):
 
     def read_many(self, files: list[RawFile]) -> Iterator[bytes]:
         """:data:`IN_FLIGHT` objects fetched at once ahead of the one asked for."""
-        with ThreadPoolExecutor(max_workers=max(1, min(IN_FLIGHT, len(files))), thread_name_prefix="s3-read") as pool:
-            ahead: deque = deque()
-            pending = iter(files)
-            for raw in pending:
-                ahead.append(pool.submit(self.read_listed, raw))
-                if len(ahead) >= IN_FLIGHT:
-                    break
-            try:
-                while ahead:
-                    data = ahead.popleft().result()
-                    nxt = next(pending, None)
-                    if nxt is not None:
-                        ahead.append(pool.submit(self.read_listed, nxt))
-                    yield data
-            finally:
-                for future in ahead:
-                    future.cancel()
+        pool = process_pool("s3-read", IN_FLIGHT)  # kept: a partition's reads start no threads
+        ahead: deque = deque()
+        pending = iter(files)
+        for raw in pending:
+            ahead.append(pool.submit(self.read_listed, raw))
+            if len(ahead) >= IN_FLIGHT:
+                break
+        try:
+            while ahead:
+                data = ahead.popleft().result()
+                nxt = next(pending, None)
+                if nxt is not None:
+                    ahead.append(pool.submit(self.read_listed, nxt))
+                yield data
+        finally:
+            for future in ahead:
+                future.cancel()
 
 
 BACKEND = S3Raw  # the class of this place's backend (rawzone.one_session)
