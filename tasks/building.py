@@ -29,14 +29,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("luigi-interface")
 
 
-class RejectShareExceeded(RuntimeError):
-    """Too many rows failed the type rules; ``decided_by``, the limit, is part of the failure's identity."""
-
-    def __init__(self, message: str, decided_by: dict | None = None):
-        super().__init__(message)
-        self.decided_by = decided_by or {}
-
-
 @dataclass(frozen=True)
 class Built:
     """What a task's build step hands back to the run() template."""
@@ -45,24 +37,6 @@ class Built:
     rejected: pa.Table | None = None
     stats: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
-
-
-def check_built(node, built: Built) -> None:
-    """Fail the build when its rejected rows pass ``max_reject_share``, keeping them beside its failure record."""
-    limit = node.max_reject_share()
-    rejected = 0 if built.rejected is None else built.rejected.num_rows
-    attributed = built.stats.get("attributed_rows")
-    if limit is None or not attributed or rejected / attributed <= limit:
-        return
-    rows = built.rejected.slice(0, 5).to_pylist()
-    examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
-    where = f"{node.dataset} {node.key}" if node.key else node.dataset
-    raise RejectShareExceeded(
-        f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
-        f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
-        f"{node.store().write_failed_rejects(node.key, built.rejected)}. The previous partition is kept.",
-        decided_by=node.acceptance_settings(),
-    )
 
 
 def build(node: Node, engine: Engine) -> dict | None:
@@ -86,7 +60,7 @@ def build(node: Node, engine: Engine) -> dict | None:
         logger.warning("%s: %d raw file(s) of its window not read: %s", node.task_id, len(window.refused), refused)
     built = node.build(window.read)
     plan.check_inputs_unchanged(node)
-    check_built(node, built)
+    plan.check_rejects(node, built)
     zone = node.zone()
     manifest = {  # what docs/run-semantics.md says a manifest records; the store adds the files it wrote
         "dataset": node.dataset,

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tasks.building import RejectShareExceeded
 from tasks.checked import ipc
+from tasks.freshness.buildplan import RejectShareExceeded
 from tasks.qsr import StgQsrPos
 from tasks.transforms import ads, hotels, qsr_check, qsr_pos
 from tasks.transforms.checks import parse_dates, parse_instants

@@ -22,6 +22,14 @@ class RawInputChanged(RuntimeError):
     """A raw file of the window changed between the listing and the end of the read."""
 
 
+class RejectShareExceeded(RuntimeError):
+    """Too many rows failed the type rules; ``decided_by``, the limit, is part of the failure's identity."""
+
+    def __init__(self, message: str, decided_by: dict | None = None):
+        super().__init__(message)
+        self.decided_by = decided_by or {}
+
+
 @dataclass(frozen=True)
 class BuildPlan:
     """What a build needs to decide, found before it reads anything."""
@@ -48,6 +56,25 @@ class BuildPlan:
                 f"{node.task_id}: raw input changed while it was read ({changed}); nothing was written, "
                 "the previous partition is kept. Rerun once the upload is complete."
             )
+
+    @staticmethod
+    def check_rejects(node: Node, built) -> None:
+        """Fail the build (a :class:`tasks.building.Built`) when its rejected rows pass ``max_reject_share``,
+        keeping them beside its failure record."""
+        limit = node.max_reject_share()
+        rejected = 0 if built.rejected is None else built.rejected.num_rows
+        attributed = built.stats.get("attributed_rows")
+        if limit is None or not attributed or rejected / attributed <= limit:
+            return
+        rows = built.rejected.slice(0, 5).to_pylist()
+        examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
+        where = f"{node.dataset} {node.key}" if node.key else node.dataset
+        raise RejectShareExceeded(
+            f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
+            f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
+            f"{node.store().write_failed_rejects(node.key, built.rejected)}. The previous partition is kept.",
+            decided_by=node.acceptance_settings(),
+        )
 
 
 def plan_build(node: Node, engine: Engine) -> BuildPlan:
