@@ -122,6 +122,17 @@ def not_int_ge1(col) -> pa.Array:
     return pc.invert(pc.and_(digits, nonzero))
 
 
+def too_many_digits(col, failed, pattern: str) -> pa.Array:
+    """Per row: it ``failed`` its type rule only for being too long (it matches ``pattern``, a number of more
+    digits than its column holds). Only failed rows are matched: none, on a good file."""
+    out = np.zeros(len(col), dtype=bool)
+    at = np.flatnonzero(as_array(failed).to_numpy(zero_copy_only=False))
+    if len(at):
+        matched = pc.match_substring_regex(as_array(col).take(pa.array(at)), f"^{pattern}$")
+        out[at] = pc.fill_null(matched, False).to_numpy(zero_copy_only=False)
+    return pa.array(out)
+
+
 def parse_instants(col) -> pa.Array:
     """UTC instants from ISO 8601 strings that carry an offset (or Z); null for anything else, a date or
     time that does not exist included (the 31st of September, a 60th second, a 24-hour offset).

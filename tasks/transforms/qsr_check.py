@@ -28,6 +28,7 @@ from tasks.transforms.checks import (
     not_int_ge1,
     parse_instants,
     reject_schema,
+    too_many_digits,
 )
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
 from tasks.transforms.rawcsv import ParsedCsv, file_stem, parse_csv_many
@@ -69,6 +70,8 @@ REASONS = [
     "discount is not blank or a decimal >= 0 (2 dp)",
     "status is not COMPLETED, VOIDED or REFUNDED",
     "net_amount (qty x unit_price) does not fit decimal(18,2)",
+    "qty is over 999999999, the largest a line may have",
+    "unit_price has over 15 digits before the point, the most decimal(18,2) holds",
 ]
 
 
@@ -248,6 +251,8 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_
     """Per row, the index in REASONS of the first rule it fails (0 when it passes them all); ``price``
     and ``discount`` are :func:`money_cents` of their columns."""
     bad_qty, bad_price = not_int_ge1(raw["qty"]), pa.array(~price[0])
+    big_qty = too_many_digits(raw["qty"], bad_qty, r"0*[1-9][0-9]{9,}")
+    big_price = too_many_digits(raw["unit_price"], bad_price, r"[0-9]{16,}(\.[0-9]{1,2})?")
     checks = [
         blank(raw["order_id"]),
         not_int_ge1(raw["line_no"]),
@@ -255,11 +260,13 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_
         pc.is_null(ordered_at),
         misfiled,
         blank(raw["sku"]),
-        bad_qty,
-        bad_price,
+        pc.and_not(bad_qty, big_qty),
+        pc.and_not(bad_price, big_price),
         pc.invert(pc.or_(blank(raw["discount"]), pa.array(discount[0]))),
         pc.invert(pc.is_in(raw["status"], pa.array(STATUSES))),
         _gross_too_big(raw["qty"], price, pc.invert(pc.or_(bad_qty, bad_price))),
+        big_qty,
+        big_price,
     ]
     return first_failed(checks)
 

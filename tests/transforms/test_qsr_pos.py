@@ -159,6 +159,22 @@ def test_is_suspicious_follows_the_threshold(threshold, qty, suspicious):
         (line("O1", "2026-09-15T12:00:00-04:00", qty="-1"), "qty is not an integer >= 1"),
         (line("O1", "2026-09-15T12:00:00-04:00", price="-1.00"), "unit_price is not a decimal >= 0 (2 dp)"),
         (line("O1", "2026-09-15T12:00:00-04:00", price="1.234"), "unit_price is not a decimal >= 0 (2 dp)"),
+        (
+            line("O1", "2026-09-15T12:00:00-04:00", qty="5000000000"),
+            "qty is over 999999999, the largest a line may have",
+        ),
+        (
+            line("O1", "2026-09-15T12:00:00-04:00", qty="1000000000"),
+            "qty is over 999999999, the largest a line may have",
+        ),
+        (
+            line("O1", "2026-09-15T12:00:00-04:00", price="99999999999999999.99"),
+            "unit_price has over 15 digits before the point, the most decimal(18,2) holds",
+        ),
+        (
+            line("O1", "2026-09-15T12:00:00-04:00", price="-99999999999999999"),
+            "unit_price is not a decimal >= 0 (2 dp)",
+        ),
         (line("O1", "2026-09-15T12:00:00-04:00", discount="x"), "discount is not blank or a decimal >= 0 (2 dp)"),
         (line("O1", "2026-09-15T12:00:00-04:00", status="PENDING"), "status is not COMPLETED, VOIDED or REFUNDED"),
         ("O1,1,S999,2026-09-15T12:00:00-04:00,SKU1,1,5.00,,COMPLETED", "store_id does not match the file name"),
