@@ -221,6 +221,7 @@ def test_a_bad_setting_names_the_file_the_section_and_the_key(lab, line, expecte
     ):
         one_line(proc, message)
         assert "default" not in proc.stderr
+        assert "not consumed" not in proc.stderr  # Luigi's own warning of the same key, said before ours
     assert not lab.data.exists()
 
 
@@ -441,3 +442,18 @@ def test_ctrl_c_of_the_daybreak_command_is_one_line(tmp_path):
         proc.wait()
     assert proc.returncode == 130, err[-2000:]
     assert err.strip().splitlines() == [INTERRUPTED], err[-2000:]
+
+
+@pytest.mark.system
+def test_an_unknown_key_is_said_once_by_daybreak_not_first_by_luigi(lab):
+    """With a start date set, ``status`` reads ``[qsr]`` (its timezone says what today is) before it checks the
+    settings: Luigi's own warning that the key "is not consumed" must not come first."""
+    lab.qsr_days(START, 2)
+    cron = folder_cfg(
+        lab,
+        f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\nstart_date = {START}\n"
+        "[qsr]\nsuspicious_qty_treshold = 30\n",
+    )
+    for proc in (run(cron, "status", luigi=False), run(cron, "StgQsrPos", "--date", str(START))):
+        one_line(proc, "unknown setting [qsr] suspicious_qty_treshold in")
+        assert proc.stderr.strip().count("\n") == 0, proc.stderr
