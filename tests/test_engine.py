@@ -348,3 +348,10 @@ def test_a_window_of_which_one_folder_is_needed_reads_those_present_and_waits_fo
         later = Node(tmp_path, "staging/restated", START + k * DAY, source="exports", any_days=3)
         assert engine.window(later) is not None and engine.waiting_for(later) == ""
     assert sorted(scans) == [START + k * DAY for k in range(1, 6)]
+
+
+def test_a_stale_reason_names_only_the_entries_of_a_settings_table_that_changed():
+    hotels = {"H1": "America/Toronto", "H2": "Europe/Paris"}
+    old = {"version": 1, "timezones": hotels, "max_rooms": 1000}
+    new = {"version": 1, "timezones": {**hotels, "H9": "Asia/Tokyo"}, "max_rooms": 900}
+    assert freshness.diff_rules(old, new) == "max_rooms 1000 -> 900, timezones[H9] None -> 'Asia/Tokyo'"

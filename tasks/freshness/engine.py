@@ -206,8 +206,21 @@ def absent_note(folder: str, why: Refused | None) -> str:
 
 
 def diff_rules(old: dict, new: dict) -> str:
-    keys = sorted(set(old) | set(new))
-    changed = [f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+    """Each setting that differs, ``name old -> new``; of a table of settings (hotels' timezones), only its
+    entries that differ, ``name[key] old -> new``."""
+    changed = []
+    for k in sorted(set(old) | set(new)):
+        was, now = old.get(k), new.get(k)
+        if was == now:
+            continue
+        if isinstance(was, dict) and isinstance(now, dict):
+            changed += [
+                f"{k}[{e}] {was.get(e)!r} -> {now.get(e)!r}"
+                for e in sorted(set(was) | set(now))
+                if was.get(e) != now.get(e)
+            ]
+        else:
+            changed.append(f"{k} {was!r} -> {now!r}")
     return ", ".join(changed) or "fingerprint differs"
 
 
