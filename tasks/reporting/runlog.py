@@ -227,7 +227,7 @@ def report() -> tuple[list[str], str]:
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
         lines.append(f"  {_name(family, _span(keys) or None)}: {parts}")
     if others:
-        lines.append(f"  another run wrote {_names(others)} (this run waited for its lock, then found it done)")
+        lines.append(f"  another run wrote {_names(others)} (found done when this run came to it)")
     if fenced:
         lines.append(
             f"  superseded {_names(fenced)}: another host's newer commit is kept (its warning above says whose)"
