@@ -135,6 +135,10 @@ def test_plan_proposes_the_local_scheduler_unless_core_names_a_scheduler(lab, se
         assert main(args) == 1
         line = capsys.readouterr().out.splitlines()[-1]
         assert line.endswith(f"--stop {START + dt.timedelta(days=2)} --workers 2"), line
+        # one worker here, but other hosts may take dates from the same scheduler: one task a date
+        assert main([*args[:-1], "1"]) == 1
+        line = capsys.readouterr().out.splitlines()[-1]
+        assert line.endswith(f"RangeDaily --of StgQsrPos --start {START} --stop {START + dt.timedelta(days=2)}"), line
     finally:
         ours.stop()
 

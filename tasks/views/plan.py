@@ -50,10 +50,10 @@ class Plan:
             return KEYED_RUNS[self.kind]
         if one_session(settings.raw_root()):
             return "RangeSingleRun", "the raw zone is SFTP: one connection, each raw folder read once"
+        if luigid.central_scheduler():  # other hosts may take dates too: one task a date
+            return "RangeDaily", "a central scheduler: the dates shared among its workers and hosts, one task each"
         if self.workers == 1:
             return "RangeSingleRun", "one worker: one run reads each raw folder once for consecutive dates"
-        if luigid.central_scheduler():
-            return "RangeDaily", f"{self.workers} workers on the central scheduler: the dates shared, one task each"
         return "RangeSingleRun", "a process per core, each a stretch of dates, each raw folder read once"
 
     @property
