@@ -10,6 +10,7 @@ import datetime as dt
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from tasks import catalogue, guard
 from tasks.faults import FAULT_EXIT, check_stores, fault_line
@@ -166,8 +167,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 READ_ONLY = (cmd_status, cmd_plan)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line, ``daybreak: error: <command>: ...``, as every other error (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("daybreak").strip()
+        print(f"daybreak: error: {command + ': ' if command else ''}{message} ({self.prog} --help)", file=sys.stderr)
+        sys.exit(guard.USAGE_EXIT)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="daybreak", description=__doc__)
+    parser = _Parser(prog="daybreak", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("sample", help="write a deterministic sample raw zone")

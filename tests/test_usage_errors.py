@@ -315,7 +315,9 @@ def test_a_bad_date_of_the_daybreak_command_is_named_as_such(lab, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["plan", "stg_qsr_pos", "--start", "2026-13-01", "--stop", str(START)])
     assert exit_.value.code == 2
-    assert "argument --start: '2026-13-01' is not a date (YYYY-MM-DD)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "argument --start: '2026-13-01' is not a date (YYYY-MM-DD)" in err
+    assert err.startswith("daybreak: error: plan: ") and err.count("\n") == 1, err  # one line, no usage block
 
 
 @pytest.mark.system
