@@ -215,6 +215,8 @@ class HotelPickup(_PerHotel, PartitionedTask, entry=catalogue.HOTEL_PICKUP):
     the books after d's events minus before, for the bookings they touched). Reads the hotel's slice
     of state d-1 and its events of d only, so a re-sent extract rebuilds only that hotel's pickups."""
 
+    reads_a_slice = True
+
     def dataset_path(self) -> str:
         return f"{self.dataset}/*/hotel_id={self.hotel}"  # identity of this hotel's store (not a real path)
 

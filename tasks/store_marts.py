@@ -143,6 +143,8 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
     """store_daily_sales: one row per business date for one registered store (net sales, orders,
     suspicious lines); stale when that store's slice of a staging partition changed."""
 
+    reads_a_slice = True
+
     store_id = StoreIdParameter(description="A store from the registry (data/_state/stores.json)")
 
     @classmethod

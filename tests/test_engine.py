@@ -46,6 +46,7 @@ class Node:
     version: str = "v1"
     calls: dict = field(default_factory=dict)  # upstream() calls per date, shared by a chain's nodes
     any_days: int = 0  # instead of src/<date>: at least one of src/<date+1 .. date+any_days>
+    reads_a_slice = False  # its upstream's data version, not a key's slice of it
 
     @property
     def task_id(self) -> str:

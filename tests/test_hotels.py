@@ -378,9 +378,16 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
     last = FIRST + dt.timedelta(days=3)  # H2's newest extract re-sent: that day's H2 pickup is stale
     write(hotel_lab, last, "H2", [f"V9,H2,{last}T23:50:00-07:00,CREATED,2026-10-05,2026-10-06,1,80.00,ota"])
     rows = status.collect(FIRST, stop, ["hotel_pickup"])
-    assert [r.state for r in rows] == ["ok", "ok", "ok", "stale"]
-    assert rows[-1].reason.startswith(f"hotel {', '.join(hotels())}: upstream staging/hotel_bookings_daily 2026-09-")
-    assert rows[-1].reason.endswith("is stale")  # staging not rebuilt yet: which hotel changed is unknown
+    assert [r.state for r in rows] == [
+        "ok",
+        "ok",
+        "ok",
+        "pending",
+    ]  # staging not rebuilt: which hotel changed is unknown
+    assert rows[-1].reason.startswith(
+        f"hotel {', '.join(hotels())}: may rebuild once its upstream is rebuilt: staging/hotel_bookings_daily {last} "
+        f"(stale: input content changed: hotel_bookings/{last}/H2.csv)"
+    )
     chain = status.collect(FIRST, stop, ["hotel_booking_state"])  # the state of that day reads it too
     assert [r.state for r in chain] == ["ok", "ok", "ok", "stale"]
     assert "staging/hotel_bookings_daily" in chain[-1].reason
@@ -606,3 +613,32 @@ def test_plan_names_every_partition_that_would_go_stale_downstream_through_the_c
         for name, keys in named.items()
         for _ in keys.split(", ")
     )
+
+
+def test_plan_and_status_of_the_pickups_say_which_may_rebuild_and_the_run_rebuilds_one_hotels(hotel_lab, capsys):
+    from tasks.cli import main
+
+    stop = FIRST + 4 * DAY
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    day = FIRST + DAY  # one rate of H1's extract of 09-11 changed: only H1's rows of 09-11 on can change
+    write(hotel_lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
+    capsys.readouterr()
+    assert main(["plan", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 1  # the upstream runs
+    plan = capsys.readouterr().out
+    head = "hotel_pickup: 0 partitions would run, 15 may run once their upstream is rebuilt, 0 wait for raw data"
+    assert plan.splitlines()[0] == head, plan
+    root = (
+        f"may rebuild once its upstream is rebuilt: staging/hotel_bookings_daily {day} (stale: input content changed: "
+    )
+    assert f"  may   {day} H1 .. {stop - DAY} H5 (15 partitions): {root}" in plan, plan
+    assert "  run:  luigi --module tasks AllHotelsPickup" in plan, plan
+    assert main(["status", "--dataset", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 0
+    shown = capsys.readouterr().out
+    assert "\n  #???\n  1 ok, 3 pending\n" in shown, shown  # ? pending: none stale
+    assert f"{day} .. {stop - DAY} (3 days) pending: hotel H1, H2, H3, H4, H5: {root}" in shown, shown
+    before = pickups(hotel_lab)
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    after = pickups(hotel_lab)
+    assert {k for k in after if after[k] != before[k]} == {(day + k * DAY, "H1") for k in range(3)}
+    assert main(["plan", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data"

@@ -211,3 +211,35 @@ def test_the_sensor_lists_only_folders_it_has_not_seen(lab, setting, monkeypatch
     (lab.data / "_state" / store_marts.REGISTRY).unlink()  # a lost registry is rebuilt from what the sensor remembers
     assert listed_by_run() == []
     assert store_marts.read_registry()["S004"] == old_day
+
+
+def test_plan_and_status_say_the_stores_may_rebuild_when_staging_is_stale_and_the_run_rebuilds_one(
+    lab, setting, capsys
+):
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S007", "S009"))
+    assert build_all(lab) == 0
+    before = store_parts(lab)
+    late = START + dt.timedelta(days=2)
+    path = lab.raw / "qsr_pos" / late.isoformat() / "S007.csv"
+    path.write_text(path.read_text().replace(",COLA,3,", ",COLA,9,"))  # re-sent with corrected content
+    capsys.readouterr()
+    args = ["--start", str(START), "--stop", str(START + dt.timedelta(days=4))]
+    assert main(["plan", "store_daily_sales", *args]) == 1
+    plan = capsys.readouterr().out
+    head = "store_daily_sales: 0 partitions would run, 3 may run once their upstream is rebuilt, 0 wait for raw data"
+    assert plan.splitlines()[0] == head, plan
+    upstream = f"staging/qsr_pos {late - dt.timedelta(days=1)} (stale: input content changed: qsr_pos/{late}/S007.csv)"
+    root = f"may rebuild once its upstream is rebuilt: {upstream}"
+    may = f"  may   S001 .. S009 (3 partitions): {root}"
+    assert may in plan and "  run:  luigi --module tasks AllStores --local-scheduler" in plan, plan
+    assert main(["status", "--dataset", "store_daily_sales"]) == 0
+    shown = capsys.readouterr().out
+    assert f"store_daily_sales  (unpartitioned)  pending: store_id S001, S007, S009: {root}" in shown, shown
+    assert lab.luigi("AllStores") == 0
+    after = store_parts(lab)
+    assert {s for s in after if after[s] != before[s]} == {"S007"}
+    assert main(["plan", "store_daily_sales", *args]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "store_daily_sales: 0 partitions would run, 0 wait for raw data"

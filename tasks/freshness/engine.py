@@ -117,14 +117,26 @@ class Engine(Memo):
         if manifest.get("verify_mismatch"):
             return State("stale", "daybreak verify: " + manifest["verify_mismatch"])
         recorded = manifest.get("upstream", {})
+        first_not_ok = None  # of a node that reads a slice: a rebuilt upstream may leave its slice as it was
         for up in node.upstream():
             up_state = yield up
             if not up_state.ok:
-                return State("stale", f"upstream {_label(up)} is {up_state.state}")
+                cause = up_state.cause or f"{_label(up)} ({up_state.state}: {up_state.reason})".replace(": )", ")")
+                if not node.reads_a_slice:
+                    return State("stale", f"upstream {_label(up)} is {up_state.state}", cause=cause)
+                first_not_ok = first_not_ok or cause
+                continue
             up_manifest = self._summary(self.store(up), up.key)[1]
             version = node.upstream_version(up_manifest)
             if recorded.get(up.task_id) != version:
                 return State("stale", f"upstream {_label(up)} changed")
+        if first_not_ok:
+            return State(
+                "stale",
+                f"may rebuild once its upstream is rebuilt: {first_not_ok}",
+                may_rebuild=True,
+                cause=first_not_ok,
+            )
         return State("ok", note)
 
     def _recent(self, node: Node, manifest: dict, window: Window) -> bool:

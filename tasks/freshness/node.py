@@ -34,6 +34,9 @@ class Node(Protocol):
     input_names: str  # the names accepts_input takes, for the reason a file is refused
 
     def upstream(self) -> list[Node]: ...
+
+    reads_a_slice: bool  # upstream_version is one key's slice (a hotel's rows): a rebuilt upstream may not change it
+
     def upstream_version(self, manifest: dict | None) -> str | None: ...
     def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
 
@@ -47,6 +50,11 @@ def raw_folders(node: Node) -> list[tuple[str, dt.date]]:
 class State:
     state: str  # ok | stale | missing
     reason: str = ""
+    # stale only because an upstream is not ok, for a node that reads a slice of it: a run rebuilds the
+    # upstream first, then this node only if its slice changed; what it waits on is not known before
+    may_rebuild: bool = False
+    # the partition at the root of a not-ok upstream chain, and its own reason: "staging/x 2026-09-11 (stale: ...)"
+    cause: str = ""
 
     @property
     def ok(self) -> bool:

@@ -36,6 +36,9 @@ class Plan:
     left_out: list[dt.date] = field(default_factory=list)  # not begun or not over: the run leaves them out
     left_out_why: str = ""
     previews: list[dict] = field(default_factory=list)  # open previews of the dataset over the range
+    # (partition, reason) of each that reads a key's slice of a not-ok upstream: the run rebuilds the upstream
+    # first, then the partition only if its slice changed, which is not known before (docs/backfills.md)
+    maybe: list[tuple[dt.date | str, str]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -64,7 +67,8 @@ class Plan:
         if self.kind == "date x hotel":
             return f"luigi --module tasks {family} --start {self.start} --stop {self.stop}{workers}{local}"
         if self.kind == "hotel":  # one task per hotel that would run; one hotel waiting stops no other
-            return "; ".join(f"luigi --module tasks {family} --hotel {h}{local}" for h, _, _ in self.runs)
+            hotels = [h for h, *_ in [*self.runs, *self.maybe]]
+            return "; ".join(f"luigi --module tasks {family} --hotel {h}{local}" for h in hotels)
         if self.kind != "date":
             return f"luigi --module tasks {family}{workers}{local}"
         of = DATASETS[self.dataset].__name__
@@ -136,6 +140,8 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[Materi
             rebuilt[task.task_id] = task
         elif row.reason == SAME_CONTENT:
             plan.same_content.append(label)
+        elif row.state == "pending":
+            plan.maybe.append((label, row.reason))
         elif row.state == "waiting":
             plan.blocked.append((label, row.reason))
         manifest = cache.summary(cache.store(task), task.key)
@@ -172,10 +178,13 @@ def _label(task: MaterializedTask) -> str:
 def render(plan: Plan) -> str:
     from tasks.backfill import describe_left_out
 
-    lines = [f"{plan.dataset}: {len(plan.runs)} partitions would run, {len(plan.blocked)} wait for raw data"]
+    maybe = f", {len(plan.maybe)} may run once their upstream is rebuilt" if plan.maybe else ""
+    lines = [f"{plan.dataset}: {len(plan.runs)} partitions would run{maybe}, {len(plan.blocked)} wait for raw data"]
     if plan.left_out:
         lines.append("  " + describe_left_out(plan.left_out, plan.left_out_why, (plan.stop - plan.start).days))
     lines += [f"  run   {d}  {state}: {shorten(reason)}" for d, state, reason in plan.runs]
+    for first, last, n, reason in _grouped(plan.maybe):
+        lines.append(f"  may   {first if n == 1 else f'{first} .. {last} ({n} partitions)'}: {shorten(reason)}")
     lines += [f"  wait  {d}  {shorten(reason)}" for d, reason in plan.blocked]
     if plan.same_content:
         first, last, n = plan.same_content[0], plan.same_content[-1], len(plan.same_content)
@@ -187,17 +196,28 @@ def render(plan: Plan) -> str:
             f"  open preview {p['id']} ({p['start']} .. {p['stop']}, {len(p.get('partitions', []))} partitions): "
             f"see it with `daybreak previews`, put it in place with `daybreak publish {p['id']}`"
         )
-    if plan.runs:
-        if plan.estimate_s is None:
-            lines.append("  estimate: no recorded durations yet")
-        else:
-            lines.append(
-                f"  estimate: {len(plan.runs)} partitions x {plan.seconds_each:.1f} s / {plan.workers} workers "
-                f"= {plan.estimate_s:.0f} s (mean of recorded build times)"
-            )
+    if plan.runs and plan.estimate_s is None:
+        lines.append("  estimate: no recorded durations yet")
+    elif plan.runs:
+        lines.append(
+            f"  estimate: {len(plan.runs)} partitions x {plan.seconds_each:.1f} s / {plan.workers} workers "
+            f"= {plan.estimate_s:.0f} s (mean of recorded build times)"
+        )
+    if plan.runs or plan.maybe:
         family, why = plan.mode
         kind = {"RangeSingleRun": "one run for the range", "RangeDaily": "one Luigi task per date"}.get(family, "")
         kind = kind or "one Luigi task per partition"
         lines.append(f"  mode: {kind} ({family}): {why}")
         lines.append(f"  run:  {plan.command}")
     return "\n".join(lines)
+
+
+def _grouped(rows: list[tuple]) -> list[tuple]:
+    """(first, last, count, reason) of each run of ``rows`` in a row with the same reason: one line each."""
+    out: list[list] = []
+    for label, reason in rows:
+        if out and out[-1][3] == reason:
+            out[-1][1], out[-1][2] = label, out[-1][2] + 1
+        else:
+            out.append([label, label, 1, reason])
+    return [tuple(g) for g in out]

@@ -1,5 +1,5 @@
-"""Partition status view: ok / provisional / stale (with the reason) / missing / waiting for raw /
-failed, per dataset and day.
+"""Partition status view: ok / provisional / stale (with the reason) / pending (may rebuild once its
+upstream is rebuilt) / missing / waiting for raw / failed, per dataset and day.
 
 It reads manifests, failure records and raw folder listings only (never Luigi's state), through the
 same :meth:`PartitionedTask.state` check that decides what a backfill runs.
@@ -29,8 +29,8 @@ DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
 MULTI = catalogue.classes("date x hotel")  # one state per day: the worst of its keys' states
 SNAPSHOTS: dict[str, type[MaterializedTask]] = catalogue.classes("none")  # one state each, after the daily ones
 STATIC = catalogue.classes("hotel", "store")  # one partition per key: one state, the worst of the keys'
-SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "missing": ".", "waiting": "w", "failed": "F"}
-WORST_FIRST = ["failed", "stale", "waiting", "missing", "provisional", "ok"]
+SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "pending": "?", "missing": ".", "waiting": "w", "failed": "F"}
+WORST_FIRST = ["failed", "stale", "waiting", "missing", "pending", "provisional", "ok"]
 # The row, first when there is one, of the raw zone's entries that belong to no day: entries of a source
 # folder that no partition reads (a link, a name that is not YYYY-MM-DD, ...), or a linked source folder.
 RAW_ZONE, DATA_ROOT, NOT_READ = "raw_zone", "data_root", "not_read"
@@ -41,7 +41,7 @@ RAW_ZONE_LINES = 20  # the text view lists this many, then "... and N more" (--j
 class DayStatus:
     dataset: str
     date: dt.date | None  # None: an unpartitioned dataset (one state for all of it)
-    state: str  # ok | provisional | stale | missing | waiting | failed
+    state: str  # ok | provisional | stale | pending | missing | waiting | failed
     reason: str = ""
     rows: int | None = None
     duration_s: float | None = None
@@ -87,6 +87,8 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
         waiting = cache.waiting_for(task)
         if waiting:
             return DayStatus(name, day, "waiting", waiting)
+    if state.may_rebuild:  # a run rebuilds its upstream first, then this partition only if its slice changed
+        return DayStatus(name, day, "pending", state.reason, rows, duration)
     if state.ok and task.provisional(cache):
         return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
     # an ok partition's reason is a note: its raw files' metadata changed, their content did not
@@ -237,7 +239,7 @@ def render_text(rows: list[DayStatus]) -> str:
             + (f"; {warned} warning(s)" if warned else "")
         )
         # provisional: a count, not a line; days in a row with the same state and reason: one line
-        attention = [r for r in mine if r.state in ("stale", "failed", "waiting")]
+        attention = [r for r in mine if r.state in ("stale", "pending", "failed", "waiting")]
         for first, last, r in runs(attention, lambda r: (r.state, r.reason)):
             lines.append(f"  {span(first, last)} {r.state}: {shorten(r.reason)}")
         for first, last, r in runs([r for r in mine if r.warnings], lambda r: r.warnings):
