@@ -190,7 +190,9 @@ def render(plan: Plan) -> str:
         first, last, n = plan.same_content[0], plan.same_content[-1], len(plan.same_content)
         lines.append(f"  keep  {first} .. {last}  {n} partitions: {SAME_CONTENT}, nothing to rebuild")
     for name, keys in plan.downstream.items():
-        lines.append(f"  then stale downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
+        # a hotel's or a store's partition reads its own rows of what is rebuilt: stale only if they change
+        how = "may go stale" if catalogue.BY_NAME[name].task.reads_a_slice else "stale"
+        lines.append(f"  then {how} downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
     for p in plan.previews:
         lines.append(
             f"  open preview {p['id']} ({p['start']} .. {p['stop']}, {len(p.get('partitions', []))} partitions): "

@@ -107,7 +107,8 @@ def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
     worst = min((r.state for r in rows.values()), key=WORST_FIRST.index)
     keys = [k for k, r in rows.items() if r.state == worst]
     first = rows[keys[0]]
-    reason = "" if worst == "ok" else f"{key} {', '.join(keys)}: {first.reason}".rstrip(": ")
+    named = ", ".join(keys) if len(keys) <= 10 else f"{keys[0]} .. {keys[-1]} ({len(keys)} of {len(rows)})"
+    reason = "" if worst == "ok" else f"{key} {named}: {first.reason}".rstrip(": ")
     counts = [r.rows for r in rows.values() if r.rows is not None]
     took = [r.duration_s for r in rows.values() if r.duration_s is not None]
     rows_sum, took_sum = sum(counts) if counts else None, round(sum(took), 4) if took else None
