@@ -395,6 +395,37 @@ def test_every_file_not_read_is_reported_in_the_manifest_the_log_and_status(lab,
     )
 
 
+def test_a_file_not_read_that_arrives_after_the_build_is_named_by_each_run_that_finds_it_up_to_date(lab, caplog):
+    """A link and a lower-case copy land in folder 09-11 after 09-10 and 09-11 were built: no rebuild (no
+    row changes), but each run warns of them once per partition whose window holds them, until a build
+    records them in the manifest; then the runs say nothing."""
+    lab.qsr_days(FIRST, 2)
+    assert lab.range(FIRST, FIRST + 2 * DAY) == 0
+    folder = lab.raw / "qsr_pos" / str(FIRST + DAY)
+    os.symlink("S001.csv", folder / "S099.csv")
+    shutil.copy(folder / "S002.csv", folder / "s002.csv")
+    names = "name is not <store_id>.csv (store_id matching ^[A-Z0-9][A-Z0-9_-]{0,31}$)"
+    files = (
+        f"2 raw file(s) of its window not read, not in its manifest: qsr_pos/{FIRST + DAY}/S099.csv "
+        f"(a symbolic link (never followed)); qsr_pos/{FIRST + DAY}/s002.csv ({names})"
+    )
+
+    def warnings_of_a_range() -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="luigi-interface"):
+            assert lab.rebuilt_by(lambda: lab.range(FIRST, FIRST + 2 * DAY)) == set()
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "not read" in r.getMessage()]
+
+    for _ in range(2):  # the manifest does not name them: every run says so
+        assert warnings_of_a_range() == [f"staging/qsr_pos {d}: up to date; {files}" for d in (FIRST, FIRST + DAY)]
+    shutil.rmtree(lab.partition(FIRST + DAY))  # rebuilt: its manifest names them, its build warned
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="luigi-interface"):
+        assert lab.rebuilt_by(lambda: lab.range(FIRST, FIRST + 2 * DAY)) == {FIRST + DAY}
+    assert any("2 raw file(s) of its window not read: " in r.getMessage() for r in caplog.records)
+    assert warnings_of_a_range() == [f"staging/qsr_pos {FIRST}: up to date; {files}"]
+
+
 def test_a_symbolic_link_is_never_followed_out_of_the_raw_zone(lab, tmp_path):
     from tasks.storage.rawzone import RawFile, RawFileUnreadable, RawZone
 

@@ -111,7 +111,7 @@ class Engine(Memo):
             seen = manifest.get("seen_inputs")
             ok, note, seen = identity.check_inputs(self.zone(node), full, window, self.digest, seen)
             if seen is not None:
-                self.remember_seen_inputs(store, node.key, stamp, seen)
+                self.remember_in_summary(store, node.key, stamp, seen_inputs=seen)
             if not ok:
                 return State("stale", note)
         if manifest.get("verify_mismatch"):
@@ -137,6 +137,7 @@ class Engine(Memo):
                 may_rebuild=True,
                 cause=first_not_ok,
             )
+        self.warn_unread_not_named(node, window, _label(node))
         return State("ok", note)
 
     def _recent(self, node: Node, manifest: dict, window: Window) -> bool:

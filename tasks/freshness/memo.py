@@ -67,6 +67,7 @@ class Memo(RawFolders):
         self._early: dict[tuple, tuple[float, Future]] = {}  # raw folder -> (when, its listing), list_early
         # found not ok just now by a bulk check: Luigi's check as it schedules each takes that answer once
         self.just_found: set[str] = set()
+        self.warned_unread: set[str] = set()  # task ids: warn_unread_not_named said it in this run
 
     def keep_ok_states(self) -> None:
         """A new pass that keeps the ok states (a forked worker: another worker builds only what was not ok)."""
@@ -76,9 +77,10 @@ class Memo(RawFolders):
         stamps = {k: v for k, v in self._stamps.items() if k in ok}
         sources = self.sources  # reported once per run, not per task
         first_seen = self.first_seen  # the run's, in every process of it
+        warned = self.warned_unread
         self.new_pass()
         self.states, self._readers, self._at, self._stamps, self.sources = ok, readers, at, stamps, sources
-        self.first_seen = first_seen
+        self.first_seen, self.warned_unread = first_seen, warned
 
     def flush(self) -> None:
         """Write the manifest summaries learned, from the process that made the engine only."""
@@ -193,15 +195,41 @@ class Memo(RawFolders):
         if stamp is not None and content is not None and not content.get("_corrupt"):
             self._summary_files.put(store, key, stamp, summary(content))
 
-    def remember_seen_inputs(self, store: PartitionStore, key: dt.date | None, stamp: tuple, seen: dict) -> None:
-        """Remember in the manifest's summary the raw files' metadata a check found with the same content, so
-        the next check compares metadata again instead of hashing."""
+    def remember_in_summary(self, store: PartitionStore, key: dt.date | None, stamp: tuple, **learned) -> None:
+        """Remember in the manifest's summary what a check learned: the raw files' metadata found with the
+        same content (``seen_inputs``: the next check compares metadata again instead of hashing), or the
+        files not read that an older summary left out (``refused_inputs``: the manifest is not read again)."""
         part = partition_id(store, key)
         known = self.summaries.get(part)
         if known is None or known[0] != stamp or known[1] is None:
             return
-        self.summaries[part] = (stamp, {**known[1], "seen_inputs": seen})
+        self.summaries[part] = (stamp, {**known[1], **learned})
         self._summary_files.put(store, key, stamp, self.summaries[part][1])
+
+    def unread_not_named(self, node: Node, window: Window) -> list[dict[str, str]]:
+        """The files of ``node``'s window not read that its manifest does not name (they came after its
+        build), from its summary; a summary written before summaries kept them: the manifest, once."""
+        store = self.store(node)
+        stamp, manifest = self._summary(store, node.key)
+        named = (manifest or {}).get("refused_inputs")
+        if named is None:
+            named = (self.manifest(store, node.key) or {}).get("refused_inputs") or []
+            self.remember_in_summary(store, node.key, stamp, refused_inputs=named)
+        known = {r.get("path") for r in named if isinstance(r, dict)}
+        return [r for r in window.refused if r["path"] not in known]
+
+    def warn_unread_not_named(self, node: Node, window: Window, label: str) -> None:
+        """Warn, once per pass, of the files not read that an up-to-date partition's manifest does not name:
+        a run that built it would have named them (:func:`tasks.building.build`). Not in a view's pass."""
+        if self.snapshot or node.task_id in self.warned_unread or not any(f.refused for f in window.folders):
+            return
+        new = self.unread_not_named(node, window)
+        if new:
+            self.warned_unread.add(node.task_id)
+            files = "; ".join(f"{r['path']} ({r['reason']})" for r in new)
+            logger.warning(
+                "%s: up to date; %d raw file(s) of its window not read, not in its manifest: %s", label, len(new), files
+            )
 
     def _summary(self, store: PartitionStore, key: dt.date | None) -> tuple[tuple | None, dict | None]:
         """(stamp, summary of the manifest) once per pass, from the summary file while it is current."""

@@ -16,7 +16,7 @@ import tempfile
 from tasks.storage.partitions import PartitionStore
 
 # The keys a check reads only when the raw files' metadata changed (then from the manifest)
-DETAIL = frozenset({"inputs", "input_hashes", "refused_inputs"})
+DETAIL = frozenset({"inputs", "input_hashes"})
 FORMAT = 1
 
 
