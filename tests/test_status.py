@@ -73,14 +73,15 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
     ]
     # then a line per day that needs attention, with its reason; a reason over 300 characters (the
     # failure names the quarantine's full path) is cut at a word boundary for display, ` ...` after it
-    attention = [r for r in as_json if r["state"] in ("stale", "failed", "waiting")]
-    assert attention[1]["reason"] == attention[2]["reason"]  # 09-12 and 09-13: one line
+    attention = [r for r in as_json if r["state"] != "ok"]
+    assert attention[2]["reason"] == attention[3]["reason"]  # 09-12 and 09-13: one line
     assert [line.split(":", 1)[0] for line in lines[4:]] == [
         f"  {attention[0]['date']} failed",
-        f"  {attention[1]['date']} .. {attention[2]['date']} (2 days) stale",
-        f"  {attention[3]['date']} waiting",
+        f"  {attention[1]['date']} missing",
+        f"  {attention[2]['date']} .. {attention[3]['date']} (2 days) stale",
+        f"  {attention[4]['date']} waiting",
     ]
-    for line, r in zip(lines[4:], [attention[0], attention[1], attention[3]], strict=True):
+    for line, r in zip(lines[4:], [attention[0], attention[1], attention[2], attention[4]], strict=True):
         shown = line.split(": ", 1)[1]
         if len(r["reason"]) <= 300:
             assert shown == r["reason"]
@@ -89,6 +90,35 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
             kept = shown.removesuffix(" ...")
             assert r["reason"].startswith(kept) and r["reason"][len(kept)] == " "
     assert len(as_json[0]["reason"]) > 300  # the failed day's reason, whole in JSON, is shortened here
+
+
+def test_missing_days_get_a_reason_line_each_run_of_them_one_line(lab, setting, capsys):
+    """Three years never built (their raw folders there), then days deleted here and there: one line per
+    run of consecutive missing days, not one per day; days before start_date say no run builds them."""
+    first = START - 3 * 365 * DAY
+    setting("daybreak", "start_date", first)
+    lab.qsr_days(first, (START - first).days + 6, stores=("S001",))
+    assert lab.range(START, START + 6 * DAY) == 0
+    for day in (START + DAY, START + 3 * DAY, START + 4 * DAY):
+        shutil.rmtree(lab.partition(day))
+    capsys.readouterr()
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(first), "--stop", str(START + 6 * DAY)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-4:] == [
+        f"  3 ok, {3 * 365 + 3} missing",
+        f"  {first} .. {START - DAY} ({3 * 365} days) missing: no partition",
+        f"  {START + DAY} missing: no partition",
+        f"  {START + 3 * DAY} .. {START + 4 * DAY} (2 days) missing: no partition",
+    ]
+    assert len(lines) < 30
+    setting("daybreak", "start_date", START)
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(first), "--stop", str(START + 2 * DAY)]) == 0
+    assert capsys.readouterr().out.splitlines()[-3:] == [
+        f"  1 ok, {3 * 365 + 1} missing",
+        f"  {first} .. {START - DAY} ({3 * 365} days) missing: before [daybreak] start_date {START}: not built; "
+        "a run builds no date before it",
+        f"  {START + DAY} missing: no partition",
+    ]
 
 
 def test_a_later_success_clears_the_failure(lab):

@@ -239,8 +239,9 @@ def render_text(rows: list[DayStatus]) -> str:
             + (f"; {unread} raw file(s) not read" if unread else "")
             + (f"; {warned} warning(s)" if warned else "")
         )
-        # provisional: a count, not a line; days in a row with the same state and reason: one line
-        attention = [r for r in mine if r.state in ("stale", "pending", "failed", "waiting")]
+        # provisional: a count, not a line; days in a row with the same state and reason: one line (three
+        # years never built: one line)
+        attention = [r for r in mine if r.state in ("stale", "pending", "failed", "waiting", "missing")]
         for first, last, r in runs(attention, lambda r: (r.state, r.reason)):
             lines.append(f"  {span(first, last)} {r.state}: {shorten(r.reason)}")
         for first, last, r in runs([r for r in mine if r.warnings], lambda r: r.warnings):
