@@ -75,6 +75,26 @@ def test_the_no_op_after_a_two_worker_backfill_reads_no_manifest(counted):
     assert asked and per_partition == {}, per_partition
 
 
+def test_a_no_op_names_files_not_read_that_came_after_the_build_and_still_reads_no_manifest(counted, caplog):
+    """A link and a lower-case copy land in folder START+1 after the backfill: the no-op run warns of them for
+    the two partitions that read the folder, from the listings and summaries it makes anyway."""
+    lab = counted
+    raw_lab(lab, 4)
+    assert lab.range(START, START + 4 * DAY, "--workers", "2") == 0
+    folder = lab.raw / "qsr_pos" / str(START + DAY)
+    (folder / "S099.csv").symlink_to("S001.csv")
+    (folder / "s002.csv").write_bytes((folder / "S002.csv").read_bytes())
+    releasing()
+    lab.proxy.seen.clear()
+    with caplog.at_level("WARNING", logger="luigi-interface"):
+        assert lab.range(START, START + 4 * DAY, "--workers", "2") == 0
+    asked = lab.requests()
+    per_partition = {k: n for k, n in asked.items() if "business_date=" in k[1]}
+    assert asked and per_partition == {}, per_partition
+    warned = sorted(r.getMessage().split(":")[0] for r in caplog.records if "not in its manifest" in r.getMessage())
+    assert warned == [f"staging/qsr_pos {START}", f"staging/qsr_pos {START + DAY}"]
+
+
 def test_a_command_asks_its_two_buckets_at_once(rgw, behind_proxy):
     """The raw zone and the data root in two buckets of a store 50 ms away each way (the latency proxy): the
     checks a command starts with (does each bucket answer) reach the store at once instead of a round trip
