@@ -379,6 +379,22 @@ def test_days_in_a_row_with_the_same_state_and_reason_are_one_line_and_json_keep
     assert [r["date"] for r in json.loads(render_json(rows))] == [d.isoformat() for d in days]
 
 
+def test_days_in_a_row_waiting_each_for_its_own_folder_are_one_line():
+    """A source that stopped sending: each day waits for its own next folder, so no two reasons are equal;
+    a month of them is one line naming the first and last folder, not thirty lines."""
+    from tasks.views.status import DayStatus, render_text
+
+    first = dt.date(2026, 9, 1)
+    days = [first + dt.timedelta(days=k) for k in range(40)]
+    rows = [DayStatus("ads_daily", d, "ok", "") for d in days[:10]]
+    rows += [DayStatus("ads_daily", d, "waiting", f"raw folder missing: ads/{d + DAY}") for d in days[10:39]]
+    rows.append(DayStatus("ads_daily", days[39], "waiting", f"raw folder missing: ads/{days[39] + DAY}, qsr_pos/x"))
+    assert render_text(rows).splitlines()[-2:] == [
+        "  2026-09-11 .. 2026-10-09 (29 days) waiting: raw folder missing: ads/2026-09-12 .. 2026-10-10",
+        "  2026-10-10 waiting: raw folder missing: ads/2026-10-11, qsr_pos/x",
+    ]
+
+
 def test_an_entry_under_a_dataset_folder_that_is_no_partition_is_named_by_status_and_never_read(lab, capsys):
     """A file beside the partitions, a folder whose name is not business_date=YYYY-MM-DD, a file where a
     pickup's hotel folders are: each named in the status view (text and JSON), none read as data."""

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import gc
 import json
+import re
 from dataclasses import dataclass, replace
 
 from tasks import catalogue, settings
@@ -242,8 +243,9 @@ def render_text(rows: list[DayStatus]) -> str:
         # provisional: a count, not a line; days in a row with the same state and reason: one line (three
         # years never built: one line)
         attention = [r for r in mine if r.state in ("stale", "pending", "failed", "waiting", "missing")]
-        for first, last, r in runs(attention, lambda r: (r.state, r.reason)):
-            lines.append(f"  {span(first, last)} {r.state}: {shorten(r.reason)}")
+        last_of = {r.date: r for r in attention}
+        for first, last, r in runs(attention, _same_reason):
+            lines.append(f"  {span(first, last)} {r.state}: {shorten(_spanning(r.reason, last_of[last].reason))}")
         for first, last, r in runs([r for r in mine if r.warnings], lambda r: r.warnings):
             lines.extend(f"  {span(first, last)} warning: {shorten(w)}" for w in r.warnings)
         for first, last, r in runs([r for r in mine if r.not_read], lambda r: r.not_read):
@@ -266,6 +268,25 @@ def runs(rows: list[DayStatus], key) -> list[tuple[dt.date, dt.date, DayStatus]]
         else:
             out.append((r.date, r.date, r))
     return out
+
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _same_reason(r: DayStatus) -> tuple:
+    """What makes days one line: their state and reason; waiting days' reasons but for their dates (each day
+    waits for its own folder)."""
+    return (r.state, _DATE.sub("", r.reason) if r.state == "waiting" else r.reason)
+
+
+def _spanning(first: str, last: str) -> str:
+    """The reason of a run of days from its first and last day's: each date that differs as ``first .. last``
+    (``raw folder missing: qsr_pos/2026-11-01 .. 2026-11-30``)."""
+    if first == last:
+        return first
+    ends = zip(_DATE.findall(first), _DATE.findall(last), strict=True)
+    texts = iter(a if a == b else f"{a} .. {b}" for a, b in ends)
+    return _DATE.sub(lambda _: next(texts), first)
 
 
 def span(first: dt.date, last: dt.date) -> str:
