@@ -20,8 +20,9 @@ DATASET_NAMES = catalogue.names()  # what status, plan and preview take: every d
 
 
 def _date(text: str) -> dt.date:
+    """A date as Luigi's ``DateParameter`` reads one (``2026-09-01``, and ``2026-9-1`` too)."""
     try:
-        return dt.date.fromisoformat(text)
+        return dt.datetime.strptime(text, "%Y-%m-%d").date()  # noqa: DTZ007 - a date, no time of day
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 

@@ -311,6 +311,13 @@ def test_a_wrong_task_name_or_value_is_one_short_line_and_exit_2(lab, args, expe
     assert len(proc.stderr.splitlines()) <= 3, proc.stderr
 
 
+def test_the_daybreak_command_reads_a_date_as_luigi_does(lab, capsys):
+    """``luigi ... --start 2026-9-10`` runs: ``daybreak plan`` takes the same date, not only 2026-09-10."""
+    lab.qsr_days(START, 2)
+    assert main(["plan", "stg_qsr_pos", "--start", "2026-9-10", "--stop", "2026-9-11"]) == 1
+    assert "  run   2026-09-10  missing: no partition" in capsys.readouterr().out.splitlines()
+
+
 def test_a_bad_date_of_the_daybreak_command_is_named_as_such(lab, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["plan", "stg_qsr_pos", "--start", "2026-13-01", "--stop", str(START)])
