@@ -18,7 +18,8 @@ from tasks.guard import fail
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.storage import partitions
 from tasks.storage.partitions import atomic_write_text, exclusive
-from tasks.storage.rawzone import RawFile, RawZone
+from tasks.storage.rawbackend import FOLDER
+from tasks.storage.rawzone import RawFile, RawZone, is_date_name
 from tasks.targets import luigi_engine
 
 logger = logging.getLogger("luigi-interface")
@@ -156,8 +157,16 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
         return f"{self.dataset}/store_id={self.store_id}"
 
     def upstream(self) -> list[PartitionedTask]:
-        staging = StgQsrPos(date=settings.daybreak().start_date).store()
-        return [StgQsrPos(date=d) for d in sorted(staging.listed_dates())]
+        """Every staging date built, and every date from ``[daybreak] start_date`` whose raw folder is there
+        but the newest (which waits for the next): a staging partition deleted or not built yet is rebuilt
+        first, never left out of the store's rows."""
+        start = settings.daybreak().start_date
+        staging = StgQsrPos(date=start)
+        dates = set(staging.store().listed_dates())
+        engine = luigi_engine()
+        folders = _folder_dates(engine, engine.zone(staging), start)
+        dates.update(folders[:-1])
+        return [StgQsrPos(date=d) for d in sorted(dates)]
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("store_versions", {}).get(self.store_id, "no files")
@@ -215,6 +224,15 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
         lines = staging.store().read_table(staging.date).select(["store_id", "order_id", "net_amount", "is_suspicious"])
         mine = lines.filter(pc.equal(lines["store_id"], self.store_id))
         return store_rows(store_totals(mine, staging.date), self.store_id), lines.num_rows
+
+
+def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:
+    """The dates of the qsr_pos folders from ``start`` to tomorrow (a stray later folder is not counted),
+    from the source's listing of this pass."""
+    limit = settings.business_today() + dt.timedelta(days=1)
+    _, entries = engine.source_listed(zone, SOURCE)
+    dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
+    return sorted(d for d in dates if start <= d <= limit)
 
 
 class AllStores(luigi.Task):

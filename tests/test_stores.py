@@ -243,3 +243,21 @@ def test_plan_and_status_say_the_stores_may_rebuild_when_staging_is_stale_and_th
     assert {s for s in after if after[s] != before[s]} == {"S007"}
     assert main(["plan", "store_daily_sales", *args]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "store_daily_sales: 0 partitions would run, 0 wait for raw data"
+
+
+def test_a_deleted_staging_partition_is_rebuilt_for_the_stores_not_left_out_of_their_rows(lab, setting):
+    """Deleting a partition forces its rerun: a store's daily sales read every staging date whose raw folder is
+    there, so AllStores rebuilds the deleted date first and the stores keep its row."""
+    import shutil
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert build_all(lab) == 0
+    full = {s: full_read(lab, s) for s in ("S001", "S002")}
+    gone = START + dt.timedelta(days=1)
+    assert gone in {r["business_date"] for r in full["S001"]}
+    shutil.rmtree(lab.partition(gone))
+    assert lab.luigi("AllStores") == 0
+    assert lab.partition(gone).is_dir()  # rebuilt as the stores' upstream
+    for s in ("S001", "S002"):
+        assert store_output(lab, s) == full[s] == full_read(lab, s)
