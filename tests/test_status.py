@@ -426,3 +426,11 @@ def test_an_entry_under_a_dataset_folder_that_is_no_partition_is_named_by_status
     text = capsys.readouterr().out
     assert "2 entries under the datasets' folders that no partition is (never read):" in text
     assert "  staging/qsr_pos/notes.txt" in text
+
+
+def test_an_empty_range_is_no_error(lab, capsys):
+    """``--start`` equal to ``--stop`` is an empty range (docs/operations.md): no date to show, exit 0."""
+    lab.qsr_days(START, 2, stores=("S001",))
+    for args in ([], ["--json"], ["--dataset", "stg_qsr_pos"], ["--dataset", "hotel_pickup"]):
+        assert main(["status", "--start", str(START), "--stop", str(START), *args]) == 0, args
+        assert "Traceback" not in capsys.readouterr().err

@@ -151,6 +151,8 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
             out.extend(keyed_status(name, d, cache) for d in date_range(start, stop))
             continue
         days = [DATASETS[name](date=d) for d in date_range(start, stop)]
+        if not days:  # --start equal to --stop: an empty range
+            continue
         cache.list_dataset(days[0].store())
         cache.scan_ahead(days)  # a bucket's raw folders listed at once, not one request after another
         out.extend(day_status(task, cache, name) for task in days)
