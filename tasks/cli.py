@@ -169,7 +169,11 @@ READ_ONLY = (cmd_status, cmd_plan)
 
 
 class _Parser(argparse.ArgumentParser):
-    """A usage error is one line, ``daybreak: error: <command>: ...``, as every other error (exit 2)."""
+    """A usage error is one line, ``daybreak: error: <command>: ...``, as every other error (exit 2); an
+    option is taken only as spelled in full (``--workers``, not ``--work``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("daybreak").strip()

@@ -466,3 +466,17 @@ def test_an_unknown_key_is_said_once_by_daybreak_not_first_by_luigi(lab):
     for proc in (run(cron, "status", luigi=False), run(cron, "StgQsrPos", "--date", str(START))):
         one_line(proc, "unknown setting [qsr] suspicious_qty_treshold in")
         assert proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_an_option_is_taken_only_as_spelled_in_full(lab, capsys):
+    """docs/operations.md: ``--workers``, not ``--work`` (argparse would take any unambiguous prefix)."""
+    lab.qsr_days(START, 2)
+    for args in (
+        ["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY), "--work", "2"],
+        ["status", "--data", "stg_qsr_pos"],
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(args)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert "unrecognized arguments: " + " ".join(args[-2:]) in err and err.count("\n") == 1, err
