@@ -276,9 +276,9 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _same_reason(r: DayStatus) -> tuple:
-    """What makes days one line: their state and reason; waiting days' reasons but for their dates (each day
-    waits for its own folder)."""
-    return (r.state, _DATE.sub("", r.reason) if r.state == "waiting" else r.reason)
+    """What makes days one line: their state and reason but for its dates (each day waits for its own folder;
+    in a chain, each day is stale because the day before is)."""
+    return (r.state, _DATE.sub("", r.reason))
 
 
 def _spanning(first: str, last: str) -> str:
