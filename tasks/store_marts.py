@@ -82,6 +82,17 @@ def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, st
     """({store: first folder date it appears in}, invalid file names) over the qsr_pos folders of [start, stop),
     by name only. Lists only the folders not seen before (and remembers them in ``_state/stores_seen.json``);
     the stores of the others come from that state."""
+    found, invalid, fresh = _stores_in(zone, start, stop)
+    path = seen_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(path.with_suffix(".lock"), "the stores seen"):  # another sensor may have remembered others
+        state = {"raw_root": zone.describe(), "folders": {**read_seen(zone), **fresh}}
+        atomic_write_text(path, json.dumps(state, indent=1, sort_keys=True))
+    return found, invalid
+
+
+def _stores_in(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str], dict[str, list]]:
+    """(what :func:`discover` returns, and what it would remember of the folders it listed); writes nothing."""
     new, known = unseen_folders(zone, start, stop)
     fresh: dict[str, list] = {}
     invalid: list[str] = []
@@ -97,12 +108,19 @@ def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, st
     for name, (_, folder_stores) in sorted({**known, **fresh}.items()):
         for store in folder_stores:
             found.setdefault(store, name)
-    path = seen_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(path.with_suffix(".lock"), "the stores seen"):  # another sensor may have remembered others
-        state = {"raw_root": zone.describe(), "folders": {**read_seen(zone), **fresh}}
-        atomic_write_text(path, json.dumps(state, indent=1, sort_keys=True))
-    return found, invalid
+    return found, invalid, fresh
+
+
+def unregistered_stores() -> list[str]:
+    """The stores with a file in the qsr_pos folders that the sensor has not registered yet (it will at the
+    next AllStores): what a plan counts as partitions to build. Lists only the folders not seen before."""
+    zone = RawZone.from_uri(settings.raw_root())
+    start = settings.daybreak().start_date
+    newest = newest_raw_date(zone, SOURCE)
+    if newest is None:
+        return []
+    found, _, _ = _stores_in(zone, start, newest + dt.timedelta(days=1))
+    return sorted(set(found) - set(read_registry()))
 
 
 class DiscoverStores(luigi.Task):

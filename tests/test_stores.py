@@ -261,3 +261,26 @@ def test_a_deleted_staging_partition_is_rebuilt_for_the_stores_not_left_out_of_t
     assert lab.partition(gone).is_dir()  # rebuilt as the stores' upstream
     for s in ("S001", "S002"):
         assert store_output(lab, s) == full[s] == full_read(lab, s)
+
+
+def test_plan_counts_the_stores_the_sensor_has_not_registered_yet(lab, setting, capsys):
+    """Before the first AllStores, and when a new store's first file arrives, the stores that run will build
+    are partitions that would run: plan exits 1 and names them, not 0 with nothing to do."""
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert lab.range(START, START + dt.timedelta(days=4)) == 0
+    args = ["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + dt.timedelta(days=4))]
+    capsys.readouterr()
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "store_daily_sales: 2 partitions would run" in out and "  run   S001  missing" in out, out
+    assert lab.luigi("AllStores") == 0
+    assert main(args) == 0
+    new_day = START + dt.timedelta(days=3)
+    lab.qsr_file(new_day.isoformat(), "S003", [r.replace("S001", "S003") for r in qsr_rows("S001", new_day)])
+    capsys.readouterr()
+    assert main(args) == 1
+    assert "  run   S003  missing" in capsys.readouterr().out
+    assert store_marts.read_registry().keys() == {"S001", "S002"}  # plan registers nothing

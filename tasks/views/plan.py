@@ -123,6 +123,10 @@ def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date) -> list[tuple
     parts = spec.partitions(start, stop)
     if spec.partition == "date x hotel":
         return [(f"{t.date} {getattr(t, spec.key_param)}", t) for t in parts]
+    if spec.partition == "store":  # a store the sensor will register at the start of the run is built too
+        from tasks.store_marts import StoreDailySales, unregistered_stores
+
+        parts += [StoreDailySales(store_id=s) for s in unregistered_stores()]
     if spec.key_param:
         return [(getattr(t, spec.key_param), t) for t in parts]
     return [("(all)", t) for t in parts]
