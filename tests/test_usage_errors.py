@@ -302,6 +302,9 @@ def test_a_stray_future_folder_is_ignored_and_named(lab, caplog, setting):
         (("StgQsrPos", "--date", "2026-13-01"), "--date '2026-13-01': time data"),
         (("RangeDaily", "--of", "StgQsrPos", "--start", "2026-09-31", "--stop", str(START)), "--start '2026-09-31'"),
         (("StgQsrPos",), "StgQsrPos needs --date"),
+        (("StgQsrPos", "--date", str(START), "--workers", "x"), "--workers 'x': expected a whole number"),
+        (("StgQsrPos", "--date", str(START), "--workers=1.5"), "--workers '1.5': expected a whole number"),
+        (("StgQsrPos", "--date", str(START), "--log-level", "NOPE"), "--log-level 'NOPE': expected one of CRITICAL,"),
     ],
 )
 @pytest.mark.system

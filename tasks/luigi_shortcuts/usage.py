@@ -49,12 +49,40 @@ def describe(exc: BaseException, tb=None) -> str | None:
         return f"--{param.replace('_', '-')} {value}: {text}" if param else text
     if param is not None:  # raised while Luigi parsed a command-line value
         return f"--{param.replace('_', '-')} {value!r}: {exc}"
+    default = re.match(r"(\w+)\[.*\]: Error when parsing the default value of '(\w+)'", str(exc))
+    if default and exc.__cause__ is not None:  # a value of Luigi's own sections ([core]: --workers, --log-level)
+        return _bad_setting(*default.groups(), exc.__cause__)
     if isinstance(exc, ParameterException):
         missing = re.match(r"(\w+)\[.*\]: requires the '(\w+)' parameter to be set", str(exc))
         if missing:
             return f"{missing.group(1)} needs --{missing.group(2).replace('_', '-')}"
         return str(exc)
     return None
+
+
+def _bad_setting(section: str, name: str, cause: BaseException) -> str:
+    """``--workers 'x': expected a whole number``: a value of a Luigi section, from the command line (or its
+    config file) that did not parse."""
+    import luigi
+    from luigi.cmdline_parser import CmdlineParser
+    from luigi.task_register import Register
+
+    parser = CmdlineParser.get_instance()
+    value = getattr(parser.known_args, f"{section}_{name}", None) if parser is not None else None
+    flags = {f"--{name.replace('_', '-')}", f"--{section}-{name.replace('_', '-')}"}
+    for i, arg in enumerate(sys.argv if value is None else ()):  # the run is over: its parser is gone
+        flag, equals, given = arg.partition("=")
+        if flag in flags:
+            value = given if equals else (sys.argv[i + 1] if i + 1 < len(sys.argv) else None)
+    param = dict(Register.get_task_cls(section).get_params()).get(name)
+    if isinstance(param, luigi.IntParameter):
+        why = "expected a whole number"
+    elif isinstance(param, luigi.ChoiceParameter):
+        why = f"expected one of {', '.join(sorted(map(str, param._choices)))}"
+    else:
+        why = str(cause)
+    flag = f"--{name.replace('_', '-')}" if value is not None else f"[{section}] {name}"
+    return f"{flag} {value!r}: {why}" if value is not None else f"{flag}: {why}"
 
 
 def parsed_parameter(tb) -> tuple[str | None, object]:
