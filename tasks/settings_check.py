@@ -103,6 +103,11 @@ def _setting_errors(config, where_of, disk: bool = True) -> list[str]:
             if key in defaults:
                 continue
             where = where_of(name, key)
+            if key not in params and key.replace("-", "_") in params:  # Luigi would prefer another file's
+                found = _last_file_with(lambda parser, name=name, key=key: parser.has_option(name, key))
+                where = str(Path(found[0]).resolve()) if found is not None and disk else where
+                errors.append(f"[{name}] {key} in {where}: write it {key.replace('-', '_')}, with underscores")
+                continue
             if key not in params:
                 from tasks.guard import nearest
 

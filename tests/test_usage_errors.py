@@ -205,6 +205,10 @@ def test_a_reversed_range_from_the_luigi_command_is_one_line(lab):
             "unknown setting [qsr] suspicious_qty_treshold in {cfg}; did you mean suspicious_qty_threshold?",
         ),
         ("max_reject_share = 2", "[qsr] max_reject_share = '2' in {cfg}: out of range: expected from 0 to 1"),
+        (
+            "suspicious-qty-threshold = 30",  # Luigi would take another file's suspicious_qty_threshold first
+            "[qsr] suspicious-qty-threshold in {cfg}: write it suspicious_qty_threshold, with underscores",
+        ),
         ("suspicious_qty_threshold = abc", "[qsr] suspicious_qty_threshold = 'abc' in {cfg}: expected a whole number"),
         ("timezone = Mars/Olympus", "[qsr] timezone = 'Mars/Olympus' in {cfg}: not an IANA timezone"),
     ],
