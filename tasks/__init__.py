@@ -7,6 +7,7 @@ pure parts load no Luigi until a family is named (``tasks.StgQsrPos``).
 import importlib
 import os
 import sys
+import warnings
 
 __version__ = "0.1.0"
 JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1,tcache:false"
@@ -27,6 +28,17 @@ if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
     except (OSError, ValueError, AttributeError):
         pass
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# A LUIGI_CONFIG_PATH that names no file is said by Daybreak's one line (exit 2), not first by the warning
+# Luigi gives when it reads its configuration (under `daybreak`; the `luigi` command reads it before this)
+warnings.filterwarnings("ignore", message=r"Config file does not exist: ")
+# Luigi reads these [core] keys itself, not as parameters of its ``core`` section, which then warns that a
+# config file's value "is not consumed" (Daybreak sets the rpc ones by default: tasks/settings.py)
+warnings.filterwarnings(
+    "ignore",
+    message=r"The configuration contains the parameter '(rpc[-_](retry[-_]attempts|retry[-_]wait|log[-_]retries|"
+    r"connect[-_]timeout)|default[-_]scheduler[-_](host|port|url))' with value .* that is not consumed by the task "
+    r"'core'",
+)
 
 from tasks.catalogue import TASK_MODULES  # noqa: E402  (no Luigi)
 

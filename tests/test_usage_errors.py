@@ -487,3 +487,30 @@ def test_an_option_is_taken_only_as_spelled_in_full(lab, capsys):
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert "unrecognized arguments: " + " ".join(args[-2:]) in err and err.count("\n") == 1, err
+
+
+@pytest.mark.system
+def test_a_config_path_that_names_no_file_is_one_line(lab):
+    """LUIGI_CONFIG_PATH naming no file: Daybreak's line alone, not first Luigi's warning that it does not exist."""
+    cron = folder_cfg(lab)
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cron / "nonexist.cfg")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tasks.cli", "status"], cwd=cron, env=env, capture_output=True, text=True, timeout=300
+    )
+    one_line(proc, f"LUIGI_CONFIG_PATH={cron / 'nonexist.cfg'}: no such file")
+    assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.system
+def test_luigis_own_scheduler_keys_give_no_warning(lab):
+    """``[core] default_scheduler_port`` (docs/scale-out.md) is read by Luigi itself: no "not consumed" warning
+    from either command."""
+    lab.qsr_days(START, 2)
+    cron = folder_cfg(
+        lab,
+        f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n"
+        "[core]\ndefault_scheduler_host = 127.0.0.1\ndefault-scheduler-port = 1\nrpc-retry-attempts = 1\n",
+    )
+    proc = run(cron, "plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY), luigi=False)
+    assert proc.returncode == 1 and "RangeDaily" in proc.stdout, proc.stderr
+    assert "not consumed" not in proc.stderr, proc.stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import warnings
 from urllib.error import HTTPError, URLError
 
 from luigi import interface, rpc
@@ -21,13 +20,6 @@ from tasks.guard import fail
 
 logger = logging.getLogger("luigi-interface")
 
-# Luigi reads these [core] keys itself, not as parameters of its ``core`` section, which then warns that a
-# config file's value "is not consumed" (Daybreak sets the first two by default: tasks/settings.py)
-warnings.filterwarnings(
-    "ignore",
-    message=r"The configuration contains the parameter 'rpc[-_](retry[-_]attempts|retry[-_]wait|log[-_]retries|"
-    r"connect[-_]timeout)' with value .* that is not consumed by the task 'core'",
-)
 
 _lost: str | None = None  # what the last lost luigid of this process was: the line the run ends with
 
