@@ -22,6 +22,7 @@ from tasks.transforms.checks import (
     parse_dates,
     parse_instants,
     reject_schema,
+    too_many_digits,
 )
 from tasks.transforms.rawcsv import ParsedCsv, file_stem
 
@@ -144,6 +145,9 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelL
     departure = parse_dates(raw["departure_date"])
     nights = pc.subtract(departure.cast(pa.int32()), arrival.cast(pa.int32()))
     rooms_ok, rate_ok = pc.invert(not_int_ge1(raw["rooms"])), is_money(raw["rate"])
+    # a number of more digits than the type holds is above its bound, not "not a number"
+    big_rooms = too_many_digits(raw["rooms"], pc.invert(rooms_ok), r"0*[1-9][0-9]{9,}")
+    big_rate = too_many_digits(raw["rate"], pc.invert(rate_ok), r"[0-9]{16,}(\.[0-9]{1,2})?")
     # typed only where the type rule passed (the others are rejected by it first)
     rooms = pc.cast(pc.if_else(rooms_ok, raw["rooms"], "1"), pa.int64())
     rate = pc.cast(pc.if_else(rate_ok, raw["rate"], "0"), pa.float64())
@@ -156,10 +160,10 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelL
         pc.is_null(arrival),
         pc.or_kleene(pc.is_null(departure), pc.less_equal(departure, arrival)),
         pc.greater(nights, limits.max_stay_nights),
-        pc.invert(rooms_ok),
-        pc.greater(rooms, limits.max_rooms),
-        pc.invert(rate_ok),
-        pc.greater(rate, limits.max_rate),
+        pc.and_not(pc.invert(rooms_ok), big_rooms),
+        pc.or_(pc.greater(rooms, limits.max_rooms), big_rooms),
+        pc.and_not(pc.invert(rate_ok), big_rate),
+        pc.or_(pc.greater(rate, limits.max_rate), big_rate),
         blank(raw["channel"]),
     ]
     code = first_failed([pc.fill_null(c, True) for c in checks])

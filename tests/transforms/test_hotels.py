@@ -156,6 +156,9 @@ def test_nothing_on_the_books():
         ("2026-10-01", "2026-10-02", "1000", "100000.00", None),
         ("2026-10-01", "2026-10-02", "1", "100000.01", "rate is above max_rate (100000.00)"),
         ("2026-10-01", "2026-10-02", "1", "999999999999999.99", "rate is above max_rate (100000.00)"),
+        ("2026-10-01", "2026-10-02", "5000000000", "1.00", "rooms is above max_rooms (1000)"),  # over int32
+        ("2026-10-01", "2026-10-02", "1", "99999999999999999.99", "rate is above max_rate (100000.00)"),  # over 15
+        ("2026-10-01", "2026-10-02", "1x", "1.00", "rooms is not an integer >= 1"),
     ],
 )
 def test_stays_rooms_and_rates_beyond_their_bounds_are_rejected(arr, dep, rooms, rate, reason):
