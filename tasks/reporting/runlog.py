@@ -248,7 +248,7 @@ def report() -> tuple[list[str], str]:
         "  not run  ",
         cooled,
         "(luigid counts it done by another host, less than [scheduler] stable_done_cooldown_secs ago, but this "
-        "host finds it stale: other rules? Rerun in a few seconds)",
+        "host finds it stale: deleted or changed since, or built under other rules? Rerun in a few seconds)",
     )
     if failed or blocked or waiting or cooled:
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
