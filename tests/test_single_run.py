@@ -196,3 +196,13 @@ def test_a_local_range_is_built_by_one_process_per_core_and_sftp_or_a_chain_by_o
     assert chain.processes(chain.partitions()) == 1  # date d reads d-1: in order, in one process
     setting("daybreak", "raw_root", "sftp://daybreak@127.0.0.1:2222/raw")
     assert build.processes(todo) == 1  # one SFTP connection for the range
+
+
+def test_a_run_with_nothing_to_do_still_says_so_in_its_summary(lab, caplog):
+    """As RangeDaily does: ``StgQsrPos 2026-09-10 .. 2026-09-12: 3 up to date``, not silence."""
+    lab.qsr_days(START, 3)
+    assert single(lab, "StgQsrPos", START, START + 3 * DAY) == 0
+    caplog.clear()
+    assert single(lab, "StgQsrPos", START, START + 3 * DAY) == 0
+    summary = caplog.text[caplog.text.index("summary of this run:") :]
+    assert f"StgQsrPos {START} .. {START + 2 * DAY}: 3 up to date" in summary, caplog.text[-2000:]
