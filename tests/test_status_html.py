@@ -299,3 +299,19 @@ def test_a_previewed_column_name_is_escaped_once(lab):
 
     Cells().feed(render([], lines=[], previews=[record]))
     assert "net<a&b> 1" in cells
+
+
+def test_a_file_not_read_in_a_partitions_window_is_on_the_page(lab):
+    """As in the text view and --json: a raw file of a window that is not read, with the datasets it is in."""
+    from tasks.views.status import DayStatus
+    from tasks.views.status_html import render
+
+    day = dt.date(2026, 9, 10)
+    entry = "qsr_pos/2026-09-11/s003.csv (name is not <store_id>.csv)"
+    rows = [
+        DayStatus("stg_qsr_pos", day, "ok", "", 10, not_read=(entry,)),
+        DayStatus("stg_qsr_pos", day + dt.timedelta(days=1), "ok", "", 10, not_read=(entry,)),
+    ]
+    page = render(rows, lines=[], previews=[])
+    assert "raw files not read, in the windows of:" in page
+    assert "<li>qsr_pos/2026-09-11/s003.csv (name is not &lt;store_id&gt;.csv): stg_qsr_pos</li>" in page

@@ -106,6 +106,13 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
         for r in rows
         if r.dataset == status.RAW_ZONE
     )
+    in_windows: dict[str, dict] = {}  # a file of a partition's window not read: the datasets it is in
+    for r in rows:
+        for entry in r.not_read if r.dataset not in (status.RAW_ZONE, status.DATA_ROOT) else ():
+            in_windows.setdefault(entry, {})[r.dataset] = None
+    if in_windows:
+        items = "".join(f"<li>{escape(e)}: {escape(', '.join(names))}</li>" for e, names in sorted(in_windows.items()))
+        unread += f"<p class='unread'>raw files not read, in the windows of:</p><ul class='unread'>{items}</ul>"
     dates = sorted({d for line in lines for d in line.days})
     bands = _bands(dates)
     day_px = max(3, min(22, ROOM_PX // max((len(b) for b in bands), default=1)))
