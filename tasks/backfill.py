@@ -263,20 +263,27 @@ def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[t
     yields as dates finish. The dates of a process that dies without reporting them are failed."""
     context = multiprocessing.get_context("fork")
 
-    def build(stretch: list[PartitionedTask], pipe) -> None:
+    def build(stretch: list[PartitionedTask], pipe, inherited: list) -> None:
+        for end in inherited:  # the parent's ends and the other children's: once the parent is gone, a send fails
+            if end is not pipe:
+                end.close()
         cores.share(processes)  # the cores are this run's processes': a build in each on one thread (2 cores)
-        for task, error in built_in_order(stretch):
-            pipe.send((task.task_id, error))
+        try:
+            for task, error in built_in_order(stretch):
+                pipe.send((task.task_id, error))
+        except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C, said once by the parent; or the parent was killed
+            pass
 
     by_id = {t.task_id: t for t in todo}
     bounds = [len(todo) * i // processes for i in range(processes + 1)]
-    workers, readers = [], []
-    for a, b in itertools.pairwise(bounds):
-        reader, writer = context.Pipe(duplex=False)
-        workers.append(context.Process(target=build, args=(todo[a:b], writer), daemon=True))
+    pipes = [context.Pipe(duplex=False) for _ in range(processes)]
+    readers = [reader for reader, _ in pipes]
+    workers = []
+    for (a, b), (_, writer) in zip(itertools.pairwise(bounds), pipes, strict=True):
+        ends = [end for pair in pipes for end in pair if not end.closed]
+        workers.append(context.Process(target=build, args=(todo[a:b], writer, ends), daemon=True))
         workers[-1].start()
         writer.close()  # the child holds the only writer: its exit ends the reader with EOFError
-        readers.append(reader)
     try:
         while readers:
             for reader in multiprocessing.connection.wait(readers):

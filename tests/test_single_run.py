@@ -206,3 +206,41 @@ def test_a_run_with_nothing_to_do_still_says_so_in_its_summary(lab, caplog):
     assert single(lab, "StgQsrPos", START, START + 3 * DAY) == 0
     summary = caplog.text[caplog.text.index("summary of this run:") :]
     assert f"StgQsrPos {START} .. {START + 2 * DAY}: 3 up to date" in summary, caplog.text[-2000:]
+
+
+@pytest.mark.system
+def test_its_build_processes_stop_when_the_run_is_killed(lab, tmp_path):
+    """kill -9 of the run's own process: its build processes finish the date they are on, then stop; they
+    do not go on building the range unseen (a rerun would overlap them)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    days = 40
+    lab.qsr_days(START, days, stores=tuple(f"S{i:03d}" for i in range(1, 41)))
+    lab.write_cfg(tmp_path / "luigi.cfg")
+    cmd = [sys.executable, "-m", "luigi", "--module", "tasks", "RangeSingleRun", "--of", "StgQsrPos"]
+    cmd += ["--start", str(START), "--stop", str(START + days * DAY), "--local-scheduler"]
+    run = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    built = lambda: len(list((lab.data / "staging/qsr_pos").glob("*/_manifest.json")))  # noqa: E731
+    deadline = time.monotonic() + 120
+    while built() == 0 and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.poll() is None, "the run ended before a partition could be seen: nothing to kill"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    group = run.pid  # its build processes are in the run's process group
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            break  # none left
+        time.sleep(0.05)
+    else:
+        os.killpg(group, signal.SIGKILL)
+        raise AssertionError("the build processes still run a minute after their run was killed")
+    assert built() < days // 2, built()  # each stopped after the date it was on
