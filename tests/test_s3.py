@@ -523,3 +523,37 @@ def test_a_listing_outside_botocore_equals_botocores_over_pages_and_odd_names(s3
         }
         assert {k: (o.size, o.etag, o.mtime_ns) for k, o in bucket.list(prefix).items()} == expected
     assert len(bucket.list("many/")) == 1203 and sorted(bucket.list("odd/")) == sorted(names[:5])
+
+
+def test_a_lease_of_a_process_of_this_host_that_is_gone_is_taken_over_at_once(s3lab, setting):
+    """A run killed here (kill -9) left its lease: the rerun on this host takes it at once, not after
+    lease_seconds; a live process's lease, or another host's, is still waited for."""
+    import subprocess
+    import sys
+
+    from tasks.storage import tempnames
+    from tasks.storage.partitions import PartitionBusy
+    from tasks.storage.s3lease import releasing
+    from tasks.storage.store import PartitionStore
+
+    setting("s3", "lease_seconds", 600)
+    store = PartitionStore(s3lab.uri, "marts/demo")
+    lease_key = f"daybreak/_state/leases/marts/demo/business_date={START}.json"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+
+    def held_by(host: str, pid: int, start: int) -> None:
+        body = {"owner": f"{host} pid {pid}", "seconds": 600, "released": False, "host": host, "pid": pid}
+        s3lab.s3.put_object(Bucket=s3lab.bucket, Key=lease_key, Body=json.dumps({**body, "start": start}).encode())
+
+    held_by(tempnames.host(), dead_pid, 1)
+    with store.locked(START, wait_s=0):  # taken over at once
+        pass
+    releasing()  # the release runs on a thread of its own; a run waits for it before it exits
+    me = os.getpid()
+    held_by(tempnames.host(), me, tempnames.start_of(me))  # a live process of this host
+    with pytest.raises(PartitionBusy), store.locked(START, wait_s=0):
+        pass
+    held_by("another-host", dead_pid, 1)  # its processes cannot be seen from here
+    with pytest.raises(PartitionBusy), store.locked(START, wait_s=0):
+        pass

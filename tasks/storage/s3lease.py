@@ -50,7 +50,9 @@ class Lease:
         self._lock = threading.Lock()
 
     def _body(self, released: bool = False) -> bytes:
-        return json.dumps({"owner": self.owner, "seconds": self.seconds, "released": released}).encode()
+        pid = os.getpid()
+        process = {"host": tempnames.host(), "pid": pid, "start": tempnames.start_of(pid)}
+        return json.dumps({"owner": self.owner, "seconds": self.seconds, "released": released, **process}).encode()
 
     def acquire(self, what: str, wait_s: float | None) -> bool:
         """Take the lease, waiting at most ``wait_s`` for a live holder (then :class:`PartitionBusy`); whether
@@ -96,6 +98,9 @@ class Lease:
             )
             held = {}
         expired = seconds is None or now - obj.mtime_ns / 1e9 > min(seconds, self.seconds)
+        if not expired and _gone_from_this_host(held):
+            logger.info("%s: its holder %s was a process of this host that is gone", self.rel, held.get("owner"))
+            expired = True  # a run killed here (kill -9, a crash): its rerun need not wait for the lease to expire
         if held.get("released") is True or expired:
             try:
                 self.etag = self.bucket.put(self.rel, self._body(), if_match=obj.etag)
@@ -188,6 +193,14 @@ def releasing() -> None:
             return
         for future in pending:
             future.result()
+
+
+def _gone_from_this_host(held: dict) -> bool:
+    """Whether a lease's holder was a process of this host that is no longer running (pid and start time)."""
+    pid, start = held.get("pid"), held.get("start")
+    if held.get("host") != tempnames.host() or not isinstance(pid, int) or not isinstance(start, int):
+        return False
+    return not tempnames.writer_alive(pid, start)
 
 
 def _excerpt(data: bytes) -> str:

@@ -40,7 +40,9 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 
 @functools.cache
-def _start_of(pid: int) -> int:
+def start_of(pid: int) -> int:
+    """When process ``pid`` started (clock ticks since boot; 0 where /proc cannot say): with the pid, names a
+    process across pid reuse."""
     fields = _stat_fields(pid)
     return int(fields[19]) if fields else 0
 
@@ -48,7 +50,7 @@ def _start_of(pid: int) -> int:
 def temp_path(path: Path) -> Path:
     """A hidden temporary name beside ``path`` that names this writer (host, pid, start time)."""
     pid = os.getpid()
-    return path.with_name(f".{path.name}.tmp-{host()}-{pid}-{_start_of(pid)}-{uuid.uuid4().hex[:12]}")
+    return path.with_name(f".{path.name}.tmp-{host()}-{pid}-{start_of(pid)}-{uuid.uuid4().hex[:12]}")
 
 
 def is_temp_name(name: str) -> bool:
