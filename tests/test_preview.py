@@ -267,7 +267,9 @@ def test_a_preview_builds_only_its_range_and_holds_a_mart_that_reads_stale_dates
     qsr_lab(lab)
     assert lab.range(D1, STOP) == 0 and lab.luigi("AllStores") == 0  # staging and the store mart at 20
     qsr_setting("suspicious_qty_threshold", 15)
-    report = preview_json(capsys, "stg_qsr_pos", D1, D2)
+    code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(D2), "--json")
+    assert code == 25, out  # a partition of the preview was not built
+    report = json.loads(out)
     built = {name: [p["date"] for p in d["partitions"]] for name, d in report["datasets"].items()}
     assert built == {"stg_qsr_pos": [D1.isoformat()]}
     assert report["not_built"] == [
@@ -277,11 +279,39 @@ def test_a_preview_builds_only_its_range_and_holds_a_mart_that_reads_stale_dates
         }
     ]
     code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(D2))
-    assert code == 0 and "  not built  marts/store_daily_sales/store_id=S001: also reads" in out
+    assert code == 25 and "  not built  marts/store_daily_sales/store_id=S001: also reads" in out
     assert lab.range(D2, STOP) == 0  # D2 and D3 at threshold 15
     report = preview_json(capsys, "stg_qsr_pos", D1, D2)
     assert report["not_built"] == []
     assert set(report["datasets"]) == {"stg_qsr_pos", "store_daily_sales"}
+
+
+def test_a_preview_with_downstream_partitions_not_built_exits_25_and_cannot_be_published(lab, capsys, qsr_setting):
+    """Ten stores' marts read a stale date outside the previewed range: the preview exits 25, lists 8 of
+    them then "... and 2 more", `previews` shows it not publishable with the reason, and `publish`
+    refuses it (exit 1) in one line naming a partition and what to do, changing nothing."""
+    stores = tuple(f"S{k:03}" for k in range(1, 11))
+    lab.qsr_days(D1, 3, stores)
+    assert lab.range(D1, STOP) == 0 and lab.luigi("AllStores") == 0
+    qsr_setting("suspicious_qty_threshold", 15)
+    before = production(lab)
+    code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(D2))
+    assert code == 25, out
+    held = [line for line in out.splitlines() if line.startswith("  not built  ")]
+    assert len(held) == 8 and held[0].startswith("  not built  marts/store_daily_sales/store_id=S001: also reads")
+    assert "  ... and 2 more (--json lists them all)" in out.splitlines()
+    pid = out.splitlines()[0].split()[1]
+    code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(D2), "--json")
+    assert code == 25 and len(json.loads(out)["not_built"]) == 10
+    code, out = daybreak(capsys, "previews")
+    row = next(line for line in out.splitlines() if line.startswith(pid))
+    assert " open " in row and "no: 10 downstream partition(s) were not built" in row, out
+    capsys.readouterr()
+    code, err = cli.main(["publish", pid]), capsys.readouterr().err
+    assert code == 1 and "refused, nothing was changed" in err, err
+    assert "10 downstream partition(s) were not built, e.g. marts/store_daily_sales/store_id=S001" in err
+    assert "bring those dates up to date" in err
+    assert production(lab) == before
 
 
 def test_a_rule_change_that_moves_no_row_previews_and_publishes_a_partition_with_a_quarantine(lab, capsys, qsr_setting):

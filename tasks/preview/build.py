@@ -38,8 +38,8 @@ from tasks.transforms.diff import diff_partition, total
 
 def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple[dict, int]:
     """Build the preview of ``RangeDaily --of <dataset>`` over ``[start, stop)``; return its record and
-    the exit code (0 built, 30 a partition failed, 25 one not built). An error that stops the preview
-    itself (a full or read-only disk) removes it and is raised."""
+    the exit code (0 built, 30 a partition failed, 25 one not built, downstream ones included). An error
+    that stops the preview itself (a full or read-only disk) removes it and is raised."""
     check_range(start, stop, "preview")
     data_root = settings.data_uri()
     sweep()
@@ -107,7 +107,7 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
         datasets=_by_dataset(built, diffs),
     )
     write_record(shadow, record)
-    return record, EXIT_FAILED if record["failed"] else EXIT_NOT_RUN if not_run else 0
+    return record, EXIT_FAILED if record["failed"] else EXIT_NOT_RUN if not_run or record["not_built"] else 0
 
 
 def _not_run(tasks: list, data_root: str) -> list[dict]:

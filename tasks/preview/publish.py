@@ -45,6 +45,13 @@ def problems(record: dict, folder) -> tuple[list[str], list[str]]:
             f"{len(record['not_run'])} partition(s) of the preview were not built, e.g. {first['partition']} "
             f"({first['reason']}); make a new preview"
         ]
+    if record.get("not_built"):
+        first = record["not_built"][0]
+        return [], [
+            f"{len(record['not_built'])} downstream partition(s) were not built, e.g. {first['partition']} "
+            f"({first['reason']}); bring those dates up to date or preview the whole stale range, then make a "
+            "new preview"
+        ]
     todo, reasons = [], []
     for part in record["partitions"]:
         rel = part["folder"]

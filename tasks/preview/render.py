@@ -6,6 +6,8 @@ import json
 
 from tasks.preview.records import previews_root
 
+DETAIL_LINES = 8  # "not built" lines shown, then "... and N more" (--json lists them all), as a run's summary
+
 
 def to_json(record: dict) -> str:
     keep = ("id", "dataset", "start", "stop", "state", "datasets", "failed", "not_run", "waiting", "not_built")
@@ -23,9 +25,9 @@ def render(record: dict) -> str:
     if not parts and not record.get("failed") and not record.get("not_run"):
         lines.append("  nothing to rebuild: every partition of the range is up to date")
     lines += [f"  wait    {w['date']}  {w['reason']}" for w in record.get("waiting", [])]
-    lines += [f"  not built  {h['partition']}: {h['reason']}" for h in record.get("not_built", [])]
+    lines += _capped([f"  not built  {h['partition']}: {h['reason']}" for h in record.get("not_built", [])])
     lines += [f"  FAILED  {f['task_id']}: {f['error'][:200]}" for f in record.get("failed", [])]
-    lines += [f"  NOT BUILT  {n['partition']}: {n['reason'][:200]}" for n in record.get("not_run", [])]
+    lines += _capped([f"  NOT BUILT  {n['partition']}: {n['reason'][:200]}" for n in record.get("not_run", [])])
     for name, entry in record.get("datasets", {}).items():
         measure = entry.get("measure") or ""
         lines.append(f"{name} (rows matched on {', '.join(entry['key'])})")
@@ -44,6 +46,11 @@ def render(record: dict) -> str:
             lines.append(row + ("  " + cols if cols else "") + (f"  ({p['note']})" if p.get("note") else ""))
     lines.append(f"publish: daybreak publish {pid}    discard: daybreak discard {pid}")
     return "\n".join(lines)
+
+
+def _capped(lines: list[str]) -> list[str]:
+    more = len(lines) - DETAIL_LINES
+    return lines if more <= 0 else [*lines[:DETAIL_LINES], f"  ... and {more} more (--json lists them all)"]
 
 
 def render_listing(rows: list[dict]) -> str:
