@@ -300,17 +300,18 @@ def test_a_preview_with_downstream_partitions_not_built_exits_25_and_cannot_be_p
     held = [line for line in out.splitlines() if line.startswith("  not built  ")]
     assert len(held) == 8 and held[0].startswith("  not built  marts/store_daily_sales/store_id=S001: also reads")
     assert "  ... and 2 more (--json lists them all)" in out.splitlines()
+    assert out.splitlines()[-1].startswith("not publishable: a partition above failed or was not built")
     pid = out.splitlines()[0].split()[1]
     code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(D2), "--json")
     assert code == 25 and len(json.loads(out)["not_built"]) == 10
     code, out = daybreak(capsys, "previews")
     row = next(line for line in out.splitlines() if line.startswith(pid))
-    assert " open " in row and "no: 10 downstream partition(s) were not built" in row, out
+    assert " open " in row and "no: 10 downstream partition(s) were not built (preview the whole stale" in row, out
     capsys.readouterr()
     code, err = cli.main(["publish", pid]), capsys.readouterr().err
     assert code == 1 and "refused, nothing was changed" in err, err
-    assert "10 downstream partition(s) were not built, e.g. marts/store_daily_sales/store_id=S001" in err
-    assert "bring those dates up to date" in err
+    assert "e.g. marts/store_daily_sales/store_id=S001: also reads staging/qsr_pos/business_date=" in err
+    assert "or bring its dates up to date first, then make a new preview)" in err
     assert production(lab) == before
 
 

@@ -48,9 +48,9 @@ def problems(record: dict, folder) -> tuple[list[str], list[str]]:
     if record.get("not_built"):
         first = record["not_built"][0]
         return [], [
-            f"{len(record['not_built'])} downstream partition(s) were not built, e.g. {first['partition']} "
-            f"({first['reason']}); bring those dates up to date or preview the whole stale range, then make a "
-            "new preview"
+            f"{len(record['not_built'])} downstream partition(s) were not built (preview the whole stale range, "
+            f"or bring its dates up to date first, then make a new preview), e.g. {first['partition']}: "
+            f"{first['reason']}"
         ]
     todo, reasons = [], []
     for part in record["partitions"]:
