@@ -63,7 +63,11 @@ def rows(lab, date: dt.date) -> list[dict]:
 
 
 def build(lab, date: dt.date) -> int:
-    return lab.luigi("StgQsrPos", "--date", str(date))
+    """The partition built in this process, and what it stores on threads of its own (a checked folder's
+    entry, a lease's release) done, as the ``luigi`` command waits for them before it exits."""
+    code = lab.luigi("StgQsrPos", "--date", str(date))
+    releasing()
+    return code
 
 
 def test_an_entry_in_the_bucket_serves_the_other_partition_of_its_folder_then_goes(bucketlab):
