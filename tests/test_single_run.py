@@ -254,3 +254,15 @@ def test_its_build_processes_stop_when_the_run_is_killed(lab, tmp_path):
         os.kill(pid, signal.SIGKILL)
     assert not left, "the build processes still ran long after their run was killed"
     assert built() < days // 2, built()  # each stopped after the date it was on
+
+
+def test_raw_folders_waited_for_that_are_not_every_day_between_are_named_each(lab, caplog):
+    """Two folders missing with days between them: the summary names both, not a range that reads as every day
+    from the first to the last."""
+    lab.qsr_days(START, 6)
+    for gone in (START + 2 * DAY, START + 4 * DAY):
+        shutil.rmtree(lab.raw / "qsr_pos" / gone.isoformat())
+    caplog.clear()
+    assert lab.range(START, START + 6 * DAY) == 20
+    line = next(line for line in caplog.text.splitlines() if "waiting  for raw" in line)
+    assert f"for raw folders {lab.raw}/qsr_pos/{START + 2 * DAY}/, {START + 4 * DAY}/ (not there yet)" in line, line

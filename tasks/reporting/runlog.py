@@ -306,7 +306,14 @@ def _waiting(cache, zone, source: str, waits: list[tuple[dt.date, str, object]])
     folder that is there but not read (a symbolic link, a file, a linked source folder) says so."""
     folders = sorted({d for d, _, _ in waits})
     first = f"{zone.describe()}/{zone.folder_relpath(source, folders[0])}/"
-    where = f"folder {first}" if len(folders) == 1 else f"folders {first} .. {folders[-1]}/ ({len(folders)})"
+    if len(folders) == 1:
+        where = f"folder {first}"
+    elif (folders[-1] - folders[0]).days + 1 == len(folders):  # every day between
+        where = f"folders {first} .. {folders[-1]}/ ({len(folders)})"
+    elif len(folders) <= 4:
+        where = "folders " + ", ".join([first, *(f"{d}/" for d in folders[1:])])
+    else:
+        where = f"folders {first} .. {folders[-1]}/ ({len(folders)}, not every day between)"
     why = {d: cache.absent_because(zone, source, d) for d in folders}
     notes = "; ".join(dict.fromkeys(f"{printable(r.name)} is {r.reason}" for r in why.values() if r))
     state = "not there yet" if not notes else f"not read: {notes}" if all(why.values()) else f"not there yet; {notes}"
