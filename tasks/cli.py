@@ -163,6 +163,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if all(s.exit_code == 0 for s in steps) else 1
 
 
+# a preview stopped half-way is removed whole (tasks/preview/build.py): nothing of it is kept to finish
+PREVIEW_INTERRUPTED = (
+    "daybreak: interrupted: the preview was removed and production is unchanged; run the same command again to make it"
+)
+
 # commands that commit nothing to the data root: its store is not asked whether it honours conditional
 # writes (a conditional write they make all the same asks it first, tasks/storage/s3fence.py)
 READ_ONLY = (cmd_status, cmd_plan)
@@ -316,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
-        print(guard.INTERRUPTED, file=sys.stderr, flush=True)
+        print(PREVIEW_INTERRUPTED if args.func is cmd_preview else guard.INTERRUPTED, file=sys.stderr, flush=True)
         return guard.INTERRUPTED_EXIT
     except Exception as exc:  # a store or server error: one line, exit 30; any other error keeps its traceback
         line = fault_line(exc)

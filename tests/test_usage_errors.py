@@ -514,3 +514,30 @@ def test_luigis_own_scheduler_keys_give_no_warning(lab):
     proc = run(cron, "plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY), luigi=False)
     assert proc.returncode == 1 and "RangeDaily" in proc.stdout, proc.stderr
     assert "not consumed" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.system
+def test_ctrl_c_of_a_preview_says_the_preview_was_removed(lab):
+    """A preview stopped half-way is removed whole: the line says so, not "run again to build the rest"."""
+    from tasks.cli import PREVIEW_INTERRUPTED
+
+    lab.qsr_days(START, 60, stores=tuple(f"S{i:03d}" for i in range(1, 21)))
+    cron = folder_cfg(lab)
+    command = [sys.executable, "-m", "tasks.cli", "preview", "stg_qsr_pos", "--start", str(START)]
+    command += ["--stop", str(START + 60 * DAY)]
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    proc = subprocess.Popen(command, cwd=cron, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    previews = lab.data / "_state" / "preview"
+    try:
+        deadline = time.monotonic() + 120
+        while not list(previews.glob("*/staging/qsr_pos/*/_manifest.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the preview was made before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1] == PREVIEW_INTERRUPTED, err[-2000:]
+    assert not [p for p in previews.glob("*") if p.is_dir()]  # removed whole
