@@ -21,6 +21,7 @@ from tasks.transforms.checks import (
     is_money,
     parse_dates,
     reject_schema,
+    too_many_digits,
 )
 from tasks.transforms.rawcsv import ParsedCsv
 
@@ -60,7 +61,10 @@ REASONS = [
     "conversions is not an integer >= 0",
     "conversion_value is not a decimal >= 0 (2 dp)",
     "date is not one the export restates (export date - restatement days .. export date - 1)",
+    *(f"{c} has over 15 digits, the most a count holds" for c in ("impressions", "clicks", "conversions")),
+    *(f"{c} has over 15 digits before the point, the most decimal(18,2) holds" for c in ("spend", "conversion_value")),
 ]
+_COUNTS, _AMOUNTS = ("impressions", "clicks", "conversions"), ("spend", "conversion_value")
 
 
 @dataclass(frozen=True)
@@ -120,16 +124,22 @@ def _export_rows(
     day_before = export_date - dt.timedelta(days=1)
     restated = pa.array([export_date - dt.timedelta(days=k) for k in range(1, restatement_days + 1)], pa.date32())
     outside = pc.and_(pc.is_valid(day), pc.invert(pc.is_in(day, restated)))  # a date, not one restated
+    bad = {c: _not_count(raw[c]) for c in _COUNTS} | {c: pc.invert(is_money(raw[c])) for c in _AMOUNTS}
+    # a number of more digits than its column holds is too large, not "not a number"
+    big = {c: too_many_digits(raw[c], bad[c], r"0*[1-9][0-9]{15,}") for c in _COUNTS}
+    big |= {c: too_many_digits(raw[c], bad[c], r"[0-9]{16,}(\.[0-9]{1,2})?") for c in _AMOUNTS}
+    typed = {c: pc.and_not(bad[c], big[c]) for c in bad}
     checks = [
         pc.is_null(day),
         blank(raw["campaign_id"]),
         blank(raw["channel"]),
-        _not_count(raw["impressions"]),
-        _not_count(raw["clicks"]),
-        pc.invert(is_money(raw["spend"])),
-        _not_count(raw["conversions"]),
-        pc.invert(is_money(raw["conversion_value"])),
+        typed["impressions"],
+        typed["clicks"],
+        typed["spend"],
+        typed["conversions"],
+        typed["conversion_value"],
         outside,
+        *(big[c] for c in (*_COUNTS, *_AMOUNTS)),
     ]
     code = first_failed(checks)
     valid = pc.equal(code, 0)

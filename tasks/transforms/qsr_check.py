@@ -72,6 +72,7 @@ REASONS = [
     "net_amount (qty x unit_price) does not fit decimal(18,2)",
     "qty is over 999999999, the largest a line may have",
     "unit_price has over 15 digits before the point, the most decimal(18,2) holds",
+    "discount has over 15 digits before the point, the most decimal(18,2) holds",
 ]
 
 
@@ -253,6 +254,8 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_
     bad_qty, bad_price = not_int_ge1(raw["qty"]), pa.array(~price[0])
     big_qty = too_many_digits(raw["qty"], bad_qty, r"0*[1-9][0-9]{9,}")
     big_price = too_many_digits(raw["unit_price"], bad_price, r"[0-9]{16,}(\.[0-9]{1,2})?")
+    bad_discount = pc.invert(pc.or_(blank(raw["discount"]), pa.array(discount[0])))
+    big_discount = too_many_digits(raw["discount"], bad_discount, r"[0-9]{16,}(\.[0-9]{1,2})?")
     checks = [
         blank(raw["order_id"]),
         not_int_ge1(raw["line_no"]),
@@ -262,11 +265,12 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_
         blank(raw["sku"]),
         pc.and_not(bad_qty, big_qty),
         pc.and_not(bad_price, big_price),
-        pc.invert(pc.or_(blank(raw["discount"]), pa.array(discount[0]))),
+        pc.and_not(bad_discount, big_discount),
         pc.invert(pc.is_in(raw["status"], pa.array(STATUSES))),
         _gross_too_big(raw["qty"], price, pc.invert(pc.or_(bad_qty, bad_price))),
         big_qty,
         big_price,
+        big_discount,
     ]
     return first_failed(checks)
 

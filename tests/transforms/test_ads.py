@@ -179,3 +179,20 @@ def test_a_window_total_too_large_for_its_type_fails_naming_the_campaign_and_win
     assert "spend_7d" in message and "C1 (109999999999999999.89)" in message and "C2" not in message
     assert f"{D} to {D + dt.timedelta(days=10)}" in message
     assert rolling_window(days[:1], 1).column("spend_7d").to_pylist()[0] == Decimal(big)  # one day fits
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        (
+            f"{D},C1,google,50000000000000000000,5,10.00,1,3.00",
+            "impressions has over 15 digits, the most a count holds",
+        ),
+        (f"{D},C1,google,100,5,99999999999999999.99,1,3.00", "spend has over 15 digits before the point, the most"),
+        (f"{D},C1,google,1e3,5,10.00,1,3.00", "impressions is not an integer >= 0"),
+        (f"{D},C1,google,100,5,-1.00,1,3.00", "spend is not a decimal >= 0 (2 dp)"),
+    ],
+)
+def test_a_number_too_large_for_its_column_is_rejected_as_too_large_not_as_not_a_number(row, reason):
+    result = newest_restatement([export(D + dt.timedelta(days=1), [row])], D)
+    assert [r["reason"][: len(reason)] for r in result.rejected.to_pylist()] == [reason]

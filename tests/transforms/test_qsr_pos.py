@@ -172,6 +172,10 @@ def test_is_suspicious_follows_the_threshold(threshold, qty, suspicious):
             "unit_price has over 15 digits before the point, the most decimal(18,2) holds",
         ),
         (
+            line("O1", "2026-09-15T12:00:00-04:00", discount="99999999999999999.99"),
+            "discount has over 15 digits before the point, the most decimal(18,2) holds",
+        ),
+        (
             line("O1", "2026-09-15T12:00:00-04:00", price="-99999999999999999"),
             "unit_price is not a decimal >= 0 (2 dp)",
         ),
