@@ -18,10 +18,11 @@ from tasks.transforms.checks import (
     file_rejects,
     first_failed,
     fit_total,
+    int_too_long,
     is_money,
+    money_too_long,
     parse_dates,
     reject_schema,
-    too_many_digits,
 )
 from tasks.transforms.rawcsv import ParsedCsv
 
@@ -126,8 +127,8 @@ def _export_rows(
     outside = pc.and_(pc.is_valid(day), pc.invert(pc.is_in(day, restated)))  # a date, not one restated
     bad = {c: _not_count(raw[c]) for c in _COUNTS} | {c: pc.invert(is_money(raw[c])) for c in _AMOUNTS}
     # a number of more digits than its column holds is too large, not "not a number"
-    big = {c: too_many_digits(raw[c], bad[c], r"0*[1-9][0-9]{15,}") for c in _COUNTS}
-    big |= {c: too_many_digits(raw[c], bad[c], r"[0-9]{16,}(\.[0-9]{1,2})?") for c in _AMOUNTS}
+    big = {c: int_too_long(raw[c], bad[c], digits=15) for c in _COUNTS}  # _not_count's 15
+    big |= {c: money_too_long(raw[c], bad[c]) for c in _AMOUNTS}
     typed = {c: pc.and_not(bad[c], big[c]) for c in bad}
     checks = [
         pc.is_null(day),

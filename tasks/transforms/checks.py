@@ -122,9 +122,20 @@ def not_int_ge1(col) -> pa.Array:
     return pc.invert(pc.and_(digits, nonzero))
 
 
-def too_many_digits(col, failed, pattern: str) -> pa.Array:
-    """Per row: it ``failed`` its type rule only for being too long (it matches ``pattern``, a number of more
-    digits than its column holds). Only failed rows are matched: none, on a good file."""
+def int_too_long(col, failed, digits: int = 9) -> pa.Array:
+    """Per row: it ``failed`` its integer rule only for being too large: more than ``digits`` digits once its
+    leading zeros are dropped (:func:`not_int_ge1`'s 9 by default)."""
+    return _too_many_digits(col, failed, rf"0*[1-9][0-9]{{{digits},}}")
+
+
+def money_too_long(col, failed) -> pa.Array:
+    """Per row: it ``failed`` :func:`is_money` only for having more than its 15 digits before the point."""
+    return _too_many_digits(col, failed, r"[0-9]{16,}(\.[0-9]{1,2})?")
+
+
+def _too_many_digits(col, failed, pattern: str) -> pa.Array:
+    """Per row: it ``failed`` its type rule and matches ``pattern``. Only failed rows are matched: none, on a
+    good file."""
     out = np.zeros(len(col), dtype=bool)
     at = np.flatnonzero(as_array(failed).to_numpy(zero_copy_only=False))
     if len(at):

@@ -17,12 +17,13 @@ from tasks.transforms.checks import (
     blank,
     file_rejects,
     first_failed,
+    int_too_long,
     is_money,
+    money_too_long,
     not_int_ge1,
     parse_dates,
     parse_instants,
     reject_schema,
-    too_many_digits,
 )
 from tasks.transforms.rawcsv import ParsedCsv, file_stem
 
@@ -146,8 +147,8 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelL
     nights = pc.subtract(departure.cast(pa.int32()), arrival.cast(pa.int32()))
     rooms_ok, rate_ok = pc.invert(not_int_ge1(raw["rooms"])), is_money(raw["rate"])
     # a number of more digits than the type holds is above its bound, not "not a number"
-    big_rooms = too_many_digits(raw["rooms"], pc.invert(rooms_ok), r"0*[1-9][0-9]{9,}")
-    big_rate = too_many_digits(raw["rate"], pc.invert(rate_ok), r"[0-9]{16,}(\.[0-9]{1,2})?")
+    big_rooms = int_too_long(raw["rooms"], pc.invert(rooms_ok))
+    big_rate = money_too_long(raw["rate"], pc.invert(rate_ok))
     # typed only where the type rule passed (the others are rejected by it first)
     rooms = pc.cast(pc.if_else(rooms_ok, raw["rooms"], "1"), pa.int64())
     rate = pc.cast(pc.if_else(rate_ok, raw["rate"], "0"), pa.float64())

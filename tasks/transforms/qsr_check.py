@@ -23,12 +23,13 @@ from tasks.transforms.checks import (
     blank,
     count,
     first_failed,
+    int_too_long,
     malformed_rejects,
     money_cents,
+    money_too_long,
     not_int_ge1,
     parse_instants,
     reject_schema,
-    too_many_digits,
 )
 from tasks.transforms.qsr_rules import VERSION, QsrRules  # noqa: F401  (re-exported)
 from tasks.transforms.rawcsv import ParsedCsv, file_stem, parse_csv_many
@@ -252,10 +253,10 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_
     """Per row, the index in REASONS of the first rule it fails (0 when it passes them all); ``price``
     and ``discount`` are :func:`money_cents` of their columns."""
     bad_qty, bad_price = not_int_ge1(raw["qty"]), pa.array(~price[0])
-    big_qty = too_many_digits(raw["qty"], bad_qty, r"0*[1-9][0-9]{9,}")
-    big_price = too_many_digits(raw["unit_price"], bad_price, r"[0-9]{16,}(\.[0-9]{1,2})?")
+    big_qty = int_too_long(raw["qty"], bad_qty)
+    big_price = money_too_long(raw["unit_price"], bad_price)
     bad_discount = pc.invert(pc.or_(blank(raw["discount"]), pa.array(discount[0])))
-    big_discount = too_many_digits(raw["discount"], bad_discount, r"[0-9]{16,}(\.[0-9]{1,2})?")
+    big_discount = money_too_long(raw["discount"], bad_discount)
     checks = [
         blank(raw["order_id"]),
         not_int_ge1(raw["line_no"]),
