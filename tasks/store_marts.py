@@ -18,8 +18,7 @@ from tasks.guard import fail
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.storage import partitions
 from tasks.storage.partitions import atomic_write_text, exclusive
-from tasks.storage.rawbackend import FOLDER
-from tasks.storage.rawzone import RawFile, RawZone, is_date_name
+from tasks.storage.rawzone import RawFile, RawZone, folder_dates
 from tasks.targets import luigi_engine
 
 logger = logging.getLogger("luigi-interface")
@@ -248,9 +247,7 @@ def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:
     """The dates of the qsr_pos folders from ``start`` to tomorrow (a stray later folder is not counted),
     from the source's listing of this pass."""
     limit = settings.business_today() + dt.timedelta(days=1)
-    _, entries = engine.source_listed(zone, SOURCE)
-    dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
-    return sorted(d for d in dates if start <= d <= limit)
+    return sorted(d for d in folder_dates(engine.source_listed(zone, SOURCE)[1]) if start <= d <= limit)
 
 
 class AllStores(luigi.Task):

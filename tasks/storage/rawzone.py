@@ -114,8 +114,7 @@ class RawZone:
     def newest_folder_date(self, source: str, not_after: dt.date | None = None) -> dt.date | None:
         """Latest date of a source's export folders (up to ``not_after``), counting only real folders named
         YYYY-MM-DD, as :meth:`scan_folder_all` reads them; None when it has none."""
-        _, entries = self.backend.source(source)
-        dates = [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
+        dates = folder_dates(self.backend.source(source)[1])
         return max((d for d in dates if not_after is None or d <= not_after), default=None)
 
     def source_listing(self, source: str) -> tuple[str | None, list[tuple[str, str]]]:
@@ -196,6 +195,12 @@ def content_hash(data: bytes) -> str:
 
 
 _DATE_NAME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def folder_dates(entries: list[tuple[str, str]]) -> list[dt.date]:
+    """The dates of a source's listing (``[(name, kind)]``, :meth:`RawZone.source_listing`): its real folders
+    named YYYY-MM-DD."""
+    return [dt.date.fromisoformat(name) for name, kind in entries if kind == FOLDER and is_date_name(name)]
 
 
 def is_date_name(name: str) -> bool:
