@@ -62,9 +62,15 @@ def errors(paths: list[str] | None = None) -> list[str]:
     """Every reason Luigi would stop with a traceback over ``paths`` (default: :func:`luigi_files`): a file it
     cannot read as a config file, and each value its interpolation refuses, naming the file that sets it."""
     found, parsed = [], []
+    chosen = os.environ.get("LUIGI_CONFIG_PARSER", "cfg")
+    if paths is None and chosen != "cfg":  # `import luigi` raises without the toml package; Daybreak reads .cfg
+        found.append(f"LUIGI_CONFIG_PARSER={chosen}: Daybreak reads Luigi's .cfg files only; unset it")
     for path in paths if paths is not None else luigi_files():
         if not os.path.isfile(path):
             continue  # Luigi skips it (a LUIGI_CONFIG_PATH naming no file: tasks/settings.py)
+        if os.path.splitext(path)[1] == ".toml":  # Luigi picks its parser by the extension
+            found.append(f"{os.path.abspath(path)}: a .toml config is not read by Daybreak; write it as a .cfg file")
+            continue
         parser, error = read(path)
         if error:
             found.append(error)

@@ -267,6 +267,17 @@ def test_a_value_luigi_cannot_interpolate_is_one_line_from_the_luigi_command(lab
     refused(run(cron, "StgQsrPos", "--date", str(START)), expected.format(cfg=cfg, raw=lab.raw, data=lab.data))
 
 
+@pytest.mark.system
+def test_a_toml_config_or_parser_is_one_line_from_daybreak(lab):
+    """Before, ``import luigi`` raised ImportError ("install luigi[toml]") with a traceback, exit 1."""
+    cron = folder_cfg(lab)
+    toml = lab.root / "daybreak.toml"
+    toml.write_text(f'[daybreak]\nraw_root = "{lab.raw}"\n')
+    refused(run(cron, "status", luigi=False, env={"LUIGI_CONFIG_PATH": str(toml)}), f"{toml}: a .toml config")
+    refused(run(cron, "status", luigi=False, env={"LUIGI_CONFIG_PARSER": "toml"}), "LUIGI_CONFIG_PARSER=toml:")
+    assert not lab.data.exists()
+
+
 def test_the_daybreak_command_loads_luigi_only_after_the_check():
     proc = subprocess.run(
         [sys.executable, "-c", "import sys, tasks.cli; print('luigi' in sys.modules)"],
