@@ -355,7 +355,7 @@ def test_a_host_that_luigid_keeps_from_a_partition_for_its_cooldown_is_told_so(s
         server.wait(timeout=10)
     out = log(site, "a")
     assert f"StgQsrPos {START} .. {START + 2 * DAY}: 3 not run" in out
-    assert "luigid counts it done by another host, less than [scheduler] stable_done_cooldown_secs ago" in out
+    assert "luigid counts it done by a run less than [scheduler] stable_done_cooldown_secs ago" in out
     assert "a partition it reads failed or waits" not in out
 
 

@@ -247,8 +247,9 @@ def report() -> tuple[list[str], str]:
     lines += _capped(
         "  not run  ",
         cooled,
-        "(luigid counts it done by another host, less than [scheduler] stable_done_cooldown_secs ago, but this "
-        "host finds it stale: deleted or changed since, or built under other rules? Rerun in a few seconds)",
+        "(luigid counts it done by a run less than [scheduler] stable_done_cooldown_secs ago, this host's or "
+        "another's, but this host finds it stale: deleted or changed since, or built under other rules? Rerun in a "
+        "few seconds)",
     )
     if failed or blocked or waiting or cooled:
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
