@@ -541,3 +541,34 @@ def test_ctrl_c_of_a_preview_says_the_preview_was_removed(lab):
     assert proc.returncode == 130, err[-2000:]
     assert err.strip().splitlines()[-1] == PREVIEW_INTERRUPTED, err[-2000:]
     assert not [p for p in previews.glob("*") if p.is_dir()]  # removed whole
+
+
+@pytest.mark.system
+def test_a_preview_killed_mid_build_is_listed_as_stopped_not_building(lab):
+    """``kill -9`` leaves the record's state "building"; ``previews`` said so for ever. Its builder held the
+    lock, so a free lock means the build is gone."""
+    lab.qsr_days(START, 60, stores=tuple(f"S{i:03d}" for i in range(1, 21)))
+    cron = folder_cfg(lab)
+    command = [sys.executable, "-m", "tasks.cli", "preview", "stg_qsr_pos", "--start", str(START)]
+    command += ["--stop", str(START + 60 * DAY)]
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    proc = subprocess.Popen(command, cwd=cron, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    previews = lab.data / "_state" / "preview"
+    try:
+        deadline = time.monotonic() + 120
+        while not list(previews.glob("*/staging/qsr_pos/*/_manifest.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the preview was made before it could be killed"
+        listed = run(cron, "previews", luigi=False)
+        assert " building " in listed.stdout, listed.stdout  # a live build is shown as building
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    listed = run(cron, "previews", luigi=False)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = listed.stdout.splitlines()[1:]
+    pid = row.split()[0]
+    assert " stopped " in row and f"daybreak discard {pid}" in row, row
+    assert run(cron, "discard", pid, luigi=False).returncode == 0
+    assert not [p for p in previews.glob("*") if p.is_dir()]

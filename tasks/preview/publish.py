@@ -164,6 +164,15 @@ def in_production(record: dict, folder) -> list[str]:
     return out
 
 
+def _being_built(folder) -> bool:
+    """Whether a preview recorded as building still has its builder: it holds the lock while it builds."""
+    try:
+        with folder.exclusive(PUBLISH_LOCK, "previews", wait_s=0):
+            return read_record(folder).get("state") != "building"  # it finished meanwhile
+    except partitions.PartitionBusy:
+        return True
+
+
 def listing() -> list[dict]:
     """Every preview: id, dataset, range, age, size, state and whether it can be published now."""
     out = []
@@ -178,6 +187,8 @@ def listing() -> list[dict]:
             if placed or state == "publishing":
                 state = f"half published ({len(placed)} of {len(record.get('partitions', []))} in production)"
                 reasons = reasons or []
+        elif state == "building" and not _being_built(folder):
+            state, reasons = "stopped", [f"its build stopped before the end (killed?); daybreak discard {record['id']}"]
         else:
             reasons = [state]
         out.append(
