@@ -184,7 +184,7 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     capsys.readouterr()
     assert main(["plan", "store_daily_sales", "--start", str(start), "--stop", str(stop)]) == 1
     out = capsys.readouterr().out
-    assert "store_daily_sales: 1 partitions would run" in out  # S002's slice of 09-02 is what it was
+    assert "store_daily_sales: 1 partition would run" in out  # S002's slice of 09-02 is what it was
     assert "run   S001  stale: upstream staging/qsr_pos 2026-09-02 changed" in out
     assert "run:  luigi --module tasks AllStores --local-scheduler" in out
     assert lab.luigi("AllStores") == 0
@@ -193,7 +193,7 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     assert main(["plan", "otb_by_stay_date", "--start", str(start), "--stop", str(stop)]) == 1
     out = capsys.readouterr().out
     # no hotel extract yet: its range is start_date alone, and it waits for that folder (not empty books)
-    assert "otb_by_stay_date: 0 partitions would run, 1 wait for raw data" in out
+    assert "otb_by_stay_date: 0 partitions would run, 1 waits for raw data" in out
     assert "wait  (all)  upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data" in out
     assert main(["plan", "hotel_pickup", "--start", str(start), "--stop", str(stop)]) == 1
     out = capsys.readouterr().out
@@ -204,5 +204,5 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     extract.write_text("booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel\n")
     assert main(["plan", "otb_by_stay_date", "--start", str(start), "--stop", str(stop)]) == 1
     out = capsys.readouterr().out
-    assert "otb_by_stay_date: 1 partitions would run" in out and "run   (all)  missing" in out
+    assert "otb_by_stay_date: 1 partition would run" in out and "run   (all)  missing" in out
     assert "run:  luigi --module tasks OtbByStayDate --local-scheduler" in out

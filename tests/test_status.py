@@ -176,7 +176,7 @@ def test_a_built_partition_whose_raw_folder_is_gone_waits_for_it_as_the_run_does
     assert main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 1
     plan = capsys.readouterr().out
     assert plan.splitlines()[:2] == [
-        "stg_qsr_pos: 0 partitions would run, 1 wait for raw data",
+        "stg_qsr_pos: 0 partitions would run, 1 waits for raw data",
         f"  wait  {START + DAY}  raw folder missing: qsr_pos/{START + 2 * DAY}",
     ]
     built = lab.built_at()

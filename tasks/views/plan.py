@@ -183,7 +183,11 @@ def render(plan: Plan) -> str:
     from tasks.backfill import describe_left_out
 
     maybe = f", {len(plan.maybe)} may run once their upstream is rebuilt" if plan.maybe else ""
-    lines = [f"{plan.dataset}: {len(plan.runs)} partitions would run{maybe}, {len(plan.blocked)} wait for raw data"]
+    runs, waits = len(plan.runs), len(plan.blocked)
+    lines = [
+        f"{plan.dataset}: {runs} partition{'' if runs == 1 else 's'} would run{maybe}, "
+        f"{waits} wait{'s' if waits == 1 else ''} for raw data"
+    ]
     if plan.left_out:
         lines.append("  " + describe_left_out(plan.left_out, plan.left_out_why, (plan.stop - plan.start).days))
     lines += [f"  run   {d}  {state}: {shorten(reason)}" for d, state, reason in plan.runs]
