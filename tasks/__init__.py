@@ -65,7 +65,7 @@ def register() -> None:
     apply_luigi_defaults()  # before Luigi reads [retcode]
     options_in_full()
     linear_local_scheduler()
-    checked_workers(host_name)
+    checked_workers(host_name, lambda: check_config(command_line=True))
     checked_ranges()
     many_hosts()
     checked_remote_scheduler()

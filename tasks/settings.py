@@ -223,7 +223,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("qsr", "suspicious_qty_threshold"): (0, None),
     ("qsr", "max_reject_share"): (0, 1),
     ("qsr", "day_start_hour"): (0, 23),
-    ("ads", "restatement_days"): (0, 366),
+    ("ads", "restatement_days"): (1, 366),
     ("ads", "rolling_window_days"): (1, 366),
     ("hotels", "max_reject_share"): (0, 1),
     ("hotels", "max_stay_nights"): (1, None),

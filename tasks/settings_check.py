@@ -279,9 +279,28 @@ def _ipv6(host: str) -> bool:
 URL_FORMS = {"s3": "s3://BUCKET/PREFIX", "sftp": "sftp://USER@HOST:PORT/PATH"}
 
 
-def check_config() -> None:
-    """Exit 2 (:func:`tasks.guard.fail`) when :func:`config_errors` finds anything."""
-    errors = config_errors()
+def command_line_errors() -> list[str]:
+    """Each Daybreak setting given on the ``luigi`` command line (``--qsr-day-start-hour 30``) whose value
+    does not parse or is out of range, as :func:`config_errors` says of a file's."""
+    from luigi.cmdline_parser import CmdlineParser
+
+    cmdline = CmdlineParser.get_instance()
+    if cmdline is None:
+        return []
+    errors = []
+    for name, section in SECTIONS.items():
+        for key, param in section.get_params():
+            text = getattr(cmdline.known_args, f"{name}_{key}", None)
+            error = _value_error(name, key, param, text) if isinstance(text, str) else None
+            if error:
+                errors.append(f"--{name}-{key.replace('_', '-')} {text!r}: {error}")
+    return errors
+
+
+def check_config(command_line: bool = False) -> None:
+    """Exit 2 (:func:`tasks.guard.fail`) when :func:`config_errors` finds anything (``command_line``: when
+    :func:`command_line_errors` does, once Luigi has parsed the command line)."""
+    errors = command_line_errors() if command_line else config_errors()
     if errors:
         from tasks.guard import fail
 

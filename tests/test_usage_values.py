@@ -155,6 +155,8 @@ def test_every_command_refuses_the_same_bad_dates_and_counts(lab):
             "2147483647",
         ),
         ("[daybreak]\nlock_wait_s = nan", "[daybreak] lock_wait_s = 'nan' in {cfg}: expected a number, finite"),
+        # an export of day E restates E-N .. E-1: with N = 0 no export holds any date (every partition empty)
+        ("[ads]\nrestatement_days = 0", "[ads] restatement_days = '0' in {cfg}: out of range: expected from 1 to 366"),
         (
             "[s3]\nlease_seconds = 1e300",
             "[s3] lease_seconds = '1e300' in {cfg}: out of range: expected from 1 to 3600",
@@ -208,6 +210,28 @@ def test_a_setting_no_run_can_use_is_refused_by_both_commands(lab, line, expecte
     ):
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-3000:]
         assert len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
+    assert not lab.data.exists()
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (("--qsr-day-start-hour", "30"), "--qsr-day-start-hour '30': out of range: expected from 0 to 23"),
+        (("--qsr-suspicious-qty-threshold", "-5"), "--qsr-suspicious-qty-threshold '-5': out of range"),
+        (("--daybreak-host-name", "../x"), "--daybreak-host-name '../x': expected a host name"),
+        (("--daybreak-lock-wait-s", "nan"), "--daybreak-lock-wait-s 'nan': expected a number, finite"),
+        (("--qsr-timezone", "Mars/X"), "--qsr-timezone 'Mars/X': not an IANA timezone"),
+        (("--ads-restatement-days", "0"), "--ads-restatement-days '0': out of range: expected from 1 to 366"),
+    ],
+)
+def test_a_setting_given_on_the_luigi_command_line_is_checked_as_in_a_file(lab, flags, expected):
+    """Before, a command-line value skipped every check: day_start_hour 30 built a partition of the wrong
+    lines, exit 0; an unknown timezone failed each partition (exit 30)."""
+    lab.qsr_days(START, 2)
+    cron = folder_cfg(lab)
+    for args in (("StgQsrPos", "--date", str(START)), ("RangeDaily", "--of", "StgQsrPos", "--start", str(START))):
+        refused(run(cron, *args, *flags), expected)
     assert not lab.data.exists()
 
 

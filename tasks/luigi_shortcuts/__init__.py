@@ -149,10 +149,11 @@ def options_in_full() -> None:
     CmdlineParser._build_parser = staticmethod(build_parser)
 
 
-def checked_workers(host_name: Callable[[], str]) -> None:
+def checked_workers(host_name: Callable[[], str], check_settings: Callable[[], None]) -> None:
     """Make the ``luigi`` command refuse ``--workers`` below 1 with one line and exit 2, and tell the
     local scheduler and :mod:`tasks.cores` the worker's process count; the worker reports
-    ``host_name()`` as its host, and its id is :func:`worker_id`."""
+    ``host_name()`` as its host, and its id is :func:`worker_id`; ``check_settings()`` first checks the
+    settings given on the command line."""
     from luigi.cmdline_parser import CmdlineParser
 
     from tasks.guard import check_count
@@ -165,6 +166,7 @@ def checked_workers(host_name: Callable[[], str]) -> None:
     def create_worker(self, scheduler, worker_processes, assistant=False):
         if CmdlineParser.get_instance() is not None:
             check_count(worker_processes, "--workers")
+            check_settings()
         if isinstance(scheduler, LocalScheduler):  # it ranks a range's dates by the worker's processes
             scheduler.stretches = max(1, int(worker_processes))
         cores.share(worker_processes)
