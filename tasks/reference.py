@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from tasks.contract import is_store_file
 from tasks.settings import CONFIG_DIR
 
 COLUMNS = ("hotel_id", "name", "timezone", "rooms")
@@ -75,6 +76,11 @@ def read_hotels(path: Path) -> dict[str, Hotel]:
         fail(f"hotels list {path}: no column {', '.join(missing)} (the columns are {','.join(COLUMNS)})")
     out = {}
     for n, row in enumerate(rows, start=2):
+        hotel_id = row.get("hotel_id") or ""
+        if not is_store_file(f"{hotel_id}.csv"):  # its extracts are <hotel_id>.csv; its partitions hotel_id=<id>
+            fail(f"hotels list {path} row {n}: hotel_id {hotel_id!r} does not match ^[A-Z0-9][A-Z0-9_-]{{0,31}}$")
+        if hotel_id in out:
+            fail(f"hotels list {path} row {n}: hotel_id {hotel_id} is listed twice; keep one row")
         try:
             ZoneInfo(row["timezone"])
             out[row["hotel_id"]] = Hotel(row["hotel_id"], row["name"], row["timezone"], int(row["rooms"]))

@@ -384,6 +384,35 @@ def test_an_unknown_hotel_or_a_malformed_store_id_is_one_line_and_exit_2(lab, ar
     assert sorted(lab.root.rglob("*")) == before  # nothing written: no data root, no folder anywhere
 
 
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ("../../PWN,Evil,America/Toronto,10", "hotel_id '../../PWN' does not match ^[A-Z0-9][A-Z0-9_-]{0,31}$"),
+        ("H 9,Spaced,America/Toronto,10", "hotel_id 'H 9' does not match"),
+        ("H1,Again,Asia/Tokyo,10", "hotel_id H1 is listed twice; keep one row"),
+    ],
+)
+@pytest.mark.system
+def test_a_hotels_list_row_whose_id_is_not_one_is_one_line_and_exit_2(lab, row, expected):
+    """Before, ``../../PWN`` was a traceback from both commands (the partition store refused the folder), and a
+    second H1 row silently replaced the first (every hotel date then stale: "rules changed: timezones[H1]")."""
+    lab.qsr_days(START, 1)
+    listed = lab.root / "hotels.csv"
+    listed.write_text(PACKAGED.read_text().rstrip("\n") + "\n" + row + "\n")
+    rows = len(listed.read_text().splitlines())
+    cron = folder_cfg(
+        lab, f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n[hotels]\nreference_file = {listed}\n"
+    )
+    message = f"daybreak: error: hotels list {listed} row {rows}: {expected}"
+    for proc in (
+        run(cron, "status", luigi=False),
+        run(cron, "AllHotelsPickup", "--start", str(START), "--stop", str(START + DAY)),
+    ):
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(message), proc.stderr[-3000:]
+    assert not lab.data.exists()
+
+
 # -- item 14: a long failure reason -------------------------------------------------------------------
 
 
