@@ -135,3 +135,29 @@ def test_strays_in_a_hotel_partition_and_in_the_snapshot_dataset(lab, setting, c
     assert not (pickup / "part-1.parquet").exists() and not (otb / "copy.parquet").exists()
     for dataset in ("hotel_pickup", "otb_by_stay_date"):
         assert {r["state"] for r in status(capsys, "--dataset", dataset).values()} == {"ok"}
+
+
+def test_a_partition_folder_that_is_a_link_is_refused_and_nothing_it_points_to_changes(built, tmp_path):
+    """Before, the rerun wrote the partition through the link and removed, as strays, the files where it
+    pointed: outside the data root, or another day's partition (which then held this day's rows)."""
+    lab = built
+    outside = tmp_path / "victim"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("precious")
+    day = lab.partition(START + DAY)
+    shutil.rmtree(day)
+    day.symlink_to(outside)
+    other = lab.partition(START + 2 * DAY)
+    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    shutil.rmtree(other)
+    other.symlink_to(lab.partition(START))  # a link to a sibling partition
+    kept = {p.name: p.read_bytes() for p in lab.partition(START).iterdir()}
+    assert lab.range(START, STOP) == 30
+    assert [p.name for p in outside.iterdir()] == ["notes.txt"] and (outside / "notes.txt").read_text() == "precious"
+    assert {p.name: p.read_bytes() for p in lab.partition(START).iterdir()} == kept
+    error = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={START + DAY}.json").read_text())
+    assert f"{day} is a symbolic link (to {outside})" in error["error"], error
+    other.unlink()
+    day.unlink()
+    assert lab.range(START, STOP) == 0
+    assert {p.name for p in other.iterdir()} == set(before)

@@ -110,6 +110,7 @@ def _fill(data_root: Path, rel: str, folder: Path, fill) -> dict:
 
 def _into(data_root: Path, rel: str, fill) -> dict:
     final = data_root / rel
+    _refuse_links(data_root, rel)
     final.parent.mkdir(parents=True, exist_ok=True)
     tempnames.sweep(final.parent)
     if final.is_dir():
@@ -132,6 +133,19 @@ def _into(data_root: Path, rel: str, fill) -> dict:
         raise
     fsync_dir(final.parent)
     return written
+
+
+def _refuse_links(data_root: Path, rel: str) -> None:
+    """A partition's own folder (``business_date=D``, ``hotel_id=H``) that is a symbolic link is refused: a
+    commit through it would write, and remove strays, wherever it points (another day, outside the data root)."""
+    path = data_root
+    for part in rel.split("/"):
+        path = path / part
+        if "=" in part and path.is_symlink():
+            raise PartitionWriteError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); a partition is written only into a folder of "
+                "its own: remove the link, then rerun. Nothing was written."
+            )
 
 
 def drop_strays(folder: Path, manifest: dict) -> dict:
