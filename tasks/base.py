@@ -205,7 +205,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             # a second run building this partition waits, then finds it done
             with self.store().locked(self.key, settings.daybreak().lock_wait_s):
                 if self.before_start():  # reached only by a direct call of the template
-                    logger.warning("%s: %s; nothing written", self.task_id, self.before_start())
+                    logger.warning("%s: %s; nothing written", runlog.label(self), self.before_start())
                     return
                 building.build(self, luigi_engine())
 

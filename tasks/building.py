@@ -51,13 +51,15 @@ def build(node: Node, engine: Engine) -> dict | None:
     store: PartitionStore = node.store()
     if plan.up_to_date:
         # its upstream was rebuilt to the same rows, or another worker got here first
-        logger.info("%s: up to date now that its upstream is rebuilt; nothing written", node.task_id)
+        logger.info("%s: up to date now that its upstream is rebuilt; nothing written", runlog.label(node))
         store.clear_failure(node.key)
         return None
     window = plan.window
     if window.refused:
         refused = "; ".join(f"{r['path']} ({r['reason']})" for r in window.refused)
-        logger.warning("%s: %d raw file(s) of its window not read: %s", node.task_id, len(window.refused), refused)
+        logger.warning(
+            "%s: %d raw file(s) of its window not read: %s", runlog.label(node), len(window.refused), refused
+        )
     built = node.build(window.read)
     plan.check_inputs_unchanged(node)
     plan.check_rejects(node, built)

@@ -109,6 +109,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         as the store has no rows."""
         import pyarrow.compute as pc
 
+        from tasks.reporting import runlog
         from tasks.targets import luigi_engine
         from tasks.transforms.rawcsv import file_stem
 
@@ -123,12 +124,12 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         for s, rows in sorted((before or {}).items()):
             if rows and not now.get(s) and s not in emptied:
                 files = [f.relpath for f in inputs if file_stem(f.relpath) == s]
-                emptied[s] = (
-                    f"store {s} had {rows} rows in the previous build of {self.date} and has none now "
-                    f"({'its files: ' + ', '.join(files) + ' hold no rows of the date' if files else 'no file'}); "
-                    "a file re-sent with its header only?"
+                emptied[s] = f"store {s} had {rows} rows in an earlier build of {self.date} and has none now " + (
+                    f"(its files {', '.join(files)} hold no rows of the date; one re-sent with its header only?)"
+                    if files
+                    else "(no file of its window: removed from the raw zone?)"
                 )
-                logger.warning("%s: %s", self.task_id, emptied[s])
+                logger.warning("%s: %s", runlog.label(self), emptied[s])
         return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
 
     def _checked(self, inputs: list[RawFile], how: dict[str, str]) -> Iterator[CheckedFolder]:

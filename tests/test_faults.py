@@ -227,15 +227,18 @@ def test_a_store_file_resent_header_only_is_named_in_the_summary_and_in_status(l
     caplog.clear()
     assert lab.range(START, START + 2 * DAY) == 0
     summary = caplog.text[caplog.text.index("summary of this run:") :]
-    line = f"  warning  StgQsrPos {day}: store S001 had 4 rows in the previous build of {day} and has none now"
+    line = f"  warning  StgQsrPos {day}: store S001 had 4 rows in an earlier build of {day} and has none now"
     assert line in summary, summary
-    assert f"its files: qsr_pos/{day}/S001.csv, qsr_pos/{day + DAY}/S001.csv hold no rows" in summary
+    assert (
+        f"(its files qsr_pos/{day}/S001.csv, qsr_pos/{day + DAY}/S001.csv hold no rows of the date; one re-sent"
+        in summary
+    )
     assert f"StgQsrPos {START}: store" not in summary  # START keeps 2 of S001's 4 rows
     capsys.readouterr()
     assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
     out = capsys.readouterr().out
     assert "2 ok; 1 warning(s)" in out
-    assert f"  {day} warning: store S001 had 4 rows in the previous build of {day} and has none now" in out
+    assert f"  {day} warning: store S001 had 4 rows in an earlier build of {day} and has none now" in out
     lab.qsr_file(str(day), "S002", [*qsr_rows("S002", day)[:3]])  # another change: the warning is kept
     assert lab.range(START, START + 2 * DAY) == 0
     assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
@@ -244,6 +247,20 @@ def test_a_store_file_resent_header_only_is_named_in_the_summary_and_in_status(l
     assert lab.range(START, START + 2 * DAY) == 0
     assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def test_a_store_whose_files_are_removed_is_named_without_the_header_only_hint(lab, setting, caplog):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2)
+    assert lab.range(START, START + 2 * DAY) == 0
+    day = START + DAY
+    for k in (0, 1):
+        (lab.raw / "qsr_pos" / str(day + k * DAY) / "S001.csv").unlink()
+    caplog.clear()
+    assert lab.range(START, START + 2 * DAY) == 0
+    summary = caplog.text[caplog.text.index("summary of this run:") :]
+    line = f"  warning  StgQsrPos {day}: store S001 had 4 rows in an earlier build of {day} and has none now (no file"
+    assert line in summary and "header only" not in summary, summary
 
 
 # -- a read-only data root --------------------------------------------------------------------------------

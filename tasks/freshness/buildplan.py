@@ -53,7 +53,7 @@ class BuildPlan:
                 else diff_inputs([input_line(f) for f in self.window.read], after.read)
             )
             raise RawInputChanged(
-                f"{node.task_id}: raw input changed while it was read ({changed}); nothing was written, "
+                f"raw input changed while it was read ({changed}); nothing was written, "
                 "the previous partition is kept. Rerun once the upload is complete."
             )
 
@@ -88,7 +88,7 @@ def plan_build(node: Node, engine: Engine) -> BuildPlan:
     check_replaceable(node, engine, in_place)
     window = engine.window(node)
     if window is None:
-        raise RuntimeError(f"{node.task_id}: a raw folder of its dependency window disappeared; rerun later")
+        raise RuntimeError("a raw folder of its dependency window disappeared; rerun later")
     upstream = engine.upstream_versions(node)
     engine.fetch_next(node, window)
     return BuildPlan(False, window, upstream, in_place, list_again=not node.zone().reads_checked)
