@@ -10,6 +10,7 @@ import datetime as dt
 import luigi
 
 from tasks import settings
+from tasks.catalogue import SOURCES
 from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine
 from tasks.luigi_shortcuts import luigi_run
@@ -48,7 +49,7 @@ class RawFolderTarget(luigi.Target):
 class RawFolder(luigi.ExternalTask):
     """One export folder of the raw zone (``<raw_root>/<source>/<date>/``), written by a source system."""
 
-    source = luigi.Parameter(description="Raw source folder name, e.g. qsr_pos")
+    source = luigi.ChoiceParameter(choices=SOURCES, description="Raw source folder name, e.g. qsr_pos")
     date = luigi.DateParameter(description="Export date of the folder (the day the source wrote it)")
 
     def output(self):

@@ -413,6 +413,19 @@ def test_a_hotels_list_row_whose_id_is_not_one_is_one_line_and_exit_2(lab, row, 
     assert not lab.data.exists()
 
 
+@pytest.mark.system
+def test_a_raw_folder_task_names_only_a_source_of_the_contract(lab):
+    """Before, ``RawFolder --source ../../elsewhere`` looked outside the raw root (exit 0 when it existed)."""
+    lab.qsr_days(START, 1)
+    (lab.root / "elsewhere" / str(START)).mkdir(parents=True)
+    cron = folder_cfg(lab)
+    proc = run(cron, "RawFolder", "--source", "../elsewhere", "--date", str(START))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.startswith("daybreak: error: --source '../elsewhere': ../elsewhere is not a valid choice")
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
+    assert run(cron, "RawFolder", "--source", "qsr_pos", "--date", str(START)).returncode == 0
+
+
 # -- item 14: a long failure reason -------------------------------------------------------------------
 
 
