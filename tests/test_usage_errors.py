@@ -194,6 +194,16 @@ def test_a_reversed_range_from_the_luigi_command_is_one_line(lab):
         one_line(proc, REVERSED)
 
 
+@pytest.mark.system
+@pytest.mark.parametrize("flags", [("--days-back", "7"), ("--stop", str(START + DAY)), ()])
+def test_a_range_without_start_from_the_luigi_command_is_one_line(lab, flags):
+    """Before, Luigi logged its ParameterException with a traceback and the command exited 0."""
+    lab.qsr_days(START, 2)
+    proc = run(folder_cfg(lab), "RangeDaily", "--of", "StgQsrPos", *flags)
+    one_line(proc, "RangeDaily needs --start (with --days-back N: its last N days)")
+    assert not lab.data.exists()
+
+
 # -- item 8: settings ---------------------------------------------------------------------------------
 
 

@@ -23,6 +23,8 @@ def unfulfilled(error: str) -> bool:
 
 
 REVERSED_RANGE = "Can't have start > stop"  # luigi.tools.range, a RangeDaily's reversed dates
+# luigi.tools.range: no --start (and no --stop, or --stop without --reverse)
+NO_START = ("At least one of start and stop needs to be specified", "Either start needs to be specified or reverse")
 
 
 def config_paths() -> list[str]:

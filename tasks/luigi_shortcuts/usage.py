@@ -13,7 +13,7 @@ import re
 import sys
 
 from tasks.guard import INTERRUPTED, check_range, fail, nearest
-from tasks.luigi_shortcuts.messages import REVERSED_RANGE, UNCAUGHT
+from tasks.luigi_shortcuts.messages import NO_START, REVERSED_RANGE, UNCAUGHT
 
 
 def _families() -> list[str]:
@@ -109,6 +109,9 @@ class _UsageFilter(logging.Filter):
             text = describe(record.exc_info[1], record.exc_info[2])
             if text is not None:
                 fail(text)
+        if record.levelno == logging.WARNING and any(text in record.getMessage() for text in NO_START):  # exit 0
+            family = re.search(r"Will not run (\w+)\(", record.getMessage())
+            fail(f"{family.group(1) if family else 'RangeDaily'} needs --start (with --days-back N: its last N days)")
         if record.levelno == logging.WARNING and REVERSED_RANGE in str(record.msg):
             reversed_range = _REVERSED.search(record.getMessage())
             if reversed_range:
