@@ -55,6 +55,32 @@ def test_touched_and_recopied_identical_files_rebuild_nothing_and_plan_says_why(
     )
 
 
+def test_dates_kept_for_identical_content_that_are_not_in_a_row_are_not_shown_as_a_range(lab, setting):
+    """Before: ``keep 2026-09-10 .. 2026-09-13 2 partitions`` for 09-10 and 09-13 alone, and ``(D .. D)``."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 5)
+    stop = START + 5 * DAY
+    assert lab.range(START, stop) == 0
+    # folder F is read by dates F-1 and F: touching folders 09-10 and 09-15 concerns dates 09-09 (before
+    # start_date), 09-10 and 09-14
+    for folder in (START, START + 5 * DAY):
+        for p in (lab.raw / "qsr_pos" / str(folder)).iterdir():
+            os.utime(p)
+    lab.wait_past_last_raw_change()
+    shown = plan.render(plan.make_plan("stg_qsr_pos", START, stop))
+    assert f"keep  {START} .. {START + 4 * DAY} (2 dates)  2 partitions: metadata changed" in shown, shown
+    text = status.render_text(status.collect(START, stop, ["stg_qsr_pos"]))
+    assert f"2 ok, metadata changed, content identical ({START} .. {START + 4 * DAY} (2 dates))" in text, text
+    os.utime(next((lab.raw / "qsr_pos" / str(START + 5 * DAY)).iterdir()))
+    lab.wait_past_last_raw_change()
+    assert lab.range(START, stop) == 0
+    for p in (lab.raw / "qsr_pos" / str(START + 5 * DAY)).iterdir():
+        os.utime(p)
+    lab.wait_past_last_raw_change()
+    text = status.render_text(status.collect(START + 4 * DAY, stop, ["stg_qsr_pos"]))
+    assert f"1 ok, metadata changed, content identical ({START + 4 * DAY}): nothing" in text, text
+
+
 def test_a_changed_file_of_the_same_size_rebuilds_exactly_the_dates_that_read_it(lab, setting):
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 4)

@@ -225,7 +225,7 @@ def report() -> tuple[list[str], str]:
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
-        lines.append(f"  {_name(family, _span(keys) or None)}: {parts}")
+        lines.append(f"  {_name(family, dates_span(keys) or None)}: {parts}")
     if others:
         lines.append(f"  another run wrote {_names(others)} (found done when this run came to it)")
     if fenced:
@@ -349,10 +349,10 @@ def _names(partitions: list[tuple[str, object]]) -> str:
     by_family: dict[str, list] = defaultdict(list)
     for family, key in partitions:
         by_family[family].append(key)
-    return "; ".join(f"{family} {_span(keys)}".rstrip() for family, keys in by_family.items())
+    return "; ".join(f"{family} {dates_span(keys)}".rstrip() for family, keys in by_family.items())
 
 
-def _span(keys: list) -> str:
+def dates_span(keys: list) -> str:
     """``2026-09-01 .. 2026-10-30`` (with the count of gaps, if any), or the one key; '' unpartitioned."""
     dates = sorted({k for k in keys if isinstance(k, dt.date)})
     if not dates:

@@ -16,6 +16,7 @@ from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
+from tasks.reporting.runlog import dates_span
 from tasks.storage.rawzone import one_session
 from tasks.views.status import DATASETS, day_status, shorten
 
@@ -196,7 +197,8 @@ def render(plan: Plan) -> str:
     lines += [f"  wait  {d}  {shorten(reason)}" for d, reason in plan.blocked]
     if plan.same_content:
         first, last, n = plan.same_content[0], plan.same_content[-1], len(plan.same_content)
-        lines.append(f"  keep  {first} .. {last}  {n} partitions: {SAME_CONTENT}, nothing to rebuild")
+        shown = dates_span(plan.same_content) or (str(first) if n == 1 else f"{first} .. {last}")
+        lines.append(f"  keep  {shown}  {n} partition{'' if n == 1 else 's'}: {SAME_CONTENT}, nothing to rebuild")
     for name, keys in plan.downstream.items():
         # a hotel's or a store's partition reads its own rows of what is rebuilt: stale only if they change
         how = "may go stale" if catalogue.BY_NAME[name].task.reads_a_slice else "stale"

@@ -24,6 +24,7 @@ from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
+from tasks.reporting.runlog import dates_span
 from tasks.storage.partitions import open_store
 
 DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
@@ -254,10 +255,10 @@ def render_text(rows: list[DayStatus]) -> str:
             lines.append(f"  {span(first, last)} not read: {', '.join(r.not_read)}")
         kept = [r for r in mine if r.state == "ok" and r.reason.startswith(BEFORE_START)]
         if kept:
-            lines.append(f"  {kept[0].date} .. {kept[-1].date} ok, {kept[0].reason}")
+            lines.append(f"  {dates_span([r.date for r in kept])} ok, {kept[0].reason}")
         same = [r.date for r in mine if r.state == "ok" and r.reason == SAME_CONTENT]
         if same:
-            lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({same[0]} .. {same[-1]}): nothing to rebuild")
+            lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({dates_span(same)}): nothing to rebuild")
     return "\n".join(lines)
 
 
