@@ -86,7 +86,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     result = plan.make_plan(args.dataset, args.start, args.stop, args.workers)
     print(plan.render(result))
-    return 1 if result.runs or result.maybe or result.blocked else 0
+    return 1 if result.runs or result.maybe or result.blocked or result.left_over else 0
 
 
 def cmd_preview(args: argparse.Namespace) -> int:

@@ -643,3 +643,83 @@ def test_plan_and_status_of_the_pickups_say_which_may_rebuild_and_the_run_rebuil
     assert {k for k in after if after[k] != before[k]} == {(day + k * DAY, "H1") for k in range(3)}
     assert main(["plan", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data"
+
+
+def test_the_partitions_of_a_hotel_taken_off_the_list_are_left_over_in_status_and_plan(hotel_lab, setting, capsys):
+    """A hotel taken off the hotels list keeps its partitions (a typo in the list must not wipe a hotel),
+    and readers of the datasets' globs still get its rows: status and plan name them as left over, with
+    the command that deletes them; once deleted, all is ok again."""
+    import subprocess
+
+    from tasks import reference
+    from tasks.cli import main
+    from tasks.settings import CONFIG_DIR
+
+    stop = FIRST + 4 * DAY
+    span = ["--start", str(FIRST), "--stop", str(stop)]
+    listed = hotel_lab.root / "hotels.csv"
+    listed.write_text((CONFIG_DIR / "hotels.csv").read_text() + "H6,New Place,America/Toronto,50\n")
+    setting("hotels", "reference_file", listed)
+    reference.hotels.cache_clear()
+    try:
+        day = FIRST + 2 * DAY
+        extract = write(
+            hotel_lab, day, "H6", [f"W1,H6,{day}T10:00:00-04:00,CREATED,2026-10-05,2026-10-07,2,150.00,direct"]
+        )
+        assert hotel_lab.luigi("AllHotelsPickup", *span) == 0
+        assert hotel_lab.luigi("OtbByStayDate") == 0
+        assert hotel_lab.luigi("HotelOtbExport", "--hotel", "H6") == 0
+        listed.write_text((CONFIG_DIR / "hotels.csv").read_text())  # H6 taken off the list, its extract gone
+        reference.hotels.cache_clear()
+        extract.unlink()
+        assert hotel_lab.luigi("AllHotelsPickup", *span) == 0
+        assert hotel_lab.luigi("OtbByStayDate") == 0
+        assert ("H6",) not in duckdb.sql(
+            f"select hotel_id from '{hotel_lab.data}/marts/otb_by_stay_date/*.parquet'"
+        ).fetchall()
+        glob = f"{hotel_lab.data}/marts/hotel_pickup/*/*/*.parquet"
+        assert ("H6",) in duckdb.sql(f"select hotel_id from read_parquet('{glob}', hive_partitioning=true)").fetchall()
+
+        folders = [f"marts/hotel_pickup/business_date={FIRST + k * DAY}/hotel_id=H6/" for k in range(4)]
+        folders.append("exports/otb/hotel_id=H6/")
+        data = hotel_lab.data
+        remove = f"rm -r {data}/marts/hotel_pickup/*/hotel_id=H6 {data}/exports/otb/hotel_id=H6"
+        head = (
+            f"left over: 5 partitions of hotel H6, not in {listed}: readers of the datasets' files still get their "
+            f"rows, and no run removes them. If H6 is off the list by mistake, put it back; else delete them: {remove}"
+        )
+        capsys.readouterr()
+        assert main(["status", "--json", *span]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        left = [r for r in rows if r["state"] == "left_over"]
+        assert left == [{**left[0], "dataset": "data_root", "date": None, "reason": head, "not_read": folders}], left
+        assert main(["status", *span]) == 0
+        text = capsys.readouterr().out
+        assert "\n".join([head, *(f"  {f}" for f in folders)]) in text, text
+        html = hotel_lab.root / "status.html"
+        assert main(["status", "--html", str(html), *span]) == 0
+        capsys.readouterr()
+        page = html.read_text()
+        assert "left over: 5 partitions of hotel H6" in page and folders[0] in page and "rm -r " in page
+
+        pickup = f"{data}/marts/hotel_pickup/*/hotel_id=H6"
+        for dataset, mine, one in (("hotel_pickup", folders[:4], pickup), ("hotel_otb_export", folders[4:], None)):
+            assert main(["plan", dataset, *span]) == 1  # not "nothing to do"
+            plan = capsys.readouterr().out
+            assert plan.splitlines()[0].endswith(f", {len(mine)} left over"), plan
+            n = f"{len(mine)} partition" + "s" * (len(mine) > 1)
+            why = head.replace("5 partitions", n).replace(remove, f"rm -r {one or f'{data}/exports/otb/hotel_id=H6'}")
+            assert "\n".join([*(f"  left  {f}" for f in mine), f"  {why}"]) in plan, plan
+
+        assert subprocess.run(remove, shell=True, check=False).returncode == 0  # the command status gave
+        assert main(["status", "--json", *span]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert [r for r in rows if r["dataset"] == "data_root"] == []
+        assert {r["state"] for r in rows if r["dataset"] in ("hotel_pickup", "hotel_otb_export")} <= {"ok", "missing"}
+        assert main(["plan", "hotel_pickup", *span]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data"
+        assert duckdb.sql(
+            f"select count(*) from read_parquet('{glob}', hive_partitioning=true) where hotel_id = 'H6'"
+        ).fetchall() == [(0,)]
+    finally:
+        reference.hotels.cache_clear()

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -45,7 +45,7 @@ class Backend(Protocol):
     def listing(self, prefix: str) -> Mapping[str, Any]: ...  # key -> what identifies it (stat, Obj)
     def same(self, found: Any, recorded: dict) -> bool: ...  # found is what a manifest recorded
     def files_in(self, dataset: str, folder: str, levels: int) -> list[str]: ...  # relative to folder
-    def dataset_strays(self, dataset: str, depth: int) -> list[str]: ...
+    def dataset_strays(self, dataset: str, levels: Sequence[Callable[[str], bool]]) -> list[str]: ...
     def keys(self, prefix: str) -> set[str]: ...
     def holds(self, dataset: str, folder: str) -> bool: ...
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None: ...

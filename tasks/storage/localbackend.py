@@ -7,14 +7,14 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks.storage import localcommit, tempnames
 from tasks.storage.files import atomic_write_bytes, atomic_write_parquet, atomic_write_text, exclusive
-from tasks.storage.layout import PartitionWriteError, parse_partition_name
+from tasks.storage.layout import PartitionWriteError
 from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:
@@ -94,16 +94,16 @@ class LocalBackend:
                 out += [f"{inner}/{n}" for n in filenames if not is_temp_name(n)]
         return out
 
-    def dataset_strays(self, dataset: str, depth: int) -> list[str]:
+    def dataset_strays(self, dataset: str, levels: Sequence[Callable[[str], bool]]) -> list[str]:
         out = []
         for dirpath, dirnames, filenames in os.walk(self.path(dataset)):
             rel = os.path.relpath(dirpath, self.path(dataset))
             level = 0 if rel == "." else rel.count(os.sep) + 1
             prefix = dataset if level == 0 else f"{dataset}/{rel}"
             out += [f"{prefix}/{name}" for name in filenames if not name.startswith(".")]
-            if level == 0:
-                out += [f"{prefix}/{name}" for name in dirnames if parse_partition_name(name) is None]
-            dirnames[:] = [d for d in dirnames if level + 1 < depth and not d.startswith(".")]
+            folders = [d for d in dirnames if not is_temp_name(d)]  # a commit's folder being written
+            out += [f"{prefix}/{name}" for name in folders if not levels[level](name)]
+            dirnames[:] = [d for d in folders if level + 1 < len(levels) and levels[level](d)]
         return sorted(out)
 
     def keys(self, prefix: str) -> set[str]:

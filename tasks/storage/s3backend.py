@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tasks.cores import process_pool
 from tasks.storage import s3commit
 from tasks.storage.files import parquet_bytes
-from tasks.storage.layout import MANIFEST, PASS_HOOKS, parse_partition_name
+from tasks.storage.layout import MANIFEST, PASS_HOOKS
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed
 from tasks.storage.s3docs import ask_at_once, check, state_dir
 from tasks.storage.s3lease import Lease
@@ -146,11 +146,11 @@ class S3Backend:
                     folders.setdefault(folder, set()).add(rel)
         return folders
 
-    def dataset_strays(self, dataset: str, depth: int) -> list[str]:
+    def dataset_strays(self, dataset: str, levels: Sequence[Callable[[str], bool]]) -> list[str]:
         out = []
         for rel in self.listing(f"{dataset}/"):
             parts = rel[len(dataset) + 1 :].split("/")
-            if len(parts) <= depth or parse_partition_name(parts[0]) is None:
+            if len(parts) <= len(levels) or not all(named(part) for named, part in zip(levels, parts, strict=False)):
                 out.append(rel)
         return sorted(out)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -111,10 +111,11 @@ class PartitionStore:
         self.backend.list_ahead([f"{self.dataset}/", f"quarantine/{self.dataset}/", "_state/failures/"])
         return {d for d in map(parse_partition_name, self.backend.folders(self.dataset)) if d is not None}
 
-    def strays(self, depth: int) -> list[str]:
-        """Keys under the dataset's folder that are no partition's: a first level not ``business_date=...``,
-        or a file where the ``depth`` levels of partition folders are."""
-        return self.backend.dataset_strays(self.dataset, depth)
+    def strays(self, levels: Sequence[Callable[[str], bool]]) -> list[str]:
+        """Keys under the dataset's folder that are no partition's: a folder whose name its level's test
+        refuses (``levels``: one per level of partition folders, ``business_date=...``, ``hotel_id=H1``), or
+        a file where those levels of folders are."""
+        return self.backend.dataset_strays(self.dataset, levels)
 
     def refresh(self, date: dt.date | None) -> None:
         """Look at the partition anew (another process may have committed it)."""

@@ -18,7 +18,7 @@ from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
 from tasks.reporting.runlog import dates_span
 from tasks.storage.rawzone import one_session
-from tasks.views.status import DATASETS, day_status, shorten
+from tasks.views.status import DATASETS, LEFT_OVER, data_root_rows, day_status, shorten
 
 
 @dataclass
@@ -40,6 +40,10 @@ class Plan:
     # (partition, reason) of each that reads a key's slice of a not-ok upstream: the run rebuilds the upstream
     # first, then the partition only if its slice changed, which is not known before (docs/backfills.md)
     maybe: list[tuple[dt.date | str, str]] = field(default_factory=list)
+    # partition folders of hotels no longer in the hotels list, whatever their date: no run builds or removes
+    # them, and readers still get their rows (status.data_root_rows); the reason says how to delete them
+    left_over: list[str] = field(default_factory=list)
+    left_over_why: str = ""
 
     @property
     def kind(self) -> str:
@@ -82,6 +86,8 @@ class Plan:
         return math.ceil(len(self.runs) / self.workers) * self.seconds_each
 
 
+LEFT_OVER_LINES = 20  # the plan lists this many partitions left over, then "... and N more"
+
 # (Luigi family, why) of the run that builds a dataset that is not one partition per date
 KEYED_RUNS = {
     "date x hotel": ("AllHotelsPickup", "every hotel of config/hotels.csv over the range, one task per date and hotel"),
@@ -113,6 +119,9 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
                 plan, [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(plan.left_out)], cache
             )
         plan.downstream = _downstream(rebuilt, dataset, start, stop)
+        for row in data_root_rows([dataset]):
+            if row.state == LEFT_OVER:
+                plan.left_over, plan.left_over_why = list(row.not_read), row.reason
         if plan.kind == "date":
             plan.previews = open_for(dataset, start, stop)
     return plan
@@ -185,9 +194,10 @@ def render(plan: Plan) -> str:
 
     maybe = f", {len(plan.maybe)} may run once their upstream is rebuilt" if plan.maybe else ""
     runs, waits = len(plan.runs), len(plan.blocked)
+    left = f", {len(plan.left_over)} left over" if plan.left_over else ""
     lines = [
         f"{plan.dataset}: {runs} partition{'' if runs == 1 else 's'} would run{maybe}, "
-        f"{waits} wait{'s' if waits == 1 else ''} for raw data"
+        f"{waits} wait{'s' if waits == 1 else ''} for raw data{left}"
     ]
     if plan.left_out:
         lines.append("  " + describe_left_out(plan.left_out, plan.left_out_why, (plan.stop - plan.start).days))
@@ -203,6 +213,13 @@ def render(plan: Plan) -> str:
         # a hotel's or a store's partition reads its own rows of what is rebuilt: stale only if they change
         how = "may go stale" if catalogue.BY_NAME[name].task.reads_a_slice else "stale"
         lines.append(f"  then {how} downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
+    lines += [f"  left  {folder}" for folder in plan.left_over[:LEFT_OVER_LINES]]
+    if len(plan.left_over) > LEFT_OVER_LINES:
+        lines.append(
+            f"  left  ... and {len(plan.left_over) - LEFT_OVER_LINES} more (`daybreak status --json` lists them)"
+        )
+    if plan.left_over:
+        lines.append(f"  {plan.left_over_why}")  # whole: it ends with the command that deletes them
     for p in plan.previews:
         lines.append(
             f"  open preview {p['id']} ({p['start']} .. {p['stop']}, {len(p.get('partitions', []))} partitions): "

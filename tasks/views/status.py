@@ -12,12 +12,13 @@ import datetime as dt
 import gc
 import json
 import re
+import shlex
 from dataclasses import dataclass, replace
 
 from tasks import catalogue, settings
 from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask, newest_raw_date
 from tasks.calendar import date_range
-from tasks.contract import printable
+from tasks.contract import is_store_file, printable
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine
@@ -25,6 +26,7 @@ from tasks.freshness.identity import SAME_CONTENT
 from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
 from tasks.reporting.runlog import dates_span
+from tasks.storage.layout import parse_partition_name
 from tasks.storage.partitions import open_store
 
 DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
@@ -36,6 +38,8 @@ WORST_FIRST = ["failed", "stale", "waiting", "missing", "pending", "provisional"
 # The row, first when there is one, of the raw zone's entries that belong to no day: entries of a source
 # folder that no partition reads (a link, a name that is not YYYY-MM-DD, ...), or a linked source folder.
 RAW_ZONE, DATA_ROOT, NOT_READ = "raw_zone", "data_root", "not_read"
+LEFT_OVER = "left_over"  # a data_root row: partitions of hotels no longer in the hotels list
+HOTEL_FOLDER = "hotel_id="  # a hotel's partition folder: hotel_id=H1
 RAW_ZONE_LINES = 20  # the text view lists this many, then "... and N more" (--json lists them all)
 
 
@@ -157,18 +161,7 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
         cache.list_dataset(days[0].store())
         cache.scan_ahead(days)  # a bucket's raw folders listed at once, not one request after another
         out.extend(day_status(task, cache, name) for task in days)
-    strays = sorted(
-        key
-        for name in datasets or catalogue.names("date", "date x hotel")
-        if catalogue.BY_NAME[name].partition in ("date", "date x hotel")
-        for key in open_store(settings.data_uri(), catalogue.BY_NAME[name].path).strays(
-            2 if catalogue.BY_NAME[name].key_param else 1
-        )
-    )
-    if strays:
-        n = len(strays)
-        reason = f"{n} {'entry' if n == 1 else 'entries'} under the datasets' folders that no partition is (never read)"
-        out.insert(0, DayStatus(DATA_ROOT, None, NOT_READ, reason, not_read=tuple(printable(k) for k in strays)))
+    out[:0] = data_root_rows(datasets or catalogue.names())
     unread = cache.unread_listed()  # of the source folders the partitions above read
     if unread:
         n = len(unread)
@@ -180,6 +173,79 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
             ),
         )
     return out
+
+
+def data_root_rows(names: list[str]) -> list[DayStatus]:
+    """The rows of what lies under the folders of the datasets ``names`` but is no partition of theirs:
+    the partitions of hotels no longer in the hotels list (left over, still read by a glob), and strays
+    (a file beside the partitions, a folder not named as one). One listing of each dataset's folder."""
+    from tasks.reference import hotels, hotels_source
+
+    listed = {f"{HOTEL_FOLDER}{h}" for h in hotels()}
+    strays, left = [], []
+    for name in names:
+        spec = catalogue.BY_NAME[name]
+        levels = {"date": [_is_date], "date x hotel": [_is_date, listed.__contains__], "hotel": [listed.__contains__]}
+        if spec.partition not in levels:
+            continue
+        depth = len(levels[spec.partition])
+        for key in open_store(settings.data_uri(), spec.path).strays(levels[spec.partition]):
+            parts = key[len(spec.path) + 1 :].split("/")
+            hotel = parts[depth - 1].removeprefix(HOTEL_FOLDER) if len(parts) >= depth and spec.key_param else ""
+            if hotel and is_store_file(f"{hotel}.csv") and (depth == 1 or _is_date(parts[0])):
+                left.append((spec.path, "/".join([spec.path, *parts[:depth]]) + "/", hotel))
+            else:
+                strays.append(key)
+    out = []
+    if left:
+        folders = list(dict.fromkeys(folder for _, folder, _ in left))  # a bucket lists each object of one
+        gone = sorted({hotel for *_, hotel in left})
+        one = len(gone) == 1
+        which = f"hotel{'' if one else 's'} {', '.join(gone)}"
+        reason = (
+            f"left over: {len(folders)} partition{'' if len(folders) == 1 else 's'} of {which}, not in "
+            f"{hotels_source()}: readers of the datasets' files still get their rows, and no run removes them. "
+            f"If {', '.join(gone)} {'is' if one else 'are'} off the list by mistake, put {'it' if one else 'them'} "
+            f"back; else delete them: {_remove_left_over(left)}"
+        )
+        out.append(DayStatus(DATA_ROOT, None, LEFT_OVER, reason, not_read=tuple(printable(f) for f in folders)))
+    if strays:
+        n = len(strays)
+        reason = f"{n} {'entry' if n == 1 else 'entries'} under the datasets' folders that no partition is (never read)"
+        out.append(DayStatus(DATA_ROOT, None, NOT_READ, reason, not_read=tuple(printable(k) for k in sorted(strays))))
+    return out
+
+
+def _is_date(name: str) -> bool:
+    return parse_partition_name(name) is not None
+
+
+def _remove_left_over(left: list[tuple[str, str, str]]) -> str:
+    """The command that deletes the left-over partitions (dataset path, folder, hotel): a hotel's folder
+    under every date of a dataset partitioned by date, at once."""
+    commands = []
+    for path, folder, hotel in dict.fromkeys(left):
+        dated = folder.rstrip("/").count("/") > path.count("/") + 1
+        top = open_store(settings.data_uri(), path if dated else folder.rstrip("/")).uri(None)
+        commands.append(remove_command(top, f"{HOTEL_FOLDER}{hotel}" if dated else ""))
+    commands = list(dict.fromkeys(commands))
+    if all(c.startswith("rm -r ") for c in commands):  # a local data root: one command
+        return "rm -r " + " ".join(c.removeprefix("rm -r ") for c in commands)
+    return " && ".join(commands)
+
+
+def remove_command(folder: str, under: str = "") -> str:
+    """The shell command that deletes a partition's folder (a local one, or its prefix in a bucket); with
+    ``under`` (``hotel_id=H6``), the folders of that name one level below ``folder`` (under every date)."""
+    if folder.startswith("s3://"):
+        endpoint = settings.s3().endpoint_url
+        return (
+            "aws s3 rm --recursive "
+            + (f"--endpoint-url {shlex.quote(endpoint)} " if endpoint else "")
+            + shlex.quote(folder + "/")
+            + (f" --exclude '*' --include {shlex.quote(f'*/{under}/*')}" if under else "")
+        )
+    return "rm -r " + shlex.quote(folder) + (f"/*/{shlex.quote(under)}" if under else "")
 
 
 def default_start(datasets: list[str] | None = None) -> dt.date:
@@ -220,11 +286,12 @@ def render_text(rows: list[DayStatus]) -> str:
     for name in dict.fromkeys(r.dataset for r in rows):
         mine = [r for r in rows if r.dataset == name]
         if name in (RAW_ZONE, DATA_ROOT):
-            unread = mine[0].not_read
-            lines.append(f"{mine[0].reason}:")
-            lines.extend(f"  {entry}" for entry in unread[:RAW_ZONE_LINES])
-            if len(unread) > RAW_ZONE_LINES:
-                lines.append(f"  ... and {len(unread) - RAW_ZONE_LINES} more (--json lists them all)")
+            for row in mine:  # the data root's: left over, then strays
+                unread = row.not_read
+                lines.append(row.reason if row.state == LEFT_OVER else f"{row.reason}:")  # it ends with a command
+                lines.extend(f"  {entry}" for entry in unread[:RAW_ZONE_LINES])
+                if len(unread) > RAW_ZONE_LINES:
+                    lines.append(f"  ... and {len(unread) - RAW_ZONE_LINES} more (--json lists them all)")
             continue
         if mine[0].date is None:  # unpartitioned: one state
             lines.append(

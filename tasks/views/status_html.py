@@ -9,7 +9,6 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import json
-import shlex
 from collections import Counter
 from dataclasses import dataclass
 from html import escape
@@ -74,18 +73,6 @@ def _line(label: str, task, params: str, days: dict) -> Line:
     return Line(label, task.task_family, params, path, days)
 
 
-def remove_command(folder: str) -> str:
-    """The shell command that deletes a partition's folder (a local one, or its prefix in a bucket)."""
-    if folder.startswith("s3://"):
-        endpoint = settings.s3().endpoint_url
-        return (
-            "aws s3 rm --recursive "
-            + (f"--endpoint-url {shlex.quote(endpoint)} " if endpoint else "")
-            + (shlex.quote(folder + "/"))
-        )
-    return "rm -r " + shlex.quote(folder)
-
-
 def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | None = None) -> str:
     """The page for ``rows`` (from :func:`tasks.views.status.collect`); ``lines`` default to
     :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
@@ -98,17 +85,18 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
     if lines is None:
         with quiet():  # the page shows the raw zone's unread entries itself: no warning in the log
             lines = key_lines(rows)
-    snapshots = [r for r in rows if r.date is None and r.dataset != status.RAW_ZONE]
+    above = (status.RAW_ZONE, status.DATA_ROOT)  # entries of no day: the raw zone's, the data root's
+    snapshots = [r for r in rows if r.date is None and r.dataset not in above]
     unread = "".join(
-        f"<p class='unread'>{escape(r.reason)}:</p><ul class='unread'>"
+        f"<p class='unread'>{escape(r.reason)}{'' if r.state == status.LEFT_OVER else ':'}</p><ul class='unread'>"
         + "".join(f"<li>{escape(entry)}</li>" for entry in r.not_read)
         + "</ul>"
         for r in rows
-        if r.dataset == status.RAW_ZONE
+        if r.dataset in above
     )
     in_windows: dict[str, dict] = {}  # a file of a partition's window not read: the datasets it is in
     for r in rows:
-        for entry in r.not_read if r.dataset not in (status.RAW_ZONE, status.DATA_ROOT) else ():
+        for entry in r.not_read if r.dataset not in above else ():
             in_windows.setdefault(entry, {})[r.dataset] = None
     if in_windows:
         items = "".join(f"<li>{escape(e)}: {escape(', '.join(names))}</li>" for e, names in sorted(in_windows.items()))
@@ -129,7 +117,7 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
             {
                 "label": line.label,
                 "run": f"luigi --module tasks {line.family} --date {{d}}{line.params} --local-scheduler",
-                "rm": remove_command(line.path.replace("{d}", NO_DAY)).replace(NO_DAY, "{d}"),
+                "rm": status.remove_command(line.path.replace("{d}", NO_DAY)).replace(NO_DAY, "{d}"),
                 "reasons": {i: c.reason for i, c in enumerate(cells) if c and c.reason},
                 "rows": [c and c.rows for c in cells],
                 "took": [c and c.duration_s for c in cells],
@@ -146,7 +134,7 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
             rm = ""  # the worst key is named in the reason; a fresh one is rebuilt by deleting its folder
         else:
             run = f"luigi --module tasks {cls.task_family} --local-scheduler"
-            rm = remove_command(cls().store().uri(None))
+            rm = status.remove_command(cls().store().uri(None))
         data["snapshots"].append(
             {
                 "label": r.dataset,
