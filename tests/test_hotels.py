@@ -696,6 +696,11 @@ def test_the_partitions_of_a_hotel_taken_off_the_list_are_left_over_in_status_an
         assert main(["status", *span]) == 0
         text = capsys.readouterr().out
         assert "\n".join([head, *(f"  {f}" for f in folders)]) in text, text
+        assert "hotel_pickup  2026-09-10 .. 2026-09-13\n  ####\n  4 ok; 4 left over (above)\n" in text, text
+        assert (
+            "hotel_otb_export  (unpartitioned)  missing: hotel H1, H2, H3, H4, H5: no partition; 1 left over (above)\n"
+            in text
+        )
         html = hotel_lab.root / "status.html"
         assert main(["status", "--html", str(html), *span]) == 0
         capsys.readouterr()

@@ -112,3 +112,60 @@ def test_a_data_object_without_its_manifest_and_a_manifest_without_its_data_obje
     assert lab.range(START, STOP) == 0
     assert {r["state"] for r in status(capsys).values()} == {"ok"}
     assert rows_by_date(lab) == [(str(START + i * DAY), 38) for i in range(3)]
+
+
+def test_a_hotel_taken_off_the_list_leaves_prefixes_named_until_deleted_as_status_says(s3lab, setting, capsys):  # noqa: F811
+    """tests/test_hotels.py for a local data root: in a bucket, status names each left-over partition
+    prefix once (not each object), and the command it gives deletes those and nothing else."""
+    import subprocess
+
+    from tasks import reference
+    from tasks.settings import CONFIG_DIR
+    from tasks.storage.s3lease import releasing
+
+    lab = s3lab
+    setting("daybreak", "start_date", START)
+    lab.hotel_days(START, 3)
+    span = ["--start", str(START), "--stop", str(STOP)]
+    listed = lab.root / "hotels.csv"
+    listed.write_text((CONFIG_DIR / "hotels.csv").read_text() + "H6,New Place,America/Toronto,50\n")
+    setting("hotels", "reference_file", listed)
+    reference.hotels.cache_clear()
+    try:
+        day = START + DAY
+        extract = lab.hotel_extract(day, "H6", [f"W1,H6,{day}T10:00:00-04:00,CREATED,2026-10-05,2026-10-07,2,150.00,x"])
+        assert lab.luigi("AllHotelsPickup", *span) == 0
+        assert lab.luigi("OtbByStayDate") == 0
+        assert lab.luigi("HotelOtbExport", "--hotel", "H6") == 0
+        listed.write_text((CONFIG_DIR / "hotels.csv").read_text())
+        reference.hotels.cache_clear()
+        extract.unlink()
+        assert lab.luigi("AllHotelsPickup", *span) == 0
+        assert lab.luigi("OtbByStayDate") == 0
+        releasing()
+        kept = {k: e for k, e in objects(lab).items() if "hotel_id=H6" not in k or "/_state/" in k}
+        assert len(kept) < len(objects(lab))
+
+        capsys.readouterr()
+        assert cli.main(["status", "--json", *span]) == 0
+        (left,) = [r for r in json.loads(capsys.readouterr().out) if r["dataset"] == "data_root"]
+        folders = [f"marts/hotel_pickup/business_date={START + k * DAY}/hotel_id=H6/" for k in range(3)]
+        assert (left["state"], left["not_read"]) == ("left_over", [*folders, "exports/otb/hotel_id=H6/"])
+        endpoint = f"--endpoint-url {lab.s3.meta.endpoint_url}"
+        remove = (
+            f"aws s3 rm --recursive {endpoint} {lab.uri}/marts/hotel_pickup/ --exclude '*' --include '*/hotel_id=H6/*'"
+            f" && aws s3 rm --recursive {endpoint} {lab.uri}/exports/otb/hotel_id=H6/"
+        )
+        assert left["reason"].endswith(f"else delete them: {remove}"), left["reason"]
+        assert cli.main(["plan", "hotel_pickup", *span]) == 1
+        assert capsys.readouterr().out.splitlines()[0].endswith(", 0 wait for raw data, 3 left over")
+
+        env = {**os.environ, "AWS_DEFAULT_REGION": lab.s3.meta.region_name}
+        done = subprocess.run(remove, shell=True, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert objects(lab) == kept  # the left-over prefixes, and nothing else
+        assert cli.main(["status", "--json", *span]) == 0
+        assert [r for r in json.loads(capsys.readouterr().out) if r["dataset"] == "data_root"] == []
+        assert cli.main(["plan", "hotel_pickup", *span]) == 0
+    finally:
+        reference.hotels.cache_clear()

@@ -283,8 +283,12 @@ def shorten(reason: str, width: int = 300) -> str:
 
 def render_text(rows: list[DayStatus]) -> str:
     lines = [f"legend: {'  '.join(f'{v} {k}' for k, v in SYMBOLS.items())}"]
+    left = [entry for r in rows if r.state == LEFT_OVER for entry in r.not_read]
     for name in dict.fromkeys(r.dataset for r in rows):
         mine = [r for r in rows if r.dataset == name]
+        spec = catalogue.BY_NAME.get(name)
+        n_left = sum(entry.startswith(f"{spec.path}/") for entry in left) if spec else 0
+        also = f"; {n_left} left over (above)" if n_left else ""  # a hotel's no longer in the list
         if name in (RAW_ZONE, DATA_ROOT):
             for row in mine:  # the data root's: left over, then strays
                 unread = row.not_read
@@ -295,7 +299,7 @@ def render_text(rows: list[DayStatus]) -> str:
             continue
         if mine[0].date is None:  # unpartitioned: one state
             lines.append(
-                f"{name}  (unpartitioned)  {mine[0].state}" + (f": {mine[0].reason}" if mine[0].reason else "")
+                f"{name}  (unpartitioned)  {mine[0].state}" + (f": {mine[0].reason}" if mine[0].reason else "") + also
             )
             continue
         counts = {k: sum(r.state == k for r in mine) for k in SYMBOLS}
@@ -309,6 +313,7 @@ def render_text(rows: list[DayStatus]) -> str:
             + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
             + (f"; {unread} raw file(s) not read" if unread else "")
             + (f"; {warned} warning(s)" if warned else "")
+            + also
         )
         # provisional: a count, not a line; days in a row with the same state and reason: one line (three
         # years never built: one line)
