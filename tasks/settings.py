@@ -205,6 +205,34 @@ def raw_root() -> str:
     return str(daybreak().raw_root)
 
 
+def settings_changed_at(extra: tuple = ()) -> float:
+    """When the settings this process runs on last changed, as a POSIX time: the newest modification time of
+    the config files Luigi reads and of ``extra`` (the hotels list); now, when the ``luigi`` command line sets
+    a Daybreak setting. A host never replaces a partition built under other rules set later
+    (docs/scale-out.md)."""
+    import os
+    import time
+
+    from luigi.cmdline_parser import CmdlineParser
+
+    from tasks import configfiles
+
+    cmdline = CmdlineParser.get_instance()
+    if cmdline is not None and any(
+        getattr(cmdline.known_args, f"{name}_{key}", None) is not None
+        for name, section in SECTIONS.items()
+        for key, _ in section.get_params()
+    ):
+        return time.time()
+    times = []
+    for path in [*configfiles.luigi_files(), *extra]:
+        try:
+            times.append(os.stat(path).st_mtime)
+        except OSError:
+            continue
+    return max(times, default=0.0)
+
+
 # -- the sections, and the valid values (tasks/settings_check.py checks them) ---------------------------
 
 SECTIONS: dict[str, type[luigi.Config]] = {

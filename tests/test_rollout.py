@@ -92,3 +92,37 @@ def test_a_partition_built_by_a_newer_version_is_never_replaced_by_an_older_one(
     assert f"staging/qsr_pos {START}: built by version {newer}; this host has {VERSION}: upgrade it" in out
     assert {p.name: p.read_bytes() for p in lab.partition(START).iterdir()} == before
     assert f"StgQsrPos {START}: 1 superseded" in out
+
+
+def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_newer_ones(lab, tmp_path):
+    """Before, a host left on an old luigi.cfg rebuilt, exit 0 and without a word, every partition a host on the
+    new settings had built: two hosts on a daily timer flipped the partitions back and forth."""
+    import os
+    import time
+
+    lab.qsr_days(START, DATES + 1)
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    old = lab.write_cfg(tmp_path / "host-old.cfg")  # the default threshold, 20
+    new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
+    os.utime(old, (time.time() - 3600, time.time() - 3600))  # edited an hour before the rollout
+    args = ("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + DATES * DAY))
+    args += ("--local-scheduler",)
+
+    def host(cfg):
+        return lab.cli(*args, cwd=folder, env={"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)})
+
+    assert host(new).returncode == 0
+    rolled_out = _manifests(lab)
+    assert {m["rules"]["suspicious_qty_threshold"] for m in rolled_out.values()} == {2}
+    late = host(old)
+    assert late.returncode == 10, late.stderr[-3000:]
+    assert f"staging/qsr_pos {START}: built by " in late.stderr
+    assert "here -> there: suspicious_qty_threshold 20 -> 2): update them. Not replaced" in late.stderr
+    assert f"StgQsrPos {START} .. {START + (DATES - 1) * DAY}: {DATES} superseded" in late.stderr
+    assert _manifests(lab) == rolled_out
+    # a deliberate rollback: the old settings written again (a newer file) replace the rollout's
+    os.utime(old)
+    assert host(old).returncode == 0
+    assert {m["rules"]["suspicious_qty_threshold"] for m in _manifests(lab).values()} == {20}
+    assert host(new).returncode == 10  # now the other host is the one left behind

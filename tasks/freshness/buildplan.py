@@ -4,6 +4,7 @@ replace the partition (it would undo a rollout, docs/scale-out.md) is refused be
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
 from tasks.freshness.engine import Engine, diff_rules
@@ -95,8 +96,9 @@ def plan_build(node: Node, engine: Engine) -> BuildPlan:
 
 
 def check_replaceable(node: Node, engine: Engine, manifest: dict | None) -> None:
-    """:class:`NotReplaced` for a partition built by newer code, or committed by another writer with other
-    rules since this run first looked: a host left on old rules must never undo a rollout."""
+    """:class:`NotReplaced` for a partition built by newer code, committed by another writer with other rules
+    since this run first looked, or built under other rules set later than this host's settings: a host left
+    on old rules must never undo a rollout."""
     if not manifest or manifest.get("_corrupt"):
         return
     where = f"{node.dataset} {node.key}" if node.key else node.dataset
@@ -106,14 +108,42 @@ def check_replaceable(node: Node, engine: Engine, manifest: dict | None) -> None
             f"{where}: built by version {theirs}; this host has {ours}: upgrade it. Not replaced "
             "(nothing written by this run)"
         )
-    if not engine.changed_since_first_look(node.store(), node.key):
-        return
     if manifest.get("rules_fingerprint") == node.rules_fingerprint():
-        return  # the same rules: the other writer read older inputs; replacing it undoes no rollout
-    raise NotReplaced(
-        f"another host committed {where} (other rules: {diff_rules(manifest.get('rules') or {}, node.rules())}) "
-        "since this run began; not replaced. Rerun on the host with the rules you mean to keep"
-    )
+        return  # the same rules: another writer read older inputs; replacing it undoes no rollout
+    if engine.changed_since_first_look(node.store(), node.key):
+        raise NotReplaced(
+            f"another host committed {where} (other rules: {diff_rules(manifest.get('rules') or {}, node.rules())}) "
+            "since this run began; not replaced. Rerun on the host with the rules you mean to keep"
+        )
+    theirs_at, ours_at = manifest.get("settings_at"), settings_at()
+    if theirs_at and _time(theirs_at) > ours_at + 0.001:  # the manifest keeps microseconds, a stat nanoseconds
+        host = (manifest.get("built_by") or {}).get("host", "another host")
+        mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="seconds")
+        raise NotReplaced(
+            f"{where}: built by {host} under settings changed at {theirs_at[:19]}Z, later than this host's "
+            f"({mine[:19]}Z; here -> there: {diff_rules(node.rules(), manifest.get('rules') or {})}): update them. "
+            "Not replaced (nothing written by this run); to roll back, change this host's settings again (or "
+            "touch its luigi.cfg) and rerun"
+        )
+
+
+def settings_at() -> float:
+    """:func:`tasks.settings.settings_changed_at`, the hotels list included."""
+    from tasks import reference, settings
+
+    return settings.settings_changed_at((reference.hotels_file(),))
+
+
+def settings_at_text() -> str:
+    """:func:`settings_at` as a manifest records it (UTC, ISO, microseconds)."""
+    return dt.datetime.fromtimestamp(settings_at(), dt.UTC).isoformat()
+
+
+def _time(text: str) -> float:
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _newer(theirs, ours) -> bool:

@@ -8,8 +8,13 @@ from tasks.luigi_shortcuts.messages import unfulfilled
 from tasks.luigi_shortcuts.remote import lost_by
 
 # how a build says it must not replace the partition: it lost the commit to another writer, another host
-# committed it with other rules since the run began, or a newer version of the code built it
-SUPERSEDED = ("another writer committed", "another host committed", ": upgrade it. Not replaced")
+# committed it with other rules since the run began, newer code or newer settings built it
+SUPERSEDED = (
+    "another writer committed",
+    "another host committed",
+    ": upgrade it. Not replaced",
+    ": update them. Not replaced",
+)
 
 
 def superseded(error: str) -> bool:
