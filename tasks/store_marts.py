@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 from pathlib import Path
 
 import luigi
@@ -14,12 +15,15 @@ from tasks import catalogue, settings
 from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.building import Built
 from tasks.contract import is_store_file
+from tasks.freshness.inputs import parse_inputs
 from tasks.guard import fail
+from tasks.luigi_shortcuts import worker_id
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.storage import partitions
 from tasks.storage.partitions import atomic_write_text, exclusive
 from tasks.storage.rawzone import RawFile, RawZone, folder_dates
 from tasks.targets import luigi_engine
+from tasks.transforms.rawcsv import file_stem
 
 logger = logging.getLogger("luigi-interface")
 SOURCE = "qsr_pos"
@@ -53,8 +57,9 @@ def seen_path() -> Path:
 
 
 def read_seen(zone: RawZone) -> dict[str, list]:
-    """{folder name: [its mtime_ns when listed, the stores it held]} of every qsr_pos folder the sensor has
-    listed in this raw zone; {} for another raw zone (the state names the zone it was made from)."""
+    """{folder name: [its mtime_ns when listed, the stores it held(, the run that listed it)]} of every
+    qsr_pos folder the sensor has listed in this raw zone; {} for another raw zone (the state names the zone
+    it was made from). A folder listed within its stamp's clock tick names the run that listed it."""
     try:
         state = json.loads(seen_path().read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -62,19 +67,22 @@ def read_seen(zone: RawZone) -> dict[str, list]:
     return state.get("folders", {}) if state.get("raw_root") == zone.describe() else {}
 
 
-def unseen_folders(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, int], dict[str, list]]:
+def unseen_folders(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, int], dict[str, list], int]:
     """({name: mtime_ns} of the folders of [start, stop) not listed yet, or changed since: new, or a file
-    added or removed, which changes a folder's mtime; what was remembered of the others). One listing of
-    ``qsr_pos/``; no folder is listed."""
-    seen, listed = read_seen(zone), zone.list_folders(SOURCE)
+    added or removed, which changes a folder's mtime, or listed by another run within its stamp's clock tick;
+    what was remembered of the others; the time of the listing, ns). One listing of ``qsr_pos/``; no folder
+    is listed."""
+    listed_ns = time.time_ns()  # before the listing: a folder stamped within its clock tick is not trusted
+    seen, listed, run = read_seen(zone), zone.list_folders(SOURCE), worker_id() or None
     new, known = {}, {}
     for name, mtime_ns in sorted(listed.items()):
         if start <= dt.date.fromisoformat(name) < stop:
-            if seen.get(name, [None])[0] == mtime_ns:
-                known[name] = seen[name]
+            entry = seen.get(name, [None, []])
+            if entry[0] == mtime_ns and (len(entry) == 2 or (run is not None and entry[2] == run)):
+                known[name] = entry
             else:
                 new[name] = mtime_ns
-    return new, known
+    return new, known, listed_ns
 
 
 def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str]]:
@@ -91,9 +99,12 @@ def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, st
 
 
 def _stores_in(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str], dict[str, list]]:
-    """(what :func:`discover` returns, and what it would remember of the folders it listed); writes nothing."""
-    new, known = unseen_folders(zone, start, stop)
-    fresh: dict[str, list] = {}
+    """(what :func:`discover` returns, and what it would remember of the folders it listed); writes nothing.
+    A folder stamped within the clock resolution of the listing is remembered for this run only: a file added
+    in the same tick (a second over SFTP) keeps its stamp, so the next run lists it again
+    (:meth:`RawZone.settled`)."""
+    new, known, listed_ns = unseen_folders(zone, start, stop)
+    listed: dict[str, list] = {}
     invalid: list[str] = []
     for name, mtime_ns in new.items():
         day, stores = dt.date.fromisoformat(name), set()
@@ -102,24 +113,57 @@ def _stores_in(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, 
                 stores.add(file.removesuffix(".csv"))
             else:
                 invalid.append(f"{SOURCE}/{day}/{file}")
-        fresh[name] = [mtime_ns, sorted(stores)]
+        listed[name] = [mtime_ns, sorted(stores)]
     found = {}
-    for name, (_, folder_stores) in sorted({**known, **fresh}.items()):
-        for store in folder_stores:
+    for name, entry in sorted({**known, **listed}.items()):
+        for store in entry[1]:
             found.setdefault(store, name)
+    run = worker_id() or None  # a folder listed in its clock tick: trusted in this run only
+    fresh = {n: e if zone.folder_settled(e[0], listed_ns) else [*e, run] for n, e in listed.items()}
     return found, invalid, fresh
 
 
-def unregistered_stores() -> list[str]:
-    """The stores with a file in the qsr_pos folders that the sensor has not registered yet (it will at the
-    next AllStores): what a plan counts as partitions to build. Lists only the folders not seen before."""
+def sensor() -> DiscoverStores:
+    """The sensor over the qsr_pos folders from ``[daybreak] start_date`` to the newest."""
     zone = RawZone.from_uri(settings.raw_root())
-    start = settings.daybreak().start_date
-    newest = newest_raw_date(zone, SOURCE)
-    if newest is None:
+    newest = newest_raw_date(zone, SOURCE) or settings.daybreak().start_date
+    return DiscoverStores(start=settings.daybreak().start_date, stop=newest + dt.timedelta(days=1))
+
+
+def sensed_stores() -> set[str]:
+    """The stores the sensor has registered or will at its next run. Lists only the folders not seen
+    before; writes nothing."""
+    task = sensor()
+    return set(_stores_in(task.zone(), task.start, task.stop)[0])
+
+
+def staged_stores() -> dict[str, str]:
+    """{store: first folder date} of the stores a stg_qsr_pos partition read a file of and the registry
+    lacks: the sensor could not tell the file from its folder's stamp (a copy that kept the folder's
+    time). From the partitions' summaries, read once a pass; a date's full manifest only to date such a
+    store."""
+    engine = luigi_engine()
+    store = engine.store(StgQsrPos(date=settings.daybreak().start_date))
+    registry = read_registry()
+    first: dict[str, dt.date] = {}
+    for day in sorted(store.listed_dates()):
+        stats = (engine.summary(store, day) or {}).get("stats") or {}
+        for s in stats.get("store_versions") or {}:
+            if s not in registry and is_store_file(f"{s}.csv"):
+                first.setdefault(s, day)
+    out = {}
+    for s, day in first.items():
+        paths = parse_inputs((engine.manifest(store, day) or {}).get("inputs", []))
+        out[s] = min((p.split("/")[-2] for p in paths if file_stem(p) == s), default=day.isoformat())
+    return out
+
+
+def unregistered_stores() -> list[str]:
+    """The stores with a file in the qsr_pos folders, or read by a staging partition, that are not
+    registered yet (the next AllStores registers them): what a plan counts as partitions to build."""
+    if newest_raw_date(RawZone.from_uri(settings.raw_root()), SOURCE) is None:
         return []
-    found, _, _ = _stores_in(zone, start, newest + dt.timedelta(days=1))
-    return sorted(set(found) - set(read_registry()))
+    return sorted((sensed_stores() - set(read_registry())) | set(staged_stores()))
 
 
 class DiscoverStores(luigi.Task):
@@ -134,8 +178,8 @@ class DiscoverStores(luigi.Task):
         return RawZone.from_uri(settings.raw_root())
 
     def complete(self) -> bool:
-        new, known = unseen_folders(self.zone(), self.start, self.stop)
-        return not new and {s for _, stores in known.values() for s in stores} <= set(read_registry())
+        new, known, _ = unseen_folders(self.zone(), self.start, self.stop)
+        return not new and {s for entry in known.values() for s in entry[1]} <= set(read_registry())
 
     def run(self) -> None:
         found, invalid = discover(self.zone(), self.start, self.stop)
@@ -251,18 +295,34 @@ def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:
 
 
 class AllStores(luigi.Task):
-    """Runs the sensor over the qsr_pos folders (listing only new ones), then yields one StoreDailySales
-    per registered store (Luigi dynamic dependencies): a store registered during this run gets its
-    partition in this run."""
+    """Runs the sensor over the qsr_pos folders (listing only new ones) and builds one StoreDailySales per
+    store: registered, found by the sensor in this run, or read by a staging partition (registered then).
+    They are its requirements, so a store waiting, failed or superseded gives the exit code a range gives
+    (20, 30, 10); a store that a staging partition rebuilt in this run reveals is built after them (a
+    Luigi dynamic dependency)."""
 
-    def requires(self):
-        zone = RawZone.from_uri(settings.raw_root())
-        newest = newest_raw_date(zone, SOURCE) or settings.daybreak().start_date
-        return DiscoverStores(start=settings.daybreak().start_date, stop=newest + dt.timedelta(days=1))
+    _of_run: tuple[str, list] | None = None  # (the run, its requirements)
+
+    def requires(self) -> list:
+        """The same list whenever Luigi asks during one run (when it schedules, before run(), in its
+        summary), though the sensor registers stores meanwhile."""
+        run = worker_id()
+        if self._of_run is not None and run and self._of_run[0] == run:
+            return self._of_run[1]
+        stores = sorted({*read_registry(), *sensed_stores(), *staged_stores()})
+        required = [sensor(), *(StoreDailySales(store_id=s) for s in stores)]
+        if run:
+            self._of_run = (run, required)
+        return required
 
     def complete(self) -> bool:
         engine = luigi_engine()
-        return self.requires().complete() and all(engine.state(StoreDailySales(store_id=s)).ok for s in read_registry())
+        first, *stores = self.requires()
+        return first.complete() and all(engine.state(t).ok for t in stores) and not staged_stores()
 
     def run(self):
-        yield [StoreDailySales(store_id=s) for s in sorted(read_registry())]
+        register(staged_stores())
+        required = {t.store_id for t in self.requires()[1:]}
+        later = sorted(set(read_registry()) - required)
+        if later:
+            yield [StoreDailySales(store_id=s) for s in later]

@@ -195,6 +195,7 @@ def test_the_sensor_lists_only_folders_it_has_not_seen(lab, setting, monkeypatch
     sensor = ("DiscoverStores", "--start", str(START), "--stop", str(START + dt.timedelta(days=30)))
 
     def listed_by_run() -> list[str]:
+        lab.wait_past_last_raw_change()  # a folder listed in the tick it changed is listed again next run
         zone.scanned.clear()
         assert lab.luigi(*sensor) == 0
         return sorted(zone.scanned)
@@ -284,3 +285,118 @@ def test_plan_counts_the_stores_the_sensor_has_not_registered_yet(lab, setting, 
     assert main(args) == 1
     assert "  run   S003  missing" in capsys.readouterr().out
     assert store_marts.read_registry().keys() == {"S001", "S002"}  # plan registers nothing
+
+
+def test_a_store_added_within_the_clock_tick_of_the_listing_is_registered_at_the_next_run(lab, setting):
+    """A folder stamped within the clock resolution of the sensor's listing (a whole second over SFTP; here a
+    second ahead of it) may get a file in the same tick without its stamp changing: the sensor lists it again
+    at the next run, and the store added then is registered and built."""
+    import os
+    import time
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    day = START + dt.timedelta(days=1)
+    folder = lab.raw / "qsr_pos" / day.isoformat()
+    tick = time.time_ns() + 10**9  # the folder's stamp: not older than the listing by the clock resolution
+    os.utime(folder, ns=(tick, tick))
+    assert build_all(lab) == 0
+    assert set(store_marts.read_registry()) == {"S001", "S002"}
+    lab.qsr_file(day.isoformat(), "S003", [r.replace("S001", "S003") for r in qsr_rows("S001", day)])
+    os.utime(folder, ns=(tick, tick))  # added in the same tick: the folder keeps its stamp
+    assert lab.luigi("AllStores") == 0
+    assert store_marts.read_registry()["S003"] == day.isoformat()
+    assert "S003" in store_parts(lab)
+
+
+def test_a_store_a_staging_partition_read_is_registered_whatever_its_folder_stamp_says(lab, setting, capsys):
+    """A store file added with the folder's stamp kept (a copy that restores folder times): its staging
+    partitions read it, so plan counts its partition and the next AllStores registers and builds it."""
+    import os
+
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert build_all(lab) == 0
+    day = START + dt.timedelta(days=2)
+    folder = lab.raw / "qsr_pos" / day.isoformat()
+    stamp = folder.stat().st_mtime_ns
+    lab.qsr_file(day.isoformat(), "S003", [r.replace("S001", "S003") for r in qsr_rows("S001", day)])
+    os.utime(folder, ns=(stamp, stamp))
+    args = ["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + dt.timedelta(days=4))]
+    capsys.readouterr()
+    assert lab.range(START, START + dt.timedelta(days=4)) == 0  # the staging dates that read it are rebuilt
+    assert main(args) == 1
+    assert "  run   S003  missing" in capsys.readouterr().out
+    assert lab.luigi("AllStores") == 0
+    assert store_marts.read_registry()["S003"] == day.isoformat()
+    got = duckdb.execute(
+        f"select business_date, orders from '{lab.data}/marts/store_daily_sales/store_id=S003/data.parquet' order by 1"
+    ).fetchall()
+    assert got == [(day - dt.timedelta(days=1), 1), (day, 2)]
+    assert main(args) == 0
+
+
+@pytest.fixture
+def all_stores(lab, tmp_path):
+    """``luigi --module tasks AllStores --local-scheduler`` as a user runs it (a process of its own, this
+    lab's luigi.cfg): (exit code, what it printed)."""
+    from tasks.settings import write_config
+    from tests.conftest import REPO
+
+    cfg = write_config(
+        tmp_path / "stores.cfg", {"daybreak": {"raw_root": lab.raw, "data_root": lab.data, "start_date": START}}
+    )
+    env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
+
+    def run(*args: str) -> tuple[int, str]:
+        proc = lab.cli(*(args or ("AllStores",)), "--local-scheduler", env=env)
+        return proc.returncode, proc.stderr
+
+    return run
+
+
+def test_all_stores_waiting_for_a_raw_folder_exits_20_as_a_range_does(lab, all_stores):
+    import shutil
+
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    gap = lab.raw / "qsr_pos" / (START + dt.timedelta(days=2)).isoformat()
+    moved = shutil.move(gap, lab.root / "gap")
+    code, out = all_stores()  # the first run: no store registered yet
+    assert code == 20, out[-3000:]
+    assert "StoreDailySales: 2 waiting" in out, out[-3000:]
+    shutil.move(moved, gap)
+    assert all_stores()[0] == 0
+    shutil.move(gap, lab.root / "gap")  # after a first run: the stores registered
+    code, out = all_stores()
+    assert code == 20, out[-3000:]
+    assert "StoreDailySales: 2 waiting" in out and f"waiting  for raw folder {gap}/ (not there yet)" in out, out
+    range_code, _ = all_stores("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", "2026-09-14")
+    assert range_code == code
+
+
+def test_all_stores_superseded_by_a_newer_version_exits_10_as_a_range_does(lab, all_stores):
+    from tasks.freshness.engine import fingerprint
+
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert all_stores()[0] == 0
+    path = lab.data / "marts/store_daily_sales/store_id=S001/_manifest.json"
+    manifest = json.loads(path.read_text())
+    name, number = manifest["rules"]["version"].rsplit("/", 1)
+    newer = f"{name}/{int(number) + 1}"
+    manifest["rules"]["version"] = newer  # as a host with the next version of the code writes it
+    manifest["rules_fingerprint"] = fingerprint(manifest["rules"])
+    path.write_text(json.dumps(manifest))
+    code, out = all_stores()
+    assert code == 10, out[-3000:]
+    assert f"built by version {newer}" in out and "StoreDailySales: 1 superseded, 1 up to date" in out, out[-3000:]
+
+
+def test_all_stores_with_a_failed_partition_exits_30_as_a_range_does(lab, all_stores):
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert all_stores()[0] == 0
+    (lab.raw / "qsr_pos" / (START + dt.timedelta(days=2)).isoformat() / "S002.csv").write_text("")
+    code, out = all_stores()
+    assert code == 30, out[-3000:]
+    assert "file is empty (no header row)" in out, out[-3000:]

@@ -78,6 +78,8 @@ class RawBackend(Protocol):
 
     # A file's mtime is trusted only when older than this (the place's clock resolution)
     mtime_resolution_ns: int = 10_000_000
+    # folder_stamps are mtimes (a change in the tick of a listing may keep one), not digests of what is listed
+    folder_stamps_are_times: bool = True
     # Each read checks it got the very version listed: no re-listing after a build
     reads_checked: bool = False
     # Whether a folder is there costs a system call, not a request to a server

@@ -62,6 +62,7 @@ class RawZone:
             root = LocalRaw(root)
         self.backend = root
         self.mtime_resolution_ns, self.reads_checked = root.mtime_resolution_ns, root.reads_checked
+        self.folder_stamps_are_times = root.folder_stamps_are_times
         self.local_lookups, self.lists_at_once = root.local_lookups, root.lists_at_once
 
     @classmethod
@@ -124,6 +125,16 @@ class RawZone:
         """{folder name: stamp} of a source's dated folders, from one listing; a stamp changes when a file is
         added to, removed from or replaced in the folder."""
         return {name: stamp for name, stamp in self.backend.folder_stamps(source).items() if is_date_name(name)}
+
+    def settled(self, mtime_ns: int, listed_ns: int) -> bool:
+        """Whether a change stamped ``mtime_ns`` is older than a listing made at ``listed_ns`` by more than the
+        clock resolution. If not ("racy"), a change made in the same tick after the listing may have kept the
+        stamp: what was listed then is not trusted, and is looked at again next time."""
+        return mtime_ns + self.mtime_resolution_ns <= listed_ns
+
+    def folder_settled(self, stamp: int, listed_ns: int) -> bool:
+        """:meth:`settled` for a stamp of :meth:`list_folders` (always, where a stamp is not a time)."""
+        return not self.folder_stamps_are_times or self.settled(stamp, listed_ns)
 
     def read_bytes(self, raw: RawFile) -> bytes:
         return self.backend.read(raw)

@@ -59,6 +59,7 @@ class S3Raw(RawBackend):
     """The objects below ``s3://BUCKET/PREFIX``."""
 
     mtime_resolution_ns = 1_000_000_000  # Last-Modified has whole seconds
+    folder_stamps_are_times = False  # a folder's stamp sums its keys' names and versions: a new key changes it
     reads_checked = True
     local_lookups = False
     lists_at_once = True
