@@ -294,7 +294,7 @@ def test_a_stray_future_folder_is_ignored_and_named(lab, caplog, setting):
     with caplog.at_level("WARNING", logger="luigi-interface"):
         assert status.default_stop() == START + 3 * DAY  # the day after the newest real folder, qsr_pos's
         assert OtbByStayDate().dates() == [START, START + DAY, START + 2 * DAY]
-        assert AllStores().requires().stop == START + 3 * DAY
+        assert AllStores().requires()[0].stop == START + 3 * DAY
     assert "qsr_pos/2099-01-01 is dated after tomorrow" in caplog.text
     assert "hotel_bookings/2099-01-01 is dated after tomorrow" in caplog.text
     assert f"the newest folder counted is {START + 2 * DAY}" in caplog.text
