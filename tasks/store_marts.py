@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from tasks.building import Built
 from tasks.contract import is_store_file
 from tasks.freshness.inputs import parse_inputs
 from tasks.guard import fail
-from tasks.luigi_shortcuts import worker_id
+from tasks.luigi_shortcuts import luigi_run, worker_id
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.storage import partitions
 from tasks.storage.partitions import atomic_write_text, exclusive
@@ -56,30 +57,36 @@ def seen_path() -> Path:
     return partitions.state_dir(settings.data_uri()) / "stores_seen.json"
 
 
-def read_seen(zone: RawZone) -> dict[str, list]:
-    """{folder name: [its mtime_ns when listed, the stores it held(, the run that listed it)]} of every
-    qsr_pos folder the sensor has listed in this raw zone; {} for another raw zone (the state names the zone
-    it was made from). A folder listed within its stamp's clock tick names the run that listed it."""
+def this_run() -> list | None:
+    """[worker, pid of its process] of the Luigi run this process is in (the run's process, or a task process
+    it forked); None outside a run."""
+    if not worker_id():
+        return None
+    return [worker_id(), os.getpid() if luigi_run() is not None else os.getppid()]
+
+
+def read_seen(zone: RawZone) -> dict:
+    """``_state/stores_seen.json`` when made from this raw zone, else {}: ``folders``, {folder name: [its
+    mtime_ns when listed, the stores it held]} of every qsr_pos folder the sensor has listed, and ``run``,
+    the run that listed last (:func:`this_run`)."""
     try:
         state = json.loads(seen_path().read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    return state.get("folders", {}) if state.get("raw_root") == zone.describe() else {}
+    return state if state.get("raw_root") == zone.describe() else {}
 
 
 def unseen_folders(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, int], dict[str, list], int]:
     """({name: mtime_ns} of the folders of [start, stop) not listed yet, or changed since: new, or a file
-    added or removed, which changes a folder's mtime, or listed by another run within its stamp's clock tick;
-    what was remembered of the others; the time of the listing, ns). One listing of ``qsr_pos/``; no folder
-    is listed."""
+    added or removed, which changes a folder's mtime; what was remembered of the others; the time of the
+    listing, ns). One listing of ``qsr_pos/``; no folder is listed."""
     listed_ns = time.time_ns()  # before the listing: a folder stamped within its clock tick is not trusted
-    seen, listed, run = read_seen(zone), zone.list_folders(SOURCE), worker_id() or None
+    seen, listed = read_seen(zone).get("folders", {}), zone.list_folders(SOURCE)
     new, known = {}, {}
     for name, mtime_ns in sorted(listed.items()):
         if start <= dt.date.fromisoformat(name) < stop:
-            entry = seen.get(name, [None, []])
-            if entry[0] == mtime_ns and (len(entry) == 2 or (run is not None and entry[2] == run)):
-                known[name] = entry
+            if seen.get(name, [None])[0] == mtime_ns:
+                known[name] = seen[name]
             else:
                 new[name] = mtime_ns
     return new, known, listed_ns
@@ -93,16 +100,16 @@ def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, st
     path = seen_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(path.with_suffix(".lock"), "the stores seen"):  # another sensor may have remembered others
-        state = {"raw_root": zone.describe(), "folders": {**read_seen(zone), **fresh}}
+        folders = {**read_seen(zone).get("folders", {}), **fresh}
+        state = {"raw_root": zone.describe(), "folders": folders, "run": this_run()}
         atomic_write_text(path, json.dumps(state, indent=1, sort_keys=True))
     return found, invalid
 
 
 def _stores_in(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str], dict[str, list]]:
     """(what :func:`discover` returns, and what it would remember of the folders it listed); writes nothing.
-    A folder stamped within the clock resolution of the listing is remembered for this run only: a file added
-    in the same tick (a second over SFTP) keeps its stamp, so the next run lists it again
-    (:meth:`RawZone.settled`)."""
+    A folder stamped within the clock resolution of the listing is not remembered: a file added in the same
+    tick (a second over SFTP) keeps its stamp, so the next run lists it again (:meth:`RawZone.settled`)."""
     new, known, listed_ns = unseen_folders(zone, start, stop)
     listed: dict[str, list] = {}
     invalid: list[str] = []
@@ -118,8 +125,7 @@ def _stores_in(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, 
     for name, entry in sorted({**known, **listed}.items()):
         for store in entry[1]:
             found.setdefault(store, name)
-    run = worker_id() or None  # a folder listed in its clock tick: trusted in this run only
-    fresh = {n: e if zone.folder_settled(e[0], listed_ns) else [*e, run] for n, e in listed.items()}
+    fresh = {name: entry for name, entry in listed.items() if zone.folder_settled(entry[0], listed_ns)}
     return found, invalid, fresh
 
 
@@ -178,6 +184,10 @@ class DiscoverStores(luigi.Task):
         return RawZone.from_uri(settings.raw_root())
 
     def complete(self) -> bool:
+        """Listed in this run, or nothing new since: a folder changed after the sensor ran is for the next
+        run (AllStores runs on), as is a folder listed in its clock tick."""
+        if (run := this_run()) is not None and read_seen(self.zone()).get("run") == run:
+            return True
         new, known, _ = unseen_folders(self.zone(), self.start, self.stop)
         return not new and {s for entry in known.values() for s in entry[1]} <= set(read_registry())
 
@@ -301,17 +311,17 @@ class AllStores(luigi.Task):
     (20, 30, 10); a store that a staging partition rebuilt in this run reveals is built after them (a
     Luigi dynamic dependency)."""
 
-    _of_run: tuple[str, list] | None = None  # (the run, its requirements)
+    _of_run: tuple[list, list] | None = None  # (the run, its requirements)
 
     def requires(self) -> list:
-        """The same list whenever Luigi asks during one run (when it schedules, before run(), in its
-        summary), though the sensor registers stores meanwhile."""
-        run = worker_id()
-        if self._of_run is not None and run and self._of_run[0] == run:
+        """The same list whenever Luigi asks during one run (when it schedules, in the task's process before
+        run(), in its summary), though the sensor registers stores meanwhile."""
+        run = this_run()
+        if run is not None and self._of_run is not None and self._of_run[0] == run:
             return self._of_run[1]
         stores = sorted({*read_registry(), *sensed_stores(), *staged_stores()})
         required = [sensor(), *(StoreDailySales(store_id=s) for s in stores)]
-        if run:
+        if run is not None:
             self._of_run = (run, required)
         return required
 
@@ -321,8 +331,10 @@ class AllStores(luigi.Task):
         return first.complete() and all(engine.state(t).ok for t in stores) and not staged_stores()
 
     def run(self):
+        sensor, *stores = self.requires()
+        sensor.run()  # again: a store whose first file landed while this run built the others
         register(staged_stores())
-        required = {t.store_id for t in self.requires()[1:]}
+        required = {t.store_id for t in stores}
         later = sorted(set(read_registry()) - required)
         if later:
             yield [StoreDailySales(store_id=s) for s in later]

@@ -400,3 +400,35 @@ def test_all_stores_with_a_failed_partition_exits_30_as_a_range_does(lab, all_st
     code, out = all_stores()
     assert code == 30, out[-3000:]
     assert "file is empty (no header row)" in out, out[-3000:]
+
+
+def test_a_store_that_opens_while_all_stores_runs_is_built_by_that_run_without_a_failure(lab, setting):
+    """A new store's first file lands while AllStores builds the others: the run's requirements stay those
+    it scheduled (Luigi would fail AllStores and reschedule it), and the store is registered and built in
+    the same run."""
+    import luigi
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    day = START + dt.timedelta(days=3)
+    landed, failures = [], []
+
+    @store_marts.StoreDailySales.event_handler(luigi.Event.START)
+    def _lands(task):
+        if not landed:
+            landed.append(task.store_id)
+            lab.qsr_file(day.isoformat(), "S003", [r.replace("S001", "S003") for r in qsr_rows("S001", day)])
+
+    @store_marts.AllStores.event_handler(luigi.Event.FAILURE)
+    def _failed(task, exception):
+        failures.append(str(exception))
+
+    assert lab.range(START, START + dt.timedelta(days=4)) == 0
+    try:
+        assert lab.luigi("AllStores") == 0
+    finally:
+        store_marts.StoreDailySales.remove_event_handler(luigi.Event.START, _lands)
+        store_marts.AllStores.remove_event_handler(luigi.Event.FAILURE, _failed)
+    assert landed and failures == []
+    assert set(store_parts(lab)) == {"S001", "S002", "S003"}
+    assert store_marts.read_registry()["S003"] == day.isoformat()
