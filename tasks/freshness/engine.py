@@ -147,7 +147,7 @@ class Engine(Memo):
         if listed is None:
             return False
         newest = max((f.newest for f in window.folders), default=0)
-        return newest + self.zone(node).mtime_resolution_ns > listed
+        return not self.zone(node).settled(newest, listed)
 
     @contextlib.contextmanager
     def replacing(self, store: PartitionStore, key: dt.date | None) -> Iterator[None]:
