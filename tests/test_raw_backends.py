@@ -101,3 +101,33 @@ def test_which_raw_zones_are_read_over_one_session_a_process_is_the_backends_to_
     assert not one_session("s3://landing/pos") and not one_session("/srv/raw") and not one_session("raw")
     for module, name in BACKENDS.items():
         assert getattr(importlib.import_module(module), name).one_session == (name == "SftpRaw")
+
+
+@pytest.mark.system
+def test_the_store_sensor_lists_a_bucket_folder_once_though_it_changed_in_the_second_listed(
+    rgw, lab, monkeypatch, setting
+):
+    """A bucket's folder stamp is no time: it sums its keys' names and versions, so a new key changes it
+    whenever it lands, and a folder listed in the second it changed is not listed again at every run (the
+    clock rule of RawZone.settled is for times)."""
+    from tasks import store_marts
+    from tasks.storage.rawzone import RawZone
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    setting("s3", "endpoint_url", rgw.endpoint_url)
+    setting("s3", "region", rgw.region)
+    lab.qsr_days(FIRST, 3, stores=("S001", "S002"))
+    bucket = rgw.make_bucket(f"sensor-{uuid.uuid4().hex[:10]}")
+    client = rgw.client()
+    for path in sorted(p for p in lab.raw.rglob("*") if p.is_file()):  # multipart: an ETag that is no MD5
+        key = f"landing/{path.relative_to(lab.raw)}"
+        upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        part = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=path.read_bytes())
+        parts = {"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]}
+        client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload=parts)
+    zone, stop = RawZone.from_uri(f"s3://{bucket}/landing"), FIRST + 30 * DAY
+    assert set(store_marts.discover(zone, FIRST, stop)[0]) == {"S001", "S002"}
+    assert store_marts.unseen_folders(zone, FIRST, stop)[0] == {}
+    client.put_object(Bucket=bucket, Key=f"landing/qsr_pos/{FIRST + DAY}/S003.csv", Body=b"store_id\n")
+    assert list(store_marts.unseen_folders(zone, FIRST, stop)[0]) == [str(FIRST + DAY)]
