@@ -331,8 +331,8 @@ class AllStores(luigi.Task):
         return first.complete() and all(engine.state(t).ok for t in stores) and not staged_stores()
 
     def run(self):
-        sensor, *stores = self.requires()
-        sensor.run()  # again: a store whose first file landed while this run built the others
+        sensing, *stores = self.requires()
+        sensing.run()  # again: a store whose first file landed while this run built the others
         register(staged_stores())
         required = {t.store_id for t in stores}
         later = sorted(set(read_registry()) - required)
