@@ -385,3 +385,29 @@ def test_status_plan_and_both_checks_agree_on_a_window_with_gaps(sparse_lab, cap
     assert got[FIRST] == ("ok", "")
     assert {got[d][0] for d in dates[1:]} == {"provisional"}
     assert [r[5:] for r in ads_daily(lab, FIRST)] == [(7, "35.00", dt.date(2026, 9, 27))] * 2
+
+
+def test_a_deleted_ads_daily_date_is_what_plan_says_runs_and_its_windows_may_run(ads_lab, capsys):
+    """The windows that read a deleted ads_daily date read it unchanged once it is rebuilt: the plan of the windows
+    names that date as the upstream that runs, and says the windows may run; status calls them pending."""
+    from tasks.cli import main
+    from tasks.views import status
+
+    stop = FIRST + 10 * DAY
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    gone = FIRST + 3 * DAY
+    shutil.rmtree(ads_lab.partition(gone, "staging/ads_daily"))
+    capsys.readouterr()
+    assert main(["plan", "ads_rolling_7d", "--start", str(FIRST), "--stop", str(stop)]) == 1
+    plan = capsys.readouterr().out
+    head = "ads_rolling_7d: 0 partitions would run, 7 may run once their upstream is rebuilt, 0 wait for raw data"
+    assert plan.splitlines()[0] == head, plan
+    assert f"  first ads_daily {gone}  missing: no partition" in plan, plan
+    root = f"may rebuild once its upstream is rebuilt: staging/ads_daily {gone} (missing: no partition)"
+    assert f"  may   {gone} .. {gone + 6 * DAY} (7 partitions): {root}" in plan, plan
+    rows = status.collect(FIRST, stop, ["ads_rolling_7d"])
+    assert {r.date for r in rows if r.state == "pending"} == days(gone, gone + 6 * DAY)
+    assert not [r for r in rows if r.state == "stale"]
+    before = snapshot(ads_lab)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert changed(before, snapshot(ads_lab)) == {"staging/ads_daily": {gone}, "marts/ads_rolling_7d": set()}

@@ -70,9 +70,9 @@ def test_on_the_books_and_a_resent_old_extract(hotel_lab):
     from tasks.views import status
 
     (snapshot,) = status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])
-    assert (snapshot.date, snapshot.state) == (None, "stale")
-    assert "upstream staging/hotel_bookings_daily 2026-09-" in snapshot.reason
-    assert "otb_by_stay_date  (unpartitioned)  stale: upstream" in status.render_text([snapshot])
+    assert (snapshot.date, snapshot.state) == (None, "pending")  # rebuilt if the staging date's rows change
+    assert f"upstream is rebuilt: staging/hotel_bookings_daily {day} (stale: input changed" in snapshot.reason
+    assert "otb_by_stay_date  (unpartitioned)  pending: may rebuild once" in status.render_text([snapshot])
     assert hotel_lab.luigi("OtbByStayDate") == 0
     assert [r.state for r in status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])] == ["ok"]
     after = hotel_lab.built_at(staging)
@@ -389,7 +389,7 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
         f"(stale: input content changed: hotel_bookings/{last}/H2.csv)"
     )
     chain = status.collect(FIRST, stop, ["hotel_booking_state"])  # the state of that day reads it too
-    assert [r.state for r in chain] == ["ok", "ok", "ok", "stale"]
+    assert [r.state for r in chain] == ["ok", "ok", "ok", "pending"]
     assert "staging/hotel_bookings_daily" in chain[-1].reason
     assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(last)) == 0
     rows = status.collect(FIRST, stop, ["hotel_pickup"])
@@ -728,3 +728,51 @@ def test_the_partitions_of_a_hotel_taken_off_the_list_are_left_over_in_status_an
         ).fetchall() == [(0,)]
     finally:
         reference.hotels.cache_clear()
+def test_a_deleted_day_of_the_chain_is_the_one_partition_plan_and_status_say_would_run(hotel_lab, capsys):
+    """docs/run-semantics.md: deleting a partition's folder rebuilds that date and nothing else. The days after it
+    read it unchanged once it is rebuilt to the same rows: plan and status say they may run, not that they will."""
+    from tasks.cli import main
+
+    stop = FIRST + 4 * DAY
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    shutil.rmtree(hotel_lab.partition(FIRST + DAY, STATE))
+    capsys.readouterr()
+    assert main(["plan", "hotel_booking_state", "--start", str(FIRST), "--stop", str(stop)]) == 1
+    plan = capsys.readouterr().out
+    head = "hotel_booking_state: 1 partition would run, 2 may run once their upstream is rebuilt, 0 wait for raw data"
+    assert plan.splitlines()[0] == head, plan
+    assert f"  run   {FIRST + DAY}  missing: no partition" in plan, plan
+    root = f"may rebuild once its upstream is rebuilt: {STATE} {FIRST + DAY} (missing: no partition)"
+    assert f"  may   {FIRST + 2 * DAY} .. {stop - DAY} (2 partitions): {root}" in plan, plan
+    assert main(["status", "--dataset", "hotel_booking_state", "--start", str(FIRST), "--stop", str(stop)]) == 0
+    shown = capsys.readouterr().out
+    assert "\n  #.??\n  1 ok, 2 pending, 1 missing\n" in shown, shown
+    assert f"  {FIRST + 2 * DAY} .. {stop - DAY} (2 days) pending: {root}" in shown, shown
+    rebuilt = hotel_lab.rebuilt_by(lambda: hotel_lab.range(FIRST, stop, of="HotelBookingState"), STATE)
+    assert rebuilt == {FIRST + DAY}  # as the plan said: the rest read it unchanged
+
+
+def test_a_day_of_the_chain_whose_upstream_was_rebuilt_to_other_rows_is_stale_even_while_it_is_stale_again(
+    hotel_lab,
+):
+    """A partition whose upstream in place is not the one it read is stale, whatever the upstream's own state:
+    a run rebuilds it. Its upstream's readers whose own input is unchanged may run."""
+    from tasks.views import status
+
+    stop = FIRST + 4 * DAY
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    day = FIRST + DAY
+    write(hotel_lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
+    assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(day)) == 0  # other rows: the chain is not rebuilt
+    rows = status.collect(FIRST, stop, ["hotel_booking_state"])
+    assert [(r.state, r.reason) for r in rows[:2]] == [
+        ("ok", ""),
+        ("stale", f"upstream staging/hotel_bookings_daily {day} changed"),
+    ]
+    assert [r.state for r in rows[2:]] == ["pending", "pending"]
+    write(hotel_lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,130.00,direct"])
+    rows = status.collect(FIRST, stop, ["hotel_booking_state"])  # the staging day is stale again
+    assert [(r.state, r.reason) for r in rows[:2]] == [
+        ("ok", ""),
+        ("stale", f"upstream staging/hotel_bookings_daily {day} changed"),
+    ]

@@ -117,18 +117,15 @@ class Engine(Memo):
         if manifest.get("verify_mismatch"):
             return State("stale", "daybreak verify: " + manifest["verify_mismatch"])
         recorded = manifest.get("upstream", {})
-        first_not_ok = None  # of a node that reads a slice: a rebuilt upstream may leave its slice as it was
+        first_not_ok = None  # a rebuilt upstream may come out as the version this node read (early cutoff)
         for up in node.upstream():
             up_state = yield up
-            if not up_state.ok:
-                cause = up_state.cause or f"{_label(up)} ({up_state.state}: {up_state.reason})".replace(": )", ")")
-                if not node.reads_a_slice:
-                    return State("stale", f"upstream {_label(up)} is {up_state.state}", cause=cause)
-                first_not_ok = first_not_ok or cause
-                continue
             up_manifest = self._summary(self.store(up), up.key)[1]
-            version = node.upstream_version(up_manifest)
-            if recorded.get(up.task_id) != version:
+            version = None if up_manifest is None or up_manifest.get("_corrupt") else node.upstream_version(up_manifest)
+            if not up_state.ok and version in (None, recorded.get(up.task_id)):
+                first_not_ok = first_not_ok or up_state.cause or _cause(up, up_state)
+                continue
+            if recorded.get(up.task_id) != version:  # rebuilt since with other rows: whatever its state now
                 return State("stale", f"upstream {_label(up)} changed")
         if first_not_ok:
             return State(
@@ -203,6 +200,11 @@ class Engine(Memo):
                 for s, d in self.missing_folders(node)
             )
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
+
+
+def _cause(node: Node, state: State) -> str:
+    """A not-ok partition at the root of a chain, with its state and reason: ``staging/x 2026-09-11 (missing: ...)``."""
+    return f"{_label(node)} ({state.state}: {state.reason})".replace(": )", ")")
 
 
 def _label(node: Node) -> str:

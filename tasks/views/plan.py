@@ -44,6 +44,9 @@ class Plan:
     # them, and readers still get their rows (status.data_root_rows); the reason says how to delete them
     left_over: list[str] = field(default_factory=list)
     left_over_why: str = ""
+    # (dataset, partition, state, reason) of each upstream partition outside the plan that the run builds first
+    # (a missing ads_daily date under ads_rolling_7d windows): the partitions that may run wait for these
+    first: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -146,6 +149,7 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[Materi
     """Sort (label, task) pairs into the plan's runs, waits for raw data and same content, with the mean
     recorded build time; return the tasks that would run."""
     rebuilt: dict[str, MaterializedTask] = {}
+    maybe: list[MaterializedTask] = []
     durations = []
     for label, task in partitions:
         row = day_status(task, cache, plan.dataset)
@@ -156,13 +160,36 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[Materi
             plan.same_content.append(label)
         elif row.state == "pending":
             plan.maybe.append((label, row.reason))
+            maybe.append(task)
         elif row.state == "waiting":
             plan.blocked.append((label, row.reason))
         manifest = cache.summary(cache.store(task), task.key)
         if manifest and manifest.get("duration_s") is not None:
             durations.append(float(manifest["duration_s"]))
     plan.seconds_each = sum(durations) / len(durations) if durations else None
+    plan.first = _runs_first([*rebuilt.values(), *maybe], cache)
     return list(rebuilt.values())
+
+
+def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> list[tuple[str, str, str, str]]:
+    """(dataset, partition, state, reason) of each not-ok upstream partition of ``tasks``, not one of them, that
+    the run builds before them: missing or stale for itself, and not waiting for raw data. From the states the
+    plan found (the engine's memo): no more reads."""
+    seen = {t.task_id for t in tasks}
+    stack = [up for t in tasks for up in t.upstream()]
+    found = []
+    while stack:
+        up = stack.pop()
+        if up.task_id in seen:
+            continue
+        seen.add(up.task_id)
+        state = cache.state(up)
+        if state.ok:
+            continue
+        stack.extend(up.upstream())  # a stale partition's upstream may be rebuilt first too
+        if not state.may_rebuild and not cache.waiting_for(up):
+            found.append((type(up).entry.name, _label(up), state.state, state.reason))
+    return sorted(found)
 
 
 def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date) -> dict[str, list[str]]:
@@ -201,6 +228,12 @@ def render(plan: Plan) -> str:
     ]
     if plan.left_out:
         lines.append("  " + describe_left_out(plan.left_out, plan.left_out_why, (plan.stop - plan.start).days))
+    for name in dict.fromkeys(name for name, *_ in plan.first):
+        rows = [(label, f"{state}: {reason}".rstrip(": ")) for n, label, state, reason in plan.first if n == name]
+        for first, last, n, reason in _grouped(rows):
+            lines.append(
+                f"  first {name} {first if n == 1 else f'{first} .. {last} ({n} partitions)'}  {shorten(reason)}"
+            )
     lines += [f"  run   {d}  {state}: {shorten(reason)}" for d, state, reason in plan.runs]
     for first, last, n, reason in _grouped(plan.maybe):
         lines.append(f"  may   {first if n == 1 else f'{first} .. {last} ({n} partitions)'}: {shorten(reason)}")
