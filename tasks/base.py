@@ -80,8 +80,8 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         """What of an upstream partition this one depends on: its data version, or a slice's (one hotel)."""
         return (manifest or {}).get("data_version")
 
-    # upstream_version is one key's slice of each upstream (a hotel's, a store's rows): when an upstream is not
-    # ok, a run rebuilds it and then this partition only if the slice changed; plan and status say "may"
+    # upstream_version is one key's slice of each upstream (a hotel's, a store's rows): a rebuild of the upstream
+    # makes this partition stale only if its slice changed, so a plan says it "may go stale downstream"
     reads_a_slice: ClassVar[bool] = False
 
     def provisional(self, cache: Engine) -> bool:

@@ -632,6 +632,10 @@ def test_plan_and_status_of_the_pickups_say_which_may_rebuild_and_the_run_rebuil
         f"may rebuild once its upstream is rebuilt: staging/hotel_bookings_daily {day} (stale: input content changed: "
     )
     assert f"  may   {day} H1 .. {stop - DAY} H5 (15 partitions): {root}" in plan, plan
+    # what the run builds first: the staging date, not the booking states that may come out the same
+    assert [line for line in plan.splitlines() if line.startswith("  first ")] == [
+        f"  first stg_hotel_bookings_daily {day}  stale: input content changed: hotel_bookings/{day}/H1.csv"
+    ], plan
     assert "  run:  luigi --module tasks AllHotelsPickup" in plan, plan
     assert main(["status", "--dataset", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 0
     shown = capsys.readouterr().out

@@ -35,7 +35,7 @@ class Node(Protocol):
 
     def upstream(self) -> list[Node]: ...
 
-    reads_a_slice: bool  # upstream_version is one key's slice (a hotel's rows): a rebuilt upstream may not change it
+    reads_a_slice: bool  # upstream_version is one key's slice (a hotel's rows): plans say its readers "may go stale"
 
     def upstream_version(self, manifest: dict | None) -> str | None: ...
     def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
@@ -50,8 +50,8 @@ def raw_folders(node: Node) -> list[tuple[str, dt.date]]:
 class State:
     state: str  # ok | stale | missing
     reason: str = ""
-    # stale only because an upstream is not ok, for a node that reads a slice of it: a run rebuilds the
-    # upstream first, then this node only if its slice changed; what it waits on is not known before
+    # not ok only because an upstream is missing or stale (its version in place the one this node read): a run
+    # rebuilds the upstream first, then this node only if what it reads changed, which is not known before
     may_rebuild: bool = False
     # the partition at the root of a not-ok upstream chain, and its own reason: "staging/x 2026-09-11 (stale: ...)"
     cause: str = ""

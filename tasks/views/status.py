@@ -93,7 +93,7 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
         waiting = cache.waiting_for(task)
         if waiting:
             return DayStatus(name, day, "waiting", waiting)
-    if state.may_rebuild:  # a run rebuilds its upstream first, then this partition only if its slice changed
+    if state.may_rebuild:  # a run rebuilds its upstream first, then this partition only if what it reads changed
         return DayStatus(name, day, "pending", state.reason, rows, duration)
     if state.ok and task.provisional(cache):
         return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
@@ -349,8 +349,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _same_reason(r: DayStatus) -> tuple:
-    """What makes days one line: their state and reason but for its dates (each day waits for its own folder;
-    in a chain, each day is stale because the day before is)."""
+    """What makes days one line: their state and reason but for its dates (each day waits for its own folder)."""
     return (r.state, _DATE.sub("", r.reason))
 
 
