@@ -732,6 +732,8 @@ def test_the_partitions_of_a_hotel_taken_off_the_list_are_left_over_in_status_an
         ).fetchall() == [(0,)]
     finally:
         reference.hotels.cache_clear()
+
+
 def test_a_deleted_day_of_the_chain_is_the_one_partition_plan_and_status_say_would_run(hotel_lab, capsys):
     """docs/run-semantics.md: deleting a partition's folder rebuilds that date and nothing else. The days after it
     read it unchanged once it is rebuilt to the same rows: plan and status say they may run, not that they will."""

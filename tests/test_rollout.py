@@ -89,7 +89,9 @@ def test_a_partition_built_by_a_newer_version_is_never_replaced_by_an_older_one(
     with caplog.at_level("INFO", logger="luigi-interface"):
         assert lab.range(START, START + DAY) == 10
     out = caplog.text
-    assert f"staging/qsr_pos {START}: built by version {newer}; this host has {VERSION}: upgrade it" in out
+    assert (
+        f"staging/qsr_pos {START}: built by version {newer}, newer than this host's {VERSION}: upgrade this host" in out
+    )
     assert {p.name: p.read_bytes() for p in lab.partition(START).iterdir()} == before
     assert f"StgQsrPos {START}: 1 superseded" in out
 
@@ -126,3 +128,40 @@ def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_
     assert host(old).returncode == 0
     assert {m["rules"]["suspicious_qty_threshold"] for m in _manifests(lab).values()} == {20}
     assert host(new).returncode == 10  # now the other host is the one left behind
+
+
+def test_status_and_plan_show_a_partition_built_by_a_newer_version_as_newer_not_as_stale(lab, setting, capsys, caplog):
+    """After a rollback (this host built store_daily_sales/2, then went back to /1) every run refuses to replace
+    what /2 built: status and plan say so, not 'stale' and 'would run', and the run's lines name the store."""
+    from tasks.cli import main
+    from tasks.store_marts import StoreDailySales
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2)
+    assert lab.range(START, START + 2 * DAY) == 0 and lab.luigi("AllStores") == 0
+    ours = StoreDailySales.version
+    name, number = ours.rsplit("/", 1)
+    newer = f"{name}/{int(number) + 1}"
+    path = lab.data / "marts" / "store_daily_sales" / "store_id=S001" / "_manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["rules"]["version"] = newer  # as this host wrote it before the rollback
+    manifest["rules_fingerprint"] = fingerprint(manifest["rules"])
+    path.write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert main(["status", "--dataset", "store_daily_sales"]) == 0
+    why = f"built by a newer version {newer} than this host's {ours}: upgrade this host; a run does not replace it"
+    assert f"store_daily_sales  (unpartitioned)  newer: store_id S001: {why}\n" in capsys.readouterr().out
+    assert main(["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    plan = capsys.readouterr().out
+    assert plan.splitlines() == [
+        "store_daily_sales: 0 partitions would run, 0 wait for raw data, 1 built by a newer version",
+        f"  newer S001  {why}",
+    ], plan
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    assert "\n  ##\n  2 ok\n" in capsys.readouterr().out  # its upstream: nothing to do
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.luigi("AllStores") != 0  # refused: nothing written
+    out = caplog.text
+    assert f"marts/store_daily_sales S001: built by version {newer}, newer than this host's {ours}: upgrade " in out
+    assert "  superseded StoreDailySales S001: not replaced, a newer build is kept" in out, out
+    assert "another host" not in out.split("summary of this run:")[1], out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from tasks.freshness.engine import Engine, diff_rules
+from tasks.freshness.engine import Engine, diff_rules, label, newer_version
 from tasks.freshness.inputs import Window, diff_inputs, input_line
 from tasks.freshness.node import Node
 
@@ -101,11 +101,11 @@ def check_replaceable(node: Node, engine: Engine, manifest: dict | None) -> None
     on old rules must never undo a rollout."""
     if not manifest or manifest.get("_corrupt"):
         return
-    where = f"{node.dataset} {node.key}" if node.key else node.dataset
+    where = label(node)
     theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
-    if _newer(theirs, ours):
+    if newer_version(theirs, ours):
         raise NotReplaced(
-            f"{where}: built by version {theirs}; this host has {ours}: upgrade it. Not replaced "
+            f"{where}: built by version {theirs}, newer than this host's {ours}: upgrade this host. Not replaced "
             "(nothing written by this run)"
         )
     if manifest.get("rules_fingerprint") == node.rules_fingerprint():
@@ -144,9 +144,3 @@ def _time(text: str) -> float:
         return dt.datetime.fromisoformat(text).timestamp()
     except (TypeError, ValueError):
         return 0.0
-
-
-def _newer(theirs, ours) -> bool:
-    """Whether transform version ``theirs`` (``stg_qsr_pos/7``) is newer than ``ours`` (``stg_qsr_pos/6``)."""
-    (name_a, a), (name_b, b) = str(theirs).rpartition("/")[::2], str(ours).rpartition("/")[::2]
-    return name_a == name_b and a.isdigit() and b.isdigit() and int(a) > int(b)

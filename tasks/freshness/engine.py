@@ -99,6 +99,9 @@ class Engine(Memo):
         if problem:
             return State("stale", problem)
         if manifest.get("rules_fingerprint") != self.once_per_pass(("rules", node.rules_key()), node.rules_fingerprint):
+            theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
+            if newer_version(theirs, ours):  # a run refuses to replace it (docs/scale-out.md): not stale
+                return State("newer", built_by_newer(theirs, ours))
             return State("stale", "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules()))
         window = self.window(node)
         if window is None:
@@ -126,7 +129,7 @@ class Engine(Memo):
                 first_not_ok = first_not_ok or up_state.cause or _cause(up, up_state)
                 continue
             if recorded.get(up.task_id) != version:  # rebuilt since with other rows: whatever its state now
-                return State("stale", f"upstream {_label(up)} changed")
+                return State("stale", f"upstream {label(up)} changed")
         if first_not_ok:
             return State(
                 "stale",
@@ -134,7 +137,7 @@ class Engine(Memo):
                 may_rebuild=True,
                 cause=first_not_ok,
             )
-        self.warn_unread_not_named(node, window, _label(node))
+        self.warn_unread_not_named(node, window, label(node))
         return State("ok", note)
 
     def _recent(self, node: Node, manifest: dict, window: Window) -> bool:
@@ -202,14 +205,26 @@ class Engine(Memo):
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
 
 
+def newer_version(theirs, ours) -> bool:
+    """Whether transform version ``theirs`` (``stg_qsr_pos/7``) is newer than ``ours`` (``stg_qsr_pos/6``)."""
+    (name_a, a), (name_b, b) = str(theirs).rpartition("/")[::2], str(ours).rpartition("/")[::2]
+    return name_a == name_b and a.isdigit() and b.isdigit() and int(a) > int(b)
+
+
+def built_by_newer(theirs, ours) -> str:
+    """The reason of a partition that newer code built, which this host's runs never replace."""
+    return f"built by a newer version {theirs} than this host's {ours}: upgrade this host; a run does not replace it"
+
+
 def _cause(node: Node, state: State) -> str:
     """A not-ok partition at the root of a chain, with its state and reason: ``staging/x 2026-09-11 (missing: ...)``."""
-    return f"{_label(node)} ({state.state}: {state.reason})".replace(": )", ")")
+    return f"{label(node)} ({state.state}: {state.reason})".replace(": )", ")")
 
 
-def _label(node: Node) -> str:
-    """A partition in a reason, ``staging/qsr_pos 2026-09-02``; never Luigi's task id with its hash."""
-    parts = (node.dataset, node.key, getattr(node, "hotel", None))
+def label(node: Node) -> str:
+    """A partition in a reason, ``staging/qsr_pos 2026-09-02``, ``marts/store_daily_sales S001``; never Luigi's
+    task id with its hash."""
+    parts = (node.dataset, node.key, getattr(node, "hotel", None), getattr(node, "store_id", None))
     return " ".join(str(x) for x in parts if x is not None)
 
 

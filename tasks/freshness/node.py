@@ -48,7 +48,7 @@ def raw_folders(node: Node) -> list[tuple[str, dt.date]]:
 
 @dataclass(frozen=True)
 class State:
-    state: str  # ok | stale | missing
+    state: str  # ok | stale | missing | newer (built by a newer transform version: never replaced here)
     reason: str = ""
     # not ok only because an upstream is missing or stale (its version in place the one this node read): a run
     # rebuilds the upstream first, then this node only if what it reads changed, which is not known before

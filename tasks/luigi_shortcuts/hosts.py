@@ -12,7 +12,7 @@ from tasks.luigi_shortcuts.remote import lost_by
 SUPERSEDED = (
     "another writer committed",
     "another host committed",
-    ": upgrade it. Not replaced",
+    ": upgrade this host. Not replaced",
     ": update them. Not replaced",
 )
 

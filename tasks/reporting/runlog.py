@@ -203,7 +203,7 @@ def report() -> tuple[list[str], str]:
                 counts[family]["up to date"].append(key)
             elif task.task_id in run.superseded:  # another host's commit is kept (exit 10)
                 counts[family]["superseded"].append(key)
-                fenced.append((family, key))
+                fenced.append((family, key if key is not None else getattr(task, "store_id", None)))
             elif task.task_id in run.written:  # committed: built, whatever failed after the commit
                 counts[family]["ran"].append(key)
                 warned += [f"{_name(family, key)}: {w}" for w in run.written[task.task_id]]
@@ -229,9 +229,7 @@ def report() -> tuple[list[str], str]:
     if others:
         lines.append(f"  another run wrote {_names(others)} (found done when this run came to it)")
     if fenced:
-        lines.append(
-            f"  superseded {_names(fenced)}: another host's newer commit is kept (its warning above says whose)"
-        )
+        lines.append(f"  superseded {_names(fenced)}: not replaced, a newer build is kept (its warning above says why)")
     lines += _capped("  failed   ", failed)
     lines += _capped("  warning  ", warned)
     if zone is not None:
@@ -353,10 +351,12 @@ def _names(partitions: list[tuple[str, object]]) -> str:
 
 
 def dates_span(keys: list) -> str:
-    """``2026-09-01 .. 2026-10-30`` (with the count of gaps, if any), or the one key; '' unpartitioned."""
+    """``2026-09-01 .. 2026-10-30`` (with the count of gaps, if any), or the one key; keys that are not dates
+    (stores) listed, past 10 the first and last; '' unpartitioned."""
     dates = sorted({k for k in keys if isinstance(k, dt.date)})
     if not dates:
-        return ""
+        named = sorted({str(k) for k in keys if k is not None})
+        return ", ".join(named) if len(named) <= 10 else f"{named[0]} .. {named[-1]} ({len(named)})"
     if len(dates) == 1:
         return str(dates[0])
     gaps = (dates[-1] - dates[0]).days + 1 - len(dates)

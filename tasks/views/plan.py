@@ -47,6 +47,8 @@ class Plan:
     # (dataset, partition, state, reason) of each upstream partition outside the plan that the run builds first
     # (a missing ads_daily date under ads_rolling_7d windows): the partitions that may run wait for these
     first: list[tuple[str, str, str, str]] = field(default_factory=list)
+    # (partition, reason) of each built by a newer transform version than this host's: a run refuses to replace it
+    newer: list[tuple[dt.date | str, str]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -163,6 +165,8 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[Materi
             maybe.append(task)
         elif row.state == "waiting":
             plan.blocked.append((label, row.reason))
+        elif row.state == "newer":
+            plan.newer.append((label, row.reason))
         manifest = cache.summary(cache.store(task), task.key)
         if manifest and manifest.get("duration_s") is not None:
             durations.append(float(manifest["duration_s"]))
@@ -184,7 +188,7 @@ def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> list[tuple[str,
             continue
         seen.add(up.task_id)
         state = cache.state(up)
-        if state.ok:
+        if state.state not in ("stale", "missing"):  # ok, or built by newer code: the run leaves it
             continue
         stack.extend(up.upstream())  # a stale partition's upstream may be rebuilt first too
         if not state.may_rebuild and not cache.waiting_for(up):
@@ -222,9 +226,10 @@ def render(plan: Plan) -> str:
     maybe = f", {len(plan.maybe)} may run once their upstream is rebuilt" if plan.maybe else ""
     runs, waits = len(plan.runs), len(plan.blocked)
     left = f", {len(plan.left_over)} left over" if plan.left_over else ""
+    newer = f", {len(plan.newer)} built by a newer version" if plan.newer else ""
     lines = [
         f"{plan.dataset}: {runs} partition{'' if runs == 1 else 's'} would run{maybe}, "
-        f"{waits} wait{'s' if waits == 1 else ''} for raw data{left}"
+        f"{waits} wait{'s' if waits == 1 else ''} for raw data{newer}{left}"
     ]
     if plan.left_out:
         lines.append("  " + describe_left_out(plan.left_out, plan.left_out_why, (plan.stop - plan.start).days))
@@ -238,6 +243,8 @@ def render(plan: Plan) -> str:
     for first, last, n, reason in _grouped(plan.maybe):
         lines.append(f"  may   {first if n == 1 else f'{first} .. {last} ({n} partitions)'}: {shorten(reason)}")
     lines += [f"  wait  {d}  {shorten(reason)}" for d, reason in plan.blocked]
+    for first, last, n, reason in _grouped(plan.newer):
+        lines.append(f"  newer {first if n == 1 else f'{first} .. {last} ({n} partitions)'}  {shorten(reason)}")
     if plan.same_content:
         first, last, n = plan.same_content[0], plan.same_content[-1], len(plan.same_content)
         shown = dates_span(plan.same_content) or (str(first) if n == 1 else f"{first} .. {last}")

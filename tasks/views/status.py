@@ -1,5 +1,6 @@
 """Partition status view: ok / provisional / stale (with the reason) / pending (may rebuild once its
-upstream is rebuilt) / missing / waiting for raw / failed, per dataset and day.
+upstream is rebuilt) / newer (built by newer code: never replaced here) / missing / waiting for raw /
+failed, per dataset and day.
 
 It reads manifests, failure records and raw folder listings only (never Luigi's state), through the
 same :meth:`PartitionedTask.state` check that decides what a backfill runs.
@@ -33,8 +34,17 @@ DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
 MULTI = catalogue.classes("date x hotel")  # one state per day: the worst of its keys' states
 SNAPSHOTS: dict[str, type[MaterializedTask]] = catalogue.classes("none")  # one state each, after the daily ones
 STATIC = catalogue.classes("hotel", "store")  # one partition per key: one state, the worst of the keys'
-SYMBOLS = {"ok": "#", "provisional": "p", "stale": "s", "pending": "?", "missing": ".", "waiting": "w", "failed": "F"}
-WORST_FIRST = ["failed", "stale", "waiting", "missing", "pending", "provisional", "ok"]
+SYMBOLS = {
+    "ok": "#",
+    "provisional": "p",
+    "stale": "s",
+    "pending": "?",
+    "newer": "n",
+    "missing": ".",
+    "waiting": "w",
+    "failed": "F",
+}
+WORST_FIRST = ["failed", "stale", "newer", "waiting", "missing", "pending", "provisional", "ok"]
 # The row, first when there is one, of the raw zone's entries that belong to no day: entries of a source
 # folder that no partition reads (a link, a name that is not YYYY-MM-DD, ...), or a linked source folder.
 RAW_ZONE, DATA_ROOT, NOT_READ = "raw_zone", "data_root", "not_read"
@@ -47,7 +57,7 @@ RAW_ZONE_LINES = 20  # the text view lists this many, then "... and N more" (--j
 class DayStatus:
     dataset: str
     date: dt.date | None  # None: an unpartitioned dataset (one state for all of it)
-    state: str  # ok | provisional | stale | pending | missing | waiting | failed
+    state: str  # ok | provisional | stale | pending | newer | missing | waiting | failed
     reason: str = ""
     rows: int | None = None
     duration_s: float | None = None
@@ -87,7 +97,7 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     ):
         return DayStatus(name, day, "failed", failure.get("error", ""))  # whole: shortened only for display
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
-    if task.before_start():  # kept as built, or never built: nothing waits, nothing will run
+    if task.before_start() or state.state == "newer":  # kept as built: nothing waits, a run does not replace it
         return DayStatus(name, day, state.state, state.reason, rows, duration)
     if not state.ok:  # missing or stale, and a run cannot build it yet: it waits, as the run says
         waiting = cache.waiting_for(task)
@@ -317,7 +327,7 @@ def render_text(rows: list[DayStatus]) -> str:
         )
         # provisional: a count, not a line; days in a row with the same state and reason: one line (three
         # years never built: one line)
-        attention = [r for r in mine if r.state in ("stale", "pending", "failed", "waiting", "missing")]
+        attention = [r for r in mine if r.state in ("stale", "pending", "newer", "failed", "waiting", "missing")]
         last_of = {r.date: r for r in attention}
         for first, last, r in runs(attention, _same_reason):
             lines.append(f"  {span(first, last)} {r.state}: {shorten(_spanning(r.reason, last_of[last].reason))}")

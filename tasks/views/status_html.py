@@ -24,6 +24,7 @@ STATES = {
     "provisional": ("#2e7d32", 10, True, "P"),  # ok's green, striped: up to date, but later exports will restate it
     "stale": ("#a15c00", 14, True, "S"),
     "pending": ("#6a1b9a", 7, True, "?"),  # may rebuild once its upstream is rebuilt
+    "newer": ("#00695c", 7, False, "N"),  # built by newer code than this host's: a run does not replace it
     "missing": ("#616161", 2, False, "M"),
     "waiting": ("#1565c0", 5, False, "W"),
     "failed": ("#c62828", 14, False, "F"),
@@ -297,13 +298,16 @@ SCRIPT = r"""
     const line = +bar.dataset.line, first = +bar.dataset.first;
     bar.querySelectorAll('i').forEach((c, k) => { cells[line][first + k] = c; });
   }
-  const letters = {ok: 'O', provisional: 'P', stale: 'S', pending: '?', missing: 'M', waiting: 'W', failed: 'F'};
+  const letters = {
+    ok: 'O', provisional: 'P', stale: 'S', pending: '?', newer: 'N', missing: 'M', waiting: 'W', failed: 'F',
+  };
   const next = {
     ok: 'Up to date. To rebuild it anyway, delete it and run it:',
     provisional: 'Up to date for now; the next export restates it. To rebuild it now, delete it and run it:',
     stale: 'Rebuild it:', missing: 'Build it:', failed: 'Fix the input the reason names, then rebuild it:',
     waiting: 'Its raw data has not arrived; once it has, build it:',
     pending: 'Its upstream is rebuilt first, then this partition only if its rows of it changed:',
+    newer: 'Built by newer code than this host has; a run here leaves it as built. Upgrade this host, then:',
   };
   const entities = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'};
   const esc = (s) => String(s).replace(/[&<>"]/g, (ch) => entities[ch]);
