@@ -65,7 +65,7 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
         == 0
     )
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "legend: # ok  p provisional  s stale  ? pending  . missing  w waiting  F failed"
+    assert lines[0] == "legend: # ok  p provisional  s stale  ? pending  n newer  . missing  w waiting  F failed"
     assert lines[1:4] == [
         "stg_qsr_pos  2026-09-10 .. 2026-09-15",
         "  F.ss#w",  # one character per day, in date order
