@@ -165,3 +165,27 @@ def test_status_and_plan_show_a_partition_built_by_a_newer_version_as_newer_not_
     assert f"marts/store_daily_sales S001: built by version {newer}, newer than this host's {ours}: upgrade " in out
     assert "  superseded StoreDailySales S001: not replaced, a newer build is kept" in out, out
     assert "another host" not in out.split("summary of this run:")[1], out
+
+
+def test_what_reads_a_partition_built_by_a_newer_version_as_it_is_is_up_to_date(lab, setting, capsys):
+    """A store's totals read staging that newer code built (this host then rolled back): no run here replaces
+    that staging, so what read it as it is stays up to date, and nothing says it may run."""
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2)
+    assert lab.range(START, START + 2 * DAY) == 0 and lab.luigi("AllStores") == 0
+    manifest_path = lab.partition(START) / "_manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    name, number = VERSION.rsplit("/", 1)
+    manifest["rules"]["version"] = f"{name}/{int(number) + 1}"  # its rows are the ones the stores read
+    manifest["rules_fingerprint"] = fingerprint(manifest["rules"])
+    manifest_path.write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert main(["status", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    out = capsys.readouterr().out
+    assert "stg_qsr_pos  2026-09-01 .. 2026-09-02\n  n#\n  1 ok, 1 newer\n" in out, out
+    assert "store_daily_sales  (unpartitioned)  ok\n" in out, out
+    assert main(["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    assert capsys.readouterr().out == "store_daily_sales: 0 partitions would run, 0 wait for raw data\n"
+    assert lab.luigi("AllStores") == 0

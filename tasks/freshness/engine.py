@@ -125,7 +125,8 @@ class Engine(Memo):
             up_state = yield up
             up_manifest = self._summary(self.store(up), up.key)[1]
             version = None if up_manifest is None or up_manifest.get("_corrupt") else node.upstream_version(up_manifest)
-            if not up_state.ok and version in (None, recorded.get(up.task_id)):
+            # built by newer code: no run here replaces it, so it is read as it is, as an ok one
+            if not up_state.ok and up_state.state != "newer" and version in (None, recorded.get(up.task_id)):
                 first_not_ok = first_not_ok or up_state.cause or _cause(up, up_state)
                 continue
             if recorded.get(up.task_id) != version:  # rebuilt since with other rows: whatever its state now
