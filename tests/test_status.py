@@ -395,24 +395,19 @@ def test_days_in_a_row_waiting_each_for_its_own_folder_are_one_line():
     ]
 
 
-def test_a_chain_stale_day_after_day_is_one_line():
+def test_a_chain_pending_day_after_day_is_one_line():
     """A look-back chain (hotel_booking_state): the first day is stale for its own upstream, each later day
-    because the day before is; the later days are one line, not one a day."""
+    pending on that root; the later days are one line, not one a day."""
     from tasks.views.status import DayStatus, render_text
 
     first = dt.date(2026, 9, 2)
     days = [first + dt.timedelta(days=k) for k in range(30)]
-    rows = [
-        DayStatus("hotel_booking_state", days[0], "stale", "upstream staging/hotel_bookings_daily 2026-09-02 is stale")
-    ]
-    rows += [
-        DayStatus("hotel_booking_state", d, "stale", f"upstream marts/hotel_booking_state {d - DAY} is stale")
-        for d in days[1:]
-    ]
+    root = "may rebuild once its upstream is rebuilt: marts/hotel_booking_state 2026-09-02 (stale: upstream x changed)"
+    rows = [DayStatus("hotel_booking_state", days[0], "stale", "upstream x changed")]
+    rows += [DayStatus("hotel_booking_state", d, "pending", root) for d in days[1:]]
     assert render_text(rows).splitlines()[-2:] == [
-        "  2026-09-02 stale: upstream staging/hotel_bookings_daily 2026-09-02 is stale",
-        "  2026-09-03 .. 2026-10-01 (29 days) stale: upstream marts/hotel_booking_state 2026-09-02 .. 2026-09-30"
-        " is stale",
+        "  2026-09-02 stale: upstream x changed",
+        f"  2026-09-03 .. 2026-10-01 (29 days) pending: {root}",
     ]
 
 
