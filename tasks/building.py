@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from tasks import nextdate
 from tasks.cores import start_on_side_thread
 from tasks.freshness import dataversions
-from tasks.freshness.buildplan import plan_build, settings_at_text
-from tasks.freshness.engine import Engine
+from tasks.freshness.buildplan import plan_build
+from tasks.freshness.engine import Engine, settings_at_text
 from tasks.freshness.inputs import input_line
 from tasks.freshness.node import Node
 from tasks.reporting import runlog

@@ -100,6 +100,8 @@ def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_
     """Before, a host left on an old luigi.cfg rebuilt, exit 0 and without a word, every partition a host on the
     new settings had built: two hosts on a daily timer flipped the partitions back and forth."""
     import os
+    import subprocess
+    import sys
     import time
 
     lab.qsr_days(START, DATES + 1)
@@ -123,6 +125,22 @@ def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_
     assert "here -> there: suspicious_qty_threshold 20 -> 2): update them. Not replaced" in late.stderr
     assert f"StgQsrPos {START} .. {START + (DATES - 1) * DAY}: {DATES} superseded" in late.stderr
     assert _manifests(lab) == rolled_out
+    span = ("--start", str(START), "--stop", str(START + DATES * DAY))
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(old), "PYTHONPATH": str(REPO)}
+    shown = subprocess.run(
+        [sys.executable, "-m", "tasks.cli", "status", "--dataset", "stg_qsr_pos", *span],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert f"{DATES} newer" in shown.stdout, shown.stdout + shown.stderr
+    assert "20 -> 2): update them; a run does not replace it" in shown.stdout, shown.stdout
+    planned = subprocess.run(
+        [sys.executable, "-m", "tasks.cli", "plan", "stg_qsr_pos", *span],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert (
+        f"0 partitions would run, 0 wait for raw data, {DATES} built by a newer version or settings" in planned.stdout
+    )
     # a deliberate rollback: the old settings written again (a newer file) replace the rollout's
     os.utime(old)
     assert host(old).returncode == 0
@@ -154,7 +172,7 @@ def test_status_and_plan_show_a_partition_built_by_a_newer_version_as_newer_not_
     assert main(["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
     plan = capsys.readouterr().out
     assert plan.splitlines() == [
-        "store_daily_sales: 0 partitions would run, 0 wait for raw data, 1 built by a newer version",
+        "store_daily_sales: 0 partitions would run, 0 wait for raw data, 1 built by a newer version or settings",
         f"  newer S001  {why}",
     ], plan
     assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0

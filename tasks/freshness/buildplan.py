@@ -4,10 +4,9 @@ replace the partition (it would undo a rollout, docs/scale-out.md) is refused be
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 
-from tasks.freshness.engine import Engine, diff_rules, label, newer_version
+from tasks.freshness.engine import ROLL_BACK, Engine, diff_rules, label, newer_settings, newer_version, settings_at
 from tasks.freshness.inputs import Window, diff_inputs, input_line
 from tasks.freshness.node import Node
 
@@ -115,32 +114,6 @@ def check_replaceable(node: Node, engine: Engine, manifest: dict | None) -> None
             f"another host committed {where} (other rules: {diff_rules(manifest.get('rules') or {}, node.rules())}) "
             "since this run began; not replaced. Rerun on the host with the rules you mean to keep"
         )
-    theirs_at, ours_at = manifest.get("settings_at"), settings_at()
-    if theirs_at and _time(theirs_at) > ours_at + 0.001:  # the manifest keeps microseconds, a stat nanoseconds
-        host = (manifest.get("built_by") or {}).get("host", "another host")
-        mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="seconds")
-        raise NotReplaced(
-            f"{where}: built by {host} under settings changed at {theirs_at[:19]}Z, later than this host's "
-            f"({mine[:19]}Z; here -> there: {diff_rules(node.rules(), manifest.get('rules') or {})}): update them. "
-            "Not replaced (nothing written by this run); to roll back, change this host's settings again (or "
-            "touch its luigi.cfg) and rerun"
-        )
-
-
-def settings_at() -> float:
-    """:func:`tasks.settings.settings_changed_at`, the hotels list included."""
-    from tasks import reference, settings
-
-    return settings.settings_changed_at((reference.hotels_file(),))
-
-
-def settings_at_text() -> str:
-    """:func:`settings_at` as a manifest records it (UTC, ISO, microseconds)."""
-    return dt.datetime.fromtimestamp(settings_at(), dt.UTC).isoformat()
-
-
-def _time(text: str) -> float:
-    try:
-        return dt.datetime.fromisoformat(text).timestamp()
-    except (TypeError, ValueError):
-        return 0.0
+    newer = newer_settings(manifest, node.rules(), settings_at())
+    if newer:
+        raise NotReplaced(f"{where}: {newer}. Not replaced (nothing written by this run); to roll back, {ROLL_BACK}")

@@ -102,6 +102,9 @@ class Engine(Memo):
             theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
             if newer_version(theirs, ours):  # a run refuses to replace it (docs/scale-out.md): not stale
                 return State("newer", built_by_newer(theirs, ours))
+            newer = newer_settings(manifest, node.rules(), self.once_per_pass(("settings_at",), settings_at))
+            if newer:  # the same: a run here refuses it
+                return State("newer", f"{newer}; a run does not replace it")
             return State("stale", "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules()))
         window = self.window(node)
         if window is None:
@@ -215,6 +218,42 @@ def newer_version(theirs, ours) -> bool:
 def built_by_newer(theirs, ours) -> str:
     """The reason of a partition that newer code built, which this host's runs never replace."""
     return f"built by a newer version {theirs} than this host's {ours}: upgrade this host; a run does not replace it"
+
+
+def settings_at() -> float:
+    """:func:`tasks.settings.settings_changed_at`, the hotels list included."""
+    from tasks import reference, settings
+
+    return settings.settings_changed_at((reference.hotels_file(),))
+
+
+def settings_at_text() -> str:
+    """:func:`settings_at` as a manifest records it (UTC, ISO, microseconds)."""
+    return dt.datetime.fromtimestamp(settings_at(), dt.UTC).isoformat()
+
+
+def _time(text: str) -> float:
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except (TypeError, ValueError):
+        return 0.0
+
+
+ROLL_BACK = "change this host's settings again (or touch its luigi.cfg) and rerun"
+
+
+def newer_settings(manifest: dict, rules: dict, ours_at: float) -> str:
+    """Why a partition built under other ``rules`` than this host's, by settings changed after this host's
+    (``ours_at``), is kept: no run here replaces it (docs/scale-out.md); '' when it is not so."""
+    theirs_at = manifest.get("settings_at")
+    if not theirs_at or _time(theirs_at) <= ours_at + 0.001:  # the manifest keeps microseconds, a stat ns
+        return ""
+    host = (manifest.get("built_by") or {}).get("host", "another host")
+    mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="seconds")
+    return (
+        f"built by {host} under settings changed at {theirs_at[:19]}Z, later than this host's ({mine[:19]}Z; here "
+        f"-> there: {diff_rules(rules, manifest.get('rules') or {})}): update them"
+    )
 
 
 def _cause(node: Node, state: State) -> str:

@@ -226,7 +226,7 @@ def render(plan: Plan) -> str:
     maybe = f", {len(plan.maybe)} may run once their upstream is rebuilt" if plan.maybe else ""
     runs, waits = len(plan.runs), len(plan.blocked)
     left = f", {len(plan.left_over)} left over" if plan.left_over else ""
-    newer = f", {len(plan.newer)} built by a newer version" if plan.newer else ""
+    newer = f", {len(plan.newer)} built by a newer version or settings" if plan.newer else ""
     lines = [
         f"{plan.dataset}: {runs} partition{'' if runs == 1 else 's'} would run{maybe}, "
         f"{waits} wait{'s' if waits == 1 else ''} for raw data{newer}{left}"
