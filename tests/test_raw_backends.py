@@ -131,3 +131,28 @@ def test_the_store_sensor_lists_a_bucket_folder_once_though_it_changed_in_the_se
     assert store_marts.unseen_folders(zone, FIRST, stop)[0] == {}
     client.put_object(Bucket=bucket, Key=f"landing/qsr_pos/{FIRST + DAY}/S003.csv", Body=b"store_id\n")
     assert list(store_marts.unseen_folders(zone, FIRST, stop)[0]) == [str(FIRST + DAY)]
+
+
+@pytest.mark.system
+def test_a_folder_marker_key_is_no_file_and_alone_is_no_folder(rgw, lab, monkeypatch, setting):
+    """A console's "create folder" writes a zero-byte key ``qsr_pos/D/``. Before, it was a file not read (warned
+    on every run) and, alone, a folder that had arrived: date D-1 was built without D's small hours."""
+    from tasks.storage.rawzone import RawZone
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    setting("s3", "endpoint_url", rgw.endpoint_url)
+    setting("s3", "region", rgw.region)
+    lab.qsr_days(FIRST, 1)  # folders 09-10 and 09-11
+    bucket = rgw.make_bucket(f"marker-{uuid.uuid4().hex[:10]}")
+    client = rgw.client()
+    for path in sorted(p for p in lab.raw.rglob("*") if p.is_file()):
+        client.put_object(Bucket=bucket, Key=f"landing/{path.relative_to(lab.raw)}", Body=path.read_bytes())
+    for d in (FIRST, FIRST + 2 * DAY):
+        client.put_object(Bucket=bucket, Key=f"landing/qsr_pos/{d}/", Body=b"")
+    zone = RawZone.from_uri(f"s3://{bucket}/landing")
+    files, unread = zone.scan_folder_all("qsr_pos", FIRST)
+    assert sorted(name for name, _, _ in files) == sorted(p.name for p in (lab.raw / "qsr_pos" / str(FIRST)).iterdir())
+    assert unread == []
+    assert zone.scan_folder_all("qsr_pos", FIRST + 2 * DAY) is None
+    assert not zone.folder_exists("qsr_pos", FIRST + 2 * DAY)

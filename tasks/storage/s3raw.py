@@ -73,9 +73,10 @@ class S3Raw(RawBackend):
 
     def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None:
         """Each object of ``<source>/<name>/`` with its version stamp, and each name holding keys one level too
-        deep (a FOLDER, never read); None when the folder holds nothing."""
+        deep (a FOLDER, never read); None when the folder holds nothing but, maybe, its marker key."""
         folder = f"{source}/{name}/"
-        listed = {rel[len(folder) :]: obj for rel, obj in self.bucket.list(folder).items()}
+        # the folder's own key (``qsr_pos/D/``, a console's "create folder"): a marker, neither a file nor data
+        listed = {rel[len(folder) :]: obj for rel, obj in self.bucket.list(folder).items() if rel != folder}
         if not listed:
             return None
         deeper = [(key, FOLDER) for key in {key.split("/", 1)[0] for key in listed if "/" in key}]
