@@ -223,6 +223,10 @@ def test_a_failed_partition_exits_30_and_the_others_still_build(threshold_lab, c
     report = json.loads(capsys.readouterr().out)
     assert code == 30
     assert [f["task_id"].split("_")[1:4] for f in report["failed"]] == [["2026", "09", "03"]]
+    assert [f["partition"] for f in report["failed"]] == [f"staging/qsr_pos {D3}"]  # as the user names it
+    capsys.readouterr()
+    assert cli.main(["preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP)]) == 30
+    assert f"  FAILED  staging/qsr_pos {D3}: " in capsys.readouterr().out
     parts = report["datasets"]["stg_qsr_pos"]["partitions"]
     assert {p["date"]: p["changed"] for p in parts} == {"2026-09-01": 3, "2026-09-02": 1}
     assert production(lab) == before and not (lab.data / "_state" / "failures").exists()

@@ -177,5 +177,8 @@ def _failures(shadow) -> list[dict]:
     for rel in sorted(shadow.files("_state/failures")):
         if rel.endswith(".json"):
             rec = json.loads(shadow.read(rel))
-            out.append({"task_id": rec.get("task_id"), "error": str(rec.get("error", ""))[:500]})
+            partition = rel[len("_state/failures/") : -len(".json")].replace("/business_date=", " ")
+            out.append(
+                {"task_id": rec.get("task_id"), "partition": partition, "error": str(rec.get("error", ""))[:500]}
+            )
     return out

@@ -37,7 +37,8 @@ def problems(record: dict, folder) -> tuple[list[str], list[str]]:
         return [], [f"the preview is {record.get('state')}, not open"]
     if record.get("failed"):
         return [], [
-            f"{len(record['failed'])} partition(s) failed in the preview, e.g. {record['failed'][0]['task_id']}"
+            f"{len(record['failed'])} partition(s) failed in the preview, e.g. "
+            f"{record['failed'][0].get('partition', record['failed'][0]['task_id'])}"
         ]
     if record.get("not_run"):
         first = record["not_run"][0]

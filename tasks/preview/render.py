@@ -26,7 +26,7 @@ def render(record: dict) -> str:
         lines.append("  nothing to rebuild: every partition of the range is up to date")
     lines += [f"  wait    {w['date']}  {w['reason']}" for w in record.get("waiting", [])]
     lines += _capped([f"  not built  {h['partition']}: {h['reason']}" for h in record.get("not_built", [])])
-    lines += [f"  FAILED  {f['task_id']}: {f['error'][:200]}" for f in record.get("failed", [])]
+    lines += [f"  FAILED  {f.get('partition', f['task_id'])}: {f['error'][:200]}" for f in record.get("failed", [])]
     lines += _capped([f"  NOT BUILT  {n['partition']}: {n['reason'][:200]}" for n in record.get("not_run", [])])
     for name, entry in record.get("datasets", {}).items():
         measure = entry.get("measure") or ""
