@@ -365,13 +365,15 @@ def test_all_stores_waiting_for_a_raw_folder_exits_20_as_a_range_does(lab, all_s
     moved = shutil.move(gap, lab.root / "gap")
     code, out = all_stores()  # the first run: no store registered yet
     assert code == 20, out[-3000:]
-    assert "StoreDailySales: 2 waiting" in out, out[-3000:]
+    assert "StoreDailySales S001, S002: 2 waiting" in out, out[-3000:]
     shutil.move(moved, gap)
     assert all_stores()[0] == 0
     shutil.move(gap, lab.root / "gap")  # after a first run: the stores registered
     code, out = all_stores()
     assert code == 20, out[-3000:]
-    assert "StoreDailySales: 2 waiting" in out and f"waiting  for raw folder {gap}/ (not there yet)" in out, out
+    assert (
+        "StoreDailySales S001, S002: 2 waiting" in out and f"waiting  for raw folder {gap}/ (not there yet)" in out
+    ), out
     range_code, _ = all_stores("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", "2026-09-14")
     assert range_code == code
 
@@ -390,7 +392,9 @@ def test_all_stores_superseded_by_a_newer_version_exits_10_as_a_range_does(lab, 
     path.write_text(json.dumps(manifest))
     code, out = all_stores()
     assert code == 10, out[-3000:]
-    assert f"built by version {newer}" in out and "StoreDailySales: 1 superseded, 1 up to date" in out, out[-3000:]
+    assert f"built by version {newer}" in out and "StoreDailySales S001, S002: 1 superseded, 1 up to date" in out, out[
+        -3000:
+    ]
 
 
 def test_all_stores_with_a_failed_partition_exits_30_as_a_range_does(lab, all_stores):

@@ -198,12 +198,12 @@ def report() -> tuple[list[str], str]:
     failed, waiting, blocked, warned, others, fenced, cooled = [], defaultdict(list), [], [], [], [], []
     with settings.snapshot():
         for task, ok_at_check in watched:
-            family, key = task.task_family, task.key
+            family, key = task.task_family, _key(task)
             if ok_at_check:
                 counts[family]["up to date"].append(key)
             elif task.task_id in run.superseded:  # another host's commit is kept (exit 10)
                 counts[family]["superseded"].append(key)
-                fenced.append((family, key if key is not None else getattr(task, "store_id", None)))
+                fenced.append((family, key))
             elif task.task_id in run.written:  # committed: built, whatever failed after the commit
                 counts[family]["ran"].append(key)
                 warned += [f"{_name(family, key)}: {w}" for w in run.written[task.task_id]]
@@ -257,13 +257,13 @@ def report() -> tuple[list[str], str]:
 def _asked(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
     """The kind of a partition this run neither wrote nor failed, as the store and the raw zone say now:
     failed by another run, up to date (or written by another run), waiting, or not run."""
-    family, key = task.task_family, task.key
-    record = task.store().read_failure(key)
+    family, key = task.task_family, _key(task)
+    record = task.store().read_failure(task.key)
     if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
         failed.append(f"{_name(family, key)}: {_first_line(record.get('error', ''))}")
         return "failed"
     if _ran(task, cache, started):  # up to date, nothing written by this run
-        manifest = cache.summary(cache.store(task), key) or {}
+        manifest = cache.summary(cache.store(task), task.key) or {}
         if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
             others.append((family, key))
             return "written by another run"
@@ -337,6 +337,11 @@ def label(task) -> str:
     ``OtbByStayDate`` (never Luigi's task id, whose hash means nothing to anyone)."""
     hotel = getattr(task, "hotel", None)
     return " ".join(str(x) for x in (task.task_family, getattr(task, "key", None), hotel) if x is not None)
+
+
+def _key(task):
+    """A partition's key as a summary shows it: its date, or the store of a per-store partition."""
+    return task.key if task.key is not None else getattr(task, "store_id", None)
 
 
 def _name(family: str, key) -> str:
