@@ -47,7 +47,14 @@ SEED = int(os.environ.get("CRASH_SEED", "20260910"))
 TRIALS = int(os.environ.get("CRASH_TRIALS", "24"))  # crash-driver trials; plus LUIGI_KILLS below
 LUIGI_KILLS = 6
 DATASET = "staging/qsr_pos"
-TIMESTAMPS = ("started_at", "finished_at", "duration_s", "inputs_listed_ns", "built_by")  # and its builder
+TIMESTAMPS = (
+    "started_at",
+    "finished_at",
+    "duration_s",
+    "inputs_listed_ns",
+    "built_by",
+    "settings_at",
+)  # and its builder
 
 
 # -- what a data root holds -------------------------------------------------------------------------
