@@ -15,7 +15,7 @@ from tasks import nextdate
 from tasks.cores import start_on_side_thread
 from tasks.freshness import dataversions
 from tasks.freshness.buildplan import plan_build
-from tasks.freshness.engine import Engine, settings_at_text
+from tasks.freshness.engine import Engine, label, settings_at_text
 from tasks.freshness.inputs import input_line
 from tasks.freshness.node import Node
 from tasks.reporting import runlog
@@ -47,19 +47,18 @@ def build(node: Node, engine: Engine) -> dict | None:
     started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
     nextdate.next_date()
     listed_ns = time.time_ns()  # a raw file modified after this, within the clock resolution, is hashed
-    plan = plan_build(node, engine)
+    where = label(node)  # staging/qsr_pos 2026-09-12: the partition as its messages name it
+    plan = plan_build(node, engine, where)
     store: PartitionStore = node.store()
     if plan.up_to_date:
         # its upstream was rebuilt to the same rows, or another worker got here first
-        logger.info("%s: up to date now that its upstream is rebuilt; nothing written", runlog.label(node))
+        logger.info("%s: up to date now that its upstream is rebuilt; nothing written", where)
         store.clear_failure(node.key)
         return None
     window = plan.window
     if window.refused:
         refused = "; ".join(f"{r['path']} ({r['reason']})" for r in window.refused)
-        logger.warning(
-            "%s: %d raw file(s) of its window not read: %s", runlog.label(node), len(window.refused), refused
-        )
+        logger.warning("%s: %d raw file(s) of its window not read: %s", where, len(window.refused), refused)
     built = node.build(window.read)
     plan.check_inputs_unchanged(node)
     plan.check_rejects(node, built)

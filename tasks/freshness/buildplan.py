@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks.freshness.engine import ROLL_BACK, Engine, diff_rules, label, newer_settings, newer_version, settings_at
+from tasks.freshness.engine import ROLL_BACK, Engine, diff_rules, newer_settings, newer_version, settings_at
 from tasks.freshness.inputs import Window, diff_inputs, input_line
 from tasks.freshness.node import Node
 
@@ -77,15 +77,16 @@ class BuildPlan:
         )
 
 
-def plan_build(node: Node, engine: Engine) -> BuildPlan:
+def plan_build(node: Node, engine: Engine, where: str) -> BuildPlan:
     """The plan of ``node``'s build, under its lock, from its manifests and raw folders read again (another
-    process may have built it); the next date's inputs are fetched ahead on a bucket."""
+    process may have built it); the next date's inputs are fetched ahead on a bucket. ``where`` names the
+    partition in its messages."""
     engine.refresh(node)
     if engine.state(node).ok:
         return BuildPlan(up_to_date=True)
     store = node.store()
     in_place = engine.manifest(store, node.key)
-    check_replaceable(node, engine, in_place)
+    check_replaceable(node, engine, in_place, where)
     window = engine.window(node)
     if window is None:
         raise RuntimeError("a raw folder of its dependency window disappeared; rerun later")
@@ -94,13 +95,12 @@ def plan_build(node: Node, engine: Engine) -> BuildPlan:
     return BuildPlan(False, window, upstream, in_place, list_again=not node.zone().reads_checked)
 
 
-def check_replaceable(node: Node, engine: Engine, manifest: dict | None) -> None:
+def check_replaceable(node: Node, engine: Engine, manifest: dict | None, where: str) -> None:
     """:class:`NotReplaced` for a partition built by newer code, committed by another writer with other rules
     since this run first looked, or built under other rules set later than this host's settings: a host left
     on old rules must never undo a rollout."""
     if not manifest or manifest.get("_corrupt"):
         return
-    where = label(node)
     theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
     if newer_version(theirs, ours):
         raise NotReplaced(

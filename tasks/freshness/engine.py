@@ -151,7 +151,7 @@ class Engine(Memo):
         if listed is None:
             return False
         newest = max((f.newest for f in window.folders), default=0)
-        return not self.zone(node).settled(newest, listed)
+        return newest + self.zone(node).mtime_resolution_ns > listed
 
     @contextlib.contextmanager
     def replacing(self, store: PartitionStore, key: dt.date | None) -> Iterator[None]:

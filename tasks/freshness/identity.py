@@ -35,8 +35,9 @@ def check_inputs(
     metadata changed; ``seen now`` is what to remember of files hashed now, or None."""
     fingerprint, files = window.fingerprint, window.read
     side = seen if isinstance(seen, dict) and SEEN_KEYS <= seen.keys() else None  # a summary is only a cache
+    resolution = zone.mtime_resolution_ns
     metadata_same = manifest.get("input_fingerprint") == fingerprint
-    trusted = side is not None and zone.settled(newest_mtime(files), side["checked_ns"])
+    trusted = side is not None and newest_mtime(files) + resolution <= side["checked_ns"]
     if trusted and side["input_fingerprint"] == fingerprint:
         return True, "" if metadata_same else SAME_CONTENT, None
     hashes = manifest.get("input_hashes")
@@ -50,7 +51,7 @@ def check_inputs(
         known.update(parse_inputs(side["inputs"]))
         trusted_until = side["checked_ns"]
     suspects = [
-        f for f in files if known.get(f.relpath) != (f.size, f.mtime_ns) or not zone.settled(f.mtime_ns, trusted_until)
+        f for f in files if known.get(f.relpath) != (f.size, f.mtime_ns) or f.mtime_ns + resolution > trusted_until
     ]
     if not suspects:
         return True, "", None
@@ -62,7 +63,7 @@ def check_inputs(
     if changed:
         return False, "input content changed: " + ", ".join(changed[:3]) + _more(changed), None
     note = "" if metadata_same else SAME_CONTENT
-    if not zone.settled(newest_mtime(files), checked_ns):  # re-sent in this instant: hashed again next time
+    if newest_mtime(files) + resolution > checked_ns:  # re-sent in this instant: hashed again next time
         return True, note, None
     lines = [input_line(f) for f in files if recorded.get(f.relpath) != (f.size, f.mtime_ns)]
     return True, note, {"input_fingerprint": fingerprint, "inputs": lines, "checked_ns": checked_ns}
