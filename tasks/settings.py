@@ -207,23 +207,13 @@ def raw_root() -> str:
 
 def settings_changed_at(extra: tuple = ()) -> float:
     """When the settings this process runs on last changed, as a POSIX time: the newest modification time of
-    the config files Luigi reads and of ``extra`` (the hotels list); now, when the ``luigi`` command line sets
-    a Daybreak setting. A host never replaces a partition built under other rules set later
+    the config files Luigi reads and of ``extra`` (the hotels list). A setting given on the ``luigi`` command
+    line counts as old as the files: a host never replaces a partition built under other rules set later
     (docs/scale-out.md)."""
     import os
-    import time
-
-    from luigi.cmdline_parser import CmdlineParser
 
     from tasks import configfiles
 
-    cmdline = CmdlineParser.get_instance()
-    if cmdline is not None and any(
-        getattr(cmdline.known_args, f"{name}_{key}", None) is not None
-        for name, section in SECTIONS.items()
-        for key, _ in section.get_params()
-    ):
-        return time.time()
     times = []
     for path in [*configfiles.luigi_files(), *extra]:
         try:

@@ -98,7 +98,9 @@ def test_a_partition_built_by_a_newer_version_is_never_replaced_by_an_older_one(
 
 def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_newer_ones(lab, tmp_path):
     """Before, a host left on an old luigi.cfg rebuilt, exit 0 and without a word, every partition a host on the
-    new settings had built: two hosts on a daily timer flipped the partitions back and forth."""
+    new settings had built: two hosts on a daily timer flipped the partitions back and forth. The newest
+    settings any partition of the dataset was built under decide, so a rollback holds for the partitions the
+    rolling-back host did not rebuild too; a setting on the command line makes no host's settings newer."""
     import os
     import subprocess
     import sys
@@ -109,43 +111,49 @@ def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_
     folder.mkdir()
     old = lab.write_cfg(tmp_path / "host-old.cfg")  # the default threshold, 20
     new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
-    os.utime(old, (time.time() - 3600, time.time() - 3600))  # edited an hour before the rollout
-    args = ("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + DATES * DAY))
-    args += ("--local-scheduler",)
+    now = time.time()
+    os.utime(old, (now - 3600, now - 3600))  # the old host's settings, an hour before the rollout
+    os.utime(new, (now - 1800, now - 1800))
+    middle = ("--start", str(START + DAY), "--stop", str(START + 3 * DAY))
 
-    def host(cfg):
-        return lab.cli(*args, cwd=folder, env={"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)})
+    def host(cfg, *args):
+        args = args if "--start" in args else ("--start", str(START), "--stop", str(START + DATES * DAY), *args)
+        env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
+        return lab.cli("RangeDaily", "--of", "StgQsrPos", *args, "--local-scheduler", cwd=folder, env=env)
 
-    assert host(new).returncode == 0
-    rolled_out = _manifests(lab)
-    assert {m["rules"]["suspicious_qty_threshold"] for m in rolled_out.values()} == {2}
-    late = host(old)
+    def thresholds():
+        return [m["rules"]["suspicious_qty_threshold"] for _, m in sorted(_manifests(lab).items())]
+
+    assert host(old).returncode == 0 and thresholds() == [20] * DATES
+    assert host(new, *middle).returncode == 0 and thresholds() == [20, 2, 2, 20]  # the rollout, begun
+    before = _manifests(lab)
+    late = host(old, "--daybreak-lock-wait-s", "5")  # a setting on the command line changes nothing
     assert late.returncode == 10, late.stderr[-3000:]
-    assert f"staging/qsr_pos {START}: built by " in late.stderr
+    assert f"staging/qsr_pos {START + DAY}: built under other rules; " in late.stderr
     assert "here -> there: suspicious_qty_threshold 20 -> 2): update them. Not replaced" in late.stderr
-    assert f"StgQsrPos {START} .. {START + (DATES - 1) * DAY}: {DATES} superseded" in late.stderr
-    assert _manifests(lab) == rolled_out
+    assert f"StgQsrPos {START} .. {START + (DATES - 1) * DAY}: 2 superseded, 2 up to date" in late.stderr
+    assert _manifests(lab) == before
     span = ("--start", str(START), "--stop", str(START + DATES * DAY))
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(old), "PYTHONPATH": str(REPO)}
     shown = subprocess.run(
         [sys.executable, "-m", "tasks.cli", "status", "--dataset", "stg_qsr_pos", *span],
         cwd=folder, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert f"{DATES} newer" in shown.stdout, shown.stdout + shown.stderr
+    assert "2 ok, 2 newer" in shown.stdout, shown.stdout + shown.stderr
     assert "20 -> 2): update them; a run does not replace it" in shown.stdout, shown.stdout
     planned = subprocess.run(
         [sys.executable, "-m", "tasks.cli", "plan", "stg_qsr_pos", *span],
         cwd=folder, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert planned.returncode == 0, planned.stdout + planned.stderr
-    assert (
-        f"0 partitions would run, 0 wait for raw data, {DATES} built by a newer version or settings" in planned.stdout
-    )
-    # a deliberate rollback: the old settings written again (a newer file) replace the rollout's
+    assert "0 partitions would run, 0 wait for raw data, 2 built by a newer version or settings" in planned.stdout
+    # a deliberate rollback: the old settings written again (now the newest) replace the rollout's...
     os.utime(old)
-    assert host(old).returncode == 0
-    assert {m["rules"]["suspicious_qty_threshold"] for m in _manifests(lab).values()} == {20}
-    assert host(new).returncode == 10  # now the other host is the one left behind
+    assert host(old).returncode == 0 and thresholds() == [20] * DATES
+    # ... and hold for every partition of the dataset, those the rollback did not rebuild as well
+    before = _manifests(lab)
+    assert host(new).returncode == 10
+    assert _manifests(lab) == before
 
 
 def test_status_and_plan_show_a_partition_built_by_a_newer_version_as_newer_not_as_stale(lab, setting, capsys, caplog):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks.freshness.engine import ROLL_BACK, Engine, diff_rules, newer_settings, newer_version, settings_at
+from tasks.freshness.engine import ROLL_BACK, Engine, diff_rules, newer_version
 from tasks.freshness.inputs import Window, diff_inputs, input_line
 from tasks.freshness.node import Node
 
@@ -114,6 +114,6 @@ def check_replaceable(node: Node, engine: Engine, manifest: dict | None, where: 
             f"another host committed {where} (other rules: {diff_rules(manifest.get('rules') or {}, node.rules())}) "
             "since this run began; not replaced. Rerun on the host with the rules you mean to keep"
         )
-    newer = newer_settings(manifest, node.rules(), settings_at())
+    newer = engine.newer_settings(node, manifest)
     if newer:
         raise NotReplaced(f"{where}: {newer}. Not replaced (nothing written by this run); to roll back, {ROLL_BACK}")

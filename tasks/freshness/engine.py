@@ -102,7 +102,7 @@ class Engine(Memo):
             theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
             if newer_version(theirs, ours):  # a run refuses to replace it (docs/scale-out.md): not stale
                 return State("newer", built_by_newer(theirs, ours))
-            newer = newer_settings(manifest, node.rules(), self.once_per_pass(("settings_at",), settings_at))
+            newer = self.newer_settings(node, manifest)
             if newer:  # the same: a run here refuses it
                 return State("newer", f"{newer}; a run does not replace it")
             return State("stale", "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules()))
@@ -152,6 +152,27 @@ class Engine(Memo):
             return False
         newest = max((f.newest for f in window.folders), default=0)
         return newest + self.zone(node).mtime_resolution_ns > listed
+
+    def newer_settings(self, node: Node, manifest: dict) -> str:
+        """Why a partition built under other rules than this host's is kept: a partition of its dataset was
+        built under settings changed after this host's, so a run here never replaces it (docs/scale-out.md,
+        a host left behind by a rollout or a rollback); '' when it is not so."""
+        rules = node.rules()
+        hotels = "timezones" in rules
+        ours_at = self.once_per_pass(("settings_at", hotels), settings_at, hotels)
+        store = self.store(node)
+        key = ("newest settings", str(store.data_root), store.dataset, store.sub)
+        newest = self.once_per_pass(key, self._summary_files.newest_settings, store)
+        own = (manifest.get("settings_at"), (manifest.get("built_by") or {}).get("host"))
+        theirs_at, host = max((own, newest), key=lambda c: _time(c[0]))
+        if _time(theirs_at) <= ours_at + 0.001:  # the manifest keeps microseconds, a stat nanoseconds
+            return ""
+        mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="seconds")
+        return (
+            f"built under other rules; {host or 'another host'} builds {store.dataset} under settings changed at "
+            f"{theirs_at[:19]}Z, later than this host's ({mine[:19]}Z; here -> there: "
+            f"{diff_rules(rules, manifest.get('rules') or {})}): update them"
+        )
 
     @contextlib.contextmanager
     def replacing(self, store: PartitionStore, key: dt.date | None) -> Iterator[None]:
@@ -220,19 +241,20 @@ def built_by_newer(theirs, ours) -> str:
     return f"built by a newer version {theirs} than this host's {ours}: upgrade this host; a run does not replace it"
 
 
-def settings_at() -> float:
-    """:func:`tasks.settings.settings_changed_at`, the hotels list included."""
+def settings_at(hotels: bool = False) -> float:
+    """:func:`tasks.settings.settings_changed_at`, the hotels list included for a dataset whose rules hold
+    the hotels' time zones (``hotels``)."""
     from tasks import reference, settings
 
-    return settings.settings_changed_at((reference.hotels_file(),))
+    return settings.settings_changed_at((reference.hotels_file(),) if hotels else ())
 
 
-def settings_at_text() -> str:
-    """:func:`settings_at` as a manifest records it (UTC, ISO, microseconds)."""
-    return dt.datetime.fromtimestamp(settings_at(), dt.UTC).isoformat()
+def settings_at_text(rules: dict) -> str:
+    """:func:`settings_at` of a build under ``rules``, as its manifest records it (UTC, ISO, microseconds)."""
+    return dt.datetime.fromtimestamp(settings_at("timezones" in rules), dt.UTC).isoformat()
 
 
-def _time(text: str) -> float:
+def _time(text) -> float:
     try:
         return dt.datetime.fromisoformat(text).timestamp()
     except (TypeError, ValueError):
@@ -240,20 +262,6 @@ def _time(text: str) -> float:
 
 
 ROLL_BACK = "change this host's settings again (or touch its luigi.cfg) and rerun"
-
-
-def newer_settings(manifest: dict, rules: dict, ours_at: float) -> str:
-    """Why a partition built under other ``rules`` than this host's, by settings changed after this host's
-    (``ours_at``), is kept: no run here replaces it (docs/scale-out.md); '' when it is not so."""
-    theirs_at = manifest.get("settings_at")
-    if not theirs_at or _time(theirs_at) <= ours_at + 0.001:  # the manifest keeps microseconds, a stat ns
-        return ""
-    host = (manifest.get("built_by") or {}).get("host", "another host")
-    mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="seconds")
-    return (
-        f"built by {host} under settings changed at {theirs_at[:19]}Z, later than this host's ({mine[:19]}Z; here "
-        f"-> there: {diff_rules(rules, manifest.get('rules') or {})}): update them"
-    )
 
 
 def _cause(node: Node, state: State) -> str:

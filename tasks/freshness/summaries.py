@@ -66,6 +66,16 @@ class SummaryFiles:
             pass
         return None
 
+    def newest_settings(self, store: PartitionStore) -> tuple[str | None, str | None]:
+        """(settings_at, builder's host) of the partition of ``store`` built under the newest settings its
+        summary file knows; (None, None) when none says."""
+        found = [
+            (entry[1].get("settings_at"), (entry[1].get("built_by") or {}).get("host"))
+            for entry in self._entries(store).values()
+            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], dict)
+        ]
+        return max((f for f in found if isinstance(f[0], str)), default=(None, None))
+
     def put(self, store: PartitionStore, key: dt.date | None, stamp: tuple, content: dict) -> None:
         if os.getpid() != self._pid:  # a forked worker: the process that forked it writes the files
             line = json.dumps([str(store.data_root), store.dataset, store.sub, str(key), list(stamp), content])
