@@ -11,7 +11,9 @@ quarantine, its manifest; not its lease) by any process of the run. Writes are n
 
 - ``stop``: ``<counter>.stopped`` is created, then the process stops itself (SIGSTOP): a host frozen
   mid-build, its lease no longer renewed (its renewing thread stops with it);
-- ``kill``: every process of the run is killed (SIGKILL to its session), as a host crash would.
+- ``kill``: every process of the run is killed (SIGKILL to its session), as a host crash would;
+- ``hold``: ``<counter>.stopped`` is created, then the build waits (its other threads, luigid's pings and the
+  lease's renewal, go on) until the test kills the host: a host killed mid-build at a moment of the test's choosing.
 
 With ``"date": "*"``, the writes of every partition are numbered together: write ``at`` of the run's first
 partitions. With ``"after": true``, write ``at`` is made first, then the process stops or is killed (``at`` the last
@@ -24,6 +26,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import luigi.retcodes
 
@@ -61,6 +64,10 @@ def interrupt() -> None:
     if PLAN["mode"] == "stop":
         open(PLAN["counter"] + ".stopped", "w").close()
         os.kill(os.getpid(), signal.SIGSTOP)
+    elif PLAN["mode"] == "hold":
+        open(PLAN["counter"] + ".stopped", "w").close()
+        while True:
+            time.sleep(1)
     else:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 

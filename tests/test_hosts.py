@@ -288,6 +288,41 @@ def test_a_host_killed_mid_build_is_taken_over_after_its_lease(site, setting):
     assert site.tables("lake/staging/qsr_pos/") == local_tables(local, "staging/qsr_pos")
 
 
+def test_a_host_killed_mid_build_on_luigid_is_taken_over_by_the_host_waiting_for_it(site, setting):
+    """Host A is killed (SIGKILL) mid-build of one date while host B, on the same luigid, has built the rest
+    and waits for it. luigid notices A gone after worker_disconnect_delay and fails its task (for
+    [scheduler] retry_delay, 900 s by default); B puts it back in the pool, builds it and exits 0."""
+    site.land()
+    server = site.scheduler(worker_disconnect_delay=3, prune_on_get_work="true")  # retry_delay: luigid's own
+    held = START + 3 * DAY
+    counter = site.lab.root / "a-steps"
+    try:
+        plan = {"counter": str(counter), "date": str(held), "at": 2, "mode": "hold"}
+        a = site.host("a", *site.range_args(), plan=plan)
+        deadline = time.monotonic() + 120
+        while not Path(f"{counter}.stopped").exists():
+            assert time.monotonic() < deadline and a.poll() is None, log(site, "a")
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        b = site.host("b", *site.range_args())
+        others = {f"lake/staging/qsr_pos/business_date={START + i * DAY}/_manifest.json" for i in range(DATES)}
+        others.discard(f"lake/staging/qsr_pos/business_date={held}/_manifest.json")
+        while not others <= set(site.objects()):  # B has built every other date: it waits for A's
+            assert time.monotonic() < deadline and b.poll() is None, log(site, "b")
+            time.sleep(0.2)
+        os.killpg(a.pid, signal.SIGKILL)
+        assert wait([a]) == [-signal.SIGKILL]
+        assert wait([b], timeout=60) == [0], log(site, "b")
+        assert time.monotonic() - t0 < 60
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    out = log(site, "b")
+    assert f"StgQsrPos {held}: the host building it disconnected from luigid" in out
+    local = site.local_build(setting)
+    assert site.tables("lake/staging/qsr_pos/") == local_tables(local, "staging/qsr_pos")
+
+
 def test_the_store_going_away_mid_run_fails_the_run_and_keeps_the_other_partitions(site, setting):
     """A rebuild with new rules; the store stops answering during the commit of one date. That date fails
     (its manifest still names the old objects: stale, never a mix that counts), the run exits 30, every

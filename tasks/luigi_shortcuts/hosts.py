@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from luigi import scheduler
+import logging
+
+from luigi import rpc, scheduler
 
 from tasks.luigi_shortcuts.messages import unfulfilled
 from tasks.luigi_shortcuts.remote import lost_by
+
+logger = logging.getLogger("luigi-interface")
 
 # how a build says it must not replace the partition: it lost the commit to another writer, another host
 # committed it with other rules since the run began, newer code or newer settings built it
@@ -24,7 +28,8 @@ def superseded(error: str) -> bool:
 
 def many_hosts() -> None:
     """Make a run on several hosts sharing one ``luigid`` mean what it means on one (docs/scale-out.md):
-    a worker with nothing to do stays while another runs a task it needs, and the exit code counts a
+    a worker with nothing to do stays while another runs a task it needs, takes back a task whose host
+    disconnected mid-build (:func:`take_back`), and the exit code counts a
     task another host completed as done (exit 0), one it built with other rules or superseded as run by
     another worker (exit 10), and, once luigid is lost, a task left undone as failed (exit 30)."""
     from luigi import execution_summary, worker
@@ -36,11 +41,44 @@ def many_hosts() -> None:
     def _keep_alive(self, get_work_response) -> bool:
         if self._config.count_uniques or self._config.count_last_scheduled:  # the user's own rule for leaving
             return keep_alive(self, get_work_response)
-        return bool(get_work_response.running_tasks) or keep_alive(self, get_work_response)
+        if get_work_response.running_tasks or keep_alive(self, get_work_response):
+            return True
+        return take_back(self)
 
     _keep_alive.daybreak = True
     worker.Worker._keep_alive = _keep_alive
     execution_summary._summary_dict = _hosts_summary(execution_summary._summary_dict)
+
+
+def take_back(worker) -> bool:
+    """Put back in luigid's pool the tasks ``worker`` needs whose worker disconnected mid-build (a host killed
+    or frozen): luigid marks such a task FAILED for ``[scheduler] retry_delay`` (900 s), where a new run of
+    the command would add it again as pending; so does this worker, once per task and run, before it leaves.
+    Whether it put any back (it stays to take them). A task that failed by itself keeps its failure: luigid
+    clears its ``worker_running`` only for a disconnected worker."""
+    if not isinstance(worker._scheduler, rpc.RemoteScheduler):
+        return False
+    taken = worker.__dict__.setdefault("_daybreak_taken_back", set())
+    try:
+        failed = worker._scheduler.task_list(scheduler.FAILED, "")
+    except Exception:  # noqa: BLE001 - a luigid that cannot say: the worker leaves as Luigi's would
+        return False
+    back = [
+        (task_id, info)
+        for task_id, info in (failed or {}).items()
+        if isinstance(info, dict) and task_id not in taken and worker._id in (info.get("workers") or ())
+        and info.get("time_running") and info.get("worker_running") is None  # ran, on a worker luigid lost
+    ]  # fmt: skip
+    for task_id, info in back:
+        taken.add(task_id)
+        task = worker._scheduled_tasks.get(task_id)
+        name = f"{task.task_family} {task.key}" if hasattr(task, "key") else info.get("display_name", task_id)
+        logger.warning(
+            "%s: the host building it disconnected from luigid (killed or frozen mid-build); this host builds it",
+            name,
+        )
+        worker._scheduler.add_task(worker=worker._id, task_id=task_id, status=scheduler.PENDING, runnable=True)
+    return bool(back)
 
 
 # Ids of the tasks the scheduler had DONE when the last run's summary was made (a task this host finds stale
