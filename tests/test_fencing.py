@@ -206,6 +206,42 @@ def test_a_holders_seconds_count_for_at_most_this_hosts_lease_seconds(s3lab, set
 
 
 @needs_radosgw
+def test_a_lease_is_taken_over_at_once_only_by_the_host_name_that_wrote_it(s3lab, setting, tmp_path):
+    """Two containers of one image: one machine name, pid namespaces of their own, a host_name each. A lease
+    taken by host box-a, whose process is gone here (its pid may be alive in its own namespace), is not
+    taken over by box-b before it expires; box-a's rerun takes it over at once."""
+    from tasks.storage.partitions import PartitionBusy
+    from tasks.storage.store import PartitionStore
+
+    cfg = write_config(
+        tmp_path / "box-a.cfg",
+        {
+            "daybreak": {"data_root": s3lab.uri, "cache_dir": tmp_path / "cache-a", "host_name": "box-a"},
+            "s3": {"endpoint_url": s3lab.s3.meta.endpoint_url, "region": s3lab.s3.meta.region_name},
+        },
+    )
+    take = (
+        "from tasks.storage.store import PartitionStore; import datetime as dt; "
+        f"PartitionStore({s3lab.uri!r}, 'marts/demo').locked(dt.date.fromisoformat({str(START)!r}), wait_s=0)"
+        ".__enter__(); import os; os._exit(0)"  # taken, never released: the process ends holding it
+    )
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", take], env=env, check=True, timeout=60)
+    key = f"daybreak/_state/leases/marts/demo/business_date={START}.json"
+    held = json.loads(s3lab.s3.get_object(Bucket=s3lab.bucket, Key=key)["Body"].read())
+    assert held["host"] == "box-a" and held["owner"].startswith("box-a pid ")
+    setting("s3", "lease_seconds", 60)
+    store = PartitionStore(s3lab.uri, "marts/demo")
+    setting("daybreak", "host_name", "box-b")
+    with pytest.raises(PartitionBusy, match="box-a pid .* has held its lease"):
+        with store.locked(START, wait_s=0):
+            pass
+    setting("daybreak", "host_name", "box-a")
+    with store.locked(START, wait_s=0):  # the rerun of box-a: its holder is gone from this host
+        pass
+
+
+@needs_radosgw
 @pytest.mark.parametrize("seconds", [1e300, float("inf"), float("nan"), 0.0, -5.0])
 def test_no_lease_thread_dies_on_any_value(s3lab, seconds, monkeypatch):
     from tasks.storage.s3 import Bucket

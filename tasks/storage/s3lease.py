@@ -17,6 +17,7 @@ import uuid
 from concurrent.futures import Future
 from contextlib import contextmanager
 
+from tasks import settings
 from tasks.cores import process_pool
 from tasks.storage import tempnames
 from tasks.storage.files import PartitionBusy
@@ -45,13 +46,14 @@ class Lease:
         self.bucket, self.rel = bucket, rel
         self.seconds = bounded(seconds) or MAX_SECONDS  # a renew thread's wait is always a sane number
         self.etag: str | None = None
-        self.owner = f"{tempnames.host()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
+        self.host = settings.host_name()  # [daybreak] host_name: containers of one image share a machine name
+        self.owner = f"{self.host} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
         self.lost = False
         self._lock = threading.Lock()
 
     def _body(self, released: bool = False) -> bytes:
         pid = os.getpid()
-        process = {"host": tempnames.host(), "pid": pid, "start": tempnames.start_of(pid)}
+        process = {"host": self.host, "pid": pid, "start": tempnames.start_of(pid)}
         return json.dumps({"owner": self.owner, "seconds": self.seconds, "released": released, **process}).encode()
 
     def acquire(self, what: str, wait_s: float | None) -> bool:
@@ -98,7 +100,7 @@ class Lease:
             )
             held = {}
         expired = seconds is None or now - obj.mtime_ns / 1e9 > min(seconds, self.seconds)
-        if not expired and _gone_from_this_host(held):
+        if not expired and _gone_from_this_host(held, self.host):
             logger.info("%s: its holder %s was a process of this host that is gone", self.rel, held.get("owner"))
             expired = True  # a run killed here (kill -9, a crash): its rerun need not wait for the lease to expire
         if held.get("released") is True or expired:
@@ -195,10 +197,11 @@ def releasing() -> None:
             future.result()
 
 
-def _gone_from_this_host(held: dict) -> bool:
-    """Whether a lease's holder was a process of this host that is no longer running (pid and start time)."""
+def _gone_from_this_host(held: dict, host: str) -> bool:
+    """Whether a lease's holder was a process of this host (``host``, its ``[daybreak] host_name``: two
+    containers of one image have pid namespaces of their own) that is no longer running (pid and start time)."""
     pid, start = held.get("pid"), held.get("start")
-    if held.get("host") != tempnames.host() or not isinstance(pid, int) or not isinstance(start, int):
+    if held.get("host") != host or not isinstance(pid, int) or not isinstance(start, int):
         return False
     return not tempnames.writer_alive(pid, start)
 
