@@ -368,6 +368,48 @@ def test_a_missing_bucket_refused_credentials_and_a_dead_endpoint_are_one_line_a
     assert objects(lab) == {}  # nothing ran
 
 
+@pytest.mark.parametrize("command", [["daybreak", "status"], ["luigi", "--module", "tasks", "MorningRefresh"]])
+def test_no_credentials_for_aws_itself_are_one_line_and_exit_2_before_any_request(tmp_path, command):
+    """``[s3] endpoint_url`` empty (AWS) and no credentials in the chain: one line naming the data root and
+    where credentials come from, exit 2. Every request would go through HTTPS_PROXY, a listener here that
+    counts the connections: none is made."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    from tasks.settings import write_config
+    from tests.conftest import REPO
+
+    cfg = write_config(
+        tmp_path / "luigi.cfg",
+        {"daybreak": {"data_root": "s3://lake/daybreak", "raw_root": tmp_path}, "s3": {"endpoint_url": ""}},
+    )
+    proxy, connections = socket.create_server(("127.0.0.1", 0)), []
+    threading.Thread(target=lambda: connections.append(proxy.accept()), daemon=True).start()
+    (tmp_path / "home").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {
+        "HOME": str(tmp_path / "home"), "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO),
+        "AWS_EC2_METADATA_DISABLED": "true",  # no instance role on loopback: not asked
+        "HTTPS_PROXY": f"http://127.0.0.1:{proxy.getsockname()[1]}", "HTTP_PROXY": f"http://127.0.0.1:{proxy.getsockname()[1]}",
+    }  # fmt: skip
+    bin_dir = os.path.dirname(sys.executable)
+    proc = subprocess.run(
+        [os.path.join(bin_dir, command[0]), *command[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    proxy.close()
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0] == (
+        "daybreak: error: [daybreak] data_root s3://lake/daybreak: object store: no credentials for bucket lake "
+        "(endpoint AWS, bucket lake): set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials or an "
+        "instance role"
+    )
+    assert connections == []
+
+
 def test_every_dataset_and_a_single_run_on_the_store_equal_a_local_build_file_for_file(s3lab, setting):
     """The sample's three sources; every dataset built on the bucket (staging, the look-back, booking states,
     pickups per hotel, on-the-books, the exports per hotel, the marts per store) and a single-run range:

@@ -189,7 +189,13 @@ class Bucket:
                     self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
                 except (ClientError, BotoCoreError) as listed:
                     error = self.store_error(listed, "LIST")
-            if error.code in ("404", "NoSuchBucket"):
+            if error.code == "NoCredentialsError":  # botocore found none: nothing was sent
+                missing = (
+                    f"object store: no credentials for bucket {self.bucket} ({self._where()}): set "
+                    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials or an instance role"
+                )
+                error = StoreError(missing, error.code)
+            elif error.code in ("404", "NoSuchBucket"):
                 missing = f"object store: bucket {self.bucket} does not exist ({self._where()})"
                 error = StoreError(missing, "NoSuchBucket")
             elif error.code in CREDENTIAL_CODES:

@@ -131,7 +131,10 @@ class Signer:
 
     @classmethod
     def of_client(cls, client, credentials, bucket: str) -> Signer:
-        """A signer whose URLs are the client's own (read from one URL it presigned): any addressing."""
+        """A signer whose URLs are the client's own (read from one URL it presigned): any addressing. Without
+        credentials nothing can be signed: an unusable signer (botocore's requests say why, before sending)."""
+        if credentials is None:
+            return cls(f"https://{bucket}.s3.amazonaws.com", "/", client.meta.region_name, None, True)
         template = urlsplit(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}))
         verify = _verify(client) if template.scheme == "https" else True
         origin = f"{template.scheme}://{template.netloc}"
