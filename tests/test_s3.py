@@ -10,6 +10,7 @@ import datetime as dt
 import io
 import json
 import os
+import time
 import uuid
 
 import duckdb
@@ -565,6 +566,28 @@ def test_a_listing_outside_botocore_equals_botocores_over_pages_and_odd_names(s3
         }
         assert {k: (o.size, o.etag, o.mtime_ns) for k, o in bucket.list(prefix).items()} == expected
     assert len(bucket.list("many/")) == 1203 and sorted(bucket.list("odd/")) == sorted(names[:5])
+
+
+def test_a_lease_left_by_a_run_killed_after_its_commit_is_deleted_by_the_next_run_that_builds(s3lab, setting):
+    """A run killed between a commit and its lease's delete leaves the lease object of an up-to-date partition
+    (expired, or marked released); the next run that builds a partition of the dataset deletes it (one listing
+    of the dataset's leases), and keeps a lease another host holds."""
+    lab = s3lab
+    setting("s3", "lease_seconds", 600)
+    raw_lab(lab, days=3)
+    assert lab.range(START, START + 2 * DAY) == 0
+    leases = "daybreak/_state/leases/staging/qsr_pos/business_date="
+    holder = {"host": "another-host", "pid": 1, "start": 1}
+    bodies = {
+        START: {"owner": "a killed run", "seconds": 1, "released": False, **holder},  # expired in 1 s
+        START + DAY: {"owner": "a killed run", "seconds": 600, "released": True, **holder},
+        START + 9 * DAY: {"owner": "a live run", "seconds": 600, "released": False, **holder},
+    }
+    for day, body in bodies.items():
+        lab.s3.put_object(Bucket=lab.bucket, Key=f"{leases}{day}.json", Body=json.dumps(body).encode())
+    time.sleep(3)  # the store's clock counts whole seconds
+    assert lab.range(START, START + 3 * DAY) == 0  # builds START + 2 days, finds the others up to date
+    assert sorted(k for k in objects(lab) if "/_state/leases/" in k) == [f"{leases}{START + 9 * DAY}.json"]
 
 
 def test_a_lease_of_a_process_of_this_host_that_is_gone_is_taken_over_at_once(s3lab, setting):

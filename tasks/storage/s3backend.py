@@ -19,7 +19,7 @@ from tasks.storage.files import parquet_bytes
 from tasks.storage.layout import MANIFEST, PASS_HOOKS
 from tasks.storage.s3 import Bucket, Obj, PreconditionFailed
 from tasks.storage.s3docs import ask_at_once, check, state_dir
-from tasks.storage.s3lease import Lease
+from tasks.storage.s3lease import Lease, sweep_later
 from tasks.storage.tempnames import is_temp_name
 
 if TYPE_CHECKING:
@@ -74,10 +74,12 @@ class S3Backend:
         # folder -> its objects (None: absent) as listed when the build took its lease, and their ETags
         self.listed_at_lease_of: dict[str, dict[str, Obj | None] | Future] = {}
         self.etags_at_lease: dict[str, dict[str, str]] = {}
+        self.swept: set[str] = set()  # datasets whose free lease objects this pass deletes (one listing each)
 
     def new_pass(self) -> None:
         self.listings.clear()
         self.by_folder.clear()
+        self.swept.clear()
 
     def at(self, rel: str) -> str:
         return f"{self.data_root}/{rel}"
@@ -248,6 +250,10 @@ class S3Backend:
             self.etags_at_lease.pop(folder, None)
             self.listed_at_lease_of.pop(folder, None)
             lease.release()
+        dataset = record_name.split("=", 1)[0].rpartition("/")[0]  # <dataset>/<levels>.json
+        if "=" in record_name and dataset not in self.swept:  # once a pass: what runs killed after a commit left
+            self.swept.add(dataset)
+            sweep_later(self.bucket, f"_state/leases/{dataset}/", lease.seconds)
 
     def listed_at_lease(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
         """The partition's objects as listed with this build's lease, or now without one."""

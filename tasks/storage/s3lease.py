@@ -89,6 +89,18 @@ class Lease:
             data, obj, now = self.bucket.get_with_date(self.rel)
         except FileNotFoundError:
             return "another host"  # released meanwhile: taken at the next try
+        held, free = self._judge(data, obj, now)
+        if free:
+            try:
+                self.etag = self.bucket.put(self.rel, self._body(), if_match=obj.etag)
+                return None
+            except PreconditionFailed:
+                return "another host"
+        return str(held.get("owner", "another host"))
+
+    def _judge(self, data: bytes, obj, now: float) -> tuple[dict, bool]:
+        """(the lease object's body, whether it is free: released, expired by the store's clock, unreadable, or
+        held by a process of this host that is gone)."""
         try:
             held = json.loads(data)
         except ValueError:  # not JSON (UnicodeDecodeError is one)
@@ -103,13 +115,25 @@ class Lease:
         if not expired and _gone_from_this_host(held, self.host):
             logger.info("%s: its holder %s was a process of this host that is gone", self.rel, held.get("owner"))
             expired = True  # a run killed here (kill -9, a crash): its rerun need not wait for the lease to expire
-        if held.get("released") is True or expired:
-            try:
-                self.etag = self.bucket.put(self.rel, self._body(), if_match=obj.etag)
-                return None
-            except PreconditionFailed:
-                return "another host"
-        return str(held.get("owner", "another host"))
+        return held, held.get("released") is True or expired
+
+    def sweep(self) -> bool:
+        """Delete the lease object if it is free (a run killed between its commit and its lease's delete left
+        it): marked released by compare-and-swap first, so a host that took it over meanwhile keeps it."""
+        try:
+            data, obj, now = self.bucket.get_with_date(self.rel)
+        except FileNotFoundError:
+            return False
+        held, free = self._judge(data, obj, now)
+        if not free:
+            return False
+        try:
+            self.bucket.put(self.rel, self._body(released=True), if_match=obj.etag)
+        except PreconditionFailed:
+            return False  # taken over meanwhile: its holder's
+        self.bucket.delete(self.rel)
+        logger.info("removed the lease %s of %s, left by a run that did not delete it", self.rel, held.get("owner"))
+        return True
 
     @contextmanager
     def renewing(self):
@@ -152,6 +176,20 @@ class Lease:
             pass  # taken over, or the store is gone: it expires by itself
         except Exception as exc:  # noqa: BLE001 - a release is never an error of the run; it expires by itself
             logger.warning("could not release the lease %s: %r", self.bucket.describe(self.rel), exc)
+
+
+def sweep_later(bucket: Bucket, prefix: str, seconds: float) -> None:
+    """Delete the free lease objects under ``prefix`` (:meth:`Lease.sweep`), on the releases' thread: one
+    listing, and a GET of each lease object it finds (builds under way on other hosts)."""
+
+    def sweep() -> None:
+        try:
+            for rel in bucket.list(prefix):
+                Lease(bucket, rel, seconds).sweep()
+        except StoreError:
+            pass  # the store is gone: what is left is swept by a later run
+
+    later(prefix, sweep)
 
 
 # per process (a fork has none of its parent's threads): lease key -> its release under way
