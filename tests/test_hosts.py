@@ -323,6 +323,40 @@ def test_a_host_killed_mid_build_on_luigid_is_taken_over_by_the_host_waiting_for
     assert site.tables("lake/staging/qsr_pos/") == local_tables(local, "staging/qsr_pos")
 
 
+def test_a_partition_luigid_disabled_when_its_host_was_killed_is_named_with_that_reason(site):
+    """As above, with luigid's [scheduler] retry_count 1: the failure luigid counts when it loses host A
+    disables the task, which host B cannot put back. B's summary says why, not that a partition it reads
+    failed."""
+    site.land(3)
+    server = site.scheduler(worker_disconnect_delay=3, prune_on_get_work="true", retry_count=1)
+    held = START + DAY
+    counter = site.lab.root / "a-steps"
+    try:
+        plan = {"counter": str(counter), "date": str(held), "at": 2, "mode": "hold"}
+        a = site.host("a", *site.range_args(3), plan=plan)
+        deadline = time.monotonic() + 120
+        while not Path(f"{counter}.stopped").exists():
+            assert time.monotonic() < deadline and a.poll() is None, log(site, "a")
+            time.sleep(0.1)
+        b = site.host("b", *site.range_args(3))
+        others = {f"lake/staging/qsr_pos/business_date={START + i * DAY}/_manifest.json" for i in (0, 2)}
+        while not others <= set(site.objects()):
+            assert time.monotonic() < deadline and b.poll() is None, log(site, "b")
+            time.sleep(0.2)
+        os.killpg(a.pid, signal.SIGKILL)
+        code = wait([a, b], timeout=60)[1]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    out = log(site, "b")
+    assert code == 25, out
+    assert (
+        f"not run  StgQsrPos {held} (the host building it disconnected from luigid mid-build, and luigid disabled "
+        "it: [scheduler] retry_count; re-enable it in luigid's visualiser, then rerun)"
+    ) in out
+    assert "a partition it reads failed" not in out
+
+
 def test_the_store_going_away_mid_run_fails_the_run_and_keeps_the_other_partitions(site, setting):
     """A rebuild with new rules; the store stops answering during the commit of one date. That date fails
     (its manifest still names the old objects: stale, never a mix that counts), the run exits 30, every

@@ -572,6 +572,8 @@ def test_a_lease_left_by_a_run_killed_after_its_commit_is_deleted_by_the_next_ru
     """A run killed between a commit and its lease's delete leaves the lease object of an up-to-date partition
     (expired, or marked released); the next run that builds a partition of the dataset deletes it (one listing
     of the dataset's leases), and keeps a lease another host holds."""
+    from tasks.storage.s3lease import releasing
+
     lab = s3lab
     setting("s3", "lease_seconds", 600)
     raw_lab(lab, days=3)
@@ -587,6 +589,7 @@ def test_a_lease_left_by_a_run_killed_after_its_commit_is_deleted_by_the_next_ru
         lab.s3.put_object(Bucket=lab.bucket, Key=f"{leases}{day}.json", Body=json.dumps(body).encode())
     time.sleep(3)  # the store's clock counts whole seconds
     assert lab.range(START, START + 3 * DAY) == 0  # builds START + 2 days, finds the others up to date
+    releasing()  # on the releases' thread, which a run waits for before it exits
     assert sorted(k for k in objects(lab) if "/_state/leases/" in k) == [f"{leases}{START + 9 * DAY}.json"]
 
 

@@ -40,6 +40,7 @@ def many_hosts() -> None:
 
     def _keep_alive(self, get_work_response) -> bool:
         if self._config.count_uniques or self._config.count_last_scheduled:  # the user's own rule for leaving
+            LEFT_BY_A_LOST_HOST.clear()
             return keep_alive(self, get_work_response)
         if get_work_response.running_tasks or keep_alive(self, get_work_response):
             return True
@@ -55,20 +56,26 @@ def take_back(worker) -> bool:
     or frozen): luigid marks such a task FAILED for ``[scheduler] retry_delay`` (900 s), where a new run of
     the command would add it again as pending; so does this worker, once per task and run, before it leaves.
     Whether it put any back (it stays to take them). A task that failed by itself keeps its failure: luigid
-    clears its ``worker_running`` only for a disconnected worker."""
+    clears its ``worker_running`` only for a disconnected worker. The ones it cannot put back (disabled by
+    ``[scheduler] retry_count``, or lost twice) are kept in :data:`LEFT_BY_A_LOST_HOST` for the summary."""
+    LEFT_BY_A_LOST_HOST.clear()
     if not isinstance(worker._scheduler, rpc.RemoteScheduler):
         return False
     taken = worker.__dict__.setdefault("_daybreak_taken_back", set())
-    try:
-        failed = worker._scheduler.task_list(scheduler.FAILED, "")
-    except Exception:  # noqa: BLE001 - a luigid that cannot say: the worker leaves as Luigi's would
-        return False
-    back = [
-        (task_id, info)
-        for task_id, info in (failed or {}).items()
-        if isinstance(info, dict) and task_id not in taken and worker._id in (info.get("workers") or ())
-        and info.get("time_running") and info.get("worker_running") is None  # ran, on a worker luigid lost
-    ]  # fmt: skip
+    lost = {}
+    for status in (scheduler.FAILED, scheduler.DISABLED):
+        try:
+            listed = worker._scheduler.task_list(status, "")
+        except Exception:  # noqa: BLE001 - a luigid that cannot say: the worker leaves as Luigi's would
+            return False
+        lost.update(
+            (task_id, (status, info))
+            for task_id, info in (listed or {}).items()
+            if isinstance(info, dict) and worker._id in (info.get("workers") or ())
+            and info.get("time_running") and info.get("worker_running") is None  # ran, on a worker luigid lost
+        )  # fmt: skip
+    back = [(task_id, info) for task_id, (status, info) in lost.items() if status == scheduler.FAILED]
+    back = [(task_id, info) for task_id, info in back if task_id not in taken]
     for task_id, info in back:
         taken.add(task_id)
         task = worker._scheduled_tasks.get(task_id)
@@ -78,7 +85,14 @@ def take_back(worker) -> bool:
             name,
         )
         worker._scheduler.add_task(worker=worker._id, task_id=task_id, status=scheduler.PENDING, runnable=True)
+    if not back:
+        LEFT_BY_A_LOST_HOST.update((task_id, status) for task_id, (status, _) in lost.items())
     return bool(back)
+
+
+# Ids of the tasks this host needs that a host luigid lost left undone, and their status in luigid (FAILED:
+# lost again after this host put it back; DISABLED: by [scheduler] retry_count), when the last run ended
+LEFT_BY_A_LOST_HOST: dict[str, str] = {}
 
 
 # Ids of the tasks the scheduler had DONE when the last run's summary was made (a task this host finds stale
@@ -135,6 +149,10 @@ def _hosts_summary(summary_dict):
                 elif task.task_id in done and category != "run_by_other_worker":  # another worker says it built it
                     sets[category].discard(task)
                     sets["run_by_other_worker"].add(task)
+        for task in list(sets["run_by_other_worker"]):  # a host luigid lost left it: not run here (exit 25)
+            if task.task_id in LEFT_BY_A_LOST_HOST:
+                sets["run_by_other_worker"].discard(task)
+                sets["not_run"].add(task)
         if lost_by(worker):  # luigid stopped answering: what is left undone failed with it
             for category in _DONE_ELSEWHERE:
                 for task in list(sets[category]):

@@ -191,11 +191,12 @@ def report() -> tuple[list[str], str]:
         return [*run.errors.values(), *([run.luigid] if run.luigid else [])], ""
     from tasks import settings
     from tasks.freshness.engine import Engine
-    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER
+    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER, LEFT_BY_A_LOST_HOST
 
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     failed, waiting, blocked, warned, others, fenced, cooled = [], defaultdict(list), [], [], [], [], []
+    lost = defaultdict(list)  # luigid's status -> partitions a host it lost left undone
     with settings.snapshot():
         for task, ok_at_check in watched:
             family, key = task.task_family, _key(task)
@@ -218,7 +219,9 @@ def report() -> tuple[list[str], str]:
                         raise
                     kind = "not run"
                 counts[family][kind].append(key)
-                if kind == "not run":
+                if kind == "not run" and task.task_id in LEFT_BY_A_LOST_HOST:
+                    lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(_name(family, key))
+                elif kind == "not run":
                     (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(_name(family, key))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
     lines = ["summary of this run:"]
@@ -249,7 +252,18 @@ def report() -> tuple[list[str], str]:
         "another's, but this host finds it stale: deleted or changed since, or built under other rules? Rerun in a "
         "few seconds)",
     )
-    if failed or blocked or waiting or cooled:
+    lines += _capped(
+        "  not run  ",
+        lost["FAILED"],
+        "(the host building it disconnected from luigid mid-build, and so did the host that took it over: rerun)",
+    )
+    lines += _capped(
+        "  not run  ",
+        lost["DISABLED"],
+        "(the host building it disconnected from luigid mid-build, and luigid disabled it: [scheduler] retry_count; "
+        "re-enable it in luigid's visualiser, then rerun)",
+    )
+    if failed or blocked or waiting or cooled or lost:
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return [*run.errors.values(), *([run.luigid] if run.luigid else [])], "\n".join(lines)
 
