@@ -263,7 +263,7 @@ def report() -> tuple[list[str], str]:
         "(the host building it disconnected from luigid mid-build, and luigid disabled it: [scheduler] retry_count; "
         "re-enable it in luigid's visualiser, then rerun)",
     )
-    if failed or blocked or waiting or cooled or lost:
+    if failed or blocked or waiting or cooled or any(lost.values()):
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return [*run.errors.values(), *([run.luigid] if run.luigid else [])], "\n".join(lines)
 
