@@ -450,3 +450,30 @@ def test_an_empty_range_is_no_error(lab, capsys):
     for args in ([], ["--json"], ["--dataset", "stg_qsr_pos"], ["--dataset", "hotel_pickup"]):
         assert main(["status", "--start", str(START), "--stop", str(START), *args]) == 0, args
         assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_plan_lines_group_only_dates_in_a_row():
+    """Before: ``first ads_daily 2026-09-10 .. 2026-09-20 (2 partitions)`` for 09-10 and 09-20 alone."""
+    from tasks.views import plan as views_plan
+
+    day = dt.date(2026, 9, 10)
+    shown = views_plan.render(
+        views_plan.Plan(
+            dataset="ads_rolling_7d",
+            runs=[],
+            blocked=[],
+            same_content=[],
+            downstream={},
+            seconds_each=None,
+            workers=1,
+            start=day,
+            stop=day + 15 * DAY,
+            first=[("ads_daily", str(d), "missing", "no partition") for d in (day, day + 10 * DAY, day + 11 * DAY)],
+            maybe=[(day + k * DAY, "may rebuild once its upstream is rebuilt") for k in (0, 1, 5)],
+        )  # fmt: skip
+    )
+    assert f"  first ads_daily {day}  missing: no partition" in shown, shown
+    assert f"  first ads_daily {day + 10 * DAY} .. {day + 11 * DAY} (2 partitions)  missing" in shown, shown
+    assert f"  may   {day} .. {day + DAY} (2 partitions): may rebuild" in shown, shown
+    assert f"  may   {day + 5 * DAY}: may rebuild" in shown, shown

@@ -281,11 +281,19 @@ def render(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def _next(last, label) -> bool:
+    """Whether ``label`` follows ``last`` in a run: the next date (a date, or its text); any other label does."""
+    try:
+        return dt.date.fromisoformat(str(label)) - dt.date.fromisoformat(str(last)) == dt.timedelta(days=1)
+    except ValueError:
+        return True
+
+
 def _grouped(rows: list[tuple]) -> list[tuple]:
     """(first, last, count, reason) of each run of ``rows`` in a row with the same reason: one line each."""
     out: list[list] = []
     for label, reason in rows:
-        if out and out[-1][3] == reason:
+        if out and out[-1][3] == reason and _next(out[-1][1], label):
             out[-1][1], out[-1][2] = label, out[-1][2] + 1
         else:
             out.append([label, label, 1, reason])
