@@ -310,6 +310,25 @@ def test_a_connection_that_fails_after_its_login_is_closed_at_once(over_sftp, ss
     assert sshd.established() == 0
 
 
+def test_a_missing_or_open_private_key_is_one_line_and_not_retried(lab, sshd):
+    """Before, a missing key file was 'server not answering (no such file or directory) after 4 attempts', and
+    a key other users can read was used (OpenSSH refuses it)."""
+    lab.qsr_days(START, 1)
+    missing = lab.root / "no-such-key"
+    proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), key_filename=missing, retries=3)
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    assert f"[sftp] key_filename {missing}: No such file or directory; not retried" in proc.stderr
+    assert "retrying" not in proc.stderr and "server not answering" not in proc.stderr
+    shared = lab.root / "shared_key"
+    shared.write_bytes(sshd.client_key.read_bytes())
+    shared.chmod(0o644)
+    proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), key_filename=shared, retries=3)
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    assert f"[sftp] key_filename {shared} can be read by other users (mode 644): chmod 600 it" in proc.stderr
+    shared.chmod(0o600)
+    assert cli_with(lab, sshd, "StgQsrPos", "--date", str(START), key_filename=shared).returncode == 0
+
+
 def test_a_failed_login_leaves_no_connection_open(over_sftp, sshd, setting):
     """A key the server refuses fails the login: the connection paramiko opened for it ends with the
     error, not when the process exits."""

@@ -256,7 +256,25 @@ class SftpRaw(RawBackend):
             raise
         return client, sftp
 
+    def _check_key(self) -> None:
+        """One line, not retried, for a private key that is not there or that other users can read (OpenSSH
+        refuses such a key too)."""
+        if self.key_filename is None:
+            return
+        try:
+            mode = os.stat(self.key_filename).st_mode
+        except OSError as exc:
+            raise SftpError(
+                f"{self.describe()}: [sftp] key_filename {self.key_filename}: {exc.strerror}; not retried"
+            ) from exc
+        if mode & 0o077:
+            raise SftpError(
+                f"{self.describe()}: [sftp] key_filename {self.key_filename} can be read by other users (mode "
+                f"{mode & 0o777:o}): chmod 600 it, as ssh requires; not retried"
+            )
+
     def _login(self, client: paramiko.SSHClient) -> None:
+        self._check_key()
         try:
             client.connect(
                 self.host,
