@@ -155,14 +155,15 @@ class Engine(Memo):
 
     def newer_settings(self, node: Node, manifest: dict) -> str:
         """Why a partition built under other rules than this host's is kept: a partition of its dataset was
-        built under settings changed after this host's, so a run here never replaces it (docs/scale-out.md,
-        a host left behind by a rollout or a rollback); '' when it is not so."""
+        built under other rules and settings changed after this host's, so a run here never replaces it
+        (docs/scale-out.md, a host left behind by a rollout or a rollback); '' when it is not so."""
         rules = node.rules()
         hotels = "timezones" in rules
         ours_at = self.once_per_pass(("settings_at", hotels), settings_at, hotels)
         store = self.store(node)
-        key = ("newest settings", str(store.data_root), store.dataset, store.sub)
-        newest = self.once_per_pass(key, self._summary_files.newest_settings, store)
+        ours = node.rules_fingerprint()  # the newest settings under these rules are no reason to stop
+        key = ("newest settings", str(store.data_root), store.dataset, store.sub, ours)
+        newest = self.once_per_pass(key, self._summary_files.newest_settings, store, ours)
         own = (manifest.get("settings_at"), (manifest.get("built_by") or {}).get("host"))
         theirs_at, host = max((own, newest), key=lambda c: _time(c[0]))
         if _time(theirs_at) <= ours_at + 0.001:  # the manifest keeps microseconds, a stat nanoseconds

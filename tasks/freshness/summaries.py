@@ -66,14 +66,15 @@ class SummaryFiles:
             pass
         return None
 
-    def newest_settings(self, store: PartitionStore) -> tuple[str | None, str | None]:
-        """(settings_at, builder's host) of the partition of ``store`` built under the newest settings its
-        summary file knows; (None, None) when none says."""
+    def newest_settings(self, store: PartitionStore, fingerprint: str) -> tuple[str | None, str | None]:
+        """(settings_at, builder's host) of the partition of ``store`` built under the newest settings among
+        those its summary file knows built under other rules than ``fingerprint``; (None, None) when none."""
         found = [
             (entry[1].get("settings_at"), (entry[1].get("built_by") or {}).get("host"))
             for entry in self._entries(store).values()
             if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], dict)
-        ]
+            and entry[1].get("rules_fingerprint") != fingerprint
+        ]  # fmt: skip
         return max((f for f in found if isinstance(f[0], str)), default=(None, None))
 
     def put(self, store: PartitionStore, key: dt.date | None, stamp: tuple, content: dict) -> None:
