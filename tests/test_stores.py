@@ -309,7 +309,7 @@ def test_a_store_added_within_the_clock_tick_of_the_listing_is_registered_at_the
     assert "S003" in store_parts(lab)
 
 
-def test_a_store_a_staging_partition_read_is_registered_whatever_its_folder_stamp_says(lab, setting, capsys):
+def test_a_store_a_staging_partition_read_is_registered_whatever_its_folder_stamp_says(lab, setting, capsys, caplog):
     """A store file added with the folder's stamp kept (a copy that restores folder times): its staging
     partitions read it, so plan counts its partition and the next AllStores registers and builds it."""
     import os
@@ -329,6 +329,9 @@ def test_a_store_a_staging_partition_read_is_registered_whatever_its_folder_stam
     assert lab.range(START, START + dt.timedelta(days=4)) == 0  # the staging dates that read it are rebuilt
     assert main(args) == 1
     assert "  run   S003  missing" in capsys.readouterr().out
+    assert main(["status", "--dataset", "store_daily_sales", "--json"]) == 0  # status says what plan says
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["state"], row["reason"]) == ("missing", "store_id S003: no partition"), row
     assert lab.luigi("AllStores") == 0
     assert store_marts.read_registry()["S003"] == day.isoformat()
     got = duckdb.execute(
@@ -336,6 +339,10 @@ def test_a_store_a_staging_partition_read_is_registered_whatever_its_folder_stam
     ).fetchall()
     assert got == [(day - dt.timedelta(days=1), 1), (day, 2)]
     assert main(args) == 0
+    caplog.clear()
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.luigi("AllStores") == 0  # nothing to do: the summary says so (it printed nothing)
+    assert "StoreDailySales S001, S002, S003: 3 up to date" in caplog.text, caplog.text[-2000:]
 
 
 @pytest.fixture

@@ -269,7 +269,8 @@ def render(plan: Plan) -> str:
         lines.append("  estimate: no recorded durations yet")
     elif plan.runs:
         lines.append(
-            f"  estimate: {len(plan.runs)} partitions x {plan.seconds_each:.1f} s / {plan.workers} workers "
+            f"  estimate: {len(plan.runs)} partition{'' if len(plan.runs) == 1 else 's'} x {plan.seconds_each:.2g} s / "
+            f"{plan.workers} worker{'' if plan.workers == 1 else 's'} "
             f"= {plan.estimate_s:.0f} s (mean of recorded build times)"
         )
     if plan.runs or plan.maybe:
