@@ -15,7 +15,7 @@ from tasks import nextdate
 from tasks.cores import start_on_side_thread
 from tasks.freshness import dataversions
 from tasks.freshness.buildplan import plan_build
-from tasks.freshness.engine import Engine, label, settings_at_text
+from tasks.freshness.engine import Engine, label
 from tasks.freshness.inputs import input_line
 from tasks.freshness.node import Node
 from tasks.reporting import runlog
@@ -80,7 +80,7 @@ def build(node: Node, engine: Engine) -> dict | None:
         "task_id": node.task_id,
         "package_version": tasks.__version__,
         "started_at": started.isoformat(),
-        "settings_at": settings_at_text(node.rules()),  # a host on settings older than these never replaces it
+        "settings_at": engine.settings_at_text(node),  # a host on settings older than these never replaces it
         "finished_at": dt.datetime.now(dt.UTC).isoformat(),
         "duration_s": round(time.perf_counter() - t0, 4),
         # hashed on another core while the files are written; the store waits for it

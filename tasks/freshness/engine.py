@@ -153,6 +153,13 @@ class Engine(Memo):
         newest = max((f.newest for f in window.folders), default=0)
         return newest + self.zone(node).mtime_resolution_ns > listed
 
+    def settings_at_text(self, node: Node) -> str:
+        """:func:`settings_at` of a build of ``node``, as its manifest records it (UTC, ISO, microseconds)."""
+        hotels = "timezones" in node.rules()
+        return dt.datetime.fromtimestamp(
+            self.once_per_pass(("settings_at", hotels), settings_at, hotels), dt.UTC
+        ).isoformat()
+
     def newer_settings(self, node: Node, manifest: dict) -> str:
         """Why a partition built under other rules than this host's is kept: a partition of its dataset was
         built under other rules and settings changed after this host's, so a run here never replaces it
@@ -248,11 +255,6 @@ def settings_at(hotels: bool = False) -> float:
     from tasks import reference, settings
 
     return settings.settings_changed_at((reference.hotels_file(),) if hotels else ())
-
-
-def settings_at_text(rules: dict) -> str:
-    """:func:`settings_at` of a build under ``rules``, as its manifest records it (UTC, ISO, microseconds)."""
-    return dt.datetime.fromtimestamp(settings_at("timezones" in rules), dt.UTC).isoformat()
 
 
 def _time(text) -> float:
