@@ -315,3 +315,22 @@ def test_a_file_not_read_in_a_partitions_window_is_on_the_page(lab):
     page = render(rows, lines=[], previews=[])
     assert "raw files not read, in the windows of:" in page
     assert "<li>qsr_pos/2026-09-11/s003.csv (name is not &lt;store_id&gt;.csv): stg_qsr_pos</li>" in page
+
+
+def test_a_days_warning_is_on_the_page_as_in_the_text_view(lab, setting, tmp_path):
+    """Before, a store that had rows and has none now was in the summary, the text view and --json, not on
+    the page."""
+    from tasks import cli
+
+    start, day = dt.date(2026, 9, 10), dt.date(2026, 9, 11)
+    setting("daybreak", "start_date", start)
+    lab.qsr_days(start, 2)
+    assert lab.range(start, start + dt.timedelta(days=2)) == 0
+    for folder in (day, day + dt.timedelta(days=1)):
+        lab.qsr_file(str(folder), "S001", [])  # re-sent with its header only
+    assert lab.range(start, start + dt.timedelta(days=2)) == 0
+    page = tmp_path / "status.html"
+    assert (
+        cli.main(["status", "--html", str(page), "--start", str(start), "--stop", str(day + dt.timedelta(days=1))]) == 0
+    )
+    assert f"warning: store S001 had 4 rows in an earlier build of {day} and has none now" in page.read_text()

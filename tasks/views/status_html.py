@@ -74,6 +74,12 @@ def _line(label: str, task, params: str, days: dict) -> Line:
     return Line(label, task.task_family, params, path, days)
 
 
+def _reason(day) -> str:
+    """A day's reason on the page, with its warnings (a store that had rows and has none now), as the text
+    view gives them."""
+    return "; ".join([*([day.reason] if day.reason else []), *(f"warning: {w}" for w in day.warnings)])
+
+
 def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | None = None) -> str:
     """The page for ``rows`` (from :func:`tasks.views.status.collect`); ``lines`` default to
     :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
@@ -119,7 +125,7 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
                 "label": line.label,
                 "run": f"luigi --module tasks {line.family} --date {{d}}{line.params} --local-scheduler",
                 "rm": status.remove_command(line.path.replace("{d}", NO_DAY)).replace(NO_DAY, "{d}"),
-                "reasons": {i: c.reason for i, c in enumerate(cells) if c and c.reason},
+                "reasons": {i: why for i, c in enumerate(cells) if c and (why := _reason(c))},
                 "rows": [c and c.rows for c in cells],
                 "took": [c and c.duration_s for c in cells],
                 "by": {i: b for i, c in enumerate(cells) if c and (b := builder(c)) is not None},
