@@ -23,7 +23,7 @@ from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.reporting import runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import atomic_write_text, exclusive
-from tasks.storage.rawzone import RawFile, RawZone, folder_dates
+from tasks.storage.rawzone import RawFile, RawZone, folder_dates, one_session
 from tasks.targets import luigi_engine
 from tasks.transforms.rawcsv import file_stem
 
@@ -184,6 +184,11 @@ class DiscoverStores(luigi.Task):
     def zone(self) -> RawZone:
         return RawZone.from_uri(settings.raw_root())
 
+    @property
+    def resources(self) -> dict[str, int]:
+        """One ``sftp`` resource over an SFTP raw zone, as every task that lists it."""
+        return {"sftp": 1} if one_session(settings.raw_root()) else {}
+
     def complete(self) -> bool:
         """Listed in this run, or nothing new since: a folder changed after the sensor ran is for the next
         run (AllStores runs on), as is a folder listed in its clock tick."""
@@ -227,6 +232,11 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
 
     def dataset_path(self) -> str:
         return f"{self.dataset}/store_id={self.store_id}"
+
+    @property
+    def resources(self) -> dict[str, int]:
+        """One ``sftp`` resource over an SFTP raw zone: its check lists the raw folders (its upstream dates)."""
+        return {"sftp": 1} if one_session(settings.raw_root()) else {}
 
     def upstream(self) -> list[PartitionedTask]:
         """Every staging date built, and every date from ``[daybreak] start_date`` whose raw folder is there

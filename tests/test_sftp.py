@@ -359,6 +359,21 @@ def test_the_sftp_resource_caps_sessions_across_workers_of_a_real_luigid(lab, ss
     assert b"StgQsrPos" in tasks  # the run went through this luigid
 
 
+def test_the_sftp_resource_caps_the_stores_sessions_too(lab, sshd, scheduler):
+    """Before, AllStores --workers 3 held 4 connections with a cap of 1: each store's check lists the raw
+    folders (its upstream dates) from its worker process, which took no sftp resource."""
+    lab.qsr_days(START, 3, stores=tuple(f"S{i:03d}" for i in range(1, 9)))
+    cfg = capped_config(lab, sshd, scheduler)
+    env = {"LUIGI_CONFIG_PATH": str(cfg)}
+    stop = str(START + dt.timedelta(days=3))
+    assert lab.cli("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", stop, env=env).returncode == 0
+    with peak_connections(sshd) as peak:
+        proc = lab.cli("AllStores", "--workers", "4", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(list((lab.data / "marts" / "store_daily_sales").glob("store_id=*/_manifest.json"))) == 8
+    assert peak[0] <= CAP + 1, (peak[0], (sshd.folder / "sshd.log").read_text()[-3000:])
+
+
 def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_once(over_sftp, sshd, scheduler):
     lab = over_sftp
     lab.qsr_days(START, 30)
