@@ -750,6 +750,10 @@ def test_a_deleted_day_of_the_chain_is_the_one_partition_plan_and_status_say_wou
     assert f"  run   {FIRST + DAY}  missing: no partition" in plan, plan
     root = f"may rebuild once its upstream is rebuilt: {STATE} {FIRST + DAY} (missing: no partition)"
     assert f"  may   {FIRST + 2 * DAY} .. {stop - DAY} (2 partitions): {root}" in plan, plan
+    # what reads the days that may run may go stale too: the later days' pickups (before, the plan named
+    # only the pickups of the first day after the gap)
+    later = [line for line in plan.splitlines() if line.startswith("  then may go stale downstream: hotel_pickup")]
+    assert any(f"{stop - DAY} H1" in line for line in later), plan
     assert main(["status", "--dataset", "hotel_booking_state", "--start", str(FIRST), "--stop", str(stop)]) == 0
     shown = capsys.readouterr().out
     assert "\n  #.??\n  1 ok, 2 pending, 1 missing\n" in shown, shown

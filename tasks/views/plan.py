@@ -49,6 +49,9 @@ class Plan:
     first: list[tuple[str, str, str, str]] = field(default_factory=list)
     # (partition, reason) of each built by a newer transform version than this host's: a run refuses to replace it
     newer: list[tuple[dt.date | str, str]] = field(default_factory=list)
+    # the tasks of ``maybe``, and what reads them (dataset -> partitions) beyond ``downstream``: may go stale
+    pending_tasks: list = field(default_factory=list)
+    downstream_maybe: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -124,6 +127,11 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
                 plan, [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(plan.left_out)], cache
             )
         plan.downstream = _downstream(rebuilt, dataset, start, stop)
+        if plan.pending_tasks:  # what reads the partitions that may run may go stale too
+            more = _downstream([*rebuilt, *plan.pending_tasks], dataset, start, stop)
+            plan.downstream_maybe = {
+                name: [k for k in keys if k not in plan.downstream.get(name, [])] for name, keys in more.items()
+            }
         for row in data_root_rows([dataset]):
             if row.state == LEFT_OVER:
                 plan.left_over, plan.left_over_why = list(row.not_read), row.reason
@@ -172,6 +180,7 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[Materi
             durations.append(float(manifest["duration_s"]))
     plan.seconds_each = sum(durations) / len(durations) if durations else None
     plan.first = _runs_first([*rebuilt.values(), *maybe], cache)
+    plan.pending_tasks = maybe
     return list(rebuilt.values())
 
 
@@ -253,6 +262,11 @@ def render(plan: Plan) -> str:
         # a hotel's or a store's partition reads its own rows of what is rebuilt: stale only if they change
         how = "may go stale" if catalogue.BY_NAME[name].task.reads_a_slice else "stale"
         lines.append(f"  then {how} downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
+    for name, keys in plan.downstream_maybe.items():
+        if keys:
+            lines.append(
+                f"  then may go stale downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}"
+            )
     lines += [f"  left  {folder}" for folder in plan.left_over[:LEFT_OVER_LINES]]
     if len(plan.left_over) > LEFT_OVER_LINES:
         lines.append(
