@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_preview)
 
-    p = sub.add_parser("publish", help="put a preview's partitions in place (atomic per partition); resumable")
+    p = sub.add_parser("publish", help="put a preview's partitions in place, each under its lock; resumable")
     p.add_argument("id", help="the preview id (daybreak previews)")
     p.set_defaults(func=cmd_publish)
 

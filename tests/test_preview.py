@@ -165,6 +165,35 @@ def test_kill_9_during_publish_then_publish_again_equals_a_clean_build(threshold
     assert published == tables(lab.root / "plain")
 
 
+@pytest.mark.system
+def test_a_half_published_preview_that_can_no_longer_be_published_can_be_discarded(
+    threshold_lab, capsys, setting, tmp_path
+):
+    """Before, publish refused it (production changed since) and discard refused it (half published): no
+    command could remove it, and the sweep kept it for ever."""
+    lab = threshold_lab
+    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+    cfg = lab.write_cfg(tmp_path / "crash.cfg", suspicious_qty_threshold=15)
+    plan = {"counter": str(tmp_path / "steps"), "root": str(lab.data), "date": str(D2), "at": 2, "mode": "kill"}
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import tests.crash_driver; from tasks.cli import main; "
+        "sys.exit(main(['publish', sys.argv[2]]))"
+    )
+    env = {**os.environ, "CRASH_PLAN": json.dumps(plan), "LUIGI_CONFIG_PATH": str(cfg)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(REPO), report["id"]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    lab.qsr_file(D3.isoformat(), "S001", [f"S001-{D3}-9,1,S001,{D3}T12:30:00-04:00,BURGER,1,6.50,,COMPLETED"])
+    capsys.readouterr()
+    assert cli.main(["publish", report["id"]]) == 1
+    assert "no longer match the preview" in capsys.readouterr().err
+    code, out = daybreak(capsys, "discard", report["id"])
+    assert code == 0, out
+    assert f"discarded preview {report['id']}, half published and no longer publishable" in out
+    assert not (lab.data / "_state" / "preview" / report["id"]).exists()
+
+
 def test_a_resent_ads_export_shows_the_rolling_windows_it_changes(lab, capsys, setting):
     first = dt.date(2026, 9, 20)
     setting("daybreak", "start_date", first)

@@ -622,5 +622,8 @@ def test_a_preview_killed_mid_build_is_listed_as_stopped_not_building(lab):
     (row,) = listed.stdout.splitlines()[1:]
     pid = row.split()[0]
     assert " stopped " in row and f"daybreak discard {pid}" in row, row
+    refused_publish = run(cron, "publish", pid, luigi=False)
+    assert refused_publish.returncode == 1, refused_publish.stderr
+    assert "its build stopped before the end (killed?): discard it" in refused_publish.stderr  # not "building"
     assert run(cron, "discard", pid, luigi=False).returncode == 0
     assert not [p for p in previews.glob("*") if p.is_dir()]

@@ -33,6 +33,8 @@ def problems(record: dict, folder) -> tuple[list[str], list[str]]:
     data_root = record["data_root"]
     if record.get("state") == "published":
         return [], []
+    if record.get("state") == "building":  # asked under the lock its builder holds while it builds: it stopped
+        return [], [f"its build stopped before the end (killed?): discard it with daybreak discard {record['id']}"]
     if record.get("state") not in ("open", "publishing"):
         return [], [f"the preview is {record.get('state')}, not open"]
     if record.get("failed"):
@@ -141,7 +143,10 @@ def discard(pid: str) -> str:
         with folder.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
             record = read_record(folder)
             placed = in_production(record, folder)
-            if record.get("state") == "publishing" or (placed and record.get("state") != "published"):
+            half = record.get("state") == "publishing" or (placed and record.get("state") != "published")
+            with settings.snapshot():
+                stuck = half and problems(record, folder)[1]  # it can no longer be finished: discarded
+            if half and not stuck:
                 raise PreviewError(
                     f"preview {pid} is half published ({len(placed)} of {len(record.get('partitions', []))} "
                     f"partitions are in production, e.g. {placed[0] if placed else '?'}): not discarded. "
@@ -150,6 +155,11 @@ def discard(pid: str) -> str:
             folder.remove()
     except partitions.PartitionBusy:
         raise PreviewError(f"preview {pid} is being built or published now; not discarded") from None
+    if stuck:
+        return (
+            f"discarded preview {pid}, half published and no longer publishable ({stuck[0]}); the partitions it "
+            "put in production stay, the others are as production had them: see daybreak status"
+        )
     return f"discarded preview {pid}"
 
 
