@@ -270,8 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--update-docs", action="store_true", help="also write the table into README.md, docs/backfills.md")
     p.add_argument("--start", type=_date, default=dt.date(2026, 9, 1))
-    p.add_argument("--days", type=guard.count_argument(1, guard.MAX_RANGE_DAYS), default=60)
-    p.add_argument("--stores", type=guard.count_argument(1, 9999), default=50)
+    # its steps build the first 10 days, then hold back one store's file of a day: 12 days and 2 stores at least
+    p.add_argument("--days", type=guard.count_argument(12, guard.MAX_RANGE_DAYS), default=60)
+    p.add_argument("--stores", type=guard.count_argument(2, 9999), default=50)
     p.add_argument("--workers", type=guard.count_argument(1), default=2)
     p.add_argument("--seed", type=guard.count_argument(0), default=1)
     p.set_defaults(func=cmd_demo)

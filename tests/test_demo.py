@@ -82,3 +82,25 @@ def test_demo_never_deletes_a_folder_it_did_not_make(tmp_path):
     empty.mkdir()
     demo.prepare_workdir(empty)  # an empty folder is used as it is
     assert sorted(p.name for p in empty.iterdir()) == [demo.MARKER]
+
+
+@pytest.mark.system
+def test_a_demo_too_small_for_its_steps_is_one_line_and_the_smallest_runs(tmp_path):
+    """Before, ``--days 1 --stores 1`` was a traceback (the partition step 3 deletes was never built: its
+    only file was the one held back as late), and ``--days 5`` exited 1 without a word."""
+    daybreak = Path(sys.executable).parent / "daybreak"
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+
+    def run(*args):
+        cmd = [str(daybreak), "demo", "--workdir", str(tmp_path / "d"), *args]
+        return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+    for args, message in (
+        (("--days", "5"), "argument --days: 5: expected a whole number, from 12"),
+        (("--stores", "1"), "argument --stores: 1: expected a whole number, from 2"),
+    ):
+        proc = run(*args)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    proc = run("--days", "12", "--stores", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.findall(r"exit (\d+)", proc.stdout) == ["0"] * 5, proc.stdout
