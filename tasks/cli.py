@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         help="re-hash raw inputs and data files against their manifests; mark mismatches stale; exit 1 on any",
     )
-    verified = catalogue.names("date", "date x hotel")
+    verified = catalogue.names()
     p.add_argument("--dataset", type=guard.dataset_argument(verified), choices=verified)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: [daybreak] start_date)")
     p.add_argument(

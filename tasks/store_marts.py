@@ -282,6 +282,7 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
         if (
             not manifest
             or manifest.get("_corrupt")
+            or manifest.get("verify_mismatch")  # daybreak verify found its file damaged: not read again
             or manifest.get("rules_fingerprint") != self.rules_fingerprint()
             or not store.data_matches(None, manifest)
         ):

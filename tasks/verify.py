@@ -31,15 +31,15 @@ class Report:
 
 
 def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> Report:
-    """Check every partition of ``datasets`` (default: every date-partitioned one) with ``start`` <=
-    date < ``stop``; mark the ones with a mismatch stale."""
+    """Check every partition of ``datasets`` (default: every one) with ``start`` <= date < ``stop`` (every
+    partition of a dataset partitioned by store or hotel, or not at all); mark the ones with a mismatch stale."""
     t0 = time.perf_counter()
     with settings.snapshot():
         engine = freshness.new_pass()
         zone = RawZone.from_uri(settings.raw_root())
         report, raw = Report(), {}
         try:
-            for name in datasets or catalogue.names("date", "date x hotel"):
+            for name in datasets or catalogue.names():
                 for task in catalogue.BY_NAME[name].partitions(start, stop):
                     _verify_partition(engine, zone, task, raw, report)
         finally:
@@ -54,7 +54,7 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
     if not manifest:
         return
     report.partitions += 1
-    label = f"{task.dataset} {task.key}" + (f" {store.sub}" if store.sub else "")
+    label = freshness.label(task)
     if manifest.get("_corrupt"):  # already stale (the engine cannot read it): the next run rebuilds it
         path = f"{store.uri(task.key)}/{MANIFEST}"
         report.mismatches.setdefault(f"manifest {path}: empty, truncated or not JSON", []).append(label)

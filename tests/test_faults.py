@@ -74,6 +74,24 @@ def test_verify_finds_a_damaged_or_deleted_quarantine_and_marks_the_partition_st
     assert verify(*SPAN) == 0
 
 
+def test_verify_finds_a_damaged_store_partition_and_the_next_run_rebuilds_it(lab, setting, capsys):
+    """Before, verify covered only the dated datasets: ``--dataset store_daily_sales`` was "not a dataset",
+    and bit rot in a store's file went unseen (status ok, AllStores up to date)."""
+    built(lab, setting)
+    assert lab.luigi("AllStores") == 0
+    data = lab.data / "marts" / "store_daily_sales" / "store_id=S001" / "data.parquet"
+    st, good = data.stat(), data.read_bytes()
+    data.write_bytes(good[:10] + bytes([good[10] ^ 1]) + good[11:])  # same size, same mtime
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert verify("--dataset", "store_daily_sales") == 1
+    out = capsys.readouterr().out
+    assert f"MISMATCH data {data}: content differs from its manifest" in out, out
+    assert "stale now: marts/store_daily_sales S001" in out, out
+    assert lab.luigi("AllStores") == 0
+    assert data.read_bytes() == good
+    assert verify() == 0
+
+
 @pytest.mark.parametrize("damage", [b"", b'{"dataset": "staging/qs'])
 def test_verify_finds_an_empty_or_truncated_manifest(lab, setting, capsys, damage):
     built(lab, setting)
