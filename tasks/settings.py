@@ -53,8 +53,8 @@ class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the cl
     )
     host_name = luigi.Parameter(
         default="",
-        description="This host's name in every manifest it commits (built_by) and in luigid's task history; "
-        "empty: the machine's host name",
+        description="This host's name in every manifest it commits (built_by), its leases and temporary files, "
+        "and luigid's task history; empty: the machine's host name",
     )
 
 

@@ -190,3 +190,22 @@ def test_decimals_are_stored_as_integers_and_read_back_as_the_same_decimals(tmp_
     assert back.equals(rows)
     total = duckdb.sql(f"select sum(net_amount), min(net_amount), max(net_amount) from '{written}'").fetchall()
     assert total == [(sum(amounts), decimal.Decimal("-12.50"), decimal.Decimal("9999999999999999.99"))]
+
+
+@pytest.mark.system
+def test_a_dead_writers_temporaries_are_swept_at_once_only_by_the_host_name_that_wrote_them(tmp_path, setting):
+    """Containers of one image share a machine name but not their processes: before, a temporary file of
+    another container (same machine name) whose pid is not alive here was swept at once, live or not."""
+    store = PartitionStore(tmp_path, "staging/qsr_pos")
+    store.write(D1, table(2), {})
+    folder = store.data_root / store.rel(D1)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    setting("daybreak", "host_name", "box-b")
+    mine, theirs = f".data.parquet.tmp-box-b-{dead.pid}-0-aa", f".data.parquet.tmp-box-a-{dead.pid}-0-bb"
+    for name in (mine, theirs):
+        (folder / name).write_bytes(b"PAR1 partial")
+    store.write(D1, table(1), {})  # sweeps the partition folder
+    assert not (folder / mine).exists()  # this named host's dead writer: swept at once
+    assert (folder / theirs).exists()  # box-a's: its processes are not this host's to judge
+    assert f".tmp-box-b-{os.getpid()}-" in tempnames.temp_path(folder / "x").name  # the names it writes

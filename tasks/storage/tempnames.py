@@ -25,9 +25,17 @@ FOREIGN_MAX_AGE_S = 24 * 3600
 _TEMP = re.compile(r"^\..+\.tmp-(?P<host>[A-Za-z0-9._-]+)-(?P<pid>\d+)-(?P<start>\d+)-[0-9a-f]+$")
 
 
-@functools.cache
 def host() -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "unknown"
+    """This host's name in temporary names: ``[daybreak] host_name`` when set (containers of one image share a
+    machine name, each with its own processes), else the machine's."""
+    from tasks import settings
+
+    return _safe(settings.daybreak().host_name or socket.gethostname())
+
+
+@functools.cache
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "unknown"
 
 
 def _stat_fields(pid: int) -> list[str] | None:
