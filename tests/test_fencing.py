@@ -220,10 +220,10 @@ def test_a_lease_is_taken_over_at_once_only_by_the_host_name_that_wrote_it(s3lab
             "s3": {"endpoint_url": s3lab.s3.meta.endpoint_url, "region": s3lab.s3.meta.region_name},
         },
     )
-    take = (
+    take = (  # the context kept in a name: a lock object collected at once would release the lease
         "from tasks.storage.store import PartitionStore; import datetime as dt; "
-        f"PartitionStore({s3lab.uri!r}, 'marts/demo').locked(dt.date.fromisoformat({str(START)!r}), wait_s=0)"
-        ".__enter__(); import os; os._exit(0)"  # taken, never released: the process ends holding it
+        f"held = PartitionStore({s3lab.uri!r}, 'marts/demo').locked(dt.date.fromisoformat({str(START)!r}), wait_s=0)"
+        "; held.__enter__(); import os; os._exit(0)"  # taken, never released: the process ends holding it
     )
     env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, "-c", take], env=env, check=True, timeout=60)
