@@ -16,6 +16,7 @@ from tasks import catalogue, settings
 from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
 from tasks.building import Built
 from tasks.contract import is_store_file
+from tasks.freshness.engine import Engine
 from tasks.freshness.inputs import parse_inputs
 from tasks.guard import fail
 from tasks.luigi_shortcuts import luigi_run, worker_id
@@ -144,12 +145,12 @@ def sensed_stores() -> set[str]:
     return set(_stores_in(task.zone(), task.start, task.stop)[0])
 
 
-def staged_stores() -> dict[str, str]:
+def staged_stores(engine: Engine | None = None) -> dict[str, str]:
     """{store: first folder date} of the stores a stg_qsr_pos partition read a file of and the registry
     lacks: the sensor could not tell the file from its folder's stamp (a copy that kept the folder's
-    time). From the partitions' summaries, read once a pass; a date's full manifest only to date such a
-    store."""
-    engine = luigi_engine()
+    time). From the partitions' summaries, read once a pass (``engine``'s: a view's own, else the run's);
+    a date's full manifest only to date such a store."""
+    engine = engine or luigi_engine()
     store = engine.store(StgQsrPos(date=settings.daybreak().start_date))
     registry = read_registry()
     first: dict[str, dt.date] = {}
@@ -165,12 +166,12 @@ def staged_stores() -> dict[str, str]:
     return out
 
 
-def unregistered_stores() -> list[str]:
+def unregistered_stores(engine: Engine | None = None) -> list[str]:
     """The stores with a file in the qsr_pos folders, or read by a staging partition, that are not
     registered yet (the next AllStores registers them): what a plan counts as partitions to build."""
     if newest_raw_date(RawZone.from_uri(settings.raw_root()), SOURCE) is None:
         return []
-    return sorted((sensed_stores() - set(read_registry())) | set(staged_stores()))
+    return sorted((sensed_stores() - set(read_registry())) | set(staged_stores(engine)))
 
 
 class DiscoverStores(luigi.Task):

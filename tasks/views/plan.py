@@ -116,7 +116,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
     with settings.snapshot():
         cache = freshness.new_pass()
         if plan.kind != "date":
-            rebuilt = _classify(plan, _keyed_partitions(dataset, start, stop), cache)
+            rebuilt = _classify(plan, _keyed_partitions(dataset, start, stop, cache), cache)
         else:
             cls = DATASETS[dataset]
             earlier, why_earlier = before_start(start, stop)  # kept as built, never rebuilt
@@ -140,7 +140,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
     return plan
 
 
-def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date) -> list[tuple[str, MaterializedTask]]:
+def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date, cache: Engine) -> list[tuple[str, MaterializedTask]]:
     """(label, task) of every partition a keyed or unpartitioned dataset's run would consider."""
     spec = catalogue.BY_NAME[dataset]
     parts = spec.partitions(start, stop)
@@ -149,7 +149,7 @@ def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date) -> list[tuple
     if spec.partition == "store":  # a store the sensor will register at the start of the run is built too
         from tasks.store_marts import StoreDailySales, unregistered_stores
 
-        parts += [StoreDailySales(store_id=s) for s in unregistered_stores()]
+        parts += [StoreDailySales(store_id=s) for s in unregistered_stores(cache)]
     if spec.key_param:
         return [(getattr(t, spec.key_param), t) for t in parts]
     return [("(all)", t) for t in parts]

@@ -120,7 +120,7 @@ def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
     if spec.partition == "store":  # a store a staging partition read, not registered yet: the next run builds it
         from tasks.store_marts import StoreDailySales, staged_stores
 
-        parts += [StoreDailySales(store_id=s) for s in sorted(staged_stores())]
+        parts += [StoreDailySales(store_id=s) for s in sorted(staged_stores(cache))]  # this view's pass
     if not parts:
         return DayStatus(name, day, "missing", f"no {key} known yet")
     rows = {getattr(t, key): day_status(t, cache, name) for t in parts}
