@@ -133,23 +133,28 @@ def test_publish_refuses_when_the_rules_no_longer_match(threshold_lab, capsys, q
     assert production(threshold_lab) == before
 
 
-@pytest.mark.system
-@pytest.mark.parametrize("at", [1, 2, 3])
-def test_kill_9_during_publish_then_publish_again_equals_a_clean_build(threshold_lab, capsys, setting, tmp_path, at):
-    lab = threshold_lab
-    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+def killed_publishing(lab, pid: str, tmp_path, at: int) -> None:
+    """``daybreak publish pid`` in a process of its own (on the preview's rules), killed at its ``at``-th write
+    step of date D2 (tests/crash_driver.py)."""
     cfg = lab.write_cfg(tmp_path / "crash.cfg", suspicious_qty_threshold=15)
-    counter = tmp_path / "steps"
-    plan = {"counter": str(counter), "root": str(lab.data), "date": str(D2), "at": at, "mode": "kill"}
+    plan = {"counter": str(tmp_path / "steps"), "root": str(lab.data), "date": str(D2), "at": at, "mode": "kill"}
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import tests.crash_driver; from tasks.cli import main; "
         "sys.exit(main(['publish', sys.argv[2]]))"
     )
     env = {**os.environ, "CRASH_PLAN": json.dumps(plan), "LUIGI_CONFIG_PATH": str(cfg)}
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(REPO), report["id"]], cwd=tmp_path, env=env, capture_output=True, text=True
+        [sys.executable, "-c", code, str(REPO), pid], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_kill_9_during_publish_then_publish_again_equals_a_clean_build(threshold_lab, capsys, setting, tmp_path, at):
+    lab = threshold_lab
+    report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
+    killed_publishing(lab, report["id"], tmp_path, at)
     glob = f"{lab.data}/staging/qsr_pos/*/*.parquet"
     assert duckdb.execute(f"select count(*) from read_parquet('{glob}')").fetchall()[0][0] == sum(
         map(len, QTYS.values())
@@ -173,17 +178,7 @@ def test_a_half_published_preview_that_can_no_longer_be_published_can_be_discard
     command could remove it, and the sweep kept it for ever."""
     lab = threshold_lab
     report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
-    cfg = lab.write_cfg(tmp_path / "crash.cfg", suspicious_qty_threshold=15)
-    plan = {"counter": str(tmp_path / "steps"), "root": str(lab.data), "date": str(D2), "at": 2, "mode": "kill"}
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import tests.crash_driver; from tasks.cli import main; "
-        "sys.exit(main(['publish', sys.argv[2]]))"
-    )
-    env = {**os.environ, "CRASH_PLAN": json.dumps(plan), "LUIGI_CONFIG_PATH": str(cfg)}
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(REPO), report["id"]], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    killed_publishing(lab, report["id"], tmp_path, 2)
     lab.qsr_file(D3.isoformat(), "S001", [f"S001-{D3}-9,1,S001,{D3}T12:30:00-04:00,BURGER,1,6.50,,COMPLETED"])
     capsys.readouterr()
     assert cli.main(["publish", report["id"]]) == 1

@@ -568,11 +568,9 @@ def test_luigis_own_scheduler_keys_give_no_warning(lab):
     assert "not consumed" not in proc.stderr, proc.stderr
 
 
-@pytest.mark.system
-def test_ctrl_c_of_a_preview_says_the_preview_was_removed(lab):
-    """A preview stopped half-way is removed whole: the line says so, not "run again to build the rest"."""
-    from tasks.cli import PREVIEW_INTERRUPTED
-
+def preview_under_way(lab) -> tuple[Path, Path, subprocess.Popen]:
+    """(its folder, the previews' folder, the process) of a ``daybreak preview`` of 60 dates x 20 stores,
+    once it has written its first partition; the caller stops it."""
     lab.qsr_days(START, 60, stores=tuple(f"S{i:03d}" for i in range(1, 21)))
     cron = folder_cfg(lab)
     command = [sys.executable, "-m", "tasks.cli", "preview", "stg_qsr_pos", "--start", str(START)]
@@ -584,6 +582,20 @@ def test_ctrl_c_of_a_preview_says_the_preview_was_removed(lab):
         deadline = time.monotonic() + 120
         while not list(previews.glob("*/staging/qsr_pos/*/_manifest.json")) and time.monotonic() < deadline:
             time.sleep(0.05)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return cron, previews, proc
+
+
+@pytest.mark.system
+def test_ctrl_c_of_a_preview_says_the_preview_was_removed(lab):
+    """A preview stopped half-way is removed whole: the line says so, not "run again to build the rest"."""
+    from tasks.cli import PREVIEW_INTERRUPTED
+
+    cron, previews, proc = preview_under_way(lab)
+    try:
         assert proc.poll() is None, "the preview was made before it could be interrupted"
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
@@ -599,17 +611,8 @@ def test_ctrl_c_of_a_preview_says_the_preview_was_removed(lab):
 def test_a_preview_killed_mid_build_is_listed_as_stopped_not_building(lab):
     """``kill -9`` leaves the record's state "building"; ``previews`` said so for ever. Its builder held the
     lock, so a free lock means the build is gone."""
-    lab.qsr_days(START, 60, stores=tuple(f"S{i:03d}" for i in range(1, 21)))
-    cron = folder_cfg(lab)
-    command = [sys.executable, "-m", "tasks.cli", "preview", "stg_qsr_pos", "--start", str(START)]
-    command += ["--stop", str(START + 60 * DAY)]
-    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
-    proc = subprocess.Popen(command, cwd=cron, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    previews = lab.data / "_state" / "preview"
+    cron, previews, proc = preview_under_way(lab)
     try:
-        deadline = time.monotonic() + 120
-        while not list(previews.glob("*/staging/qsr_pos/*/_manifest.json")) and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert proc.poll() is None, "the preview was made before it could be killed"
         listed = run(cron, "previews", luigi=False)
         assert " building " in listed.stdout, listed.stdout  # a live build is shown as building
