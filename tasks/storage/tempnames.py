@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import time
 import uuid
 from pathlib import Path
@@ -30,7 +29,7 @@ def host() -> str:
     machine name, each with its own processes), else the machine's."""
     from tasks import settings
 
-    return _safe(settings.daybreak().host_name or socket.gethostname())
+    return _safe(settings.host_name())
 
 
 @functools.cache
