@@ -49,8 +49,7 @@ class Plan:
     first: list[tuple[str, str, str, str]] = field(default_factory=list)
     # (partition, reason) of each built by a newer transform version than this host's: a run refuses to replace it
     newer: list[tuple[dt.date | str, str]] = field(default_factory=list)
-    # the tasks of ``maybe``, and what reads them (dataset -> partitions) beyond ``downstream``: may go stale
-    pending_tasks: list = field(default_factory=list)
+    # what reads the partitions of ``maybe`` (dataset -> partitions) beyond ``downstream``: may go stale
     downstream_maybe: dict[str, list[str]] = field(default_factory=dict)
 
     @property
@@ -116,19 +115,19 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
     with settings.snapshot():
         cache = freshness.new_pass()
         if plan.kind != "date":
-            rebuilt = _classify(plan, _keyed_partitions(dataset, start, stop, cache), cache)
+            rebuilt, pending = _classify(plan, _keyed_partitions(dataset, start, stop, cache), cache)
         else:
             cls = DATASETS[dataset]
             earlier, why_earlier = before_start(start, stop)  # kept as built, never rebuilt
             later, why = left_out(plan.mode[0], cls, start, stop)
             plan.left_out_why = "; ".join(w for dates, w in ((earlier, why_earlier), (later, why)) if dates)
             plan.left_out = earlier + later
-            rebuilt = _classify(
+            rebuilt, pending = _classify(
                 plan, [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(plan.left_out)], cache
             )
         plan.downstream = _downstream(rebuilt, dataset, start, stop)
-        if plan.pending_tasks:  # what reads the partitions that may run may go stale too
-            more = _downstream([*rebuilt, *plan.pending_tasks], dataset, start, stop)
+        if pending:  # what reads the partitions that may run may go stale too
+            more = _downstream([*rebuilt, *pending], dataset, start, stop)
             plan.downstream_maybe = {
                 name: [k for k in keys if k not in plan.downstream.get(name, [])] for name, keys in more.items()
             }
@@ -155,9 +154,9 @@ def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date, cache: Engine
     return [("(all)", t) for t in parts]
 
 
-def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[MaterializedTask]:
+def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> tuple[list, list]:
     """Sort (label, task) pairs into the plan's runs, waits for raw data and same content, with the mean
-    recorded build time; return the tasks that would run."""
+    recorded build time; return (the tasks that would run, the tasks that may run)."""
     rebuilt: dict[str, MaterializedTask] = {}
     maybe: list[MaterializedTask] = []
     durations = []
@@ -180,8 +179,7 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> list[Materi
             durations.append(float(manifest["duration_s"]))
     plan.seconds_each = sum(durations) / len(durations) if durations else None
     plan.first = _runs_first([*rebuilt.values(), *maybe], cache)
-    plan.pending_tasks = maybe
-    return list(rebuilt.values())
+    return list(rebuilt.values()), maybe
 
 
 def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> list[tuple[str, str, str, str]]:
