@@ -18,7 +18,7 @@ from luigi.tools.range import RangeDaily, RangeDailyBase
 from tasks import catalogue, cores, settings
 from tasks.base import PartitionedTask, before_start_reason
 from tasks.calendar import date_range
-from tasks.freshness.engine import Engine, new_pass
+from tasks.freshness.engine import Engine, view_pass
 from tasks.guard import check_range
 from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
@@ -312,30 +312,30 @@ def stale_downstream(
     of ``dataset`` outside the range goes to ``held`` as (task, the date it waits on) instead."""
     ids = {t.task_id for t in rebuilt}
     root = type(rebuilt[0]) if rebuilt else None
-    engine = new_pass()
-    horizon = stop + dt.timedelta(days=horizon_days)  # the other datasets' partitions that may read the range
-    candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
-    pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
-    found, grew = [], True
-    while grew:
-        grew = False
-        for task in list(pending):
-            upstream = task.upstream()
-            if any(up.task_id in ids for up in upstream):
-                pending.remove(task)
-                grew = True
-                outside = [
-                    up
-                    for up in upstream
-                    if type(up) is root
-                    and up.key is not None
-                    and not start <= up.key < stop
-                    and not engine.state(up).ok
-                ]
-                if outside:
-                    if held is not None:
-                        held.append((task, outside[0]))
-                    continue
-                ids.add(task.task_id)
-                found.append(task)
-    return found
+    with view_pass() as engine:  # within a plan, the plan's pass
+        horizon = stop + dt.timedelta(days=horizon_days)  # the other datasets' partitions that may read the range
+        candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
+        pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
+        found, grew = [], True
+        while grew:
+            grew = False
+            for task in list(pending):
+                upstream = task.upstream()
+                if any(up.task_id in ids for up in upstream):
+                    pending.remove(task)
+                    grew = True
+                    outside = [
+                        up
+                        for up in upstream
+                        if type(up) is root
+                        and up.key is not None
+                        and not start <= up.key < stop
+                        and not engine.state(up).ok
+                    ]
+                    if outside:
+                        if held is not None:
+                            held.append((task, outside[0]))
+                        continue
+                    ids.add(task.task_id)
+                    found.append(task)
+        return found

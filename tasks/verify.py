@@ -34,8 +34,7 @@ def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> 
     """Check every partition of ``datasets`` (default: every one) with ``start`` <= date < ``stop`` (every
     partition of a dataset partitioned by store or hotel, or not at all); mark the ones with a mismatch stale."""
     t0 = time.perf_counter()
-    with settings.snapshot():
-        engine = freshness.new_pass()
+    with settings.snapshot(), freshness.view_pass() as engine:
         zone = RawZone.from_uri(settings.raw_root())
         report, raw = Report(), {}
         try:

@@ -443,3 +443,19 @@ def test_a_store_that_opens_while_all_stores_runs_is_built_by_that_run_without_a
     assert landed and failures == []
     assert set(store_parts(lab)) == {"S001", "S002", "S003"}
     assert store_marts.read_registry()["S003"] == day.isoformat()
+
+
+def test_status_and_plan_of_the_stores_look_at_everything_in_one_pass(lab, setting, capsys):
+    """A store's upstream (every staging date) is found in the view's own pass: asking it outside a Luigi run
+    must not start another pass, which would drop every listing and state the view had read so far."""
+    from tasks.cli import main
+    from tasks.freshness import engine as freshness
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002", "S003"))
+    assert build_all(lab) == 0
+    args = ["--start", str(START), "--stop", str(START + dt.timedelta(days=4))]
+    for command in (["status", *args], ["plan", "store_daily_sales", *args]):
+        before = freshness.process_engine().passes
+        assert main(command) == 0, capsys.readouterr()
+        assert freshness.process_engine().passes == before + 1, command

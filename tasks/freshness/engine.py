@@ -309,6 +309,7 @@ def diff_rules(old: dict, new: dict) -> str:
 _process_engine = Engine()
 _run: weakref.ref | None = None  # the run the current pass belongs to
 _inherited: weakref.ref | None = None  # in a forked worker: the run it was forked from
+_viewing = False  # within view_pass(): a question outside a run joins the view's pass
 
 
 @atexit.register
@@ -326,6 +327,8 @@ def engine_for_run(run: object | None) -> Engine:
     global _run
     if run is None and _inherited is not None:
         run = _inherited()
+    if run is None and _viewing:
+        return _process_engine
     if run is None or _run is None or _run() is not run:
         _process_engine.new_pass()
         _run = None if run is None else weakref.ref(run)
@@ -339,6 +342,22 @@ def new_pass() -> Engine:
     _process_engine.snapshot = True
     _run = None
     return _process_engine
+
+
+@contextlib.contextmanager
+def view_pass() -> Iterator[Engine]:
+    """A new snapshot pass (:func:`new_pass`) for a view, a plan or verify, which every question asked outside
+    a Luigi run joins until it ends (a task's upstream, a target's check): what the view read stays read.
+    Within another view, that view's pass."""
+    global _viewing
+    if _viewing:
+        yield _process_engine
+        return
+    engine, _viewing = new_pass(), True
+    try:
+        yield engine
+    finally:
+        _viewing = False
 
 
 @forks.before_each_task

@@ -112,8 +112,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
 
     check_range(start, stop, "plan")
     plan = Plan(dataset, [], [], [], {}, None, workers, start, stop)
-    with settings.snapshot():
-        cache = freshness.new_pass()
+    with settings.snapshot(), freshness.view_pass() as cache:
         if plan.kind != "date":
             rebuilt, pending = _classify(plan, _keyed_partitions(dataset, start, stop, cache), cache)
         else:

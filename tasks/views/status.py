@@ -156,37 +156,33 @@ def _without_gc_pauses():
 
 
 def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[DayStatus]:
-    cache = freshness.new_pass()
-    out = []
-    for name in datasets or catalogue.names():
-        if name in SNAPSHOTS:
-            out.append(day_status(SNAPSHOTS[name](), cache, name))
-            continue
-        if name in STATIC:
-            out.append(keyed_status(name, None, cache))
-            continue
-        if name in MULTI:
-            cache.list_dataset(open_store(settings.data_uri(), MULTI[name].dataset))
-            out.extend(keyed_status(name, d, cache) for d in date_range(start, stop))
-            continue
-        days = [DATASETS[name](date=d) for d in date_range(start, stop)]
-        if not days:  # --start equal to --stop: an empty range
-            continue
-        cache.list_dataset(days[0].store())
-        cache.scan_ahead(days)  # a bucket's raw folders listed at once, not one request after another
-        out.extend(day_status(task, cache, name) for task in days)
-    out[:0] = data_root_rows(datasets or catalogue.names())
-    unread = cache.unread_listed()  # of the source folders the partitions above read
-    if unread:
-        n = len(unread)
-        reason = f"{n} {'entry' if n == 1 else 'entries'} of the raw zone not read by any partition"
-        out.insert(
-            0,
-            DayStatus(
-                RAW_ZONE, None, NOT_READ, reason, not_read=tuple(f"{printable(r.name)} ({r.reason})" for r in unread)
-            ),
-        )
-    return out
+    with freshness.view_pass() as cache:
+        out = []
+        for name in datasets or catalogue.names():
+            if name in SNAPSHOTS:
+                out.append(day_status(SNAPSHOTS[name](), cache, name))
+                continue
+            if name in STATIC:
+                out.append(keyed_status(name, None, cache))
+                continue
+            if name in MULTI:
+                cache.list_dataset(open_store(settings.data_uri(), MULTI[name].dataset))
+                out.extend(keyed_status(name, d, cache) for d in date_range(start, stop))
+                continue
+            days = [DATASETS[name](date=d) for d in date_range(start, stop)]
+            if not days:  # --start equal to --stop: an empty range
+                continue
+            cache.list_dataset(days[0].store())
+            cache.scan_ahead(days)  # a bucket's raw folders listed at once, not one request after another
+            out.extend(day_status(task, cache, name) for task in days)
+        out[:0] = data_root_rows(datasets or catalogue.names())
+        unread = cache.unread_listed()  # of the source folders the partitions above read
+        if unread:
+            n = len(unread)
+            reason = f"{n} {'entry' if n == 1 else 'entries'} of the raw zone not read by any partition"
+            not_read = tuple(f"{printable(r.name)} ({r.reason})" for r in unread)
+            out.insert(0, DayStatus(RAW_ZONE, None, NOT_READ, reason, not_read=not_read))
+        return out
 
 
 def data_root_rows(names: list[str]) -> list[DayStatus]:
