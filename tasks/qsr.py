@@ -132,6 +132,13 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
                 logger.warning("%s: %s", runlog.label(self), emptied[s])
         return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
 
+    def run_partition(self) -> None:
+        if not keeps_for_next_date():  # the checked folders of a bucket listed while the lease is taken
+            from tasks.checked import CheckedFolders
+
+            CheckedFolders(self.store().backend, self.dataset).list_early()
+        super().run_partition()
+
     def _checked(self, inputs: list[RawFile], how: dict[str, str]) -> Iterator[CheckedFolder]:
         """Each folder of the window checked, in read order, whole or piece by piece. A folder serves two
         partitions: a single-run range keeps it in memory for the next date; otherwise the first build leaves

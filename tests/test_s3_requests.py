@@ -136,3 +136,28 @@ def test_a_command_opens_its_connections_as_it_starts_and_its_first_requests_at_
         with ThreadPoolExecutor(s3get.WARM) as pool:
             assert list(pool.map(lambda day: bucket.list(f"qsr_pos/2026-09-{day:02d}/"), range(1, 17))) == [{}] * 16
         assert proxy.connections == opened
+
+
+def test_a_build_lists_the_checked_folders_while_it_takes_its_lease(rgw, lab, setting, behind_proxy, tmp_path):
+    """A store 100 ms away each way: each partition's lease (a PUT) and the listing of the checked raw folders
+    its build then reads reach the store at once, not a round trip apart."""
+    bucket = rgw.make_bucket(f"early-{uuid.uuid4().hex[:10]}")
+    with behind_proxy(0.1) as proxy:
+        setting("daybreak", "data_root", f"s3://{bucket}/daybreak")
+        setting("daybreak", "start_date", START)
+        raw_lab(lab, 3)
+        assert lab.range(START, START + DAY) == 0  # the first command also asks whether the store fences writers
+        releasing()
+        proxy.seen.clear()
+        assert lab.range(START + DAY, START + 3 * DAY) == 0
+    asked = operations(proxy.seen, bucket)
+    leases = {}  # the lease's first PUT takes it (a release rewrites it, then deletes it)
+    for op, key, r in asked:
+        if op == "PutObject" and "/_state/leases/" in key:
+            leases.setdefault(key, r.when)
+    surveys = [
+        r.when for op, key, r in asked if op == "ListObjectsV2" and key.endswith("_state/checked/staging/qsr_pos/")
+    ]
+    assert len(leases) == 2 and len(surveys) >= 2, asked
+    for lease in leases.values():  # at once: well under a round trip (0.2 s) from a listing
+        assert min(abs(lease - survey) for survey in surveys) < 0.1, (leases, surveys)

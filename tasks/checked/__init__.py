@@ -39,6 +39,11 @@ class CheckedFolders:
         self.busy: set[str] = set()  # folder dates whose turn another holds, as last listed
         self.surveyed = False
 
+    def list_early(self) -> None:
+        """On a bucket, start :meth:`survey`'s listing while the build takes its partition's lease."""
+        if isinstance(self.where, Bucket):
+            self.where.list_early()
+
     def survey(self) -> None:
         """On a bucket, list every folder's entries and turns at once (one listing)."""
         if isinstance(self.where, Bucket):
