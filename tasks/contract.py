@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 STORE_FILE_PATTERN = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}\.csv")  # <store_id>.csv, matched whole
+# a source whose export is one file per folder: its folder arrives with that file (one made first is not there yet)
+EXPORT_FILES = {"ads": "ads.csv"}
 CONTROL_CHARACTER = r"[\x00-\x1f\x7f]"  # U+0000..U+001F and U+007F: the contract forbids them in any field
 
 

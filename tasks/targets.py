@@ -11,6 +11,7 @@ import luigi
 
 from tasks import settings
 from tasks.catalogue import SOURCES
+from tasks.contract import EXPORT_FILES
 from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine
 from tasks.luigi_shortcuts import luigi_run
@@ -36,8 +37,8 @@ class RawFolderTarget(luigi.Target):
             there = self.zone.folder_exists(self.source, self.date)
         else:  # a request to a server: the folder as this run listed it (one LIST or readdir per pass)
             there = engine.folder_there(self.zone, self.source, self.date)
-        if there:
-            return True
+        if there:  # an export's folder arrives with its file
+            return self.source not in EXPORT_FILES or engine.arrived(self.zone, self.source, self.date)
         # there but not read (a symbolic link, a file, a linked source folder): named in a warning, once
         engine.source_unread(self.zone, self.source)
         return False

@@ -411,3 +411,22 @@ def test_a_deleted_ads_daily_date_is_what_plan_says_runs_and_its_windows_may_run
     before = snapshot(ads_lab)
     assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
     assert changed(before, snapshot(ads_lab)) == {"staging/ads_daily": {gone}, "marts/ads_rolling_7d": set()}
+
+
+def test_an_export_folder_without_its_file_yet_is_no_export_the_date_waits(lab, setting, capsys):
+    """Folder ads/d+1 made before its ads.csv is written: no export holds date d yet, so d waits (exit 20) and
+    status says so, instead of building d with no rows (and a 7-day window that silently misses a day)."""
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", FIRST)
+    lab.ads_export(FIRST + DAY, FIRST)  # export 09-21: restates 09-20
+    day = FIRST + DAY
+    (lab.raw / "ads" / str(day + DAY)).mkdir()  # export 09-22 on its way: the folder, not its file
+    assert lab.range(FIRST, day + DAY, of="AdsDaily") == 20
+    assert set(lab.built_at("staging/ads_daily")) == {FIRST}
+    assert main(["status", "--dataset", "ads_daily", "--start", str(FIRST), "--stop", str(day + DAY)]) == 0
+    shown = capsys.readouterr().out
+    assert f"{day} waiting: raw folder missing: ads/{day + DAY} (there, without its ads.csv yet)" in shown, shown
+    lab.ads_export(day + DAY, FIRST)  # its file lands
+    assert lab.range(FIRST, day + DAY, of="AdsDaily") == 0
+    assert [r[5:] for r in ads_daily(lab, day)] == [(1, "5.00", day + DAY)] * 2

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Generator, Iterator
 
 from tasks import forks
+from tasks.contract import EXPORT_FILES
 from tasks.freshness import identity
 from tasks.freshness.inputs import Window
 from tasks.freshness.memo import Memo, partition_id
@@ -232,10 +233,17 @@ class Engine(Memo):
         if blocked.root.task_id == node.task_id:
             zone = self.zone(node)
             return "raw folder missing: " + ", ".join(
-                f"{s}/{d}" + absent_note(f"{s}/{d}", self.absent_because(zone, s, d))
+                f"{s}/{d}"
+                + (self._without_file(zone, s, d) or absent_note(f"{s}/{d}", self.absent_because(zone, s, d)))
                 for s, d in self.missing_folders(node)
             )
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
+
+    def _without_file(self, zone, source: str, date: dt.date) -> str:
+        """`` (there, without its ads.csv yet)`` for an export's folder made before its file; else ''."""
+        if source in EXPORT_FILES and self.folder_there(zone, source, date):
+            return f" (there, without its {EXPORT_FILES[source]} yet)"
+        return ""
 
 
 def newer_version(theirs, ours) -> bool:

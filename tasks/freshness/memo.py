@@ -278,12 +278,12 @@ class Memo(RawFolders):
                     return None
                 folders.append(FolderInputs(relpath, [], [], "absent"))
                 continue
-            found_any = found_any or (source, date) in any_of
             folders.append(
                 self.once_per_pass(
                     ("select", type(node), source, date), _select, node, relpath, *scanned, self._accepts
                 )
             )
+            found_any = found_any or ((source, date) in any_of and self.arrived(zone, source, date))
         if any_of and not found_any and not partial:
             return None
         return Window(folders)

@@ -10,6 +10,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from tasks.contract import EXPORT_FILES
 from tasks.cores import process_pool
 from tasks.freshness.node import raw_folders
 from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, unread_in_source
@@ -152,7 +153,17 @@ class RawFolders:
 
     def present(self, node: Node, folders: list[tuple[str, dt.date]]) -> list[tuple[str, dt.date]]:
         zone = self.zone(node)
-        return [(s, d) for s, d in folders if self.folder_there(zone, s, d)]
+        return [(s, d) for s, d in folders if self.arrived(zone, s, d)]
+
+    def arrived(self, zone: RawZone, source: str, date: dt.date) -> bool:
+        """Whether raw folder ``<source>/<date>`` is there, with its export file for a source of one
+        (:data:`tasks.contract.EXPORT_FILES`: a folder made before its file is written is not there yet)."""
+        if not self.folder_there(zone, source, date):
+            return False
+        if source not in EXPORT_FILES:
+            return True
+        scanned = self.raw_folder(zone, source, date)
+        return scanned is not None and any(entry[0] == EXPORT_FILES[source] for entry in scanned[0])
 
     def source_listed(self, zone: RawZone, source: str) -> tuple[str | None, list[tuple[str, str]]]:
         """:meth:`RawZone.source_listing`, once per pass."""
