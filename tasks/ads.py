@@ -34,6 +34,9 @@ class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
     def rules(self) -> dict:
         return {"version": self.version, "restatement_days": self.restatement_days()}
 
+    def max_reject_share(self) -> float:
+        return settings.ads().max_reject_share
+
     def provisional(self, cache: Engine) -> bool:
         """Up to date, but export d+7 has not arrived: a later export may still restate it."""
         manifest = cache.summary(cache.once_per_pass(("store", self.dataset_path()), self.store), self.date) or {}
@@ -59,6 +62,7 @@ class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
             "exports_read": [f.folder_date.isoformat() for f in inputs],
             "is_final": any(f.folder_date == final_export for f in inputs),
             "rows_read": result.rows_read,
+            "attributed_rows": result.attributed_rows,
             "other_date_rows": result.other_date_rows,
             "superseded_rows": result.superseded_rows,
             "duplicates_dropped": result.duplicates_dropped,

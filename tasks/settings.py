@@ -79,6 +79,11 @@ class ads(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     rolling_window_days = luigi.IntParameter(
         default=7, description="Days in the ads look-back: ads_rolling_7d of date d covers d-N+1 .. d"
     )
+    max_reject_share = luigi.FloatParameter(
+        default=0.05,
+        description="An ads_daily partition fails when rejected rows exceed this share of the rows its "
+        "newest export holds for the date",
+    )
 
 
 class hotels(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
@@ -243,6 +248,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("qsr", "day_start_hour"): (0, 23),
     ("ads", "restatement_days"): (1, 366),
     ("ads", "rolling_window_days"): (1, 366),
+    ("ads", "max_reject_share"): (0, 1),
     ("hotels", "max_reject_share"): (0, 1),
     ("hotels", "max_stay_nights"): (1, None),
     ("hotels", "max_rooms"): (1, None),

@@ -129,23 +129,46 @@ def test_an_export_missing_in_the_middle(ads_lab):
     assert m["stats"]["is_final"] is False
 
 
-def test_bad_ad_rows_are_quarantined(ads_lab):
-    rows = ads_rows(dt.date(2026, 10, 1), FIRST) + [
+def test_bad_ad_rows_are_quarantined(ads_lab, setting):
+    setting("ads", "max_reject_share", 1)  # 2 of the 4 rows of 09-30 in export 10-04 are bad: kept, not failed
+    rows = ads_rows(dt.date(2026, 10, 4), FIRST) + [
         "2026-09-30,C3,google,-5,1,1.00,1,1.00",
         "yesterday,C4,meta,1,1,1.00,1,1.00",
     ]
-    ads_lab.ads_export(dt.date(2026, 10, 1), FIRST, rows)
+    ads_lab.ads_export(dt.date(2026, 10, 4), FIRST, rows)
     assert ads_lab.range(dt.date(2026, 9, 30), dt.date(2026, 10, 1), of="AdsDaily") == 0
     q = ads_lab.data / "quarantine/staging/ads_daily/business_date=2026-09-30/rejected.parquet"
     got = duckdb.execute(f"select source_file, row_number, reason from '{q}' order by row_number").fetchall()
     assert got == [
-        ("ads/2026-10-01/ads.csv", 16, "impressions is not an integer >= 0"),
-        ("ads/2026-10-01/ads.csv", 17, "date is not an ISO date"),  # unparseable: every date the export restates
+        ("ads/2026-10-04/ads.csv", 16, "impressions is not an integer >= 0"),
+        ("ads/2026-10-04/ads.csv", 17, "date is not an ISO date"),  # unparseable: every date the export restates
     ]
-    assert ads_lab.range(dt.date(2026, 9, 24), dt.date(2026, 9, 25), of="AdsDaily") == 0
-    q = ads_lab.data / "quarantine/staging/ads_daily/business_date=2026-09-24/rejected.parquet"
+    assert ads_lab.range(dt.date(2026, 9, 27), dt.date(2026, 9, 28), of="AdsDaily") == 0
+    q = ads_lab.data / "quarantine/staging/ads_daily/business_date=2026-09-27/rejected.parquet"
     got = duckdb.execute(f"select source_file, row_number, reason from '{q}' order by row_number").fetchall()
-    assert ("ads/2026-10-01/ads.csv", 17, "date is not an ISO date") in got  # 09-24 is one it restates too
+    assert got == [("ads/2026-10-04/ads.csv", 17, "date is not an ISO date")]  # 09-27 is one it restates too
+
+
+def test_a_date_the_newest_export_got_wrong_fails_and_is_never_taken_from_an_older_export(ads_lab, setting):
+    """The newest export holding 09-30 (10-04) has C2's row of 09-30 mistyped: the date fails (exit 30), naming
+    the file, row and reason, and keeps its previous partition, rather than lose C2 or go back to 10-03's
+    numbers without a word. Allowed by ``[ads] max_reject_share``, the date is 10-04's valid rows."""
+    assert ads_lab.range(dt.date(2026, 9, 30), dt.date(2026, 10, 1), of="AdsDaily") == 0
+    before = ads_daily(ads_lab, dt.date(2026, 9, 30))
+    rows = [r.replace(",0.00,4,", ",0.00,four,") if r.startswith("2026-09-30,C2,") else r for r in ads_rows(
+        dt.date(2026, 10, 4), FIRST)]  # fmt: skip
+    ads_lab.ads_export(dt.date(2026, 10, 4), FIRST, rows)
+    sections = {"daybreak": {"raw_root": ads_lab.raw, "data_root": ads_lab.data, "start_date": FIRST}}
+    cfg = write_config(ads_lab.root / "ads.cfg", sections)
+    proc = ads_lab.cli("AdsDaily", "--date", "2026-09-30", "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    assert "staging/ads_daily 2026-09-30: 1 of 2 rows rejected (50.0% > max_reject_share 5.0%)" in proc.stderr
+    assert "ads/2026-10-04/ads.csv row 9: conversions is not an integer >= 0" in proc.stderr, proc.stderr[-3000:]
+    assert ads_daily(ads_lab, dt.date(2026, 9, 30)) == before
+    setting("ads", "max_reject_share", 0.5)
+    assert ads_lab.range(dt.date(2026, 9, 30), dt.date(2026, 10, 1), of="AdsDaily") == 0
+    after = ads_daily(ads_lab, dt.date(2026, 9, 30))
+    assert [(r[0], r[-1]) for r in after] == [("C1", dt.date(2026, 10, 4))], after  # C2 is in the quarantine
 
 
 def _manifest(lab, dataset: str, date: dt.date) -> dict:

@@ -340,7 +340,7 @@ def test_ads_every_row_is_staged_quarantined_or_a_documented_drop(first, data):
         expect_refused(list(raw.values()), ads.RAW_COLUMNS)
         return
     parsed = dict(zip(raw, parse_folder(list(raw.values()), ads.RAW_COLUMNS), strict=True))
-    total, landed, quarantined = sum(f.rows for f in raw.values()), 0, []
+    total, landed, quarantined, won = sum(f.rows for f in raw.values()), 0, [], collections.Counter()
     for k in range(min(exports) - 7, max(exports)):  # every date some export restates
         date = first + dt.timedelta(days=k)
         window = [(e, p) for e, p in parsed.items() if 1 <= (e - date).days <= 7]
@@ -353,11 +353,13 @@ def test_ads_every_row_is_staged_quarantined_or_a_documented_drop(first, data):
         no_control_characters(r.table, r.rejected)
         campaigns = r.table["campaign_id"].to_pylist()
         assert len(set(campaigns)) == len(campaigns)  # ads_daily's key (business_date, campaign_id) is unique
+        assert set(r.rejected["source_file"].to_pylist()) <= {f"ads/{r.source_export_date}/ads.csv"}  # its rejects
+        won[f"ads/{r.source_export_date}/ads.csv"] += 1
         landed += read - r.other_date_rows
         quarantined += undated(r.rejected, parse_dates(r.rejected["date"]))
-    # a row whose date cannot be read is rejected by each of the 7 dates its export restates
+    # a row whose date cannot be read is rejected by each date its export restates and is the newest to hold
     times, unknown = collections.Counter(k for k, _ in quarantined), {k for k, u in quarantined if u}
-    assert all(n == (7 if k in unknown else 1) for k, n in times.items()), times
+    assert all(n == (won[k[0]] if k in unknown else 1) for k, n in times.items()), (times, won)
     assert landed == total + 6 * len(unknown)
 
 

@@ -71,11 +71,12 @@ _COUNTS, _AMOUNTS = ("impressions", "clicks", "conversions"), ("spend", "convers
 @dataclass(frozen=True)
 class DailyResult:
     table: pa.Table  # DAILY_SCHEMA: the rows of the date from the newest export that holds it
-    rejected: pa.Table  # REJECT_SCHEMA: rows of the date, from any export of its window, that failed a rule
+    rejected: pa.Table  # REJECT_SCHEMA: rows of the date, in the export that won, that failed a rule
     source_export_date: dt.date | None
     rows_read: int = 0  # every data row of the exports read (rows the parser could not split included)
     other_date_rows: int = 0  # rows of those exports attributed to another date
-    superseded_rows: int = 0  # valid rows of the date in an older export than the one that won
+    attributed_rows: int = 0  # rows of the date in the export that won, valid or not: the reject share's base
+    superseded_rows: int = 0  # rows of the date in an older export than the one that won, valid or not
     duplicates_dropped: int = 0  # valid rows of the date replaced by a later row of the same campaign, same export
 
     # rows_read == table + rejected + superseded_rows + duplicates_dropped + other_date_rows
@@ -84,28 +85,33 @@ class DailyResult:
 def newest_restatement(
     exports: list[tuple[dt.date, ParsedCsv]], date: dt.date, restatement_days: int = 7
 ) -> DailyResult:
-    """Date ``date`` as the newest export that holds it reports it (exports in any order), with its rejects:
-    a row of a date the export does not restate goes to the export's day before, one whose date cannot be
-    read to every date the export restates; a campaign listed twice keeps its last valid row."""
-    holding, rejected, rows_read, attributed = [], [], 0, 0
+    """Date ``date`` as the newest export that holds it reports it (exports in any order), with that export's
+    rejects: an export holds a date when a row of it is attributed to the date, valid or not (so a date whose
+    rows the newest export got wrong is never taken from an older one). A row of a date the export does not
+    restate goes to the export's day before, one whose date cannot be read to every date the export
+    restates; a campaign listed twice keeps its last valid row."""
+    holding, rows_read = [], 0
     for export_date, parsed in sorted(exports, key=lambda e: e[0]):
         rows, bad, mine = _export_rows(parsed, export_date, date, restatement_days)
-        rejected.append(bad)
         rows_read += parsed.table.num_rows + len(parsed.malformed)
-        attributed += mine
-        if rows.num_rows:
-            holding.append((export_date, rows))
-    rejects = pa.concat_tables(rejected) if rejected else REJECT_SCHEMA.empty_table()
-    counts = {"rows_read": rows_read, "other_date_rows": rows_read - attributed}
+        if mine:
+            holding.append((export_date, rows, bad, mine))
+    counts = {"rows_read": rows_read, "other_date_rows": rows_read - sum(h[3] for h in holding)}
     if not holding:
-        return DailyResult(DAILY_SCHEMA.empty_table(), rejects, None, **counts)
-    export_date, rows = holding[-1]
-    superseded = sum(t.num_rows for _, t in holding[:-1])
+        return DailyResult(DAILY_SCHEMA.empty_table(), REJECT_SCHEMA.empty_table(), None, **counts)
+    export_date, rows, rejects, attributed = holding[-1]
+    superseded = sum(h[3] for h in holding[:-1])
     last = _last_per_campaign(rows)
     table = last.append_column("source_export_date", pa.repeat(pa.scalar(export_date, pa.date32()), last.num_rows))
     dropped = rows.num_rows - last.num_rows
     return DailyResult(
-        table.cast(DAILY_SCHEMA), rejects, export_date, **counts, superseded_rows=superseded, duplicates_dropped=dropped
+        table.cast(DAILY_SCHEMA),
+        rejects,
+        export_date,
+        **counts,
+        attributed_rows=attributed,
+        superseded_rows=superseded,
+        duplicates_dropped=dropped,
     )
 
 
