@@ -315,6 +315,8 @@ def stale_downstream(
     with view_pass() as engine:  # within a plan, the plan's pass
         horizon = stop + dt.timedelta(days=horizon_days)  # the other datasets' partitions that may read the range
         candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
+        if catalogue.BY_NAME[dataset].partition == "date":  # its own dates past the range (a look-back's)
+            candidates += catalogue.BY_NAME[dataset].partitions(stop, horizon)
         pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
         found, grew = [], True
         while grew:

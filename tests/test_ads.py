@@ -453,3 +453,28 @@ def test_an_export_folder_without_its_file_yet_is_no_export_the_date_waits(lab, 
     lab.ads_export(day + DAY, FIRST)  # its file lands
     assert lab.range(FIRST, day + DAY, of="AdsDaily") == 0
     assert [r[5:] for r in ads_daily(lab, day)] == [(1, "5.00", day + DAY)] * 2
+
+
+def test_plan_of_the_windows_names_the_later_windows_the_upstream_it_rebuilds_first_may_make_stale(ads_lab, capsys):
+    """A changed row of 09-24 in export 10-01, the newest that holds it: planning the windows 09-22 .. 09-25
+    rebuilds ads_daily 09-24 and 09-25 (export 10-01 restates it too) first, which the windows up to 10-01 also
+    read. Those past the range are named as ones that may go stale; the run makes the ones that read 09-24,
+    whose numbers changed, stale."""
+    from tasks.cli import main
+
+    assert ads_lab.range(FIRST, dt.date(2026, 10, 4), of="AdsRolling7d") == 0
+    day = dt.date(2026, 9, 24)
+    newest = day + 7 * DAY  # 10-01: the newest export that holds 09-24
+    path = ads_lab.raw / "ads" / str(newest) / "ads.csv"
+    path.write_text(path.read_text().replace(f"{day},C1,google,1000,50,10.00,", f"{day},C1,google,1000,50,99.00,"))
+    capsys.readouterr()
+    args = ["--start", str(day - 2 * DAY), "--stop", str(day + 2 * DAY)]  # windows 09-22 .. 09-25
+    assert main(["plan", "ads_rolling_7d", *args]) == 1
+    plan = capsys.readouterr().out
+    later = ", ".join(str(day + k * DAY) for k in range(2, 8))  # 09-26 .. 10-01 read 09-24 or 09-25
+    assert f"  then may go stale downstream: ads_rolling_7d {later}" in plan, plan
+    assert ads_lab.range(day - 2 * DAY, day + 2 * DAY, of="AdsRolling7d") == 0
+    from tasks.views import status
+
+    rows = status.collect(day + 2 * DAY, day + 7 * DAY, ["ads_rolling_7d"])
+    assert {r.date for r in rows if r.state == "stale"} == {day + k * DAY for k in range(2, 7)}
