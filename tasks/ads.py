@@ -85,10 +85,18 @@ class AdsRolling7d(PartitionedTask, entry=catalogue.ADS_ROLLING_7D):
         """Provisional while a day of its window is."""
         return any(up.provisional(cache) for up in self.upstream())
 
+    def _cut(self) -> bool:
+        """Whether ``[daybreak] start_date`` cuts this window short."""
+        return settings.daybreak().start_date > self.date - (settings.ads().rolling_window_days - 1) * DAY
+
+    def rules_key(self) -> tuple:
+        return (*super().rules_key(), self._cut())
+
     def rules(self) -> dict:
+        """``start_date`` only for a window it cuts: moving it leaves the whole windows as they are."""
         cfg = settings.ads()
-        start = settings.daybreak().start_date
-        return {"version": self.version, "window_days": cfg.rolling_window_days, "start_date": start.isoformat()}
+        start_date = settings.daybreak().start_date.isoformat() if self._cut() else None
+        return {"version": self.version, "window_days": cfg.rolling_window_days, "start_date": start_date}
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.ads import rolling_window

@@ -478,3 +478,37 @@ def test_plan_of_the_windows_names_the_later_windows_the_upstream_it_rebuilds_fi
 
     rows = status.collect(day + 2 * DAY, day + 7 * DAY, ["ads_rolling_7d"])
     assert {r.date for r in rows if r.state == "stale"} == {day + k * DAY for k in range(2, 7)}
+
+
+def test_a_later_start_date_rebuilds_only_the_windows_it_cuts(ads_lab, setting):
+    """start_date moves from 09-20 to 09-22: the windows up to 09-27 lose a day or two and are rebuilt; those
+    from 09-28 on (09-22 .. 09-28 and later) read the same days as before and are kept."""
+    stop = dt.date(2026, 10, 4)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    before = snapshot(ads_lab)
+    later = FIRST + 2 * DAY
+    setting("daybreak", "start_date", later)
+    assert ads_lab.range(later, stop, of="AdsRolling7d") == 0
+    assert changed(before, snapshot(ads_lab))["marts/ads_rolling_7d"] == days(later, dt.date(2026, 9, 27))
+    assert [r[-1] for r in rolling(ads_lab, dt.date(2026, 9, 27))] == [6, 6]  # 09-22 .. 09-27
+
+
+def test_a_window_over_a_failed_day_says_the_day_failed_in_status_and_plan(ads_lab, capsys):
+    """The newest export (10-04) loses its spend column: the days it is the newest for fail, and the windows
+    that read them say their day failed, with the error, not that it is merely stale."""
+    from tasks.cli import main
+
+    stop = dt.date(2026, 10, 4)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    path = ads_lab.raw / "ads" / "2026-10-04" / "ads.csv"  # the newest export: it alone holds 10-03
+    path.write_text(path.read_text().replace("spend", "spent", 1))
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 30
+    error = "ads/2026-10-04/ads.csv: missing column 'spend'"
+    capsys.readouterr()
+    assert main(["status", "--dataset", "ads_rolling_7d", "--start", str(FIRST), "--stop", str(stop)]) == 0
+    shown = capsys.readouterr().out
+    pending = f"pending: may rebuild once its upstream is rebuilt: staging/ads_daily 2026-09-27 (failed: {error} ("
+    assert f"2026-09-27 .. 2026-10-03 (7 days) {pending}" in shown, shown
+    assert main(["plan", "ads_rolling_7d", "--start", str(FIRST), "--stop", str(stop)]) == 1
+    plan = capsys.readouterr().out
+    assert f"failed: {error}" in plan and "stale: input content changed" not in plan, plan

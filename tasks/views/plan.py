@@ -18,7 +18,7 @@ from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
 from tasks.reporting.runlog import dates_span
 from tasks.storage.rawzone import one_session
-from tasks.views.status import DATASETS, LEFT_OVER, data_root_rows, day_status, shorten
+from tasks.views.status import DATASETS, LEFT_OVER, data_root_rows, day_status, failure, shorten
 
 
 @dataclass
@@ -198,7 +198,9 @@ def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> tuple[list[tupl
             continue
         stack.extend(up.upstream())  # a stale partition's upstream may be rebuilt first too
         if not state.may_rebuild and not cache.waiting_for(up):
-            found.append(((type(up).entry.name, _label(up), state.state, state.reason), up))
+            error = failure(up, cache)  # its last build failed, and would again: say so, not only why it is stale
+            shown = ("failed", error.splitlines()[0]) if error else (state.state, state.reason)
+            found.append(((type(up).entry.name, _label(up), *shown), up))
     found.sort(key=lambda row: row[0])
     return [row for row, _ in found], [task for _, task in found]
 

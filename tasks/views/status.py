@@ -83,19 +83,51 @@ def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     )
 
 
+def failure(task: MaterializedTask, cache: Engine) -> str:
+    """The error of the partition's last build when it failed and that still applies (same rules, inputs and
+    upstream; no build since); '' otherwise."""
+    store, day = cache.store(task), task.key
+    if task.state(cache).ok:
+        return ""
+    recorded = cache.once_per_pass(("failure records", store.data_root), store.failure_records)
+    record = store.read_failure(day) if recorded and store.failure_id(day) in recorded else None
+    manifest = cache.summary(store, day) or {}
+    if (
+        record
+        and record.get("failed_at", "") > manifest.get("finished_at", "")
+        and identity.failure_applies(cache, task, record)
+    ):
+        return record.get("error", "") or "failed"
+    return ""
+
+
+def failed_upstream(task: MaterializedTask, cache: Engine) -> str:
+    """``<partition> (failed: <error's first line>)`` of the first upstream partition, directly or through
+    another, whose failure still applies; '' when none: what a partition that may rebuild waits on."""
+    stack, seen = list(task.upstream()), set()
+    while stack:
+        up = stack.pop(0)
+        if up.task_id in seen:
+            continue
+        seen.add(up.task_id)
+        state = cache.state(up)
+        if state.ok:
+            continue
+        error = failure(up, cache)
+        if error:
+            return f"{freshness.label(up)} (failed: {error.splitlines()[0]})"
+        if state.may_rebuild:
+            stack.extend(up.upstream())
+    return ""
+
+
 def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     state, day = task.state(cache), task.key
     store = cache.store(task)
     manifest = cache.summary(store, day) or {}  # rows, duration, finished_at: no list of inputs
-    recorded = cache.once_per_pass(("failure records", store.data_root), store.failure_records)
-    failure = store.read_failure(day) if recorded and store.failure_id(day) in recorded else None
-    if (
-        not state.ok
-        and failure
-        and failure.get("failed_at", "") > manifest.get("finished_at", "")
-        and identity.failure_applies(cache, task, failure)
-    ):
-        return DayStatus(name, day, "failed", failure.get("error", ""))  # whole: shortened only for display
+    error = failure(task, cache)
+    if error:
+        return DayStatus(name, day, "failed", error)  # whole: shortened only for display
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")
     if task.before_start() or state.state == "newer":  # kept as built: nothing waits, a run does not replace it
         return DayStatus(name, day, state.state, state.reason, rows, duration)
@@ -104,7 +136,9 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
         if waiting:
             return DayStatus(name, day, "waiting", waiting)
     if state.may_rebuild:  # a run rebuilds its upstream first, then this partition only if what it reads changed
-        return DayStatus(name, day, "pending", state.reason, rows, duration)
+        failed = failed_upstream(task, cache)
+        reason = f"may rebuild once its upstream is rebuilt: {failed}" if failed else state.reason
+        return DayStatus(name, day, "pending", reason, rows, duration)
     if state.ok and task.provisional(cache):
         return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
     # an ok partition's reason is a note: its raw files' metadata changed, their content did not
