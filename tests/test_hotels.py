@@ -786,3 +786,22 @@ def test_a_day_of_the_chain_whose_upstream_was_rebuilt_to_other_rows_is_stale_ev
         ("ok", ""),
         ("stale", f"upstream staging/hotel_bookings_daily {day} changed"),
     ]
+
+
+def test_a_later_start_date_makes_the_chain_start_there_and_the_books_forget_what_came_before(hotel_lab, setting):
+    """start_date moves from 09-10 to 09-12: the state of 09-12 no longer reads the state of 09-11, so it is
+    stale (it read an upstream it reads no more), and on-the-books then holds only the bookings from 09-12 on,
+    as a build from scratch with that start_date does."""
+    from tasks.views import status
+
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    later = FIRST + 2 * DAY
+    setting("daybreak", "start_date", later)
+    rows = {r.date: r for r in status.collect(later, FIRST + 4 * DAY, ["hotel_booking_state"])}
+    assert rows[later].state == "stale" and "reads no more" in rows[later].reason, rows[later]
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    assert otb(hotel_lab) == [
+        ("H1", dt.date(2026, 10, 1), 2, "200.00", 2),
+        ("H1", dt.date(2026, 10, 2), 2, "200.00", 2),
+        ("H2", dt.date(2026, 10, 2), 4, "200.00", 2),
+    ]

@@ -124,8 +124,12 @@ class Engine(Memo):
         if manifest.get("verify_mismatch"):
             return State("stale", "daybreak verify: " + manifest["verify_mismatch"])
         recorded = manifest.get("upstream", {})
+        upstream = node.upstream()
+        dropped = len(set(recorded) - {up.task_id for up in upstream})
+        if dropped:  # e.g. a later start_date: the first day of a chain no longer reads the day before
+            return State("stale", f"it read {dropped} upstream partition{'s' if dropped > 1 else ''} it reads no more")
         first_not_ok = None  # a rebuilt upstream may come out as the version this node read (early cutoff)
-        for up in node.upstream():
+        for up in upstream:
             up_state = yield up
             up_manifest = self._summary(self.store(up), up.key)[1]
             version = None if up_manifest is None or up_manifest.get("_corrupt") else node.upstream_version(up_manifest)
