@@ -459,3 +459,21 @@ def test_status_and_plan_of_the_stores_look_at_everything_in_one_pass(lab, setti
         before = freshness.process_engine().passes
         assert main(command) == 0, capsys.readouterr()
         assert freshness.process_engine().passes == before + 1, command
+
+
+def test_a_deleted_staging_date_before_start_date_leaves_the_stores_rows(lab, setting):
+    """start_date moves past 09-11, then the staging partition of 09-11 is deleted: no run rebuilds it (it is
+    before start_date), so the stores read it no more and drop its row, as staging does."""
+    import shutil
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert build_all(lab) == 0
+    gone = START + dt.timedelta(days=1)
+    setting("daybreak", "start_date", gone + dt.timedelta(days=1))
+    shutil.rmtree(lab.partition(gone))
+    assert lab.luigi("AllStores") == 0
+    assert not lab.partition(gone).exists()
+    for s in ("S001", "S002"):
+        assert gone not in {r["business_date"] for r in store_output(lab, s)}
+        assert store_output(lab, s) == full_read(lab, s)
