@@ -805,3 +805,24 @@ def test_a_later_start_date_makes_the_chain_start_there_and_the_books_forget_wha
         ("H1", dt.date(2026, 10, 2), 2, "200.00", 2),
         ("H2", dt.date(2026, 10, 2), 4, "200.00", 2),
     ]
+
+
+def test_an_extract_removed_then_back_is_named_as_an_input_change_not_a_rules_change(hotel_lab):
+    """A hotel's extract taken away (or arriving late) changes which hotels a date reads: status names the file,
+    as for a QSR store's file, not the timezones of the hotels list."""
+    from tasks.views import status
+
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    day = FIRST + DAY
+    path = hotel_lab.raw / "hotel_bookings" / str(day) / "H2.csv"
+    kept = path.read_bytes()
+    path.unlink()
+
+    def reason() -> str:
+        rows = status.collect(day, day + DAY, ["stg_hotel_bookings_daily"])
+        return rows[0].reason
+
+    assert reason() == f"input changed: removed hotel_bookings/{day}/H2.csv"
+    assert hotel_lab.luigi("OtbByStayDate") == 0  # built without it
+    path.write_bytes(kept)  # the late extract arrives
+    assert reason().startswith(f"input changed: new file hotel_bookings/{day}/H2.csv"), reason()

@@ -215,3 +215,38 @@ def test_what_reads_a_partition_built_by_a_newer_version_as_it_is_is_up_to_date(
     assert main(["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
     assert capsys.readouterr().out == "store_daily_sales: 0 partitions would run, 0 wait for raw data\n"
     assert lab.luigi("AllStores") == 0
+
+
+def test_a_late_hotel_extract_is_built_by_a_host_whose_settings_file_is_older_but_the_same(lab, tmp_path, setting):
+    """Which hotels a date reads is part of its rules (each hotel's timezone), so a late extract changes them:
+    that is new input, not a rollout. A host whose luigi.cfg is older, with the same settings, builds it."""
+    import os
+    import time
+
+    from tests.test_hotels import FIRST, write
+
+    for k in range(3):
+        day = FIRST + k * DAY
+        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    from tasks.settings import write_config
+
+    roots = {"raw_root": lab.raw, "data_root": lab.data, "start_date": FIRST}
+    older, newer = (write_config(tmp_path / f"host-{n}.cfg", {"daybreak": roots}) for n in ("older", "newer"))
+    now = time.time()
+    os.utime(older, (now - 3600, now - 3600))
+    os.utime(newer, (now - 1800, now - 1800))
+
+    def host(cfg):
+        env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
+        span = ("--start", str(FIRST), "--stop", str(FIRST + 3 * DAY))
+        return lab.cli("RangeDaily", "--of", "StgHotelBookingsDaily", *span, "--local-scheduler", cwd=folder, env=env)
+
+    first = host(newer)
+    assert first.returncode == 0, first.stderr[-3000:]
+    day = FIRST + DAY
+    write(lab, day, "H2", [f"V1,H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])  # late
+    late = host(older)
+    assert late.returncode == 0, late.stderr[-3000:]
+    assert f"StgHotelBookingsDaily {FIRST} .. {FIRST + 2 * DAY}: 1 ran, 2 up to date" in late.stderr, late.stderr

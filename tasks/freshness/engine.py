@@ -21,7 +21,7 @@ from collections.abc import Generator, Iterator
 from tasks import forks
 from tasks.contract import EXPORT_FILES
 from tasks.freshness import identity
-from tasks.freshness.inputs import Window
+from tasks.freshness.inputs import Window, diff_inputs, parse_inputs
 from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import Blocked, Node, State, raw_folders
 from tasks.storage.errors import StorageUnavailable
@@ -106,7 +106,8 @@ class Engine(Memo):
             newer = self.newer_settings(node, manifest)
             if newer:  # the same: a run here refuses it
                 return State("newer", f"{newer}; a run does not replace it")
-            return State("stale", "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules()))
+            return State("stale", self._files_changed(node, store) or "rules changed: " + diff_rules(
+                manifest.get("rules", {}), node.rules()))  # fmt: skip
         window = self.window(node)
         if window is None:
             return State("stale", "a raw folder it read is gone")
@@ -149,6 +150,15 @@ class Engine(Memo):
         self.warn_unread_not_named(node, window, label(node))
         return State("ok", note)
 
+    def _files_changed(self, node: Node, store: PartitionStore) -> str:
+        """``input changed: new file ...`` when the partition's raw files are other files than it was built from
+        (a hotel's rules name the hotels whose extracts it reads: a late extract is a new file first); ''."""
+        window = self.window(node)
+        full = self._manifest(store, node.key)[1] or {}
+        if window is None or set(parse_inputs(full.get("inputs", []))) == {f.relpath for f in window.read}:
+            return ""
+        return "input changed: " + diff_inputs(full.get("inputs", []), window.read)
+
     def _recent(self, node: Node, manifest: dict, window: Window) -> bool:
         """Whether a file was modified within the clock resolution of the build's listing: metadata cannot
         tell a same-size re-send in that instant, so it is hashed."""
@@ -170,6 +180,8 @@ class Engine(Memo):
         built under other rules and settings changed after this host's, so a run here never replaces it
         (docs/scale-out.md, a host left behind by a rollout or a rollback); '' when it is not so."""
         rules = node.rules()
+        if _same_settings(manifest.get("rules") or {}, rules):  # other input (a hotel's extract), not a rollout
+            return ""
         hotels = "timezones" in rules
         ours_at = self.once_per_pass(("settings_at", hotels), settings_at, hotels)
         store = self.store(node)
@@ -248,6 +260,21 @@ class Engine(Memo):
         if source in EXPORT_FILES and self.folder_there(zone, source, date):
             return f" (there, without its {EXPORT_FILES[source]} yet)"
         return ""
+
+
+def _same_settings(theirs: dict, ours: dict) -> bool:
+    """Whether two partitions' rules set every setting alike; a dict's entries are compared where both have
+    them (a hotel's timezone is in the rules of the dates that read its extracts, and only of those)."""
+    if theirs.keys() != ours.keys():
+        return False
+    for key, a in theirs.items():
+        b = ours[key]
+        if isinstance(a, dict) and isinstance(b, dict):
+            if any(a[k] != b[k] for k in a.keys() & b.keys()):
+                return False
+        elif a != b:
+            return False
+    return True
 
 
 def newer_version(theirs, ours) -> bool:
