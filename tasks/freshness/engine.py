@@ -106,8 +106,10 @@ class Engine(Memo):
             newer = self.newer_settings(node, manifest)
             if newer:  # the same: a run here refuses it
                 return State("newer", f"{newer}; a run does not replace it")
-            return State("stale", self._files_changed(node, store) or "rules changed: " + diff_rules(
-                manifest.get("rules", {}), node.rules()))  # fmt: skip
+            changed = "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules())
+            if _same_settings(manifest.get("rules") or {}, node.rules()):  # which hotels it reads: name the files
+                changed = self._files_changed(node, store) or changed
+            return State("stale", changed)
         window = self.window(node)
         if window is None:
             return State("stale", "a raw folder it read is gone")
