@@ -307,13 +307,21 @@ def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[t
 def stale_downstream(
     rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int = 7, held: list | None = None
 ) -> list:
-    """Built partitions that would go stale once ``rebuilt`` is in place, directly or through another,
-    within the range and ``horizon_days`` after (plan, preview). One that also reads a stale partition
+    """Built partitions that would go stale once ``rebuilt`` (and the upstream partitions a run rebuilds first)
+    is in place, directly or through another, within the range and ``horizon_days`` after, or the ads
+    look-back's days if more (plan, preview). One that also reads a stale partition
     of ``dataset`` outside the range goes to ``held`` as (task, the date it waits on) instead."""
     ids = {t.task_id for t in rebuilt}
     root = type(rebuilt[0]) if rebuilt else None
     with view_pass() as engine:  # within a plan, the plan's pass
-        horizon = stop + dt.timedelta(days=horizon_days)  # the other datasets' partitions that may read the range
+        stack = list(rebuilt)
+        while stack:  # what the run rebuilds first, as their upstream: its readers past the range may go stale too
+            for up in stack.pop().upstream():
+                if up.task_id not in ids and not engine.state(up).ok and not engine.waiting_for(up):
+                    ids.add(up.task_id)
+                    stack.append(up)
+        # the other datasets' partitions that may read the range, and its own dates past it (a look-back's)
+        horizon = stop + dt.timedelta(days=max(horizon_days, settings.ads().rolling_window_days))
         candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
         if catalogue.BY_NAME[dataset].partition == "date":  # its own dates past the range (a look-back's)
             candidates += catalogue.BY_NAME[dataset].partitions(stop, horizon)
@@ -330,6 +338,7 @@ def stale_downstream(
                         up
                         for up in upstream
                         if type(up) is root
+                        and up.task_id not in ids  # not rebuilt by this run (or preview) first
                         and up.key is not None
                         and not start <= up.key < stop
                         and not engine.state(up).ok

@@ -369,3 +369,51 @@ def test_a_rule_change_that_moves_no_row_previews_and_publishes_a_partition_with
     assert production(lab) != before  # the same rows, the same quarantine: only the manifest is new
     assert pq.read_table(quarantine).column("qty").to_pylist() == ["abc"]
     assert lab.rebuilt_by(lambda: lab.range(D1, D2)) == set()
+
+
+def test_a_preview_of_days_of_a_chain_builds_the_days_after_them_and_publishes(lab, capsys, setting):
+    """A deleted day of the booking-state chain, previewed with the next day: the days after the range read
+    the rebuilt ones (each day reads the day before), so the preview builds them too, up to its horizon, and
+    can be published; the range then has nothing to rebuild."""
+    import shutil
+
+    from tests.test_hotels import write
+
+    first = dt.date(2026, 9, 10)
+    setting("daybreak", "start_date", first)
+    for k in range(10):
+        day = first + k * DAY
+        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    stop = first + 10 * DAY
+    assert lab.range(first, stop, of="HotelBookingState") == 0
+    gone = first + 3 * DAY
+    shutil.rmtree(lab.partition(gone, "marts/hotel_booking_state"))
+    report = preview_json(capsys, "hotel_booking_state", gone, gone + 2 * DAY)
+    assert report["not_built"] == []
+    code, out = daybreak(capsys, "publish", report["id"])
+    assert code == 0, out
+    assert lab.rebuilt_by(lambda: lab.range(first, stop, of="HotelBookingState"), "marts/hotel_booking_state") == set()
+
+
+@pytest.mark.parametrize("window_days", [7, 10])
+def test_a_preview_of_windows_builds_the_later_windows_its_upstream_changes(lab, capsys, setting, window_days):
+    """C1's spend of 09-24 changes in export 10-01, the newest that holds it: a preview of the windows 09-22 ..
+    09-25 rebuilds ads_daily 09-24 first, so it builds, and shows changed, the windows after the range that
+    read that day too (as many as [ads] rolling_window_days), and publishing it leaves nothing stale."""
+    first = dt.date(2026, 9, 20)
+    setting("daybreak", "start_date", first)
+    setting("ads", "rolling_window_days", window_days)
+    for k in range(1, 15):  # exports 09-21 .. 10-04
+        lab.ads_export(first + k * DAY, first)
+    stop = dt.date(2026, 10, 4)
+    assert lab.range(first, stop, of="AdsRolling7d") == 0
+    day = dt.date(2026, 9, 24)
+    path = lab.raw / "ads" / "2026-10-01" / "ads.csv"
+    path.write_text(path.read_text().replace(f"{day},C1,google,1000,50,10.00,", f"{day},C1,google,1000,50,99.00,"))
+    report = preview_json(capsys, "ads_rolling_7d", day - 2 * DAY, day + 2 * DAY)
+    windows = {p["date"] for p in report["datasets"]["ads_rolling_7d"]["partitions"] if p["changed"]}
+    last = min(day + (window_days - 1) * DAY, stop - DAY)
+    assert windows == {(day + k * DAY).isoformat() for k in range((last - day).days + 1)}
+    code, out = daybreak(capsys, "publish", report["id"])
+    assert code == 0, out
+    assert lab.rebuilt_by(lambda: lab.range(first, stop, of="AdsRolling7d"), "marts/ads_rolling_7d") == set()

@@ -124,10 +124,10 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
             rebuilt, pending = _classify(
                 plan, [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(plan.left_out)], cache
             )
-        plan.first, first = _runs_first([*rebuilt, *pending], cache)
+        plan.first = _runs_first([*rebuilt, *pending], cache)
         plan.downstream = _downstream(rebuilt, dataset, start, stop)
-        if pending or first:  # what reads the partitions that may run, or that run first, may go stale too
-            more = _downstream([*rebuilt, *pending, *first], dataset, start, stop)
+        if pending:  # what reads the partitions that may run may go stale too
+            more = _downstream([*rebuilt, *pending], dataset, start, stop)
             plan.downstream_maybe = {
                 name: [k for k in keys if k not in plan.downstream.get(name, [])] for name, keys in more.items()
             }
@@ -181,10 +181,10 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> tuple[list,
     return list(rebuilt.values()), maybe
 
 
-def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> tuple[list[tuple[str, str, str, str]], list]:
+def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> list[tuple[str, str, str, str]]:
     """(dataset, partition, state, reason) of each not-ok upstream partition of ``tasks``, not one of them, that
-    the run builds before them: missing or stale for itself, and not waiting for raw data; and those partitions.
-    From the states the plan found (the engine's memo): no more reads."""
+    the run builds before them: missing or stale for itself, and not waiting for raw data. From the states the
+    plan found (the engine's memo): no more reads."""
     seen = {t.task_id for t in tasks}
     stack = [up for t in tasks for up in t.upstream()]
     found = []
@@ -200,9 +200,8 @@ def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> tuple[list[tupl
         if not state.may_rebuild and not cache.waiting_for(up):
             error = failure(up, cache)  # its last build failed, and would again: say so, not only why it is stale
             shown = ("failed", error.splitlines()[0]) if error else (state.state, state.reason)
-            found.append(((type(up).entry.name, _label(up), *shown), up))
-    found.sort(key=lambda row: row[0])
-    return [row for row, _ in found], [task for _, task in found]
+            found.append((type(up).entry.name, _label(up), *shown))
+    return sorted(found)
 
 
 def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date) -> dict[str, list[str]]:
