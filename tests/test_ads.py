@@ -436,7 +436,7 @@ def test_a_deleted_ads_daily_date_is_what_plan_says_runs_and_its_windows_may_run
     assert changed(before, snapshot(ads_lab)) == {"staging/ads_daily": {gone}, "marts/ads_rolling_7d": set()}
 
 
-def test_an_export_folder_without_its_file_yet_is_no_export_the_date_waits(lab, setting, capsys):
+def test_an_export_folder_without_its_file_yet_is_no_export_the_date_waits(lab, setting, capsys, caplog):
     """Folder ads/d+1 made before its ads.csv is written: no export holds date d yet, so d waits (exit 20) and
     status says so, instead of building d with no rows (and a 7-day window that silently misses a day)."""
     from tasks.cli import main
@@ -445,7 +445,9 @@ def test_an_export_folder_without_its_file_yet_is_no_export_the_date_waits(lab, 
     lab.ads_export(FIRST + DAY, FIRST)  # export 09-21: restates 09-20
     day = FIRST + DAY
     (lab.raw / "ads" / str(day + DAY)).mkdir()  # export 09-22 on its way: the folder, not its file
-    assert lab.range(FIRST, day + DAY, of="AdsDaily") == 20
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.range(FIRST, day + DAY, of="AdsDaily") == 20
+    assert f"for raw folder {lab.raw}/ads/{day + DAY}/ (there, without its ads.csv yet)" in caplog.text
     assert set(lab.built_at("staging/ads_daily")) == {FIRST}
     assert main(["status", "--dataset", "ads_daily", "--start", str(FIRST), "--stop", str(day + DAY)]) == 0
     shown = capsys.readouterr().out
