@@ -477,3 +477,30 @@ def test_a_deleted_staging_date_before_start_date_leaves_the_stores_rows(lab, se
     for s in ("S001", "S002"):
         assert gone not in {r["business_date"] for r in store_output(lab, s)}
         assert store_output(lab, s) == full_read(lab, s)
+
+
+def test_status_names_every_store_not_ok_grouped_by_state_worst_first(lab, setting, capsys):
+    """The dataset's one line shows its worst state, and names every store not ok: S002 stale (a stray
+    file in its partition) and S001 missing, in the text, --json and the page."""
+    import shutil
+
+    from tasks.cli import main
+    from tasks.views import status, status_html
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002", "S003"))
+    assert build_all(lab) == 0
+    marts = lab.data / "marts/store_daily_sales"
+    shutil.rmtree(marts / "store_id=S001")
+    shutil.copy(marts / "store_id=S003/data.parquet", marts / "store_id=S002/part-1.parquet")
+    reason = (
+        "store_id S002: stray file in the partition: marts/store_daily_sales/store_id=S002/part-1.parquet; "
+        "S001 missing: no partition"
+    )
+    capsys.readouterr()
+    assert main(["status", "--dataset", "store_daily_sales"]) == 0
+    assert f"store_daily_sales  (unpartitioned)  stale: {reason}" in capsys.readouterr().out.splitlines()
+    assert main(["status", "--dataset", "store_daily_sales", "--json"]) == 0
+    assert [(r["state"], r["reason"]) for r in json.loads(capsys.readouterr().out)] == [("stale", reason)]
+    page = status_html.render(status.collect(START, START + dt.timedelta(days=4), ["store_daily_sales"]), previews=[])
+    assert json.dumps(reason) in page

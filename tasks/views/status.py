@@ -147,7 +147,8 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
 
 def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
     """One day of a date x key dataset (``day`` None: a dataset of one partition per hotel or store): the
-    worst state of its keys, the keys in that state in the reason, rows summed over the keys."""
+    worst state of its keys; in the reason, every key not ok, grouped by state, worst first
+    (``store_id S002: stray file ...; S001 missing: ...``); rows summed over the keys."""
     spec = catalogue.BY_NAME[name]
     key = spec.key_param
     parts = spec.partitions() if day is None else spec.partitions(day, day + dt.timedelta(days=1))
@@ -158,11 +159,15 @@ def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
     if not parts:
         return DayStatus(name, day, "missing", f"no {key} known yet")
     rows = {getattr(t, key): day_status(t, cache, name) for t in parts}
-    worst = min((r.state for r in rows.values()), key=WORST_FIRST.index)
-    keys = [k for k, r in rows.items() if r.state == worst]
-    first = rows[keys[0]]
-    named = ", ".join(keys) if len(keys) <= 10 else f"{keys[0]} .. {keys[-1]} ({len(keys)} of {len(rows)})"
-    reason = "" if worst == "ok" else f"{key} {named}: {first.reason}".rstrip(": ")
+    states = sorted({r.state for r in rows.values()}, key=WORST_FIRST.index)
+    worst, bad, groups = states[0], [s for s in states if s != "ok"], []
+    for state in bad:  # every key not ok, worst state first: each reason cut short when there are several
+        keys = [k for k, r in rows.items() if r.state == state]
+        named = ", ".join(keys) if len(keys) <= 10 else f"{keys[0]} .. {keys[-1]} ({len(keys)} of {len(rows)})"
+        why = rows[keys[0]].reason if len(bad) == 1 else shorten(rows[keys[0]].reason, 150)
+        groups.append(f"{key} {named}: {why}" if state == worst else f"{named} {state}: {why}")
+    first = rows[next(k for k, r in rows.items() if r.state == worst)]
+    reason = "; ".join(g.rstrip(": ") for g in groups)
     counts = [r.rows for r in rows.values() if r.rows is not None]
     took = [r.duration_s for r in rows.values() if r.duration_s is not None]
     rows_sum, took_sum = sum(counts) if counts else None, round(sum(took), 4) if took else None
