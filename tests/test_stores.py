@@ -504,3 +504,39 @@ def test_status_names_every_store_not_ok_grouped_by_state_worst_first(lab, setti
     assert [(r["state"], r["reason"]) for r in json.loads(capsys.readouterr().out)] == [("stale", reason)]
     page = status_html.render(status.collect(START, START + dt.timedelta(days=4), ["store_daily_sales"]), previews=[])
     assert json.dumps(reason) in page
+
+
+def test_a_folder_of_no_registered_store_and_a_file_beside_the_stores_are_named_by_status_and_plan(
+    lab, setting, capsys
+):
+    """A glob over the stores' files reads store_id=S998 (a copy of S001: its rows twice) and notes.txt:
+    status names both above the line, S998 left over with the command that deletes it; plan names S998."""
+    import shutil
+
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert build_all(lab) == 0
+    marts = lab.data / "marts/store_daily_sales"
+    shutil.copytree(marts / "store_id=S001", marts / "store_id=S998")
+    (marts / "notes.txt").write_text("x\n")
+    capsys.readouterr()
+    assert main(["status", "--dataset", "store_daily_sales"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    left = (
+        "left over: 1 partition of store S998, not registered (_state/stores.json): readers of the datasets' files "
+        "still get their rows, and no run removes them. If S998 is a store, AllStores registers it once its files "
+        f"are in the raw zone; else delete them: rm -r {marts}/store_id=S998"
+    )
+    assert shown[1:6] == [
+        left,
+        "  marts/store_daily_sales/store_id=S998/",
+        "1 entry under the datasets' folders that no partition is (never read):",
+        "  marts/store_daily_sales/notes.txt",
+        "store_daily_sales  (unpartitioned)  ok; 1 left over (above)",
+    ], shown
+    args = ["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + dt.timedelta(days=4))]
+    assert main(args) == 1
+    plan = capsys.readouterr().out
+    assert "  left  marts/store_daily_sales/store_id=S998/" in plan and f"  {left}" in plan, plan

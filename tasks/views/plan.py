@@ -131,7 +131,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
             plan.downstream_maybe = {
                 name: [k for k in keys if k not in plan.downstream.get(name, [])] for name, keys in more.items()
             }
-        for row in data_root_rows([dataset]):
+        for row in data_root_rows([dataset], cache):
             if row.state == LEFT_OVER:
                 plan.left_over, plan.left_over_why = list(row.not_read), row.reason
         if plan.kind == "date":
