@@ -381,6 +381,11 @@ STORE_ID = "a store id matches ^[A-Z0-9][A-Z0-9_-]{0,31}$ (e.g. S001)"  # the co
         ),
         (("StoreDailySales", "--store-id", "../../x"), f"--store-id '../../x': not a store id; {STORE_ID}"),
         (("StoreDailySales", "--store-id", "s001"), f"--store-id 's001': not a store id; {STORE_ID}"),
+        (
+            ("StoreDailySales", "--store-id", "S009"),
+            "--store-id 'S009': not a registered store (_state/stores.json), and no file of it in the raw zone; "
+            "did you mean S002? (stores: S001, S002); AllStores builds every store",
+        ),
     ],
 )
 @pytest.mark.system
