@@ -477,3 +477,19 @@ def test_plan_lines_group_only_dates_in_a_row():
     assert f"  first ads_daily {day + 10 * DAY} .. {day + 11 * DAY} (2 partitions)  missing" in shown, shown
     assert f"  may   {day} .. {day + DAY} (2 partitions): may rebuild" in shown, shown
     assert f"  may   {day + 5 * DAY}: may rebuild" in shown, shown
+
+
+def test_a_failed_day_whose_partition_is_kept_shows_its_rows(lab, capsys):
+    """The previous build stays in place when a rebuild fails, and readers still get its rows: --json gives
+    them (and its build time), as for a stale day; a day never built has none."""
+    lab.qsr_days(START, 2, stores=("S001",))
+    assert lab.range(START, START + DAY) == 0
+    kept = json.loads((lab.partition(START) / "_manifest.json").read_text())
+    path = lab.raw / "qsr_pos" / str(START) / "S001.csv"
+    path.write_text(path.read_text() + "Q,1,S001,2026-09-10T12:00:00-04:00,COLA,zero,1.00,,COMPLETED\n")
+    assert lab.range(START, START + 2 * DAY) == 30  # START: 1 of 5 rows rejected; START+1: built
+    capsys.readouterr()
+    args = ["--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY), "--json"]
+    assert main(["status", *args]) == 0
+    (day,) = json.loads(capsys.readouterr().out)
+    assert day["state"] == "failed" and (day["rows"], day["duration_s"]) == (kept["row_count"], kept["duration_s"])

@@ -127,9 +127,9 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     store = cache.store(task)
     manifest = cache.summary(store, day) or {}  # rows, duration, finished_at: no list of inputs
     error = failure(task, cache)
+    rows, duration = manifest.get("row_count"), manifest.get("duration_s")  # of the build in place, if any
     if error:
-        return DayStatus(name, day, "failed", error)  # whole: shortened only for display
-    rows, duration = manifest.get("row_count"), manifest.get("duration_s")
+        return DayStatus(name, day, "failed", error, rows, duration)  # whole: shortened only for display
     if task.before_start() or state.state == "newer":  # kept as built: nothing waits, a run does not replace it
         return DayStatus(name, day, state.state, state.reason, rows, duration)
     if not state.ok:  # missing or stale, and a run cannot build it yet: it waits, as the run says
