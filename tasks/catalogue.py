@@ -24,6 +24,13 @@ TASK_MODULES = ("tasks.qsr", "tasks.hotels", "tasks.ads", "tasks.store_marts", "
 KINDS = ("date", "date x hotel", "hotel", "store", "none")
 KEY_PARAMS = {"date x hotel": "hotel", "hotel": "hotel", "store": "store_id"}  # kind -> the key's task parameter
 REFRESH = ("", "yesterday", "restated")
+# (Luigi family, why) of the run that builds a dataset that is not one partition per date (RangeDaily does)
+KEYED_RUNS = {
+    "date x hotel": ("AllHotelsPickup", "every hotel of config/hotels.csv over the range, one task per date and hotel"),
+    "hotel": ("HotelOtbExport", "one task per hotel"),
+    "store": ("AllStores", "the store sensor, then one task per registered store"),
+    "none": ("OtbByStayDate", "one partition for every date"),
+}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,8 @@
 their manifests. What metadata cannot see (a copy that kept mtimes, a same-second SFTP re-send, bit
 rot) shows here: each mismatch is printed with its file and the partitions that read it, and those
 partitions are marked stale in their manifests (an atomic rewrite of the manifest alone), so the next
-RangeDaily rebuilds them. Each raw file is hashed once, over one connection for an SFTP raw zone."""
+run rebuilds them (RangeDaily; AllStores, AllHotelsPickup, ... for the others). Each raw file is hashed
+once, over one connection for an SFTP raw zone."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Report:
     seconds: float = 0.0
     unmarked: list[str] = field(default_factory=list)  # partitions with a mismatch that could not be marked stale
     write_error: str = ""
+    runs: dict[str, list[str]] = field(default_factory=dict)  # the run that rebuilds them -> datasets marked stale
 
 
 def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> Report:
@@ -39,8 +41,12 @@ def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> 
         report, raw = Report(), {}
         try:
             for name in datasets or catalogue.names():
+                marked = sum(map(len, report.mismatches.values()))
                 for task in catalogue.BY_NAME[name].partitions(start, stop):
                     _verify_partition(engine, zone, task, raw, report)
+                if sum(map(len, report.mismatches.values())) > marked:
+                    run = catalogue.KEYED_RUNS.get(catalogue.BY_NAME[name].partition, ("RangeDaily",))[0]
+                    report.runs.setdefault(run, []).append(name)
         finally:
             zone.close()
     report.seconds = time.perf_counter() - t0
@@ -124,5 +130,9 @@ def render(report: Report) -> str:
             "hand (delete their folders, rerun) once the data root can be written"
         )
     elif report.mismatches:
-        lines.append("the partitions named are marked stale: the next RangeDaily rebuilds them")
+        if len(report.runs) > 1:  # the run of each dataset kind
+            rebuild = " and ".join(f"{r} ({', '.join(n)})" for r, n in report.runs.items()) + " rebuild"
+        else:
+            rebuild = f"{next(iter(report.runs), 'run')} rebuilds"
+        lines.append(f"the partitions named are marked stale: the next {rebuild} them")
     return "\n".join(lines)

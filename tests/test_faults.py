@@ -87,6 +87,7 @@ def test_verify_finds_a_damaged_store_partition_and_the_next_run_rebuilds_it(lab
     out = capsys.readouterr().out
     assert f"MISMATCH data {data}: content differs from its manifest" in out, out
     assert "stale now: marts/store_daily_sales S001" in out, out
+    assert out.splitlines()[-1] == "the partitions named are marked stale: the next AllStores rebuilds them"
     assert lab.luigi("AllStores") == 0
     assert data.read_bytes() == good
     assert verify() == 0
@@ -477,3 +478,14 @@ def test_a_half_published_preview_is_listed_so_and_not_discarded(threshold_lab, 
     assert preview.publish(record["id"])[0] == 0  # finishes it
     assert threshold_lab.range(D1, STOP) == 0
     assert threshold_lab.rebuilt_by(lambda: threshold_lab.range(D1, STOP)) == set()
+
+
+def test_verify_names_the_run_that_rebuilds_each_kind_of_dataset_it_marked_stale():
+    from tasks.verify import Report, render
+
+    report = Report(mismatches={"stray x": ["staging/qsr_pos 2026-09-02"], "data y": ["marts/store_daily_sales S001"]})
+    report.runs = {"RangeDaily": ["stg_qsr_pos"], "AllStores": ["store_daily_sales"]}
+    assert render(report).splitlines()[-1] == (
+        "the partitions named are marked stale: the next RangeDaily (stg_qsr_pos) and AllStores (store_daily_sales) "
+        "rebuild them"
+    )

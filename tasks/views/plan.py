@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from tasks import catalogue, luigid, settings
 from tasks.base import MaterializedTask
 from tasks.calendar import date_range
+from tasks.catalogue import KEYED_RUNS
 from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
@@ -94,14 +95,6 @@ class Plan:
 
 
 LEFT_OVER_LINES = 20  # the plan lists this many partitions left over, then "... and N more"
-
-# (Luigi family, why) of the run that builds a dataset that is not one partition per date
-KEYED_RUNS = {
-    "date x hotel": ("AllHotelsPickup", "every hotel of config/hotels.csv over the range, one task per date and hotel"),
-    "hotel": ("HotelOtbExport", "one task per hotel"),
-    "store": ("AllStores", "the store sensor, then one task per registered store"),
-    "none": ("OtbByStayDate", "one partition for every date"),
-}
 
 
 def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> Plan:
