@@ -540,3 +540,15 @@ def test_a_folder_of_no_registered_store_and_a_file_beside_the_stores_are_named_
     assert main(args) == 1
     plan = capsys.readouterr().out
     assert "  left  marts/store_daily_sales/store_id=S998/" in plan and f"  {left}" in plan, plan
+
+
+def test_the_progress_line_of_a_store_names_the_store(lab, setting, caplog):
+    """``- StoreDailySales S001``, as ``- HotelPickup 2026-09-01 H5`` names its hotel (not ``- StoreDailySales``)."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert lab.range(START, START + dt.timedelta(days=4)) == 0
+    caplog.clear()
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.luigi("AllStores") == 0
+    shown = [r.getMessage().rsplit(" - ", 1)[-1] for r in caplog.records if r.getMessage().startswith("progress: ")]
+    assert sorted(shown) == ["StoreDailySales S001", "StoreDailySales S002"], shown

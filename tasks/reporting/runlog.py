@@ -350,9 +350,9 @@ def _first_line(error: str) -> str:
 
 def label(task) -> str:
     """A partition as the user names it: ``StgQsrPos 2026-09-12``, ``HotelPickup 2026-09-12 H1``,
-    ``OtbByStayDate`` (never Luigi's task id, whose hash means nothing to anyone)."""
-    hotel = getattr(task, "hotel", None)
-    return " ".join(str(x) for x in (task.task_family, getattr(task, "key", None), hotel) if x is not None)
+    ``StoreDailySales S001``, ``OtbByStayDate`` (never Luigi's task id, whose hash means nothing to anyone)."""
+    keys = (getattr(task, "key", None), getattr(task, "hotel", None), getattr(task, "store_id", None))
+    return " ".join(str(x) for x in (task.task_family, *keys) if x is not None)
 
 
 def _key(task):
