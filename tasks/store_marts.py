@@ -37,31 +37,22 @@ REGISTRY = "stores.json"  # shared by every host: _state/stores.json under the d
 
 def read_registry() -> dict[str, str]:
     """{store_id: first-seen folder date} of every registered store."""
-    return _known(partitions.read_document(settings.data_uri(), REGISTRY) or {})
-
-
-_KNOWN: dict[str, set[str]] = {}  # per data root: the stores this process saw registered, staged or in raw folders
-
-
-def _known(stores):
-    """``stores``, remembered as known (a store is never unregistered): a task of one is made without a look."""
-    _KNOWN.setdefault(settings.data_uri(), set()).update(stores)
-    return stores
+    return partitions.read_document(settings.data_uri(), REGISTRY) or {}
 
 
 def check_known(store_id: str) -> None:
     """A usage error (one line, exit 2) unless ``store_id`` is registered, read by a staging partition or
     has a file in the qsr_pos folders: a typo would build an empty partition no run updates."""
-    if store_id in _KNOWN.get(settings.data_uri(), ()):
-        return
+    known: set[str] = set()
     for look in (read_registry, staged_stores, sensed_stores):
-        if store_id in look():
+        known.update(look())
+        if store_id in known:
             return
-    known = sorted(_KNOWN.get(settings.data_uri(), ()))
-    listed = ", ".join(known) if len(known) <= 10 else f"{', '.join(known[:10])}, ... ({len(known)})"
+    listed = sorted(known)
+    shown = ", ".join(listed) if len(listed) <= 10 else f"{', '.join(listed[:10])}, ... ({len(listed)})"
     fail(
         f"--store-id {store_id!r}: not a registered store (_state/{REGISTRY}), and no file of it in the raw zone"
-        f"{nearest(store_id, known)} (stores: {listed or 'none yet'}); AllStores builds every store"
+        f"{nearest(store_id, listed)} (stores: {shown or 'none yet'}); AllStores builds every store"
     )
 
 
@@ -167,7 +158,7 @@ def sensed_stores() -> set[str]:
     """The stores the sensor has registered or will at its next run. Lists only the folders not seen
     before; writes nothing."""
     task = sensor()
-    return _known(set(_stores_in(task.zone(), task.start, task.stop)[0]))
+    return set(_stores_in(task.zone(), task.start, task.stop)[0])
 
 
 def staged_stores(engine: Engine | None = None) -> dict[str, str]:
@@ -188,7 +179,7 @@ def staged_stores(engine: Engine | None = None) -> dict[str, str]:
     for s, day in first.items():
         paths = parse_inputs((engine.manifest(store, day) or {}).get("inputs", []))
         out[s] = min((p.split("/")[-2] for p in paths if file_stem(p) == s), default=day.isoformat())
-    return _known(out)
+    return out
 
 
 def unregistered_stores(engine: Engine | None = None) -> list[str]:
@@ -233,15 +224,19 @@ class DiscoverStores(luigi.Task):
 
 
 class StoreIdParameter(luigi.Parameter):
-    """A store id of the contract's pattern (the stem of its files, ``qsr_pos/<date>/<store_id>.csv``), of a
-    store registered, staged or with a file in the raw zone. Any other value (``../../x``, which would name a
-    folder outside the dataset; ``S999``, a typo) is a usage error when the task is made, before anything is
-    checked or written: one line and exit 2 (tasks/guard.py)."""
+    """A store id of the contract's pattern (the stem of its files, ``qsr_pos/<date>/<store_id>.csv``). Any
+    other value (``../../x``, which would name a folder outside the dataset) is a usage error when the task
+    is made, before anything is checked or written: one line and exit 2 (tasks/guard.py); so is one typed
+    by a user (``--store-id S999``) of no store registered, staged or with a file in the raw zone."""
 
     def normalize(self, x):
         if not isinstance(x, str) or not is_store_file(f"{x}.csv"):
             fail(f"--store-id {x!r}: not a store id; a store id matches ^[A-Z0-9][A-Z0-9_-]{{0,31}}$ (e.g. S001)")
-        check_known(x)
+        return x
+
+    def parse(self, x):
+        """A value a user typed (the command line, a config file): also a store's, not a typo's."""
+        check_known(self.normalize(x))
         return x
 
 
