@@ -357,7 +357,8 @@ def test_days_in_a_row_with_the_same_state_and_reason_are_one_line_and_json_keep
     """A setting change over three years printed 5,343 lines, one a day."""
     from dataclasses import replace
 
-    from tasks.views.status import DayStatus, render_json, render_text
+    from tasks.views.rows import DayStatus
+    from tasks.views.status import render_json, render_text
 
     first = dt.date(2026, 9, 1)
     days = [first + dt.timedelta(days=k) for k in range(100)]
@@ -382,7 +383,8 @@ def test_days_in_a_row_with_the_same_state_and_reason_are_one_line_and_json_keep
 def test_days_in_a_row_waiting_each_for_its_own_folder_are_one_line():
     """A source that stopped sending: each day waits for its own next folder, so no two reasons are equal;
     a month of them is one line naming the first and last folder, not thirty lines."""
-    from tasks.views.status import DayStatus, render_text
+    from tasks.views.rows import DayStatus
+    from tasks.views.status import render_text
 
     first = dt.date(2026, 9, 1)
     days = [first + dt.timedelta(days=k) for k in range(40)]
@@ -398,7 +400,8 @@ def test_days_in_a_row_waiting_each_for_its_own_folder_are_one_line():
 def test_a_chain_pending_day_after_day_is_one_line():
     """A look-back chain (hotel_booking_state): the first day is stale for its own upstream, each later day
     pending on that root; the later days are one line, not one a day."""
-    from tasks.views.status import DayStatus, render_text
+    from tasks.views.rows import DayStatus
+    from tasks.views.status import render_text
 
     first = dt.date(2026, 9, 2)
     days = [first + dt.timedelta(days=k) for k in range(30)]

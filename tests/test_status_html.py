@@ -303,7 +303,7 @@ def test_a_previewed_column_name_is_escaped_once(lab):
 
 def test_a_file_not_read_in_a_partitions_window_is_on_the_page(lab):
     """As in the text view and --json: a raw file of a window that is not read, with the datasets it is in."""
-    from tasks.views.status import DayStatus
+    from tasks.views.rows import DayStatus
     from tasks.views.status_html import render
 
     day = dt.date(2026, 9, 10)

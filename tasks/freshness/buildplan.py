@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks.freshness.engine import ROLL_BACK, Engine, diff_rules, newer_version
+from tasks.freshness.engine import Engine
 from tasks.freshness.inputs import Window, diff_inputs, input_line
 from tasks.freshness.node import Node
+from tasks.freshness.rules import ROLL_BACK, diff_rules, newer_version
 
 
 class NotReplaced(RuntimeError):

@@ -24,6 +24,7 @@ from tasks.freshness import identity
 from tasks.freshness.inputs import Window, diff_inputs, parse_inputs
 from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import Blocked, Node, State, raw_folders
+from tasks.freshness.rules import built_by_newer, diff_rules, iso_time, newer_version, same_settings, settings_at
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import Refused
@@ -107,7 +108,7 @@ class Engine(Memo):
             if newer:  # the same: a run here refuses it
                 return State("newer", f"{newer}; a run does not replace it")
             changed = "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules())
-            if _same_settings(manifest.get("rules") or {}, node.rules()):  # which hotels it reads: name the files
+            if same_settings(manifest.get("rules") or {}, node.rules()):  # which hotels it reads: name the files
                 changed = self._files_changed(node, store) or changed
             return State("stale", changed)
         window = self.window(node)
@@ -182,7 +183,7 @@ class Engine(Memo):
         built under other rules and settings changed after this host's, so a run here never replaces it
         (docs/scale-out.md, a host left behind by a rollout or a rollback); '' when it is not so."""
         rules = node.rules()
-        if _same_settings(manifest.get("rules") or {}, rules):  # other input (a hotel's extract), not a rollout
+        if same_settings(manifest.get("rules") or {}, rules):  # other input (a hotel's extract), not a rollout
             return ""
         hotels = "timezones" in rules
         ours_at = self.once_per_pass(("settings_at", hotels), settings_at, hotels)
@@ -191,8 +192,8 @@ class Engine(Memo):
         key = ("newest settings", str(store.data_root), store.dataset, store.sub, ours)
         newest = self.once_per_pass(key, self._summary_files.newest_settings, store, ours)
         own = (manifest.get("settings_at"), (manifest.get("built_by") or {}).get("host"))
-        theirs_at, host = max((own, newest), key=lambda c: _time(c[0]))
-        if _time(theirs_at) <= ours_at + 0.001:  # the manifest keeps microseconds, a stat nanoseconds
+        theirs_at, host = max((own, newest), key=lambda c: iso_time(c[0]))
+        if iso_time(theirs_at) <= ours_at + 0.001:  # the manifest keeps microseconds, a stat nanoseconds
             return ""
         mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="seconds")
         return (
@@ -264,50 +265,6 @@ class Engine(Memo):
         return ""
 
 
-def _same_settings(theirs: dict, ours: dict) -> bool:
-    """Whether two partitions' rules set every setting alike; a dict's entries are compared where both have
-    them (a hotel's timezone is in the rules of the dates that read its extracts, and only of those)."""
-    if theirs.keys() != ours.keys():
-        return False
-    for key, a in theirs.items():
-        b = ours[key]
-        if isinstance(a, dict) and isinstance(b, dict):
-            if any(a[k] != b[k] for k in a.keys() & b.keys()):
-                return False
-        elif a != b:
-            return False
-    return True
-
-
-def newer_version(theirs, ours) -> bool:
-    """Whether transform version ``theirs`` (``stg_qsr_pos/7``) is newer than ``ours`` (``stg_qsr_pos/6``)."""
-    (name_a, a), (name_b, b) = str(theirs).rpartition("/")[::2], str(ours).rpartition("/")[::2]
-    return name_a == name_b and a.isdigit() and b.isdigit() and int(a) > int(b)
-
-
-def built_by_newer(theirs, ours) -> str:
-    """The reason of a partition that newer code built, which this host's runs never replace."""
-    return f"built by a newer version {theirs} than this host's {ours}: upgrade this host; a run does not replace it"
-
-
-def settings_at(hotels: bool = False) -> float:
-    """:func:`tasks.settings.settings_changed_at`, the hotels list included for a dataset whose rules hold
-    the hotels' time zones (``hotels``)."""
-    from tasks import reference, settings
-
-    return settings.settings_changed_at((reference.hotels_file(),) if hotels else ())
-
-
-def _time(text) -> float:
-    try:
-        return dt.datetime.fromisoformat(text).timestamp()
-    except (TypeError, ValueError):
-        return 0.0
-
-
-ROLL_BACK = "change this host's settings again (or touch its luigi.cfg) and rerun"
-
-
 def _cause(node: Node, state: State) -> str:
     """A not-ok partition at the root of a chain, with its state and reason: ``staging/x 2026-09-11 (missing: ...)``."""
     return f"{label(node)} ({state.state}: {state.reason})".replace(": )", ")")
@@ -325,25 +282,6 @@ def absent_note(folder: str, why: Refused | None) -> str:
     if why is None:
         return ""
     return f" ({why.reason})" if why.name == folder else f" ({why.name}: {why.reason})"
-
-
-def diff_rules(old: dict, new: dict) -> str:
-    """Each setting that differs, ``name old -> new``; of a table of settings (hotels' timezones), only its
-    entries that differ, ``name[key] old -> new``."""
-    changed = []
-    for k in sorted(set(old) | set(new)):
-        was, now = old.get(k), new.get(k)
-        if was == now:
-            continue
-        if isinstance(was, dict) and isinstance(now, dict):
-            changed += [
-                f"{k}[{e}] {was.get(e)!r} -> {now.get(e)!r}"
-                for e in sorted(set(was) | set(now))
-                if was.get(e) != now.get(e)
-            ]
-        else:
-            changed.append(f"{k} {was!r} -> {now!r}")
-    return ", ".join(changed) or "fingerprint differs"
 
 
 # -- the process-wide engine ---------------------------------------------------------------------------

@@ -19,7 +19,9 @@ from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
 from tasks.reporting.runlog import dates_span
 from tasks.storage.rawzone import one_session
-from tasks.views.status import DATASETS, LEFT_OVER, data_root_rows, day_status, failure, shorten
+from tasks.views.leftover import data_root_rows
+from tasks.views.rows import LEFT_OVER
+from tasks.views.status import DATASETS, day_status, failure, shorten
 
 
 @dataclass
@@ -42,7 +44,7 @@ class Plan:
     # first, then the partition only if its slice changed, which is not known before (docs/backfills.md)
     maybe: list[tuple[dt.date | str, str]] = field(default_factory=list)
     # partition folders of hotels no longer in the hotels list, whatever their date: no run builds or removes
-    # them, and readers still get their rows (status.data_root_rows); the reason says how to delete them
+    # them, and readers still get their rows (leftover.data_root_rows); the reason says how to delete them
     left_over: list[str] = field(default_factory=list)
     left_over_why: str = ""
     # (dataset, partition, state, reason) of each upstream partition outside the plan that the run builds first

@@ -13,13 +13,12 @@ import datetime as dt
 import gc
 import json
 import re
-import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tasks import catalogue, settings
 from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask, newest_raw_date
 from tasks.calendar import date_range
-from tasks.contract import is_store_file, printable
+from tasks.contract import printable
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine
@@ -27,8 +26,9 @@ from tasks.freshness.identity import SAME_CONTENT
 from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
 from tasks.reporting.runlog import dates_span
-from tasks.storage.layout import parse_partition_name
 from tasks.storage.partitions import open_store
+from tasks.views.leftover import data_root_rows
+from tasks.views.rows import DATA_ROOT, LEFT_OVER, NOT_READ, RAW_ZONE, DayStatus
 
 DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
 MULTI = catalogue.classes("date x hotel")  # one state per day: the worst of its keys' states
@@ -45,27 +45,7 @@ SYMBOLS = {
     "failed": "F",
 }
 WORST_FIRST = ["failed", "stale", "newer", "waiting", "missing", "pending", "provisional", "ok"]
-# The row, first when there is one, of the raw zone's entries that belong to no day: entries of a source
-# folder that no partition reads (a link, a name that is not YYYY-MM-DD, ...), or a linked source folder.
-RAW_ZONE, DATA_ROOT, NOT_READ = "raw_zone", "data_root", "not_read"
-LEFT_OVER = "left_over"  # a data_root row: partitions of hotels no longer in the hotels list
-STORES = catalogue.STORE_DAILY_SALES.name
-HOTEL_FOLDER, STORE_FOLDER = "hotel_id=", "store_id="  # a hotel's, a store's partition folder: hotel_id=H1
 RAW_ZONE_LINES = 20  # the text view lists this many, then "... and N more" (--json lists them all)
-
-
-@dataclass(frozen=True)
-class DayStatus:
-    dataset: str
-    date: dt.date | None  # None: an unpartitioned dataset (one state for all of it)
-    state: str  # ok | provisional | stale | pending | newer | missing | waiting | failed
-    reason: str = ""
-    rows: int | None = None
-    duration_s: float | None = None
-    not_read: tuple[str, ...] = ()  # raw files of its window that are not read: "path (reason)"
-    warnings: tuple[str, ...] = ()  # of the build in place: a store that had rows and has none now
-    built_by: dict | None = None  # of the build in place: its manifest's host, pid and Luigi worker
-    raw_folders: dict | None = None  # of the build in place: how it had each raw folder (checked, shared, ...)
 
 
 def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
@@ -223,102 +203,6 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
             not_read = tuple(f"{printable(r.name)} ({r.reason})" for r in unread)
             out.insert(0, DayStatus(RAW_ZONE, None, NOT_READ, reason, not_read=not_read))
         return out
-
-
-def data_root_rows(names: list[str], engine: Engine | None = None) -> list[DayStatus]:
-    """The rows of what lies under the folders of the datasets ``names`` but is no partition of theirs:
-    the partitions of hotels no longer in the hotels list, and of stores neither registered nor read by a
-    staging partition (left over, still read by a glob), and strays (a file beside the partitions, a
-    folder not named as one). One listing of each dataset's folder; ``engine``: the view's pass."""
-    from tasks.reference import hotels, hotels_source
-    from tasks.store_marts import REGISTRY, read_registry, staged_stores
-
-    listed = {f"{HOTEL_FOLDER}{h}" for h in hotels()}
-    strays, left = [], {HOTEL_FOLDER: [], STORE_FOLDER: []}
-    for name in names:
-        spec = catalogue.BY_NAME[name]
-        stores = {f"{STORE_FOLDER}{s}" for s in [*read_registry(), *staged_stores(engine)]} if name == STORES else ()
-        levels = {
-            "date": [_is_date],
-            "date x hotel": [_is_date, listed.__contains__],
-            "hotel": [listed.__contains__],
-            "store": [stores.__contains__],
-        }
-        if spec.partition not in levels:
-            continue
-        depth, folder = len(levels[spec.partition]), STORE_FOLDER if spec.partition == "store" else HOTEL_FOLDER
-        for key in open_store(settings.data_uri(), spec.path).strays(levels[spec.partition]):
-            parts = key[len(spec.path) + 1 :].split("/")
-            named = spec.key_param and len(parts) >= depth and parts[depth - 1].startswith(folder)
-            kept = parts[depth - 1].removeprefix(folder) if named else ""
-            if kept and is_store_file(f"{kept}.csv") and (depth == 1 or _is_date(parts[0])):
-                left[folder].append((spec.path, "/".join([spec.path, *parts[:depth]]) + "/", kept))
-            else:
-                strays.append(key)
-    out = []
-    unregistered = f"not registered (_state/{REGISTRY})"
-    for folder, gone_from in ((HOTEL_FOLDER, f"not in {hotels_source()}"), (STORE_FOLDER, unregistered)):
-        if left[folder]:
-            out.append(_left_over_row(left[folder], folder, gone_from))
-    if strays:
-        n = len(strays)
-        reason = f"{n} {'entry' if n == 1 else 'entries'} under the datasets' folders that no partition is (never read)"
-        out.append(DayStatus(DATA_ROOT, None, NOT_READ, reason, not_read=tuple(printable(k) for k in sorted(strays))))
-    return out
-
-
-def _left_over_row(left: list[tuple[str, str, str]], folder: str, gone_from: str) -> DayStatus:
-    """The row of the partitions (dataset path, folder, key) of hotels, or stores, ``gone_from`` a list."""
-    folders = list(dict.fromkeys(f for _, f, _ in left))  # a bucket lists each object of one
-    gone = sorted({key for *_, key in left})
-    one, hotel = len(gone) == 1, folder == HOTEL_FOLDER
-    which = f"{'hotel' if hotel else 'store'}{'' if one else 's'} {', '.join(gone)}"
-    back = f"put {'it' if one else 'them'} back"
-    names = ", ".join(gone)
-    mistake = (
-        f"If {names} {'is' if one else 'are'} off the list by mistake, {back}"
-        if hotel
-        else f"If {names} {'is a store' if one else 'are stores'}, AllStores registers {'it' if one else 'them'} once "
-        f"{'its' if one else 'their'} files are in the raw zone"
-    )
-    reason = (
-        f"left over: {len(folders)} partition{'' if len(folders) == 1 else 's'} of {which}, {gone_from}: readers "
-        f"of the datasets' files still get their rows, and no run removes them. {mistake}; else delete them: "
-        f"{_remove_left_over(left, folder)}"
-    )
-    return DayStatus(DATA_ROOT, None, LEFT_OVER, reason, not_read=tuple(printable(f) for f in folders))
-
-
-def _is_date(name: str) -> bool:
-    return parse_partition_name(name) is not None
-
-
-def _remove_left_over(left: list[tuple[str, str, str]], key_folder: str = HOTEL_FOLDER) -> str:
-    """The command that deletes the left-over partitions (dataset path, folder, hotel or store): a hotel's
-    folder under every date of a dataset partitioned by date, at once."""
-    commands = []
-    for path, folder, hotel in dict.fromkeys(left):
-        dated = folder.rstrip("/").count("/") > path.count("/") + 1
-        top = open_store(settings.data_uri(), path if dated else folder.rstrip("/")).uri(None)
-        commands.append(remove_command(top, f"{key_folder}{hotel}" if dated else ""))
-    commands = list(dict.fromkeys(commands))
-    if all(c.startswith("rm -r ") for c in commands):  # a local data root: one command
-        return "rm -r " + " ".join(c.removeprefix("rm -r ") for c in commands)
-    return " && ".join(commands)
-
-
-def remove_command(folder: str, under: str = "") -> str:
-    """The shell command that deletes a partition's folder (a local one, or its prefix in a bucket); with
-    ``under`` (``hotel_id=H6``), the folders of that name one level below ``folder`` (under every date)."""
-    if folder.startswith("s3://"):
-        endpoint = settings.s3().endpoint_url
-        return (
-            "aws s3 rm --recursive "
-            + (f"--endpoint-url {shlex.quote(endpoint)} " if endpoint else "")
-            + shlex.quote(folder + "/")
-            + (f" --exclude '*' --include {shlex.quote(f'*/{under}/*')}" if under else "")
-        )
-    return "rm -r " + shlex.quote(folder) + (f"/*/{shlex.quote(under)}" if under else "")
 
 
 def default_start(datasets: list[str] | None = None) -> dt.date:

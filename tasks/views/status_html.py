@@ -86,16 +86,17 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
     root) are shown beside the grid, each with its diff per partition."""
     from tasks import preview
     from tasks.freshness.rawfolders import quiet
-    from tasks.views import status
+    from tasks.views import leftover, status
+    from tasks.views.rows import DATA_ROOT, LEFT_OVER, RAW_ZONE
 
     previews = preview.open_records() if previews is None else previews
     if lines is None:
         with quiet():  # the page shows the raw zone's unread entries itself: no warning in the log
             lines = key_lines(rows)
-    above = (status.RAW_ZONE, status.DATA_ROOT)  # entries of no day: the raw zone's, the data root's
+    above = (RAW_ZONE, DATA_ROOT)  # entries of no day: the raw zone's, the data root's
     snapshots = [r for r in rows if r.date is None and r.dataset not in above]
     unread = "".join(
-        f"<p class='unread'>{escape(r.reason)}{'' if r.state == status.LEFT_OVER else ':'}</p><ul class='unread'>"
+        f"<p class='unread'>{escape(r.reason)}{'' if r.state == LEFT_OVER else ':'}</p><ul class='unread'>"
         + "".join(f"<li>{escape(entry)}</li>" for entry in r.not_read)
         + "</ul>"
         for r in rows
@@ -124,7 +125,7 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
             {
                 "label": line.label,
                 "run": f"luigi --module tasks {line.family} --date {{d}}{line.params} --local-scheduler",
-                "rm": status.remove_command(line.path.replace("{d}", NO_DAY)).replace(NO_DAY, "{d}"),
+                "rm": leftover.remove_command(line.path.replace("{d}", NO_DAY)).replace(NO_DAY, "{d}"),
                 "reasons": {i: why for i, c in enumerate(cells) if c and (why := _reason(c))},
                 "rows": [c and c.rows for c in cells],
                 "took": [c and c.duration_s for c in cells],
@@ -141,7 +142,7 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
             rm = ""  # the worst key is named in the reason; a fresh one is rebuilt by deleting its folder
         else:
             run = f"luigi --module tasks {cls.task_family} --local-scheduler"
-            rm = status.remove_command(cls().store().uri(None))
+            rm = leftover.remove_command(cls().store().uri(None))
         data["snapshots"].append(
             {
                 "label": r.dataset,
