@@ -514,3 +514,7 @@ def test_a_window_over_a_failed_day_says_the_day_failed_in_status_and_plan(ads_l
     assert main(["plan", "ads_rolling_7d", "--start", str(FIRST), "--stop", str(stop)]) == 1
     plan = capsys.readouterr().out
     assert f"failed: {error}" in plan and "stale: input content changed" not in plan, plan
+    shutil.rmtree(ads_lab.partition(stop - DAY, "marts/ads_rolling_7d"))  # a window never built: missing
+    assert main(["status", "--dataset", "ads_rolling_7d", "--start", str(FIRST), "--stop", str(stop)]) == 0
+    missing = f"{stop - DAY} missing: no partition; upstream staging/ads_daily 2026-09-27 (failed: {error} ("
+    assert missing in capsys.readouterr().out

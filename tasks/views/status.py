@@ -122,6 +122,9 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
         return DayStatus(name, day, "pending", reason, rows, duration)
     if state.ok and task.provisional(cache):
         return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
+    failed = "" if state.ok else failed_upstream(task, cache)  # its build waits on that one's, which fails
+    if failed:
+        return DayStatus(name, day, state.state, f"{state.reason}; upstream {failed}", rows, duration)
     # an ok partition's reason is a note: its raw files' metadata changed, their content did not
     return DayStatus(name, day, state.state, state.reason, rows, duration)
 
