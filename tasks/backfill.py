@@ -166,9 +166,10 @@ class SingleRunBuild(luigi.Task):
 
     @property
     def resources(self) -> dict[str, int]:
-        """One ``sftp`` slot for the whole range when the dataset reads an SFTP raw zone."""
+        """One ``sftp`` slot for the whole range when the dataset, or one it builds first, reads an SFTP raw zone."""
         parts = self.partitions()
-        return parts[0].resources if parts else {}
+        own = parts[0].resources if parts else {}
+        return own or next((r for up in self.upstream_builds() if (r := up.resources)), {})
 
     def partitions(self) -> list[PartitionedTask]:
         """The range's partitions in date order; for a chain (a date reads the same dataset's day
@@ -189,7 +190,7 @@ class SingleRunBuild(luigi.Task):
         with settings.snapshot():
             return [t for t in self.partitions() if not cache.state(t).ok and not cache.blocked(t).missing]
 
-    def requires(self) -> list[SingleRunBuild]:
+    def upstream_builds(self) -> list[SingleRunBuild]:
         """One single-run build per upstream family (and static parameters), over the dates read."""
         groups: dict[tuple, list[dt.date]] = {}
         for task in self.partitions():
@@ -213,22 +214,32 @@ class SingleRunBuild(luigi.Task):
         return not todo
 
     def run(self) -> None:
-        todo = self.todo(luigi_engine())
-        meter, failed = progress.Progress(len(todo)), []
+        """The upstream ranges first, in this task (a date of theirs that fails holds only the dates that read
+        it, not the whole range, as with a task per date), then this range."""
+        failed: list[tuple[PartitionedTask, str]] = []
+        tried = self.build(failed, self)
+        if failed:
+            listed = "; ".join(f"{runlog.label(t)}: {err}" for t, err in sorted(failed, key=lambda f: f[0].task_id)[:5])
+            raise RuntimeError(
+                f"{len(failed)} of {tried} dates failed ({listed}{' ...' if len(failed) > 5 else ''}); the others are "
+                "written and kept, but for the dates that read a failed one. See daybreak status."
+            )
+
+    def build(self, failed: list[tuple[PartitionedTask, str]], running: luigi.Task) -> int:
+        """Build the upstream ranges, then each date of this one that reads no partition that failed (added to
+        ``failed`` with its error), showing progress on ``running``; return how many dates were tried."""
+        tried = sum(up.build(failed, running) for up in self.upstream_builds() if not up.complete())
+        broken = {t.task_id for t, _ in failed}
+        todo = [t for t in self.todo(luigi_engine()) if not any(u.task_id in broken for u in t.upstream())]
+        meter = progress.Progress(len(todo))
         processes = self.processes(todo)
         for task, error in built_in_parallel(todo, processes) if processes > 1 else built_in_order(todo):
             if error is not None:
-                failed.append((task.date, error))
+                failed.append((task, error))
             meter.step(runlog.label(task), failed=error is not None)
-            self.set_progress_percentage(round(100 * meter.done / len(todo)))
-            self.set_status_message(f"{meter.done}/{len(todo)} dates, {len(failed)} failed")
-        if failed:
-            failed.sort()
-            listed = "; ".join(f"{d}: {err}" for d, err in failed[:5]) + (" ..." if len(failed) > 5 else "")
-            raise RuntimeError(
-                f"{len(failed)} of {len(todo)} dates of {self.of.__name__} failed ({listed}); the other "
-                f"{len(todo) - len(failed)} are written and kept. See daybreak status."
-            )
+            running.set_progress_percentage(round(100 * meter.done / len(todo)))
+            running.set_status_message(f"{meter.done}/{len(todo)} dates of {self.of.__name__}, {len(failed)} failed")
+        return tried + len(todo)
 
     def processes(self, todo: list[PartitionedTask]) -> int:
         """How many processes build the range: one per core on a local raw zone, each a contiguous

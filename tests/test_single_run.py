@@ -153,7 +153,7 @@ def test_a_chain_is_one_build_from_its_first_link_and_pickups_match_one_task_per
     # the state of date d reads the state of d-1: one build from the chain's first link, not one per day
     build = SingleRunBuild(of=HotelBookingState, start=start - DAY, stop=stop - DAY)
     assert [t.date for t in build.partitions()] == [first + k * DAY for k in range(6)]
-    assert [(b.of, b.start, b.stop) for b in build.requires()] == [(StgHotelBookingsDaily, first, stop - DAY)]
+    assert [(b.of, b.start, b.stop) for b in build.upstream_builds()] == [(StgHotelBookingsDaily, first, stop - DAY)]
     args = ["--of-params", '{"hotel": "H1"}']
     assert lab.luigi("RangeSingleRun", "--of", "HotelPickup", "--start", str(start), "--stop", str(stop), *args) == 0
 
@@ -266,3 +266,19 @@ def test_raw_folders_waited_for_that_are_not_every_day_between_are_named_each(la
     assert lab.range(START, START + 6 * DAY) == 20
     line = next(line for line in caplog.text.splitlines() if "waiting  for raw" in line)
     assert f"for raw folders {lab.raw}/qsr_pos/{START + 2 * DAY}/, {START + 4 * DAY}/ (not there yet)" in line, line
+
+
+def test_a_failed_upstream_date_holds_only_the_windows_that_read_it(lab, setting):
+    """One ads_daily date fails (its export's header is broken, and it is the only export holding it): the
+    single run still builds every window that does not read it, as RangeDaily does, and exits 30."""
+    first = dt.date(2026, 9, 20)
+    setting("daybreak", "start_date", first)
+    for k in range(1, 15):  # exports 09-21 .. 10-04
+        lab.ads_export(first + k * DAY, first)
+    stop = first + 14 * DAY
+    path = lab.raw / "ads" / str(stop) / "ads.csv"  # the newest export: it alone holds 10-03
+    path.write_text(path.read_text().replace("spend", "spent", 1))
+    assert single(lab, "AdsRolling7d", first, stop) == 30
+    failed = {first + k * DAY for k in range(7, 14)}  # 09-27 .. 10-03: export 10-04 is the newest of each
+    assert set(lab.built_at("staging/ads_daily")) == {first + k * DAY for k in range(14)} - failed
+    assert set(lab.built_at("marts/ads_rolling_7d")) == {first + k * DAY for k in range(7)}  # none reads them
