@@ -82,9 +82,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from tasks.views import plan
+    from tasks.views import plan, status
 
-    result = plan.make_plan(args.dataset, args.start, args.stop, args.workers)
+    start = args.start or status.default_start([args.dataset])
+    stop = args.stop or max(status.default_stop(), start)
+    result = plan.make_plan(args.dataset, start, stop, args.workers)
     print(plan.render(result))
     return 1 if result.runs or result.maybe or result.blocked or result.left_over else 0
 
@@ -216,8 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="dry run of a backfill: what would run and why; exit 0 when nothing would")
     p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
-    p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
-    p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
+    p.add_argument("--start", type=_date, help="first date, inclusive (default: as for status)")
+    p.add_argument("--stop", type=_date, help="last date, exclusive (default: as for status)")
     p.add_argument("--workers", type=guard.count_argument(1), default=1, help="for the time estimate")
     p.set_defaults(func=cmd_plan)
 
