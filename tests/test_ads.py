@@ -518,3 +518,23 @@ def test_a_window_over_a_failed_day_says_the_day_failed_in_status_and_plan(ads_l
     assert main(["status", "--dataset", "ads_rolling_7d", "--start", str(FIRST), "--stop", str(stop)]) == 0
     missing = f"{stop - DAY} missing: no partition; upstream staging/ads_daily 2026-09-27 (failed: {error} ("
     assert missing in capsys.readouterr().out
+
+
+def test_a_touched_export_is_kept_for_every_date_that_reads_it_provisional_ones_included(ads_lab, capsys):
+    """Export 10-01 touched (same content) is read by 09-24 .. 09-30, six of them still provisional: plan and
+    status count all seven as same content, nothing to rebuild."""
+    import os
+
+    from tasks.cli import main
+
+    stop = dt.date(2026, 10, 4)
+    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
+    path = ads_lab.raw / "ads" / "2026-10-01" / "ads.csv"
+    os.utime(path, (path.stat().st_atime + 60, path.stat().st_mtime + 60))
+    capsys.readouterr()
+    assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 0
+    plan = capsys.readouterr().out
+    assert "  keep  2026-09-24 .. 2026-09-30  7 partitions: metadata changed, content identical" in plan, plan
+    assert main(["status", "--dataset", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 0
+    shown = capsys.readouterr().out
+    assert "  7 up to date, metadata changed, content identical (2026-09-24 .. 2026-09-30)" in shown, shown

@@ -160,7 +160,7 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> tuple[list,
         if row.state in ("stale", "missing", "failed"):
             plan.runs.append((label, row.state, row.reason))
             rebuilt[task.task_id] = task
-        elif row.reason == SAME_CONTENT:
+        elif row.reason.endswith(SAME_CONTENT):  # ok, or provisional
             plan.same_content.append(label)
         elif row.state == "pending":
             plan.maybe.append((label, row.reason))

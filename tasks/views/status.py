@@ -121,7 +121,8 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
         reason = f"may rebuild once its upstream is rebuilt: {failed}" if failed else state.reason
         return DayStatus(name, day, "pending", reason, rows, duration)
     if state.ok and task.provisional(cache):
-        return DayStatus(name, day, "provisional", "later exports may still restate it", rows, duration)
+        note = f"; {state.reason}" if state.reason == SAME_CONTENT else ""
+        return DayStatus(name, day, "provisional", f"later exports may still restate it{note}", rows, duration)
     failed = "" if state.ok else failed_upstream(task, cache)  # its build waits on that one's, which fails
     if failed:
         return DayStatus(name, day, state.state, f"{state.reason}; upstream {failed}", rows, duration)
@@ -288,9 +289,11 @@ def render_text(rows: list[DayStatus]) -> str:
         kept = [r for r in mine if r.state == "ok" and r.reason.startswith(BEFORE_START)]
         if kept:
             lines.append(f"  {dates_span([r.date for r in kept])} ok, {kept[0].reason}")
-        same = [r.date for r in mine if r.state == "ok" and r.reason == SAME_CONTENT]
+        same = [r for r in mine if r.state in ("ok", "provisional") and r.reason.endswith(SAME_CONTENT)]
         if same:
-            lines.append(f"  {len(same)} ok, {SAME_CONTENT} ({dates_span(same)}): nothing to rebuild")
+            ok = "ok" if all(r.state == "ok" for r in same) else "up to date"
+            days = dates_span([r.date for r in same])
+            lines.append(f"  {len(same)} {ok}, {SAME_CONTENT} ({days}): nothing to rebuild")
     return "\n".join(lines)
 
 
