@@ -19,7 +19,7 @@ from tasks import catalogue, cores, settings
 from tasks.base import PartitionedTask, before_start_reason
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine, view_pass
-from tasks.guard import check_range
+from tasks.guard import check_of, check_range
 from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
@@ -131,6 +131,7 @@ class RangeSingleRun(luigi.WrapperTask):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         check_range(self.start, self.stop, type(self).__name__)  # exit 2, as RangeDaily's reversed range
+        check_of(type(self).__name__, self.of, self.of_params, self.start, self.stop)
 
     def single_run_build(self) -> SingleRunBuild:
         return SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)

@@ -139,3 +139,34 @@ def dataset_argument(known: list[str]):
         raise argparse.ArgumentTypeError(f"{text!r} is not a dataset{hint or '.'} Datasets: {', '.join(known)}")
 
     return parse
+
+
+# What to run instead of a range of a dataset that is not one partition per date, by partition kind
+_NOT_BY_DATE = {
+    "date x hotel": "is partitioned by date and hotel, not by date alone: run AllHotelsPickup --start {start} "
+    '--stop {stop} (every hotel), or give --of-params \'{{"hotel": "H1"}}\'',
+    "none": "is one partition for every date, not one per date: run {family}",
+    "hotel": "is one partition per hotel, not per date: run {family} --hotel H (each hotel of the hotels list)",
+    "store": "is one partition per store, not per date: run AllStores (every store)",
+}
+
+
+def check_of(range_family: str, of: type, of_params, start, stop) -> None:
+    """Exit 2 when a range (``RangeDaily``, ``RangeSingleRun``) is given ``--of`` a family that is not one
+    partition per date (with ``of_params``), naming the command that builds it instead."""
+    from tasks.catalogue import DATASETS
+
+    entry = getattr(of, "entry", None)
+    family = getattr(of, "get_task_family", lambda: str(of))()
+    if entry is None:
+        params = dict(of.get_params()) if hasattr(of, "get_params") else {}
+        if "date" not in params:
+            dated = ", ".join(d.task.get_task_family() for d in DATASETS if d.partition == "date")
+            fail(f"{range_family}: {family} has no --date, so no range of dates: --of takes one of {dated}")
+        return
+    if entry.partition == "date" or (
+        entry.key_param and entry.key_param in (of_params or {}) and "date" in entry.partition
+    ):
+        return
+    why = _NOT_BY_DATE[entry.partition].format(start=start, stop=stop, family=family)
+    fail(f"{range_family}: {family} ({entry.name}) {why}")

@@ -127,10 +127,10 @@ def test_progress_shows_done_of_total_rate_and_time_left_across_worker_processes
     assert re.findall(r"progress: (\d+)/(\d+) partitions", proc.stderr) == [("1", "2"), ("2", "2")]
 
 
-def test_a_family_without_dates_is_refused_as_a_scheduling_error_naming_it(lab, caplog):
-    assert single(lab, "OtbByStayDate", START, START + DAY) == 35  # [retcode] scheduling_error: nothing ran
-    refusal = "a single-run range builds a PartitionedTask family, not <class 'tasks.hotels.OtbByStayDate'>"
-    assert f"TypeError: {refusal}" in caplog.text
+def test_a_family_without_dates_is_refused_as_a_usage_error_naming_what_builds_it(lab, capsys):
+    assert single(lab, "OtbByStayDate", START, START + DAY) == 2  # a usage error: nothing ran
+    refusal = "RangeSingleRun: OtbByStayDate (otb_by_stay_date) is one partition for every date, not one per date"
+    assert f"daybreak: error: {refusal}: run OtbByStayDate" in capsys.readouterr().err
     assert not (lab.data / "marts/otb_by_stay_date").exists()
 
 

@@ -204,6 +204,41 @@ def test_a_range_without_start_from_the_luigi_command_is_one_line(lab, flags):
     assert not lab.data.exists()
 
 
+NOT_BY_DATE = [
+    (
+        "HotelPickup",
+        "HotelPickup (hotel_pickup) is partitioned by date and hotel, not by date alone: run AllHotelsPickup "
+        f'--start {START} --stop {START + 3 * DAY} (every hotel), or give --of-params \'{{"hotel": "H1"}}\'',
+    ),
+    (
+        "OtbByStayDate",
+        "OtbByStayDate (otb_by_stay_date) is one partition for every date, not one per date: run OtbByStayDate",
+    ),
+    (
+        "HotelOtbExport",
+        "HotelOtbExport (hotel_otb_export) is one partition per hotel, not per date: run "
+        "HotelOtbExport --hotel H (each hotel of the hotels list)",
+    ),
+    (
+        "StoreDailySales",
+        "StoreDailySales (store_daily_sales) is one partition per store, not per date: run AllStores (every store)",
+    ),
+]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("family", ["RangeDaily", "RangeSingleRun"])
+@pytest.mark.parametrize(("of", "expected"), NOT_BY_DATE)
+def test_a_range_of_a_family_not_partitioned_by_date_alone_is_one_line(lab, family, of, expected):
+    """Before, RangeDaily gave a traceback and exit 35 (HotelPickup, OtbByStayDate), or took a date for the
+    hotel or the store id (``--hotel datetime.date(2026, 9, 1): not a hotel``)."""
+    lab.qsr_days(START, 3)
+    proc = run(folder_cfg(lab), family, "--of", of, "--start", str(START), "--stop", str(START + 3 * DAY))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [f"daybreak: error: {family}: {expected}"], proc.stderr[-3000:]
+    assert not lab.data.exists()
+
+
 # -- item 8: settings ---------------------------------------------------------------------------------
 
 

@@ -201,10 +201,11 @@ def name_host(made, name: str) -> None:
 
 def checked_ranges() -> None:
     """Make every ``RangeDailyBase`` check ``--start`` and ``--stop`` when made (:func:`tasks.guard.check_range`),
-    where Luigi would silently cut the range at ``days_back``; an event handler cannot refuse."""
+    where Luigi would silently cut the range at ``days_back``, and its ``--of`` (:func:`tasks.guard.check_of`),
+    where Luigi would take a date for a hotel or fail with a traceback; an event handler cannot refuse."""
     from luigi.tools.range import RangeDailyBase
 
-    from tasks.guard import check_range
+    from tasks.guard import check_of, check_range
 
     init = RangeDailyBase.__init__
     if getattr(init, "checked", False):
@@ -213,6 +214,8 @@ def checked_ranges() -> None:
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
         check_range(self.start, self.stop, type(self).__name__)
+        if self.param_name is None and isinstance(self.of, type):  # the date: its first positional parameter
+            check_of(type(self).__name__, self.of, self.of_params, self.start, self.stop)
 
     __init__.checked = True
     RangeDailyBase.__init__ = __init__
