@@ -226,7 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "preview", help="build what a backfill of the range would change into a shadow root and show the diff"
     )
-    p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
+    dated = catalogue.names("date")  # a preview builds what RangeDaily would: one partition per date
+    not_dated = (
+        "{name} is not one partition per date: a preview takes {known} "
+        "(daybreak plan {name} says what a backfill of it would run)"
+    )
+    p.add_argument("dataset", type=guard.dataset_argument(dated, not_dated), choices=dated)
     p.add_argument("--start", type=_date, required=True, help="first date, inclusive")
     p.add_argument("--stop", type=_date, required=True, help="last date, exclusive")
     p.add_argument("--workers", type=guard.count_argument(1), default=1, help="Luigi workers for the builds")

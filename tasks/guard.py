@@ -121,9 +121,10 @@ def nearest(name: str, known) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
-def dataset_argument(known: list[str]):
+def dataset_argument(known: list[str], refused: str = ""):
     """An argparse ``type`` for a dataset name of ``known``: a task family (``StgQsrPos``, what ``luigi``
-    takes) or a near miss is refused suggesting the dataset's name (exit 2, argparse's usage error)."""
+    takes) or a near miss is refused suggesting the dataset's name (exit 2, argparse's usage error); a
+    dataset not in ``known`` with ``refused`` (formatted with ``name`` and ``known``), which says why."""
     import argparse
 
     from tasks.catalogue import named
@@ -132,6 +133,8 @@ def dataset_argument(known: list[str]):
         if text in known:
             return text
         spec = named(text)
+        if refused and spec is not None and spec.name not in known:
+            raise argparse.ArgumentTypeError(refused.format(name=spec.name, known=", ".join(known)))
         if spec is not None and spec.name in known:
             hint = f"; did you mean {spec.name}? ({text} is the luigi task that builds it)"
         else:

@@ -121,8 +121,8 @@ def test_the_morning_refresh_builds_what_the_catalogue_marks(lab, setting):
 
 
 def test_status_shows_every_dataset_and_each_command_offers_each(lab, capsys):
-    """``daybreak status`` has a line for every dataset, in catalogue order; plan, preview, status and verify
-    offer every dataset."""
+    """``daybreak status`` has a line for every dataset, in catalogue order; plan, status and verify offer
+    every dataset, preview every dataset of one partition per date."""
     from tasks.cli import build_parser, main
 
     assert main(["status", "--start", str(DAY), "--stop", str(DAY + dt.timedelta(days=1))]) == 0
@@ -130,7 +130,7 @@ def test_status_shows_every_dataset_and_each_command_offers_each(lab, capsys):
     assert [h for h in heads if h in catalogue.BY_NAME] == catalogue.names()
     for command, names in [
         ("plan", catalogue.names()),
-        ("preview", catalogue.names()),
+        ("preview", catalogue.names("date")),
         ("status", catalogue.names()),
         ("verify", catalogue.names()),
     ]:

@@ -417,3 +417,21 @@ def test_a_preview_of_windows_builds_the_later_windows_its_upstream_changes(lab,
     code, out = daybreak(capsys, "publish", report["id"])
     assert code == 0, out
     assert lab.rebuilt_by(lambda: lab.range(first, stop, of="AdsRolling7d"), "marts/ads_rolling_7d") == set()
+
+
+@pytest.mark.parametrize("dataset", ["hotel_pickup", "otb_by_stay_date", "hotel_otb_export", "store_daily_sales"])
+def test_a_preview_of_a_dataset_not_one_partition_per_date_is_one_line_and_exit_2(lab, capsys, dataset):
+    """Before, each was a 31-line traceback (``unknown parameter date``, ``requires the 'hotel' parameter``)."""
+    qsr_lab(lab)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["preview", dataset, "--start", str(D1), "--stop", str(STOP)])
+    assert exit_.value.code == 2
+    dated = "stg_qsr_pos, stg_hotel_bookings_daily, ads_daily, ads_rolling_7d, hotel_booking_state"
+    assert capsys.readouterr().err.splitlines() == [
+        f"daybreak: error: preview: argument dataset: {dataset} is not one partition per date: a preview takes "
+        f"{dated} (daybreak plan {dataset} says what a backfill of it would run) (daybreak preview --help)"
+    ]
+    assert not lab.data.exists()
+    with pytest.raises(SystemExit):
+        cli.main(["preview", "--help"])
+    assert dataset not in capsys.readouterr().out  # the choices offered are the ones taken
