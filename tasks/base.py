@@ -162,6 +162,12 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             progress.expect([self.task_id])
         return done
 
+    def kept_as_newer(self) -> bool:
+        """Whether newer code, or settings changed later than this host's, built the partition: a run here
+        never replaces it (docs/scale-out.md), so one that luigid kept from this host was superseded."""
+        with settings.snapshot():
+            return self.state(luigi_engine()).state == "newer"
+
     _prepared: ClassVar[bool] = False
 
     @classmethod

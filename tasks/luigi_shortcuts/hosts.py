@@ -30,8 +30,9 @@ def many_hosts() -> None:
     """Make a run on several hosts sharing one ``luigid`` mean what it means on one (docs/scale-out.md):
     a worker with nothing to do stays while another runs a task it needs, takes back a task whose host
     disconnected mid-build (:func:`take_back`), and the exit code counts a
-    task another host completed as done (exit 0), one it built with other rules or superseded as run by
-    another worker (exit 10), and, once luigid is lost, a task left undone as failed (exit 30)."""
+    task another host completed as done (exit 0), one it built with newer rules or superseded as run by another
+    worker (exit 10), one luigid keeps from it for ``stable_done_cooldown_secs`` as not run (exit 25), and,
+    once luigid is lost, a task left undone as failed (exit 30)."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
@@ -146,9 +147,10 @@ def _hosts_summary(summary_dict):
                     sets[category].discard(task)
                     sets["still_pending_not_ext"].discard(task)
                     sets["already_done"].add(task)
-                elif task.task_id in done and category != "run_by_other_worker":  # another worker says it built it
-                    sets[category].discard(task)
-                    sets["run_by_other_worker"].add(task)
+                elif task.task_id in done and category != "run_by_other_worker":  # luigid did not hand it out:
+                    sets[category].discard(task)  # built by newer rules elsewhere: superseded (exit 10); else
+                    # done less than stable_done_cooldown_secs ago: not run (exit 25), a rerun builds it
+                    sets["run_by_other_worker" if _kept_as_newer(task) else "not_run"].add(task)
         for task in list(sets["run_by_other_worker"]):  # a host luigid lost left it: not run here (exit 25)
             if task.task_id in LEFT_BY_A_LOST_HOST:
                 sets["run_by_other_worker"].discard(task)
@@ -194,6 +196,14 @@ def _exists(task) -> bool:
     try:
         return bool(task.output().exists())
     except Exception:  # noqa: BLE001 - no output, or a check that fails here: not known to be built
+        return False
+
+
+def _kept_as_newer(task) -> bool:
+    """Whether newer code or settings built ``task``'s partition (a run here never replaces it)."""
+    try:
+        return bool(getattr(task, "kept_as_newer", lambda: False)())
+    except Exception:  # noqa: BLE001 - a check that fails here: not known to be newer
         return False
 
 
