@@ -356,6 +356,9 @@ class AllStores(luigi.Task):
             return self._of_run[1]
         stores = sorted({*read_registry(), *sensed_stores(), *staged_stores()})
         required = [sensor(), *(StoreDailySales(store_id=s) for s in stores)]
+        if not stores:  # the summary says so, not Luigi's own (a run with no partition has no other line)
+            zone = required[0].zone()
+            runlog.note(f"AllStores: no store known yet (no store's file under {zone.describe()}/{SOURCE})")
         if run is not None:
             self._of_run = (run, required)
         return required

@@ -364,6 +364,21 @@ def all_stores(lab, tmp_path):
     return run
 
 
+def test_all_stores_with_no_store_yet_prints_daybreaks_summary_and_exits_0(lab, all_stores):
+    """An empty qsr_pos folder: the first run printed nothing, the next Luigi's own summary
+    ("===== Luigi Execution Summary ===== ... This progress looks :)")."""
+    (lab.raw / "qsr_pos" / START.isoformat()).mkdir(parents=True)
+    for _ in range(2):  # the first run (the sensor runs), then again (nothing to do)
+        code, out = all_stores()
+        assert code == 0, out[-3000:]
+        summary = out[out.index("summary of this run:") :] if "summary of this run:" in out else out
+        assert summary.splitlines()[:2] == [
+            "summary of this run:",
+            f"  AllStores: no store known yet (no store's file under {lab.raw / 'qsr_pos'})",
+        ], out[-3000:]
+        assert "Luigi Execution Summary" not in out
+
+
 def test_all_stores_waiting_for_a_raw_folder_exits_20_as_a_range_does(lab, all_stores):
     import shutil
 

@@ -37,6 +37,7 @@ _default_mode = False
 _watched: dict[str, tuple[object, bool]] = {}  # task id -> (task, complete when first checked)
 _started_at: str | None = None  # UTC, ISO: failure records from this time on are this run's
 _records: str | None = None  # the file of what this run's builds did: one JSON line each, appended by each build
+_notes: dict[str, None] = {}  # lines of the summary not about a partition (:func:`note`), in order
 
 
 def _record(entry: dict) -> None:
@@ -77,6 +78,13 @@ def watch(tasks_and_states) -> None:
     for task, ok in tasks_and_states:
         _watched.setdefault(task.task_id, (task, ok))
     _set_mode()
+
+
+def note(line: str) -> None:
+    """A line of the summary about a run that has no partition to report (``AllStores: no store known
+    yet``): the summary is Daybreak's, never Luigi's own."""
+    watch([])
+    _notes.setdefault(line)
 
 
 def _set_mode() -> None:
@@ -185,10 +193,13 @@ def report() -> tuple[list[str], str]:
     them: what this run wrote or failed from its own records, the rest asked of the store (unless it failed)."""
     global _started_at
     watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
+    notes = [f"  {line}" for line in _notes]
     _watched.clear()
+    _notes.clear()
     _started_at = None
     if not watched:
-        return [*run.errors.values(), *([run.luigid] if run.luigid else [])], ""
+        errors = [*run.errors.values(), *([run.luigid] if run.luigid else [])]
+        return errors, "\n".join(["summary of this run:", *notes]) if notes else ""
     from tasks import settings
     from tasks.freshness.engine import Engine
     from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER, LEFT_BY_A_LOST_HOST
@@ -224,7 +235,7 @@ def report() -> tuple[list[str], str]:
                 elif kind == "not run":
                     (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(_name(family, key))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
-    lines = ["summary of this run:"]
+    lines = ["summary of this run:", *notes]
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
