@@ -11,7 +11,7 @@ import csv
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tasks.contract import is_store_file
 from tasks.settings import CONFIG_DIR
@@ -65,15 +65,19 @@ def read_hotels(path: Path) -> dict[str, Hotel]:
     (missing, a column short, a bad timezone or room count) is one line and exit 2, naming the file and row."""
     from tasks.guard import fail
 
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-            header = list(rows[0]) if rows else []
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # utf-8-sig: a BOM (a spreadsheet's "CSV UTF-8") is read as raw extracts' is, not as a column's name
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            header = list(reader.fieldnames or [])
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         fail(f"hotels list {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})")
     missing = [c for c in COLUMNS if c not in header]
     if rows and missing:
-        fail(f"hotels list {path}: no column {', '.join(missing)} (the columns are {','.join(COLUMNS)})")
+        fail(
+            f"hotels list {path}: no column {', '.join(missing)} (its columns: {','.join(header)}; "
+            f"expected {','.join(COLUMNS)})"
+        )
     out = {}
     for n, row in enumerate(rows, start=2):
         hotel_id = row.get("hotel_id") or ""
@@ -81,9 +85,14 @@ def read_hotels(path: Path) -> dict[str, Hotel]:
             fail(f"hotels list {path} row {n}: hotel_id {hotel_id!r} does not match ^[A-Z0-9][A-Z0-9_-]{{0,31}}$")
         if hotel_id in out:
             fail(f"hotels list {path} row {n}: hotel_id {hotel_id} is listed twice; keep one row")
+        timezone, rooms = row.get("timezone") or "", row.get("rooms") or ""
         try:
-            ZoneInfo(row["timezone"])
-            out[row["hotel_id"]] = Hotel(row["hotel_id"], row["name"], row["timezone"], int(row["rooms"]))
-        except (KeyError, ValueError, TypeError) as exc:
-            fail(f"hotels list {path} row {n}: {type(exc).__name__}: {exc}")
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):  # '' or a path-like key is a ValueError
+            fail(f"hotels list {path} row {n}: timezone {timezone!r}: not an IANA timezone (e.g. America/Toronto)")
+        try:
+            count = int(rooms)
+        except ValueError:
+            fail(f"hotels list {path} row {n}: rooms {rooms!r}: not a whole number")
+        out[hotel_id] = Hotel(hotel_id, row.get("name") or "", timezone, count)
     return out

@@ -440,6 +440,11 @@ def test_an_unknown_hotel_or_a_malformed_store_id_is_one_line_and_exit_2(lab, ar
         ("../../PWN,Evil,America/Toronto,10", "hotel_id '../../PWN' does not match ^[A-Z0-9][A-Z0-9_-]{0,31}$"),
         ("H 9,Spaced,America/Toronto,10", "hotel_id 'H 9' does not match"),
         ("H1,Again,Asia/Tokyo,10", "hotel_id H1 is listed twice; keep one row"),
+        # these two were ``ValueError: ZoneInfo keys must be normalized relative paths, got: `` and
+        # ``ValueError: invalid literal for int() with base 10: 'abc'``
+        ("H9,No zone,,10", "timezone '': not an IANA timezone (e.g. America/Toronto)"),
+        ("H9,Nowhere,America/Nowhere,10", "timezone 'America/Nowhere': not an IANA timezone (e.g. America/Toronto)"),
+        ("H9,Rooms,America/Toronto,abc", "rooms 'abc': not a whole number"),
     ],
 )
 @pytest.mark.system
@@ -461,6 +466,27 @@ def test_a_hotels_list_row_whose_id_is_not_one_is_one_line_and_exit_2(lab, row, 
         assert proc.returncode == 2, proc.stderr[-3000:]
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(message), proc.stderr[-3000:]
     assert not lab.data.exists()
+
+
+@pytest.mark.system
+def test_a_hotels_list_saved_with_a_bom_is_read_and_a_missing_column_names_the_columns_found(lab):
+    """A BOM (a spreadsheet's "CSV UTF-8") was refused: ``no column hotel_id (the columns are
+    hotel_id,name,timezone,rooms)``, the found column being ``\ufeffhotel_id``."""
+    lab.qsr_days(START, 1)
+    listed = lab.root / "hotels.csv"
+    listed.write_bytes(b"\xef\xbb\xbf" + PACKAGED.read_bytes())
+    cron = folder_cfg(
+        lab, f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n[hotels]\nreference_file = {listed}\n"
+    )
+    proc = run(cron, "status", luigi=False)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr and not proc.stderr, proc.stderr[-3000:]
+    listed.write_text(PACKAGED.read_text().replace("timezone", "tz", 1))
+    proc = run(cron, "status", luigi=False)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        f"daybreak: error: hotels list {listed}: no column timezone (its columns: hotel_id,name,tz,rooms; "
+        "expected hotel_id,name,timezone,rooms)"
+    ]
 
 
 @pytest.mark.system
