@@ -356,10 +356,12 @@ def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursio
     assert not last.complete()  # ... so the newest one is stale too: the check reached the bottom
 
 
-def test_one_hotel_through_rangedaily_of_params(hotel_lab):
+def test_one_hotel_through_rangedaily_of_params(hotel_lab, caplog):
     args = ["RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H2"}']
-    assert hotel_lab.luigi(*args, "--start", str(FIRST), "--stop", str(FIRST + dt.timedelta(days=4))) == 0
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert hotel_lab.luigi(*args, "--start", str(FIRST), "--stop", str(FIRST + dt.timedelta(days=4))) == 0
     assert {h for _, h in pickups(hotel_lab)} == {"H2"} and len(pickups(hotel_lab)) == 4
+    assert "error" not in caplog.text.lower(), caplog.text  # the dates it leaves out are found without one
 
 
 def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(hotel_lab):
