@@ -19,7 +19,7 @@ from tasks import catalogue, cores, settings
 from tasks.base import PartitionedTask, before_start_reason
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine, view_pass
-from tasks.guard import check_of, check_range
+from tasks.guard import check_of, check_range, range_made_here
 from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
@@ -67,7 +67,7 @@ def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | No
         today = business_today()
         why = f"a business day is built once it is over: today is {today} ({settings.qsr().timezone})"
         return list(date_range(max(start, today), stop)), why
-    with warnings.catch_warnings():  # Luigi's 'Parameter "param_name" with value "None"' on every RangeDaily
+    with warnings.catch_warnings(), range_made_here():  # Luigi's 'Parameter "param_name" with value "None"'
         warnings.simplefilter("ignore", UserWarning)
         task = RangeDaily(of=of, start=start, stop=stop, now=now)
     moment = dt.datetime.fromtimestamp(time.time() if now is None else now, tz=dt.UTC).replace(tzinfo=None)
@@ -151,7 +151,11 @@ class RangeSingleRun(luigi.WrapperTask):
         engine = luigi_engine()
         with settings.snapshot():
             states = [(t, engine.state(t).ok) for t in self.single_run_build().partitions()]
-        runlog.watch(states)  # the summary counts them even when nothing runs
+            upstream, builds = [], self.single_run_build().upstream_builds()
+            while builds:  # built in the same task, maybe in a worker process: counted here
+                upstream += [(t, engine.state(t).ok) for t in builds[0].partitions()]
+                builds = builds[1:] + builds[0].upstream_builds()
+        runlog.watch(states + upstream)  # the summary counts them even when nothing runs
         return all(ok for _, ok in states)
 
 
@@ -230,8 +234,13 @@ class SingleRunBuild(luigi.Task):
         """Build the upstream ranges, then each date of this one that reads no partition that failed (added to
         ``failed`` with its error), showing progress on ``running``; return how many dates were tried."""
         tried = sum(up.build(failed, running) for up in self.upstream_builds() if not up.complete())
-        broken = {t.task_id for t, _ in failed}
-        todo = [t for t in self.todo(luigi_engine()) if not any(u.task_id in broken for u in t.upstream())]
+        held = {t.task_id for t, _ in failed}  # and, in date order, what reads them (a chain's later days)
+        todo = []
+        for task in self.todo(luigi_engine()):
+            if any(u.task_id in held for u in task.upstream()):
+                held.add(task.task_id)
+            else:
+                todo.append(task)
         meter = progress.Progress(len(todo))
         processes = self.processes(todo)
         for task, error in built_in_parallel(todo, processes) if processes > 1 else built_in_order(todo):

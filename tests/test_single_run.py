@@ -282,3 +282,37 @@ def test_a_failed_upstream_date_holds_only_the_windows_that_read_it(lab, setting
     failed = {first + k * DAY for k in range(7, 14)}  # 09-27 .. 10-03: export 10-04 is the newest of each
     assert set(lab.built_at("staging/ads_daily")) == {first + k * DAY for k in range(14)} - failed
     assert set(lab.built_at("marts/ads_rolling_7d")) == {first + k * DAY for k in range(7)}  # none reads them
+
+
+def test_a_failed_staging_date_holds_the_rest_of_the_chain_without_failing_it(lab, setting):
+    """An extract of a hotel not in the list fails staging 09-12: the booking states from 09-12 on read it,
+    directly or through the day before, so they are held (not run), not built from the old state, nor failed."""
+    from tests.test_hotels import write
+
+    setting("daybreak", "start_date", START)
+    for k in range(5):
+        day = START + k * DAY
+        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    bad = START + 2 * DAY
+    write(lab, bad, "H9", [f"X,H9,{bad}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    assert single(lab, "HotelBookingState", START, START + 5 * DAY) == 30
+    assert set(lab.built_at("marts/hotel_booking_state")) == {START, START + DAY}
+    failures = lab.data / "_state" / "failures"
+    recorded = [str(p.relative_to(failures)) for p in failures.rglob("*.json")]
+    assert any("hotels_daily" in r or "hotel_bookings_daily" in r for r in recorded), recorded  # staging failed
+    assert not [r for r in recorded if "hotel_booking_state" in r], recorded
+
+
+def test_the_summary_counts_the_upstream_dates_a_single_run_built_in_a_worker_process(lab, setting, caplog):
+    """With --workers 2 the single run's task builds in a worker process: the summary still counts the ads
+    dates it rebuilt first, as with one worker."""
+    first = dt.date(2026, 9, 20)
+    setting("daybreak", "start_date", first)
+    for k in range(1, 8):
+        lab.ads_export(first + k * DAY, first)
+    stop = first + 6 * DAY
+    assert single(lab, "AdsRolling7d", first, stop) == 0
+    shutil.rmtree(lab.partition(first + 2 * DAY, "staging/ads_daily"))
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert single(lab, "AdsRolling7d", first, stop, "--workers", "2") == 0
+    assert f"AdsDaily {first} .. {stop - DAY}: 1 ran, 5 up to date" in caplog.text, caplog.text
