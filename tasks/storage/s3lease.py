@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from tasks import settings
 from tasks.cores import process_pool
 from tasks.storage import tempnames
+from tasks.storage.errors import StorageUnavailable
 from tasks.storage.files import PartitionBusy
 from tasks.storage.s3 import Bucket, PreconditionFailed, StoreError
 
@@ -209,7 +210,9 @@ def later(rel: str, request, *args) -> None:
         try:
             request(*args)
         except Exception as exc:  # noqa: BLE001 - nothing waits for it; what is left expires by itself
-            logger.warning("could not remove %s: %s", rel, exc)
+            # a store that stopped answering is named once by the run's summary, not per object left
+            level = logging.INFO if isinstance(exc, StorageUnavailable) else logging.WARNING
+            logger.log(level, "could not remove %s: %s", rel, exc)
 
     with _releasing_lock:
         _releasing()[rel] = process_pool("lease-release", 1).submit(send)
