@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -188,7 +189,7 @@ def _host_env(lab, name: str, port: int) -> dict[str, str]:
     names the luigid on ``port``."""
     tmp = lab.root / name
     tmp.mkdir(exist_ok=True)
-    roots = {"raw_root": lab.raw, "data_root": lab.data}
+    roots = {"raw_root": lab.raw, "data_root": lab.data, "host_name": name}
     cfg = write_config(
         tmp / "luigi.cfg", {"daybreak": roots, "core": {"scheduler_host": "127.0.0.1", "scheduler_port": port}}
     )
@@ -237,8 +238,16 @@ def test_a_luigid_killed_mid_run_ends_each_host_with_one_line_and_exit_30_and_a_
             for env in envs
         ]  # fmt: skip
         built = lambda: len(list((lab.data / "staging" / "qsr_pos").glob("*/_manifest.json")))  # noqa: E731
+
+        def builders() -> set:  # both hosts must be on luigid before it goes (a slow start: connection refused)
+            found = set()
+            for path in (lab.data / "staging" / "qsr_pos").glob("*/_manifest.json"):
+                with contextlib.suppress(OSError, ValueError):
+                    found.add((json.loads(path.read_text()).get("built_by") or {}).get("host"))
+            return found
+
         deadline = time.monotonic() + 120
-        while (not (lab.data / "staging" / "qsr_pos").is_dir() or built() < 3) and time.monotonic() < deadline:
+        while (built() < 3 or len(builders()) < 2) and time.monotonic() < deadline:
             time.sleep(0.02)
         server.proc.kill()  # SIGKILL: luigid gone mid-run
         killed = time.monotonic()
