@@ -490,6 +490,10 @@ def test_a_later_start_date_rebuilds_only_the_windows_it_cuts(ads_lab, setting):
     before = snapshot(ads_lab)
     later = FIRST + 2 * DAY
     setting("daybreak", "start_date", later)
+    from tasks.views import status
+
+    reasons = {r.date: r.reason for r in status.collect(later, stop, ["ads_rolling_7d"])}
+    assert reasons[dt.date(2026, 9, 27)] == f"rules changed: start_date (none) -> '{later}'", reasons
     assert ads_lab.range(later, stop, of="AdsRolling7d") == 0
     assert changed(before, snapshot(ads_lab))["marts/ads_rolling_7d"] == days(later, dt.date(2026, 9, 27))
     assert [r[-1] for r in rolling(ads_lab, dt.date(2026, 9, 27))] == [6, 6]  # 09-22 .. 09-27

@@ -357,4 +357,4 @@ def test_a_stale_reason_names_only_the_entries_of_a_settings_table_that_changed(
     new = {"version": 1, "timezones": {**hotels, "H9": "Asia/Tokyo"}, "max_rooms": 900}
     from tasks.freshness.rules import diff_rules
 
-    assert diff_rules(old, new) == "max_rooms 1000 -> 900, timezones[H9] None -> 'Asia/Tokyo'"
+    assert diff_rules(old, new) == "max_rooms 1000 -> 900, timezones[H9] (none) -> 'Asia/Tokyo'"

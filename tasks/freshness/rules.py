@@ -60,10 +60,16 @@ def diff_rules(old: dict, new: dict) -> str:
             continue
         if isinstance(was, dict) and isinstance(now, dict):
             changed += [
-                f"{k}[{e}] {was.get(e)!r} -> {now.get(e)!r}"
+                f"{k}[{e}] {_shown(was.get(e))} -> {_shown(now.get(e))}"
                 for e in sorted(set(was) | set(now))
                 if was.get(e) != now.get(e)
             ]
         else:
-            changed.append(f"{k} {was!r} -> {now!r}")
+            changed.append(f"{k} {_shown(was)} -> {_shown(now)}")
     return ", ".join(changed) or "fingerprint differs"
+
+
+def _shown(value) -> str:
+    """A setting's value in a reason; ``(none)`` where the rules do not have it (a window start_date does not
+    cut, a hotel not in the list)."""
+    return "(none)" if value is None else repr(value)
