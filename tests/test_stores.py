@@ -567,3 +567,15 @@ def test_the_progress_line_of_a_store_names_the_store(lab, setting, caplog):
         assert lab.luigi("AllStores") == 0
     shown = [r.getMessage().rsplit(" - ", 1)[-1] for r in caplog.records if r.getMessage().startswith("progress: ")]
     assert sorted(shown) == ["StoreDailySales S001", "StoreDailySales S002"], shown
+
+
+def test_status_before_the_first_all_stores_says_what_registers_the_stores(lab, setting):
+    from tasks.views import status
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2, stores=("S001",))
+    (row,) = status.collect(START, START + dt.timedelta(days=2), ["store_daily_sales"])
+    assert (row.state, row.reason) == (
+        "missing",
+        "no store_id known yet; AllStores registers and builds every store whose files are in the raw zone",
+    )

@@ -142,7 +142,8 @@ def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
 
         parts += [StoreDailySales(store_id=s) for s in sorted(staged_stores(cache))]  # this view's pass
     if not parts:
-        return DayStatus(name, day, "missing", f"no {key} known yet")
+        run = "; AllStores registers and builds every store whose files are in the raw zone"
+        return DayStatus(name, day, "missing", f"no {key} known yet{run if key == 'store_id' else ''}")
     rows = {getattr(t, key): day_status(t, cache, name) for t in parts}
     states = sorted({r.state for r in rows.values()}, key=WORST_FIRST.index)
     worst, bad, groups = states[0], [s for s in states if s != "ok"], []
