@@ -196,9 +196,9 @@ def _host_env(lab, name: str, port: int) -> dict[str, str]:
     return {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "TMPDIR": str(tmp)}
 
 
-def _range(days: int) -> list[str]:
+def _range(days: int, family: str = "RangeDaily") -> list[str]:
     stop = START + dt.timedelta(days=days)
-    return [sys.executable, "-m", "luigi", "--module", "tasks", "RangeDaily", "--of", "StgQsrPos",
+    return [sys.executable, "-m", "luigi", "--module", "tasks", family, "--of", "StgQsrPos",
             "--start", str(START), "--stop", str(stop)]  # fmt: skip
 
 
@@ -309,7 +309,8 @@ def test_the_checked_scheduler_answers_as_luigis_own_then_gives_up_after_luigis_
     assert time.monotonic() - t0 < 0.5
 
 
-def test_a_rerun_that_luigid_keeps_from_its_partitions_for_the_cooldown_exits_25_not_10(lab):
+@pytest.mark.parametrize("family", ["RangeDaily", "RangeSingleRun"])
+def test_a_rerun_that_luigid_keeps_from_its_partitions_for_the_cooldown_exits_25_not_10(lab, family):
     """A range built on luigid, then the threshold changed and the range run again at once: luigid counts the
     partitions done for [scheduler] stable_done_cooldown_secs and hands none out. Not run, exit 25 ("the
     scheduler did not let a task run"; it exited 10, the code of a run superseded: upgrade this host); a
@@ -320,18 +321,18 @@ def test_a_rerun_that_luigid_keeps_from_its_partitions_for_the_cooldown_exits_25
     server = Luigid(lab.root / "luigid").start()
     try:
         env = _host_env(lab, "h", server.port)
-        first = subprocess.run(_range(4), cwd=lab.root, env=env, capture_output=True, text=True, timeout=300)
+        first = subprocess.run(_range(4, family), cwd=lab.root, env=env, capture_output=True, text=True, timeout=300)
         assert first.returncode == 0, first.stderr[-3000:]
         roots = {"raw_root": lab.raw, "data_root": lab.data}
         scheduler = {"scheduler_host": "127.0.0.1", "scheduler_port": server.port}
         overrides = {"daybreak": roots, "core": scheduler, "qsr": {"suspicious_qty_threshold": 15}}
         write_config(Path(env["LUIGI_CONFIG_PATH"]), overrides)
-        again = subprocess.run(_range(4), cwd=lab.root, env=env, capture_output=True, text=True, timeout=300)
+        again = subprocess.run(_range(4, family), cwd=lab.root, env=env, capture_output=True, text=True, timeout=300)
         assert again.returncode == 25, again.stderr[-3000:]
         assert f"StgQsrPos {START} .. {START + dt.timedelta(days=3)}: 4 not run" in again.stderr
         assert "Rerun in a few seconds" in again.stderr
         time.sleep(10)  # luigid's stable_done_cooldown_secs
-        later = subprocess.run(_range(4), cwd=lab.root, env=env, capture_output=True, text=True, timeout=300)
+        later = subprocess.run(_range(4, family), cwd=lab.root, env=env, capture_output=True, text=True, timeout=300)
         assert later.returncode == 0, later.stderr[-3000:]
         assert f"StgQsrPos {START} .. {START + dt.timedelta(days=3)}: 4 ran" in later.stderr
     finally:

@@ -208,6 +208,8 @@ def report() -> tuple[list[str], str]:
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     failed, waiting, blocked, warned, others, fenced, cooled = [], defaultdict(list), [], [], [], [], []
     lost = defaultdict(list)  # luigid's status -> partitions a host it lost left undone
+    # a single run's partitions are no Luigi tasks: luigid keeps its one task, done, from this host
+    single_run_done = any(t.startswith("SingleRunBuild_") for t in DONE_IN_SCHEDULER)
     with settings.snapshot():
         for task, ok_at_check in watched:
             family, key = task.task_family, _key(task)
@@ -233,7 +235,8 @@ def report() -> tuple[list[str], str]:
                 if kind == "not run" and task.task_id in LEFT_BY_A_LOST_HOST:
                     lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(_name(family, key))
                 elif kind == "not run":
-                    (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(_name(family, key))
+                    done = task.task_id in DONE_IN_SCHEDULER or single_run_done
+                    (cooled if done else blocked).append(_name(family, key))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
     lines = ["summary of this run:", *notes]
     for family, kinds in counts.items():
