@@ -93,6 +93,8 @@ def read_hotels(path: Path) -> dict[str, Hotel]:
         try:
             count = int(rooms)
         except ValueError:
-            fail(f"hotels list {path} row {n}: rooms {rooms!r}: not a whole number")
+            count = 0
+        if count < 1:
+            fail(f"hotels list {path} row {n}: rooms {rooms!r}: not a whole number of at least 1")
         out[hotel_id] = Hotel(hotel_id, row.get("name") or "", timezone, count)
     return out

@@ -444,7 +444,8 @@ def test_an_unknown_hotel_or_a_malformed_store_id_is_one_line_and_exit_2(lab, ar
         # ``ValueError: invalid literal for int() with base 10: 'abc'``
         ("H9,No zone,,10", "timezone '': not an IANA timezone (e.g. America/Toronto)"),
         ("H9,Nowhere,America/Nowhere,10", "timezone 'America/Nowhere': not an IANA timezone (e.g. America/Toronto)"),
-        ("H9,Rooms,America/Toronto,abc", "rooms 'abc': not a whole number"),
+        ("H9,Rooms,America/Toronto,abc", "rooms 'abc': not a whole number of at least 1"),
+        ("H9,Rooms,America/Toronto,0", "rooms '0': not a whole number of at least 1"),
     ],
 )
 @pytest.mark.system
