@@ -222,7 +222,7 @@ class SingleRunBuild(luigi.Task):
         """The upstream ranges first, in this task (a date of theirs that fails holds only the dates that read
         it, not the whole range, as with a task per date), then this range."""
         failed: list[tuple[PartitionedTask, str]] = []
-        tried = self.build(failed, self)
+        tried = self.build(failed, set(), self)
         if failed:
             listed = "; ".join(f"{runlog.label(t)}: {err}" for t, err in sorted(failed, key=lambda f: f[0].task_id)[:5])
             raise RuntimeError(
@@ -230,11 +230,13 @@ class SingleRunBuild(luigi.Task):
                 "written and kept, but for the dates that read a failed one. See daybreak status."
             )
 
-    def build(self, failed: list[tuple[PartitionedTask, str]], running: luigi.Task) -> int:
+    def build(self, failed: list[tuple[PartitionedTask, str]], held: set[str], running: luigi.Task) -> int:
         """Build the upstream ranges, then each date of this one that reads no partition that failed (added to
-        ``failed`` with its error), showing progress on ``running``; return how many dates were tried."""
-        tried = sum(up.build(failed, running) for up in self.upstream_builds() if not up.complete())
-        held = {t.task_id for t, _ in failed}  # and, in date order, what reads them (a chain's later days)
+        ``failed`` with its error) or was held (``held``: task ids, what reads a failed partition, directly or
+        through another, a chain's later days too), showing progress on ``running``; return how many dates
+        were tried."""
+        tried = sum(up.build(failed, held, running) for up in self.upstream_builds() if not up.complete())
+        held.update(t.task_id for t, _ in failed)
         todo = []
         for task in self.todo(luigi_engine()):
             if any(u.task_id in held for u in task.upstream()):

@@ -316,3 +316,23 @@ def test_the_summary_counts_the_upstream_dates_a_single_run_built_in_a_worker_pr
     with caplog.at_level("INFO", logger="luigi-interface"):
         assert single(lab, "AdsRolling7d", first, stop, "--workers", "2") == 0
     assert f"AdsDaily {first} .. {stop - DAY}: 1 ran, 5 up to date" in caplog.text, caplog.text
+
+
+def test_a_failed_staging_date_holds_the_pickups_that_read_the_held_states(lab, setting):
+    """The same bad extract, a single run of one hotel's pickups: the states from 09-12 on are held, so the
+    pickups that read them are held too (not run), not built from a state the run did not rebuild, nor failed."""
+    from tests.test_hotels import write
+
+    setting("daybreak", "start_date", START)
+    for k in range(5):
+        day = START + k * DAY
+        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    bad = START + 2 * DAY
+    write(lab, bad, "H9", [f"X,H9,{bad}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    args = ["--of-params", '{"hotel": "H1"}']
+    assert single(lab, "HotelPickup", START, START + 5 * DAY, *args) == 30
+    pickups = {dt.date.fromisoformat(p.parent.parent.name.split("=")[1]) for p in
+               (lab.data / "marts/hotel_pickup").glob("*/hotel_id=H1/_manifest.json")}  # fmt: skip
+    assert pickups == {START, START + DAY}
+    failures = lab.data / "_state" / "failures"
+    assert not [p for p in failures.rglob("*.json") if "hotel_pickup" in str(p)]
