@@ -239,6 +239,8 @@ class SingleRunBuild(luigi.Task):
         held.update(t.task_id for t, _ in failed)
         todo = []
         for task in self.todo(luigi_engine()):
+            if task.task_id in held:  # failed in another range's build of this run (two upstream ranges share one)
+                continue
             if any(u.task_id in held for u in task.upstream()):
                 held.add(task.task_id)
             else:

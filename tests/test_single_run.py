@@ -336,3 +336,24 @@ def test_a_failed_staging_date_holds_the_pickups_that_read_the_held_states(lab, 
     assert pickups == {START, START + DAY}
     failures = lab.data / "_state" / "failures"
     assert not [p for p in failures.rglob("*.json") if "hotel_pickup" in str(p)]
+
+
+def test_a_date_two_upstream_ranges_share_is_tried_once(lab, setting, caplog, monkeypatch):
+    """A hotel's pickups read the booking states and the staging dates, and the states read the staging dates
+    too: a staging date that fails is tried once in the run, and counted once."""
+    from tasks.hotels import StgHotelBookingsDaily
+    from tests.test_hotels import write
+
+    setting("daybreak", "start_date", START)
+    for k in range(4):
+        day = START + k * DAY
+        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    bad = START + 2 * DAY
+    write(lab, bad, "H9", [f"X,H9,{bad}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    tried, run_partition = [], StgHotelBookingsDaily.run_partition
+    monkeypatch.setattr(StgHotelBookingsDaily, "run_partition", lambda t: tried.append(t.date) or run_partition(t))
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})  # one core: every build in this process
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert single(lab, "HotelPickup", START, START + 4 * DAY, "--of-params", '{"hotel": "H1"}') == 30
+    assert f"StgHotelBookingsDaily {START} .. {START + 3 * DAY}: 3 ran, 1 failed" in caplog.text, caplog.text
+    assert sorted(tried) == [START + k * DAY for k in range(4)]  # each once, the failed one too
