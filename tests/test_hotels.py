@@ -828,3 +828,14 @@ def test_an_extract_removed_then_back_is_named_as_an_input_change_not_a_rules_ch
     assert hotel_lab.luigi("OtbByStayDate") == 0  # built without it
     path.write_bytes(kept)  # the late extract arrives
     assert reason().startswith(f"input changed: new file hotel_bookings/{day}/H2.csv"), reason()
+
+
+def test_plan_of_the_chain_with_two_workers_says_one_process_builds_it(hotel_lab, capsys):
+    """A single run builds a chain in one process (each date reads the day before): the plan says so, not
+    a process per core."""
+    from tasks.cli import main
+
+    args = ["--start", str(FIRST), "--stop", str(FIRST + 4 * DAY), "--workers", "2"]
+    assert main(["plan", "hotel_booking_state", *args]) == 1
+    out = capsys.readouterr().out
+    assert "mode: one run for the range (RangeSingleRun): a chain (each date reads the day before)" in out, out

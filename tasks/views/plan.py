@@ -72,6 +72,9 @@ class Plan:
             return "RangeDaily", "a central scheduler: the dates shared among its workers and hosts, one task each"
         if self.workers == 1:
             return "RangeSingleRun", "one worker: one run reads each raw folder once for consecutive dates"
+        cls, day = catalogue.BY_NAME[self.dataset].task, settings.daybreak().start_date + dt.timedelta(days=1)
+        if any(type(up) is cls for up in cls(date=day).upstream()):  # SingleRunBuild.processes: one for a chain
+            return "RangeSingleRun", "a chain (each date reads the day before): one process builds the dates in order"
         return "RangeSingleRun", "a process per core, each a stretch of dates, each raw folder read once"
 
     @property
