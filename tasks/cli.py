@@ -62,6 +62,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     stop = args.stop or status.default_stop()
     if args.stop is None and start > stop:
         stop = start  # --start after the newest raw folder: nothing to show, not a reversed range
+    if start >= stop:  # the datasets of one partition per date have no row to show: say so, not nothing
+        print(f"no date from {start} to {stop} (stop exclusive): the dated datasets have none", file=sys.stderr)
     rows = status.collect(start, stop, [args.dataset] if args.dataset else None)
     if args.html:
         try:

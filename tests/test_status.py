@@ -496,3 +496,15 @@ def test_a_failed_day_whose_partition_is_kept_shows_its_rows(lab, capsys):
     assert main(["status", *args]) == 0
     (day,) = json.loads(capsys.readouterr().out)
     assert day["state"] == "failed" and (day["rows"], day["duration_s"]) == (kept["row_count"], kept["duration_s"])
+
+
+def test_a_start_past_the_newest_raw_folder_says_there_is_no_date_to_show(lab, setting, capsys):
+    """--start after the newest raw folder (the default stop): an empty range, exit 0, and a line saying the
+    dated datasets have no day there, not their lines dropped without a word."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 3, stores=("S001",))
+    later = START + 30 * DAY
+    capsys.readouterr()
+    assert main(["status", "--start", str(later)]) == 0
+    err = capsys.readouterr().err
+    assert f"no date from {later} to {later} (stop exclusive): the dated datasets have none" in err, err
