@@ -101,16 +101,15 @@ class Engine(Memo):
         if problem:
             return State("stale", problem)
         if manifest.get("rules_fingerprint") != self.once_per_pass(("rules", node.rules_key()), node.rules_fingerprint):
-            theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
-            if newer_version(theirs, ours):  # a run refuses to replace it (docs/scale-out.md): not stale
-                return State("newer", built_by_newer(theirs, ours))
+            theirs, ours = manifest.get("rules") or {}, node.rules()
+            if newer_version(theirs.get("version"), ours.get("version")):  # a run refuses to replace it: not stale
+                return State("newer", built_by_newer(theirs.get("version"), ours.get("version")))
+            if same_settings(theirs, ours):  # which hotels it reads changed: name the files, not their timezones
+                return State("stale", self._files_changed(node, store) or "rules changed: " + diff_rules(theirs, ours))
             newer = self.newer_settings(node, manifest)
             if newer:  # the same: a run here refuses it
                 return State("newer", f"{newer}; a run does not replace it")
-            changed = "rules changed: " + diff_rules(manifest.get("rules", {}), node.rules())
-            if same_settings(manifest.get("rules") or {}, node.rules()):  # which hotels it reads: name the files
-                changed = self._files_changed(node, store) or changed
-            return State("stale", changed)
+            return State("stale", "rules changed: " + diff_rules(theirs, ours))
         window = self.window(node)
         if window is None:
             return State("stale", "a raw folder it read is gone")
@@ -252,16 +251,19 @@ class Engine(Memo):
         if blocked.root.task_id == node.task_id:
             zone = self.zone(node)
             return "raw folder missing: " + ", ".join(
-                f"{s}/{d}"
-                + (self._without_file(zone, s, d) or absent_note(f"{s}/{d}", self.absent_because(zone, s, d)))
-                for s, d in self.missing_folders(node)
+                f"{s}/{d}{self._why_missing(zone, s, d)}" for s, d in self.missing_folders(node)
             )
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
 
-    def _without_file(self, zone, source: str, date: dt.date) -> str:
-        """`` (there, without its ads.csv yet)`` for an export's folder made before its file; else ''."""
+    def _why_missing(self, zone, source: str, date: dt.date) -> str:
+        """Why a folder a partition needs counts as missing although it is there (`` (...)``), or ''."""
+        note = self.without_file(zone, source, date)
+        return f" ({note})" if note else absent_note(f"{source}/{date}", self.absent_because(zone, source, date))
+
+    def without_file(self, zone, source: str, date: dt.date) -> str:
+        """``there, without its ads.csv yet`` for an export's folder made before its file; else ''."""
         if source in EXPORT_FILES and self.folder_there(zone, source, date):
-            return f" (there, without its {EXPORT_FILES[source]} yet)"
+            return f"there, without its {EXPORT_FILES[source]} yet"
         return ""
 
 

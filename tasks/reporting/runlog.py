@@ -21,7 +21,7 @@ import textwrap
 import warnings
 from collections import defaultdict
 
-from tasks.contract import EXPORT_FILES, printable
+from tasks.contract import printable
 
 logger = logging.getLogger("luigi-interface")
 
@@ -344,8 +344,8 @@ def _waiting(cache, zone, source: str, waits: list[tuple[dt.date, str, object]])
     why = {d: cache.absent_because(zone, source, d) for d in folders}
     notes = "; ".join(dict.fromkeys(f"{printable(r.name)} is {r.reason}" for r in why.values() if r))
     state = "not there yet" if not notes else f"not read: {notes}" if all(why.values()) else f"not there yet; {notes}"
-    if source in EXPORT_FILES and all(cache.folder_there(zone, source, d) for d in folders):  # made before its file
-        state = f"there, without its {EXPORT_FILES[source]} yet"
+    if all(cache.without_file(zone, source, d) for d in folders):  # an export's folder made before its file
+        state = cache.without_file(zone, source, folders[0])
     return f"for raw {where} ({state}): {_names([(f, k) for _, f, k in waits])}"
 
 
