@@ -284,17 +284,23 @@ def test_a_failed_upstream_date_holds_only_the_windows_that_read_it(lab, setting
     assert set(lab.built_at("marts/ads_rolling_7d")) == {first + k * DAY for k in range(7)}  # none reads them
 
 
-def test_a_failed_staging_date_holds_the_rest_of_the_chain_without_failing_it(lab, setting):
-    """An extract of a hotel not in the list fails staging 09-12: the booking states from 09-12 on read it,
-    directly or through the day before, so they are held (not run), not built from the old state, nor failed."""
+def hotel_days_with_an_unknown_hotel(lab, setting, days: int) -> None:
+    """H1's extracts from START on, a booking a day; in folder START+2 also one of H9, a hotel not in the list,
+    which fails stg_hotel_bookings_daily of that date."""
     from tests.test_hotels import write
 
     setting("daybreak", "start_date", START)
-    for k in range(5):
+    for k in range(days):
         day = START + k * DAY
         write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
     bad = START + 2 * DAY
     write(lab, bad, "H9", [f"X,H9,{bad}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+
+
+def test_a_failed_staging_date_holds_the_rest_of_the_chain_without_failing_it(lab, setting):
+    """An extract of a hotel not in the list fails staging 09-12: the booking states from 09-12 on read it,
+    directly or through the day before, so they are held (not run), not built from the old state, nor failed."""
+    hotel_days_with_an_unknown_hotel(lab, setting, 5)
     assert single(lab, "HotelBookingState", START, START + 5 * DAY) == 30
     assert set(lab.built_at("marts/hotel_booking_state")) == {START, START + DAY}
     failures = lab.data / "_state" / "failures"
@@ -321,14 +327,7 @@ def test_the_summary_counts_the_upstream_dates_a_single_run_built_in_a_worker_pr
 def test_a_failed_staging_date_holds_the_pickups_that_read_the_held_states(lab, setting):
     """The same bad extract, a single run of one hotel's pickups: the states from 09-12 on are held, so the
     pickups that read them are held too (not run), not built from a state the run did not rebuild, nor failed."""
-    from tests.test_hotels import write
-
-    setting("daybreak", "start_date", START)
-    for k in range(5):
-        day = START + k * DAY
-        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
-    bad = START + 2 * DAY
-    write(lab, bad, "H9", [f"X,H9,{bad}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    hotel_days_with_an_unknown_hotel(lab, setting, 5)
     args = ["--of-params", '{"hotel": "H1"}']
     assert single(lab, "HotelPickup", START, START + 5 * DAY, *args) == 30
     pickups = {dt.date.fromisoformat(p.parent.parent.name.split("=")[1]) for p in
@@ -342,14 +341,8 @@ def test_a_date_two_upstream_ranges_share_is_tried_once(lab, setting, caplog, mo
     """A hotel's pickups read the booking states and the staging dates, and the states read the staging dates
     too: a staging date that fails is tried once in the run, and counted once."""
     from tasks.hotels import StgHotelBookingsDaily
-    from tests.test_hotels import write
 
-    setting("daybreak", "start_date", START)
-    for k in range(4):
-        day = START + k * DAY
-        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
-    bad = START + 2 * DAY
-    write(lab, bad, "H9", [f"X,H9,{bad}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    hotel_days_with_an_unknown_hotel(lab, setting, 4)
     tried, run_partition = [], StgHotelBookingsDaily.run_partition
     monkeypatch.setattr(StgHotelBookingsDaily, "run_partition", lambda t: tried.append(t.date) or run_partition(t))
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})  # one core: every build in this process
