@@ -122,10 +122,10 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     @property
     def resources(self) -> dict[str, int]:
-        """One ``sftp`` resource while it reads an SFTP raw zone (``[resources] sftp`` caps the sessions)."""
-        if one_session(settings.raw_root()) and self.reads_raw():
-            return {"sftp": 1}
-        return {}
+        """One ``sftp`` resource over an SFTP raw zone (``[resources] sftp`` caps the sessions): a task
+        that reads no raw file checks that its upstream partitions are up to date, which lists their
+        raw folders from its worker process."""
+        return {"sftp": 1} if one_session(settings.raw_root()) else {}
 
     def raw_folders(self) -> list[RawFolder]:
         """The window as Luigi requirements: each required folder, and of ``any_raw_window`` the newest present

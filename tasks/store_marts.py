@@ -256,11 +256,6 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
     def dataset_path(self) -> str:
         return f"{self.dataset}/store_id={self.store_id}"
 
-    @property
-    def resources(self) -> dict[str, int]:
-        """One ``sftp`` resource over an SFTP raw zone: its check lists the raw folders (its upstream dates)."""
-        return {"sftp": 1} if one_session(settings.raw_root()) else {}
-
     def upstream(self) -> list[PartitionedTask]:
         """Every staging date built, and every date from ``[daybreak] start_date`` whose raw folder is there
         but the newest (which waits for the next): a staging partition deleted or not built yet is rebuilt

@@ -152,12 +152,12 @@ def scheduler(tmp_path):
     server.stop()
 
 
-def capped_config(lab, sshd, scheduler):
+def capped_config(lab, sshd, scheduler, **daybreak):
     """A luigi.cfg for runs through ``scheduler`` (which holds the cap) that read ``sshd``."""
     return write_config(
         lab.root / "capped.cfg",
         {
-            "daybreak": {"raw_root": sshd.uri(lab.raw), "data_root": lab.data},
+            "daybreak": {"raw_root": sshd.uri(lab.raw), "data_root": lab.data, **daybreak},
             "sftp": {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts},
             "core": {"scheduler_host": "127.0.0.1", "scheduler_port": scheduler.port},
         },
@@ -371,6 +371,23 @@ def test_the_sftp_resource_caps_the_stores_sessions_too(lab, sshd, scheduler):
         proc = lab.cli("AllStores", "--workers", "4", env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(list((lab.data / "marts" / "store_daily_sales").glob("store_id=*/_manifest.json"))) == 8
+    assert peak[0] <= CAP + 1, (peak[0], (sshd.folder / "sshd.log").read_text()[-3000:])
+
+
+def test_the_sftp_resource_caps_the_hotel_marts_sessions_too(lab, sshd, scheduler):
+    """Before, AllHotelsPickup --workers 4 held 5 connections with a cap of 2: a hotel's pickups and the
+    booking states read no raw file, but each one's check that the staging dates it reads (built by
+    other workers of this run) are up to date lists their raw folders from its worker process, which
+    took no sftp resource."""
+    lab.hotel_days(START, 4)
+    cfg = capped_config(lab, sshd, scheduler, start_date=START)
+    env = {"LUIGI_CONFIG_PATH": str(cfg)}
+    stop = str(START + dt.timedelta(days=4))
+    with peak_connections(sshd) as peak:
+        proc = lab.cli("AllHotelsPickup", "--start", str(START), "--stop", stop, "--workers", "4", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(list((lab.data / "marts" / "hotel_pickup").glob("*/hotel_id=*/_manifest.json"))) == 4 * 5
+    print("PEAK", peak[0])
     assert peak[0] <= CAP + 1, (peak[0], (sshd.folder / "sshd.log").read_text()[-3000:])
 
 
