@@ -191,7 +191,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="daybreak", description=__doc__)
+    parser = _Parser(
+        prog="daybreak",
+        description="Daybreak's views and tools beside Luigi's backfills: what is stale and why, what a "
+        "backfill would run, previews, sample data. Backfills run with `luigi --module tasks RangeDaily ...` "
+        "(docs/backfills.md).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("sample", help="write a deterministic sample raw zone")
