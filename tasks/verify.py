@@ -29,6 +29,7 @@ class Report:
     seconds: float = 0.0
     unmarked: list[str] = field(default_factory=list)  # partitions with a mismatch that could not be marked stale
     write_error: str = ""
+    restamped: list[str] = field(default_factory=list)  # copied without their files' times: the times recorded
     runs: dict[str, list[str]] = field(default_factory=dict)  # the run that rebuilds them -> datasets marked stale
 
 
@@ -65,6 +66,7 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
         report.mismatches.setdefault(f"manifest {path}: empty, truncated or not JSON", []).append(label)
         return
     found = []
+    stamped = store.stamped_now(task.key, manifest)  # listed before hashing: a file changed since is not taken
     files = [(store.rel(task.key) + "/" + f["name"], f, "data") for f in manifest.get("data_files", [])]
     if manifest.get("quarantine"):
         files.append((manifest["quarantine"]["path"], manifest["quarantine"], "quarantine"))
@@ -89,12 +91,20 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
     for mismatch in found:
         report.mismatches.setdefault(mismatch, []).append(label)
     if found:  # stale until rebuilt: the engine reads verify_mismatch (tasks/freshness/engine.py)
-        try:
-            with engine.replacing(store, task.key):
-                store.update_manifest(task.key, dict(manifest, verify_mismatch="; ".join(found)))
-        except PartitionWriteError as exc:  # a read-only or full data root: the mismatches are still reported
-            report.unmarked.append(label)
-            report.write_error = report.write_error or str(exc).splitlines()[0]
+        _rewrite(engine, store, task, dict(manifest, verify_mismatch="; ".join(found)), label, report)
+    elif stamped:  # the content recorded under other times (a copy without them): ok again, not rebuilt
+        _rewrite(engine, store, task, stamped, label, report)
+        report.restamped.append(label)
+
+
+def _rewrite(engine, store, task: MaterializedTask, manifest: dict, label: str, report: Report) -> None:
+    """Replace the partition's manifest alone; a read-only or full data root is reported, not raised."""
+    try:
+        with engine.replacing(store, task.key):
+            store.update_manifest(task.key, manifest)
+    except PartitionWriteError as exc:
+        report.unmarked.append(label)
+        report.write_error = report.write_error or str(exc).splitlines()[0]
 
 
 def _raw_digest(zone: RawZone, relpath: str, report: Report) -> tuple[str | None, str]:
@@ -119,6 +129,12 @@ def render(report: Report) -> str:
         f"verified {report.partitions} partitions: {report.raw_files} raw files and {report.data_files} data files, "
         f"{mb:.1f} MB in {report.seconds:.1f} s ({rate:.0f} MB/s); {len(report.mismatches)} mismatches"
     )
+    if report.restamped:
+        n = len(report.restamped)
+        lines.append(
+            f"{n} partition{'s' if n > 1 else ''} copied without their files' times, the content their manifests "
+            "recorded: the times recorded, not rebuilt"
+        )
     if report.unverifiable:
         lines.append(
             f"{report.unverifiable} partitions were built before content hashes were recorded: their raw "

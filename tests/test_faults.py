@@ -93,6 +93,33 @@ def test_verify_finds_a_damaged_store_partition_and_the_next_run_rebuilds_it(lab
     assert verify() == 0
 
 
+def test_verify_records_a_data_root_copied_without_its_times_and_the_next_run_rebuilds_nothing(lab, setting, capsys):
+    """A data root restored by ``cp -r`` gives every file a new time: stale (``data file does not match its
+    manifest``) until verify has hashed the files and found the content their manifests recorded."""
+    built(lab, setting, days=3, rejects=True)
+    before = {p: p.read_bytes() for p in lab.data.rglob("*.parquet")}  # data files and quarantines
+    copy = lab.data.with_name("restored")
+    shutil.copytree(lab.data, copy, copy_function=shutil.copyfile)  # cp -r: the content, new times
+    shutil.rmtree(lab.data)
+    copy.rename(lab.data)
+    span = ["--start", str(START), "--stop", str(START + 3 * DAY)]
+    assert cli.main(["plan", "stg_qsr_pos", *span]) == 1
+    assert "data file does not match its manifest" in capsys.readouterr().out
+    assert verify(*span) == 0
+    out = capsys.readouterr().out
+    assert "0 mismatches" in out
+    assert "3 partitions copied without their files' times, the content their manifests recorded: " in out
+    assert lab.rebuilt_by(lambda: lab.range(START, START + 3 * DAY)) == set()
+    assert {p: p.read_bytes() for p in before} == before
+    # a file that changed as well is no copy: a mismatch, marked stale, as before
+    data = lab.partition(START) / "data.parquet"
+    st, good = data.stat(), data.read_bytes()
+    data.write_bytes(good[:100] + bytes([good[100] ^ 1]) + good[101:])
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert verify(*span) == 1
+    assert f"MISMATCH data {data}: content differs from its manifest" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("damage", [b"", b'{"dataset": "staging/qs'])
 def test_verify_finds_an_empty_or_truncated_manifest(lab, setting, capsys, damage):
     built(lab, setting)

@@ -74,6 +74,11 @@ class LocalBackend:
         """The same size and mtime as the manifest recorded (a rename keeps both)."""
         return found.st_size == recorded["size"] and found.st_mtime_ns == recorded["mtime_ns"]
 
+    @staticmethod
+    def stamp_of(found: os.stat_result) -> dict:
+        """What a manifest records of a file beside its hash (:meth:`same` compares it)."""
+        return {"size": found.st_size, "mtime_ns": found.st_mtime_ns}
+
     def files_in(self, dataset: str, folder: str, levels: int) -> list[str]:
         """Every file under ``folder``, relative to it, writers' temporary entries left out."""
         top = self.path(folder)

@@ -132,6 +132,11 @@ class S3Backend:
         """The same ETag and size as the manifest recorded."""
         return found.etag == recorded.get("etag") and found.size == recorded.get("size")
 
+    @staticmethod
+    def stamp_of(found: Obj) -> dict:
+        """What a manifest records of an object beside its hash (:meth:`same` compares it)."""
+        return {"size": found.size, "etag": found.etag}
+
     def files_in(self, dataset: str, folder: str, levels: int) -> list[str]:
         """Every key under ``folder``, relative to it, from this pass's listing; temporary entries left out."""
         keys = self._by_folder(f"{dataset}/", levels).get(folder, ())

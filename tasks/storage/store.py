@@ -143,19 +143,40 @@ class PartitionStore:
 
     def data_problem(self, date: dt.date | None, manifest: dict) -> str:
         """Why the files the manifest lists (and its quarantine) are not the ones it describes; '' when they are."""
-        backend, folder = self.backend, self.rel(date)
-        data = backend.listing(f"{self.dataset}/")
-        files = [(data, f"{folder}/{f['name']}", f) for f in manifest.get("data_files", [])]
-        quarantine = manifest.get("quarantine")
-        if quarantine:
-            files.append((backend.listing(f"quarantine/{self.dataset}/"), quarantine["path"], quarantine))
-        for listing, key, f in files:
-            found = listing.get(key)
+        for f, found in self._listed(date, manifest):
             if found is None:
                 return missing_file(f)
-            if not backend.same(found, f):
+            if not self.backend.same(found, f):
                 return differing_file(f)
         return "" if manifest.get("data_files") else "its manifest lists no data file"
+
+    def stamped_now(self, date: dt.date | None, manifest: dict) -> dict | None:
+        """``manifest`` with each file it lists stamped as the store holds it now (size and time, or ETag), when
+        one differs; None when none does. Only for files whose content was checked since (verify: a copy
+        without its times), as this pass listed them before."""
+        backend, changed = self.backend, {}
+        for f, found in self._listed(date, manifest):
+            if found is not None and not backend.same(found, f):
+                changed[f.get("path", f.get("name"))] = {**f, **backend.stamp_of(found)}
+        if not changed:
+            return None
+        files = [changed.get(f["name"], f) for f in manifest.get("data_files", [])]
+        quarantine = manifest.get("quarantine")
+        return dict(
+            manifest,
+            data_files=files,
+            **({"quarantine": changed.get(quarantine["path"], quarantine)} if quarantine else {}),
+        )
+
+    def _listed(self, date: dt.date | None, manifest: dict) -> Iterator[tuple[dict, object]]:
+        """(entry, what this pass's listing holds, or None) of each file ``manifest`` lists, its quarantine last."""
+        backend, folder = self.backend, self.rel(date)
+        data = backend.listing(f"{self.dataset}/")
+        for f in manifest.get("data_files", []):
+            yield f, data.get(f"{folder}/{f['name']}")
+        quarantine = manifest.get("quarantine")
+        if quarantine:
+            yield quarantine, backend.listing(f"quarantine/{self.dataset}/").get(quarantine["path"])
 
     def strays_in(self, date: dt.date | None, manifest: dict | None) -> list[str]:
         """Keys under the partition's folder, at any depth, that ``manifest`` does not list."""
