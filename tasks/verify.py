@@ -3,7 +3,8 @@ their manifests. What metadata cannot see (a copy that kept mtimes, a same-secon
 rot) shows here: each mismatch is printed with its file and the partitions that read it, and those
 partitions are marked stale in their manifests (an atomic rewrite of the manifest alone), so the next
 run rebuilds them (RangeDaily; AllStores, AllHotelsPickup, ... for the others). Each raw file is hashed
-once, over one connection for an SFTP raw zone."""
+once, over one connection for an SFTP raw zone. A partition whose files have new times and the content
+recorded (a copy without its times) gets them recorded, and is not rebuilt."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def missing_file(f: dict) -> str:
 def differing_file(f: dict) -> str:
     """The reason for a file a manifest lists that is there but is not the one it describes."""
     what = "quarantine file" if "path" in f else "data file" if f["name"] == DATA_FILE else f["name"]
-    return f"{what} does not match its manifest (interrupted write?)"
+    return f"{what} does not match its manifest (an interrupted write, or a copy without its times: daybreak verify)"
 
 
 def same_files(in_place: dict, extras: dict[str, bytes], rejected) -> bool:
