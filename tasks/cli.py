@@ -60,6 +60,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     start = args.start or status.default_start([args.dataset] if args.dataset else None)
     stop = args.stop or status.default_stop()
+    _stop_before_default_start("status", args, start)
     if args.stop is None and start > stop:
         stop = start  # --start after the newest raw folder: nothing to show, not a reversed range
     if start >= stop:  # the datasets of one partition per date have no row to show: say so, not nothing
@@ -83,11 +84,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stop_before_default_start(what: str, args: argparse.Namespace, start: dt.date) -> None:
+    """One line, exit 2, for a --stop given alone before the default --start (not a reversed --start)."""
+    if args.start is None and args.stop is not None and args.stop < start:
+        guard.fail(
+            f"{what}: --stop {args.stop} is before the default --start {start} ([daybreak] start_date, or the "
+            "first partition kept from before it): give --start too"
+        )
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from tasks.views import plan, status
 
     start = args.start or status.default_start([args.dataset])
     stop = args.stop or max(status.default_stop(), start)
+    _stop_before_default_start("plan", args, start)
     result = plan.make_plan(args.dataset, start, stop, args.workers)
     print(plan.render(result))
     return 1 if result.runs or result.maybe or result.blocked or result.left_over else 0

@@ -182,6 +182,16 @@ def test_verify_refuses_a_reversed_range_or_a_start_date_after_the_newest_folder
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", [["status"], ["plan", "stg_qsr_pos"]])
+def test_a_stop_alone_before_the_default_start_names_the_default_not_a_start_never_given(lab, setting, capsys, command):
+    built(lab, setting)
+    capsys.readouterr()
+    assert cli.main([*command, "--stop", str(START - DAY)]) == 2
+    err = capsys.readouterr().err
+    assert f"--stop {START - DAY} is before the default --start {START} ([daybreak] start_date" in err
+    assert err.endswith("give --start too\n") and err.count("\n") == 1
+
+
 # -- previews ------------------------------------------------------------------------------------------
 
 
