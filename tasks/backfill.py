@@ -144,17 +144,21 @@ class RangeSingleRun(luigi.WrapperTask):
         engine = luigi_engine()
         with settings.snapshot():
             parts = build.partitions()
+            engine.check_many(parts)
             missing = sorted({f for t in parts if not engine.state(t).ok for f in engine.blocked(t).missing})
         return [build, *(RawFolder(source=source, date=date) for source, date in missing)]
 
     def complete(self) -> bool:
         engine = luigi_engine()
         with settings.snapshot():
-            states = [(t, engine.state(t).ok) for t in self.single_run_build().partitions()]
-            upstream, builds = [], self.single_run_build().upstream_builds()
+            parts, builds = self.single_run_build().partitions(), self.single_run_build().upstream_builds()
+            ups = []
             while builds:  # built in the same task, maybe in a worker process: counted here
-                upstream += [(t, engine.state(t).ok) for t in builds[0].partitions()]
+                ups += builds[0].partitions()
                 builds = builds[1:] + builds[0].upstream_builds()
+            engine.check_many([*parts, *ups])
+            states = [(t, engine.state(t).ok) for t in parts]
+            upstream = [(t, engine.state(t).ok) for t in ups]
         runlog.watch(states + upstream)  # the summary counts them even when nothing runs
         return all(ok for _, ok in states)
 
@@ -193,6 +197,7 @@ class SingleRunBuild(luigi.Task):
 
     def todo(self, cache: Engine) -> list[PartitionedTask]:
         with settings.snapshot():
+            cache.check_many(self.partitions())
             return [t for t in self.partitions() if not cache.state(t).ok and not cache.blocked(t).missing]
 
     def upstream_builds(self) -> list[SingleRunBuild]:
@@ -212,6 +217,7 @@ class SingleRunBuild(luigi.Task):
     def complete(self) -> bool:
         engine = luigi_engine()
         with settings.snapshot():
+            engine.check_many(self.partitions())
             runlog.watch([(t, engine.state(t).ok) for t in self.partitions()])
         todo = self.todo(engine)
         if todo:

@@ -11,7 +11,6 @@ import gc
 import logging
 import multiprocessing
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
 import luigi
@@ -277,17 +276,7 @@ class PartitionedTask(MaterializedTask):
         done, incomplete = [], []
         with settings.snapshot():
             tasks = [cls(date=value) for value in parameter_tuples]
-            started = [t for t in tasks if not t.before_start()]
-            store = engine.store(started[0]) if started else None
-            reads_raw = started and (started[0].raw_window() or started[0].any_raw_window())
-            far = reads_raw and engine.zone(started[0]).lists_at_once
-            if store is not None and not engine.listed and (far or getattr(store.backend, "bucket", None)):
-                # a bucket: the dataset and its summaries read while every date's raw folders are listed
-                with ThreadPoolExecutor(2, thread_name_prefix="list-dataset") as pool:
-                    asked = [pool.submit(engine.list_dataset, store), pool.submit(engine.read_summaries, store)]
-                    engine.scan_ahead(started)
-                for future in asked:
-                    future.result()
+            engine.check_many([t for t in tasks if not t.before_start()])
             for task in tasks:
                 if task.before_start():  # left out, as RangeDaily leaves out dates not begun
                     done.append(task)

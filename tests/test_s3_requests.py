@@ -75,6 +75,31 @@ def test_the_no_op_after_a_two_worker_backfill_reads_no_manifest(counted):
     assert asked and per_partition == {}, per_partition
 
 
+def test_a_single_run_range_asks_the_bucket_about_its_dates_a_listing_at_a_time_not_a_request_a_date(counted):
+    """RangeSingleRun's checks (Luigi's before and after the run, the single run's own) look at a bucket with a
+    listing of the dataset each: not a HEAD of each date's manifest, nor a listing and a GET of each one a
+    worker process built (before: 5 HEADs, a listing and a GET a date, in series); and a build does not list
+    the whole dataset again (before: one listing of it per date built, from a local raw zone)."""
+    lab = counted
+    raw_lab(lab, 13)
+
+    def single_run(first: dt.date, days: int) -> Counter:
+        releasing()  # leases let go by the run before (on a thread of their own) are not counted
+        lab.proxy.seen.clear()
+        stop = str(first + days * DAY)
+        assert lab.luigi("RangeSingleRun", "--of", "StgQsrPos", "--start", str(first), "--stop", stop) == 0
+        return lab.requests()
+
+    single_run(START, 1)  # a process asks a bucket whether it answers once, at its first command
+    few, many = single_run(START + DAY, 4), single_run(START + 5 * DAY, 8)
+    for asked in (few, many):
+        manifests = {k: n for k, n in asked.items() if k[1].endswith("=D/_manifest.json") and k[0] != "PutObject"}
+        assert manifests == {}, manifests
+    # each build lists its own partition once, as it takes its lease; the rest does not grow with the dates
+    assert many[("ListObjectsV2", "daybreak/staging/qsr_pos/business_date=D/")] == 8, many
+    assert {k: n for k, n in few.items() if "=D" not in k[1]} == {k: n for k, n in many.items() if "=D" not in k[1]}
+
+
 def test_a_no_op_names_files_not_read_that_came_after_the_build_and_still_reads_no_manifest(counted, caplog):
     """A link and a lower-case copy land in folder START+1 after the backfill: the no-op run warns of them for
     the two partitions that read the folder, from the listings and summaries it makes anyway."""

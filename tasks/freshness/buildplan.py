@@ -46,7 +46,7 @@ class BuildPlan:
         (a file still being uploaded, re-sent mid-read)."""
         if not self.list_again:
             return
-        after = Engine().window(node)
+        after = Engine(stores_too=False).window(node)  # the raw zone anew; the data root as this pass listed it
         if after is None or after.fingerprint != self.window.fingerprint:
             changed = (
                 "a raw folder disappeared"

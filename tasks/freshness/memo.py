@@ -12,7 +12,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from tasks.freshness.inputs import Entries, FolderInputs, Window
@@ -34,19 +34,21 @@ def partition_id(store: PartitionStore, key: dt.date | None) -> tuple:
 class Memo(RawFolders):
     """What an engine remembers, and reads of the raw zone and the data root."""
 
-    def __init__(self):
+    def __init__(self, stores_too: bool = True):
         self._parsed: dict[tuple, tuple[tuple, dict | None]] = {}  # partition -> (stamp, content)
         self._summary_files = SummaryFiles()
         self._accepts: dict[tuple, bool] = {}  # (node class, file name) -> accepts_input (by name alone)
         self._pid = os.getpid()
         self.passes = 0
-        self.new_pass()
+        self.new_pass(stores_too)
 
     # -- the memo ------------------------------------------------------------------------------------
-    def new_pass(self) -> None:
-        """Forget the raw zone and every state (an unchanged manifest is still not parsed again)."""
+    def new_pass(self, stores_too: bool = True) -> None:
+        """Forget the raw zone and every state (an unchanged manifest is still not parsed again); and, unless
+        ``stores_too`` is False, what this process's stores listed (a bucket's listings)."""
         self.flush()
-        partitions.new_pass()
+        if stores_too:
+            partitions.new_pass()
         self.passes += 1
         self.raw: dict[tuple, Entries | None] = {}
         self.sources: dict[tuple[str, str], list[Refused]] = {}  # (zone, source) -> entries no partition reads
@@ -150,6 +152,38 @@ class Memo(RawFolders):
     def read_summaries(self, store: PartitionStore) -> None:
         """Read the dataset's manifest summaries now (a bucket: while other requests are out)."""
         self._summary_files.load(store)
+
+    def check_many(self, nodes: list[Node]) -> None:
+        """Before the states of many partitions are asked at once (a range's checks). On a bucket: the first time,
+        each dataset listed and its summaries read while the windows' raw folders are listed, all at once;
+        again, one listing of each dataset anew, not a HEAD of each partition found not ok before, and a listing
+        and a GET of each one another process (a forked worker) wrote since."""
+        stores: dict[tuple, tuple[PartitionStore, list[Node]]] = {}
+        for node in nodes:
+            store = self.store(node)
+            stores.setdefault((store.root, store.sub), (store, []))[1].append(node)
+        remote = [n for n in nodes if raw_folders(n) and self.zone(n).lists_at_once]
+        asked, again = [], []
+        with ThreadPoolExecutor(2, thread_name_prefix="list-dataset") as pool:
+            for store, group in stores.values():
+                states = [self.states.get(n.task_id) for n in group]
+                found = [] if self.snapshot else [n for n, s in zip(group, states, strict=True) if s and not s.ok]
+                if found and store.relist():  # a bucket: what any process committed since, in one listing
+                    self._summary_files.take_handoff()  # and the summaries of what this one's workers built
+                    self.listed.pop(store.root, None)
+                    again.append((store, found))
+                if store.root not in self.listed and (remote or getattr(store.backend, "bucket", None)):
+                    asked += [pool.submit(self.list_dataset, store), pool.submit(self.read_summaries, store)]
+            self.scan_ahead(remote)
+        for future in asked:
+            future.result()
+        for store, found in again:
+            for node in found:
+                if self._stamps.get(node.task_id) == store.manifest_stamp(node.key):
+                    self.just_found.add(node.task_id)  # its manifest as it was: the state holds for the next question
+                else:
+                    self.forget(store, node.key)
+            self.list_dataset(store)  # from the listing just made
 
     def list_dataset(self, store: PartitionStore) -> None:
         """List the dataset folder once, so that an absent partition costs no file lookup."""

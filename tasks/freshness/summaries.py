@@ -90,7 +90,7 @@ class SummaryFiles:
         self._entries(store)[str(key)] = [list(stamp), content]
         self._dirty.add((store.data_root, store.dataset, store.sub))
 
-    def _take_handoff(self) -> None:
+    def take_handoff(self) -> None:
         """Take in (and remove) what forked workers handed off."""
         taking = f"{self._handoff}.{os.getpid()}"
         try:
@@ -118,7 +118,7 @@ class SummaryFiles:
         """Write the summary files that learned something, each whole; one that cannot be written is skipped."""
         if os.getpid() != self._pid:
             return
-        self._take_handoff()
+        self.take_handoff()
         dirty, self._dirty = self._dirty, set()
         for key in sorted(dirty, key=str):
             doc = {"format": FORMAT, "partitions": self._files[key]}

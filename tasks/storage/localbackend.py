@@ -69,6 +69,10 @@ class LocalBackend:
     def listing(self, prefix: str) -> _Stats:
         return self._stats
 
+    def forget_listings(self, prefixes: list[str]) -> bool:
+        """Nothing: a file is looked at when it is asked for."""
+        return False
+
     @staticmethod
     def same(found: os.stat_result, recorded: dict) -> bool:
         """The same size and mtime as the manifest recorded (a rename keeps both)."""

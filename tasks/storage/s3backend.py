@@ -98,6 +98,14 @@ class S3Backend:
             listing = self.listings[prefix] = self.bucket.list(prefix)
         return listing
 
+    def forget_listings(self, prefixes: list[str]) -> bool:
+        """Drop this pass's listings of ``prefixes``: the next question lists them anew."""
+        for prefix in prefixes:
+            self.listings.pop(prefix, None)
+        for key in [k for k in self.by_folder if k[0] in prefixes]:
+            del self.by_folder[key]
+        return True
+
     def list_ahead(self, prefixes: list[str]) -> None:
         """List at once the prefixes this pass has not listed."""
         todo = [p for p in dict.fromkeys(prefixes) if p not in self.listings]

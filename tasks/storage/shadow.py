@@ -50,6 +50,9 @@ class ShadowStore(PartitionStore):
     def listed_dates(self) -> set[dt.date]:
         return self.production.listed_dates() | self.own.listed_dates()
 
+    def relist(self) -> bool:
+        return False  # a preview looks at each partition of both sides
+
     def refresh(self, date: dt.date | None) -> None:
         self.own.refresh(date)
         self.production.refresh(date)

@@ -106,6 +106,12 @@ class PartitionStore:
         return f"_state/summaries/{self.dataset}{f'/{self.sub}' if self.sub else ''}.json"
 
     # -- reading -------------------------------------------------------------------------------------
+    def relist(self) -> bool:
+        """Drop this pass's listings of the dataset (another process may have committed partitions since), for
+        :meth:`listed_dates` to list it anew: True on a bucket, where that stands for a look per partition;
+        False on a disk, where each look is a stat anyway."""
+        return self.backend.forget_listings([f"{self.dataset}/", f"quarantine/{self.dataset}/", "_state/failures/"])
+
     def listed_dates(self) -> set[dt.date]:
         """Dates that have a partition folder (a bucket lists quarantine and failures at the same time)."""
         self.backend.list_ahead([f"{self.dataset}/", f"quarantine/{self.dataset}/", "_state/failures/"])
