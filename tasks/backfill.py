@@ -10,7 +10,7 @@ import multiprocessing.connection
 import os
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
@@ -19,6 +19,7 @@ from tasks import catalogue, cores, settings
 from tasks.base import PartitionedTask, before_start_reason
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine, view_pass
+from tasks.freshness.node import raw_folders
 from tasks.guard import check_of, check_range, range_made_here
 from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
@@ -269,11 +270,17 @@ class SingleRunBuild(luigi.Task):
         return max(1, min(len(os.sched_getaffinity(0)), len(todo) // 2))
 
 
-def built_in_order(todo: list[PartitionedTask]) -> Iterator[tuple[PartitionedTask, str | None]]:
-    """Build ``todo`` in order in this process, a raw folder parsed once for consecutive dates; yield
-    each task with None, or the first line of its error (recorded, and the next dates go on)."""
+def built_in_order(todo: list[PartitionedTask], shared: Iterable = ()) -> Iterator[tuple[PartitionedTask, str | None]]:
+    """Build ``todo`` in order in this process, a raw folder parsed once for consecutive dates (``shared``: those
+    another process of the range reads too, left for it in the data root); yield each task with None, or the
+    first line of its error (recorded, and the next dates go on)."""
     try:
-        with keeping_for_next_date():
+        with keeping_for_next_date(shared):
+            if todo:  # each date's state and raw folders known at once: the next date's inputs fetched ahead
+                engine = luigi_engine()
+                engine.check_many(todo)
+                for task in todo:
+                    engine.state(task)
             for task in todo:
                 error = None
                 try:
@@ -294,13 +301,13 @@ def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[t
     yields as dates finish. The dates of a process that dies without reporting them are failed."""
     context = multiprocessing.get_context("fork")
 
-    def build(stretch: list[PartitionedTask], pipe, inherited: list) -> None:
+    def build(stretch: list[PartitionedTask], pipe, inherited: list, shared: set) -> None:
         for end in inherited:  # the parent's ends and the other children's: once the parent is gone, a send fails
             if end is not pipe:
                 end.close()
         cores.share(processes)  # the cores are this run's processes': a build in each on one thread (2 cores)
         try:
-            for task, error in built_in_order(stretch):
+            for task, error in built_in_order(stretch, shared):
                 pipe.send((task.task_id, error))
         except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C, said once by the parent; or the parent was killed
             pass
@@ -309,10 +316,13 @@ def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[t
     bounds = [len(todo) * i // processes for i in range(processes + 1)]
     pipes = [context.Pipe(duplex=False) for _ in range(processes)]
     readers = [reader for reader, _ in pipes]
+    stretches = [todo[a:b] for a, b in itertools.pairwise(bounds)]
+    folders = [{f for t in stretch for f in raw_folders(t)} for stretch in stretches]
     workers = []
-    for (a, b), (_, writer) in zip(itertools.pairwise(bounds), pipes, strict=True):
+    for i, (stretch, (_, writer)) in enumerate(zip(stretches, pipes, strict=True)):
         ends = [end for pair in pipes for end in pair if not end.closed]
-        workers.append(context.Process(target=build, args=(todo[a:b], writer, ends), daemon=True))
+        shared = folders[i] & set().union(*(f for j, f in enumerate(folders) if j != i))  # a stretch's edges
+        workers.append(context.Process(target=build, args=(stretch, writer, ends, shared), daemon=True))
         workers[-1].start()
         writer.close()  # the child holds the only writer: its exit ends the reader with EOFError
     try:

@@ -5,12 +5,13 @@ A key names one content (what the value was made from)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 
 _current: dict = {}  # made or taken by the date being built
 _previous: dict = {}  # made or taken by the date before
 _range = False  # inside a single-run range: kept_for_next_date keeps what it computes
+_read_by_others: frozenset = frozenset()  # raw folders (source, date) that another process of the range reads too
 
 
 def next_date() -> None:
@@ -52,14 +53,21 @@ def keeps_for_next_date() -> bool:
     return _range
 
 
+def read_by_others(folder: tuple[str, object]) -> bool:
+    """Whether raw folder (source, date) is read by another process of this single-run range as well (the
+    folder between two stretches of dates): what this process makes of it is for that one too."""
+    return folder in _read_by_others
+
+
 @contextmanager
-def keeping_for_next_date() -> Iterator[None]:
-    """A single-run range: :func:`kept_for_next_date` keeps across consecutive dates; all is forgotten after."""
-    global _range
-    _range = True
+def keeping_for_next_date(shared: Iterable[tuple] = ()) -> Iterator[None]:
+    """A single-run range: :func:`kept_for_next_date` keeps across consecutive dates; all is forgotten after.
+    ``shared``: the raw folders another process of the range reads too (:func:`read_by_others`)."""
+    global _range, _read_by_others
+    _range, _read_by_others = True, frozenset(shared)
     try:
         yield
     finally:
-        _range = False
+        _range, _read_by_others = False, frozenset()
         _current.clear()
         _previous.clear()

@@ -19,7 +19,7 @@ from tasks.contract import is_store_file
 from tasks.cores import side_thread, start_on_side_thread, task_threads
 from tasks.freshness.engine import fingerprint
 from tasks.freshness.inputs import input_line
-from tasks.nextdate import keeps_for_next_date, kept_for_next_date
+from tasks.nextdate import keeps_for_next_date, kept_for_next_date, read_by_others
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules
 
@@ -151,6 +151,9 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
             yield from self._shared(zone, groups, rules, how)
             return
         for folder, files in groups:  # a single run: kept whole, in memory, for the next date
+            if read_by_others(("qsr_pos", folder)):  # another process of the range reads it too: one checks it
+                yield from self._shared(zone, [(folder, files)], rules, how)
+                continue
             how[folder.isoformat()] = IN_MEMORY
 
             def check(files=files, folder=folder):

@@ -57,16 +57,30 @@ def lists(lab) -> Counter:
     return Counter(key for operation, key, _ in operations(lab.proxy.seen, lab.bucket) if operation == "ListObjectsV2")
 
 
-def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_build_file_for_file(far, setting):
-    lab = far
-    assert lab.range(START, START + DAYS * DAY) == 0
-    stored = {
+def stored_files(lab) -> dict[str, str]:
+    """sha256 of each data and quarantine object of the lab's data root, by its key below the root."""
+    return {
         k.removeprefix("daybreak/"): hashlib.sha256(
             lab.s3.get_object(Bucket=lab.bucket, Key=k)["Body"].read()
         ).hexdigest()
         for k in objects(lab)
         if not k.endswith("_manifest.json") and "/_state/" not in k
     }
+
+
+def local_files(local) -> dict[str, str]:
+    """sha256 of each data and quarantine file of a local data root, by its path below the root."""
+    return {
+        str(p.relative_to(local)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in local.rglob("*")
+        if p.is_file() and p.name != "_manifest.json" and "_state" not in p.parts and not p.name.startswith(".")
+    }
+
+
+def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_build_file_for_file(far, setting):
+    lab = far
+    assert lab.range(START, START + DAYS * DAY) == 0
+    stored = stored_files(lab)
     fetched, listed = gets(lab), lists(lab)
     raw_keys = [k for k in fetched if k.startswith("landing/")]
     window = [START + i * DAY for i in range(DAYS + 1)]  # partition d reads folders d and d+1
@@ -83,11 +97,7 @@ def test_a_backfill_from_a_landing_bucket_through_a_far_store_equals_the_local_b
     setting("daybreak", "raw_root", lab.raw)
     setting("daybreak", "data_root", local)
     assert lab.range(START, START + DAYS * DAY) == 0
-    files = {
-        str(p.relative_to(local)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in local.rglob("*")
-        if p.is_file() and p.name != "_manifest.json" and "_state" not in p.parts and not p.name.startswith(".")
-    }
+    files = local_files(local)
     assert stored == files and len(files) >= 2 * DAYS
 
 
@@ -137,3 +147,24 @@ def test_an_object_fetched_ahead_then_re_sent_is_read_as_listed_when_its_build_r
     read = list(zone.read_inputs([listed[f.relpath] for f in files]))
     assert read[0] == new and len(read) == len(files) > 1
     assert dict(gets(lab)) == {key: 1}, gets(lab)  # the re-sent one read again; the others fetched ahead, once
+
+
+def test_a_single_run_range_on_buckets_fetches_each_raw_object_once_and_equals_the_local_build(far, setting):
+    """Each process of a single-run range fetches the next date of its stretch while one builds, and the folder
+    two stretches read is checked by one of them (left for the other in the data root): every raw object of
+    the window fetched once in the run; the partitions those of a local single run, file for file."""
+    lab = far
+    stop = str(START + DAYS * DAY)
+    assert lab.luigi("RangeSingleRun", "--of", "StgQsrPos", "--start", str(START), "--stop", stop) == 0
+    fetched = gets(lab)
+    raw_keys = [k for k in fetched if k.startswith("landing/")]
+    window = [START + i * DAY for i in range(DAYS + 1)]
+    in_window = [p for d in window for p in (lab.raw / "qsr_pos" / str(d)).glob("*.csv")]
+    assert sorted(raw_keys) == sorted(f"landing/{p.relative_to(lab.raw)}" for p in in_window)
+    assert {fetched[k] for k in raw_keys} == {1}, fetched.most_common(3)
+    assert len([k for k in objects(lab) if k.startswith("daybreak/staging/") and k.endswith("_manifest.json")]) == DAYS
+    local = lab.root / "local"
+    setting("daybreak", "raw_root", lab.raw)
+    setting("daybreak", "data_root", local)
+    assert lab.luigi("RangeSingleRun", "--of", "StgQsrPos", "--start", str(START), "--stop", stop) == 0
+    assert stored_files(lab) == local_files(local)

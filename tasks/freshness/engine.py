@@ -18,7 +18,7 @@ import multiprocessing
 import weakref
 from collections.abc import Generator, Iterator
 
-from tasks import forks
+from tasks import forks, nextdate
 from tasks.contract import EXPORT_FILES
 from tasks.freshness import identity
 from tasks.freshness.inputs import Window, diff_inputs, parse_inputs
@@ -69,8 +69,10 @@ class Engine(Memo):
 
     def fetch_next(self, node: Node, window: Window) -> None:
         """While ``node`` builds, have a bucket fetch the next date's inputs, when this pass found that
-        partition not ok. Not in a forked task process: the next date may be another's."""
-        if not window.read or not isinstance(node.key, dt.date) or multiprocessing.parent_process():
+        partition not ok. Not in a forked task process (the next date may be another's), unless it builds a
+        single-run range's stretch of dates."""
+        forked = multiprocessing.parent_process() is not None and not nextdate.keeps_for_next_date()
+        if not window.read or not isinstance(node.key, dt.date) or forked:
             return
         zone = self.zone(node)
         if not zone.lists_at_once:
@@ -85,7 +87,9 @@ class Engine(Memo):
         ahead = self.window(nxt)
         if ahead is not None:
             reading = {f.relpath for f in window.read}
-            zone.fetch_ahead([f for f in ahead.read if f.relpath not in reading])
+            # not a folder another process of a single-run range reads too: one of the two checks it
+            mine = [f for f in ahead.read if not nextdate.read_by_others((f.relpath.split("/")[0], f.folder_date))]
+            zone.fetch_ahead([f for f in mine if f.relpath not in reading])
 
     def _steps(self, node: Node) -> Generator[Node, State, State]:
         """The four rules as a generator: yields an upstream node to be sent its state, returns the state."""
