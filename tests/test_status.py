@@ -397,6 +397,43 @@ def test_days_in_a_row_waiting_each_for_its_own_folder_are_one_line():
     ]
 
 
+@pytest.mark.unit
+def test_days_whose_dates_do_not_move_with_the_day_are_not_one_span():
+    """Before: ``2026-09-01 .. 2026-09-03 (3 days) stale: input changed: changed qsr_pos/2026-09-02 ..
+    2026-09-04/S001.csv`` although qsr_pos/2026-09-03/S001.csv did not change, and ``waiting: raw folder
+    missing: qsr_pos/2026-09-03 .. 2026-09-05`` although folder 2026-09-04 is there."""
+    from tasks.views.rows import DayStatus
+    from tasks.views.status import render_text
+
+    first = dt.date(2026, 9, 1)
+    changed = ["2026-09-02", "2026-09-02", "2026-09-04"]  # a day reads its own folder and the next one
+    stale = [
+        DayStatus("stg_qsr_pos", first + k * DAY, "stale", f"input changed: changed qsr_pos/{c}/S001.csv")
+        for k, c in enumerate(changed)
+    ]
+    assert render_text(stale).splitlines()[4:] == [
+        "  2026-09-01 .. 2026-09-02 (2 days) stale: input changed: changed qsr_pos/2026-09-02/S001.csv",
+        "  2026-09-03 stale: input changed: changed qsr_pos/2026-09-04/S001.csv",
+    ]
+    missing = ["2026-09-03", "2026-09-03", "2026-09-05"]
+    waiting = [DayStatus("stg_qsr_pos", first, "ok", "")] + [
+        DayStatus("stg_qsr_pos", first + (k + 1) * DAY, "waiting", f"raw folder missing: qsr_pos/{m}")
+        for k, m in enumerate(missing)
+    ]
+    assert render_text(waiting).splitlines()[4:] == [
+        "  2026-09-02 .. 2026-09-03 (2 days) waiting: raw folder missing: qsr_pos/2026-09-03",
+        "  2026-09-04 waiting: raw folder missing: qsr_pos/2026-09-05",
+    ]
+    moving = [  # each day its own file, then one date that stays: one span would name a file twice
+        DayStatus("stg_qsr_pos", first + k * DAY, "stale", f"input changed: changed qsr_pos/{d}/S001.csv")
+        for k, d in enumerate(["2026-09-01", "2026-09-02", "2026-09-02"])
+    ]
+    assert render_text(moving).splitlines()[4:] == [
+        "  2026-09-01 .. 2026-09-02 (2 days) stale: input changed: changed qsr_pos/2026-09-01 .. 2026-09-02/S001.csv",
+        "  2026-09-03 stale: input changed: changed qsr_pos/2026-09-02/S001.csv",
+    ]
+
+
 def test_a_chain_pending_day_after_day_is_one_line():
     """A look-back chain (hotel_booking_state): the first day is stale for its own upstream, each later day
     pending on that root; the later days are one line, not one a day."""

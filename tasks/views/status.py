@@ -281,7 +281,7 @@ def render_text(rows: list[DayStatus]) -> str:
         # years never built: one line)
         attention = [r for r in mine if r.state in ("stale", "pending", "newer", "failed", "waiting", "missing")]
         last_of = {r.date: r for r in attention}
-        for first, last, r in runs(attention, _same_reason):
+        for first, last, r in _reason_runs(attention):
             lines.append(f"  {span(first, last)} {r.state}: {shorten(_spanning(r.reason, last_of[last].reason))}")
         for first, last, r in runs([r for r in mine if r.warnings], lambda r: r.warnings):
             lines.extend(f"  {span(first, last)} warning: {shorten(w)}" for w in r.warnings)
@@ -312,9 +312,37 @@ def runs(rows: list[DayStatus], key) -> list[tuple[dt.date, dt.date, DayStatus]]
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def _same_reason(r: DayStatus) -> tuple:
-    """What makes days one line: their state and reason but for its dates (each day waits for its own folder)."""
-    return (r.state, _DATE.sub("", r.reason))
+def _reason_runs(rows: list[DayStatus]) -> list[tuple[dt.date, dt.date, DayStatus]]:
+    """Like :func:`runs`, for days whose reasons may differ by their dates: a day joins the run before it when
+    its state and reason but for the dates are the same, and each date either stays the same on every day of
+    the run (``pending: ... upstream 2026-09-02``) or moves with the day (each day waits for its own next
+    folder), so that ``first .. last`` of a date names only folders and files the days named."""
+    out: list[tuple[dt.date, dt.date, DayStatus]] = []
+    prev: DayStatus | None = None
+    for r in rows:
+        if out and prev and r.date == prev.date + dt.timedelta(days=1) and _continues(out[-1][2], prev, r):
+            out[-1] = (out[-1][0], r.date, out[-1][2])
+        else:
+            out.append((r.date, r.date, r))
+        prev = r
+    return out
+
+
+def _continues(first: DayStatus, prev: DayStatus, r: DayStatus) -> bool:
+    if (r.state, _DATE.sub("", r.reason)) != (first.state, _DATE.sub("", first.reason)):
+        return False
+    for a, b, c in zip(*(_DATE.findall(x.reason) for x in (first, prev, r)), strict=True):
+        if not (a == b == c or _offset(a, first) == _offset(b, prev) == _offset(c, r) is not None):
+            return False
+    return True
+
+
+def _offset(text: str, row: DayStatus) -> dt.timedelta | None:
+    """How far a date in a row's reason is from the row's date; None for text that is no date (``2026-99-99``)."""
+    try:
+        return dt.date.fromisoformat(text) - row.date
+    except ValueError:
+        return None
 
 
 def _spanning(first: str, last: str) -> str:
