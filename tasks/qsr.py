@@ -106,7 +106,8 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
     def _emptied_stores(self, inputs: list[RawFile], table: pa.Table) -> dict:
         """``store_rows`` of this build, and a warning for every store that had rows in the previous build and
         has none now (a file re-sent with its header only is no error), kept in ``stats.warnings`` for as long
-        as the store has no rows."""
+        as the store has no rows. A previous build under other rules is not compared with: a new
+        ``day_start_hour`` or ``timezone`` moves lines to another date, and that is no emptied store."""
         import pyarrow.compute as pc
 
         from tasks.reporting import runlog
@@ -116,9 +117,11 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         counts = pc.value_counts(table["store_id"]).to_pylist() if table.num_rows else []
         now = {c["values"]: c["counts"] for c in counts}
         store = self.store()
-        previous = (luigi_engine().manifest(store, self.date) or {}).get("stats") or {}
-        before = previous.get("store_rows")
-        if before is None and previous:  # a manifest without store_rows: from its data file
+        manifest = luigi_engine().manifest(store, self.date) or {}
+        previous = manifest.get("stats") or {}
+        same_rules = manifest.get("rules_fingerprint") == self.rules_fingerprint()
+        before = previous.get("store_rows") if same_rules else None
+        if before is None and previous and same_rules:  # a manifest without store_rows: from its data file
             before = _store_rows_of(store, self.date)
         emptied = {s: why for s, why in (previous.get("emptied_stores") or {}).items() if not now.get(s)}
         for s, rows in sorted((before or {}).items()):

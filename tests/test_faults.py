@@ -305,6 +305,26 @@ def test_a_store_file_resent_header_only_is_named_in_the_summary_and_in_status(l
     assert "warning" not in capsys.readouterr().out
 
 
+def test_a_rules_change_that_moves_a_stores_rows_to_another_date_is_no_emptied_store(lab, setting, capsys, caplog):
+    """Before: ``store B01 had 1 rows in an earlier build of D and has none now (... one re-sent with its
+    header only?)`` after ``day_start_hour = 4`` moved B01's one 04:30 line from D to D+1, kept in status for
+    as long as B01 has no rows on D."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2)
+    day = START + DAY  # before 05:00: a line of START; before 04:00 only: one of `day`
+    lab.qsr_file(str(day), "B01", [f"B1,1,B01,{day}T04:30:00-04:00,A,1,1.00,,COMPLETED"])
+    assert lab.range(START, START + 2 * DAY) == 0
+    setting("qsr", "day_start_hour", 4)
+    caplog.clear()
+    assert lab.range(START, START + 2 * DAY) == 0
+    summary = caplog.text[caplog.text.index("summary of this run:") :]
+    assert "2 ran" in summary and "warning" not in summary, summary
+    capsys.readouterr()
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", *SPAN]) == 0
+    out = capsys.readouterr().out
+    assert "2 ok\n" in out and "warning" not in out, out
+
+
 def test_a_store_whose_files_are_removed_is_named_without_the_header_only_hint(lab, setting, caplog):
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 2)
