@@ -270,6 +270,25 @@ def test_moving_start_date_forward_keeps_the_partitions_before_it_and_status_sho
     assert [r.state for r in rows] == ["ok"] * 7
 
 
+def test_a_date_before_start_date_is_left_out_in_the_summary_not_up_to_date(lab, setting, caplog):
+    """Before: ``StgQsrPos 2026-09-05: 1 up to date`` for a date before start_date, with no partition there."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START - 5 * DAY, 6)
+    early = START - 5 * DAY
+    caplog.clear()
+    assert lab.luigi("StgQsrPos", "--date", str(early)) == 0  # nothing to build: the date is out of range
+    summary = caplog.text[caplog.text.index("summary of this run:") :]
+    assert f"  StgQsrPos {early}: 1 left out\n" in summary, summary
+    why = f"before [daybreak] start_date {START}: a run builds no date before it; a partition there is kept as built"
+    assert f"  left out StgQsrPos {early}: {why}" in summary, summary
+    assert not lab.partition(early).exists()
+    caplog.clear()
+    assert lab.range(START - 2 * DAY, START + DAY) == 0
+    summary = caplog.text[caplog.text.index("summary of this run:") :]
+    assert f"  StgQsrPos {START - 2 * DAY} .. {START}: 1 ran, 2 left out\n" in summary, summary
+    assert f"  left out StgQsrPos {START - 2 * DAY} .. {START - DAY}: {why}" in summary, summary
+
+
 # -- a store file re-sent with its header only -----------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from tasks.contract import printable
 
 logger = logging.getLogger("luigi-interface")
 
-KINDS = ("ran", "written by another run", "superseded", "up to date", "failed", "waiting", "not run")
+KINDS = ("ran", "written by another run", "superseded", "up to date", "failed", "waiting", "not run", "left out")
 DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
 # the single-run build's message for each failed date (tasks.backfill.SingleRunBuild): the summary says it
 SINGLE_RUN_FAILED = "%s failed; the rest of the range goes on"
@@ -213,8 +213,8 @@ def report() -> tuple[list[str], str]:
     with settings.snapshot():
         for task, ok_at_check in watched:
             family, key = task.task_family, _key(task)
-            if ok_at_check:
-                counts[family]["up to date"].append(key)
+            if ok_at_check:  # a date before [daybreak] start_date is left out, as a range leaves it out
+                counts[family]["left out" if task.before_start() else "up to date"].append(key)
             elif task.task_id in run.superseded:  # another host's commit is kept (exit 10)
                 counts[family]["superseded"].append(key)
                 fenced.append((family, key))
@@ -248,6 +248,12 @@ def report() -> tuple[list[str], str]:
     if fenced:
         lines.append(f"  superseded {_names(fenced)}: not replaced, a newer build is kept (its warning above says why)")
     lines += _capped("  failed   ", failed)
+    why = f"before [daybreak] start_date {settings.daybreak().start_date}: a run builds no date before it"
+    lines += [
+        f"  left out {family} {dates_span(kinds['left out'])}: {why}; a partition there is kept as built"
+        for family, kinds in counts.items()
+        if kinds["left out"]
+    ]
     lines += _capped("  warning  ", warned)
     if zone is not None:
         lines += _capped("  waiting  ", [_waiting(cache, zone, src, waits) for src, waits in sorted(waiting.items())])
