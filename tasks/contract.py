@@ -4,16 +4,36 @@ sources, the store file names, and how a name or row with control characters is 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 STORE_FILE_PATTERN = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}\.csv")  # <store_id>.csv, matched whole
-# a source whose export is one file per folder: its folder arrives with that file (one made first is not there yet)
-EXPORT_FILES = {"ads": "ads.csv"}
 CONTROL_CHARACTER = r"[\x00-\x1f\x7f]"  # U+0000..U+001F and U+007F: the contract forbids them in any field
 
 
 def is_store_file(name: str) -> bool:
     """``<store_id>.csv`` with a store id of the contract's pattern: the only QSR files ever read."""
     return STORE_FILE_PATTERN.fullmatch(name) is not None
+
+
+# What a source's raw folder arrives with: a file of a name its partitions read. A folder made before its files
+# are written, or holding only files of other names, is not there yet: the partitions that need it wait.
+# {source: (that file in words, for "there, without any <store_id>.csv yet"; whether a name is one)}
+ARRIVES_WITH: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "qsr_pos": ("any <store_id>.csv", is_store_file),
+    "hotel_bookings": ("any <hotel_id>.csv", is_store_file),
+    "ads": ("its ads.csv", "ads.csv".__eq__),
+}
+
+
+def arrives_with(source: str, name: str) -> bool:
+    """Whether file ``name`` makes a folder of ``source`` arrived (of a source not listed: any file)."""
+    rule = ARRIVES_WITH.get(source)
+    return rule is None or rule[1](name)
+
+
+def awaited_file(source: str) -> str:
+    """The file a folder of ``source`` arrives with, in words: ``any <store_id>.csv``, ``its ads.csv``."""
+    return ARRIVES_WITH.get(source, ("any file",))[0]
 
 
 def escape_control(text: str) -> str:

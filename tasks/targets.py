@@ -11,7 +11,6 @@ import luigi
 
 from tasks import settings
 from tasks.catalogue import SOURCES
-from tasks.contract import EXPORT_FILES
 from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine
 from tasks.luigi_shortcuts import luigi_run
@@ -26,7 +25,7 @@ def luigi_engine() -> Engine:
 
 
 class RawFolderTarget(luigi.Target):
-    """Exists when one export folder of the raw zone exists."""
+    """Exists when one export folder of the raw zone has arrived: it is there, holding a file it arrives with."""
 
     def __init__(self, zone: RawZone, source: str, date: dt.date):
         self.zone, self.source, self.date = zone, source, date
@@ -37,8 +36,8 @@ class RawFolderTarget(luigi.Target):
             there = self.zone.folder_exists(self.source, self.date)
         else:  # a request to a server: the folder as this run listed it (one LIST or readdir per pass)
             there = engine.folder_there(self.zone, self.source, self.date)
-        if there:  # an export's folder arrives with its file
-            return self.source not in EXPORT_FILES or engine.arrived(self.zone, self.source, self.date)
+        if there:  # it arrives with a file of a name read (tasks.contract.ARRIVES_WITH)
+            return engine.arrived(self.zone, self.source, self.date)
         # there but not read (a symbolic link, a file, a linked source folder): named in a warning, once
         engine.source_unread(self.zone, self.source)
         return False

@@ -19,6 +19,7 @@ from tests.conftest import qsr_rows
 pytestmark = pytest.mark.luigi
 
 START = dt.date(2026, 9, 10)
+DAY = dt.timedelta(days=1)
 
 
 def dates(start: dt.date, n: int) -> set[dt.date]:
@@ -180,6 +181,68 @@ def test_missing_next_folder_is_missing_data_not_half_a_day(lab):
     shutil.rmtree(lab.raw / "qsr_pos" / (START + dt.timedelta(days=3)).isoformat())
     assert lab.range(START, START + dt.timedelta(days=3)) == 20  # [retcode] missing_data
     assert set(lab.built_at()) == dates(START, 2)
+
+
+def test_a_folder_made_before_its_store_files_has_not_arrived_the_day_before_waits(lab, capsys, caplog):
+    """The POS makes folder d+1 before it uploads its files: a run in between built partition d without its
+    00:00-04:59 lines (they are in folder d+1) and said ok, exit 0. The folder, empty or holding only files
+    no partition reads (an upload's temporary file), has not arrived: d waits (exit 20), and says why."""
+    from tasks.cli import main
+
+    lab.qsr_days(START, 2)  # folders START .. START+2
+    last = lab.raw / "qsr_pos" / str(START + 2 * DAY)
+    shutil.move(last, lab.root / "held")
+    last.mkdir()  # the folder, not its files yet
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.range(START, START + 2 * DAY) == 20  # [retcode] missing_data
+    assert set(lab.built_at()) == {START}
+    assert f"for raw folder {last}/ (there, without any <store_id>.csv yet): StgQsrPos {START + DAY}" in caplog.text
+    capsys.readouterr()
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    shown = capsys.readouterr().out
+    why = "there, without any <store_id>.csv yet"
+    assert f"{START + DAY} waiting: raw folder missing: qsr_pos/{START + 2 * DAY} ({why})" in shown, shown
+    (last / "S001.csv.part").write_bytes((lab.root / "held" / "S001.csv").read_bytes())  # an upload under way
+    assert lab.range(START, START + 2 * DAY) == 20
+    assert set(lab.built_at()) == {START}
+    (last / "S001.csv.part").unlink()
+    for path in (lab.root / "held").iterdir():  # its files land
+        shutil.copy2(path, last)
+    assert lab.range(START, START + 2 * DAY) == 0
+    orders = set(pq.read_table(lab.partition(START + DAY) / "data.parquet")["order_id"].to_pylist())
+    assert {f"S001-{START + 2 * DAY}-A", f"S002-{START + 2 * DAY}-A"} <= orders  # its small hours
+
+
+def test_a_partition_built_from_a_folder_without_store_files_is_stale_once_they_land(lab, monkeypatch, capsys):
+    """A partition built, as Daybreak used to, while folder d+1 held no store file (its small hours absent)
+    waits while it still holds none, is stale once d+1's files land, and the next run rebuilds it whole."""
+    from tasks import contract
+    from tasks.cli import main
+
+    def status() -> str:
+        capsys.readouterr()
+        assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY)]) == 0
+        return capsys.readouterr().out
+
+    lab.qsr_days(START, 1)  # folders START, START+1
+    nxt = lab.raw / "qsr_pos" / str(START + DAY)
+    shutil.move(nxt, lab.root / "held")
+    nxt.mkdir()
+    (nxt / "notes.txt").write_text("uploading\n")
+    monkeypatch.setitem(contract.ARRIVES_WITH, "qsr_pos", ("any file", lambda name: True))  # the rule before
+    assert lab.range(START, START + DAY) == 0
+    assert pq.read_table(lab.partition(START) / "data.parquet").num_rows == 4  # without folder d+1's lines
+    monkeypatch.undo()
+    waiting = f"{START} waiting: raw folder missing: qsr_pos/{START + DAY} (there, without any <store_id>.csv yet)"
+    assert waiting in status()
+    assert lab.range(START, START + DAY) == 20
+    for path in (lab.root / "held").iterdir():
+        shutil.copy2(path, nxt)
+    shown = status()
+    new = f"new file qsr_pos/{START + DAY}/S001.csv, new file qsr_pos/{START + DAY}/S002.csv"
+    assert f"{START} stale: input changed: {new}" in shown, shown
+    assert lab.rebuilt_by(lambda: lab.range(START, START + DAY)) == {START}
+    assert pq.read_table(lab.partition(START) / "data.parquet").num_rows == 8
 
 
 def test_crash_between_data_and_manifest_reads_whole_and_counts_stale(lab, monkeypatch):

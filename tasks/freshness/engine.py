@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Generator, Iterator
 
 from tasks import forks, nextdate
-from tasks.contract import EXPORT_FILES
+from tasks.contract import awaited_file
 from tasks.freshness import identity
 from tasks.freshness.inputs import Window, diff_inputs, parse_inputs
 from tasks.freshness.memo import Memo, partition_id
@@ -265,9 +265,10 @@ class Engine(Memo):
         return f" ({note})" if note else absent_note(f"{source}/{date}", self.absent_because(zone, source, date))
 
     def without_file(self, zone, source: str, date: dt.date) -> str:
-        """``there, without its ads.csv yet`` for an export's folder made before its file; else ''."""
-        if source in EXPORT_FILES and self.folder_there(zone, source, date):
-            return f"there, without its {EXPORT_FILES[source]} yet"
+        """``there, without its ads.csv yet`` (``without any <store_id>.csv yet``) for a folder made before its
+        files, or holding none of a name read; else ''."""
+        if self.folder_there(zone, source, date) and not self.arrived(zone, source, date):
+            return f"there, without {awaited_file(source)} yet"
         return ""
 
 

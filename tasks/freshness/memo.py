@@ -298,7 +298,7 @@ class Memo(RawFolders):
 
     def window(self, node: Node, partial: bool = False) -> Window | None:
         """The raw files of the dependency window, read and refused; None while a required folder, or every
-        ``any_raw_window`` one, is missing (``partial``: a missing folder taken as empty)."""
+        ``any_raw_window`` one, has not arrived (``partial``: a missing folder taken as empty)."""
         zone, folders = self.zone(node), []
         required, any_of = node.raw_window(), node.any_raw_window()
         absent_ok = [*any_of, *node.optional_raw_window()]
@@ -312,6 +312,8 @@ class Memo(RawFolders):
                     return None
                 folders.append(FolderInputs(relpath, [], [], "absent"))
                 continue
+            if (source, date) not in absent_ok and not partial and not self.arrived(zone, source, date):
+                return None  # there, without a file it arrives with yet (a folder made before its files)
             folders.append(
                 self.once_per_pass(
                     ("select", type(node), source, date), _select, node, relpath, *scanned, self._accepts

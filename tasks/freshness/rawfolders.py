@@ -10,7 +10,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from tasks.contract import EXPORT_FILES
+from tasks.contract import arrives_with
 from tasks.cores import process_pool
 from tasks.freshness.node import raw_folders
 from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, unread_in_source
@@ -142,10 +142,10 @@ class RawFolders:
         return known[key]
 
     def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:
-        """The absent required raw folders of the node's window (and the first ``any_raw_window`` one, when
-        none of those exists)."""
+        """The required raw folders of the node's window that have not arrived (and the first ``any_raw_window``
+        one, when none of those has)."""
         zone = self.zone(node)
-        missing = [(s, d) for s, d in node.raw_window() if not self.folder_there(zone, s, d)]
+        missing = [(s, d) for s, d in node.raw_window() if not self.arrived(zone, s, d)]
         any_of = node.any_raw_window()
         if any_of and not self.present(node, any_of):
             missing.append(any_of[0])
@@ -156,14 +156,13 @@ class RawFolders:
         return [(s, d) for s, d in folders if self.arrived(zone, s, d)]
 
     def arrived(self, zone: RawZone, source: str, date: dt.date) -> bool:
-        """Whether raw folder ``<source>/<date>`` is there, with its export file for a source of one
-        (:data:`tasks.contract.EXPORT_FILES`: a folder made before its file is written is not there yet)."""
+        """Whether raw folder ``<source>/<date>`` is there holding a file it arrives with, of a name its
+        partitions read (:data:`tasks.contract.ARRIVES_WITH`): a folder made before its files are written,
+        or holding only files no partition reads, is not there yet."""
         if not self.folder_there(zone, source, date):
             return False
-        if source not in EXPORT_FILES:
-            return True
         scanned = self.raw_folder(zone, source, date)
-        return scanned is not None and any(entry[0] == EXPORT_FILES[source] for entry in scanned[0])
+        return scanned is not None and any(arrives_with(source, entry[0]) for entry in scanned[0])
 
     def source_listed(self, zone: RawZone, source: str) -> tuple[str | None, list[tuple[str, str]]]:
         """:meth:`RawZone.source_listing`, once per pass."""
