@@ -315,6 +315,31 @@ def test_the_completeness_check_of_a_long_chain_does_not_recurse(hotel_lab, sett
     assert not HotelBookingState(date=last).complete()  # an old link of the chain stale: every later one too
 
 
+def test_an_extract_folder_made_before_its_files_has_not_arrived_its_date_waits(lab, setting, capsys):
+    """Extract folder d made before its files are written: staging d waits (exit 20) and status says why,
+    and so do the books, instead of being built without d's events. A day with no booking event is a file
+    with its header only."""
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", FIRST)
+    lab.hotel_days(FIRST, 1)
+    day = FIRST + DAY
+    (lab.raw / "hotel_bookings" / str(day)).mkdir()
+    assert lab.range(FIRST, day + DAY, of="StgHotelBookingsDaily") == 20
+    assert set(lab.built_at("staging/hotel_bookings_daily")) == {FIRST}
+    assert lab.luigi("OtbByStayDate") == 20
+    assert not (lab.data / "marts" / "otb_by_stay_date").exists()
+    capsys.readouterr()
+    args = ["--dataset", "stg_hotel_bookings_daily", "--start", str(FIRST), "--stop", str(day + DAY)]
+    assert main(["status", *args]) == 0
+    shown = capsys.readouterr().out
+    why = "there, without any <hotel_id>.csv yet"
+    assert f"{day} waiting: raw folder missing: hotel_bookings/{day} ({why})" in shown, shown
+    lab.hotel_extract(day, "H1", [])  # no booking event that day: the header only
+    assert lab.range(FIRST, day + DAY, of="StgHotelBookingsDaily") == 0
+    assert set(lab.built_at("staging/hotel_bookings_daily")) == {FIRST, day}
+
+
 def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursion_limit(lab, setting):
     """State d reads state d-1: checking the newest of 3 years of built states walks all 1,095 links
     down to the first, deeper than Python lets a recursive check go (it fails with RecursionError)."""
@@ -322,12 +347,14 @@ def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursio
     import os
     import sys
 
+    from tasks.freshness.engine import Engine
+    from tasks.freshness.inputs import input_line
     from tasks.hotels import HotelBookingState, StgHotelBookingsDaily
 
     setting("daybreak", "start_date", FIRST)
     days = [FIRST + dt.timedelta(days=k) for k in range(3 * 365)]
-    for day in days:  # every extract is empty: every date's staging and state is the same empty table
-        (lab.raw / "hotel_bookings" / day.isoformat()).mkdir(parents=True)
+    for day in days:  # every extract holds no booking: every date's staging and state is the same empty table
+        lab.hotel_extract(day, "H1", [])
     assert lab.range(days[0], days[2], of="HotelBookingState") == 0  # two links built for real
     # the other links: the second one's partitions under their own dates (same data, hard-linked, so the
     # size and mtime its manifest records hold), with their own task ids and upstream links
@@ -346,6 +373,12 @@ def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursio
             twin = type(task)(date=day)
             upstream = {u.task_id: version[u.task_family] for u in twin.upstream()}
             fields = {"business_date": day.isoformat(), "task_id": twin.task_id, "upstream": upstream}
+            if task is staging_model:  # its own day's extract: the same bytes as the model's, another name
+                window = Engine().window(twin)
+                fields["inputs"] = [input_line(f) for f in window.read]
+                fields["input_fingerprint"] = window.fingerprint
+                (digest,) = manifest["input_hashes"].values()  # of the model's H1.csv, its header only
+                fields["input_hashes"] = {f.relpath: digest for f in window.read}
             (folder / "_manifest.json").write_text(json.dumps({**manifest, **fields}))
     assert len(lab.built_at(STATE)) == len(days) == 1095
     assert sys.getrecursionlimit() < len(days)  # Python's default (1,000): no room for one frame a link

@@ -221,16 +221,22 @@ def test_a_failure_stops_applying_when_a_folder_of_its_window_is_gone(lab, capsy
     assert lab.built_at() == built
 
 
-def test_a_failure_still_applies_when_the_folder_gone_held_nothing_it_read(lab, capsys):
+def test_a_failure_still_applies_when_the_folder_gone_held_nothing_it_read(lab, capsys, monkeypatch):
     """The exception to the rule above: when every file the failed attempt read is still there as it
-    was (the folder gone held nothing it read), the failure is still what a run would meet."""
+    was (the folder gone held nothing it read: an attempt of a Daybreak that took a folder holding no
+    store file as arrived), the failure is still what a run would meet."""
+    from tasks import contract
+
     lab.qsr_days(START, 1)  # folders START, START+1
-    (lab.raw / "qsr_pos" / str(START + 2 * DAY)).mkdir()  # folder START+2, empty
+    (lab.raw / "qsr_pos" / str(START + 2 * DAY)).mkdir()  # folder START+2, no store file
+    (lab.raw / "qsr_pos" / str(START + 2 * DAY) / "notes.txt").write_text("not a store file\n")
     lab.qsr_file(
         str(START + DAY), "S003", ["Q,1,S003,2026-09-11T12:00:00-04:00,COLA,1,1.00,,COMPLETED,1"], REPEATED_QTY
     )
+    monkeypatch.setitem(contract.ARRIVES_WITH, "qsr_pos", ("any file", lambda name: True))  # the rule before
     assert lab.range(START + DAY, START + 2 * DAY) == 30
-    (lab.raw / "qsr_pos" / str(START + 2 * DAY)).rmdir()
+    monkeypatch.undo()
+    shutil.rmtree(lab.raw / "qsr_pos" / str(START + 2 * DAY))
     state, reason = status_json(capsys, START + DAY, START + 2 * DAY)[START + DAY]
     assert state == "failed" and reason.startswith(f"qsr_pos/{START + DAY}/S003.csv: column 'qty' appears")
 
