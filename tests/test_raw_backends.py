@@ -156,3 +156,40 @@ def test_a_folder_marker_key_is_no_file_and_alone_is_no_folder(rgw, lab, monkeyp
     assert unread == []
     assert zone.scan_folder_all("qsr_pos", FIRST + 2 * DAY) is None
     assert not zone.folder_exists("qsr_pos", FIRST + 2 * DAY)
+
+
+@pytest.mark.system
+def test_a_bucket_folder_holding_no_store_file_has_not_arrived_as_a_local_one(rgw, lab, monkeypatch, setting, capsys):
+    """On a bucket, a folder "arrived once it holds an object": one holding only its marker key or a key no
+    partition reads (an upload's temporary name) let date d-1 be built without d's small hours. It waits, as
+    over a local folder, until a store file lands."""
+    from tasks.cli import main
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", rgw.secret_key)
+    setting("s3", "endpoint_url", rgw.endpoint_url)
+    setting("s3", "region", rgw.region)
+    lab.qsr_days(FIRST, 2)  # folders 09-10 .. 09-12
+    bucket = rgw.make_bucket(f"arrive-{uuid.uuid4().hex[:10]}")
+    client = rgw.client()
+    last = FIRST + 2 * DAY
+    for path in sorted(p for p in lab.raw.rglob("*") if p.is_file() and p.parent.name != str(last)):
+        client.put_object(Bucket=bucket, Key=f"landing/{path.relative_to(lab.raw)}", Body=path.read_bytes())
+    setting("daybreak", "raw_root", f"s3://{bucket}/landing")
+    status = ["status", "--dataset", "stg_qsr_pos", "--start", str(FIRST), "--stop", str(last)]
+    marker, part = f"qsr_pos/{last}/", f"qsr_pos/{last}/S001.csv.part"  # a console's folder, an upload under way
+    for key, why in ((marker, "\n"), (part, " (there, without any <store_id>.csv yet)\n")):  # alone, no folder
+        client.put_object(Bucket=bucket, Key=f"landing/{key}", Body=b"" if key == marker else b"order_id\n")
+        assert lab.range(FIRST, last) == 20
+        assert set(lab.built_at()) == {FIRST}
+        capsys.readouterr()
+        assert main(status) == 0
+        shown = capsys.readouterr().out
+        assert f"{FIRST + DAY} waiting: raw folder missing: qsr_pos/{last}{why}" in shown, shown
+    for path in sorted((lab.raw / "qsr_pos" / str(last)).iterdir()):  # its files land
+        client.put_object(Bucket=bucket, Key=f"landing/qsr_pos/{last}/{path.name}", Body=path.read_bytes())
+    assert lab.range(FIRST, last) == 0
+    setting("daybreak", "raw_root", lab.raw)
+    capsys.readouterr()
+    assert main(status) == 0  # the same partitions as the same files give over the local folder
+    assert "\n  2 ok\n" in capsys.readouterr().out
