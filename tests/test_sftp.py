@@ -575,6 +575,28 @@ def test_an_ad_date_is_built_from_a_later_export_over_sftp_as_locally_and_waits_
     assert [s["exports_read"] for s in stats] == [["2026-09-13"], ["2026-09-13"]]
 
 
+def test_a_folder_made_before_its_store_files_waits_over_sftp_as_locally(over_sftp):
+    """Folder d+1 there over SFTP, empty or holding no store file yet: date d waits (exit 20) and says why,
+    as over local disk, and is built whole once its files land."""
+    from tasks.views import status
+
+    lab, day = over_sftp, START
+    lab.qsr_days(day, 1)  # folders d, d+1
+    nxt = lab.raw / "qsr_pos" / str(day + dt.timedelta(days=1))
+    held = {path.name: path.read_bytes() for path in nxt.iterdir()}
+    for name in held:
+        (nxt / name).unlink()
+    (nxt / "S001.csv.part").write_bytes(held["S001.csv"])  # an upload under way
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 20
+    rows = status.collect(day, day + dt.timedelta(days=1), ["stg_qsr_pos"])
+    why = "there, without any <store_id>.csv yet"
+    assert [(r.state, r.reason) for r in rows] == [("waiting", f"raw folder missing: qsr_pos/{nxt.name} ({why})")]
+    for name, data in held.items():
+        (nxt / name).write_bytes(data)
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    assert pq.read_table(lab.partition(day) / "data.parquet").num_rows == 8
+
+
 def test_the_newest_folder_date_counts_real_folders_only_over_sftp_as_locally(over_sftp, tmp_path):
     """A file or a symbolic link named like a later date is not a folder (audit item 5), on both zones."""
     from tasks.settings import raw_root
