@@ -16,7 +16,7 @@ import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
 
 from tasks import catalogue, cores, settings
-from tasks.base import PartitionedTask, before_start_reason
+from tasks.base import PartitionedTask, before_start_reason, sftp_slot
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine, view_pass
 from tasks.freshness.node import raw_folders
@@ -42,6 +42,8 @@ class MorningRefresh(luigi.WrapperTask):
     """Each morning, a RangeDaily of every dataset the catalogue marks ``refresh``: the last
     ``[ads] restatement_days`` dates of a restated one, yesterday's of the others (docs/backfills.md).
     Until today's POS folder arrives the run exits 20 (missing data): rerun later."""
+
+    resources = property(lambda self: sftp_slot())
 
     today = BusinessDateParameter(
         default=None, flag="--today", description="Run as of this date (default: today in the business timezone)"
@@ -100,6 +102,7 @@ def describe_left_out(dates: list[dt.date], why: str, total: int) -> str:
 
 
 _reported: set[str] = set()
+RangeDailyBase.resources = property(lambda self: sftp_slot())  # Luigi's range wrappers, as Daybreak's
 
 
 @RangeDailyBase.event_handler(luigi.Event.DEPENDENCY_PRESENT)
@@ -123,6 +126,8 @@ class RangeSingleRun(luigi.WrapperTask):
     (:class:`SingleRunBuild`), each date still its own partition and manifest: a failed date is recorded
     and the rest goes on; one whose raw folders are missing is skipped (exit 20). docs/backfills.md,
     "One run per date or one run per range"."""
+
+    resources = property(lambda self: sftp_slot())
 
     of = luigi.TaskParameter(description="The partitioned task family, e.g. StgQsrPos")
     of_params = luigi.DictParameter(default={}, description='Its other parameters, e.g. {"hotel": "H1"}')
@@ -174,12 +179,7 @@ class SingleRunBuild(luigi.Task):
     stop = luigi.DateParameter()
     failures_summarised = True  # each failed date has its failure record, which the run's summary reports
 
-    @property
-    def resources(self) -> dict[str, int]:
-        """One ``sftp`` slot for the whole range when the dataset, or one it builds first, reads an SFTP raw zone."""
-        parts = self.partitions()
-        own = parts[0].resources if parts else {}
-        return own or next((r for up in self.upstream_builds() if (r := up.resources)), {})
+    resources = property(lambda self: sftp_slot())
 
     def partitions(self) -> list[PartitionedTask]:
         """The range's partitions in date order; for a chain (a date reads the same dataset's day

@@ -31,6 +31,22 @@ from tasks.targets import PartitionTarget, RawFolder, luigi_engine
 logger = logging.getLogger("luigi-interface")
 
 
+def sftp_slot() -> dict[str, int]:
+    """A task's ``resources``: one ``sftp`` slot over an SFTP raw zone (``[resources] sftp`` caps the sessions of
+    all workers). Every task holds one, a mart's and a wrapper's too: a worker process checks that what the task
+    reads or requires is up to date, which lists raw folders on a session of its own."""
+    return {"sftp": 1} if one_session(settings.raw_root()) else {}
+
+
+@luigi.Task.event_handler(luigi.Event.SUCCESS)
+@luigi.Task.event_handler(luigi.Event.FAILURE)
+def _hand_back_session(*_) -> None:
+    """A worker process hands back its SFTP session as its task ends, before Luigi frees the task's slot (a
+    wrapper runs nothing, but its check of what it requires opened one)."""
+    if multiprocessing.parent_process() is not None and one_session(settings.raw_root()):
+        RawZone.from_uri(settings.raw_root()).close()
+
+
 class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     """A task whose output is one folder of Parquet + manifest, complete only while fresh: a
     :class:`PartitionedTask` (one folder per business date) or a :class:`SnapshotTask` (one folder)."""
@@ -119,12 +135,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     def reads_raw(self) -> bool:
         return bool(self.raw_window() or self.any_raw_window() or self.optional_raw_window())
 
-    @property
-    def resources(self) -> dict[str, int]:
-        """One ``sftp`` resource over an SFTP raw zone (``[resources] sftp`` caps the sessions): a task
-        that reads no raw file checks that its upstream partitions are up to date, which lists their
-        raw folders from its worker process."""
-        return {"sftp": 1} if one_session(settings.raw_root()) else {}
+    resources = property(lambda self: sftp_slot())
 
     def raw_folders(self) -> list[RawFolder]:
         """The window as Luigi requirements: each required folder, and of ``any_raw_window`` the newest present

@@ -7,7 +7,7 @@ import datetime as dt
 import luigi
 
 from tasks import catalogue, settings
-from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
+from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date, sftp_slot
 from tasks.building import Built
 from tasks.calendar import date_range
 from tasks.contract import is_store_file
@@ -248,6 +248,7 @@ class AllHotelsPickup(luigi.WrapperTask):
 
     start = DateParameter(flag="--start", description="First booking date, inclusive")
     stop = DateParameter(flag="--stop", description="Last booking date, exclusive")
+    resources = property(lambda self: sftp_slot())
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

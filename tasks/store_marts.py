@@ -13,7 +13,7 @@ from pathlib import Path
 import luigi
 
 from tasks import catalogue, settings
-from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date
+from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date, sftp_slot
 from tasks.building import Built
 from tasks.contract import is_store_file
 from tasks.freshness.engine import Engine
@@ -24,7 +24,7 @@ from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.reporting import runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import atomic_write_text, exclusive
-from tasks.storage.rawzone import RawFile, RawZone, folder_dates, one_session
+from tasks.storage.rawzone import RawFile, RawZone, folder_dates
 from tasks.targets import luigi_engine
 from tasks.transforms.rawcsv import file_stem
 
@@ -201,10 +201,7 @@ class DiscoverStores(luigi.Task):
     def zone(self) -> RawZone:
         return RawZone.from_uri(settings.raw_root())
 
-    @property
-    def resources(self) -> dict[str, int]:
-        """One ``sftp`` resource over an SFTP raw zone, as every task that lists it."""
-        return {"sftp": 1} if one_session(settings.raw_root()) else {}
+    resources = property(lambda self: sftp_slot())
 
     def complete(self) -> bool:
         """Listed in this run, or nothing new since: a folder changed after the sensor ran is for the next
@@ -342,6 +339,7 @@ class AllStores(luigi.Task):
     Luigi dynamic dependency)."""
 
     _of_run: tuple[list, list] | None = None  # (the run, its requirements)
+    resources = property(lambda self: sftp_slot())
 
     def requires(self) -> list:
         """The same list whenever Luigi asks during one run (when it schedules, in the task's process before
