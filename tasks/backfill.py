@@ -350,10 +350,11 @@ def stale_downstream(
 ) -> list:
     """Built partitions that would go stale once ``rebuilt`` (and the upstream partitions a run rebuilds first)
     is in place, directly or through another, within the range and ``horizon_days`` after, or the ads
-    look-back's days if more (plan, preview). One that also reads a stale partition
-    of ``dataset`` outside the range goes to ``held`` as (task, the date it waits on) instead."""
+    look-back's days if more, and a chain (a day that reads the day before) to its last built day, with
+    what reads it (plan, preview). One that also reads a partition neither rebuilt, nor found here, nor up
+    to date (a stale day outside the range) goes to ``held`` as (task, that partition) instead, and so does
+    what reads a held one: a preview does not build them (docs/backfills.md)."""
     ids = {t.task_id for t in rebuilt}
-    root = type(rebuilt[0]) if rebuilt else None
     with view_pass() as engine:  # within a plan, the plan's pass
         stack = list(rebuilt)
         while stack:  # what the run rebuilds first, as their upstream: its readers past the range may go stale too
@@ -361,33 +362,44 @@ def stale_downstream(
                 if up.task_id not in ids and not engine.state(up).ok and not engine.waiting_for(up):
                     ids.add(up.task_id)
                     stack.append(up)
-        # the other datasets' partitions that may read the range, and its own dates past it (a look-back's)
         horizon = stop + dt.timedelta(days=max(horizon_days, settings.ads().rolling_window_days))
-        candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
-        if catalogue.BY_NAME[dataset].partition == "date":  # its own dates past the range (a look-back's)
-            candidates += catalogue.BY_NAME[dataset].partitions(stop, horizon)
-        pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
-        found, grew = [], True
-        while grew:
+        found = _reading(ids, dataset, start, stop, horizon, engine)
+        last = max((t.key for t in found if _a_link(t)), default=None)
+        if last is not None and last >= horizon - dt.timedelta(days=1):  # a chain that goes on: all of it
+            found = _reading(ids, dataset, start, stop, max(business_today(), horizon), engine)
+        reach, stuck, grew = ids | {t.task_id for t in found}, {}, True
+        while grew:  # held: a partition read neither rebuilt nor up to date, or a held one (the preview has neither)
             grew = False
-            for task in list(pending):
-                upstream = task.upstream()
-                if any(up.task_id in ids for up in upstream):
-                    pending.remove(task)
-                    grew = True
-                    outside = [
-                        up
-                        for up in upstream
-                        if type(up) is root
-                        and up.task_id not in ids  # not rebuilt by this run (or preview) first
-                        and up.key is not None
-                        and not start <= up.key < stop
-                        and not engine.state(up).ok
-                    ]
-                    if outside:
-                        if held is not None:
-                            held.append((task, outside[0]))
-                        continue
-                    ids.add(task.task_id)
-                    found.append(task)
-        return found
+            for task in (t for t in found if t.task_id not in stuck):
+                ups = task.upstream()
+                bad = [u for u in ups if u.task_id in stuck or not (u.task_id in reach or engine.state(u).ok)]
+                if bad:
+                    stuck[task.task_id], grew = bad[0], True
+        held = held if held is not None else []
+        held += [(t, stuck[t.task_id]) for t in found if t.task_id in stuck]
+        return [t for t in found if t.task_id not in stuck]
+
+
+def _a_link(task) -> bool:
+    """Whether ``task`` is a day of a chain: it reads its own dataset's day before."""
+    return task.key is not None and any(type(up) is type(task) and up.key < task.key for up in task.upstream())
+
+
+def _reading(ids: set[str], dataset: str, start: dt.date, stop: dt.date, horizon: dt.date, engine: Engine) -> list:
+    """The built partitions from ``start`` to ``horizon`` (the range's own dataset past the range) that
+    read one of ``ids``, directly or through another, in the order found."""
+    ids = set(ids)
+    candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
+    if catalogue.BY_NAME[dataset].partition == "date":  # its own dates past the range (a look-back's)
+        candidates += catalogue.BY_NAME[dataset].partitions(stop, horizon)
+    pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
+    found, grew = [], True
+    while grew:
+        grew = False
+        for task in list(pending):
+            if any(up.task_id in ids for up in task.upstream()):
+                pending.remove(task)
+                grew = True
+                ids.add(task.task_id)
+                found.append(task)
+    return found

@@ -399,7 +399,9 @@ def test_a_preview_of_days_of_a_chain_builds_the_days_after_them_and_publishes(l
 def test_a_preview_of_windows_builds_the_later_windows_its_upstream_changes(lab, capsys, setting, window_days):
     """C1's spend of 09-24 changes in export 10-01, the newest that holds it: a preview of the windows 09-22 ..
     09-25 rebuilds ads_daily 09-24 first, so it builds, and shows changed, the windows after the range that
-    read that day too (as many as [ads] rolling_window_days), and publishing it leaves nothing stale."""
+    read that day too (as many as [ads] rolling_window_days), and publishing it leaves nothing stale. (The
+    days after the range that read the export are brought up to date first: a window that reads one of them
+    stale is held, not built.)"""
     first = dt.date(2026, 9, 20)
     setting("daybreak", "start_date", first)
     setting("ads", "rolling_window_days", window_days)
@@ -410,6 +412,8 @@ def test_a_preview_of_windows_builds_the_later_windows_its_upstream_changes(lab,
     day = dt.date(2026, 9, 24)
     path = lab.raw / "ads" / "2026-10-01" / "ads.csv"
     path.write_text(path.read_text().replace(f"{day},C1,google,1000,50,10.00,", f"{day},C1,google,1000,50,99.00,"))
+    # the days after the range that read export 10-01 too, up to date (the same rows): else the windows are held
+    assert lab.range(day + 2 * DAY, stop, of="AdsDaily") == 0
     report = preview_json(capsys, "ads_rolling_7d", day - 2 * DAY, day + 2 * DAY)
     windows = {p["date"] for p in report["datasets"]["ads_rolling_7d"]["partitions"] if p["changed"]}
     last = min(day + (window_days - 1) * DAY, stop - DAY)
@@ -435,3 +439,94 @@ def test_a_preview_of_a_dataset_not_one_partition_per_date_is_one_line_and_exit_
     with pytest.raises(SystemExit):
         cli.main(["preview", "--help"])
     assert dataset not in capsys.readouterr().out  # the choices offered are the ones taken
+
+
+def test_a_preview_of_windows_holds_the_later_windows_that_read_stale_days_outside_it_as_the_plan_says(
+    lab, capsys, setting
+):
+    """Export 10-01 re-sent with every spend one more: ads_daily 09-24 .. 09-30 are stale. A preview of the
+    windows 09-22 .. 09-25 builds, as the plan's `first` says, ads_daily 09-24 and 09-25 only, not the days
+    after the range that a backfill of the windows does not touch; the later windows that read them are not
+    built (exit 25), each named with the day it waits on. Once those days are up to date, the same preview
+    builds the later windows and can be published."""
+    from tasks.views.plan import make_plan
+
+    first = dt.date(2026, 9, 20)
+    setting("daybreak", "start_date", first)
+    for k in range(1, 15):  # exports 09-21 .. 10-04
+        lab.ads_export(first + k * DAY, first)
+    stop = dt.date(2026, 10, 4)
+    assert lab.range(first, stop, of="AdsRolling7d") == 0
+    export = dt.date(2026, 10, 1)
+    rows = [r.replace(",10.00,", ",11.00,") for r in ads_rows(export, first)]
+    lab.ads_export(export, first, rows)
+    start, end = dt.date(2026, 9, 22), dt.date(2026, 9, 26)
+    plan = make_plan("ads_rolling_7d", start, end)
+    assert [(name, label) for name, label, *_ in plan.first] == [("ads_daily", f"2026-09-2{d}") for d in (4, 5)]
+    later = [(dt.date(2026, 9, 26) + k * DAY).isoformat() for k in range(6)]  # 09-26 .. 10-01 read 09-24 or 09-25
+    assert {**plan.downstream, **plan.downstream_maybe} == {"ads_rolling_7d": later}
+    before = production(lab)
+    code, out = daybreak(capsys, "preview", "ads_rolling_7d", "--start", str(start), "--stop", str(end), "--json")
+    assert code == 25, out
+    report = json.loads(out)
+    built = {name: [p["date"] for p in d["partitions"]] for name, d in report["datasets"].items()}
+    assert built == {"ads_daily": ["2026-09-24", "2026-09-25"], "ads_rolling_7d": ["2026-09-24", "2026-09-25"]}
+    assert report["not_built"] == [
+        {
+            "partition": f"marts/ads_rolling_7d/business_date={day}",
+            "reason": "also reads staging/ads_daily/business_date=2026-09-26, outside the range and not up to date",
+        }
+        for day in later
+    ]
+    assert production(lab) == before
+    assert lab.range(dt.date(2026, 9, 26), dt.date(2026, 10, 1), of="AdsDaily") == 0  # the days after the range
+    report = preview_json(capsys, "ads_rolling_7d", start, end)
+    built = {name: [p["date"] for p in d["partitions"]] for name, d in report["datasets"].items()}
+    # 09-25's rows come out the same (its newest export is 10-02): window 10-01 reads 09-25, not 09-24, and stays
+    windows = ["2026-09-24", "2026-09-25", *later[:-1]]
+    assert built == {"ads_daily": ["2026-09-24", "2026-09-25"], "ads_rolling_7d": windows}
+    code, out = daybreak(capsys, "publish", report["id"])
+    assert code == 0, out
+    assert lab.rebuilt_by(lambda: lab.range(first, stop, of="AdsRolling7d"), "marts/ads_rolling_7d") == set()
+
+
+def test_a_preview_of_a_hotel_extract_builds_the_whole_chain_after_it_and_its_pickups_as_the_plan_lists(
+    lab, capsys, setting
+):
+    """An open H2 booking of 09-13 re-sent with 4 rooms instead of 2: every booking state from 09-13 on carries
+    it, past any horizon, and so do H2's pickups. The plan lists the whole chain and the pickups over it; the
+    preview builds exactly those (and on-the-books, the exports), and once it is published nothing is stale."""
+    from tasks.views.plan import make_plan
+    from tests.test_hotels import write
+
+    first = dt.date(2026, 9, 10)
+    setting("daybreak", "start_date", first)
+    days = 16
+    for k in range(days):  # 09-10 .. 09-25; each booking stays on the books (arrival 10-20)
+        day = first + k * DAY
+        write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-20,2026-10-22,1,100.00,direct"])
+        write(lab, day, "H2", [f"V{k},H2,{day}T12:00:00-07:00,CREATED,2026-10-20,2026-10-21,2,50.00,ota"])
+    stop = first + days * DAY
+    assert lab.luigi("AllHotelsPickup", "--start", str(first), "--stop", str(stop)) == 0
+    assert lab.luigi("HotelOtbExport", "--hotel", "H2") == 0
+    day = first + 3 * DAY
+    write(lab, day, "H2", [f"V3,H2,{day}T12:00:00-07:00,CREATED,2026-10-20,2026-10-21,4,50.00,ota"])
+    chain = [(day + k * DAY).isoformat() for k in range((stop - day).days)]  # 09-13 .. 09-25: past 7 days
+    plan = make_plan("stg_hotel_bookings_daily", day, day + DAY)
+    downstream = {**plan.downstream, **plan.downstream_maybe}
+    assert downstream["hotel_booking_state"] == chain
+    assert {p for p in downstream["hotel_pickup"] if p.endswith(" H2")} == {f"{d} H2" for d in chain}
+    before = production(lab)
+    report = preview_json(capsys, "stg_hotel_bookings_daily", day, day + DAY)
+    assert report["not_built"] == [] and report["not_run"] == []
+    built = {name: [p["partition"] for p in d["partitions"]] for name, d in report["datasets"].items()}
+    assert [p.removeprefix("business_date=") for p in built["hotel_booking_state"]] == chain
+    assert [p for p in built["hotel_pickup"] if p.endswith("hotel_id=H2")] == [
+        f"business_date={d}/hotel_id=H2" for d in chain
+    ]
+    assert "otb_by_stay_date" in built and "hotel_otb_export" in built
+    assert production(lab) == before
+    code, out = daybreak(capsys, "publish", report["id"])
+    assert code == 0, out
+    code, out = daybreak(capsys, "plan", "hotel_pickup", "--start", str(first), "--stop", str(stop))
+    assert code == 0 and out.startswith("hotel_pickup: 0 partitions would run, 0 wait for raw data"), out

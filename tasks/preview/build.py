@@ -68,6 +68,7 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
         roots, waiting = tasks_to_build(dataset, start, stop)
         held: list = []
         later = stale_downstream(roots, dataset, start, stop, HORIZON_DAYS, held) if roots else []
+        held = [(t, _held_why(up, {h.task_id for h, _ in held}, start, stop, data_root)) for t, up in held]
         before = {partition_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
     not_run: list[dict] = []
     if roots:
@@ -94,20 +95,25 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
             for rel in built
         ],
         waiting=[{"date": d.isoformat(), "reason": why} for d, why in waiting],
-        not_built=[
-            {
-                "partition": partition_rel(t.store(), t.key, data_root),
-                "reason": f"also reads {partition_rel(up.store(), up.key, data_root)}, "
-                "outside the range and not up to date",
-            }
-            for t, up in held
-        ],
+        not_built=[{"partition": partition_rel(t.store(), t.key, data_root), "reason": why} for t, why in held],
         failed=_failures(shadow),
         not_run=not_run,
         datasets=_by_dataset(built, diffs),
     )
     write_record(shadow, record)
     return record, EXIT_FAILED if record["failed"] else EXIT_NOT_RUN if not_run or record["not_built"] else 0
+
+
+def _held_why(up, held: set[str], start: dt.date, stop: dt.date, data_root: str) -> str:
+    """Why a downstream partition that reads ``up`` is not built: ``up`` is not built either, or is
+    neither in the preview nor up to date."""
+    rel = partition_rel(up.store(), up.key, data_root)
+    if up.task_id in held:
+        return f"reads {rel}, not built either"
+    if why := freshness.process_engine().waiting_for(up):  # the pass that chose the partitions
+        return f"also reads {rel}, which waits for raw data: {why}"
+    where = "outside the range" if up.key is None or not start <= up.key < stop else "not in the preview"
+    return f"also reads {rel}, {where} and not up to date"
 
 
 def _not_run(tasks: list, data_root: str) -> list[dict]:
