@@ -516,6 +516,11 @@ def test_a_preview_of_a_hotel_extract_builds_the_whole_chain_after_it_and_its_pi
     downstream = {**plan.downstream, **plan.downstream_maybe}
     assert downstream["hotel_booking_state"] == chain
     assert {p for p in downstream["hotel_pickup"] if p.endswith(" H2")} == {f"{d} H2" for d in chain}
+    code, out = daybreak(capsys, "plan", "stg_hotel_bookings_daily", "--start", str(day), "--stop", str(day + DAY))
+    last = chain[-1]
+    assert f"  then stale downstream: hotel_booking_state {day} .. {last} (13 partitions)\n" in out, out
+    pickups = f"hotel_pickup {day} .. {last} H1, H2, H3, H4, H5 (65 partitions)"  # every hotel's, built empty
+    assert f"  then may go stale downstream: {pickups}\n" in out, out
     before = production(lab)
     report = preview_json(capsys, "stg_hotel_bookings_daily", day, day + DAY)
     assert report["not_built"] == [] and report["not_run"] == []

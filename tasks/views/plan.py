@@ -258,12 +258,10 @@ def render(plan: Plan) -> str:
     for name, keys in plan.downstream.items():
         # a hotel's or a store's partition reads its own rows of what is rebuilt: stale only if they change
         how = "may go stale" if catalogue.BY_NAME[name].task.reads_a_slice else "stale"
-        lines.append(f"  then {how} downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}")
+        lines.append(f"  then {how} downstream: {name} {_listed(keys)}")
     for name, keys in plan.downstream_maybe.items():
         if keys:
-            lines.append(
-                f"  then may go stale downstream: {name} {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}"
-            )
+            lines.append(f"  then may go stale downstream: {name} {_listed(keys)}")
     lines += [f"  left  {folder}" for folder in plan.left_over[:LEFT_OVER_LINES]]
     if len(plan.left_over) > LEFT_OVER_LINES:
         lines.append(
@@ -291,6 +289,23 @@ def render(plan: Plan) -> str:
         lines.append(f"  mode: {kind} ({family}): {why}")
         lines.append(f"  run:  {plan.command}")
     return "\n".join(lines)
+
+
+def _listed(keys: list[str]) -> str:
+    """Partitions named one by one up to 10; more, as spans of days (a whole chain) with their keys:
+    ``2026-09-05 .. 2026-09-30 H1, H2 (52 partitions)``, 10 spans at most."""
+    if len(keys) <= 10:
+        return ", ".join(keys)
+    days: dict[str, list[str]] = {}  # the key after the date ('' for none) -> its dates, in order
+    for label in keys:
+        day, _, key = label.partition(" ")
+        days.setdefault(key, []).append(day)
+    spans: dict[str, list[str]] = {}  # the spans of dates -> the keys that have them
+    for key, dates in days.items():
+        runs = _grouped([(d, "") for d in dates])
+        spans.setdefault(", ".join(f"{a} .. {b}" if n > 1 else str(a) for a, b, n, _ in runs), []).append(key)
+    shown = [f"{span} {', '.join(k for k in names if k)}".rstrip() for span, names in spans.items()]
+    return f"{'; '.join(shown[:10])}{' ...' if len(shown) > 10 else ''} ({len(keys)} partitions)"
 
 
 def _next(last, label) -> bool:
