@@ -364,9 +364,9 @@ def stale_downstream(
                     stack.append(up)
         horizon = stop + dt.timedelta(days=max(horizon_days, settings.ads().rolling_window_days))
         found = _reading(ids, dataset, start, stop, horizon, engine)
-        last = max((t.key for t in found if _a_link(t)), default=None)
-        if last is not None and last >= horizon - dt.timedelta(days=1):  # a chain that goes on: all of it
-            found = _reading(ids, dataset, start, stop, max(business_today(), horizon), engine)
+        while horizon < business_today() and any(_a_link(t) and t.key >= horizon - dt.timedelta(days=1) for t in found):
+            horizon = min(business_today(), horizon + (horizon - start))  # a chain that goes on: all of it
+            found = _reading(ids, dataset, start, stop, horizon, engine)
         reach, stuck, grew = ids | {t.task_id for t in found}, {}, True
         while grew:  # held: a partition read neither rebuilt nor up to date, or a held one (the preview has neither)
             grew = False
