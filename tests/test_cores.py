@@ -139,9 +139,9 @@ def test_a_single_run_shares_the_cores_between_its_processes(lab, monkeypatch):
     seen.mkdir()
     in_order = backfill.built_in_order
 
-    def recorded(todo):  # in each build process (forked: this replacement comes along)
+    def recorded(todo, shared=()):  # in each build process (forked: this replacement comes along)
         (seen / str(os.getpid())).write_text(str(cores.task_threads()))
-        return in_order(todo)
+        return in_order(todo, shared)
 
     monkeypatch.setattr(backfill, "built_in_order", recorded)
     lab.qsr_days(D, 4)
