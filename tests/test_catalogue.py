@@ -150,7 +150,8 @@ def test_store_daily_sales_and_the_hotel_exports_have_status_lines(lab):
         ("store_daily_sales", None, "missing"),
         ("hotel_otb_export", None, "waiting"),  # no hotel extract: on-the-books waits for start_date's
     ]
-    assert before[0].reason == "store_id S001, S002: no partition"  # read by staging; the next AllStores builds them
+    registers = "not registered yet: AllStores registers and builds it"  # the next AllStores builds them
+    assert before[0].reason == f"store_id S001, S002: no partition, {registers}"
     assert (
         before[1].reason
         == "hotel H1, H2, H3, H4, H5: upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data"

@@ -331,7 +331,8 @@ def test_a_store_a_staging_partition_read_is_registered_whatever_its_folder_stam
     assert "  run   S003  missing" in capsys.readouterr().out
     assert main(["status", "--dataset", "store_daily_sales", "--json"]) == 0  # status says what plan says
     (row,) = json.loads(capsys.readouterr().out)
-    assert (row["state"], row["reason"]) == ("missing", "store_id S003: no partition"), row
+    registers = "not registered yet: AllStores registers and builds it"
+    assert (row["state"], row["reason"]) == ("missing", f"store_id S003: no partition, {registers}"), row
     assert lab.luigi("AllStores") == 0
     assert store_marts.read_registry()["S003"] == day.isoformat()
     got = duckdb.execute(
@@ -577,5 +578,25 @@ def test_status_before_the_first_all_stores_says_what_registers_the_stores(lab, 
     (row,) = status.collect(START, START + dt.timedelta(days=2), ["store_daily_sales"])
     assert (row.state, row.reason) == (
         "missing",
-        "no store_id known yet; AllStores registers and builds every store whose files are in the raw zone",
+        "store_id S001: no partition, not registered yet: AllStores registers and builds it",
     )
+
+
+def test_status_names_a_new_stores_missing_partition_while_the_others_are_pending(lab, setting, capsys):
+    """A new store's first file makes the staging date stale (the registered stores may rebuild) and the new store
+    a partition the next run builds: status names it missing, as plan names it a run."""
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002", "S003"))
+    assert build_all(lab) == 0
+    day = START + dt.timedelta(days=2)
+    lab.qsr_file(day.isoformat(), "S009", [r.replace("S001", "S009") for r in qsr_rows("S001", day)])
+    capsys.readouterr()
+    assert main(["status", "--dataset", "store_daily_sales", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    new = "store_id S009: no partition, not registered yet: AllStores registers and builds it"
+    assert row["state"] == "missing" and row["reason"].startswith(f"{new}; S001, S002, S003 pending: "), row
+    assert main(["status", "--dataset", "store_daily_sales"]) == 0
+    assert f"  (unpartitioned)  missing: {new}; S001, S002, S003 pending: " in capsys.readouterr().out
+    assert store_marts.read_registry().keys() == {"S001", "S002", "S003"}  # status registers nothing

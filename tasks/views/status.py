@@ -136,15 +136,20 @@ def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
     (``store_id S002: stray file ...; S001 missing: ...``); rows summed over the keys."""
     spec = catalogue.BY_NAME[name]
     key = spec.key_param
-    parts = spec.partitions() if day is None else spec.partitions(day, day + dt.timedelta(days=1))
-    if spec.partition == "store":  # a store a staging partition read, not registered yet: the next run builds it
-        from tasks.store_marts import StoreDailySales, staged_stores
+    parts, new = spec.partitions() if day is None else spec.partitions(day, day + dt.timedelta(days=1)), []
+    if spec.partition == "store":  # a store with a file in the raw zone, not registered yet: the next run builds it
+        from tasks.store_marts import StoreDailySales, unregistered_stores
 
-        parts += [StoreDailySales(store_id=s) for s in sorted(staged_stores(cache))]  # this view's pass
+        new = unregistered_stores(cache)  # as the plan counts them
+        parts += [StoreDailySales(store_id=s) for s in new]
     if not parts:
         run = "; AllStores registers and builds every store whose files are in the raw zone"
         return DayStatus(name, day, "missing", f"no {key} known yet{run if key == 'store_id' else ''}")
     rows = {getattr(t, key): day_status(t, cache, name) for t in parts}
+    for k in new:  # what builds it: AllStores registers it first
+        if rows[k].state == "missing":
+            registers = "not registered yet: AllStores registers and builds it"
+            rows[k] = replace(rows[k], reason=f"{rows[k].reason}, {registers}")
     states = sorted({r.state for r in rows.values()}, key=WORST_FIRST.index)
     worst, bad, groups = states[0], [s for s in states if s != "ok"], []
     for state in bad:  # every key not ok, worst state first: each reason cut short when there are several
