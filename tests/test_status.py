@@ -551,3 +551,24 @@ def test_a_start_past_the_newest_raw_folder_says_there_is_no_date_to_show(lab, s
     assert main(["status", "--start", str(later)]) == 0
     err = capsys.readouterr().err
     assert f"no date from {later} to {later} (stop exclusive): the dated datasets have none" in err, err
+
+
+@pytest.mark.unit
+def test_dates_kept_apart_are_shown_as_their_runs_not_as_one_span():
+    """Before: ``keep  2026-09-09 .. 2026-09-25 (4 dates)`` for 09-09, 09-10, 09-24 and 09-25: read as 17 days."""
+    from tasks.freshness.identity import SAME_CONTENT
+    from tasks.views import plan as views_plan
+    from tasks.views.rows import DayStatus
+
+    first, later = dt.date(2026, 9, 9), dt.date(2026, 9, 24)
+    kept = [first, first + DAY, later, later + DAY]
+    runs = f"{first} .. {first + DAY}, {later} .. {later + DAY} (4 dates)"
+    shown = views_plan.render(views_plan.Plan("stg_qsr_pos", [], [], kept, {}, None, 1, first, later + 2 * DAY))
+    assert f"  keep  {runs}  4 partitions: {SAME_CONTENT}, nothing to rebuild" in shown, shown
+    rows = [DayStatus("stg_qsr_pos", first + k * DAY, "ok", "") for k in range(17)]
+    rows = [DayStatus(r.dataset, r.date, "ok", SAME_CONTENT) if r.date in kept else r for r in rows]
+    text = status.render_text(rows)
+    assert f"  4 ok, {SAME_CONTENT} ({runs}): nothing to rebuild" in text, text
+    many = [first + 2 * k * DAY for k in range(8)]  # 8 dates a day apart: the first runs, then how many more
+    text = status.render_text([DayStatus("stg_qsr_pos", d, "ok", SAME_CONTENT) for d in many])
+    assert f"({first}, {first + 2 * DAY}, {first + 4 * DAY} and 5 more runs to {many[-1]} (8 dates))" in text, text

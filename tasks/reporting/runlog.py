@@ -392,13 +392,18 @@ def _names(partitions: list[tuple[str, object]]) -> str:
 
 
 def dates_span(keys: list) -> str:
-    """``2026-09-01 .. 2026-10-30`` (with the count of gaps, if any), or the one key; keys that are not dates
-    (stores) listed, past 10 the first and last; '' unpartitioned."""
+    """``2026-09-01 .. 2026-10-30``, or each run of consecutive dates and the count (``2026-09-09 .. 2026-09-10,
+    2026-09-24 (3 dates)``; past 5 runs, the first 3 and how many more), or the one key; keys that are not
+    dates (stores) listed, past 10 the first and last; '' unpartitioned."""
     dates = sorted({k for k in keys if isinstance(k, dt.date)})
     if not dates:
         named = sorted({str(k) for k in keys if k is not None})
         return ", ".join(named) if len(named) <= 10 else f"{named[0]} .. {named[-1]} ({len(named)})"
-    if len(dates) == 1:
-        return str(dates[0])
-    gaps = (dates[-1] - dates[0]).days + 1 - len(dates)
-    return f"{dates[0]} .. {dates[-1]}" + (f" ({len(dates)} dates)" if gaps else "")
+    firsts = [d for i, d in enumerate(dates) if i == 0 or (d - dates[i - 1]).days > 1]
+    lasts = [d for i, d in enumerate(dates) if i == len(dates) - 1 or (dates[i + 1] - d).days > 1]
+    texts = [str(a) if a == b else f"{a} .. {b}" for a, b in zip(firsts, lasts, strict=True)]
+    if len(texts) == 1:
+        return texts[0]
+    if len(texts) > 5:
+        return f"{', '.join(texts[:3])} and {len(texts) - 3} more runs to {dates[-1]} ({len(dates)} dates)"
+    return f"{', '.join(texts)} ({len(dates)} dates)"
