@@ -350,3 +350,14 @@ def test_a_date_two_upstream_ranges_share_is_tried_once(lab, setting, caplog, mo
         assert single(lab, "HotelPickup", START, START + 4 * DAY, "--of-params", '{"hotel": "H1"}') == 30
     assert f"StgHotelBookingsDaily {START} .. {START + 3 * DAY}: 3 ran, 1 failed" in caplog.text, caplog.text
     assert sorted(tried) == [START + k * DAY for k in range(4)]  # each once, the failed one too
+
+
+def test_the_summary_names_the_hotel_of_each_pickup_not_run(lab, setting, caplog):
+    """Before: ``not run  HotelPickup 2026-09-12`` once per hotel, which hotel not said."""
+    hotel_days_with_an_unknown_hotel(lab, setting, 4)
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.luigi("AllHotelsPickup", "--start", str(START), "--stop", str(START + 4 * DAY)) == 30
+    summary = caplog.text[caplog.text.index("summary of this run:") :]
+    held = [line.split(" (")[0] for line in summary.splitlines() if line.startswith("  not run  HotelPickup ")]
+    assert len(held) > 1 and len(set(held)) == len(held), summary
+    assert all(re.fullmatch(r"  not run  HotelPickup 2026-09-1[23] H\d", line) for line in held), summary

@@ -220,10 +220,10 @@ def report() -> tuple[list[str], str]:
                 fenced.append((family, key))
             elif task.task_id in run.written:  # committed: built, whatever failed after the commit
                 counts[family]["ran"].append(key)
-                warned += [f"{_name(family, key)}: {w}" for w in run.written[task.task_id]]
+                warned += [f"{label(task)}: {w}" for w in run.written[task.task_id]]
             elif task.task_id in run.failed:
                 counts[family]["failed"].append(key)
-                failed.append(f"{_name(family, key)}: {run.failed[task.task_id]}")
+                failed.append(f"{label(task)}: {run.failed[task.task_id]}")
             else:
                 try:
                     kind = "not run" if run.store_gone else _asked(task, cache, started, failed, waiting, others)
@@ -233,10 +233,10 @@ def report() -> tuple[list[str], str]:
                     kind = "not run"
                 counts[family][kind].append(key)
                 if kind == "not run" and task.task_id in LEFT_BY_A_LOST_HOST:
-                    lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(_name(family, key))
+                    lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(label(task))
                 elif kind == "not run":
                     done = task.task_id in DONE_IN_SCHEDULER or single_run_done
-                    (cooled if done else blocked).append(_name(family, key))
+                    (cooled if done else blocked).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
     lines = ["summary of this run:", *notes]
     for family, kinds in counts.items():
@@ -294,7 +294,7 @@ def _asked(task, cache, started: str, failed: list, waiting: dict, others: list)
     family, key = task.task_family, _key(task)
     record = task.store().read_failure(task.key)
     if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
-        failed.append(f"{_name(family, key)}: {_first_line(record.get('error', ''))}")
+        failed.append(f"{label(task)}: {_first_line(record.get('error', ''))}")
         return "failed"
     if _ran(task, cache, started):  # up to date, nothing written by this run
         manifest = cache.summary(cache.store(task), task.key) or {}
