@@ -535,3 +535,20 @@ def test_a_preview_of_a_hotel_extract_builds_the_whole_chain_after_it_and_its_pi
     assert code == 0, out
     code, out = daybreak(capsys, "plan", "hotel_pickup", "--start", str(first), "--stop", str(stop))
     assert code == 0 and out.startswith("hotel_pickup: 0 partitions would run, 0 wait for raw data"), out
+
+
+def test_plan_names_each_open_preview_of_the_range_and_why_one_cannot_be_published(threshold_lab, capsys):
+    """Before: every open preview was `put it in place with daybreak publish ...`, one that would be refused too."""
+    lab = threshold_lab
+    first = preview_json(capsys, "stg_qsr_pos", D1, STOP)["id"]
+    assert lab.range(D2, D3) == 0  # production rebuilds a date of the first preview
+    second = preview_json(capsys, "stg_qsr_pos", D1, STOP)["id"]
+    code, out = daybreak(capsys, "plan", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP))
+    shown = [line for line in out.splitlines() if line.startswith("  open preview ")]
+    assert shown == [  # oldest first
+        f"  open preview {first} ({D1} .. {STOP}, 3 partitions): cannot be published: "
+        f"staging/qsr_pos/business_date={D2}: production changed since the preview (its manifest is not the one "
+        f"recorded); discard it with `daybreak discard {first}`",
+        f"  open preview {second} ({D1} .. {STOP}, 2 partitions): see it with `daybreak previews`, put it in "
+        f"place with `daybreak publish {second}`",
+    ], out

@@ -235,12 +235,14 @@ def sweep() -> list[str]:
 
 
 def open_for(dataset: str, start: dt.date, stop: dt.date) -> list[dict]:
-    """Open previews of ``dataset`` whose range overlaps ``[start, stop)`` (for `daybreak plan`)."""
-    return [
-        r
-        for r in open_records()
-        if r["dataset"] == dataset and r["start"] < stop.isoformat() and start.isoformat() < r["stop"]
-    ]
+    """Open or half published previews of ``dataset`` whose range overlaps ``[start, stop)``, oldest first (for
+    `daybreak plan`), each record with ``why_not``: the reasons `publish` would refuse it now ([]: none)."""
+    out = []
+    for _, folder, r in readable_records():
+        if r.get("state") in ("open", "publishing") and r["dataset"] == dataset:
+            if r["start"] < stop.isoformat() and start.isoformat() < r["stop"]:
+                out.append({**r, "why_not": problems(r, folder)[1]})
+    return sorted(out, key=lambda r: r.get("created_at", ""))
 
 
 def open_records() -> list[dict]:

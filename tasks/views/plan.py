@@ -132,7 +132,8 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
         for row in data_root_rows([dataset], cache):
             if row.state == LEFT_OVER:
                 plan.left_over, plan.left_over_why = list(row.not_read), row.reason
-        if plan.kind == "date":
+    if plan.kind == "date":  # after the plan's pass: whether each can be published is a pass of its own
+        with settings.snapshot():
             plan.previews = open_for(dataset, start, stop)
     return plan
 
@@ -270,10 +271,17 @@ def render(plan: Plan) -> str:
     if plan.left_over:
         lines.append(f"  {plan.left_over_why}")  # whole: it ends with the command that deletes them
     for p in plan.previews:
-        lines.append(
-            f"  open preview {p['id']} ({p['start']} .. {p['stop']}, {len(p.get('partitions', []))} partitions): "
-            f"see it with `daybreak previews`, put it in place with `daybreak publish {p['id']}`"
-        )
+        pid, why = p["id"], p.get("why_not") or []
+        head = f"  open preview {pid} ({p['start']} .. {p['stop']}, {len(p.get('partitions', []))} partitions)"
+        if why:
+            more = f" (and {len(why) - 1} more)" if len(why) > 1 else ""
+            lines.append(
+                f"{head}: cannot be published: {shorten(why[0])}{more}; discard it with `daybreak discard {pid}`"
+            )
+        elif p.get("state") == "publishing":
+            lines.append(f"{head}: half published: finish it with `daybreak publish {pid}`")
+        else:
+            lines.append(f"{head}: see it with `daybreak previews`, put it in place with `daybreak publish {pid}`")
     if plan.runs and plan.estimate_s is None:
         lines.append("  estimate: no recorded durations yet")
     elif plan.runs:
