@@ -44,7 +44,7 @@ class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the cl
     )
     preview_keep_days = luigi.FloatParameter(
         default=7.0,
-        description="Days after which a preview (daybreak preview) is deleted, never published",
+        description="Days after which a preview (daybreak preview) is deleted, or the record a published one keeps",
     )
     cache_dir = luigi.Parameter(
         default="",

@@ -552,3 +552,19 @@ def test_plan_names_each_open_preview_of_the_range_and_why_one_cannot_be_publish
         f"  open preview {second} ({D1} .. {STOP}, 2 partitions): see it with `daybreak previews`, put it in "
         f"place with `daybreak publish {second}`",
     ], out
+
+
+def test_publish_says_what_it_keeps_of_the_preview_and_previews_says_when_it_was_published(threshold_lab, capsys):
+    """Before: `its folder removed`, while the folder stayed with its record, and `previews` said `no: published`."""
+    pid = preview_json(capsys, "stg_qsr_pos", D1, STOP)["id"]
+    code, out = daybreak(capsys, "publish", pid)
+    assert code == 0 and "its folder removed" not in out, out
+    assert ", its record kept: daybreak previews lists it as published until it is swept, " in out, out
+    folder = threshold_lab.data / "_state" / "preview" / pid
+    assert sorted(p.name for p in folder.iterdir()) == ["_publish.lock", "preview.json"]  # its partitions' files gone
+    record = json.loads((folder / "preview.json").read_text())
+    code, out = daybreak(capsys, "previews")
+    row = next(line for line in out.splitlines() if line.startswith(pid))
+    swept = (dt.datetime.fromisoformat(record["created_at"]) + dt.timedelta(days=7)).date()
+    published = dt.datetime.fromisoformat(record["published_at"]).strftime("%Y-%m-%d %H:%M")
+    assert row.endswith(f" published  no: published at {published} UTC; swept after {swept}"), row

@@ -123,9 +123,12 @@ def _publish(folder, t0: float) -> tuple[int, str]:
     write_record(folder, record)
     placed = time.perf_counter()
     _drop_partitions(folder)
+    keep = settings.daybreak().preview_keep_days
     return 0, (
         f"preview {pid}: published {len(todo)} partition(s) in {placed - t0:.2f} s (checks {checked - t0:.2f} s, "
-        f"renames {placed - checked:.2f} s); its folder removed in {time.perf_counter() - placed:.2f} s"
+        f"renames {placed - checked:.2f} s); the preview's partitions removed in {time.perf_counter() - placed:.2f} s"
+        f", its record kept: daybreak previews lists it as published until it is swept, {keep:g} days after it was "
+        "made ([daybreak] preview_keep_days)"
     )
 
 
@@ -200,6 +203,10 @@ def listing() -> list[dict]:
                 reasons = reasons or []
         elif state == "building" and not _being_built(folder):
             state, reasons = "stopped", [f"its build stopped before the end (killed?); daybreak discard {record['id']}"]
+        elif state == "published":  # its record only, until swept
+            swept = created + dt.timedelta(days=settings.daybreak().preview_keep_days)
+            at = dt.datetime.fromisoformat(record["published_at"]).strftime("%Y-%m-%d %H:%M")
+            reasons = [f"published at {at} UTC; swept after {swept.date()}"]
         else:
             reasons = [state]
         out.append(
