@@ -82,6 +82,11 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     input_names: ClassVar[str] = ""  # the names accepts_input takes, for the reason a file is refused
 
+    def fails_on_listing(self) -> str:
+        """Why a build would fail, as the listing of its raw folders already tells ('' : it does not);
+        `daybreak plan` says so beside the partition."""
+        return ""
+
     def max_reject_share(self) -> float | None:
         """Fail the partition when rejected rows exceed this share of ``stats["attributed_rows"]``; None: never."""
         return None

@@ -59,6 +59,14 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
         entries, _ = engine.raw_folder(engine.zone(self), SOURCE, self.date) or ([], [])
         return sorted(name.removesuffix(".csv") for name, _, _ in entries if self.accepts_input(name))
 
+    def fails_on_listing(self) -> str:
+        """The extracts of hotels not in the list, which fail the build (:meth:`build`)."""
+        known = hotels()
+        gone = [h for h in self.hotels_read() if h not in known]
+        return "; ".join(
+            f"raw file {SOURCE}/{self.date}/{h}.csv is of hotel {h}, not in {hotels_source()}" for h in gone
+        )
+
     def rules(self) -> dict:
         known = hotels()  # a hotel not in config: None (its extract fails the partition until it is added)
         timezones = {h: known[h].timezone if h in known else None for h in self.hotels_read()}

@@ -872,3 +872,30 @@ def test_plan_of_the_chain_with_two_workers_says_one_process_builds_it(hotel_lab
     assert main(["plan", "hotel_booking_state", *args]) == 1
     out = capsys.readouterr().out
     assert "mode: one run for the range (RangeSingleRun): a chain (each date reads the day before)" in out, out
+
+
+def test_plan_says_the_dates_with_an_extract_of_a_hotel_taken_off_the_list_would_fail(hotel_lab, setting, capsys):
+    """Before: `run  <d>  stale: rules changed: timezones[H2] 'America/Vancouver' -> (none)` only; the run
+    then failed each such date: plan says so, from the folder listing it already has."""
+    from tasks import reference
+    from tasks.cli import main
+    from tasks.settings import CONFIG_DIR
+
+    span = ["--start", str(FIRST), "--stop", str(FIRST + 4 * DAY)]
+    assert hotel_lab.range(FIRST, FIRST + 4 * DAY, of="StgHotelBookingsDaily") == 0
+    listed = hotel_lab.root / "hotels.csv"
+    listed.write_text("".join(line for line in (CONFIG_DIR / "hotels.csv").open() if not line.startswith("H2,")))
+    setting("hotels", "reference_file", listed)
+    reference.hotels.cache_clear()
+    try:
+        capsys.readouterr()
+        assert main(["plan", "stg_hotel_bookings_daily", *span]) == 1
+        runs = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  run   ")]
+        assert runs == [
+            f"  run   {FIRST + k * DAY}  stale: rules changed: timezones[H2] 'America/Vancouver' -> (none); "
+            f"would fail: raw file hotel_bookings/{FIRST + k * DAY}/H2.csv is of hotel H2, not in {listed}"
+            for k in range(4)
+        ], runs
+        assert hotel_lab.range(FIRST, FIRST + 4 * DAY, of="StgHotelBookingsDaily") == 30  # as the plan said
+    finally:
+        reference.hotels.cache_clear()
