@@ -202,11 +202,6 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     def state(self, cache: Engine) -> State:
         """This partition's state as ``cache`` sees it; before ``start_date`` ok or missing, never stale."""
-        why = self.before_start()
-        if why:
-            if cache.manifest(cache.store(self), self.key) is not None:
-                return State("ok", why)
-            return State("missing", why.split(":")[0] + ": not built; a run builds no date before it")
         return cache.state(self)
 
     # -- the run template --------------------------------------------------------------------------

@@ -99,6 +99,9 @@ class Node:
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("data_version")
 
+    def before_start(self) -> str:
+        return ""
+
 
 def build(engine: Engine, node: Node, value: int = 1) -> dict:
     """Write ``node``'s partition the way the run template does: inputs, rules and upstream recorded."""

@@ -600,3 +600,36 @@ def test_status_names_a_new_stores_missing_partition_while_the_others_are_pendin
     assert main(["status", "--dataset", "store_daily_sales"]) == 0
     assert f"  (unpartitioned)  missing: {new}; S001, S002, S003 pending: " in capsys.readouterr().out
     assert store_marts.read_registry().keys() == {"S001", "S002", "S003"}  # status registers nothing
+
+
+def test_staging_kept_before_a_later_start_date_counts_as_ok_for_the_stores_after_a_rule_change(lab, setting, capsys):
+    """start_date moves from 09-10 to 09-12 and a rule changes: staging 09-10 and 09-11 stay as built, never
+    rebuilt, and are what the stores read. The stores are rebuilt once, then ok: a second AllStores builds
+    nothing and exits 0, and status, plan and a preview agree."""
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 6, stores=("S001", "S002", "S003"))
+    stop = START + dt.timedelta(days=6)
+    assert lab.range(START, stop) == 0
+    assert lab.luigi("AllStores") == 0
+    moved = START + dt.timedelta(days=2)
+    setting("daybreak", "start_date", moved)
+    setting("qsr", "suspicious_qty_threshold", 25)
+    assert lab.range(START, stop) == 0
+    assert lab.luigi("AllStores") == 0
+    rebuilt = store_parts(lab)
+    assert lab.luigi("AllStores") == 0
+    assert store_parts(lab) == rebuilt  # nothing built again
+    for s in ("S001", "S002", "S003"):
+        assert store_output(lab, s) == full_read(lab, s)
+    args = ["--start", str(START), "--stop", str(stop)]
+    capsys.readouterr()
+    assert main(["status", "--dataset", "stg_qsr_pos", *args]) == 0
+    kept = f"{START} .. {moved - dt.timedelta(days=1)} ok, before [daybreak] start_date {moved}: kept as built"
+    assert kept in capsys.readouterr().out
+    assert main(["status", "--dataset", "store_daily_sales"]) == 0
+    assert "store_daily_sales  (unpartitioned)  ok" in capsys.readouterr().out.splitlines()
+    assert main(["plan", "store_daily_sales", *args]) == 0, capsys.readouterr().out
+    assert "first" not in capsys.readouterr().out
+    assert main(["preview", "stg_qsr_pos", *args]) == 0, capsys.readouterr()

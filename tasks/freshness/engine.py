@@ -96,6 +96,11 @@ class Engine(Memo):
         store = self.store(node)
         self._at.setdefault(partition_id(store, node.key), set()).add(node.task_id)
         self._stamps[node.task_id], manifest = self._summary(store, node.key)
+        kept = node.before_start()
+        if kept:  # out of range: never rebuilt, so one there is what its readers read, and they read it as ok
+            if manifest is not None:
+                return State("ok", kept)
+            return State("missing", kept.split(":")[0] + ": not built; a run builds no date before it")
         if manifest is None:
             problem = self.folder_problem(store, node.key, None)
             return State("stale", problem) if problem else State("missing", "no partition")

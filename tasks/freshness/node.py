@@ -34,6 +34,7 @@ class Node(Protocol):
     input_names: str  # the names accepts_input takes, for the reason a file is refused
 
     def upstream(self) -> list[Node]: ...
+    def before_start(self) -> str: ...  # why it is out of range, kept as built (ok when there), never rebuilt; ''
 
     reads_a_slice: bool  # upstream_version is one key's slice (a hotel's rows): plans say its readers "may go stale"
 
