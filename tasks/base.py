@@ -177,6 +177,11 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             progress.expect([self.task_id])
         return done
 
+    def done_in_run(self) -> bool:
+        """Whether this run found the partition up to date or built it: when it is not complete later, it
+        changed meanwhile, and no other host built it (:mod:`tasks.luigi_shortcuts.hosts`)."""
+        return runlog.done_in_run(self.task_id)
+
     def kept_as_newer(self) -> bool:
         """Whether newer code, or settings changed later than this host's, built the partition: a run here
         never replaces it (docs/scale-out.md), so one that luigid kept from this host was superseded."""

@@ -633,3 +633,37 @@ def test_staging_kept_before_a_later_start_date_counts_as_ok_for_the_stores_afte
     assert main(["plan", "store_daily_sales", *args]) == 0, capsys.readouterr().out
     assert "first" not in capsys.readouterr().out
     assert main(["preview", "stg_qsr_pos", *args]) == 0, capsys.readouterr()
+
+
+def test_a_store_changed_after_this_run_built_it_is_named_and_the_run_exits_25_not_10(lab, setting, caplog):
+    """A file lands in S001's partition after its build, before AllStores runs: Luigi refuses to run AllStores
+    (a requirement not complete at run time). No other host built it, so the run is not superseded (10): it
+    exits 25, and the summary names the store and why; a rerun rebuilds it."""
+    import shutil
+
+    import luigi
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert lab.range(START, START + dt.timedelta(days=4)) == 0
+    marts = lab.data / "marts/store_daily_sales"
+
+    @store_marts.StoreDailySales.event_handler(luigi.Event.SUCCESS)
+    def _stray(task):
+        if task.store_id == "S001":
+            shutil.copy(marts / "store_id=S001/data.parquet", marts / "store_id=S001/part-1.parquet")
+
+    caplog.clear()
+    try:
+        with caplog.at_level("INFO", logger="luigi-interface"):
+            assert lab.luigi("AllStores") == 25
+    finally:
+        store_marts.StoreDailySales.remove_event_handler(luigi.Event.SUCCESS, _stray)
+    line = (
+        "  not run  AllStores: StoreDailySales S001 changed after this run built it, now stale: stray file in the "
+        "partition: marts/store_daily_sales/store_id=S001/part-1.parquet; rerun"
+    )
+    (summary,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("summary of this run:")]
+    assert line in summary.splitlines(), summary
+    assert lab.luigi("AllStores") == 0
+    assert lab.luigi("AllStores") == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 
 from luigi import rpc, scheduler
 
@@ -131,7 +132,10 @@ def _hosts_summary(summary_dict):
             if superseded(error):
                 run_by_other_worker(task)
         for task, error in list(errors.items()):
-            if task in sets["failed"] and unfulfilled(error):
+            if task in sets["failed"] and unfulfilled(error) and _changed_meanwhile(worker, task):
+                sets["failed"].discard(task)  # not run (exit 25): the summary names what changed
+                sets["not_run"].add(task)
+            elif task in sets["failed"] and unfulfilled(error):
                 done = _done_in_scheduler(worker) if done is None else done
                 if _built_elsewhere(task, done | {t.task_id for t in sets["run_by_other_worker"]}):
                     run_by_other_worker(task)
@@ -190,6 +194,25 @@ def _error_of(worker, task) -> str:
     except Exception:  # noqa: BLE001 - a scheduler that cannot say: the task keeps its category
         return ""
     return str((found or {}).get("error") or "")
+
+
+def _changed_meanwhile(worker, task) -> bool:
+    """Whether a requirement of ``task`` that this run built or found up to date is not complete now: it
+    changed meanwhile (a file added to it, its input re-sent), which no other host explains (one that built it
+    under newer rules or settings supersedes it: exit 10). Decided once a
+    run: the exit code is decided after the summary, once the run's records are read and gone."""
+    known = _CHANGED.setdefault(worker, {})
+    if task.task_id not in known:
+        try:
+            known[task.task_id] = any(
+                getattr(d, "done_in_run", bool)() and not _complete(d) and not _kept_as_newer(d) for d in task.deps()
+            )
+        except Exception:  # noqa: BLE001 - requirements that cannot be listed: the task keeps its category
+            known[task.task_id] = False
+    return known[task.task_id]
+
+
+_CHANGED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # worker -> {task id: changed meanwhile}
 
 
 def _exists(task) -> bool:

@@ -101,6 +101,15 @@ def wrote(task_id: str, warnings: list[str] | None = None) -> None:
     _record({"wrote": task_id, "warnings": list(warnings or [])})
 
 
+def done_in_run(task_id: str) -> bool:
+    """Whether this run found the partition up to date or wrote it: one not complete later changed meanwhile."""
+    if task_id in _watched and _watched[task_id][1]:
+        return True
+    with contextlib.suppress(OSError, ValueError), open(_records or os.devnull, encoding="utf-8") as fh:
+        return any(json.loads(line).get("wrote") == task_id for line in fh if line.strip())
+    return False
+
+
 def _recorded() -> list[dict]:
     """What this run's builds recorded, in order; the file is deleted."""
     global _records
@@ -148,7 +157,10 @@ class _RunLog(logging.Filter):
         if msg.startswith(messages.WORKER_FAILED) and len(record.args or ()) == 3:  # a failed task: its traceback
             # stays unless the summary names the failure: a partition's, or a wrapper's requirements that
             # another host built (the summary's not run or superseded lines name them)
-            unfulfilled = messages.unfulfilled(str(record.exc_info[1] if record.exc_info else ""))
+            error = str(record.exc_info[1] if record.exc_info else "")
+            unfulfilled = messages.unfulfilled(error)
+            if unfulfilled:  # the summary names what it requires that is not up to date (:func:`_changed`)
+                _record({"unfulfilled": getattr(record.args[2], "task_family", str(record.args[2])), "error": error})
             return not gone and not _summarised(record.args[2]) and not unfulfilled
         # one line per missing raw folder, per failed single-run date: the summary says it better
         return not msg.startswith((messages.MISSING_DATA, SINGLE_RUN_FAILED))
@@ -172,6 +184,8 @@ class _Run:
         self.written = {r["wrote"]: r.get("warnings") or [] for r in records if "wrote" in r}
         self.failed = {r["failed"]: r.get("error", "") for r in records if "failed" in r}
         self.superseded = {r["superseded"] for r in records if "superseded" in r}
+        # a task whose requirements were done yet not complete when it was to run: (its family, Luigi's error)
+        self.unfulfilled = [(r["unfulfilled"], r["error"]) for r in records if "unfulfilled" in r]
         self.errors: dict[str, str] = {r["gone"]: r["line"] for r in reversed(records) if "gone" in r}
         self.luigid = lost()
         self.store_gone = bool(self.errors)  # the store is not asked again: the summary comes from the records
@@ -238,6 +252,7 @@ def report() -> tuple[list[str], str]:
                     done = task.task_id in DONE_IN_SCHEDULER or single_run_done
                     (cooled if done else blocked).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
+        changed = [] if run.store_gone else _changed(run, watched, cache)
     lines = ["summary of this run:", *notes]
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
@@ -283,9 +298,26 @@ def report() -> tuple[list[str], str]:
         "(the host building it disconnected from luigid mid-build, and luigid disabled it: [scheduler] retry_count; "
         "re-enable it in luigid's visualiser, then rerun)",
     )
-    if failed or blocked or waiting or cooled or any(lost.values()):
+    lines += _capped("  not run  ", changed)
+    if failed or blocked or waiting or cooled or changed or any(lost.values()):
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return [*run.errors.values(), *([run.luigid] if run.luigid else [])], "\n".join(lines)
+
+
+def _changed(run: _Run, watched: list, cache) -> list[str]:
+    """A line for each task Luigi did not run because a partition it reads, up to date or built when this run
+    checked it, was not when the task was to run: the partition, and its state now."""
+    out: dict[str, None] = {}
+    for family, error in run.unfulfilled:
+        for task, ok in watched:
+            if task.task_id not in error or not (ok or task.task_id in run.written):
+                continue
+            state = task.state(cache)
+            if state.state not in ("ok", "newer"):  # newer: superseded by another host (its warning says so)
+                done = "found it up to date" if ok else "built it"
+                line = f"{family}: {_name(task.task_family, _key(task))} changed after this run {done}, now "
+                out[line + state.state + (f": {state.reason}" if state.reason else "") + "; rerun"] = None
+    return list(out)
 
 
 def _asked(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
