@@ -12,7 +12,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -46,6 +46,7 @@ class Node:
     version: str = "v1"
     calls: dict = field(default_factory=dict)  # upstream() calls per date, shared by a chain's nodes
     any_days: int = 0  # instead of src/<date>: at least one of src/<date+1 .. date+any_days>
+    start_date: dt.date = START  # [daybreak] start_date: a date before it is kept as built, never rebuilt
     reads_a_slice = False  # its upstream's data version, not a key's slice of it
 
     @property
@@ -94,13 +95,13 @@ class Node:
         return [self.at(self.date - DAY)]
 
     def at(self, date: dt.date) -> Node:
-        return Node(self.root, self.dataset, date, self.source, self.chain, self.version, self.calls)
+        return replace(self, date=date)
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("data_version")
 
     def before_start(self) -> str:
-        return ""
+        return f"before [daybreak] start_date {self.start_date}: kept" if self.date < self.start_date else ""
 
 
 def build(engine: Engine, node: Node, value: int = 1) -> dict:
@@ -174,6 +175,20 @@ def test_a_chain_deeper_than_the_recursion_limit_is_checked_without_recursing(tm
     finally:
         sys.setrecursionlimit(limit)
     assert state.ok
+
+
+def test_a_partition_kept_before_start_date_is_ok_for_its_readers_after_a_rule_change(chain):
+    """start_date moves to the chain's sixth date and its rules change: the dates before it are kept as built
+    (no run rebuilds them), so once the others are rebuilt under the new rules, the sixth reads the fifth as
+    an ok one, and the whole chain is ok."""
+    moved = [replace(n, start_date=chain[5].date, version="v2") for n in chain]
+    engine = Engine()
+    for node in moved[5:]:
+        build(engine, node)
+    engine = Engine()
+    assert engine.state(moved[4]) == freshness.State("ok", f"before [daybreak] start_date {chain[5].date}: kept")
+    assert engine.state(moved[5]).ok and engine.state(moved[-1]).ok
+    assert Engine().state(replace(moved[4], start_date=START)).reason == "rules changed: version 'v1' -> 'v2'"
 
 
 def test_a_write_in_this_process_forgets_every_state_that_read_it(chain):
