@@ -14,6 +14,8 @@ rotating over the repetitions:
      2x each).
  (3) ``daybreak status`` of every dataset over 1,095 dates, a few built: on the bucket against local (target at
      most 2x), with the requests it makes for 30 and for 1,095 dates (target: the same count).
+ (4) what ``daybreak plan`` runs for one worker without a luigid, ``RangeSingleRun`` (a process per core, each a
+     stretch of dates), local and through the proxy (no target: for comparison with (1)).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from benchmarks.s3 import COUNT_REQUESTS, START, config, luigi, range_args, samp
 from tests import latency_proxy, radosgw  # noqa: E402
 
 YARDSTICK = REPO / "benchmarks" / "yardstick.py"
-KINDS = ("local", "bucket", "far")
+KINDS = ("local", "bucket", "far", "single-local", "single-far")
 COUNT_STATUS = COUNT_REQUESTS.replace(
     "luigi.retcodes.run_with_retcodes(sys.argv[1:])", "from tasks.cli import main\nsys.exit(main(sys.argv[1:]))"
 )
@@ -101,12 +103,15 @@ def main() -> None:
                 res.setdefault("yardstick", []).append(timed_yardstick(YARDSTICK, raw, work / f"y-{rep}", args.days))
                 for kind in rotated(KINDS, rep):
                     tag = f"{kind}-{rep}"
-                    server = far if kind == "far" else near
-                    roots = (raw, str(work / f"data-{tag}")) if kind == "local" else (
+                    server = far if kind.endswith("far") else near
+                    roots = (raw, str(work / f"data-{tag}")) if kind.endswith("local") else (
                         f"s3://{bucket}/landing", f"s3://{bucket}/{tag}")  # fmt: skip
                     cfg = config(work / f"{tag}.cfg", roots[0], roots[1], server, work / f"cache-{tag}")
-                    res.setdefault(kind, []).append(luigi(cfg, server, *range_args(args.days))[0])
-                    if kind != "bucket":
+                    run = range_args(args.days)
+                    if kind.startswith("single"):
+                        run = ["RangeSingleRun", *run[1:]]
+                    res.setdefault(kind, []).append(luigi(cfg, server, *run)[0])
+                    if kind in ("local", "far"):
                         res.setdefault(f"noop-{kind}", []).append(luigi(cfg, server, *range_args(args.days))[0])
                         args_status = ("--dataset", "stg_qsr_pos", "--start", str(START), "--stop", stop)
                         res.setdefault(f"status-{kind}", []).append(status(cfg, server, *args_status)[0])
@@ -126,6 +131,10 @@ def main() -> None:
             ("far / local", ratio("far", "local"), "target <= 1.6"),
             ("no-op rerun far / local", ratio("noop-far", "noop-local"), "target <= 2"),
             ("status --dataset stg_qsr_pos far / local", ratio("status-far", "status-local"), "target <= 2"),
+            ("RangeSingleRun, local", spread(res["single-local"]) + " s", ""),
+            ("RangeSingleRun, through the proxy", spread(res["single-far"]) + " s", ""),
+            ("RangeSingleRun far / its local", ratio("single-far", "single-local"), ""),
+            ("RangeSingleRun far / RangeDaily local", ratio("single-far", "local"), ""),
         ]
         for label, value, target in rows:
             print(f"  {label:<44} {value:<26} {target and f'({target})'}".rstrip())
