@@ -4,11 +4,9 @@ per-store partitions."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import time
-from pathlib import Path
 
 import luigi
 
@@ -23,7 +21,6 @@ from tasks.luigi_shortcuts import luigi_run, worker_id
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.reporting import runlog
 from tasks.storage import partitions
-from tasks.storage.partitions import atomic_write_text, exclusive
 from tasks.storage.rawzone import RawFile, RawZone, folder_dates
 from tasks.targets import luigi_engine
 from tasks.transforms.rawcsv import file_stem
@@ -70,9 +67,9 @@ def register(found: dict[str, str]) -> dict[str, str]:
     return partitions.update_document(settings.data_uri(), REGISTRY, merge, "the store registry")
 
 
-def seen_path() -> Path:
-    """This host's memory of the folders it listed (a cache: a new host lists them again)."""
-    return partitions.state_dir(settings.data_uri()) / "stores_seen.json"
+# the folders the sensor has listed, shared by every host as the registry is: a host finds the sensor done
+# when another host's sensor listed them (a cache: deleted, the next sensor lists every folder again)
+SEEN = "stores_seen.json"
 
 
 def this_run() -> list | None:
@@ -87,10 +84,7 @@ def read_seen(zone: RawZone) -> dict:
     """``_state/stores_seen.json`` when made from this raw zone, else {}: ``folders``, {folder name: [its
     mtime_ns when listed, the stores it held]} of every qsr_pos folder the sensor has listed, and ``run``,
     the run that listed last (:func:`this_run`)."""
-    try:
-        state = json.loads(seen_path().read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+    state = partitions.read_document(settings.data_uri(), SEEN) or {}
     return state if state.get("raw_root") == zone.describe() else {}
 
 
@@ -115,12 +109,12 @@ def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, st
     by name only. Lists only the folders not seen before (and remembers them in ``_state/stores_seen.json``);
     the stores of the others come from that state."""
     found, invalid, fresh = _stores_in(zone, start, stop)
-    path = seen_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(path.with_suffix(".lock"), "the stores seen"):  # another sensor may have remembered others
-        folders = {**read_seen(zone).get("folders", {}), **fresh}
-        state = {"raw_root": zone.describe(), "folders": folders, "run": this_run()}
-        atomic_write_text(path, json.dumps(state, indent=1, sort_keys=True))
+
+    def merge(state: dict | None) -> dict:  # another sensor may have remembered others meanwhile
+        state = state if (state or {}).get("raw_root") == zone.describe() else {}
+        return {"raw_root": zone.describe(), "folders": {**state.get("folders", {}), **fresh}, "run": this_run()}
+
+    partitions.update_document(settings.data_uri(), SEEN, merge, "the stores seen")
     return found, invalid
 
 
