@@ -101,6 +101,10 @@ LEFT_BY_A_LOST_HOST: dict[str, str] = {}
 # that luigid counts done: another host built it, and luigid's stable_done_cooldown_secs kept it from this one)
 DONE_IN_SCHEDULER: set[str] = set()
 
+# The tasks the last run's summary counted not run (exit 25): the run's summary names those that are no
+# partition (the store sensor, AllStores) when no partition explains the exit code
+NOT_RUN: dict[str, object] = {}
+
 # A pending task is in "still_pending_not_ext" and in one of these: when it is complete by the end of the run
 # (another host built it), it is done, not pending.
 _DONE_ELSEWHERE = ("run_by_other_worker", "upstream_run_by_other_worker", "not_run")
@@ -165,6 +169,8 @@ def _hosts_summary(summary_dict):
                     if category != "run_by_other_worker" or not superseded(error_of(task)):
                         sets[category].discard(task)
                         sets["failed"].add(task)
+        NOT_RUN.clear()
+        NOT_RUN.update((task.task_id, task) for task in sets["not_run"])
         return sets
 
     return hosts_summary_dict

@@ -216,7 +216,7 @@ def report() -> tuple[list[str], str]:
         return errors, "\n".join(["summary of this run:", *notes]) if notes else ""
     from tasks import settings
     from tasks.freshness.engine import Engine
-    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER, LEFT_BY_A_LOST_HOST
+    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER, LEFT_BY_A_LOST_HOST, NOT_RUN
 
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
@@ -253,6 +253,12 @@ def report() -> tuple[list[str], str]:
                     (cooled if done else blocked).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
         changed = [] if run.store_gone else _changed(run, watched, cache)
+
+
+    if not (blocked or cooled or any(lost.values())):  # no partition explains exit 25: a task that is none does
+        plain = [t for t in NOT_RUN.values() if t.task_id not in {w.task_id for w, _ in watched}]
+        for task in sorted(plain, key=label):  # the store sensor, AllStores
+            (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(label(task))
     lines = ["summary of this run:", *notes]
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
