@@ -253,9 +253,7 @@ def report() -> tuple[list[str], str]:
                     (cooled if done else blocked).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
         changed = [] if run.store_gone else _changed(run, watched, cache)
-
-
-    if not (blocked or cooled or any(lost.values())):  # no partition explains exit 25: a task that is none does
+    if not (blocked or cooled or changed or any(lost.values())):  # no partition explains a 25: a task that is none
         plain = [t for t in NOT_RUN.values() if t.task_id not in {w.task_id for w, _ in watched}]
         for task in sorted(plain, key=label):  # the store sensor, AllStores
             (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(label(task))
