@@ -58,6 +58,7 @@ def register() -> None:
     )
     from tasks.luigi_shortcuts.remote import checked_remote_scheduler
     from tasks.luigi_shortcuts.runners import long_lived_task_processes
+    from tasks.reporting import checks
     from tasks.settings import apply_luigi_defaults, host_name
     from tasks.settings_check import check_config
 
@@ -72,6 +73,7 @@ def register() -> None:
     long_lived_task_processes()
     usage.install()
     faults.install()
+    checks.install()
     faults.check_stores()
     for module in TASK_MODULES:
         importlib.import_module(module)

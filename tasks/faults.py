@@ -81,34 +81,27 @@ def fault_in_traceback(text: str) -> str | None:
     if match is None:
         return None
     name, message = match.group("cls"), match.group("msg")
-    faults = {f"{c.__module__}.{c.__qualname__}" for c in FAULTS} | {
-        "tasks.storage.rawzone.RawZoneUnavailable",
-        "tasks.storage.sftp.SftpError",
-        "tasks.storage.s3.StoreError",
-    }
-    if name in faults:
+    module, _, qualname = name.rpartition(".")
+    raised = getattr(sys.modules.get(module or "builtins"), qualname, None)  # loaded: it was raised
+    if isinstance(raised, type) and issubclass(raised, FAULTS):
         return message
     code = re.match(r"\[Errno (\d+)\] ([^:]*)(?::\s*(.*))?", message)
-    if name.rsplit(".", 1)[-1] in ("OSError", "PermissionError") and code and int(code.group(1)) in STORAGE_ERRNOS:
+    if isinstance(raised, type) and issubclass(raised, OSError) and code and int(code.group(1)) in STORAGE_ERRNOS:
         where = f"{code.group(3)}: " if code.group(3) else ""
         return f"{where}{code.group(2)}; nothing more was written, the partitions in place are kept"
     return None
 
 
 class _FaultFilter(logging.Filter):
-    """On the ``luigi-interface`` logger: a store or server error Luigi is about to log with a traceback
-    (uncaught, or raised by a task's ``complete()`` or ``requires()``) ends the run with one line, exit 30."""
+    """On the ``luigi-interface`` logger: a store or server error Luigi is about to log with a traceback,
+    uncaught, ends the run with one line, exit 30. One raised by a task's ``complete()`` or ``requires()``
+    is the run summary's (tasks/reporting/checks.py)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from tasks.luigi_shortcuts import messages  # Luigi's texts (loaded: this filter is on Luigi's logger)
 
         if record.exc_info and record.exc_info[1] is not None and record.getMessage() == messages.UNCAUGHT:
             line = fault_line(record.exc_info[1])
-            if line is not None:
-                fault_exit(line)
-        elif record.levelno == logging.WARNING and str(record.msg).startswith(messages.WILL_NOT_RUN):
-            raised = messages.DUE_TO_ERROR in record.msg  # complete() or requires() raised: the traceback follows
-            line = fault_in_traceback(str(record.msg).split("\n", 1)[-1]) if raised else None
             if line is not None:
                 fault_exit(line)
         return True

@@ -11,6 +11,8 @@ tests (tests/test_s3_latency.py) and the benchmark (benchmarks/s3.py --delay-ms)
 
 ``proxy.seen`` lists every HTTP request that went through (:class:`Seen`: when, method, path, query, headers),
 as the server got it, whichever library made it; :func:`operations` names them as S3 operations.
+``proxy.cut_when = lambda seen: ...``: the first request it holds true of never reaches the server; the proxy
+closes there (every connection, and its port), as a store that stops answering at that very question.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 from urllib.parse import parse_qs, unquote
 
@@ -42,6 +44,7 @@ class LatencyProxy:
         self.port = self.server.getsockname()[1]
         self.connections = 0
         self.seen: list[Seen] = []
+        self.cut_when: Callable[[Seen], bool] | None = None  # the request at which the server goes away
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, name="latency-proxy", daemon=True)
@@ -55,6 +58,8 @@ class LatencyProxy:
         with contextlib.suppress(OSError):
             self.server.close()
         for s in list(self._socks):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)  # the peer sees the end now, even with a thread of ours in recv
             with contextlib.suppress(OSError):
                 s.close()
         self._thread.join(timeout=5)
@@ -78,6 +83,10 @@ class LatencyProxy:
         for s in (client, upstream):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._socks.append(s)
+        if self._stop.is_set():  # closed meanwhile (a cut): this connection goes nowhere
+            for s in (client, upstream):
+                s.close()
+            return
         for src, dst in ((client, upstream), (upstream, client)):
             pending: queue.Queue = queue.Queue()
             seen = _Requests(self.seen) if src is client else None
@@ -91,7 +100,12 @@ class LatencyProxy:
             except OSError:
                 data = b""
             if seen is not None:
-                seen.feed(data)
+                new = seen.feed(data)
+                if self.cut_when is not None and any(self.cut_when(request) for request in new):
+                    self.close()  # this request is not sent on: the server is gone from here on
+                    return
+            if self._stop.is_set():
+                return
             pending.put((time.monotonic() + self.delay_s, data))
             if not data:
                 return
@@ -119,22 +133,25 @@ class _Requests:
     def __init__(self, seen: list):
         self.seen, self.buffer, self.body_left = seen, b"", 0
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> list[Seen]:
+        """The requests whose line and headers ``data`` completes (each also appended to ``seen``)."""
         self.buffer += data
+        new: list[Seen] = []
         while True:
             if self.body_left:
                 taken = min(self.body_left, len(self.buffer))
                 self.buffer, self.body_left = self.buffer[taken:], self.body_left - taken
                 if self.body_left:
-                    return
+                    return new
             head, found, rest = self.buffer.partition(b"\r\n\r\n")
             if not found:
-                return
+                return new
             line, *headers = head.decode("latin-1").split("\r\n")
             method, target, _ = line.split(" ", 2)
             path, _, query = target.partition("?")
             named = {name.strip().lower(): value.strip() for name, _, value in (h.partition(":") for h in headers)}
-            self.seen.append(Seen(time.monotonic(), method, path, query, named))
+            new.append(Seen(time.monotonic(), method, path, query, named))
+            self.seen.append(new[-1])
             self.buffer, self.body_left = rest, int(named.get("content-length", 0))
 
 

@@ -97,6 +97,11 @@ def take_back(worker) -> bool:
 LEFT_BY_A_LOST_HOST: dict[str, str] = {}
 
 
+# Ids of the tasks whose complete() or requires() failed because a store or server stopped answering
+# (tasks/reporting/checks.py), and the worker of the run: failed, not "failed scheduling" (exit 30, as for a
+# build the store failed)
+FAILED_CHECKS: dict[str, str] = {}
+
 # Ids of the tasks the scheduler had DONE when the last run's summary was made (a task this host finds stale
 # that luigid counts done: another host built it, and luigid's stable_done_cooldown_secs kept it from this one)
 DONE_IN_SCHEDULER: set[str] = set()
@@ -163,6 +168,9 @@ def _hosts_summary(summary_dict):
             if task.task_id in LEFT_BY_A_LOST_HOST:
                 sets["run_by_other_worker"].discard(task)
                 sets["not_run"].add(task)
+        for task in [t for t in sets["scheduling_error"] if FAILED_CHECKS.get(t.task_id) == worker._id]:
+            sets["scheduling_error"].discard(task)
+            sets["failed"].add(task)
         if lost_by(worker):  # luigid stopped answering: what is left undone failed with it
             for category in _DONE_ELSEWHERE:
                 for task in list(sets[category]):

@@ -61,6 +61,13 @@ def failed(task, exception: BaseException) -> None:
     _record(entry | ({"gone": gone[0], "line": gone[1]} if gone else {}))
 
 
+def unchecked(task_id: str, name: str, gone: tuple[str, str]) -> None:
+    """A task whose check failed because a store or server stopped answering (tasks/reporting/checks.py):
+    the summary names ``gone`` (what, line) once and the task (``name``, unless '') as not run."""
+    watch([])
+    _record({"gone": gone[0], "line": gone[1], "unchecked": task_id, "name": name})
+
+
 def quiet() -> bool:
     """True in the default mode: progress every tenth, not every partition."""
     return _default_mode
@@ -162,6 +169,10 @@ class _RunLog(logging.Filter):
             if unfulfilled:  # the summary names what it requires that is not up to date (:func:`_changed`)
                 _record({"unfulfilled": getattr(record.args[2], "task_family", str(record.args[2])), "error": error})
             return not gone and not _summarised(record.args[2]) and not unfulfilled
+        if msg.startswith(messages.WILL_NOT_RUN) and messages.DUE_TO_ERROR in msg:  # complete() or requires()
+            from tasks.faults import fault_in_traceback
+
+            return fault_in_traceback(msg.split("\n", 1)[-1]) is None  # a store's error: the summary names it
         # one line per missing raw folder, per failed single-run date: the summary says it better
         return not msg.startswith((messages.MISSING_DATA, SINGLE_RUN_FAILED))
 
@@ -186,6 +197,9 @@ class _Run:
         self.superseded = {r["superseded"] for r in records if "superseded" in r}
         # a task whose requirements were done yet not complete when it was to run: (its family, Luigi's error)
         self.unfulfilled = [(r["unfulfilled"], r["error"]) for r in records if "unfulfilled" in r]
+
+
+        self.unchecked = {r["unchecked"]: r["name"] for r in records if "unchecked" in r}  # the store went
         self.errors: dict[str, str] = {r["gone"]: r["line"] for r in reversed(records) if "gone" in r}
         self.luigid = lost()
         self.store_gone = bool(self.errors)  # the store is not asked again: the summary comes from the records
@@ -206,11 +220,19 @@ def report() -> tuple[list[str], str]:
     """(the error lines, then the summary) of the partitions watched since the last one, then forget
     them: what this run wrote or failed from its own records, the rest asked of the store (unless it failed)."""
     global _started_at
+    from tasks.luigi_shortcuts import worker_id
+    from tasks.luigi_shortcuts.hosts import FAILED_CHECKS
+
     watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
     notes = [f"  {line}" for line in _notes]
     _watched.clear()
     _notes.clear()
     _started_at = None
+    for task_id in run.unchecked:  # whichever process of the run checked it
+        FAILED_CHECKS.setdefault(task_id, worker_id())
+    seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
+    unchecked = [name for task_id, name in run.unchecked.items() if name and task_id not in seen]
+    notes += _capped("  not run  ", unchecked, "(the store stopped answering while the run checked it)")
     if not watched:
         errors = [*run.errors.values(), *([run.luigid] if run.luigid else [])]
         return errors, "\n".join(["summary of this run:", *notes]) if notes else ""

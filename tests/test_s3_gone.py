@@ -1,0 +1,123 @@
+"""A store that stops answering while a run still schedules (Luigi's completeness checks: RangeDaily's, a
+partition's) ends the run as it does once the builds have started (docs/reliability.md): one line naming the
+store, then Daybreak's summary, exit 30; never Luigi's summary nor a traceback. Raw files and partitions in
+buckets of a real radosgw, reached through the latency proxy (tests/latency_proxy.py), which the test cuts at
+one question of the run: the store goes away at that very request."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import uuid
+from urllib.parse import parse_qs, unquote
+
+import pytest
+
+from tasks.settings import write_config
+from tests import radosgw
+from tests.conftest import REPO, qsr_rows
+from tests.latency_proxy import running
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(not radosgw.installed(), reason=f"radosgw not installed ({radosgw.INSTALL})"),
+]
+
+START = dt.date(2026, 9, 1)
+DAY = dt.timedelta(days=1)
+DATES = 8
+HEADER = "order_id,line_no,store_id,ordered_at,sku,qty,unit_price,discount,status\n"
+
+
+class Buckets:
+    """Raw files in a landing bucket, the data root in another; runs of ``luigi --module tasks RangeDaily``."""
+
+    def __init__(self, rgw, root):
+        self.rgw, self.root, self.s3 = rgw, root, rgw.client()
+        self.raw = rgw.make_bucket(f"landing-{uuid.uuid4().hex[:8]}")
+        self.data = rgw.make_bucket(f"lake-{uuid.uuid4().hex[:8]}")
+        for i in range(DATES + 1):
+            d = START + i * DAY
+            for store in ("S001", "S002"):
+                body = HEADER + "\n".join(qsr_rows(store, d)) + "\n"
+                self.s3.put_object(Bucket=self.raw, Key=f"pos/qsr_pos/{d}/{store}.csv", Body=body.encode())
+
+    def run(self, endpoint: str) -> subprocess.CompletedProcess:
+        daybreak = {"raw_root": f"s3://{self.raw}/pos", "data_root": f"s3://{self.data}/d", "cache_dir": self.root}
+        cfg = write_config(
+            self.root / "luigi.cfg", {"daybreak": daybreak, "s3": {"endpoint_url": endpoint, "region": self.rgw.region}}
+        )
+        env = {
+            **os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO),
+            "AWS_ACCESS_KEY_ID": self.rgw.access_key, "AWS_SECRET_ACCESS_KEY": self.rgw.secret_key,
+        }  # fmt: skip
+        stop = str(START + DATES * DAY)
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", "RangeDaily", "--of", "StgQsrPos"]
+        cmd += ["--start", str(START), "--stop", stop, "--local-scheduler"]
+        return subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True, timeout=300)
+
+    def delete_partition(self, date: dt.date) -> None:
+        listed = self.s3.list_objects_v2(Bucket=self.data, Prefix=f"d/staging/qsr_pos/business_date={date}/")
+        for obj in listed.get("Contents", ()):
+            self.s3.delete_object(Bucket=self.data, Key=obj["Key"])
+
+
+@pytest.fixture
+def buckets(rgw, tmp_path):
+    return Buckets(rgw, tmp_path)
+
+
+def _listing(bucket: str, prefix: str):
+    def asked(seen) -> bool:
+        return seen.path == f"/{bucket}" and parse_qs(seen.query).get("prefix") == [prefix]
+
+    return asked
+
+
+def _head(bucket: str, key: str):
+    return lambda seen: seen.method == "HEAD" and unquote(seen.path) == f"/{bucket}/{key}"
+
+
+GONE = "the object store (endpoint http://127.0.0.1:{port}, bucket {bucket}) failed during the run"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "RangeDaily's listing of the data root",  # RangeDaily.complete(), StgQsrPos.bulk_complete()
+        "RangeDaily's listing of the raw bucket",
+        "a partition's manifest, as Luigi checks it before its run",  # StgQsrPos(date=...).complete()
+    ],
+)
+def test_a_store_that_stops_answering_while_the_run_schedules_is_one_line_the_summary_and_exit_30(buckets, question):
+    b = buckets
+    assert b.run(b.rgw.endpoint_url).returncode == 0
+    gap = START + 4 * DAY
+    b.delete_partition(gap)  # work for the run: Luigi checks this partition again as it schedules it
+    cuts = {
+        "RangeDaily's listing of the data root": _listing(b.data, "d/staging/qsr_pos/"),
+        "RangeDaily's listing of the raw bucket": _listing(b.raw, "pos/qsr_pos/"),
+        "a partition's manifest, as Luigi checks it before its run": _head(
+            b.data, f"d/staging/qsr_pos/business_date={gap}/_manifest.json"
+        ),
+    }
+    with running("127.0.0.1", b.rgw.port, 0.0) as proxy:
+        proxy.cut_when = cuts[question]
+        run = b.run(f"http://127.0.0.1:{proxy.port}")
+        assert proxy._stop.is_set(), "the run never asked that question"
+    err = run.stderr
+    assert run.returncode == 30, err
+    assert "Traceback" not in err and "Luigi Execution Summary" not in err and "Will not run" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("daybreak: error:")]
+    after = "(EndpointConnectionError): the partitions it failed keep their previous version; rerun the same command"
+    # one line for the endpoint, naming the bucket whose request failed first (both are asked at once)
+    assert errors in (
+        [f"daybreak: error: {GONE.format(port=proxy.port, bucket=bucket)} {after} once it answers"]
+        for bucket in (b.raw, b.data)
+    ), err
+    summary = err[err.index(errors[0]) :].splitlines()[1:]
+    assert summary[0] == "INFO: summary of this run:", err
+    assert any(line.startswith("  not run  StgQsrPos ") for line in summary), err
+    assert b.run(b.rgw.endpoint_url).returncode == 0  # the store back, the same command finishes the range
