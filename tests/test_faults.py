@@ -476,6 +476,25 @@ def test_a_server_down_when_a_command_starts_is_one_line_and_exit_30(lab, sshd):
 
 
 @pytest.mark.system
+def test_a_server_down_while_luigi_checks_a_range_is_one_line_the_summary_and_exit_30(lab, sshd):
+    """The range built, then the SFTP server stops: RangeDaily's check (StgQsrPos.bulk_complete) lists the
+    raw zone and fails. The run ends as when the server goes away during the builds: the line, Daybreak's
+    summary naming the range, exit 30; not Luigi's warning with a traceback."""
+    lab.qsr_days(START, 3)
+    command = [*LUIGI, "RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + 2 * DAY)]
+    env = sftp_cfg(lab, sshd)
+    assert subprocess.run(command, cwd=lab.root, env=env, capture_output=True).returncode == 0
+    sshd.stop()
+    proc = subprocess.run(command, cwd=lab.root, env=env, capture_output=True, text=True, timeout=120)
+    one_line_exit_30(proc, sshd)
+    assert "Will not run" not in proc.stderr and "Luigi Execution Summary" not in proc.stderr, proc.stderr
+    summary = proc.stderr[proc.stderr.index("summary of this run:") :].splitlines()
+    assert summary[1:] == [
+        f"  not run  StgQsrPos {START} .. {START + DAY} (the store stopped answering while the run checked it)"
+    ], proc.stderr
+
+
+@pytest.mark.system
 def test_a_server_frozen_mid_backfill_fails_the_remaining_dates_at_once(lab, sshd):
     """timeout 2 s, 1 retry: a date that waits out the frozen server takes over 4 s; eight took 134 s
     at the default settings before the server was given up on."""
