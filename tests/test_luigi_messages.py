@@ -13,7 +13,7 @@ import pytest
 from luigi.tools.range import RangeDaily, RangeDailyBase
 
 import tasks
-from tasks.luigi_shortcuts import messages, usage
+from tasks.luigi_shortcuts import failed_checks, messages, usage
 
 pytestmark = pytest.mark.luigi
 
@@ -36,6 +36,11 @@ class _MsgFails(luigi.Task):
 class _MsgBadComplete(luigi.Task):
     def complete(self):
         raise RuntimeError("cannot tell")
+
+
+class _MsgBadRequires(luigi.Task):
+    def requires(self):
+        raise RuntimeError("cannot list")
 
 
 class _MsgDaily(luigi.Task):
@@ -84,6 +89,26 @@ def test_luigi_says_it_will_not_run_a_task_whose_check_raised(luigi_log):
     warned = [r for r in luigi_log if r.levelno == logging.WARNING and r.msg.startswith(messages.WILL_NOT_RUN)]
     assert len(warned) == 1 and messages.DUE_TO_ERROR in warned[0].msg, _raw(luigi_log)
     assert "cannot tell" in warned[0].msg  # the traceback follows the first line
+
+
+def test_what_a_check_or_a_requires_raises_reaches_daybreak_before_luigi_logs_it(luigi_log, monkeypatch):
+    """tasks/luigi_shortcuts failed_checks: the error itself (Luigi logs only its traceback's text); complete()'s
+    before Luigi's warning that it will not run the task, requires()'s (Luigi's BROKEN_TASK event) after it."""
+    from luigi import worker
+
+    monkeypatch.setattr(worker, "check_complete_cached", worker.check_complete_cached)  # put back after
+    handlers = {cls: {event: set(f) for event, f in d.items()} for cls, d in luigi.Task._event_callbacks.items()}
+    monkeypatch.setattr(luigi.Task, "_event_callbacks", handlers)
+    seen = []
+
+    def record(task, exc):
+        warned = [r for r in luigi_log if r.msg.startswith(messages.WILL_NOT_RUN)]
+        seen.append((task, str(exc), len(warned)))
+
+    failed_checks(record)
+    failed_checks(record)  # once
+    luigi.build([_MsgBadComplete(), _MsgBadRequires()], local_scheduler=True, workers=1)
+    assert seen == [(_MsgBadComplete(), "cannot tell", 0), (_MsgBadRequires(), "cannot list", 2)], _raw(luigi_log)
 
 
 def test_luigi_refuses_a_reversed_range_in_the_words_the_usage_filter_reads(luigi_log, monkeypatch, capsys):

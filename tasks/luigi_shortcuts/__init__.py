@@ -219,3 +219,29 @@ def checked_ranges() -> None:
 
     __init__.checked = True
     RangeDailyBase.__init__ = __init__
+
+
+def failed_checks(record: Callable[[object, BaseException], None]) -> None:
+    """Call ``record(task, error)`` with what a task's ``complete()`` or ``requires()`` raises while Luigi's
+    worker schedules it, which then logs its traceback and counts the task as failed scheduling. Of a
+    ``complete()`` the worker keeps only the traceback's text: ``record`` is called before, from its
+    ``check_complete_cached`` (what ``check_complete`` calls); a ``requires()`` error is Luigi's
+    ``BROKEN_TASK`` event, just after. Idempotent."""
+    import luigi
+    from luigi import worker
+
+    check = worker.check_complete_cached
+    if getattr(check, "record", None) is record:
+        return
+    check = getattr(check, "luigis", check)
+
+    def check_complete_cached(task, completion_cache=None):
+        try:
+            return check(task, completion_cache)
+        except Exception as exc:  # the worker catches it: its traceback, then "failed scheduling"
+            record(task, exc)
+            raise
+
+    check_complete_cached.record, check_complete_cached.luigis = record, check
+    worker.check_complete_cached = check_complete_cached
+    luigi.Task.event_handler(luigi.Event.BROKEN_TASK)(record)

@@ -12,31 +12,15 @@ from __future__ import annotations
 
 import datetime as dt
 
-import luigi
-from luigi import worker
-
 from tasks.faults import fault_line, went_away
-from tasks.luigi_shortcuts import worker_id
+from tasks.luigi_shortcuts import failed_checks, worker_id
 from tasks.luigi_shortcuts.hosts import FAILED_CHECKS
 from tasks.reporting import runlog
 
 
 def install() -> None:
     """Record the store and server errors of Luigi's completeness checks and requirements. Idempotent."""
-    if getattr(worker.check_complete_cached, "daybreak", False):
-        return
-    check = worker.check_complete_cached  # what Luigi's check_complete calls: complete(), with its cache
-
-    def check_complete_cached(task, completion_cache=None):
-        try:
-            return check(task, completion_cache)
-        except Exception as exc:  # Luigi catches it: its traceback, then "failed scheduling"
-            unchecked(task, exc)
-            raise
-
-    check_complete_cached.daybreak = True
-    worker.check_complete_cached = check_complete_cached
-    luigi.Task.event_handler(luigi.Event.BROKEN_TASK)(unchecked)  # requires() raised
+    failed_checks(unchecked)
 
 
 def unchecked(task, exception: BaseException) -> None:
