@@ -228,8 +228,7 @@ def report() -> tuple[list[str], str]:
     _watched.clear()
     _notes.clear()
     _started_at = None
-    for task_id in run.unchecked:  # whichever process of the run checked it
-        FAILED_CHECKS.setdefault(task_id, worker_id())
+    FAILED_CHECKS.update(dict.fromkeys(run.unchecked, worker_id()))  # whichever process of the run checked it
     seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
     unchecked = [name for task_id, name in run.unchecked.items() if name and task_id not in seen]
     notes += _capped("  not run  ", unchecked, "(the store stopped answering while the run checked it)")
