@@ -19,7 +19,8 @@ from tasks import building, catalogue, settings
 from tasks.building import Built
 from tasks.faults import went_away
 from tasks.freshness import identity
-from tasks.freshness.engine import Engine, State, fingerprint
+from tasks.freshness.buildplan import NotReplaced, left_to_newer
+from tasks.freshness.engine import Engine, State, fingerprint, label
 from tasks.luigi_shortcuts import CachedInstances, FixedParams
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
@@ -167,12 +168,16 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         """Why the partition is out of range, never built or rebuilt (one there is kept); '' when in range."""
         return ""
 
+    # why this host leaves the partition to another, as its last completeness check found (:meth:`leave_to_newer`)
+    declined: str = ""
+
     def complete(self) -> bool:
         engine = luigi_engine()
         with settings.snapshot():
             done = bool(self.before_start()) or engine.state(self).ok
+            self.declined = "" if done else self.leave_to_newer(engine)
         runlog.watch([(self, done)])
-        if not done:
+        if not done and not self.declined:
             type(self).prepare_to_run()
             progress.expect([self.task_id])
         return done
@@ -181,6 +186,13 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         """Whether this run found the partition up to date or built it: when it is not complete later, it
         changed meanwhile, and no other host built it (:mod:`tasks.luigi_shortcuts.hosts`)."""
         return runlog.done_in_run(self.task_id)
+
+    def leave_to_newer(self, engine: Engine) -> str:
+        """Why this host must not build the partition, not up to date, at all: newer code, or other rules set
+        later than this host's settings, built the one in place (docs/scale-out.md, a rollout). Luigi's worker
+        then adds it as external data, pending but not runnable here: luigid hands it to a host with those
+        (which builds it), never to this one, and never counts it done for this host's check. ''."""
+        return left_to_newer(self, engine, engine.summary(engine.store(self), self.key), label(self))
 
     def kept_as_newer(self) -> bool:
         """Whether newer code, or settings changed later than this host's, built the partition: a run here
@@ -262,6 +274,15 @@ def _progress_success(task: MaterializedTask) -> None:
     progress.finished(task.task_id, runlog.label(task))
 
 
+@MaterializedTask.event_handler(luigi.Event.DEPENDENCY_MISSING)
+def _declined(task: MaterializedTask) -> None:
+    """Luigi's worker added a partition this host leaves to another (:meth:`MaterializedTask.leave_to_newer`):
+    said once, and counted superseded (exit 10), as a build here refusing it would be."""
+    if task.declined:
+        logger.warning("%s", task.declined)
+        runlog.failed(task, NotReplaced(task.declined))
+
+
 @MaterializedTask.event_handler(luigi.Event.FAILURE)
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
     runlog.failed(task, exception)
@@ -303,11 +324,13 @@ class PartitionedTask(MaterializedTask):
                     done.append(task)
                 else:
                     incomplete.append(task)
+                    task.declined = task.leave_to_newer(engine)
         engine.just_found.update(t.task_id for t in incomplete)  # Luigi asks each again as it schedules it
         runlog.watch([(t, True) for t in done] + [(t, False) for t in incomplete])
-        if incomplete:
-            type(incomplete[0]).prepare_to_run()
-            progress.expect(t.task_id for t in incomplete)
+        to_run = [t for t in incomplete if not t.declined]
+        if to_run:
+            type(to_run[0]).prepare_to_run()
+            progress.expect(t.task_id for t in to_run)
         return [t.date for t in done]
 
 

@@ -20,8 +20,9 @@ Parquet write: after it, truncated to ``truncate`` of its size, as a kill mid-wr
 - ``stop``: sends itself SIGSTOP, to stand for a live writer that is slow; ``<counter>.stopped`` is
   created first.
 
-Without ``date`` (or with ``at`` beyond the partition's last step) the run finishes normally; its log
-then lists every step.
+With ``"date": "*"``, the steps of every partition are numbered together: step ``at`` of the run's first
+partitions. Without ``date`` (or with ``at`` beyond the partition's last step) the run finishes normally; its
+log then lists every step.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def step(kind: str, path) -> bool:
     rel = os.path.relpath(os.path.realpath(os.fspath(path)), ROOT)
     append(PLAN["counter"], f"{kind} {rel}\n".encode())
     date = PLAN.get("date")
-    if date is None or f"business_date={date}" not in rel:
+    if date is None or f"business_date={'' if date == '*' else date}" not in rel:
         return False
     return append(f"{PLAN['counter']}.{date}", b".") == PLAN["at"]
 

@@ -250,3 +250,104 @@ def test_a_late_hotel_extract_is_built_by_a_host_whose_settings_file_is_older_bu
     late = host(older)
     assert late.returncode == 0, late.stderr[-3000:]
     assert f"StgHotelBookingsDaily {FIRST} .. {FIRST + 2 * DAY}: 1 ran, 2 up to date" in late.stderr, late.stderr
+
+
+def test_a_host_on_older_settings_leaves_a_stale_partition_to_the_newer_host_on_one_luigid(lab, tmp_path):
+    """Two hosts on one luigid during a rollout: the new host (suspicious_qty_threshold 15, settings changed
+    later) built the range, then a raw file removed makes two partitions stale. The new host freezes in its
+    first build; the old host (20) runs the range meanwhile. Before, luigid handed it the other stale partition,
+    its build refused it (superseded), luigid marked it FAILED, and the new host could not run it: exit 25,
+    ``not run ... (a partition it reads failed or waits)``, the partition left stale. The old host now takes no
+    partition built under newer settings: the new host builds both in the same run and exits 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tasks.settings import write_config
+    from tests.luigid import Luigid
+
+    lab.qsr_days(START, DATES + 1)
+    server = Luigid(tmp_path / "luigid").start()
+    core = {"scheduler_host": "127.0.0.1", "scheduler_port": server.port}
+    args = ("RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + DATES * DAY))
+    procs = []
+
+    def host(name: str, extra=(), plan: dict | None = None, **qsr) -> subprocess.Popen:
+        home = tmp_path / name
+        (home / "tmp").mkdir(parents=True, exist_ok=True)
+        cfg = home / "luigi.cfg"
+        if not cfg.exists():
+            roots = {"raw_root": lab.raw, "data_root": lab.data, "host_name": name}
+            write_config(cfg, {"daybreak": roots, "qsr": qsr, "core": core})
+            age = 3600 if name == "old" else 1800  # the old host's settings, from before the rollout
+            os.utime(cfg, (time.time() - age,) * 2)
+        env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO), "TMPDIR": str(home / "tmp")}
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks"]
+        if plan is not None:
+            env["CRASH_PLAN"] = json.dumps(plan)
+            cmd = [sys.executable, str(REPO / "tests" / "crash_driver.py")]
+        out = open(home / "out.txt", "a")
+        procs.append(
+            subprocess.Popen(
+                [*cmd, *args, *extra], cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
+        return procs[-1]
+
+    def out(name: str) -> str:
+        return (tmp_path / name / "out.txt").read_text()
+
+    def thresholds():
+        return [m["rules"]["suspicious_qty_threshold"] for _, m in sorted(_manifests(lab).items())]
+
+    try:
+        assert host("new", ["--local-scheduler"], suspicious_qty_threshold=15).wait(120) == 0, out("new")
+        assert host("old").wait(120) == 10, out("old")  # every partition built under newer settings
+        assert thresholds() == [15] * DATES
+        built = {d: m["finished_at"] for d, m in _manifests(lab).items()}
+        (lab.raw / "qsr_pos" / str(START + 2 * DAY) / "S002.csv").unlink()  # START+1 and START+2 go stale
+        counter = tmp_path / "steps"
+        new = host("new", plan={"counter": str(counter), "root": str(lab.data), "date": "*", "at": 1, "mode": "stop"})
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "steps.stopped").exists():
+            assert time.monotonic() < deadline and new.poll() is None, out("new")
+            time.sleep(0.1)
+        old = host("old")  # while the new host is frozen in its first build
+        try:
+            old.wait(20)
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(new.pid, signal.SIGCONT)
+        codes = [new.wait(120), old.wait(120)]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
+    new_out, old_out = out("new").split("summary of this run:")[-1], out("old").split("summary of this run:")[-1]
+    assert codes == [0, 10], new_out + old_out
+    assert thresholds() == [15] * DATES
+    rebuilt = {d for d, m in _manifests(lab).items() if m["finished_at"] != built[d]}
+    assert rebuilt == {START + DAY, START + 2 * DAY}, new_out
+    assert "a partition it reads failed or waits" not in new_out + old_out
+    assert f"StgQsrPos {START} .. {START + (DATES - 1) * DAY}: {DATES} superseded" in old_out, old_out
+
+
+def test_a_partition_not_run_that_reads_no_partition_is_never_said_to_wait_for_one(lab):
+    """A partition this host checked stale but was not given (luigid gave it to no worker here: another host's
+    run of it failed or refused it): StgQsrPos reads no partition, so its summary line must not blame one."""
+    from tasks.reporting import runlog
+
+    lab.qsr_days(START, 2)
+    runlog.report()  # what earlier runs of this process left unreported
+    runlog.watch([(StgQsrPos(date=START), False)])  # checked missing by this run, then neither built nor failed
+    errors, text = runlog.report()
+    assert errors == []
+    assert f"StgQsrPos {START}: 1 not run" in text, text
+    assert "a partition it reads failed or waits" not in text, text
+    assert (
+        f"not run  StgQsrPos {START} (it reads no partition, and the scheduler did not give it to this host: "
+        "another host's run of it failed or refused it? luigid's /history says which; rerun" in text
+    ), text

@@ -102,12 +102,9 @@ def check_replaceable(node: Node, engine: Engine, manifest: dict | None, where: 
     on old rules must never undo a rollout."""
     if not manifest or manifest.get("_corrupt"):
         return
-    theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
-    if newer_version(theirs, ours):
-        raise NotReplaced(
-            f"{where}: built by version {theirs}, newer than this host's {ours}: upgrade this host. Not replaced "
-            "(nothing written by this run)"
-        )
+    why = _newer_code(node, manifest, where)
+    if why:
+        raise NotReplaced(why)
     if manifest.get("rules_fingerprint") == node.rules_fingerprint():
         return  # the same rules: another writer read older inputs; replacing it undoes no rollout
     if engine.changed_since_first_look(node.store(), node.key):
@@ -115,6 +112,32 @@ def check_replaceable(node: Node, engine: Engine, manifest: dict | None, where: 
             f"another host committed {where} (other rules: {diff_rules(manifest.get('rules') or {}, node.rules())}) "
             "since this run began; not replaced. Rerun on the host with the rules you mean to keep"
         )
+    why = _newer_settings(node, engine, manifest, where)
+    if why:
+        raise NotReplaced(why)
+
+
+def left_to_newer(node: Node, engine: Engine, manifest: dict | None, where: str) -> str:
+    """Why no build on this host may replace the partition in place (``manifest``, or its summary): newer code
+    built it, or other rules set later than this host's settings (docs/scale-out.md, a rollout), so a host
+    with those builds it; ''."""
+    if not manifest or manifest.get("_corrupt"):
+        return ""
+    if manifest.get("rules_fingerprint") == node.rules_fingerprint():
+        return ""
+    return _newer_code(node, manifest, where) or _newer_settings(node, engine, manifest, where)
+
+
+def _newer_code(node: Node, manifest: dict, where: str) -> str:
+    theirs, ours = (manifest.get("rules") or {}).get("version"), node.rules().get("version")
+    if not newer_version(theirs, ours):
+        return ""
+    return (
+        f"{where}: built by version {theirs}, newer than this host's {ours}: upgrade this host. Not replaced "
+        "(nothing written by this run)"
+    )
+
+
+def _newer_settings(node: Node, engine: Engine, manifest: dict, where: str) -> str:
     newer = engine.newer_settings(node, manifest)
-    if newer:
-        raise NotReplaced(f"{where}: {newer}. Not replaced (nothing written by this run); to roll back, {ROLL_BACK}")
+    return f"{where}: {newer}. Not replaced (nothing written by this run); to roll back, {ROLL_BACK}" if newer else ""

@@ -38,7 +38,12 @@ def many_hosts() -> None:
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
         return
-    keep_alive = worker.Worker._keep_alive
+    keep_alive, external = worker.Worker._keep_alive, worker._is_external
+
+    def _is_external(task) -> bool:  # a partition this host leaves to a host on newer code or settings
+        return external(task) or bool(getattr(task, "declined", ""))
+
+    worker._is_external = _is_external
 
     def _keep_alive(self, get_work_response) -> bool:
         if self._config.count_uniques or self._config.count_last_scheduled:  # the user's own rule for leaving
@@ -137,6 +142,10 @@ def _hosts_summary(summary_dict):
             sets["run_by_other_worker"].add(task)
             sets["still_pending_not_ext"].add(task)
 
+        for task in list(sets["still_pending_ext"]):  # left to a host on newer code or settings: superseded
+            if getattr(task, "declined", ""):
+                sets["still_pending_ext"].discard(task)
+                sets["run_by_other_worker"].add(task)
         for task, error in list(errors.items()):  # superseded builds first: a wrapper's requirements may be
             if superseded(error):
                 run_by_other_worker(task)

@@ -198,7 +198,6 @@ class _Run:
         # a task whose requirements were done yet not complete when it was to run: (its family, Luigi's error)
         self.unfulfilled = [(r["unfulfilled"], r["error"]) for r in records if "unfulfilled" in r]
 
-
         self.unchecked = {r["unchecked"]: r["name"] for r in records if "unchecked" in r}  # the store went
         self.errors: dict[str, str] = {r["gone"]: r["line"] for r in reversed(records) if "gone" in r}
         self.luigid = lost()
@@ -242,6 +241,7 @@ def report() -> tuple[list[str], str]:
     cache = Engine()
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     failed, waiting, blocked, warned, others, fenced, cooled = [], defaultdict(list), [], [], [], [], []
+    unhanded = []  # not run, reading no partition: the scheduler did not give it to this host
     lost = defaultdict(list)  # luigid's status -> partitions a host it lost left undone
     # a single run's partitions are no Luigi tasks: luigid keeps its one task, done, from this host
     single_run_done = any(t.startswith("SingleRunBuild_") for t in DONE_IN_SCHEDULER)
@@ -271,10 +271,11 @@ def report() -> tuple[list[str], str]:
                     lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(label(task))
                 elif kind == "not run":
                     done = task.task_id in DONE_IN_SCHEDULER or single_run_done
-                    (cooled if done else blocked).append(label(task))
+                    reads = task.upstream() or run.luigid or run.store_gone  # else: not given to this host
+                    (cooled if done else blocked if reads else unhanded).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
         changed = [] if run.store_gone else _changed(run, watched, cache)
-    if not (blocked or cooled or changed or any(lost.values())):  # no partition explains a 25: a task that is none
+    if not (blocked or unhanded or cooled or changed or any(lost.values())):  # no partition explains a 25: nor a task
         plain = [t for t in NOT_RUN.values() if t.task_id not in {w.task_id for w, _ in watched}]
         for task in sorted(plain, key=label):  # the store sensor, AllStores
             (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(label(task))
@@ -307,6 +308,12 @@ def report() -> tuple[list[str], str]:
     lines += _capped("  not run  ", blocked, why)
     lines += _capped(
         "  not run  ",
+        unhanded,
+        "(it reads no partition, and the scheduler did not give it to this host: another host's run of it failed "
+        "or refused it? luigid's /history says which; rerun, or see --log-level INFO)",
+    )
+    lines += _capped(
+        "  not run  ",
         cooled,
         "(luigid counts it done by a run less than [scheduler] stable_done_cooldown_secs ago, this host's or "
         "another's, but this host finds it stale: deleted or changed since, or built under other rules? Rerun in a "
@@ -324,7 +331,7 @@ def report() -> tuple[list[str], str]:
         "re-enable it in luigid's visualiser, then rerun)",
     )
     lines += _capped("  not run  ", changed)
-    if failed or blocked or waiting or cooled or changed or any(lost.values()):
+    if failed or blocked or unhanded or waiting or cooled or changed or any(lost.values()):
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return [*run.errors.values(), *([run.luigid] if run.luigid else [])], "\n".join(lines)
 
