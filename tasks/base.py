@@ -266,6 +266,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
 @MaterializedTask.event_handler(luigi.Event.START)
 def _progress_start(task: MaterializedTask) -> None:
+    task.declined = ""  # handed to this host, which builds it (Luigi asks _is_external again after START)
     progress.started(task.task_id)
 
 
