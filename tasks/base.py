@@ -172,7 +172,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     declined: str = ""
 
     def complete(self) -> bool:
-        engine = luigi_engine()
+        engine, self.declined = luigi_engine(), ""  # not kept from an earlier check, should this one raise
         with settings.snapshot():
             done = bool(self.before_start()) or engine.state(self).ok
             self.declined = "" if done else self.leave_to_newer(engine)
