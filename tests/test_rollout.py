@@ -252,9 +252,10 @@ def test_a_late_hotel_extract_is_built_by_a_host_whose_settings_file_is_older_bu
     assert f"StgHotelBookingsDaily {FIRST} .. {FIRST + 2 * DAY}: 1 ran, 2 up to date" in late.stderr, late.stderr
 
 
-def test_a_host_on_older_settings_leaves_a_stale_partition_to_the_newer_host_on_one_luigid(lab, tmp_path):
+@pytest.mark.parametrize("change", ["removed", "re-sent"])
+def test_a_host_on_older_settings_leaves_a_stale_partition_to_the_newer_host_on_one_luigid(lab, tmp_path, change):
     """Two hosts on one luigid during a rollout: the new host (suspicious_qty_threshold 15, settings changed
-    later) built the range, then a raw file removed makes two partitions stale. The new host freezes in its
+    later) built the range, then a raw file removed or re-sent makes two partitions stale. The new host freezes in its
     first build; the old host (20) runs the range meanwhile. Before, luigid handed it the other stale partition,
     its build refused it (superseded), luigid marked it FAILED, and the new host could not run it: exit 25,
     ``not run ... (a partition it reads failed or waits)``, the partition left stale. The old host now takes no
@@ -307,7 +308,14 @@ def test_a_host_on_older_settings_leaves_a_stale_partition_to_the_newer_host_on_
         assert host("old").wait(120) == 10, out("old")  # every partition built under newer settings
         assert thresholds() == [15] * DATES
         built = {d: m["finished_at"] for d, m in _manifests(lab).items()}
-        (lab.raw / "qsr_pos" / str(START + 2 * DAY) / "S002.csv").unlink()  # START+1 and START+2 go stale
+        raw = lab.raw / "qsr_pos" / str(START + 2 * DAY) / "S002.csv"  # read by START+1 and START+2: stale
+        if change == "removed":
+            raw.unlink()
+        else:
+            raw.write_text(
+                raw.read_text()
+                + f"S002-{START + 2 * DAY}-Z,1,S002,{START + 2 * DAY}T09:00:00-04:00,COLA,1,1.99,,COMPLETED\n"
+            )
         counter = tmp_path / "steps"
         new = host("new", plan={"counter": str(counter), "root": str(lab.data), "date": "*", "at": 1, "mode": "stop"})
         deadline = time.monotonic() + 60
