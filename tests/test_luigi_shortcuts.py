@@ -599,3 +599,31 @@ def test_a_worker_counting_its_own_tasks_leaves_while_another_holds_the_one_it_n
             runner.start()
             assert finished.wait(15), "worker Y stayed for a task only X may run"
     assert done == set()
+
+
+def test_a_task_this_host_leaves_to_another_stays_pending_and_is_handed_only_to_the_other():
+    """A task whose completeness check sets ``declined`` (a partition built under newer code or settings than
+    this host's, tasks/base.py) is added by Luigi's worker as external data (``luigi.worker._is_external``):
+    luigid keeps it pending, never counts it done, and hands it only to a worker that added it runnable."""
+    from luigi.scheduler import PENDING, Scheduler
+    from luigi.worker import Worker
+
+    tasks.register()
+    leave: list[bool] = []
+
+    class Declined(luigi.Task):
+        def complete(self):
+            self.declined = "built under newer settings" if leave else ""
+            return False
+
+        def run(self):
+            pass
+
+    sched = Scheduler(retry_delay=100, remove_delay=1000, worker_disconnect_delay=10)
+    with Worker(scheduler=sched, worker_id="new") as new, Worker(scheduler=sched, worker_id="old") as old:
+        assert new.add(Declined())
+        leave.append(True)
+        assert old.add(Declined())  # after the other worker: its status is the one luigid keeps
+        assert list(sched.task_list(PENDING, "")) == [Declined().task_id]
+        assert sched.get_work(worker="old", current_tasks=[])["task_id"] is None
+        assert sched.get_work(worker="new", current_tasks=[])["task_id"] == Declined().task_id
