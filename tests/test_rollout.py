@@ -344,8 +344,8 @@ def test_a_host_on_older_settings_leaves_a_stale_partition_to_the_newer_host_on_
 
 
 def test_a_partition_not_run_that_reads_no_partition_is_never_said_to_wait_for_one(lab):
-    """A partition this host checked stale but was not given (luigid gave it to no worker here: another host's
-    run of it failed or refused it): StgQsrPos reads no partition, so its summary line must not blame one."""
+    """A partition this run checked stale but did not build (luigid gave it to another host, whose run of it
+    failed or refused it): StgQsrPos reads no partition, so its summary line must not blame one."""
     from tasks.reporting import runlog
 
     lab.qsr_days(START, 2)
@@ -356,6 +356,6 @@ def test_a_partition_not_run_that_reads_no_partition_is_never_said_to_wait_for_o
     assert f"StgQsrPos {START}: 1 not run" in text, text
     assert "a partition it reads failed or waits" not in text, text
     assert (
-        f"not run  StgQsrPos {START} (it reads no partition, and the scheduler did not give it to this host: "
-        "another host's run of it failed or refused it? luigid's /history says which; rerun" in text
+        f"not run  StgQsrPos {START} (this run did not get to build it, and it reads no partition: luigid gave it "
+        "to another host (its /history says how that run ended), or --log-level INFO says why; rerun)" in text
     ), text

@@ -309,8 +309,8 @@ def report() -> tuple[list[str], str]:
     lines += _capped(
         "  not run  ",
         unhanded,
-        "(it reads no partition, and the scheduler did not give it to this host: another host's run of it failed "
-        "or refused it? luigid's /history says which; rerun, or see --log-level INFO)",
+        "(this run did not get to build it, and it reads no partition: luigid gave it to another host (its /history "
+        "says how that run ended), or --log-level INFO says why; rerun)",
     )
     lines += _capped(
         "  not run  ",
