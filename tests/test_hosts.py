@@ -26,7 +26,7 @@ import pytest
 
 from tasks.settings import write_config
 from tests import radosgw
-from tests.conftest import REPO, qsr_rows
+from tests.conftest import QSR_HEADER, REPO, qsr_rows
 from tests.sshd import free_port
 
 pytestmark = [
@@ -65,8 +65,8 @@ class Site:
             key = f"landing/{path.relative_to(lab.raw)}"
             self.s3.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
 
-    def config(self, name: str, **qsr) -> tuple[Path, Path]:
-        """(folder, luigi.cfg) of host ``name``."""
+    def config(self, name: str, age: float = 0, **qsr) -> tuple[Path, Path]:
+        """(folder, luigi.cfg) of host ``name``, its settings changed ``age`` seconds ago."""
         home = self.lab.root / "hosts" / name
         (home / "tmp").mkdir(parents=True, exist_ok=True)
         sections = {
@@ -76,7 +76,10 @@ class Site:
         }
         if self.scheduler_port is not None:
             sections["core"] = {"scheduler_host": "127.0.0.1", "scheduler_port": self.scheduler_port}
-        return home, write_config(home / "luigi.cfg", sections)
+        cfg = write_config(home / "luigi.cfg", sections)
+        if age:
+            os.utime(cfg, (time.time() - age,) * 2)
+        return home, cfg
 
     def env(self, home: Path, cfg: Path) -> dict[str, str]:
         return {
@@ -85,9 +88,10 @@ class Site:
             "PYTHONPATH": str(REPO),
         }  # fmt: skip
 
-    def host(self, name: str, *args: str, plan: dict | None = None, **qsr) -> subprocess.Popen:
-        """``luigi --module tasks <args>`` as host ``name`` (through tests/s3_driver.py with a plan)."""
-        home, cfg = self.config(name, **qsr)
+    def host(self, name: str, *args: str, plan: dict | None = None, age: float = 0, **qsr) -> subprocess.Popen:
+        """``luigi --module tasks <args>`` as host ``name`` (through tests/s3_driver.py with a plan), its
+        settings changed ``age`` seconds ago."""
+        home, cfg = self.config(name, age, **qsr)
         env = self.env(home, cfg)
         if plan is not None:
             env["S3_PLAN"] = json.dumps(plan)
@@ -512,3 +516,43 @@ def test_a_partition_committed_just_before_the_store_went_away_is_reported_built
     assert f"progress: 10/10 partitions (100%){counts}," in ended, ended
     assert "Traceback" not in ended and "Luigi Execution Summary" not in ended
     assert site.rules_of(date)["suspicious_qty_threshold"] == 2  # committed, whole
+
+
+def test_a_host_on_older_settings_leaves_a_stale_partition_in_the_bucket_to_the_newer_host(site):
+    """Host "new" (suspicious_qty_threshold 15) built the range; a raw object re-sent to the landing prefix
+    makes two partitions stale. "new" freezes at its first write; host "old" (20, settings an hour older) runs
+    the range on the same luigid meanwhile. Before, luigid handed "old" the other stale partition, its build
+    refused it (superseded), luigid marked it FAILED, and "new" exited 25 leaving it stale. Now "old" takes
+    none of them (exit 10) and "new" builds both in the same run (exit 0)."""
+    days = 4
+    site.land(days)
+    server = site.scheduler()
+    counter = site.lab.root / "new-steps"
+    try:
+        assert wait([site.host("new", *site.range_args(days, "--local-scheduler"), suspicious_qty_threshold=15)]) == [0]
+        assert site.committed_with(15) == [START + i * DAY for i in range(days)]
+        before = site.objects("lake/staging/")
+        day = START + 2 * DAY  # S002's object re-sent without its rejected line: START+1 and START+2 go stale
+        body = "\n".join([QSR_HEADER, *qsr_rows("S002", day)]) + "\n"
+        site.s3.put_object(Bucket=site.bucket, Key=f"landing/qsr_pos/{day}/S002.csv", Body=body.encode())
+        plan = {"counter": str(counter), "date": "*", "at": 1, "mode": "stop"}
+        new = site.host("new", *site.range_args(days), plan=plan, suspicious_qty_threshold=15)
+        deadline = time.monotonic() + 60
+        while not Path(f"{counter}.stopped").exists():
+            assert time.monotonic() < deadline and new.poll() is None, log(site, "new")
+            time.sleep(0.1)
+        old = site.host("old", *site.range_args(days), age=3600)
+        try:
+            old.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(new.pid, signal.SIGCONT)
+        codes = wait([new, old])
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert codes == [0, 10], log(site, "new") + log(site, "old")
+    assert site.committed_with(15) == [START + i * DAY for i in range(days)]
+    assert _reached(site.objects("lake/staging/"), before) == {str(START + DAY), str(START + 2 * DAY)}
+    assert "a partition it reads failed or waits" not in log(site, "new") + log(site, "old")
+    assert f"StgQsrPos {START} .. {START + (days - 1) * DAY}: {days} superseded" in log(site, "old")
