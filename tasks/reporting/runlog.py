@@ -149,6 +149,8 @@ class _RunLog(logging.Filter):
             if text:
                 record.msg, record.args = (text if _default_mode else f"{msg}\n{text}"), ()
             return True
+        if msg.startswith(messages.MISSING_DATA) and getattr((record.args or (None,))[0], "declined", ""):
+            return False  # not missing: left to a host on newer code or settings, as its warning says
         gone = None
         if msg.startswith(messages.WORKER_FAILED) and record.exc_info and record.exc_info[1] is not None:
             from tasks.faults import went_away
