@@ -128,10 +128,18 @@ class Site:
         return next((self.lab.root / "hosts" / "luigid" / "cache").rglob("history.db"))
 
     def objects(self, prefix: str = "lake/") -> dict[str, str]:
-        """{key: ETag} under ``prefix``, but the manifest summaries (a cache that a check may write)."""
+        """{key: ETag} under ``prefix``, but the caches a check or a build may write whoever wins the commit:
+        the manifest summaries, and the checked raw folders (a frozen host resumed stores the folder it had
+        checked: the next reader's, whatever the rules)."""
         out = {}
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            out.update({o["Key"]: o["ETag"] for o in page.get("Contents", ()) if "/_state/summaries/" not in o["Key"]})
+            out.update(
+                {
+                    o["Key"]: o["ETag"]
+                    for o in page.get("Contents", ())
+                    if "/_state/summaries/" not in o["Key"] and "/_state/checked/" not in o["Key"]
+                }
+            )
         return out
 
     def tables(self, prefix: str) -> dict[str, list]:
