@@ -6,10 +6,12 @@ status view, plans and single runs do; Luigi's targets are :mod:`tasks.targets`'
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gc
 import logging
 import multiprocessing
+import signal
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -22,6 +24,7 @@ from tasks.freshness import identity
 from tasks.freshness.buildplan import NotReplaced, left_to_newer
 from tasks.freshness.engine import Engine, State, fingerprint, label
 from tasks.luigi_shortcuts import CachedInstances, FixedParams
+from tasks.luigi_shortcuts.messages import DIED
 from tasks.parameters import DateParameter
 from tasks.reporting import progress, runlog
 from tasks.storage import partitions
@@ -288,6 +291,28 @@ def _declined(task: MaterializedTask) -> None:
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
     runlog.failed(task, exception)
     progress.finished(task.task_id, runlog.label(task), failed=not getattr(exception, "superseded", False))
+
+
+def _died(message: str) -> str:
+    """What Luigi's ``Task <id> died unexpectedly with exit code -9`` (its worker process gone without a
+    result) means: ``its worker process died (killed by signal 9, SIGKILL: out of memory, or killed)``."""
+    code = message.rpartition(DIED)[2].strip()
+    if not (code.startswith("-") and code[1:].isdigit()):
+        return f"its worker process died (exit code {code})"
+    number = int(code[1:])
+    with contextlib.suppress(ValueError):  # a real-time signal has no name
+        code = f"{number}, {signal.Signals(number).name}"
+    oom = ": out of memory, or killed" if number == signal.SIGKILL else ""
+    return f"its worker process died (killed by signal {code.lstrip('-')}{oom})"
+
+
+@MaterializedTask.event_handler(luigi.Event.PROCESS_FAILURE)
+def _process_died(task: MaterializedTask, message: str) -> None:
+    """The worker process building the partition died (the OOM killer, kill -9): Luigi fails the task
+    in the scheduling process; recorded as a failure of the partition, as one of its build's."""
+    exception = RuntimeError(_died(message))
+    task.on_failure(exception)  # its failure record: daybreak status says it too
+    _progress_failure(task, exception)
 
 
 class PartitionedTask(MaterializedTask):

@@ -157,3 +157,29 @@ def test_a_failure_the_summary_cannot_name_keeps_its_traceback(lab):
     proc = luigi_cmd(cron_folder(lab), "AllStores", "--local-scheduler")
     assert proc.returncode == 30, proc.stderr[-3000:]
     assert "DiscoverStores" in proc.stderr and "IsADirectoryError" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_worker_process_killed_mid_build_is_a_failed_partition_saying_so(lab):
+    """kill -9 (the OOM killer) of the worker process building one date of a two-worker range: that date is
+    failed, its line says the process died and how, and the rest is built (exit 30)."""
+    import json
+
+    start = dt.date(2026, 9, 1)
+    lab.qsr_days(start, 5)
+    killed = start + 2 * DAY
+    cwd = cron_folder(lab)
+    # tests/crash_driver.py: the process writing the killed date's partition SIGKILLs itself at its first write
+    plan = {"counter": str(lab.root / "steps"), "root": str(lab.data), "date": str(killed), "at": 1, "mode": "kill"}
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"} | {"CRASH_PLAN": json.dumps(plan)}
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + 4 * DAY)]
+    driver = Path(__file__).resolve().parent / "crash_driver.py"
+    cmd = [sys.executable, str(driver), *args, "--workers", "2", "--local-scheduler"]
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    text = proc.stderr[proc.stderr.index("summary of this run") :]
+    assert f"StgQsrPos {start} .. {start + 3 * DAY}: 3 ran, 1 failed" in text, text
+    assert (
+        f"failed   StgQsrPos {killed}: its worker process died (killed by signal 9, SIGKILL: out of memory, or killed)"
+        in text
+    ), text
+    assert "not run" not in text, text

@@ -13,6 +13,7 @@ WILL_NOT_RUN = "Will not run "  # luigi.worker: "... or any dependencies due to 
 DUE_TO_ERROR = "due to error in"  # ... of a WILL_NOT_RUN message whose complete() or deps() raised
 MISSING_DATA = "Data for %s does not exist (yet?)"  # luigi.worker, an incomplete external dependency
 WORKER_FAILED = "[pid %s] Worker %s failed"  # luigi.worker, a task's run raised: args (pid, worker id, task)
+DIED = "died unexpectedly with exit code "  # luigi.worker, Event.PROCESS_FAILURE: "Task <id> died ... -9"
 # luigi.worker.TaskProcess: a dependency not complete when the task was to run (one, or several)
 UNFULFILLED = ("Unfulfilled dependency at run time", "Unfulfilled dependencies at run time")
 
