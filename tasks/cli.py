@@ -333,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     from tasks import settings_check
 
     luigi.configuration.get_config()  # reads ./luigi.cfg and $LUIGI_CONFIG_PATH like the luigi command
+    guard.stop_on_sigterm()
     try:
         settings_check.check_config()
         check_args(args)
@@ -346,9 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
-    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (guard.stop_on_sigterm): one line, not a traceback
         print(PREVIEW_INTERRUPTED if args.func is cmd_preview else guard.INTERRUPTED, file=sys.stderr, flush=True)
-        return guard.INTERRUPTED_EXIT
+        return guard.TERMINATED_EXIT if isinstance(exc, guard.Terminated) else guard.INTERRUPTED_EXIT
     except Exception as exc:  # a store or server error: one line, exit 30; any other error keeps its traceback
         line = fault_line(exc)
         if line is None:

@@ -18,11 +18,38 @@ from typing import NoReturn
 
 USAGE_EXIT = 2
 INTERRUPTED_EXIT = 130  # a shell's code for a command ended by Ctrl-C (SIGINT)
+TERMINATED_EXIT = 143  # and by SIGTERM (kill, timeout, systemctl stop): 128 + 15
 # what a command stopped by Ctrl-C prints, in place of Python's traceback (a partition is written by a
 # rename, whole or not at all: tasks/storage/localcommit.py)
 INTERRUPTED = (
     "daybreak: interrupted: the partitions written so far are kept, whole; run the same command again to build the rest"
 )
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises ``KeyboardInterrupt`` (:func:`stop_on_sigterm`): the command
+    stops as it does for Ctrl-C, and exits :data:`TERMINATED_EXIT`."""
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM stop this command as Ctrl-C does (:class:`Terminated`); a second one is ignored while it
+    stops (``timeout`` sends it twice). Processes forked from this one keep SIGTERM's default: killed, as
+    their partition is written whole or not at all. In the main thread only; idempotent."""
+    import os
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+
+        def terminated(*_) -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise Terminated
+
+        signal.signal(signal.SIGTERM, terminated)
+    if not getattr(stop_on_sigterm, "forks", False):
+        stop_on_sigterm.forks = True
+        os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
 
 
 class Exit(SystemExit):

@@ -68,6 +68,17 @@ class _Probe(luigi.Task):
             out.write(f"{os.getpid()} {RESETS}")
 
 
+class _Probes(luigi.WrapperTask):
+    """``count`` probes: a run with many tasks for the ``luigi`` command."""
+
+    folder = luigi.Parameter()
+    count = luigi.IntParameter()
+    sleep = luigi.FloatParameter(default=0.0)
+
+    def requires(self):
+        return [_Probe(folder=self.folder, n=k, sleep=self.sleep) for k in range(self.count)]
+
+
 class _Plain(_Probe):
     reuses_task_process = False
 
@@ -299,4 +310,41 @@ def test_ctrl_c_stops_the_worker_processes_without_a_traceback_of_theirs(tmp_pat
         assert "daybreak-task-runner" not in err, err[-2000:]
     finally:
         run.kill()
+        run.wait()
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("to", ["process", "group"])
+def test_sigterm_stops_the_run_as_ctrl_c_does_and_its_worker_processes_with_it(tmp_path, to):
+    """SIGTERM to the run's process alone (``kill``), or to its process group (``timeout``, ``systemctl
+    stop``): the interrupted line, exit 143, and no worker process left building."""
+    from tasks.guard import INTERRUPTED
+
+    command = [sys.executable, "-m", "luigi", "--module", "tests.test_task_processes", "_Probes"]
+    command += ["--folder", str(tmp_path), "--count", "40", "--sleep", "60", "--workers", "2"]
+    run = subprocess.Popen(
+        [*command, "--local-scheduler", "--no-lock"],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_started(tmp_path)) < 2 and time.monotonic() < deadline:  # each worker on a task
+            time.sleep(0.05)
+        workers = _children(run.pid)
+        assert len(workers) == 2, workers
+        if to == "group":
+            os.killpg(run.pid, signal.SIGTERM)
+        else:
+            os.kill(run.pid, signal.SIGTERM)
+        _, err = run.communicate(timeout=30)
+        assert run.returncode == 143, err[-2000:]
+        assert INTERRUPTED in err and "Traceback" not in err, err[-2000:]
+        assert all(_gone(pid) for pid in workers)
+    finally:
+        for pid in [run.pid, *_in_session(run.pid)]:  # when it failed: none left behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         run.wait()

@@ -561,7 +561,9 @@ def test_ctrl_c_of_the_luigi_command_is_one_line(tmp_path, workers):
 
 
 @pytest.mark.system
-def test_ctrl_c_of_the_daybreak_command_is_one_line(tmp_path):
+@pytest.mark.parametrize(("sent", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_of_the_daybreak_command_is_one_line(tmp_path, sent, code):
+    """Ctrl-C, or SIGTERM (kill, timeout, systemctl stop): one line, and exit 130 or 143."""
     daybreak = str(Path(sys.executable).parent / "daybreak")
     command = [daybreak, "sample", "--raw-root", str(tmp_path / "raw"), "--start", "2026-09-01", "--days", "3000"]
     proc = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -570,12 +572,12 @@ def test_ctrl_c_of_the_daybreak_command_is_one_line(tmp_path):
         while next((tmp_path / "raw").rglob("*.csv"), None) is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert proc.poll() is None, "the sample was written before it could be interrupted"  # 3,000 days: minutes
-        os.killpg(proc.pid, signal.SIGINT)  # while it writes files
+        os.killpg(proc.pid, sent)  # while it writes files
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
         proc.wait()
-    assert proc.returncode == 130, err[-2000:]
+    assert proc.returncode == code, err[-2000:]
     assert err.strip().splitlines() == [INTERRUPTED], err[-2000:]
 
 

@@ -156,7 +156,7 @@ def checked_workers(host_name: Callable[[], str], check_settings: Callable[[], N
     settings given on the command line."""
     from luigi.cmdline_parser import CmdlineParser
 
-    from tasks.guard import check_count
+    from tasks.guard import check_count, stop_on_sigterm
 
     factory = interface._WorkerSchedulerFactory
     if getattr(factory.create_worker, "checked", False):
@@ -167,6 +167,7 @@ def checked_workers(host_name: Callable[[], str], check_settings: Callable[[], N
         if CmdlineParser.get_instance() is not None:
             check_count(worker_processes, "--workers")
             check_settings()
+            stop_on_sigterm()  # the luigi command: SIGTERM stops the run as Ctrl-C does
         if isinstance(scheduler, LocalScheduler):  # it ranks a range's dates by the worker's processes
             scheduler.stretches = max(1, int(worker_processes))
         cores.share(worker_processes)

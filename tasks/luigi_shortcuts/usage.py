@@ -12,7 +12,7 @@ import logging
 import re
 import sys
 
-from tasks.guard import INTERRUPTED, check_range, fail, nearest
+from tasks.guard import INTERRUPTED, TERMINATED_EXIT, Terminated, check_range, fail, nearest
 from tasks.luigi_shortcuts.messages import NO_START, REVERSED_RANGE, UNCAUGHT
 
 
@@ -124,6 +124,8 @@ def _excepthook(previous):
     def hook(kind, exc, tb):
         if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: one line; Python then exits as SIGINT does (130)
             print(INTERRUPTED, file=sys.stderr, flush=True)
+            if isinstance(exc, Terminated):
+                raise SystemExit(TERMINATED_EXIT)
             return None
         text = describe(exc, tb) if isinstance(exc, Exception) else None
         if text is None:
