@@ -110,11 +110,22 @@ def test_a_60_date_backfill_prints_progress_and_a_short_summary_and_debug_prints
     assert luigi_cmd(cwd, "RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + 3 * DAY),
                      "--local-scheduler").returncode == 0  # fmt: skip
     args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(stop), "--workers", "2"]
+    began = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
     proc = luigi_cmd(cwd, *args, "--local-scheduler")
+    ended = dt.datetime.now(dt.UTC)
     assert proc.returncode == 30, proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
     progress = [x for x in lines if "progress: " in x]
-    summary = lines[lines.index("INFO: summary of this run:") :]
+    (first,) = [x for x in lines if x.startswith("INFO: summary of this run: ")]
+    summary = lines[lines.index(first) :]
+    # when it ran (UTC, to the minute), so that mornings appended to one log are told apart
+    when = re.fullmatch(r"INFO: summary of this run: (\d{4}-\d\d-\d\d \d\d:\d\d) \.\. ([-\d: ]+) UTC", first)
+    assert when, first
+    since = dt.datetime.fromisoformat(when.group(1) + "+00:00")
+    until = dt.datetime.fromisoformat(
+        (when.group(2) if " " in when.group(2) else f"{since:%Y-%m-%d} {when.group(2)}") + "+00:00"
+    )
+    assert began <= since <= until <= ended, first
     assert 1 <= len(progress) <= 11  # the first, one per tenth, the last
     assert len(summary) <= 40
     assert len(lines) == len(progress) + len(summary), proc.stderr  # nothing else: no Luigi chatter, no warning

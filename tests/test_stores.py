@@ -373,10 +373,10 @@ def test_all_stores_with_no_store_yet_prints_daybreaks_summary_and_exits_0(lab, 
         code, out = all_stores()
         assert code == 0, out[-3000:]
         summary = out[out.index("summary of this run:") :] if "summary of this run:" in out else out
-        assert summary.splitlines()[:2] == [
-            "summary of this run:",
-            f"  AllStores: no store known yet (no store's file under {lab.raw / 'qsr_pos'})",
-        ], out[-3000:]
+        assert summary.splitlines()[0].startswith("summary of this run: "), out[-3000:]
+        assert (
+            summary.splitlines()[1] == f"  AllStores: no store known yet (no store's file under {lab.raw / 'qsr_pos'})"
+        )
         assert "Luigi Execution Summary" not in out
 
 

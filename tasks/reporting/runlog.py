@@ -233,9 +233,11 @@ def report() -> tuple[list[str], str]:
     seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
     unchecked = [name for task_id, name in run.unchecked.items() if name and task_id not in seen]
     notes += _capped("  not run  ", unchecked, "(the store stopped answering while the run checked it)")
+
+    title = f"summary of this run: {_when(started)}"
     if not watched:
         errors = [*run.errors.values(), *([run.luigid] if run.luigid else [])]
-        return errors, "\n".join(["summary of this run:", *notes]) if notes else ""
+        return errors, "\n".join([title, *notes]) if notes else ""
     from tasks import settings
     from tasks.freshness.engine import Engine
     from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER, LEFT_BY_A_LOST_HOST, NOT_RUN
@@ -281,7 +283,7 @@ def report() -> tuple[list[str], str]:
         plain = [t for t in NOT_RUN.values() if t.task_id not in {w.task_id for w, _ in watched}]
         for task in sorted(plain, key=label):  # the store sensor, AllStores
             (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(label(task))
-    lines = ["summary of this run:", *notes]
+    lines = [title, *notes]
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
@@ -352,6 +354,14 @@ def _changed(run: _Run, watched: list, cache) -> list[str]:
                 line = f"{family}: {_name(task.task_family, _key(task))} changed after this run {done}, now "
                 out[line + state.state + (f": {state.reason}" if state.reason else "") + "; rerun"] = None
     return list(out)
+
+
+def _when(started: str) -> str:
+    """``2026-12-07 06:00 .. 06:02 UTC``: from the run's first check to now (a day named again when it changed)."""
+    end = dt.datetime.now(dt.UTC)
+    start = dt.datetime.fromisoformat(started) if started else end
+    until = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
+    return f"{start:%Y-%m-%d %H:%M} .. {until} UTC"
 
 
 def _asked(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
