@@ -56,10 +56,11 @@ def register() -> None:
         options_in_full,
         usage,
     )
+    from tasks.luigi_shortcuts.pidlock import per_data_root
     from tasks.luigi_shortcuts.remote import checked_remote_scheduler
     from tasks.luigi_shortcuts.runners import long_lived_task_processes
     from tasks.reporting import checks
-    from tasks.settings import apply_luigi_defaults, host_name
+    from tasks.settings import apply_luigi_defaults, host_name, lock_folder
     from tasks.settings_check import check_config
 
     check_config()
@@ -70,6 +71,7 @@ def register() -> None:
     checked_ranges()
     many_hosts()
     checked_remote_scheduler()
+    per_data_root(lock_folder)
     long_lived_task_processes()
     usage.install()
     faults.install()

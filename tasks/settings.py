@@ -184,6 +184,20 @@ def data_uri() -> str:
     return str(daybreak().data_root)
 
 
+def lock_folder() -> tuple[str, str]:
+    """(the folder of Luigi's lock of a command, the data root it is for): one folder per data root under
+    the temporary folder, ``$TMPDIR/daybreak-lock-<hash of the data root>`` (docs/operations.md). Not in the
+    data root: a run refused by a check writes nothing there."""
+    import hashlib
+    import tempfile
+
+    root = data_uri()
+    if "://" not in root:
+        root = os.path.realpath(root)
+    digest = hashlib.sha256(root.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"daybreak-lock-{digest}"), root
+
+
 def cache_dir() -> Path:
     """This host's own state for a remote data root (``[daybreak] cache_dir``)."""
     if daybreak().cache_dir:

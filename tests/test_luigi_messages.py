@@ -185,3 +185,20 @@ def test_luigi_says_a_requirement_is_unfulfilled_at_run_time_in_the_words_daybre
     failed = [r for r in luigi_log if r.msg.startswith(messages.WORKER_FAILED)]
     assert failed and all(r.args[2] == _MsgReadsGone(count=count) for r in failed), _raw(luigi_log)
     assert all(messages.unfulfilled(str(r.exc_info[1])) for r in failed)
+
+
+def test_luigi_refuses_a_second_run_of_a_command_in_the_words_the_lock_wrapper_reads(tmp_path, capsys):
+    import os
+
+    from luigi import lock
+
+    from tasks.luigi_shortcuts import pidlock
+
+    tasks.register()
+    acquire = lock.acquire_for.luigis  # Luigi's own, under Daybreak's per-data-root wrapper
+    folder = str(tmp_path / "locks")
+    assert acquire(folder)  # this process runs "the command"
+    assert not acquire(folder)  # a second run of it (this process's command line again) is refused
+    said = capsys.readouterr().out
+    assert said == messages.ALREADY_RUNNING.format({os.getpid()}) + "\n"
+    assert pidlock._REFUSED.fullmatch(said.strip()).group(1) == str(os.getpid())

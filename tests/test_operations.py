@@ -3,12 +3,14 @@ prints, the volume and content of a backfill's output."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +196,74 @@ def test_a_worker_process_killed_mid_build_is_a_failed_partition_saying_so(lab):
         in text
     ), text
     assert "not run" not in text, text
+
+
+def test_two_data_roots_run_one_command_at_once_and_one_data_root_takes_turns(lab):
+    """Cron lines of two data roots on one machine (the same command in two folders) both run; the same
+    command on the same data root waits its turn: one line naming the data root and the run, exit 10."""
+    import fcntl
+
+    day = dt.date(2026, 9, 1)
+    lab.qsr_days(day, 1)
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
+    env["TMPDIR"] = str(lab.root / "tmp")  # Luigi's own lock folder, $TMPDIR/luigi, this test's alone
+    (lab.root / "tmp").mkdir()
+    args = [sys.executable, "-m", "luigi", "--module", "tasks", "StgQsrPos", "--date", str(day), "--local-scheduler"]
+
+    def run(cwd: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+    def folder(name: str, raw: Path, data: Path, extra: str = "") -> Path:
+        path = lab.root / name
+        path.mkdir()
+        (path / "luigi.cfg").write_text(f"[daybreak]\nraw_root = {raw}\ndata_root = {data}\n{extra}")
+        return path
+
+    other = lab.root / "other"
+    shutil.copytree(lab.raw, other / "raw")
+    lock = lab.data / "_state" / "locks" / "staging" / "qsr_pos" / f"business_date={day}.lock"
+    lock.parent.mkdir(parents=True)
+    with open(lock, "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the first run waits for its partition: a long build
+        log = open(lab.root / "first.log", "w+")  # noqa: SIM115 - read at the end
+        first = subprocess.Popen(args, cwd=folder("a", lab.raw, lab.data, "lock_wait_s = 120\n"), env=env,
+                                 stdout=log, stderr=log)  # fmt: skip
+        try:
+            while not opened(first.pid, lock):  # it took Luigi's lock, then opened the partition's
+                assert first.poll() is None, (lab.root / "first.log").read_text()
+                time.sleep(0.05)
+
+            second_root = run(folder("b", other / "raw", other / "data"))
+            assert second_root.returncode == 0, second_root.stdout + second_root.stderr[-3000:]
+            assert (other / "data" / "staging" / "qsr_pos" / f"business_date={day}").is_dir()
+
+            same_root = run(folder("a2", lab.raw, lab.data))
+            assert same_root.returncode == 10, same_root.stdout + same_root.stderr
+            assert same_root.stdout == ""
+            assert same_root.stderr == (
+                f"daybreak: error: another run of this command on data root {lab.data} is running (pid "
+                f"{first.pid}); this one ran nothing (exit 10): let that one end, then run the command again if "
+                "it is still needed\n"
+            )
+
+            # a lock folder set by hand is Luigi's, for every data root: the first run's
+            (shared,) = {p.parent for p in (lab.root / "tmp").rglob("*.pid") if p.read_text() == f"{first.pid}\n"}
+            third = run(folder("c", other / "raw", other / "data", f"[core]\nlock_pid_dir = {shared}\n"))
+            assert third.returncode == 10, third.stdout + third.stderr
+            assert third.stderr.startswith(
+                f"daybreak: error: another run of this command in lock folder {shared} ([core] lock_pid_dir) is "
+                f"running (pid {first.pid}); "
+            ), third.stderr
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+            assert first.wait(timeout=300) == 0, (lab.root / "first.log").read_text()
+            log.close()
+
+
+def opened(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open (Linux)."""
+    for fd in Path(f"/proc/{pid}/fd").glob("*"):
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == str(path):
+                return True
+    return False

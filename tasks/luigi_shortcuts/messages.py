@@ -27,6 +27,8 @@ REVERSED_RANGE = "Can't have start > stop"  # luigi.tools.range, a RangeDaily's 
 # luigi.tools.range: no --start (and no --stop, or --stop without --reverse)
 NO_START = ("At least one of start and stop needs to be specified", "Either start needs to be specified or reverse")
 
+ALREADY_RUNNING = "Pid(s) {} already running"  # luigi.lock.acquire_for, printed when it refuses a run (exit 10)
+
 
 def config_paths() -> list[str]:
     """The config files Luigi reads in this process, in its order (the last one read wins), whether they
