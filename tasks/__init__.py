@@ -67,7 +67,7 @@ def register() -> None:
     apply_luigi_defaults()  # before Luigi reads [retcode]
     options_in_full()
     linear_local_scheduler()
-    checked_workers(host_name, lambda: check_config(command_line=True))
+    checked_workers(host_name, checked_run)
     checked_ranges()
     many_hosts()
     checked_remote_scheduler()
@@ -79,6 +79,16 @@ def register() -> None:
     faults.check_stores()
     for module in TASK_MODULES:
         importlib.import_module(module)
+
+
+def checked_run() -> None:
+    """What a ``luigi`` run checks once Luigi has parsed its command line, before it schedules a task: the
+    settings given there, and the hotels list (one line and exit 2, whichever task runs)."""
+    from tasks import reference
+    from tasks.settings_check import check_config
+
+    check_config(command_line=True)
+    reference.hotels()
 
 
 def __getattr__(name: str):

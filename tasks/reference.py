@@ -62,30 +62,34 @@ hotels.cache_clear = _load.cache_clear  # type: ignore[attr-defined]  (tests and
 
 def read_hotels(path: Path) -> dict[str, Hotel]:
     """``path`` by hotel_id; every timezone must be a valid IANA name. A file that is not a hotels list
-    (missing, a column short, a bad timezone or room count) is one line and exit 2, naming the file and row."""
+    (missing, empty, a column short, a row with a field more or less than the header, a quote never closed,
+    a bad timezone or room count) is one line and exit 2, naming the file and row."""
     from tasks.guard import fail
 
-    try:  # utf-8-sig: a BOM (a spreadsheet's "CSV UTF-8") is read as raw extracts' is, not as a column's name
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            rows = list(reader)
-            header = list(reader.fieldnames or [])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        fail(f"hotels list {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})")
+    header, rows = _csv_rows(path)
+    if not rows:
+        fail(f"hotels list {path}: no hotel in it; write the header {','.join(COLUMNS)}, then a row per hotel")
     missing = [c for c in COLUMNS if c not in header]
-    if rows and missing:
+    if missing:
         fail(
             f"hotels list {path}: no column {', '.join(missing)} (its columns: {','.join(header)}; "
             f"expected {','.join(COLUMNS)})"
         )
     out = {}
-    for n, row in enumerate(rows, start=2):
-        hotel_id = row.get("hotel_id") or ""
+    for n, fields in enumerate(rows, start=2):
+        if len(fields) != len(header):
+            shape = f"{len(fields)} fields where the header has {len(header)} ({','.join(header)})"
+            if len(fields) > len(header):
+                extra = ",".join(fields[len(header) :])
+                fail(f"hotels list {path} row {n}: {shape}: {extra!r} is extra")
+            fail(f"hotels list {path} row {n}: {shape}: no {','.join(header[len(fields) :])}")
+        row = dict(zip(header, fields, strict=True))
+        hotel_id = row["hotel_id"]
         if not is_store_file(f"{hotel_id}.csv"):  # its extracts are <hotel_id>.csv; its partitions hotel_id=<id>
             fail(f"hotels list {path} row {n}: hotel_id {hotel_id!r} does not match ^[A-Z0-9][A-Z0-9_-]{{0,31}}$")
         if hotel_id in out:
             fail(f"hotels list {path} row {n}: hotel_id {hotel_id} is listed twice; keep one row")
-        timezone, rooms = row.get("timezone") or "", row.get("rooms") or ""
+        timezone, rooms = row["timezone"], row["rooms"]
         try:
             ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError):  # '' or a path-like key is a ValueError
@@ -96,5 +100,27 @@ def read_hotels(path: Path) -> dict[str, Hotel]:
             count = 0
         if count < 1:
             fail(f"hotels list {path} row {n}: rooms {rooms!r}: not a whole number of at least 1")
-        out[hotel_id] = Hotel(hotel_id, row.get("name") or "", timezone, count)
+        out[hotel_id] = Hotel(hotel_id, row["name"], timezone, count)
     return out
+
+
+def _csv_rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of ``path`` as CSV (blank lines left out); a file that is not, one line and
+    exit 2 naming the row."""
+    from tasks.guard import fail
+
+    header, rows = [], []
+    try:  # utf-8-sig: a BOM (a spreadsheet's "CSV UTF-8") is read as raw extracts' is, not as a column's name
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            for fields in csv.reader(fh, strict=True):  # strict: a quote never closed is an error, not the rest
+                if fields:
+                    (rows if header else header).extend([fields] if header else fields)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"hotels list {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})")
+    except csv.Error as exc:
+        why = str(exc)
+        if why == "unexpected end of data":  # the file ended inside a quoted field
+            why = 'a field opens with a quote (") that is never closed; close it, and write a quote inside a '
+            why += 'quoted field as ""'
+        fail(f"hotels list {path} row {len(rows) + 2 if header else 1}: {why}")
+    return header, rows

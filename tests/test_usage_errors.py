@@ -446,6 +446,17 @@ def test_an_unknown_hotel_or_a_malformed_store_id_is_one_line_and_exit_2(lab, ar
         ("H9,Nowhere,America/Nowhere,10", "timezone 'America/Nowhere': not an IANA timezone (e.g. America/Toronto)"),
         ("H9,Rooms,America/Toronto,abc", "rooms 'abc': not a whole number of at least 1"),
         ("H9,Rooms,America/Toronto,0", "rooms '0': not a whole number of at least 1"),
+        # these two were accepted, the extra field left out; the next one was "timezone '': not an IANA timezone"
+        (
+            "H9,Extra,America/Toronto,220,9",
+            "5 fields where the header has 4 (hotel_id,name,timezone,rooms): '9' is extra",
+        ),
+        ("H9,Short,America/Toronto", "3 fields where the header has 4 (hotel_id,name,timezone,rooms): no rooms"),
+        (
+            'H9,"Open quote,America/Toronto,10',
+            'a field opens with a quote (") that is never closed; close it, and '
+            'write a quote inside a quoted field as ""',
+        ),
     ],
 )
 @pytest.mark.system
@@ -466,6 +477,30 @@ def test_a_hotels_list_row_whose_id_is_not_one_is_one_line_and_exit_2(lab, row, 
     ):
         assert proc.returncode == 2, proc.stderr[-3000:]
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(message), proc.stderr[-3000:]
+    assert not lab.data.exists()
+
+
+@pytest.mark.parametrize("text", ["", "hotel_id,name,timezone,rooms\n"], ids=["empty", "header-only"])
+@pytest.mark.system
+def test_a_hotels_list_with_no_hotel_is_one_line_and_exit_2(lab, text):
+    """Before, it was an empty list: status exited 0 (``hotels:  (from ...)``) and every hotel date failed
+    (``H1.csv ...: hotel not in .../hotels.csv``, exit 30)."""
+    lab.hotel_days(START, 2)
+    listed = lab.root / "hotels.csv"
+    listed.write_text(text)
+    cron = folder_cfg(
+        lab, f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n[hotels]\nreference_file = {listed}\n"
+    )
+    message = (
+        f"daybreak: error: hotels list {listed}: no hotel in it; write the header hotel_id,name,timezone,rooms, "
+        "then a row per hotel"
+    )
+    for proc in (
+        run(cron, "status", luigi=False),
+        run(cron, "RangeDaily", "--of", "HotelBookingState", "--start", str(START), "--stop", str(START + DAY)),
+    ):
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        assert proc.stderr.splitlines() == [message], proc.stderr[-3000:]
     assert not lab.data.exists()
 
 
