@@ -363,6 +363,22 @@ def test_a_wrong_task_name_or_value_is_one_short_line_and_exit_2(lab, args, expe
     assert len(proc.stderr.splitlines()) <= 3, proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("scheduler_port = abc", "[core] scheduler_port = 'abc' in {cfg}: expected a whole number"),
+        ("workers = 1.5", "[core] workers = '1.5' in {cfg}: expected a whole number"),
+    ],
+)
+@pytest.mark.system
+def test_a_bad_value_of_luigis_core_section_names_the_file_and_the_value(lab, line, expected):
+    """Before: ``[core] scheduler_port: expected a whole number``, naming neither the file nor the value."""
+    cron = folder_cfg(lab, f"[daybreak]\nraw_root = {lab.raw}\ndata_root = {lab.data}\n[core]\n{line}\n")
+    proc = run(cron, "StgQsrPos", "--date", str(START))
+    one_line(proc, expected.format(cfg=cron / "luigi.cfg"))
+    assert proc.stderr.splitlines() == ["daybreak: error: " + expected.format(cfg=cron / "luigi.cfg")]
+
+
 def test_the_daybreak_command_reads_a_date_as_luigi_does(lab, capsys):
     """``luigi ... --start 2026-9-10`` runs: ``daybreak plan`` takes the same date, not only 2026-09-10."""
     lab.qsr_days(START, 2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import re
 import sys
 
@@ -81,8 +82,28 @@ def _bad_setting(section: str, name: str, cause: BaseException) -> str:
         why = f"expected one of {', '.join(sorted(map(str, param._choices)))}"
     else:
         why = str(cause)
-    flag = f"--{name.replace('_', '-')}" if value is not None else f"[{section}] {name}"
-    return f"{flag} {value!r}: {why}" if value is not None else f"{flag}: {why}"
+    if value is not None:
+        return f"--{name.replace('_', '-')} {value!r}: {why}"
+    return f"{_config_setting(section, name)}: {why}"
+
+
+def _config_setting(section: str, name: str) -> str:
+    """``[core] scheduler_port = 'abc' in /srv/daybreak/luigi.cfg``: the value of a setting and the config file
+    that sets it (the last one read that does, as Luigi reads them); ``[core] scheduler_port`` when none does."""
+    import configparser
+
+    from tasks.luigi_shortcuts.messages import config_paths
+
+    for path in reversed(config_paths()):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        for key in (name, name.replace("_", "-")):
+            if parser.has_option(section, key):
+                return f"[{section}] {key} = {parser.get(section, key)!r} in {os.path.abspath(path)}"
+    return f"[{section}] {name}"
 
 
 def parsed_parameter(tb) -> tuple[str | None, object]:
