@@ -23,7 +23,7 @@ from tasks.freshness.node import raw_folders
 from tasks.guard import check_of, check_range, range_made_here
 from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
-from tasks.reporting import progress, runlog
+from tasks.reporting import names, progress, runlog
 from tasks.reporting.progress import logger
 from tasks.settings import business_today
 from tasks.storage.rawzone import one_session
@@ -231,7 +231,7 @@ class SingleRunBuild(luigi.Task):
         failed: list[tuple[PartitionedTask, str]] = []
         tried = self.build(failed, set(), self)
         if failed:
-            listed = "; ".join(f"{runlog.label(t)}: {err}" for t, err in sorted(failed, key=lambda f: f[0].task_id)[:5])
+            listed = "; ".join(f"{names.label(t)}: {err}" for t, err in sorted(failed, key=lambda f: f[0].task_id)[:5])
             raise RuntimeError(
                 f"{len(failed)} of {tried} dates failed ({listed}{' ...' if len(failed) > 5 else ''}); the others are "
                 "written and kept, but for the dates that read a failed one. See daybreak status."
@@ -257,7 +257,7 @@ class SingleRunBuild(luigi.Task):
         for task, error in built_in_parallel(todo, processes) if processes > 1 else built_in_order(todo):
             if error is not None:
                 failed.append((task, error))
-            meter.step(runlog.label(task), failed=error is not None)
+            meter.step(names.label(task), failed=error is not None)
             running.set_progress_percentage(round(100 * meter.done / len(todo)))
             running.set_status_message(f"{meter.done}/{len(todo)} dates of {self.of.__name__}, {len(failed)} failed")
         return tried + len(todo)

@@ -26,7 +26,7 @@ from tasks.freshness.engine import Engine, State, fingerprint, label
 from tasks.luigi_shortcuts import CachedInstances, FixedParams
 from tasks.luigi_shortcuts.messages import DIED
 from tasks.parameters import DateParameter
-from tasks.reporting import progress, runlog
+from tasks.reporting import names, progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable, one_session
@@ -241,7 +241,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             # a second run building this partition waits, then finds it done
             with self.store().locked(self.key, settings.daybreak().lock_wait_s):
                 if self.before_start():  # reached only by a direct call of the template
-                    logger.warning("%s: %s; nothing written", runlog.label(self), self.before_start())
+                    logger.warning("%s: %s; nothing written", names.label(self), self.before_start())
                     return
                 building.build(self, luigi_engine())
 
@@ -275,7 +275,7 @@ def _progress_start(task: MaterializedTask) -> None:
 
 @MaterializedTask.event_handler(luigi.Event.SUCCESS)
 def _progress_success(task: MaterializedTask) -> None:
-    progress.finished(task.task_id, runlog.label(task))
+    progress.finished(task.task_id, names.label(task))
 
 
 @MaterializedTask.event_handler(luigi.Event.DEPENDENCY_MISSING)
@@ -290,7 +290,7 @@ def _declined(task: MaterializedTask) -> None:
 @MaterializedTask.event_handler(luigi.Event.FAILURE)
 def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
     runlog.failed(task, exception)
-    progress.finished(task.task_id, runlog.label(task), failed=not getattr(exception, "superseded", False))
+    progress.finished(task.task_id, names.label(task), failed=not getattr(exception, "superseded", False))
 
 
 def _died(message: str) -> str:

@@ -110,7 +110,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         ``day_start_hour`` or ``timezone`` moves lines to another date, and that is no emptied store."""
         import pyarrow.compute as pc
 
-        from tasks.reporting import runlog
+        from tasks.reporting import names
         from tasks.targets import luigi_engine
         from tasks.transforms.rawcsv import file_stem
 
@@ -132,7 +132,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
                     if files
                     else "(no file of its window: removed from the raw zone?)"
                 )
-                logger.warning("%s: %s", runlog.label(self), emptied[s])
+                logger.warning("%s: %s", names.label(self), emptied[s])
         return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
 
     def run_partition(self) -> None:

@@ -371,7 +371,7 @@ def test_each_command_suggests_the_name_the_other_one_takes_and_progress_names_p
 def test_a_partition_is_named_by_its_family_and_key():
     from tasks.hotels import HotelPickup, OtbByStayDate
     from tasks.qsr import StgQsrPos
-    from tasks.reporting.runlog import label
+    from tasks.reporting.names import label
 
     assert label(StgQsrPos(date=START)) == "StgQsrPos 2026-09-10"
     assert label(HotelPickup(date=START, hotel="H1")) == "HotelPickup 2026-09-10 H1"

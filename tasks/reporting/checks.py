@@ -15,7 +15,7 @@ import datetime as dt
 from tasks.faults import fault_line, went_away
 from tasks.luigi_shortcuts import failed_checks, worker_id
 from tasks.luigi_shortcuts.hosts import FAILED_CHECKS
-from tasks.reporting import runlog
+from tasks.reporting import names, runlog
 
 
 def install() -> None:
@@ -40,4 +40,4 @@ def _name(task) -> str:
         return ""
     start, stop = getattr(task, "start", None), getattr(task, "stop", None)
     of = getattr(task, "of_cls", None) if isinstance(start, dt.date) and isinstance(stop, dt.date) else None
-    return f"{of.task_family} {start} .. {stop - dt.timedelta(days=1)}" if of else runlog.label(task)
+    return f"{of.task_family} {start} .. {stop - dt.timedelta(days=1)}" if of else names.label(task)

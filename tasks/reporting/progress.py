@@ -76,7 +76,7 @@ def expect(task_ids) -> None:
 
 def finished(task_id: str, what: str = "", failed: bool = False) -> None:
     """One expected partition task ended (built, found already up to date, or ``failed``); ``what``
-    names it in the line (:func:`tasks.reporting.runlog.label`)."""
+    names it in the line (:func:`tasks.reporting.names.label`)."""
     if _shared is None or task_id not in _expected:
         return
     done, started, failures = _shared

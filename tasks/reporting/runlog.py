@@ -17,16 +17,15 @@ import logging
 import os
 import sys
 import tempfile
-import textwrap
 import warnings
 from collections import defaultdict
 
-from tasks.contract import printable
+from tasks.reporting import outcomes
+from tasks.reporting.names import capped, dates_span, first_line, key_of, label, partition_name, partition_names, when
 
 logger = logging.getLogger("luigi-interface")
 
 KINDS = ("ran", "written by another run", "superseded", "up to date", "failed", "waiting", "not run", "left out")
-DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
 # the single-run build's message for each failed date (tasks.backfill.SingleRunBuild): the summary says it
 SINGLE_RUN_FAILED = "%s failed; the rest of the range goes on"
 
@@ -57,7 +56,7 @@ def failed(task, exception: BaseException) -> None:
         _record({"superseded": task.task_id})
         return
     gone = went_away(exception)
-    entry = {"failed": task.task_id, "error": _first_line(str(exception) or type(exception).__name__)}
+    entry = {"failed": task.task_id, "error": first_line(str(exception) or type(exception).__name__)}
     _record(entry | ({"gone": gone[0], "line": gone[1]} if gone else {}))
 
 
@@ -232,9 +231,9 @@ def report() -> tuple[list[str], str]:
     FAILED_CHECKS.update(dict.fromkeys(run.unchecked, worker_id()))  # whichever process of the run checked it
     seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
     unchecked = [name for task_id, name in run.unchecked.items() if name and task_id not in seen]
-    notes += _capped("  not run  ", unchecked, "(the store stopped answering while the run checked it)")
+    notes += capped("  not run  ", unchecked, "(the store stopped answering while the run checked it)")
 
-    title = f"summary of this run: {_when(started)}"
+    title = f"summary of this run: {when(started)}"
     if not watched:
         errors = [*run.errors.values(), *([run.luigid] if run.luigid else [])]
         return errors, "\n".join([title, *notes]) if notes else ""
@@ -251,7 +250,7 @@ def report() -> tuple[list[str], str]:
     single_run_done = any(t.startswith("SingleRunBuild_") for t in DONE_IN_SCHEDULER)
     with settings.snapshot():
         for task, ok_at_check in watched:
-            family, key = task.task_family, _key(task)
+            family, key = task.task_family, key_of(task)
             if ok_at_check:  # a date before [daybreak] start_date is left out, as a range leaves it out
                 counts[family]["left out" if task.before_start() else "up to date"].append(key)
             elif task.task_id in run.superseded:  # another host's commit is kept (exit 10)
@@ -265,7 +264,11 @@ def report() -> tuple[list[str], str]:
                 failed.append(f"{label(task)}: {run.failed[task.task_id]}")
             else:
                 try:
-                    kind = "not run" if run.store_gone else _asked(task, cache, started, failed, waiting, others)
+                    kind = (
+                        "not run"
+                        if run.store_gone
+                        else outcomes.kind_now(task, cache, started, failed, waiting, others)
+                    )
                 except Exception as exc:
                     if not run.unreachable(exc):
                         raise
@@ -278,7 +281,7 @@ def report() -> tuple[list[str], str]:
                     reads = task.upstream() or run.luigid or run.store_gone  # else: not given to this host
                     (cooled if done else blocked if reads else unhanded).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
-        changed = [] if run.store_gone else _changed(run, watched, cache)
+        changed = [] if run.store_gone else outcomes.changed_lines(run, watched, cache)
     if not (blocked or unhanded or cooled or changed or any(lost.values())):  # no partition explains a 25: nor a task
         plain = [t for t in NOT_RUN.values() if t.task_id not in {w.task_id for w, _ in watched}]
         for task in sorted(plain, key=label):  # the store sensor, AllStores
@@ -287,21 +290,24 @@ def report() -> tuple[list[str], str]:
     for family, kinds in counts.items():
         keys = [k for ks in kinds.values() for k in ks]
         parts = ", ".join(f"{len(kinds[k])} {k}" for k in KINDS if kinds[k])
-        lines.append(f"  {_name(family, dates_span(keys) or None)}: {parts}")
+        lines.append(f"  {partition_name(family, dates_span(keys) or None)}: {parts}")
     if others:
-        lines.append(f"  another run wrote {_names(others)} (found done when this run came to it)")
+        lines.append(f"  another run wrote {partition_names(others)} (found done when this run came to it)")
     if fenced:
-        lines.append(f"  superseded {_names(fenced)}: not replaced, a newer build is kept (its warning above says why)")
-    lines += _capped("  failed   ", failed)
+        kept = "not replaced, a newer build is kept (its warning above says why)"
+        lines.append(f"  superseded {partition_names(fenced)}: {kept}")
+    lines += capped("  failed   ", failed)
     why = f"before [daybreak] start_date {settings.daybreak().start_date}: a run builds no date before it"
     lines += [
         f"  left out {family} {dates_span(kinds['left out'])}: {why}; a partition there is kept as built"
         for family, kinds in counts.items()
         if kinds["left out"]
     ]
-    lines += _capped("  warning  ", warned)
+    lines += capped("  warning  ", warned)
     if zone is not None:
-        lines += _capped("  waiting  ", [_waiting(cache, zone, src, waits) for src, waits in sorted(waiting.items())])
+        lines += capped(
+            "  waiting  ", [outcomes.waiting_line(cache, zone, src, waits) for src, waits in sorted(waiting.items())]
+        )
     why = (
         "(luigid stopped answering before they ran)"
         if run.luigid
@@ -309,177 +315,32 @@ def report() -> tuple[list[str], str]:
         if run.store_gone
         else "(a partition it reads failed or waits; or see --log-level INFO)"
     )
-    lines += _capped("  not run  ", blocked, why)
-    lines += _capped(
+    lines += capped("  not run  ", blocked, why)
+    lines += capped(
         "  not run  ",
         unhanded,
         "(this run did not get to build it, and it reads no partition: luigid gave it to another host (its /history "
         "says how that run ended), or --log-level INFO says why; rerun)",
     )
-    lines += _capped(
+    lines += capped(
         "  not run  ",
         cooled,
         "(luigid counts it done by a run less than [scheduler] stable_done_cooldown_secs ago, this host's or "
         "another's, but this host finds it stale: deleted or changed since, or built under other rules? Rerun in a "
         "few seconds)",
     )
-    lines += _capped(
+    lines += capped(
         "  not run  ",
         lost["FAILED"],
         "(the host building it disconnected from luigid mid-build, and so did the host that took it over: rerun)",
     )
-    lines += _capped(
+    lines += capped(
         "  not run  ",
         lost["DISABLED"],
         "(the host building it disconnected from luigid mid-build, and luigid disabled it: [scheduler] retry_count; "
         "re-enable it in luigid's visualiser, then rerun)",
     )
-    lines += _capped("  not run  ", changed)
+    lines += capped("  not run  ", changed)
     if failed or blocked or unhanded or waiting or cooled or changed or any(lost.values()):
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return [*run.errors.values(), *([run.luigid] if run.luigid else [])], "\n".join(lines)
-
-
-def _changed(run: _Run, watched: list, cache) -> list[str]:
-    """A line for each task Luigi did not run because a partition it reads, up to date or built when this run
-    checked it, was not when the task was to run: the partition, and its state now."""
-    out: dict[str, None] = {}
-    for family, error in run.unfulfilled:
-        for task, ok in watched:
-            if task.task_id not in error or not (ok or task.task_id in run.written):
-                continue
-            state = task.state(cache)
-            if state.state not in ("ok", "newer"):  # newer: superseded by another host (its warning says so)
-                done = "found it up to date" if ok else "built it"
-                line = f"{family}: {_name(task.task_family, _key(task))} changed after this run {done}, now "
-                out[line + state.state + (f": {state.reason}" if state.reason else "") + "; rerun"] = None
-    return list(out)
-
-
-def _when(started: str) -> str:
-    """``2026-12-07 06:00 .. 06:02 UTC``: from the run's first check to now (a day named again when it changed)."""
-    end = dt.datetime.now(dt.UTC)
-    start = dt.datetime.fromisoformat(started) if started else end
-    until = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
-    return f"{start:%Y-%m-%d %H:%M} .. {until} UTC"
-
-
-def _asked(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
-    """The kind of a partition this run neither wrote nor failed, as the store and the raw zone say now:
-    failed by another run, up to date (or written by another run), waiting, or not run."""
-    family, key = task.task_family, _key(task)
-    record = task.store().read_failure(task.key)
-    if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
-        failed.append(f"{label(task)}: {_first_line(record.get('error', ''))}")
-        return "failed"
-    if _ran(task, cache, started):  # up to date, nothing written by this run
-        manifest = cache.summary(cache.store(task), task.key) or {}
-        if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
-            others.append((family, key))
-            return "written by another run"
-        return "up to date"  # found up to date once its upstream was rebuilt to the same rows
-    if folders := _missing(task, cache):
-        for source, date in folders:
-            waiting[source].append((date, family, key))
-        return "waiting"
-    return "not run"
-
-
-def _ran(task, cache, started: str) -> bool:
-    """Whether the partition is up to date now; when the raw zone cannot be reached any more (a server
-    that died during the run), whether this run wrote its manifest."""
-    from tasks.faults import fault_line
-
-    try:
-        return task.state(cache).ok
-    except Exception as exc:
-        if fault_line(exc) is None:
-            raise
-        return (cache.summary(cache.store(task), task.key) or {}).get("finished_at", "") >= started
-
-
-def _missing(task, cache) -> frozenset:
-    """The raw folders the partition waits for; none known when the raw zone cannot be reached."""
-    from tasks.faults import fault_line
-
-    try:
-        return cache.blocked(task).missing
-    except Exception as exc:
-        if fault_line(exc) is None:
-            raise
-        return frozenset()
-
-
-def _waiting(cache, zone, source: str, waits: list[tuple[dt.date, str, object]]) -> str:
-    """One line per raw source: the folders not there yet (full path) and the partitions waiting; a
-    folder that is there but not read (a symbolic link, a file, a linked source folder) says so."""
-    folders = sorted({d for d, _, _ in waits})
-    first = f"{zone.describe()}/{zone.folder_relpath(source, folders[0])}/"
-    if len(folders) == 1:
-        where = f"folder {first}"
-    elif (folders[-1] - folders[0]).days + 1 == len(folders):  # every day between
-        where = f"folders {first} .. {folders[-1]}/ ({len(folders)})"
-    elif len(folders) <= 4:
-        where = "folders " + ", ".join([first, *(f"{d}/" for d in folders[1:])])
-    else:
-        where = f"folders {first} .. {folders[-1]}/ ({len(folders)}, not every day between)"
-    why = {d: cache.absent_because(zone, source, d) for d in folders}
-    notes = "; ".join(dict.fromkeys(f"{printable(r.name)} is {r.reason}" for r in why.values() if r))
-    state = "not there yet" if not notes else f"not read: {notes}" if all(why.values()) else f"not there yet; {notes}"
-    if all(cache.without_file(zone, source, d) for d in folders):  # an export's folder made before its file
-        state = cache.without_file(zone, source, folders[0])
-    return f"for raw {where} ({state}): {_names([(f, k) for _, f, k in waits])}"
-
-
-def _capped(prefix: str, items: list[str], note: str = "") -> list[str]:
-    shown = [prefix + item for item in items[:DETAIL_LINES]]
-    if len(items) > DETAIL_LINES:
-        shown.append(f"{prefix}... and {len(items) - DETAIL_LINES} more")
-    if shown and note:
-        shown[0] += f" {note}"
-    return shown
-
-
-def _first_line(error: str) -> str:
-    return textwrap.shorten((error.strip().splitlines() or ["(no message)"])[0], 240, placeholder=" ...")
-
-
-def label(task) -> str:
-    """A partition as the user names it: ``StgQsrPos 2026-09-12``, ``HotelPickup 2026-09-12 H1``,
-    ``StoreDailySales S001``, ``OtbByStayDate`` (never Luigi's task id, whose hash means nothing to anyone)."""
-    keys = (getattr(task, "key", None), getattr(task, "hotel", None), getattr(task, "store_id", None))
-    return " ".join(str(x) for x in (task.task_family, *keys) if x is not None)
-
-
-def _key(task):
-    """A partition's key as a summary shows it: its date, or the store of a per-store partition."""
-    return task.key if task.key is not None else getattr(task, "store_id", None)
-
-
-def _name(family: str, key) -> str:
-    return f"{family} {key}" if key is not None else family
-
-
-def _names(partitions: list[tuple[str, object]]) -> str:
-    by_family: dict[str, list] = defaultdict(list)
-    for family, key in partitions:
-        by_family[family].append(key)
-    return "; ".join(f"{family} {dates_span(keys)}".rstrip() for family, keys in by_family.items())
-
-
-def dates_span(keys: list) -> str:
-    """``2026-09-01 .. 2026-10-30``, or each run of consecutive dates and the count (``2026-09-09 .. 2026-09-10,
-    2026-09-24 (3 dates)``; past 5 runs, the first 3 and how many more), or the one key; keys that are not
-    dates (stores) listed, past 10 the first and last; '' unpartitioned."""
-    dates = sorted({k for k in keys if isinstance(k, dt.date)})
-    if not dates:
-        named = sorted({str(k) for k in keys if k is not None})
-        return ", ".join(named) if len(named) <= 10 else f"{named[0]} .. {named[-1]} ({len(named)})"
-    firsts = [d for i, d in enumerate(dates) if i == 0 or (d - dates[i - 1]).days > 1]
-    lasts = [d for i, d in enumerate(dates) if i == len(dates) - 1 or (dates[i + 1] - d).days > 1]
-    texts = [str(a) if a == b else f"{a} .. {b}" for a, b in zip(firsts, lasts, strict=True)]
-    if len(texts) == 1:
-        return texts[0]
-    if len(texts) > 5:
-        return f"{', '.join(texts[:3])} and {len(texts) - 3} more runs to {dates[-1]} ({len(dates)} dates)"
-    return f"{', '.join(texts)} ({len(dates)} dates)"

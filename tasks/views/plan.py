@@ -17,7 +17,7 @@ from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.guard import check_range
-from tasks.reporting.runlog import dates_span
+from tasks.reporting.names import dates_span
 from tasks.storage.rawzone import one_session
 from tasks.views.leftover import data_root_rows
 from tasks.views.rows import LEFT_OVER

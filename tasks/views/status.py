@@ -25,7 +25,7 @@ from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
 from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
-from tasks.reporting.runlog import dates_span
+from tasks.reporting.names import dates_span
 from tasks.storage.partitions import open_store
 from tasks.views.leftover import data_root_rows
 from tasks.views.rows import DATA_ROOT, LEFT_OVER, NOT_READ, RAW_ZONE, DayStatus

@@ -1,0 +1,71 @@
+"""How a run's messages name what it built: a partition as the user names it, runs of dates, a capped list."""
+
+from __future__ import annotations
+
+import datetime as dt
+import textwrap
+from collections import defaultdict
+
+DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
+
+
+def when(started: str) -> str:
+    """``2026-12-07 06:00 .. 06:02 UTC``: from the run's first check to now (a day named again when it changed)."""
+    end = dt.datetime.now(dt.UTC)
+    start = dt.datetime.fromisoformat(started) if started else end
+    until = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
+    return f"{start:%Y-%m-%d %H:%M} .. {until} UTC"
+
+
+def capped(prefix: str, items: list[str], note: str = "") -> list[str]:
+    shown = [prefix + item for item in items[:DETAIL_LINES]]
+    if len(items) > DETAIL_LINES:
+        shown.append(f"{prefix}... and {len(items) - DETAIL_LINES} more")
+    if shown and note:
+        shown[0] += f" {note}"
+    return shown
+
+
+def first_line(error: str) -> str:
+    return textwrap.shorten((error.strip().splitlines() or ["(no message)"])[0], 240, placeholder=" ...")
+
+
+def label(task) -> str:
+    """A partition as the user names it: ``StgQsrPos 2026-09-12``, ``HotelPickup 2026-09-12 H1``,
+    ``StoreDailySales S001``, ``OtbByStayDate`` (never Luigi's task id, whose hash means nothing to anyone)."""
+    keys = (getattr(task, "key", None), getattr(task, "hotel", None), getattr(task, "store_id", None))
+    return " ".join(str(x) for x in (task.task_family, *keys) if x is not None)
+
+
+def key_of(task):
+    """A partition's key as a summary shows it: its date, or the store of a per-store partition."""
+    return task.key if task.key is not None else getattr(task, "store_id", None)
+
+
+def partition_name(family: str, key) -> str:
+    return f"{family} {key}" if key is not None else family
+
+
+def partition_names(partitions: list[tuple[str, object]]) -> str:
+    by_family: dict[str, list] = defaultdict(list)
+    for family, key in partitions:
+        by_family[family].append(key)
+    return "; ".join(f"{family} {dates_span(keys)}".rstrip() for family, keys in by_family.items())
+
+
+def dates_span(keys: list) -> str:
+    """``2026-09-01 .. 2026-10-30``, or each run of consecutive dates and the count (``2026-09-09 .. 2026-09-10,
+    2026-09-24 (3 dates)``; past 5 runs, the first 3 and how many more), or the one key; keys that are not
+    dates (stores) listed, past 10 the first and last; '' unpartitioned."""
+    dates = sorted({k for k in keys if isinstance(k, dt.date)})
+    if not dates:
+        named = sorted({str(k) for k in keys if k is not None})
+        return ", ".join(named) if len(named) <= 10 else f"{named[0]} .. {named[-1]} ({len(named)})"
+    firsts = [d for i, d in enumerate(dates) if i == 0 or (d - dates[i - 1]).days > 1]
+    lasts = [d for i, d in enumerate(dates) if i == len(dates) - 1 or (dates[i + 1] - d).days > 1]
+    texts = [str(a) if a == b else f"{a} .. {b}" for a, b in zip(firsts, lasts, strict=True)]
+    if len(texts) == 1:
+        return texts[0]
+    if len(texts) > 5:
+        return f"{', '.join(texts[:3])} and {len(texts) - 3} more runs to {dates[-1]} ({len(dates)} dates)"
+    return f"{', '.join(texts)} ({len(dates)} dates)"

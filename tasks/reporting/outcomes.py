@@ -1,0 +1,93 @@
+"""What became of the partitions a run did not write, asked of the store and the raw zone as the summary is
+made (:func:`tasks.reporting.runlog.report`): failed or written by another run, up to date, waiting for raw
+folders, changed since this run built them, or not run."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tasks.contract import printable
+from tasks.reporting.names import first_line, key_of, label, partition_name, partition_names
+
+
+def changed_lines(run, watched: list, cache) -> list[str]:
+    """A line for each task Luigi did not run because a partition it reads, up to date or built when this run
+    checked it, was not when the task was to run: the partition, and its state now."""
+    out: dict[str, None] = {}
+    for family, error in run.unfulfilled:
+        for task, ok in watched:
+            if task.task_id not in error or not (ok or task.task_id in run.written):
+                continue
+            state = task.state(cache)
+            if state.state not in ("ok", "newer"):  # newer: superseded by another host (its warning says so)
+                done = "found it up to date" if ok else "built it"
+                line = f"{family}: {partition_name(task.task_family, key_of(task))} changed after this run {done}, now "
+                out[line + state.state + (f": {state.reason}" if state.reason else "") + "; rerun"] = None
+    return list(out)
+
+
+def kind_now(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
+    """The kind of a partition this run neither wrote nor failed, as the store and the raw zone say now:
+    failed by another run, up to date (or written by another run), waiting, or not run."""
+    family, key = task.task_family, key_of(task)
+    record = task.store().read_failure(task.key)
+    if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
+        failed.append(f"{label(task)}: {first_line(record.get('error', ''))}")
+        return "failed"
+    if _ran(task, cache, started):  # up to date, nothing written by this run
+        manifest = cache.summary(cache.store(task), task.key) or {}
+        if manifest.get("finished_at", "") >= started:  # another run wrote it meanwhile
+            others.append((family, key))
+            return "written by another run"
+        return "up to date"  # found up to date once its upstream was rebuilt to the same rows
+    if folders := _missing(task, cache):
+        for source, date in folders:
+            waiting[source].append((date, family, key))
+        return "waiting"
+    return "not run"
+
+
+def _ran(task, cache, started: str) -> bool:
+    """Whether the partition is up to date now; when the raw zone cannot be reached any more (a server
+    that died during the run), whether this run wrote its manifest."""
+    from tasks.faults import fault_line
+
+    try:
+        return task.state(cache).ok
+    except Exception as exc:
+        if fault_line(exc) is None:
+            raise
+        return (cache.summary(cache.store(task), task.key) or {}).get("finished_at", "") >= started
+
+
+def _missing(task, cache) -> frozenset:
+    """The raw folders the partition waits for; none known when the raw zone cannot be reached."""
+    from tasks.faults import fault_line
+
+    try:
+        return cache.blocked(task).missing
+    except Exception as exc:
+        if fault_line(exc) is None:
+            raise
+        return frozenset()
+
+
+def waiting_line(cache, zone, source: str, waits: list[tuple[dt.date, str, object]]) -> str:
+    """One line per raw source: the folders not there yet (full path) and the partitions waiting; a
+    folder that is there but not read (a symbolic link, a file, a linked source folder) says so."""
+    folders = sorted({d for d, _, _ in waits})
+    first = f"{zone.describe()}/{zone.folder_relpath(source, folders[0])}/"
+    if len(folders) == 1:
+        where = f"folder {first}"
+    elif (folders[-1] - folders[0]).days + 1 == len(folders):  # every day between
+        where = f"folders {first} .. {folders[-1]}/ ({len(folders)})"
+    elif len(folders) <= 4:
+        where = "folders " + ", ".join([first, *(f"{d}/" for d in folders[1:])])
+    else:
+        where = f"folders {first} .. {folders[-1]}/ ({len(folders)}, not every day between)"
+    why = {d: cache.absent_because(zone, source, d) for d in folders}
+    notes = "; ".join(dict.fromkeys(f"{printable(r.name)} is {r.reason}" for r in why.values() if r))
+    state = "not there yet" if not notes else f"not read: {notes}" if all(why.values()) else f"not there yet; {notes}"
+    if all(cache.without_file(zone, source, d) for d in folders):  # an export's folder made before its file
+        state = cache.without_file(zone, source, folders[0])
+    return f"for raw {where} ({state}): {partition_names([(f, k) for _, f, k in waits])}"
