@@ -18,7 +18,7 @@ from luigi.tools.range import RangeDaily, RangeDailyBase
 from tasks import catalogue, cores, settings
 from tasks.base import PartitionedTask, before_start_reason, sftp_slot
 from tasks.calendar import date_range
-from tasks.freshness.engine import Engine, view_pass
+from tasks.freshness.engine import Engine
 from tasks.freshness.node import raw_folders
 from tasks.guard import check_of, check_range, range_made_here
 from tasks.nextdate import keeping_for_next_date
@@ -343,63 +343,3 @@ def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[t
             if w.is_alive():
                 w.terminate()
             w.join()
-
-
-def stale_downstream(
-    rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int = 7, held: list | None = None
-) -> list:
-    """Built partitions that would go stale once ``rebuilt`` (and the upstream partitions a run rebuilds first)
-    is in place, directly or through another, within the range and ``horizon_days`` after, or the ads
-    look-back's days if more, and a chain (a day that reads the day before) to its last built day, with
-    what reads it (plan, preview). One that also reads a partition neither rebuilt, nor found here, nor up
-    to date (a stale day outside the range) goes to ``held`` as (task, that partition) instead, and so does
-    what reads a held one: a preview does not build them (docs/backfills.md)."""
-    ids = {t.task_id for t in rebuilt}
-    with view_pass() as engine:  # within a plan, the plan's pass
-        stack = list(rebuilt)
-        while stack:  # what the run rebuilds first, as their upstream: its readers past the range may go stale too
-            for up in stack.pop().upstream():
-                if up.task_id not in ids and not engine.state(up).ok and not engine.waiting_for(up):
-                    ids.add(up.task_id)
-                    stack.append(up)
-        horizon = stop + dt.timedelta(days=max(horizon_days, settings.ads().rolling_window_days))
-        found = _reading(ids, dataset, start, stop, horizon, engine)
-        while horizon < business_today() and any(_a_link(t) and t.key >= horizon - dt.timedelta(days=1) for t in found):
-            horizon = min(business_today(), horizon + (horizon - start))  # a chain that goes on: all of it
-            found = _reading(ids, dataset, start, stop, horizon, engine)
-        reach, stuck, grew = ids | {t.task_id for t in found}, {}, True
-        while grew:  # held: a partition read neither rebuilt nor up to date, or a held one (the preview has neither)
-            grew = False
-            for task in (t for t in found if t.task_id not in stuck):
-                ups = task.upstream()
-                bad = [u for u in ups if u.task_id in stuck or not (u.task_id in reach or engine.state(u).ok)]
-                if bad:
-                    stuck[task.task_id], grew = bad[0], True
-        held = held if held is not None else []
-        held += [(t, stuck[t.task_id]) for t in found if t.task_id in stuck]
-        return [t for t in found if t.task_id not in stuck]
-
-
-def _a_link(task) -> bool:
-    """Whether ``task`` is a day of a chain: it reads its own dataset's day before."""
-    return task.key is not None and any(type(up) is type(task) and up.key < task.key for up in task.upstream())
-
-
-def _reading(ids: set[str], dataset: str, start: dt.date, stop: dt.date, horizon: dt.date, engine: Engine) -> list:
-    """The built partitions from ``start`` to ``horizon`` (the range's own dataset past the range) that
-    read one of ``ids``, directly or through another, in the order found."""
-    ids = set(ids)
-    candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
-    if catalogue.BY_NAME[dataset].partition == "date":  # its own dates past the range (a look-back's)
-        candidates += catalogue.BY_NAME[dataset].partitions(stop, horizon)
-    pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
-    found, grew = [], True
-    while grew:
-        grew = False
-        for task in list(pending):
-            if any(up.task_id in ids for up in task.upstream()):
-                pending.remove(task)
-                grew = True
-                ids.add(task.task_id)
-                found.append(task)
-    return found

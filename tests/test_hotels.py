@@ -609,8 +609,8 @@ def test_the_hotels_list_beside_the_users_luigi_cfg_is_read_and_named(hotel_lab)
 
 
 def test_plan_names_every_partition_that_would_go_stale_downstream_through_the_chain(hotel_lab, capsys):
-    from tasks.backfill import stale_downstream
     from tasks.cli import main
+    from tasks.downstream import stale_downstream
     from tasks.hotels import StgHotelBookingsDaily
 
     stop = FIRST + dt.timedelta(days=4)

@@ -10,7 +10,7 @@ import sys
 import time
 
 from tasks import settings
-from tasks.backfill import stale_downstream
+from tasks.downstream import stale_downstream
 from tasks.freshness import engine as freshness
 from tasks.guard import check_range
 from tasks.preview.publish import sweep

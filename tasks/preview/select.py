@@ -1,5 +1,5 @@
 """Which partitions a preview builds: those of its range a backfill would rebuild (and, through
-:func:`tasks.backfill.stale_downstream`, the built ones downstream that would then go stale)."""
+:func:`tasks.downstream.stale_downstream`, the built ones downstream that would then go stale)."""
 
 from __future__ import annotations
 

@@ -206,8 +206,8 @@ def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> list[tuple[str,
 
 def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date) -> dict[str, list[str]]:
     """Built partitions of other datasets that read one of ``rebuilt``, directly or through another: the
-    ones the backfill would make stale (:func:`tasks.backfill.stale_downstream`), under their labels."""
-    from tasks.backfill import stale_downstream
+    ones the backfill would make stale (:func:`tasks.downstream.stale_downstream`), under their labels."""
+    from tasks.downstream import stale_downstream
 
     if not rebuilt:
         return {}
