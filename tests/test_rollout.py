@@ -252,6 +252,7 @@ def test_a_late_hotel_extract_is_built_by_a_host_whose_settings_file_is_older_bu
     assert f"StgHotelBookingsDaily {FIRST} .. {FIRST + 2 * DAY}: 1 ran, 2 up to date" in late.stderr, late.stderr
 
 
+@pytest.mark.system  # a real luigid and two luigi processes
 @pytest.mark.parametrize("change", ["removed", "re-sent"])
 def test_a_host_on_older_settings_leaves_a_stale_partition_to_the_newer_host_on_one_luigid(lab, tmp_path, change):
     """Two hosts on one luigid during a rollout: the new host (suspicious_qty_threshold 15, settings changed
