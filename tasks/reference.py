@@ -78,7 +78,8 @@ def read_hotels(path: Path) -> dict[str, Hotel]:
     out = {}
     for n, fields in enumerate(rows, start=2):
         if len(fields) != len(header):
-            shape = f"{len(fields)} fields where the header has {len(header)} ({','.join(header)})"
+            plural = "" if len(fields) == 1 else "s"
+            shape = f"{len(fields)} field{plural} where the header has {len(header)} ({','.join(header)})"
             if len(fields) > len(header):
                 extra = ",".join(fields[len(header) :])
                 fail(f"hotels list {path} row {n}: {shape}: {extra!r} is extra")

@@ -319,10 +319,13 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
 
 
 def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:
-    """The dates of the qsr_pos folders from ``start`` to tomorrow (a stray later folder is not counted),
-    from the source's listing of this pass."""
+    """The dates of the qsr_pos folders from ``start`` to tomorrow (a stray later folder is not counted) up to
+    the newest one that has arrived (one made before its files is not there yet), from this pass's listings."""
     limit = settings.business_today() + dt.timedelta(days=1)
-    return sorted(d for d in folder_dates(engine.source_listed(zone, SOURCE)[1]) if start <= d <= limit)
+    dates = sorted(d for d in folder_dates(engine.source_listed(zone, SOURCE)[1]) if start <= d <= limit)
+    while dates and not engine.arrived(zone, SOURCE, dates[-1]):
+        dates.pop()
+    return dates
 
 
 class AllStores(luigi.Task):

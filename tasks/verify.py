@@ -91,8 +91,9 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
             found.append(f"raw {relpath}: {why or 'content differs from the one the partition was built from'}")
     for mismatch in found:
         report.mismatches.setdefault(mismatch, []).append(label)
-    if found:  # stale until rebuilt: the engine reads verify_mismatch (tasks/freshness/engine.py)
-        _rewrite(engine, store, task, dict(manifest, verify_mismatch="; ".join(found)), label, report)
+    if found:  # stale until rebuilt: the engine reads verify_mismatch (tasks/freshness/engine.py); the files'
+        # times are recorded too, so that the reason shown is the mismatch, not a copy without its times
+        _rewrite(engine, store, task, dict(stamped or manifest, verify_mismatch="; ".join(found)), label, report)
     elif stamped:  # the content recorded under other times (a copy without them): ok again, not rebuilt
         _rewrite(engine, store, task, stamped, label, report)
         report.restamped.append(label)

@@ -118,6 +118,9 @@ def test_verify_records_a_data_root_copied_without_its_times_and_the_next_run_re
     os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert verify(*span) == 1
     assert f"MISMATCH data {data}: content differs from its manifest" in capsys.readouterr().out
+    # the reason status gives is the mismatch verify found, not a copy without its times
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", *span]) == 0
+    assert f"{START} stale: daybreak verify: data {data}: content differs" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("damage", [b"", b'{"dataset": "staging/qs'])

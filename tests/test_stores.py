@@ -401,6 +401,17 @@ def test_all_stores_waiting_for_a_raw_folder_exits_20_as_a_range_does(lab, all_s
     assert range_code == code
 
 
+def test_an_empty_newest_folder_is_not_the_newest_the_stores_build_through_the_last_folder_arrived(lab, all_stores):
+    """The uploader makes today's folder before its files: the stores are built through the folders that arrived
+    (before: all waited for the empty one, exit 20)."""
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert all_stores()[0] == 0
+    (lab.raw / "qsr_pos" / (START + dt.timedelta(days=5)).isoformat()).mkdir()
+    code, out = all_stores()
+    assert code == 0, out[-3000:]
+    assert "waiting" not in out, out[-3000:]
+
+
 def test_all_stores_superseded_by_a_newer_version_exits_10_as_a_range_does(lab, all_stores):
     from tasks.freshness.engine import fingerprint
 
