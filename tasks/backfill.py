@@ -16,7 +16,7 @@ import luigi
 from luigi.tools.range import RangeDaily, RangeDailyBase
 
 from tasks import catalogue, cores, settings
-from tasks.base import PartitionedTask, before_start_reason, sftp_slot
+from tasks.base import PartitionedTask, before_start_reason, process_died, sftp_slot
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine
 from tasks.freshness.node import raw_folders
@@ -147,6 +147,8 @@ class RangeSingleRun(luigi.WrapperTask):
         if self.task_id not in _reported:
             _reported.add(self.task_id)
             report_left_out("RangeSingleRun", self.of, self.start, self.stop)
+        if runlog.store_went_away():  # Luigi's summary asks again: the run's records answer, not the store
+            return [build]
         engine = luigi_engine()
         with settings.snapshot():
             parts = build.partitions()
@@ -155,6 +157,8 @@ class RangeSingleRun(luigi.WrapperTask):
         return [build, *(RawFolder(source=source, date=date) for source, date in missing)]
 
     def complete(self) -> bool:
+        if runlog.store_went_away():  # the summary is made from what the run recorded: the store is not asked
+            return False
         engine = luigi_engine()
         with settings.snapshot():
             parts, builds = self.single_run_build().partitions(), self.single_run_build().upstream_builds()
@@ -216,6 +220,8 @@ class SingleRunBuild(luigi.Task):
         ]
 
     def complete(self) -> bool:
+        if runlog.store_went_away():  # as RangeSingleRun's
+            return False
         engine = luigi_engine()
         with settings.snapshot():
             engine.check_many(self.partitions())
@@ -336,8 +342,12 @@ def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[t
                 yield by_id.pop(task_id), error
         for w in workers:
             w.join()
-        for task in by_id.values():  # killed, out of memory: never reported
-            yield task, f"its build process stopped (exit codes {[w.exitcode for w in workers]})"
+        owner = {t.task_id: w for w, stretch in zip(workers, stretches, strict=True) for t in stretch}
+        for task in by_id.values():  # killed, out of memory: never reported, so recorded here
+            error = RuntimeError(process_died(owner[task.task_id].exitcode))
+            task.on_failure(error)
+            runlog.failed(task, error)
+            yield task, str(error)
     finally:
         for w in workers:
             if w.is_alive():

@@ -295,8 +295,14 @@ def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
 
 def _died(message: str) -> str:
     """What Luigi's ``Task <id> died unexpectedly with exit code -9`` (its worker process gone without a
-    result) means: ``its worker process died (killed by signal 9, SIGKILL: out of memory, or killed)``."""
-    code = message.rpartition(DIED)[2].strip()
+    result) means: :func:`process_died` of that code."""
+    return process_died(message.rpartition(DIED)[2].strip())
+
+
+def process_died(code: int | str | None) -> str:
+    """``its worker process died (killed by signal 9, SIGKILL: out of memory, or killed)`` for a process that
+    ended with exit code ``code`` (a negative one: the signal that killed it) without reporting."""
+    code = str(code)
     if not (code.startswith("-") and code[1:].isdigit()):
         return f"its worker process died (exit code {code})"
     number = int(code[1:])

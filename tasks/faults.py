@@ -56,7 +56,10 @@ def went_away(exc: BaseException) -> tuple[str, str] | None:
         exc = exc.__cause__ or exc.__context__
     if not isinstance(exc, StorageUnavailable):
         return None
-    after = "the partitions it failed keep their previous version; rerun the same command once it answers"
+    after = (
+        "the partitions it failed are kept as they were, or stale where it stopped mid-commit; rerun the same "
+        "command once it answers"
+    )
     where, code = getattr(exc, "where", ""), getattr(exc, "code", "") or type(exc).__name__
     if where:  # one line per endpoint: its buckets (a landing bucket, the data root's) go down together
         return where.split(",")[0], f"the object store ({where}) failed during the run ({code}): {after}"

@@ -512,8 +512,8 @@ def test_a_partition_committed_just_before_the_store_went_away_is_reported_built
     if failed or code != 0:  # at the last date nothing may need the store after the commit: exit 0, no error
         assert code == 30 and errors == [
             f"daybreak: error: the object store (endpoint {site.rgw.endpoint_url}, bucket {site.bucket}) failed "
-            "during the run (EndpointConnectionError): the partitions it failed keep their previous version; rerun "
-            "the same command once it answers"
+            "during the run (EndpointConnectionError): the partitions it failed are kept as they were, or stale where "
+            "it stopped mid-commit; rerun the same command once it answers"
         ], ended
     else:
         assert errors == [], ended

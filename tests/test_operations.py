@@ -198,6 +198,30 @@ def test_a_worker_process_killed_mid_build_is_a_failed_partition_saying_so(lab):
     assert "not run" not in text, text
 
 
+def test_a_single_run_process_killed_mid_build_fails_its_dates_saying_so(lab):
+    """kill -9 of one of a single run's build processes: the dates of its stretch not reported are failed, each
+    line says the process died and how (before: `not run ... luigid gave it to another host`, with no luigid)."""
+    import json
+
+    start = dt.date(2026, 9, 1)
+    lab.qsr_days(start, 5)
+    killed = start + 2 * DAY  # the first date of the second process's stretch (2 processes, 2 dates each)
+    cwd = cron_folder(lab)
+    plan = {"counter": str(lab.root / "steps"), "root": str(lab.data), "date": str(killed), "at": 1, "mode": "kill"}
+    env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"} | {"CRASH_PLAN": json.dumps(plan)}
+    args = ["RangeSingleRun", "--of", "StgQsrPos", "--start", str(start), "--stop", str(start + 4 * DAY)]
+    driver = Path(__file__).resolve().parent / "crash_driver.py"
+    proc = subprocess.run(
+        [sys.executable, str(driver), *args, "--local-scheduler"], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 30, proc.stderr[-3000:]
+    text = proc.stderr[proc.stderr.index("summary of this run") :]
+    died = "its worker process died (killed by signal 9, SIGKILL: out of memory, or killed)"
+    for day in (killed, killed + DAY):
+        assert f"failed   StgQsrPos {day}: {died}" in text, text
+    assert "not run" not in text and "luigid" not in text, text
+
+
 def test_two_data_roots_run_one_command_at_once_and_one_data_root_takes_turns(lab):
     """Cron lines of two data roots on one machine (the same command in two folders) both run; the same
     command on the same data root waits its turn: one line naming the data root and the run, exit 10."""

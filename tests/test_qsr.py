@@ -205,6 +205,8 @@ def test_a_folder_made_before_its_store_files_has_not_arrived_the_day_before_wai
     (last / "S001.csv.part").write_bytes((lab.root / "held" / "S001.csv").read_bytes())  # an upload under way
     assert lab.range(START, START + 2 * DAY) == 20
     assert set(lab.built_at()) == {START}
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    assert f"({why}; it holds S001.csv.part)" in capsys.readouterr().out  # what is there instead
     (last / "S001.csv.part").unlink()
     for path in (lab.root / "held").iterdir():  # its files land
         shutil.copy2(path, last)
@@ -233,7 +235,8 @@ def test_a_partition_built_from_a_folder_without_store_files_is_stale_once_they_
     assert lab.range(START, START + DAY) == 0
     assert pq.read_table(lab.partition(START) / "data.parquet").num_rows == 4  # without folder d+1's lines
     monkeypatch.undo()
-    waiting = f"{START} waiting: raw folder missing: qsr_pos/{START + DAY} (there, without any <store_id>.csv yet)"
+    held = "there, without any <store_id>.csv yet; it holds notes.txt"
+    waiting = f"{START} waiting: raw folder missing: qsr_pos/{START + DAY} ({held})"
     assert waiting in status()
     assert lab.range(START, START + DAY) == 20
     for path in (lab.root / "held").iterdir():

@@ -178,7 +178,8 @@ def test_a_bucket_folder_holding_no_store_file_has_not_arrived_as_a_local_one(rg
     setting("daybreak", "raw_root", f"s3://{bucket}/landing")
     status = ["status", "--dataset", "stg_qsr_pos", "--start", str(FIRST), "--stop", str(last)]
     marker, part = f"qsr_pos/{last}/", f"qsr_pos/{last}/S001.csv.part"  # a console's folder, an upload under way
-    for key, why in ((marker, "\n"), (part, " (there, without any <store_id>.csv yet)\n")):  # alone, no folder
+    held = " (there, without any <store_id>.csv yet; it holds S001.csv.part)\n"
+    for key, why in ((marker, "\n"), (part, held)):  # the marker alone is no folder
         client.put_object(Bucket=bucket, Key=f"landing/{key}", Body=b"" if key == marker else b"order_id\n")
         assert lab.range(FIRST, last) == 20
         assert set(lab.built_at()) == {FIRST}

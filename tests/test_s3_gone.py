@@ -44,7 +44,7 @@ class Buckets:
                 body = HEADER + "\n".join(qsr_rows(store, d)) + "\n"
                 self.s3.put_object(Bucket=self.raw, Key=f"pos/qsr_pos/{d}/{store}.csv", Body=body.encode())
 
-    def run(self, endpoint: str) -> subprocess.CompletedProcess:
+    def run(self, endpoint: str, family: str = "RangeDaily") -> subprocess.CompletedProcess:
         daybreak = {"raw_root": f"s3://{self.raw}/pos", "data_root": f"s3://{self.data}/d", "cache_dir": self.root}
         cfg = write_config(
             self.root / "luigi.cfg", {"daybreak": daybreak, "s3": {"endpoint_url": endpoint, "region": self.rgw.region}}
@@ -54,7 +54,7 @@ class Buckets:
             "AWS_ACCESS_KEY_ID": self.rgw.access_key, "AWS_SECRET_ACCESS_KEY": self.rgw.secret_key,
         }  # fmt: skip
         stop = str(START + DATES * DAY)
-        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", "RangeDaily", "--of", "StgQsrPos"]
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", family, "--of", "StgQsrPos"]
         cmd += ["--start", str(START), "--stop", stop, "--local-scheduler"]
         return subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True, timeout=300)
 
@@ -111,7 +111,10 @@ def test_a_store_that_stops_answering_while_the_run_schedules_is_one_line_the_su
     assert run.returncode == 30, err
     assert "Traceback" not in err and "Luigi Execution Summary" not in err and "Will not run" not in err, err
     errors = [line for line in err.splitlines() if line.startswith("daybreak: error:")]
-    after = "(EndpointConnectionError): the partitions it failed keep their previous version; rerun the same command"
+    after = (
+        "(EndpointConnectionError): the partitions it failed are kept as they were, or stale where it stopped "
+        "mid-commit; rerun the same command"
+    )
     # one line for the endpoint, naming the bucket whose request failed first (both are asked at once)
     assert errors in (
         [f"daybreak: error: {GONE.format(port=proxy.port, bucket=bucket)} {after} once it answers"]
@@ -121,3 +124,30 @@ def test_a_store_that_stops_answering_while_the_run_schedules_is_one_line_the_su
     assert summary[0].startswith("INFO: summary of this run: "), err
     assert any(line.startswith("  not run  StgQsrPos ") for line in summary), err
     assert b.run(b.rgw.endpoint_url).returncode == 0  # the store back, the same command finishes the range
+
+
+def _put(bucket: str, key: str):
+    return lambda seen: seen.method == "PUT" and unquote(seen.path) == f"/{bucket}/{key}"
+
+
+def test_a_store_that_stops_answering_while_a_single_run_builds_is_one_line_and_the_summary_of_what_it_recorded(
+    buckets,
+):
+    """Before: RangeSingleRun asked the store again after its builds (its check of the range), and printed the
+    error of that listing, with no summary and no failed date; as RangeDaily, the summary is made from what the
+    run recorded of its builds."""
+    b = buckets
+    cut = START + 4 * DAY
+    with running("127.0.0.1", b.rgw.port, 0.0) as proxy:
+        proxy.cut_when = _put(b.data, f"d/staging/qsr_pos/business_date={cut}/_manifest.json")
+        run = b.run(f"http://127.0.0.1:{proxy.port}", "RangeSingleRun")
+        assert proxy._stop.is_set(), "the run never wrote that manifest"
+    err = run.stderr
+    assert run.returncode == 30, err
+    assert "Traceback" not in err and "Luigi Execution Summary" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("daybreak: error:")]
+    assert len(errors) == 1 and GONE.format(port=proxy.port, bucket=b.data) in errors[0], err
+    summary = err[err.index(errors[0]) :].splitlines()[1:]
+    assert summary[0].startswith("INFO: summary of this run: "), err
+    assert any(line.startswith(f"  failed   StgQsrPos {cut}") for line in summary), err
+    assert b.run(b.rgw.endpoint_url, "RangeSingleRun").returncode == 0

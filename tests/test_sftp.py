@@ -589,7 +589,7 @@ def test_a_folder_made_before_its_store_files_waits_over_sftp_as_locally(over_sf
     (nxt / "S001.csv.part").write_bytes(held["S001.csv"])  # an upload under way
     assert lab.luigi("StgQsrPos", "--date", str(day)) == 20
     rows = status.collect(day, day + dt.timedelta(days=1), ["stg_qsr_pos"])
-    why = "there, without any <store_id>.csv yet"
+    why = "there, without any <store_id>.csv yet; it holds S001.csv.part"
     assert [(r.state, r.reason) for r in rows] == [("waiting", f"raw folder missing: qsr_pos/{nxt.name} ({why})")]
     for name, data in held.items():
         (nxt / name).write_bytes(data)

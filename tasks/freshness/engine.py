@@ -271,10 +271,13 @@ class Engine(Memo):
 
     def without_file(self, zone, source: str, date: dt.date) -> str:
         """``there, without its ads.csv yet`` (``without any <store_id>.csv yet``) for a folder made before its
-        files, or holding none of a name read; else ''."""
-        if self.folder_there(zone, source, date) and not self.arrived(zone, source, date):
-            return f"there, without {awaited_file(source)} yet"
-        return ""
+        files, or holding none of a name read (``; it holds s001.csv``: the names that are there); else ''."""
+        if not self.folder_there(zone, source, date) or self.arrived(zone, source, date):
+            return ""
+        entries, unread = self.raw_folder(zone, source, date) or ([], [])
+        held = [entry[0] for entry in entries] + [f"{name} ({why})" for name, why in unread]
+        shown = ", ".join(sorted(held)[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        return f"there, without {awaited_file(source)} yet" + (f"; it holds {shown}" if held else "")
 
 
 def _cause(node: Node, state: State) -> str:

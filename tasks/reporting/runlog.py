@@ -36,6 +36,7 @@ _default_mode = False
 _watched: dict[str, tuple[object, bool]] = {}  # task id -> (task, complete when first checked)
 _started_at: str | None = None  # UTC, ISO: failure records from this time on are this run's
 _records: str | None = None  # the file of what this run's builds did: one JSON line each, appended by each build
+_went_away = False  # the last summary found a store or server gone (Luigi asks its tasks again after it)
 _notes: dict[str, None] = {}  # lines of the summary not about a partition (:func:`note`), in order
 
 
@@ -75,9 +76,9 @@ def quiet() -> bool:
 def watch(tasks_and_states) -> None:
     """Partitions whose completeness the scheduling process checked, with the answer: the summary
     reports on them. Also turns the default mode on once Luigi has set up its logging (NOTSET)."""
-    global _started_at, _records
+    global _started_at, _records, _went_away
     if _started_at is None:
-        _started_at = dt.datetime.now(dt.UTC).isoformat()
+        _started_at, _went_away = dt.datetime.now(dt.UTC).isoformat(), False
         fd, _records = tempfile.mkstemp(prefix="daybreak-run-", suffix=".records")
         os.close(fd)
         atexit.register(_recorded)  # a run that ends before its summary (Ctrl-C, an error) leaves no file
@@ -105,6 +106,18 @@ def wrote(task_id: str, warnings: list[str] | None = None) -> None:
     """A build of this run wrote its partition (data and manifest, or its manifest alone), with the
     warnings its manifest records."""
     _record({"wrote": task_id, "warnings": list(warnings or [])})
+
+
+def store_went_away() -> bool:
+    """Whether a store or server stopped answering a build or a check of this run (whichever process): what
+    is asked after it, as Luigi makes its summary, is answered without asking it again."""
+    if _records is None:
+        return _went_away
+    try:
+        with open(_records, encoding="utf-8") as fh:
+            return any('"gone"' in line for line in fh)
+    except OSError:
+        return False
 
 
 def done_in_run(task_id: str) -> bool:
@@ -219,7 +232,7 @@ class _Run:
 def report() -> tuple[list[str], str]:
     """(the error lines, then the summary) of the partitions watched since the last one, then forget
     them: what this run wrote or failed from its own records, the rest asked of the store (unless it failed)."""
-    global _started_at
+    global _started_at, _went_away
     from tasks.luigi_shortcuts import worker_id
     from tasks.luigi_shortcuts.hosts import FAILED_CHECKS
 
@@ -227,7 +240,7 @@ def report() -> tuple[list[str], str]:
     notes = [f"  {line}" for line in _notes]
     _watched.clear()
     _notes.clear()
-    _started_at = None
+    _started_at, _went_away = None, run.store_gone
     FAILED_CHECKS.update(dict.fromkeys(run.unchecked, worker_id()))  # whichever process of the run checked it
     seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
     unchecked = [name for task_id, name in run.unchecked.items() if name and task_id not in seen]
