@@ -29,7 +29,7 @@ from tasks.parameters import DateParameter
 from tasks.reporting import names, progress, runlog
 from tasks.storage import partitions
 from tasks.storage.partitions import PartitionStore
-from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable, folder_dates, one_session
+from tasks.storage.rawzone import RawFile, RawZone, RawZoneUnavailable, one_session
 from tasks.targets import PartitionTarget, RawFolder, luigi_engine
 
 logger = logging.getLogger("luigi-interface")
@@ -379,28 +379,3 @@ class SnapshotTask(MaterializedTask):
     @property
     def key(self) -> None:
         return None
-
-
-_warned_future: set[str] = set()
-
-
-def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
-    """The newest folder date of a raw source that has arrived (a folder made before its files are written is
-    not there yet: :meth:`Engine.arrived`), at most tomorrow: a stray later folder (``2099-01-01``) is ignored
-    with a warning, so a snapshot or the status view is not stretched to it."""
-    limit = settings.business_today() + dt.timedelta(days=1)
-    dates = sorted(folder_dates(zone.source_listing(source)[1]), reverse=True)
-    later = [d for d in dates if d > limit]
-    engine = luigi_engine()
-    newest = next((d for d in dates if d <= limit and engine.arrived(zone, source, d)), None)
-    folder = f"{zone.describe()}/{zone.folder_relpath(source, later[0])}" if later else ""
-    if later and folder not in _warned_future:
-        _warned_future.add(folder)
-        logger.warning(
-            "raw folder %s is dated after tomorrow (%s): ignored; the newest folder counted is %s. A stray "
-            "folder? Move it out of the raw zone.",
-            folder,
-            limit,
-            newest or "none",
-        )
-    return newest

@@ -7,7 +7,7 @@ import datetime as dt
 import luigi
 
 from tasks import catalogue, settings
-from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date, sftp_slot
+from tasks.base import PartitionedTask, SnapshotTask, sftp_slot
 from tasks.building import Built
 from tasks.calendar import date_range
 from tasks.contract import is_store_file
@@ -18,6 +18,7 @@ from tasks.parameters import DateParameter
 from tasks.reference import hotels, hotels_source
 from tasks.storage.partitions import PartitionStore, open_store
 from tasks.storage.rawzone import RawFile, RawZone
+from tasks.targets import newest_raw_date
 
 SOURCE = "hotel_bookings"
 

@@ -11,7 +11,7 @@ import time
 import luigi
 
 from tasks import catalogue, settings
-from tasks.base import PartitionedTask, SnapshotTask, newest_raw_date, sftp_slot
+from tasks.base import PartitionedTask, SnapshotTask, sftp_slot
 from tasks.building import Built
 from tasks.contract import is_store_file
 from tasks.freshness.engine import Engine
@@ -22,7 +22,7 @@ from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
 from tasks.reporting import runlog
 from tasks.storage import partitions
 from tasks.storage.rawzone import RawFile, RawZone, folder_dates
-from tasks.targets import luigi_engine
+from tasks.targets import luigi_engine, newest_raw_date
 from tasks.transforms.rawcsv import file_stem
 
 logger = logging.getLogger("luigi-interface")

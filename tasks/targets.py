@@ -6,6 +6,7 @@ folder (:class:`RawFolder`, an external task, and its target), a partition's fol
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import luigi
 
@@ -15,7 +16,9 @@ from tasks.freshness import engine as freshness
 from tasks.freshness.engine import Engine
 from tasks.luigi_shortcuts import luigi_run
 from tasks.storage.partitions import PartitionStore
-from tasks.storage.rawzone import RawZone
+from tasks.storage.rawzone import RawZone, folder_dates
+
+logger = logging.getLogger("luigi-interface")
 
 
 def luigi_engine() -> Engine:
@@ -65,3 +68,28 @@ class PartitionTarget(luigi.Target):
 
     def exists(self) -> bool:
         return self.store.has_manifest(self.date)
+
+
+_warned_future: set[str] = set()
+
+
+def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
+    """The newest folder date of a raw source that has arrived (a folder made before its files are written is
+    not there yet: :meth:`Engine.arrived`), at most tomorrow: a stray later folder (``2099-01-01``) is ignored
+    with a warning, so a snapshot or the status view is not stretched to it."""
+    limit = settings.business_today() + dt.timedelta(days=1)
+    dates = sorted(folder_dates(zone.source_listing(source)[1]), reverse=True)
+    later = [d for d in dates if d > limit]
+    engine = luigi_engine()
+    newest = next((d for d in dates if d <= limit and engine.arrived(zone, source, d)), None)
+    folder = f"{zone.describe()}/{zone.folder_relpath(source, later[0])}" if later else ""
+    if later and folder not in _warned_future:
+        _warned_future.add(folder)
+        logger.warning(
+            "raw folder %s is dated after tomorrow (%s): ignored; the newest folder counted is %s. A stray "
+            "folder? Move it out of the raw zone.",
+            folder,
+            limit,
+            newest or "none",
+        )
+    return newest

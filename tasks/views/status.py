@@ -16,7 +16,7 @@ import re
 from dataclasses import replace
 
 from tasks import catalogue, settings
-from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask, newest_raw_date
+from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask
 from tasks.calendar import date_range
 from tasks.contract import printable
 from tasks.freshness import engine as freshness
@@ -27,6 +27,7 @@ from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
 from tasks.reporting.names import dates_span
 from tasks.storage.partitions import open_store
+from tasks.targets import newest_raw_date
 from tasks.views.leftover import data_root_rows
 from tasks.views.rows import DATA_ROOT, LEFT_OVER, NOT_READ, RAW_ZONE, DayStatus
 
