@@ -51,6 +51,16 @@ def test_an_empty_newest_extract_folder_is_not_the_newest_on_the_books_is_built_
     assert otb(hotel_lab)
 
 
+def test_the_summary_names_a_hotels_export_by_its_hotel(hotel_lab):
+    """Before: ``HotelOtbExport: 1 not run``, which hotel's not said (a date's partitions name their date)."""
+    from tasks.hotels import HotelOtbExport
+    from tasks.reporting import runlog
+
+    runlog.watch([(HotelOtbExport(hotel="H2"), False)])  # found to build, not built by this run
+    _, text = runlog.report()
+    assert "  HotelOtbExport H2: 1 " in text, text
+
+
 def test_on_the_books_and_a_resent_old_extract(hotel_lab):
     assert hotel_lab.luigi("OtbByStayDate") == 0
     assert otb(hotel_lab) == [

@@ -38,8 +38,10 @@ def label(task) -> str:
 
 
 def key_of(task):
-    """A partition's key as a summary shows it: its date, or the store of a per-store partition."""
-    return task.key if task.key is not None else getattr(task, "store_id", None)
+    """A partition's key as a summary shows it: its date, or the store or hotel of a per-store or per-hotel one."""
+    if task.key is not None:
+        return task.key
+    return getattr(task, "store_id", None) or getattr(task, "hotel", None)
 
 
 def partition_name(family: str, key) -> str:
