@@ -162,8 +162,7 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> tuple[list,
     for label, task in partitions:
         row = day_status(task, cache, plan.dataset)
         if row.state in ("stale", "missing", "failed"):
-            doomed = task.fails_on_listing() if row.state != "failed" else ""  # a failure says why already
-            plan.runs.append((label, row.state, f"{row.reason}; would fail: {doomed}" if doomed else row.reason))
+            plan.runs.append((label, row.state, row.reason))  # with what would fail it (status.day_status)
             rebuilt[task.task_id] = task
         elif row.reason.endswith(SAME_CONTENT):  # ok, or provisional
             plan.same_content.append(label)

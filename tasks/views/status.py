@@ -53,6 +53,9 @@ def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
     window that are not read (as the raw zone is now)."""
     status = _day_status(task, cache, name)
+    doomed = task.fails_on_listing() if status.state in ("stale", "missing") else ""  # a run would fail it
+    if doomed:
+        status = replace(status, reason=f"{status.reason}; would fail: {doomed}")
     manifest = cache.summary(cache.store(task), task.key) or {}
     stats = manifest.get("stats") or {}
     window = cache.window(task) if task.reads_raw() else None
