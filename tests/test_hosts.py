@@ -397,8 +397,8 @@ def test_the_store_going_away_mid_run_fails_the_run_and_keeps_the_other_partitio
     ended = out[out.rindex("progress: 1/") :]  # the second run's output
     the_store = f"the object store (endpoint {site.rgw.endpoint_url}, bucket {site.bucket}) failed during the run"
     assert [x for x in ended.splitlines() if x.startswith("daybreak: error:")] == [
-        f"daybreak: error: {the_store} (EndpointConnectionError): the partitions it failed keep their previous "
-        "version; rerun the same command once it answers"
+        f"daybreak: error: {the_store} (EndpointConnectionError): the partitions it failed are kept as they were, "
+        "or stale where it stopped mid-commit; rerun the same command once it answers"
     ], ended
     assert "Traceback" not in ended and "Luigi Execution Summary" not in ended and "no Daybreak summary" not in ended
     summary = ended[ended.index("daybreak: error:") :].splitlines()
