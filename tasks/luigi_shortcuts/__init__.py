@@ -115,6 +115,12 @@ def luigi_run() -> object | None:
     return _SUMMARISED[-1] if _SUMMARISED else None
 
 
+def run_in_progress() -> bool:
+    """Whether a Luigi run of this process is scheduling or running tasks (its worker's keep-alive thread is
+    there), not only making its summary."""
+    return any(isinstance(thread, KeepAliveThread) for thread in threading.enumerate())
+
+
 _SUMMARISED: list[object] = []  # workers whose run's summary is being made
 
 

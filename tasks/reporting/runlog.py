@@ -111,8 +111,10 @@ def wrote(task_id: str, warnings: list[str] | None = None) -> None:
 def store_went_away() -> bool:
     """Whether a store or server stopped answering a build or a check of this run (whichever process): what
     is asked after it, as Luigi makes its summary, is answered without asking it again."""
-    if _records is None:
-        return _went_away
+    if _records is None:  # the summary is made: asked again as Luigi makes the exit code, before any new run
+        from tasks.luigi_shortcuts import run_in_progress
+
+        return _went_away and not run_in_progress()
     try:
         with open(_records, encoding="utf-8") as fh:
             return any('"gone"' in line for line in fh)
