@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import luigi
 
+from tasks.luigi_shortcuts.messages import last_config_with
 from tasks.settings import INT_MAX, RANGES, SECTIONS, business_today, data_root, data_uri
 
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")  # [daybreak] host_name: no space, no ';'
@@ -37,26 +38,10 @@ def source_of(section: str, key: str) -> str:
     config = luigi.configuration.get_config()
     if not config.has_option(section, key):
         return f"the built-in default (no config file sets [{section}] {key}; tasks/settings.py)"
-    found = _last_file_with(lambda parser: parser.has_option(section, key))
+    found = last_config_with(lambda parser: parser.has_option(section, key))
     if found is not None and found[1].get(section, key) == config.get(section, key):
         return str(Path(found[0]).resolve())
     return "a value set at run time"
-
-
-def _last_file_with(has) -> tuple[str, configparser.ConfigParser] | None:
-    """(path, its parsed text) of the last config file read (the one that wins, as in Luigi) for
-    which ``has(parser)`` holds; None when none does."""
-    from tasks.luigi_shortcuts.messages import config_paths
-
-    for path in reversed(config_paths()):
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read(path)
-        except configparser.Error:
-            continue
-        if has(parser):
-            return path, parser
-    return None
 
 
 def config_errors() -> list[str]:
@@ -104,7 +89,7 @@ def _setting_errors(config, where_of, disk: bool = True) -> list[str]:
                 continue
             where = where_of(name, key)
             if key not in params and key.replace("-", "_") in params:  # Luigi would prefer another file's
-                found = _last_file_with(lambda parser, name=name, key=key: parser.has_option(name, key))
+                found = last_config_with(lambda parser, name=name, key=key: parser.has_option(name, key))
                 where = str(Path(found[0]).resolve()) if found is not None and disk else where
                 errors.append(f"[{name}] {key} in {where}: write it {key.replace('-', '_')}, with underscores")
                 continue
@@ -160,7 +145,7 @@ def _one_edit(a: str, b: str) -> bool:
 
 def _section_file(section: str) -> str:
     """The last config file read that has ``[section]``."""
-    found = _last_file_with(lambda parser: parser.has_section(section))
+    found = last_config_with(lambda parser: parser.has_section(section))
     return str(Path(found[0]).resolve()) if found is not None else "the configuration"
 
 

@@ -5,6 +5,7 @@ each one, so a Luigi upgrade that rewords one fails there.
 
 from __future__ import annotations
 
+import configparser
 import sys
 
 SUMMARY = "===== Luigi Execution Summary ====="  # luigi.execution_summary, the end of every run
@@ -38,3 +39,17 @@ def config_paths() -> list[str]:
     if configuration is None:
         return []
     return list(getattr(type(configuration.get_config()), "_config_paths", []))
+
+
+def last_config_with(has) -> tuple[str, configparser.ConfigParser] | None:
+    """(path, its parsed text) of the last config file Luigi reads (the one that wins) for which
+    ``has(parser)`` holds; None when none does. A file that does not parse is passed over."""
+    for path in reversed(config_paths()):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        if has(parser):
+            return path, parser
+    return None

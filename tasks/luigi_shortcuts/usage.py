@@ -90,20 +90,15 @@ def _bad_setting(section: str, name: str, cause: BaseException) -> str:
 def _config_setting(section: str, name: str) -> str:
     """``[core] scheduler_port = 'abc' in /srv/daybreak/luigi.cfg``: the value of a setting and the config file
     that sets it (the last one read that does, as Luigi reads them); ``[core] scheduler_port`` when none does."""
-    import configparser
+    from tasks.luigi_shortcuts.messages import last_config_with
 
-    from tasks.luigi_shortcuts.messages import config_paths
-
-    for path in reversed(config_paths()):
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read(path)
-        except configparser.Error:
-            continue
-        for key in (name, name.replace("_", "-")):
-            if parser.has_option(section, key):
-                return f"[{section}] {key} = {parser.get(section, key)!r} in {os.path.abspath(path)}"
-    return f"[{section}] {name}"
+    keys = (name, name.replace("_", "-"))
+    found = last_config_with(lambda parser: any(parser.has_option(section, key) for key in keys))
+    if found is None:
+        return f"[{section}] {name}"
+    path, parser = found
+    key = next(key for key in keys if parser.has_option(section, key))
+    return f"[{section}] {key} = {parser.get(section, key)!r} in {os.path.abspath(path)}"
 
 
 def parsed_parameter(tb) -> tuple[str | None, object]:
