@@ -189,13 +189,19 @@ def test_a_half_published_preview_that_can_no_longer_be_published_can_be_discard
     assert not (lab.data / "_state" / "preview" / report["id"]).exists()
 
 
-def test_a_resent_ads_export_shows_the_rolling_windows_it_changes(lab, capsys, setting):
-    first = dt.date(2026, 9, 20)
+def ads_history(lab, setting) -> tuple[dt.date, dt.date]:
+    """(first, stop): exports 09-21 .. 10-04, each restating from 09-20 ([daybreak] start_date), and
+    ads_rolling_7d built over ``[first, stop)``."""
+    first, stop = dt.date(2026, 9, 20), dt.date(2026, 10, 4)
     setting("daybreak", "start_date", first)
-    for k in range(1, 15):  # exports 09-21 .. 10-04
+    for k in range(1, 15):
         lab.ads_export(first + k * DAY, first)
-    stop = dt.date(2026, 10, 4)
     assert lab.range(first, stop, of="AdsRolling7d") == 0
+    return first, stop
+
+
+def test_a_resent_ads_export_shows_the_rolling_windows_it_changes(lab, capsys, setting):
+    first, stop = ads_history(lab, setting)
     # 09-25's newest export is 10-02 (d+7): re-sent with C1 spending 25.00 instead of 10.00 that day
     rows = [
         r.replace("2026-09-25,C1,google,1000,50,10.00", "2026-09-25,C1,google,1000,50,25.00")
@@ -402,13 +408,8 @@ def test_a_preview_of_windows_builds_the_later_windows_its_upstream_changes(lab,
     read that day too (as many as [ads] rolling_window_days), and publishing it leaves nothing stale. (The
     days after the range that read the export are brought up to date first: a window that reads one of them
     stale is held, not built.)"""
-    first = dt.date(2026, 9, 20)
-    setting("daybreak", "start_date", first)
     setting("ads", "rolling_window_days", window_days)
-    for k in range(1, 15):  # exports 09-21 .. 10-04
-        lab.ads_export(first + k * DAY, first)
-    stop = dt.date(2026, 10, 4)
-    assert lab.range(first, stop, of="AdsRolling7d") == 0
+    first, stop = ads_history(lab, setting)
     day = dt.date(2026, 9, 24)
     path = lab.raw / "ads" / "2026-10-01" / "ads.csv"
     path.write_text(path.read_text().replace(f"{day},C1,google,1000,50,10.00,", f"{day},C1,google,1000,50,99.00,"))
@@ -451,12 +452,7 @@ def test_a_preview_of_windows_holds_the_later_windows_that_read_stale_days_outsi
     builds the later windows and can be published."""
     from tasks.views.plan import make_plan
 
-    first = dt.date(2026, 9, 20)
-    setting("daybreak", "start_date", first)
-    for k in range(1, 15):  # exports 09-21 .. 10-04
-        lab.ads_export(first + k * DAY, first)
-    stop = dt.date(2026, 10, 4)
-    assert lab.range(first, stop, of="AdsRolling7d") == 0
+    first, stop = ads_history(lab, setting)
     export = dt.date(2026, 10, 1)
     rows = [r.replace(",10.00,", ",11.00,") for r in ads_rows(export, first)]
     lab.ads_export(export, first, rows)
