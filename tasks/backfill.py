@@ -200,10 +200,16 @@ class SingleRunBuild(luigi.Task):
         """Whether ``up`` is a partition of this very dataset, dated before ``before``."""
         return type(up) is self.of and up.date < before and up.param_kwargs == {**self.of_params, "date": up.date}
 
-    def todo(self, cache: Engine) -> list[PartitionedTask]:
+    def todo(self, cache: Engine, watch: bool = False) -> list[PartitionedTask]:
+        """The dates to build: not ok, and not waiting for raw data; ``watch``: every date's answer goes to
+        the run's summary too (:func:`runlog.watch`)."""
         with settings.snapshot():
-            cache.check_many(self.partitions())
-            return [t for t in self.partitions() if not cache.state(t).ok and not cache.blocked(t).missing]
+            parts = self.partitions()
+            cache.check_many(parts)
+            states = [(t, cache.state(t).ok) for t in parts]
+            if watch:
+                runlog.watch(states)
+            return [t for t, ok in states if not ok and not cache.blocked(t).missing]
 
     def upstream_builds(self) -> list[SingleRunBuild]:
         """One single-run build per upstream family (and static parameters), over the dates read."""
@@ -222,11 +228,7 @@ class SingleRunBuild(luigi.Task):
     def complete(self) -> bool:
         if runlog.store_went_away():  # as RangeSingleRun's
             return False
-        engine = luigi_engine()
-        with settings.snapshot():
-            engine.check_many(self.partitions())
-            runlog.watch([(t, engine.state(t).ok) for t in self.partitions()])
-        todo = self.todo(engine)
+        todo = self.todo(luigi_engine(), watch=True)
         if todo:
             self.of.prepare_to_run()
         return not todo
