@@ -58,15 +58,14 @@ fs.copy_files(local, dest, destination_filesystem=s3)
 COUNT_REQUESTS = """
 import atexit, collections, sys
 import luigi.retcodes
-import botocore.session
+import botocore.client
 from tasks.storage import s3get
 counts = collections.Counter()
-real = botocore.session.Session.create_client
-def create_client(self, *args, **kwargs):
-    client = real(self, *args, **kwargs)
-    client.meta.events.register("before-call.s3", lambda model, **kw: counts.update([model.name]))
-    return client
-botocore.session.Session.create_client = create_client
+call = botocore.client.BaseClient._make_api_call
+def counted(self, operation, params):  # every request a client sends, however the client was made
+    counts.update([operation])
+    return call(self, operation, params)
+botocore.client.BaseClient._make_api_call = counted
 send = s3get.Signer.send
 def signed(self, key, query=None, method="GET"):  # the requests sent outside botocore (tasks/storage/s3get.py)
     counts.update(["HeadBucket" if method == "HEAD" else "ListObjectsV2" if key is None else "GetObject"])

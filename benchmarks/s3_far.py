@@ -12,6 +12,8 @@ rotating over the repetitions:
      Targets: bucket / local at most 1.3x, far / local at most 1.6x.
  (2) the no-op rerun of (1), and ``daybreak status --dataset stg_qsr_pos``: far against local (target at most
      2x each).
+      The S3 server runs on the same cores: its CPU and Daybreak's, spread over the cores, give a floor for
+     bucket / local that no client can beat on this machine (printed beside the ratio).
  (3) ``daybreak status`` of every dataset over 1,095 dates, a few built: on the bucket against local (target at
      most 2x), with the requests it makes for 30 and for 1,095 dates (target: the same count).
  (4) what ``daybreak plan`` runs for one worker without a luigid, ``RangeSingleRun`` (a process per core, each a
@@ -56,6 +58,21 @@ class Endpoint:
             rgw.access_key,
             rgw.secret_key,
         )
+
+
+def server_cpu(rgw) -> float:
+    """CPU seconds the S3 server's processes (radosgw, its OSD and monitor) have used so far."""
+    total = 0.0
+    for proc in rgw.procs.values():
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def floor(res: dict, rep: int) -> float:
+    """The least wall time the bucket run could take on this machine's cores: the local run's wall, or its own
+    CPU and the server's (on the same cores here, a store's own machine in production) spread over every core."""
+    return max(res["local"][rep], (res["cpu-bucket"][rep] + res["server-bucket"][rep]) / (os.cpu_count() or 1))
 
 
 def put_raw(rgw, raw: Path, bucket: str) -> None:
@@ -110,7 +127,11 @@ def main() -> None:
                     run = range_args(args.days)
                     if kind.startswith("single"):
                         run = ["RangeSingleRun", *run[1:]]
-                    res.setdefault(kind, []).append(luigi(cfg, server, *run)[0])
+                    served = server_cpu(rgw)
+                    wall, cpu, _ = luigi(cfg, server, *run)
+                    res.setdefault(kind, []).append(wall)
+                    res.setdefault(f"cpu-{kind}", []).append(cpu)
+                    res.setdefault(f"server-{kind}", []).append(server_cpu(rgw) - served)
                     if kind in ("local", "far"):
                         res.setdefault(f"noop-{kind}", []).append(luigi(cfg, server, *range_args(args.days))[0])
                         args_status = ("--dataset", "stg_qsr_pos", "--start", str(START), "--stop", stop)
@@ -128,6 +149,21 @@ def main() -> None:
             ("RangeDaily, the same through the proxy", spread(res["far"]) + " s", ""),
             ("local / yardstick", ratio("local", "yardstick"), ""),
             ("bucket / local", ratio("bucket", "local"), "target <= 1.3"),
+            (
+                "  CPU s local; bucket: Daybreak + S3 server",
+                spread(res["cpu-local"])
+                + " s; "
+                + spread(res["cpu-bucket"])
+                + " + "
+                + spread(res["server-bucket"])
+                + " s",
+                "",
+            ),
+            (
+                "  the cores' floor for bucket / local",
+                spread([floor(res, i) / res["local"][i] for i in range(args.repeat)]) + " x",
+                "(CPU of both / cores)",
+            ),
             ("far / local", ratio("far", "local"), "target <= 1.6"),
             ("no-op rerun far / local", ratio("noop-far", "noop-local"), "target <= 2"),
             ("status --dataset stg_qsr_pos far / local", ratio("status-far", "status-local"), "target <= 2"),
