@@ -319,3 +319,55 @@ def test_deleting_every_cache_between_runs_rebuilds_nothing_and_changes_no_answe
         shutil.rmtree(path)
     assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == set()
     assert status.render_text(status.collect(START, STOP, ["stg_qsr_pos"])) == before
+
+
+def status_reasons(capsys, start: dt.date, stop: dt.date) -> dict[dt.date, str]:
+    """The reason of each date, whole, as ``daybreak status --json`` gives it for stg_qsr_pos."""
+    capsys.readouterr()
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(start), "--stop", str(stop), "--json"]) == 0
+    return {dt.date.fromisoformat(r["date"]): r["reason"] for r in json.loads(capsys.readouterr().out)}
+
+
+def named(reason: str) -> set[str]:
+    """The raw files a stale reason names."""
+    return {word.strip(",") for word in reason.split() if word.startswith("qsr_pos/")}
+
+
+def test_a_stale_reason_names_exactly_the_files_whose_content_changed(lab, setting, capsys):
+    """Touched with the same bytes: not named, whether or not a new file makes the date stale. Changed at the
+    same size: named beside a file whose size changed."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002", "S003"))
+    assert lab.range(START, STOP) == 0
+    twelve, thirteen = lab.raw / "qsr_pos" / "2026-09-12", lab.raw / "qsr_pos" / "2026-09-13"
+    os.utime(twelve / "S001.csv")  # the same bytes
+    same_size = twelve / "S002.csv"
+    same_size.write_text(same_size.read_text().replace(",COLA,3,", ",COLA,4,"))
+    with (twelve / "S003.csv").open("a") as f:
+        f.write("S003-2026-09-12-Z,1,S003,2026-09-12T13:00:00-04:00,WRAP,1,8.00,,COMPLETED\n")
+    os.utime(thirteen / "S001.csv")
+    shutil.copy(thirteen / "S002.csv", thirteen / "S004.csv")
+    lab.wait_past_last_raw_change()
+
+    changed = {"qsr_pos/2026-09-12/S002.csv", "qsr_pos/2026-09-12/S003.csv"}
+    new = {"qsr_pos/2026-09-13/S004.csv"}
+    reasons = status_reasons(capsys, START, STOP)
+    # folder F is read by dates F-1 and F
+    assert named(reasons[START + DAY]) == changed, reasons
+    assert named(reasons[START + 2 * DAY]) == changed | new, reasons
+    assert named(reasons[START + 3 * DAY]) == new, reasons
+    runs = {d: reason for d, _, reason in plan.make_plan("stg_qsr_pos", START, STOP).runs}
+    assert {d: named(r) for d, r in runs.items()} == {d: named(reasons[d]) for d in runs}
+
+
+def test_the_json_reason_names_every_file_that_changed(lab, setting, capsys):
+    stores = tuple(f"S00{k}" for k in range(1, 7))
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=stores)
+    assert lab.range(START, STOP) == 0
+    for store in stores:
+        with (lab.raw / "qsr_pos" / "2026-09-12" / f"{store}.csv").open("a") as f:
+            f.write(f"{store}-2026-09-12-Z,1,{store},2026-09-12T13:00:00-04:00,WRAP,1,8.00,,COMPLETED\n")
+    reason = status_reasons(capsys, START + DAY, START + 2 * DAY)[START + DAY]
+    assert named(reason) == {f"qsr_pos/2026-09-12/{s}.csv" for s in stores}, reason
+    assert "more" not in reason, reason

@@ -21,7 +21,7 @@ from collections.abc import Generator, Iterator
 from tasks import forks, nextdate
 from tasks.contract import awaited_file
 from tasks.freshness import identity
-from tasks.freshness.inputs import Window, diff_inputs, parse_inputs
+from tasks.freshness.inputs import Window, parse_inputs
 from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import Blocked, Node, State, raw_folders
 from tasks.freshness.rules import built_by_newer, diff_rules, iso_time, newer_version, same_settings, settings_at
@@ -163,12 +163,13 @@ class Engine(Memo):
 
     def _files_changed(self, node: Node, store: PartitionStore) -> str:
         """``input changed: new file ...`` when the partition's raw files are other files than it was built from
-        (a hotel's rules name the hotels whose extracts it reads: a late extract is a new file first); ''."""
+        (a hotel's rules name the hotels whose extracts it reads: a late extract is a new file first), naming
+        every file whose content changed as a check of its inputs does; ''."""
         window = self.window(node)
         full = self._manifest(store, node.key)[1] or {}
         if window is None or set(parse_inputs(full.get("inputs", []))) == {f.relpath for f in window.read}:
             return ""
-        return "input changed: " + diff_inputs(full.get("inputs", []), window.read)
+        return identity.check_inputs(self.zone(node), full, window, self.digest)[1]
 
     def _recent(self, node: Node, manifest: dict, window: Window) -> bool:
         """Whether a file was modified within the clock resolution of the build's listing: metadata cannot

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from tasks.freshness.inputs import diff_inputs, input_line, parse_inputs
+from tasks.freshness.inputs import describe_changes, diff_inputs, input_line, parse_inputs
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,36 +41,42 @@ def check_inputs(
     if trusted and side["input_fingerprint"] == fingerprint:
         return True, "" if metadata_same else SAME_CONTENT, None
     hashes = manifest.get("input_hashes")
-    if hashes is None or set(hashes) != {f.relpath for f in files}:  # no content hashes: metadata decides
-        ok = hashes is None and metadata_same
-        return ok, "" if ok else "input changed: " + diff_inputs(manifest.get("inputs", []), files), None
+    if hashes is None:  # built without content hashes: metadata decides
+        return (
+            metadata_same,
+            "" if metadata_same else "input changed: " + diff_inputs(manifest.get("inputs", []), files),
+            None,
+        )
     recorded = parse_inputs(manifest.get("inputs", []))
     known = dict(recorded)
     trusted_until = manifest.get("inputs_listed_ns", 0)
     if side is not None:
         known.update(parse_inputs(side["inputs"]))
         trusted_until = side["checked_ns"]
+    names = {f.relpath for f in files}
+    added, removed = names - set(recorded), set(recorded) - names
     suspects = [
-        f for f in files if known.get(f.relpath) != (f.size, f.mtime_ns) or f.mtime_ns + resolution > trusted_until
+        f
+        for f in files
+        if f.relpath in recorded
+        and (known[f.relpath] != (f.size, f.mtime_ns) or f.mtime_ns + resolution > trusted_until)
     ]
-    if not suspects:
+    if not suspects and not added and not removed:
         return True, "", None
-    resized = [f.relpath for f in suspects if known.get(f.relpath, (None,))[0] != f.size]
-    if resized:
-        return False, "input changed: " + ", ".join(f"changed {p}" for p in resized[:3]) + _more(resized), None
     checked_ns = time.time_ns()
-    changed = [f.relpath for f in suspects if digest(zone, f) != hashes[f.relpath]]
-    if changed:
-        return False, "input content changed: " + ", ".join(changed[:3]) + _more(changed), None
+    resized = {f.relpath for f in suspects if known[f.relpath][0] != f.size}
+    same_size = [f for f in suspects if f.relpath not in resized]
+    content = {f.relpath for f in same_size if f.relpath in hashes and digest(zone, f) != hashes[f.relpath]}
+    retimed = {f.relpath for f in same_size if f.relpath not in hashes and known[f.relpath] != (f.size, f.mtime_ns)}
+    if added or removed or resized or retimed:  # every file whose content changed, or cannot be compared
+        return False, "input changed: " + describe_changes(added, removed, resized | content, retimed), None
+    if content:
+        return False, "input content changed: " + ", ".join(sorted(content)), None
     note = "" if metadata_same else SAME_CONTENT
     if newest_mtime(files) + resolution > checked_ns:  # re-sent in this instant: hashed again next time
         return True, note, None
     lines = [input_line(f) for f in files if recorded.get(f.relpath) != (f.size, f.mtime_ns)]
     return True, note, {"input_fingerprint": fingerprint, "inputs": lines, "checked_ns": checked_ns}
-
-
-def _more(items: list) -> str:
-    return f" (+{len(items) - 3} more)" if len(items) > 3 else ""
 
 
 # -- failure records -------------------------------------------------------------------------------

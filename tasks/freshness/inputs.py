@@ -59,12 +59,21 @@ def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
 
 
 def diff_inputs(old: list[str], new: list[RawFile]) -> str:
+    """How the files ``new`` differ from the manifest lines ``old`` by their metadata alone: each file new,
+    removed, changed (another size) or of another modification time (the same size: content not compared)."""
     before = parse_inputs(old)
     after = {f.relpath: (f.size, f.mtime_ns) for f in new}
-    added = sorted(set(after) - set(before))
-    removed = sorted(set(before) - set(after))
-    changed = sorted(p for p in set(after) & set(before) if after[p] != before[p])
-    parts = [
-        f"{what} {p}" for what, ps in (("new file", added), ("removed", removed), ("changed", changed)) for p in ps
-    ]
-    return ", ".join(parts[:3]) + (f" (+{len(parts) - 3} more)" if len(parts) > 3 else "")
+    common = set(after) & set(before)
+    return describe_changes(
+        added=set(after) - set(before),
+        removed=set(before) - set(after),
+        changed={p for p in common if after[p][0] != before[p][0]},
+        retimed={p for p in common if after[p][0] == before[p][0] and after[p] != before[p]},
+    )
+
+
+def describe_changes(added=(), removed=(), changed=(), retimed=()) -> str:
+    """``new file a, removed b, changed c, modification time changed d``: every file, each kind sorted by
+    path. ``retimed``: files whose time changed, their content not compared (no content hash of them)."""
+    kinds = (("new file", added), ("removed", removed), ("changed", changed), ("modification time changed", retimed))
+    return ", ".join(f"{what} {p}" for what, paths in kinds for p in sorted(paths))
