@@ -371,3 +371,22 @@ def test_the_json_reason_names_every_file_that_changed(lab, setting, capsys):
     reason = status_reasons(capsys, START + DAY, START + 2 * DAY)[START + DAY]
     assert named(reason) == {f"qsr_pos/2026-09-12/{s}.csv" for s in stores}, reason
     assert "more" not in reason, reason
+
+
+def test_without_recorded_hashes_a_touched_file_is_named_for_its_time_not_as_changed(lab, setting, capsys):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    assert lab.range(START, STOP) == 0
+    for path in (lab.data / "staging/qsr_pos").glob("*/_manifest.json"):  # as an older release wrote them
+        m = json.loads(path.read_text())
+        del m["input_hashes"]
+        path.write_text(json.dumps(m))
+    folder = lab.raw / "qsr_pos" / "2026-09-12"
+    os.utime(folder / "S001.csv")
+    with (folder / "S002.csv").open("a") as f:
+        f.write("S002-2026-09-12-Z,1,S002,2026-09-12T13:00:00-04:00,WRAP,1,8.00,,COMPLETED\n")
+    items = status_reasons(capsys, START + DAY, START + 2 * DAY)[START + DAY].split(": ", 1)[1].split(", ")
+    assert sorted(items) == [
+        f"changed {folder.relative_to(lab.raw)}/S002.csv",
+        f"modification time changed {folder.relative_to(lab.raw)}/S001.csv",
+    ]
