@@ -40,8 +40,10 @@ class BusinessDateParameter(DateParameter):
 
 class MorningRefresh(luigi.WrapperTask):
     """Each morning, a RangeDaily of every dataset the catalogue marks ``refresh``: the last
-    ``[ads] restatement_days`` dates of a restated one, yesterday's of the others (docs/backfills.md).
-    Until today's POS folder arrives the run exits 20 (missing data): rerun later."""
+    ``[ads] restatement_days`` dates of a restated one, yesterday's of the others; a look-back's range
+    starts where its first window starts, so that every window over a date its range rebuilds or checks is
+    rebuilt too (docs/operations.md, "The morning refresh"). Until today's POS folder arrives the run exits
+    20 (missing data): rerun later."""
 
     resources = property(lambda self: sftp_slot())
 
@@ -59,7 +61,17 @@ class MorningRefresh(luigi.WrapperTask):
             "yesterday": today - dt.timedelta(days=1),
         }
         for spec in sorted((d for d in catalogue.DATASETS if d.refresh), key=lambda d: d.refresh != "restated"):
-            yield RangeDaily(of=spec.task, start=back[spec.refresh], stop=today, now=_epoch(today))
+            yield RangeDaily(
+                of=spec.task, start=first_read(spec.task, back[spec.refresh]), stop=today, now=_epoch(today)
+            )
+
+
+def first_read(cls: type, day: dt.date) -> dt.date:
+    """The first date that partition ``day`` of ``cls`` reads of its upstream (``day`` itself when it reads
+    none): where a look-back's refresh starts. Its windows from ``day`` on read the upstream dates from
+    there, and the run rebuilds any of them that is stale; each window over such a date must be rebuilt after
+    it, and the windows from there on are those (a window up to date costs only its check)."""
+    return min([day, *(up.date for up in cls(date=day).upstream())])
 
 
 def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> tuple[list[dt.date], str]:

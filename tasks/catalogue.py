@@ -44,7 +44,9 @@ class Dataset:
     reads: str  # what one partition reads
     measure: str = ""  # the main measure's column (net sales, spend, rooms on the books): previews sum it
     source: str = ""  # the raw zone's source folder it reads (contract, docs/raw-zone.md); "" for a mart
-    refresh: str = ""  # what the morning refresh builds: "yesterday", "restated" (the last [ads] restatement_days)
+    # what the morning refresh builds: "yesterday", "restated" (the last [ads] restatement_days); a look-back's
+    # range starts where its first date's window starts (tasks.backfill.first_read)
+    refresh: str = ""
 
     def __post_init__(self):
         if self.partition not in KINDS:

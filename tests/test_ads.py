@@ -175,19 +175,21 @@ def _manifest(lab, dataset: str, date: dt.date) -> dict:
     return json.loads((lab.partition(date, dataset) / "_manifest.json").read_text())
 
 
+def morning_of(lab, today: dt.date) -> None:
+    """Yesterday's POS and hotel extract folders, which the morning refresh of ``today`` also builds."""
+    lab.qsr_days(today - 2 * DAY, 2)  # POS folders today-2 .. today
+    booking = f"B1,H1,{today - DAY}T12:00:00-04:00,CREATED,{today + 6 * DAY},{today + 7 * DAY},1,100.00,direct"
+    lab.hotel_extract(today - DAY, "H1", [booking])
+
+
 def test_morning_refresh_builds_the_last_days_and_then_runs_nothing(ads_lab):
     today = dt.date(2026, 10, 4)
-    ads_lab.qsr_days(dt.date(2026, 10, 2), 2)  # POS folders 10-02 .. 10-04
-    extract = ads_lab.raw / "hotel_bookings" / "2026-10-03" / "H1.csv"
-    extract.parent.mkdir(parents=True)
-    extract.write_text(
-        "booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel\n"
-        "B1,H1,2026-10-03T12:00:00-04:00,CREATED,2026-10-10,2026-10-11,1,100.00,direct\n"
-    )
+    morning_of(ads_lab, today)
     assert ads_lab.luigi("MorningRefresh", "--today", str(today)) == 0
-    # the last 7 dates, and on a first morning the ads_daily dates their windows read (from 09-21)
-    assert set(ads_lab.built_at("staging/ads_daily")) == days(dt.date(2026, 9, 21), dt.date(2026, 10, 3))
-    assert set(ads_lab.built_at("marts/ads_rolling_7d")) == days(dt.date(2026, 9, 27), dt.date(2026, 10, 3))
+    # the last 7 ads_daily dates, the windows over each ads_daily date they read (from 09-21), and on a first
+    # morning the ads_daily dates those read (from start_date, 09-20)
+    assert set(ads_lab.built_at("staging/ads_daily")) == days(FIRST, dt.date(2026, 10, 3))
+    assert set(ads_lab.built_at("marts/ads_rolling_7d")) == days(dt.date(2026, 9, 21), dt.date(2026, 10, 3))
     assert set(ads_lab.built_at("staging/qsr_pos")) == {dt.date(2026, 10, 3)}  # yesterday
     assert set(ads_lab.built_at("staging/hotel_bookings_daily")) == {dt.date(2026, 10, 3)}
     datasets = ("staging/ads_daily", "marts/ads_rolling_7d", "staging/qsr_pos", "staging/hotel_bookings_daily")
@@ -196,6 +198,35 @@ def test_morning_refresh_builds_the_last_days_and_then_runs_nothing(ads_lab):
     assert ads_lab.luigi("MorningRefresh", "--today", str(today)) == 0
     assert ads_lab.files() == files  # an unchanged morning runs nothing and writes nothing
     assert {ds: ads_lab.built_at(ds) for ds in before} == before
+
+
+def test_morning_refresh_rebuilds_every_window_a_resent_or_late_export_changes(ads_lab):
+    """Export 10-03 is re-sent with more conversions for 09-26, and export 10-02 lands two days late (the
+    newest for 09-25): the refresh of 10-04 rebuilds those ads_daily dates, and every window that reads
+    them (09-25 .. 10-03), not only the last 7; nothing is left stale."""
+    from tasks.views import status
+
+    today = dt.date(2026, 10, 4)
+    late = ads_lab.raw / "ads" / "2026-10-02"
+    shutil.rmtree(late)
+    assert ads_lab.range(FIRST, today, of="AdsRolling7d") == 0
+    morning_of(ads_lab, today)
+    resent, day = ads_lab.raw / "ads" / "2026-10-03" / "ads.csv", dt.date(2026, 9, 26)
+    resent.write_text(
+        resent.read_text().replace(f"{day},C1,google,1000,50,10.00,7,", f"{day},C1,google,1000,50,10.00,107,")
+    )
+    ads_lab.ads_export(dt.date(2026, 10, 2), FIRST)
+    assert ads_lab.luigi("MorningRefresh", "--today", str(today)) == 0
+    rows = status.collect(FIRST, today, ["ads_daily", "ads_rolling_7d"])
+    assert [(r.dataset, r.date, r.reason) for r in rows if r.state not in ("ok", "provisional")] == []
+    daily = {
+        d: dict((c, n) for c, n in day_rows(ads_lab, "staging/ads_daily", "campaign_id, conversions", d))
+        for d in days(FIRST, today - DAY)
+    }
+    assert daily[day]["C1"] == 107 and daily[dt.date(2026, 9, 25)]["C1"] == 7
+    for window in days(FIRST, today - DAY):  # each window sums its ads_daily days as they are now
+        expected = sum(daily[d]["C1"] for d in days(max(FIRST, window - 6 * DAY), window))
+        assert rolling(ads_lab, window)[0][:3:2] == ("C1", expected), window
 
 
 def test_status_shows_a_window_waiting_for_its_upstream(ads_lab):

@@ -112,12 +112,18 @@ def test_the_morning_refresh_builds_what_the_catalogue_marks(lab, setting):
     from tasks.backfill import MorningRefresh
 
     setting("ads", "restatement_days", 5)
+    setting("daybreak", "start_date", DAY - dt.timedelta(days=30))
     ranges = list(MorningRefresh(today=DAY).requires())
     marked = [d for d in catalogue.DATASETS if d.refresh]
     assert sorted(r.of.entry.name for r in ranges) == sorted(d.name for d in marked)
     back = {"restated": DAY - dt.timedelta(days=5), "yesterday": DAY - dt.timedelta(days=1)}
+    # the look-back starts where the window of its first date starts (not before start_date)
+    first = {"ads_rolling_7d": DAY - dt.timedelta(days=11)}
     for r in ranges:
-        assert (r.start, r.stop) == (back[r.of.entry.refresh], DAY), r.of.entry.name
+        assert (r.start, r.stop) == (first.get(r.of.entry.name, back[r.of.entry.refresh]), DAY), r.of.entry.name
+    setting("daybreak", "start_date", DAY - dt.timedelta(days=8))
+    starts = {r.of.entry.name: r.start for r in MorningRefresh(today=DAY).requires()}
+    assert starts["ads_rolling_7d"] == DAY - dt.timedelta(days=8)
 
 
 def test_status_shows_every_dataset_and_each_command_offers_each(lab, capsys):
