@@ -101,7 +101,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _stop_before_default_start("plan", args, start)
     result = plan.make_plan(args.dataset, start, stop, args.workers)
     print(plan.render(result))
-    return 1 if result.runs or result.maybe or result.blocked or result.left_over else 0
+    return result.exit_code
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -234,7 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML grid to FILE")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("plan", help="dry run of a backfill: what would run and why; exit 0 when nothing would")
+    p = sub.add_parser(
+        "plan",
+        help="dry run of a backfill: what would run and why; exit 0 nothing to do, 1 work to do, 20 only waiting",
+    )
     p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: as for status)")
     p.add_argument("--stop", type=_date, help="last date, exclusive (default: as for status)")

@@ -249,6 +249,24 @@ def test_status_shows_a_window_waiting_for_its_upstream(ads_lab):
     assert [r.state for r in rows].count("provisional") == 2 * 6  # 09-28 .. 10-03 of each
 
 
+def test_plan_exits_20_when_nothing_would_run_but_a_date_waits_for_its_export(ads_lab, capsys):
+    """ads_daily 10-04 waits for export 10-05, and the window 10-04 for it: nothing to do but wait, the code
+    of a run that waits for raw data (20), not 1 (work to do); with a partition to rebuild as well, 1."""
+    from tasks.cli import main
+
+    stop = dt.date(2026, 10, 5)
+    assert ads_lab.range(FIRST, stop - DAY, of="AdsRolling7d") == 0
+    capsys.readouterr()
+    for dataset in ("ads_daily", "ads_rolling_7d"):
+        assert main(["plan", dataset, "--start", str(FIRST), "--stop", str(stop)]) == 20, dataset
+        out = capsys.readouterr().out
+        assert out.startswith(f"{dataset}: 0 partitions would run, 1 waits for raw data\n"), out
+        assert "  wait  2026-10-04  " in out, out
+    shutil.rmtree(ads_lab.partition(dt.date(2026, 9, 25), "staging/ads_daily"))
+    assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 1
+    assert capsys.readouterr().out.startswith("ads_daily: 1 partition would run, 1 waits for raw data\n")
+
+
 def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_lab, capsys):
     from tasks.cli import DATASET_NAMES, main
     from tasks.views import status

@@ -197,12 +197,12 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     assert lab.luigi("AllStores") == 0
     assert main(["plan", "store_daily_sales", "--start", str(start), "--stop", str(stop)]) == 0
     capsys.readouterr()
-    assert main(["plan", "otb_by_stay_date", "--start", str(start), "--stop", str(stop)]) == 1
+    assert main(["plan", "otb_by_stay_date", "--start", str(start), "--stop", str(stop)]) == 20  # only waits
     out = capsys.readouterr().out
     # no hotel extract yet: its range is start_date alone, and it waits for that folder (not empty books)
     assert "otb_by_stay_date: 0 partitions would run, 1 waits for raw data" in out
     assert "wait  (all)  upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data" in out
-    assert main(["plan", "hotel_pickup", "--start", str(start), "--stop", str(stop)]) == 1
+    assert main(["plan", "hotel_pickup", "--start", str(start), "--stop", str(stop)]) == 20
     out = capsys.readouterr().out
     assert "hotel_pickup: 0 partitions would run, 10 wait for raw data" in out  # 2 dates x 5 hotels
     assert "wait  2026-09-01 H1  upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data" in out

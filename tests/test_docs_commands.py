@@ -62,8 +62,9 @@ CRON = re.compile(r"^([\d*/,-]+ ){5}(?P<command>.+)$")
 ENV_ASSIGNMENT = re.compile(r"^(\w+=\S*\s+)+")
 INSTALL_PATH = "/srv/daybreak"  # docs/operations.md's deployment folder: the clone in these tests
 # documented exit status of commands that do not end in 0 on the sample data (docs/operations.md):
-# 20, a raw folder has not arrived (the sample has no exports for today); plan: 0 nothing to do, 1 work
-EXPECTED_EXIT = [("MorningRefresh", {20}), ("daybreak plan ", {0, 1}), ("--days-back 7", {0, 20})]
+# 20, a raw folder has not arrived (the sample has no exports for today); plan: 0 nothing to do, 1 work,
+# 20 only waiting for raw data
+EXPECTED_EXIT = [("MorningRefresh", {20}), ("daybreak plan ", {0, 1, 20}), ("--days-back 7", {0, 20})]
 
 
 @dataclass(frozen=True)

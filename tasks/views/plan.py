@@ -23,6 +23,9 @@ from tasks.views.leftover import data_root_rows
 from tasks.views.rows import LEFT_OVER
 from tasks.views.status import DATASETS, day_status, failure, shorten
 
+EXIT_WORK = 1  # a partition would run or may run, or a hotel's partitions are left over (docs/operations.md)
+EXIT_WAITING = 20  # nothing to do but partitions that wait for raw data: Luigi's missing_data, as the run would exit
+
 
 @dataclass
 class Plan:
@@ -54,6 +57,13 @@ class Plan:
     newer: list[tuple[dt.date | str, str]] = field(default_factory=list)
     # what reads the partitions of ``maybe`` (dataset -> partitions) beyond ``downstream``: may go stale
     downstream_maybe: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """0 nothing to do, 1 work to do (whatever waits), 20 nothing to do but partitions waiting for raw data."""
+        if self.runs or self.maybe or self.left_over:
+            return EXIT_WORK
+        return EXIT_WAITING if self.blocked else 0
 
     @property
     def kind(self) -> str:
