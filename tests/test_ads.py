@@ -533,7 +533,8 @@ def test_plan_of_the_windows_names_the_later_windows_the_upstream_it_rebuilds_fi
 
 def test_a_later_start_date_rebuilds_only_the_windows_it_cuts(ads_lab, setting):
     """start_date moves from 09-20 to 09-22: the windows up to 09-27 lose a day or two and are rebuilt; those
-    from 09-28 on (09-22 .. 09-28 and later) read the same days as before and are kept."""
+    from 09-28 on (09-22 .. 09-28 and later) read the same days as before and are kept. A window records
+    start_date only where it cuts it: the reason says the new value, and does not call the old one none."""
     stop = dt.date(2026, 10, 4)
     assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
     before = snapshot(ads_lab)
@@ -542,10 +543,15 @@ def test_a_later_start_date_rebuilds_only_the_windows_it_cuts(ads_lab, setting):
     from tasks.views import status
 
     reasons = {r.date: r.reason for r in status.collect(later, stop, ["ads_rolling_7d"])}
-    assert reasons[dt.date(2026, 9, 27)] == f"rules changed: start_date (none) -> '{later}'", reasons
+    assert f"start_date now '{later}'" in reasons[dt.date(2026, 9, 27)], reasons
+    assert "(none)" not in reasons[dt.date(2026, 9, 27)], reasons
     assert ads_lab.range(later, stop, of="AdsRolling7d") == 0
     assert changed(before, snapshot(ads_lab))["marts/ads_rolling_7d"] == days(later, dt.date(2026, 9, 27))
     assert [r[-1] for r in rolling(ads_lab, dt.date(2026, 9, 27))] == [6, 6]  # 09-22 .. 09-27
+    setting("daybreak", "start_date", FIRST)  # back: 09-27's window is whole again
+    reasons = {r.date: r.reason for r in status.collect(FIRST, stop, ["ads_rolling_7d"])}
+    assert f"start_date no longer '{later}'" in reasons[dt.date(2026, 9, 27)], reasons
+    assert "(none)" not in reasons[dt.date(2026, 9, 27)], reasons
 
 
 def test_a_window_over_a_failed_day_says_the_day_failed_in_status_and_plan(ads_lab, capsys):

@@ -51,8 +51,10 @@ ROLL_BACK = "change this host's settings again (or touch its luigi.cfg) and reru
 
 
 def diff_rules(old: dict, new: dict) -> str:
-    """Each setting that differs, ``name old -> new``; of a table of settings (hotels' timezones), only its
-    entries that differ, ``name[key] old -> new``."""
+    """Each setting that differs, ``name old -> new``; one that one side does not record, ``name now new`` or
+    ``name no longer old`` (a window records start_date only where it cuts it, and a rules dict from an older
+    version may lack a setting: its value there is not known, not none); of a table of settings (hotels'
+    timezones), only its entries that differ, ``name[key] old -> new``."""
     changed = []
     for k in sorted(set(old) | set(new)):
         was, now = old.get(k), new.get(k)
@@ -64,12 +66,16 @@ def diff_rules(old: dict, new: dict) -> str:
                 for e in sorted(set(was) | set(now))
                 if was.get(e) != now.get(e)
             ]
+        elif was is None:
+            changed.append(f"{k} now {now!r}")
+        elif now is None:
+            changed.append(f"{k} no longer {was!r}")
         else:
-            changed.append(f"{k} {_shown(was)} -> {_shown(now)}")
+            changed.append(f"{k} {was!r} -> {now!r}")
     return ", ".join(changed) or "fingerprint differs"
 
 
 def _shown(value) -> str:
-    """A setting's value in a reason; ``(none)`` where the rules do not have it (a window start_date does not
-    cut, a hotel not in the list)."""
+    """An entry of a table of settings in a reason; ``(none)`` where the settings do not have it (a hotel not
+    in the list has no timezone)."""
     return "(none)" if value is None else repr(value)
