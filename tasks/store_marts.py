@@ -249,15 +249,16 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
 
     def upstream(self) -> list[PartitionedTask]:
         """Every staging date built, and every date from ``[daybreak] start_date`` whose raw folder is there
-        but the newest (which waits for the next): a staging partition deleted or not built yet is rebuilt
-        first, never left out of the store's rows."""
+        but the newest (which waits for the next), whose business day is over (as a range's: a partial day is no
+        day's sales): a staging partition deleted or not built yet is rebuilt first, never left out of the
+        store's rows."""
         start = settings.daybreak().start_date
         staging = StgQsrPos(date=start)
         dates = set(staging.store().listed_dates())
         engine = luigi_engine()
         folders = _folder_dates(engine, engine.zone(staging), start)
         dates.update(folders[:-1])
-        return [StgQsrPos(date=d) for d in sorted(dates)]
+        return [StgQsrPos(date=d) for d in sorted(dates) if not settings.not_over(d)]
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("store_versions", {}).get(self.store_id, "no files")
