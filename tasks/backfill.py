@@ -112,8 +112,7 @@ def report_left_out(family: str, of: type, start: dt.date, stop: dt.date, now: i
 
 
 def describe_left_out(dates: list[dt.date], why: str, total: int) -> str:
-    span = f"{dates[0]}" if len(dates) == 1 else f"{dates[0]} .. {dates[-1]}"
-    return f"{len(dates)} of {total} dates left out ({span}): {why}"
+    return f"{len(dates)} of {total} dates left out ({names.dates_span(dates)}): {why}"
 
 
 _reported: set[str] = set()

@@ -316,6 +316,22 @@ def test_plan_and_range_runs_say_how_many_future_dates_they_leave_out(lab):
     assert f"RangeSingleRun StgQsrPos: 2 of 3 dates left out ({today} .. {today + DAY})" in proc.stderr
 
 
+def test_plan_names_each_stretch_of_dates_it_leaves_out_with_its_own_reason(lab, setting):
+    """start_date moved later, and a range into today: the dates before start_date and the days not over are two
+    stretches, each with its reason, not one span over the dates between them, which the run builds."""
+    today = business_today()
+    setting("daybreak", "start_date", today - 3 * DAY)
+    lab.qsr_days(today - 3 * DAY, 3)
+    made = plan.make_plan("stg_qsr_pos", today - 6 * DAY, today + 2 * DAY)
+    left = [line.strip() for line in plan.render(made).splitlines() if "dates left out" in line]
+    assert len(left) == 2, left
+    assert left[0].startswith(f"3 of 8 dates left out ({today - 6 * DAY} .. {today - 4 * DAY}): "), left
+    assert f"start_date {today - 3 * DAY}" in left[0], left
+    assert left[1].startswith(f"2 of 8 dates left out ({today} .. {today + DAY}): "), left
+    assert f"today is {today}" in left[1], left
+    assert [d for d, *_ in made.runs] == [today - 3 * DAY, today - 2 * DAY, today - DAY]
+
+
 def test_a_stray_future_folder_is_ignored_and_named(lab, caplog, setting):
     """A folder dated after tomorrow neither stretches a range nor makes one wait: the newest folder
     dated up to tomorrow counts. (It used to be clamped to tomorrow, so OtbByStayDate waited every day

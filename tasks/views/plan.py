@@ -40,8 +40,8 @@ class Plan:
     workers: int
     start: dt.date
     stop: dt.date
-    left_out: list[dt.date] = field(default_factory=list)  # not begun or not over: the run leaves them out
-    left_out_why: str = ""
+    left_out: list[dt.date] = field(default_factory=list)  # before start_date or not over: the run leaves them out
+    left_out_why: list[tuple[list[dt.date], str]] = field(default_factory=list)  # each stretch of them, and why
     previews: list[dict] = field(default_factory=list)  # open previews of the dataset over the range
     # (partition, reason) of each that reads a key's slice of a not-ok upstream: the run rebuilds the upstream
     # first, then the partition only if its slice changed, which is not known before (docs/backfills.md)
@@ -127,7 +127,7 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
             cls = DATASETS[dataset]
             earlier, why_earlier = before_start(start, stop)  # kept as built, never rebuilt
             later, why = left_out(plan.mode[0], cls, start, stop)
-            plan.left_out_why = "; ".join(w for dates, w in ((earlier, why_earlier), (later, why)) if dates)
+            plan.left_out_why = [(dates, w) for dates, w in ((earlier, why_earlier), (later, why)) if dates]
             plan.left_out = earlier + later
             rebuilt, pending = _classify(
                 plan, [(d, cls(date=d)) for d in date_range(start, stop) if d not in set(plan.left_out)], cache
@@ -248,8 +248,8 @@ def render(plan: Plan) -> str:
         f"{plan.dataset}: {runs} partition{'' if runs == 1 else 's'} would run{maybe}, "
         f"{waits} wait{'s' if waits == 1 else ''} for raw data{newer}{left}"
     ]
-    if plan.left_out:
-        lines.append("  " + describe_left_out(plan.left_out, plan.left_out_why, (plan.stop - plan.start).days))
+    for dates, why in plan.left_out_why:
+        lines.append("  " + describe_left_out(dates, why, (plan.stop - plan.start).days))
     for name in dict.fromkeys(name for name, *_ in plan.first):
         rows = [(label, f"{state}: {reason}".rstrip(": ")) for n, label, state, reason in plan.first if n == name]
         for first, last, n, reason in _grouped(rows):
