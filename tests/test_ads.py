@@ -281,7 +281,7 @@ def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_l
     assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop), "--workers", "2"]) == 1
     out = capsys.readouterr().out
     assert "ads_daily: 6 partitions would run, 0 wait for raw data" in out  # 09-29 .. 10-04
-    assert "run   2026-09-29  stale: input changed: new file ads/2026-10-06/ads.csv" in out
+    assert "run   2026-09-29 .. 2026-10-04 (6 partitions)  stale: input changed: new file ads/2026-10-06/ads.csv" in out
     # the built windows that read them: 09-29 .. 10-04 (10-05 reads 10-04 too, but was never built)
     days_listed = "2026-09-29, 2026-09-30, 2026-10-01, 2026-10-02, 2026-10-03, 2026-10-04"
     assert f"then stale downstream: ads_rolling_7d {days_listed}\n" in out

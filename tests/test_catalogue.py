@@ -205,7 +205,8 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     assert main(["plan", "hotel_pickup", "--start", str(start), "--stop", str(stop)]) == 20
     out = capsys.readouterr().out
     assert "hotel_pickup: 0 partitions would run, 10 wait for raw data" in out  # 2 dates x 5 hotels
-    assert "wait  2026-09-01 H1  upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data" in out
+    waits = "wait  2026-09-01 H1 .. 2026-09-02 H5 (10 partitions)"  # in a row with the same reason: one line
+    assert f"{waits}  upstream staging/hotel_bookings_daily 2026-09-01 waits for raw data" in out
     extract = lab.raw / "hotel_bookings" / str(start) / "H1.csv"
     extract.parent.mkdir(parents=True)
     extract.write_text("booking_id,hotel_id,event_at,event,arrival_date,departure_date,rooms,rate,channel\n")

@@ -525,6 +525,25 @@ def test_plan_lines_group_only_dates_in_a_row():
     assert f"  may   {day + 5 * DAY}: may rebuild" in shown, shown
 
 
+@pytest.mark.unit
+def test_plan_runs_of_dates_in_a_row_with_the_same_reason_are_one_line_each():
+    """A first build of two years printed a ``run`` line per date (735): one per run of dates in a row with the
+    same state and reason, as the plan's first, may and newer lines; the plan itself keeps every date."""
+    from tasks.views import plan as views_plan
+
+    day = dt.date(2024, 12, 1)
+    runs = [(day + k * DAY, "missing", "no partition") for k in range(735)]
+    runs += [(day + 736 * DAY, "missing", "no partition"), (day + 737 * DAY, "stale", "input changed")]
+    made = views_plan.Plan("stg_qsr_pos", runs, [], [], {}, None, 1, day, day + 738 * DAY)
+    shown = [line for line in views_plan.render(made).splitlines() if line.startswith("  run   ")]
+    assert shown == [
+        f"  run   {day} .. {day + 734 * DAY} (735 partitions)  missing: no partition",
+        f"  run   {day + 736 * DAY}  missing: no partition",  # not in a row with them
+        f"  run   {day + 737 * DAY}  stale: input changed",
+    ]
+    assert len(made.runs) == 737
+
+
 def test_a_failed_day_whose_partition_is_kept_shows_its_rows(lab, capsys):
     """The previous build stays in place when a rebuild fails, and readers still get its rows: --json gives
     them (and its build time), as for a stale day; a day never built has none."""

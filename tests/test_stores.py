@@ -291,7 +291,7 @@ def test_plan_counts_the_stores_the_sensor_has_not_registered_yet(lab, setting, 
     capsys.readouterr()
     assert main(args) == 1
     out = capsys.readouterr().out
-    assert "store_daily_sales: 2 partitions would run" in out and "  run   S001  missing" in out, out
+    assert "store_daily_sales: 2 partitions would run" in out and "  run   S001 .. S002 (2 partitions)  missing" in out
     assert lab.luigi("AllStores") == 0
     assert main(args) == 0
     new_day = START + dt.timedelta(days=3)

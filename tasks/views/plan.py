@@ -253,15 +253,15 @@ def render(plan: Plan) -> str:
     for name in dict.fromkeys(name for name, *_ in plan.first):
         rows = [(label, f"{state}: {reason}".rstrip(": ")) for n, label, state, reason in plan.first if n == name]
         for first, last, n, reason in _grouped(rows):
-            lines.append(
-                f"  first {name} {first if n == 1 else f'{first} .. {last} ({n} partitions)'}  {shorten(reason)}"
-            )
-    lines += [f"  run   {d}  {state}: {shorten(reason)}" for d, state, reason in plan.runs]
+            lines.append(f"  first {name} {_stretch(first, last, n)}  {shorten(reason)}")
+    for first, last, n, reason in _grouped([(label, f"{state}: {reason}") for label, state, reason in plan.runs]):
+        lines.append(f"  run   {_stretch(first, last, n)}  {shorten(reason)}")
     for first, last, n, reason in _grouped(plan.maybe):
-        lines.append(f"  may   {first if n == 1 else f'{first} .. {last} ({n} partitions)'}: {shorten(reason)}")
-    lines += [f"  wait  {d}  {shorten(reason)}" for d, reason in plan.blocked]
+        lines.append(f"  may   {_stretch(first, last, n)}: {shorten(reason)}")
+    for first, last, n, reason in _grouped(plan.blocked):
+        lines.append(f"  wait  {_stretch(first, last, n)}  {shorten(reason)}")
     for first, last, n, reason in _grouped(plan.newer):
-        lines.append(f"  newer {first if n == 1 else f'{first} .. {last} ({n} partitions)'}  {shorten(reason)}")
+        lines.append(f"  newer {_stretch(first, last, n)}  {shorten(reason)}")
     if plan.same_content:
         first, last, n = plan.same_content[0], plan.same_content[-1], len(plan.same_content)
         shown = dates_span(plan.same_content) or (str(first) if n == 1 else f"{first} .. {last}")
@@ -324,6 +324,11 @@ def _listed(keys: list[str]) -> str:
         spans.setdefault(", ".join(f"{a} .. {b}" if n > 1 else str(a) for a, b, n, _ in runs), []).append(key)
     shown = [f"{span} {', '.join(k for k in names if k)}".rstrip() for span, names in spans.items()]
     return f"{'; '.join(shown[:10])}{' ...' if len(shown) > 10 else ''} ({len(keys)} partitions)"
+
+
+def _stretch(first, last, n: int) -> str:
+    """A run of :func:`_grouped` as a plan line names it: ``2026-09-01 .. 2026-09-30 (30 partitions)``, or its one."""
+    return str(first) if n == 1 else f"{first} .. {last} ({n} partitions)"
 
 
 def _next(last, label) -> bool:
