@@ -455,6 +455,47 @@ def test_status_shows_one_state_per_day_for_the_hotel_pickups_naming_the_hotels(
     assert [(r.state, r.reason) for r in later] == [("waiting", waits)] * 2
 
 
+def test_status_of_pending_pickups_finds_the_failure_they_wait_on_once_per_partition_of_the_chain(
+    hotel_lab, monkeypatch
+):
+    """Every pickup waits on the nearest failed partition up its chain. Status finds it for each partition of
+    the chain once, not by a walk down the chain from every pickup, so the times a partition's upstream is
+    asked for do not grow with the chain's length or the number of hotels."""
+    from collections import Counter
+
+    from tasks.hotels import HotelBookingState, HotelPickup, StgHotelBookingsDaily
+    from tasks.reference import hotels
+    from tasks.views import status
+
+    days = 8
+    stop = FIRST + days * DAY
+    for k in range(4, days):  # the fixture's extracts run to 09-13: up to 09-17
+        day = FIRST + k * DAY
+        write(hotel_lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    failing = (FIRST, FIRST + 3 * DAY)  # an extract of a hotel not in the list fails these two dates
+    for day in failing:
+        write(hotel_lab, day, "H9", [f"N1,H9,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) != 0
+    asked: Counter[str] = Counter()
+    for cls in (StgHotelBookingsDaily, HotelBookingState, HotelPickup):
+
+        def counted(self, upstream=cls.upstream):
+            asked[self.task_id] += 1
+            return upstream(self)
+
+        monkeypatch.setattr(cls, "upstream", counted)
+    rows = status.collect(FIRST, stop, ["hotel_pickup"])
+    assert [r.state for r in rows] == ["pending"] * days
+    for row in rows:  # the nearest failure: the first date's, then the fourth's from that date on
+        root = failing[row.date >= failing[1]]
+        head = f"hotel {', '.join(hotels())}: may rebuild once its upstream is rebuilt: "
+        assert row.reason.startswith(f"{head}staging/hotel_bookings_daily {root} (failed: "), row
+        assert f"hotel_bookings/{root}/H9.csv: hotel not in" in row.reason, row
+    assert len(asked) == (days - 1) + days + days * len(hotels())  # the states the pickups read, staging, pickups
+    assert max(asked.values()) <= 4, asked.most_common(3)  # 30 and more before: once per later pickup
+
+
 def test_all_hotels_pickup_asks_for_every_date_of_its_range(hotel_lab):
     from tasks.hotels import AllHotelsPickup
     from tasks.reference import hotels

@@ -70,7 +70,11 @@ def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
 
 def failure(task: MaterializedTask, cache: Engine) -> str:
     """The error of the partition's last build when it failed and that still applies (same rules, inputs and
-    upstream; no build since); '' otherwise."""
+    upstream; no build since); '' otherwise. Once per pass: every reader of a failed partition asks."""
+    return cache.once_per_pass(("failure", task.task_id), _failure, task, cache)
+
+
+def _failure(task: MaterializedTask, cache: Engine) -> str:
     store, day = cache.store(task), task.key
     if task.state(cache).ok:
         return ""
@@ -87,23 +91,36 @@ def failure(task: MaterializedTask, cache: Engine) -> str:
 
 
 def failed_upstream(task: MaterializedTask, cache: Engine) -> str:
-    """``<partition> (failed: <error's first line>)`` of the first upstream partition, directly or through
-    another, whose failure still applies; '' when none: what a partition that may rebuild waits on."""
-    stack, seen = list(task.upstream()), set()
+    """``<partition> (failed: <error's first line>)`` of the nearest upstream partition, directly or through
+    others that may rebuild, whose failure still applies (the first in upstream order among the nearest);
+    '' when none: what a partition that may rebuild waits on. Found once per partition of the pass, from its
+    upstream's answers (the pickups of a chain's days: one walk of it, not one each), by an explicit stack
+    (a chain is deeper than Python's recursion limit)."""
+    memo = cache.once_per_pass(("failed upstream",), dict)  # task id -> (links away, text), or None
+    stack = [(task, None)]
     while stack:
-        up = stack.pop(0)
-        if up.task_id in seen:
+        node, ups = stack[-1]
+        if node.task_id in memo:
+            stack.pop()
             continue
-        seen.add(up.task_id)
-        state = cache.state(up)
-        if state.ok:
+        if ups is None:  # first visit: its not-ok upstream, and what its own failure is
+            ups = [(up, failure(up, cache)) for up in node.upstream() if not cache.state(up).ok]
+            stack[-1] = (node, ups)
+        through = {up.task_id for up, error in ups if not error and cache.state(up).may_rebuild}
+        todo = [up for up, _ in ups if up.task_id in through and up.task_id not in memo]
+        if todo:
+            stack.extend((up, None) for up in reversed(todo))
             continue
-        error = failure(up, cache)
-        if error:
-            return f"{freshness.label(up)} (failed: {error.splitlines()[0]})"
-        if state.may_rebuild:
-            stack.extend(up.upstream())
-    return ""
+        found = [
+            (1, f"{freshness.label(up)} (failed: {error.splitlines()[0]})")
+            if error
+            else (memo[up.task_id][0] + 1, memo[up.task_id][1])
+            for up, error in ups
+            if error or (up.task_id in through and memo[up.task_id])
+        ]
+        memo[node.task_id] = min(found, key=lambda f: f[0]) if found else None  # the first of the nearest
+        stack.pop()
+    return memo[task.task_id][1] if memo[task.task_id] else ""
 
 
 def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
