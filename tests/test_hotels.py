@@ -828,6 +828,61 @@ def test_the_partitions_of_a_hotel_taken_off_the_list_are_left_over_in_status_an
         reference.hotels.cache_clear()
 
 
+def test_a_hotel_put_back_with_its_extracts_has_pickups_that_may_rebuild_and_the_run_finds_them_up_to_date(
+    hotel_lab, setting, capsys
+):
+    """H2 taken off the list and its extracts out of the raw zone, the hotel datasets rebuilt without it, then
+    both put back: the staging dates are stale (a new file each) and come back as H2's pickups read them. So
+    plan and status say those pickups may rebuild, as every other hotel's (not that a run rebuilds them), and
+    the run finds them up to date: their rows still add up to the books."""
+    from tasks import reference
+    from tasks.cli import main
+    from tasks.settings import CONFIG_DIR
+
+    stop = FIRST + 4 * DAY
+    span = ["--start", str(FIRST), "--stop", str(stop)]
+    assert hotel_lab.luigi("AllHotelsPickup", *span) == 0
+    built = pickups(hotel_lab)
+    listed = hotel_lab.root / "hotels.csv"
+    full = (CONFIG_DIR / "hotels.csv").read_text()
+    listed.write_text("".join(line for line in full.splitlines(keepends=True) if not line.startswith("H2,")))
+    setting("hotels", "reference_file", listed)
+    reference.hotels.cache_clear()
+    try:
+        moved = hotel_lab.root / "moved"
+        moved.mkdir()
+        for k in range(4):
+            (hotel_lab.raw / "hotel_bookings" / str(FIRST + k * DAY) / "H2.csv").rename(moved / f"{k}.csv")
+        assert hotel_lab.luigi("AllHotelsPickup", *span) == 0  # H2's pickups are left over, not rebuilt
+        listed.write_text(full)  # H2 was taken off by mistake: back, with its extracts
+        reference.hotels.cache_clear()
+        for k in range(4):
+            (moved / f"{k}.csv").rename(hotel_lab.raw / "hotel_bookings" / str(FIRST + k * DAY) / "H2.csv")
+        capsys.readouterr()
+        assert main(["status", "--dataset", "hotel_pickup", *span]) == 0
+        shown = capsys.readouterr().out
+        assert "\n  ????\n  4 pending\n" in shown, shown  # none stale: H2's as every other hotel's
+        root = f"staging/hotel_bookings_daily {FIRST} (stale: input changed: new file hotel_bookings/{FIRST}/H2.csv"
+        assert f"pending: hotel H1, H2, H3, H4, H5: may rebuild once its upstream is rebuilt: {root}" in shown, shown
+        assert main(["plan", "hotel_pickup", *span]) == 1
+        plan = capsys.readouterr().out
+        head = "hotel_pickup: 0 partitions would run, 20 may run once their upstream is rebuilt, 0 wait for raw data"
+        assert plan.splitlines()[0] == head, plan
+        assert hotel_lab.luigi("AllHotelsPickup", *span) == 0
+        assert pickups(hotel_lab) == built  # H2's too: up to date, not rebuilt
+        assert main(["plan", "hotel_pickup", *span]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data"
+        assert hotel_lab.luigi("OtbByStayDate") == 0
+        glob = f"{hotel_lab.data}/marts/hotel_pickup/*/*/*.parquet"
+        summed = duckdb.execute(
+            f"select hotel_id, stay_date, sum(rooms_picked_up), sum(revenue_picked_up)::varchar from "
+            f"read_parquet('{glob}', hive_partitioning=true) group by all order by 1, 2"
+        ).fetchall()
+        assert summed == [row[:4] for row in otb(hotel_lab)] and ("H2",) in {row[:1] for row in summed}, summed
+    finally:
+        reference.hotels.cache_clear()
+
+
 def test_a_deleted_day_of_the_chain_is_the_one_partition_plan_and_status_say_would_run(hotel_lab, capsys):
     """docs/run-semantics.md: deleting a partition's folder rebuilds that date and nothing else. The days after it
     read it unchanged once it is rebuilt to the same rows: plan and status say they may run, not that they will."""
@@ -856,16 +911,17 @@ def test_a_deleted_day_of_the_chain_is_the_one_partition_plan_and_status_say_wou
     assert rebuilt == {FIRST + DAY}  # as the plan said: the rest read it unchanged
 
 
-def test_a_day_of_the_chain_whose_upstream_was_rebuilt_to_other_rows_is_stale_even_while_it_is_stale_again(
-    hotel_lab,
-):
-    """A partition whose upstream in place is not the one it read is stale, whatever the upstream's own state:
-    a run rebuilds it. Its upstream's readers whose own input is unchanged may run."""
+def test_a_day_of_the_chain_whose_upstream_was_rebuilt_to_other_rows_is_stale_until_that_is_stale_again(hotel_lab):
+    """A partition whose upstream in place is not the one it read is stale while that upstream is ok: a run
+    rebuilds it. Once the upstream is stale again, the run rebuilds the upstream first, and it may come back to
+    the rows the partition read (the change undone): pending, and the run finds it up to date."""
     from tasks.views import status
 
     stop = FIRST + 4 * DAY
     assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
     day = FIRST + DAY
+    path = hotel_lab.raw / "hotel_bookings" / str(day) / "H1.csv"
+    read = path.read_bytes()  # what the chain was built from
     write(hotel_lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
     assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(day)) == 0  # other rows: the chain is not rebuilt
     rows = status.collect(FIRST, stop, ["hotel_booking_state"])
@@ -874,12 +930,17 @@ def test_a_day_of_the_chain_whose_upstream_was_rebuilt_to_other_rows_is_stale_ev
         ("stale", f"upstream staging/hotel_bookings_daily {day} changed"),
     ]
     assert [r.state for r in rows[2:]] == ["pending", "pending"]
-    write(hotel_lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,130.00,direct"])
-    rows = status.collect(FIRST, stop, ["hotel_booking_state"])  # the staging day is stale again
-    assert [(r.state, r.reason) for r in rows[:2]] == [
+    path.write_bytes(read)  # the change undone: the staging day is stale again
+    rows = status.collect(FIRST, stop, ["hotel_booking_state"])
+    root = f"staging/hotel_bookings_daily {day} (stale: input content changed: hotel_bookings/{day}/H1.csv)"
+    assert [(r.state, r.reason) for r in rows] == [
         ("ok", ""),
-        ("stale", f"upstream staging/hotel_bookings_daily {day} changed"),
+        *[("pending", f"may rebuild once its upstream is rebuilt: {root}")] * 3,
     ]
+    staged = hotel_lab.built_at("staging/hotel_bookings_daily")
+    rebuilt = hotel_lab.rebuilt_by(lambda: hotel_lab.range(FIRST, stop, of="HotelBookingState"), STATE)
+    assert rebuilt == set()  # the staging day came back to the rows they read
+    assert {d for d, t in hotel_lab.built_at("staging/hotel_bookings_daily").items() if staged[d] != t} == {day}
 
 
 def test_a_later_start_date_makes_the_chain_start_there_and_the_books_forget_what_came_before(hotel_lab, setting):

@@ -143,13 +143,15 @@ class Engine(Memo):
         first_not_ok = None  # a rebuilt upstream may come out as the version this node read (early cutoff)
         for up in upstream:
             up_state = yield up
-            up_manifest = self._summary(self.store(up), up.key)[1]
-            version = None if up_manifest is None or up_manifest.get("_corrupt") else node.upstream_version(up_manifest)
             # built by newer code: no run here replaces it, so it is read as it is, as an ok one
-            if not up_state.ok and up_state.state != "newer" and version in (None, recorded.get(up.task_id)):
+            if not up_state.ok and up_state.state != "newer":
+                # the run rebuilds it first, and its rows then decide, whatever version is in place now: one
+                # rebuilt since with other rows may come back to the rows this node read (a change undone)
                 first_not_ok = first_not_ok or up_state.cause or _cause(up, up_state)
                 continue
-            if recorded.get(up.task_id) != version:  # rebuilt since with other rows: whatever its state now
+            up_manifest = self._summary(self.store(up), up.key)[1]
+            version = None if up_manifest is None or up_manifest.get("_corrupt") else node.upstream_version(up_manifest)
+            if recorded.get(up.task_id) != version:  # rebuilt since with other rows, and no run rebuilds it again
                 return State("stale", f"upstream {label(up)} changed")
         if first_not_ok:
             return State(

@@ -51,8 +51,8 @@ def raw_folders(node: Node) -> list[tuple[str, dt.date]]:
 class State:
     state: str  # ok | stale | missing | newer (built by a newer transform version: never replaced here)
     reason: str = ""
-    # not ok only because an upstream is missing or stale (its version in place the one this node read): a run
-    # rebuilds the upstream first, then this node only if what it reads changed, which is not known before
+    # not ok only because an upstream is missing or stale (whatever its version in place): a run rebuilds the
+    # upstream first, then this node only if what it reads changed, which is not known before
     may_rebuild: bool = False
     # the partition at the root of a not-ok upstream chain, and its own reason: "staging/x 2026-09-11 (stale: ...)"
     cause: str = ""
