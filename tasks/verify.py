@@ -4,7 +4,9 @@ rot) shows here: each mismatch is printed with its file and the partitions that 
 partitions are marked stale in their manifests (an atomic rewrite of the manifest alone), so the next
 run rebuilds them (RangeDaily; AllStores, AllHotelsPickup, ... for the others). Each raw file is hashed
 once, over one connection for an SFTP raw zone. A partition whose files have new times and the content
-recorded (a copy without its times) gets them recorded, and is not rebuilt."""
+recorded (a copy without its times) gets them recorded, and is not rebuilt. A folder with files and no
+manifest is a mismatch (stale already: readers see files nothing vouches for); a partition not there at
+all is named as not verified."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from dataclasses import dataclass, field
 from tasks import catalogue, settings
 from tasks.base import MaterializedTask
 from tasks.freshness import engine as freshness
-from tasks.storage.partitions import MANIFEST, PartitionWriteError
+from tasks.reporting.names import capped, dates_span
+from tasks.storage.partitions import DATA_FILE, MANIFEST, PartitionWriteError
 from tasks.storage.rawzone import RawFile, RawFileUnreadable, RawZone, content_hash
 
 
@@ -32,6 +35,7 @@ class Report:
     write_error: str = ""
     restamped: list[str] = field(default_factory=list)  # copied without their files' times: the times recorded
     runs: dict[str, list[str]] = field(default_factory=dict)  # the run that rebuilds them -> datasets marked stale
+    missing: dict[str, dict[str, list]] = field(default_factory=dict)  # dataset -> a date's hotel or '' -> keys
 
 
 def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> Report:
@@ -58,10 +62,11 @@ def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> 
 def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, report: Report) -> None:
     store = engine.store(task)
     manifest = engine.manifest(store, task.key)
+    label = freshness.label(task)
     if not manifest:
+        _without_manifest(store, task, label, report)
         return
     report.partitions += 1
-    label = freshness.label(task)
     if manifest.get("_corrupt"):  # already stale (the engine cannot read it): the next run rebuilds it
         path = f"{store.uri(task.key)}/{MANIFEST}"
         report.mismatches.setdefault(f"manifest {path}: empty, truncated or not JSON", []).append(label)
@@ -97,6 +102,23 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
     elif stamped:  # the content recorded under other times (a copy without them): ok again, not rebuilt
         _rewrite(engine, store, task, stamped, label, report)
         report.restamped.append(label)
+
+
+def _without_manifest(store, task: MaterializedTask, label: str, report: Report) -> None:
+    """A partition with no manifest: each file in its folder is one no manifest lists (stale already, as status
+    says: nothing to mark); a folder with none is a partition not there, named as not verified."""
+    strays = store.strays_in(task.key, None)
+    if not strays:
+        hotel = getattr(task, "hotel", None) if task.key is not None else None  # a date's hotel, else the key
+        static = getattr(task, "store_id", None) or getattr(task, "hotel", None)
+        keys = report.missing.setdefault(task.dataset, {}).setdefault(hotel or "", [])
+        keys.append(task.key if task.key is not None else static)
+        return
+    report.partitions += 1
+    data = f"{store.rel(task.key)}/{DATA_FILE}"
+    for rel in strays:
+        why = "data file without its manifest" if rel == data else "a file of a partition without its manifest"
+        report.mismatches.setdefault(f"stray {store.data_root}/{rel}: {why} (readers see it)", []).append(label)
 
 
 def _rewrite(engine, store, task: MaterializedTask, manifest: dict, label: str, report: Report) -> None:
@@ -153,4 +175,24 @@ def render(report: Report) -> str:
         else:
             rebuild = f"{next(iter(report.runs), 'run')} rebuilds"
         lines.append(f"the partitions named are marked stale: the next {rebuild} them")
+    if report.missing:
+        n = sum(len(keys) for hotels in report.missing.values() for keys in hotels.values())
+        them = "them" if n > 1 else "it"
+        lines.append(
+            f"{n} partition{'s' if n > 1 else ''} not verified: no partition there (never built, or its folder "
+            f"deleted); daybreak status says what the next run does with {them}"
+        )
+        lines += capped("  ", [line for name, hotels in report.missing.items() for line in _not_there(name, hotels)])
     return "\n".join(lines)
+
+
+def _not_there(dataset: str, hotels: dict[str, list]) -> list[str]:
+    """``staging/qsr_pos 2026-09-04, 2026-09-06 (2 dates)``; the hotels missing the same dates on one line."""
+    by_span: dict[str, list[str]] = {}
+    for hotel, keys in hotels.items():
+        by_span.setdefault(dates_span(keys), []).append(hotel)
+    lines = []
+    for span, named in by_span.items():
+        which = f"hotel{'s' if len(named) > 1 else ''} {', '.join(named)}" if named[0] else ""
+        lines.append(" ".join(filter(None, (dataset, span, which))))
+    return lines

@@ -161,3 +161,32 @@ def test_a_partition_folder_that_is_a_link_is_refused_and_nothing_it_points_to_c
     day.unlink()
     assert lab.range(START, STOP) == 0
     assert {p.name for p in other.iterdir()} == set(before)
+
+
+def test_verify_names_a_data_file_without_its_manifest_and_a_partition_not_there(built, capsys):
+    """A restore that missed a manifest leaves a data file readers see and no manifest to check it against:
+    a mismatch (exit 1), as status calls it stale. A partition folder deleted whole has nothing to hash: it
+    is named as not verified, and alone does not change the exit code (status shows it missing)."""
+    lab = built
+    (lab.partition(START) / "_manifest.json").unlink()
+    shutil.rmtree(lab.partition(START + 2 * DAY))
+    span = ["--start", str(START), "--stop", str(STOP)]
+    assert cli.main(["verify", "--dataset", "stg_qsr_pos", *span]) == 1
+    out = capsys.readouterr().out
+    data = f"{lab.data}/staging/qsr_pos/business_date={START}/data.parquet"
+    assert f"MISMATCH stray {data}: data file without its manifest (readers see it)" in out, out
+    assert f"stale now: staging/qsr_pos {START}\n" in out, out
+    assert "verified 2 partitions" in out and "; 2 mismatches" in out, out  # data.parquet, _store_totals.arrow
+    assert "1 partition not verified: no partition there" in out, out
+    assert f"  staging/qsr_pos {START + 2 * DAY}\n" in out + "\n", out
+    assert f"{START}" not in out.split("not verified")[1], out  # the one with files is a mismatch, not missing
+
+    assert lab.rebuilt_by(lambda: lab.range(START, STOP)) == {START, START + 2 * DAY}
+    assert cli.main(["verify", "--dataset", "stg_qsr_pos", *span]) == 0
+    out = capsys.readouterr().out
+    assert "verified 3 partitions" in out and "not verified" not in out, out
+
+    shutil.rmtree(lab.partition(START + DAY))  # missing alone: named, exit 0 (every hash there matches)
+    assert cli.main(["verify", "--dataset", "stg_qsr_pos", *span]) == 0
+    out = capsys.readouterr().out
+    assert "1 partition not verified" in out and f"  staging/qsr_pos {START + DAY}" in out, out

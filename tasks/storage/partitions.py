@@ -16,6 +16,7 @@ from tasks.storage.files import (  # noqa: F401 - the door's names
     warm_up,
 )
 from tasks.storage.layout import (  # noqa: F401 - the door's names
+    DATA_FILE,
     MANIFEST,
     PARTITION_PREFIX,
     PartitionWriteError,
