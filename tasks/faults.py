@@ -1,7 +1,7 @@
 """Store and server errors as a user sees them: one line and exit 30, never a traceback.
 
 The one place a store or server error becomes a line (:func:`fault_line`): the raw zone unreachable (an
-SFTP server down, frozen, refusing this client; a bucket that does not answer), a partition that could not
+SFTP server down or frozen; a bucket that does not answer), a partition that could not
 be written, an OS error of the storage itself (read-only, permissions, full, I/O). Any other error keeps
 its traceback (a bug). The ``daybreak`` command turns a fault into a line (tasks/cli.py); under the
 ``luigi`` command, :func:`install` does it for an error Luigi logs with its traceback.

@@ -43,7 +43,8 @@ def over_sftp(lab, sshd, setting):
     return lab
 
 
-def cli_with(lab, sshd, *args, **sftp):
+def sftp_config(lab, sshd, **sftp) -> dict:
+    """The environment of a command whose luigi.cfg reads the lab's raw zone over ``sshd``."""
     values = {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts, "retries": 1, **sftp}
     cfg = write_config(
         lab.root / "sftp.cfg",
@@ -52,7 +53,30 @@ def cli_with(lab, sshd, *args, **sftp):
             "sftp": values,
         },
     )
-    return lab.cli(*args, "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
+    return {"LUIGI_CONFIG_PATH": str(cfg)}
+
+
+def cli_with(lab, sshd, *args, **sftp):
+    return lab.cli(*args, "--local-scheduler", env=sftp_config(lab, sshd, **sftp))
+
+
+def daybreak_with(lab, sshd, *args, **sftp):
+    """``daybreak <args>`` in a subprocess, its raw zone over ``sshd``."""
+    env = {**os.environ, **sftp_config(lab, sshd, **sftp)}
+    cmd = [sys.executable, "-m", "tasks.cli", *args]
+    return subprocess.run(cmd, cwd=lab.root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def configuration_error(proc: subprocess.CompletedProcess, *facts: str) -> None:
+    """Exit 2 and one ``daybreak: error:`` line naming ``facts``: a setting to fix, never a server or store to
+    wait for, and no summary (nothing ran)."""
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("daybreak: error: ")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    for fact in facts:
+        assert fact in errors[0], errors
+    for wrong in ("once it answers", "store", "not answering", "Traceback", "summary of this run", "retrying"):
+        assert wrong not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_sftp_and_local_give_identical_partitions_and_the_same_staleness(over_sftp, sshd, setting):
@@ -78,16 +102,25 @@ def test_sftp_and_local_give_identical_partitions_and_the_same_staleness(over_sf
     assert lab.rebuilt_by(lambda: lab.range(START, stop)) == set()
 
 
-def test_an_unknown_host_key_is_refused_naming_host_and_port(lab, sshd):
-    lab.qsr_days(START, 1)
+def test_an_unknown_host_key_is_a_configuration_error_naming_host_port_and_what_to_do(lab, sshd):
+    lab.qsr_days(START, 2)
+    span = ["--start", str(START), "--stop", str(START + dt.timedelta(days=1))]
+    assert cli_with(lab, sshd, "StgQsrPos", "--date", str(START)).returncode == 0
+    built = {p: p.read_bytes() for p in (lab.data / "staging").rglob("*") if p.is_file()}
     empty = lab.root / "empty_known_hosts"
     empty.write_text("")
-    proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), known_hosts=empty)
-    assert proc.returncode != 0
-    assert f"unknown host key for 127.0.0.1:{sshd.port}" in proc.stderr
+    facts = (f"unknown host key for 127.0.0.1:{sshd.port}", f"ssh-keyscan -p {sshd.port} 127.0.0.1", str(empty))
+    date = ["StgQsrPos", "--date", str(START + dt.timedelta(days=1))]
+    configuration_error(cli_with(lab, sshd, *date, known_hosts=empty), *facts)
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(START), "--stop", str(START + dt.timedelta(days=2))]
+    configuration_error(cli_with(lab, sshd, *args, "--workers", "2", known_hosts=empty), *facts)
+    configuration_error(daybreak_with(lab, sshd, "status", known_hosts=empty), *facts)
+    configuration_error(daybreak_with(lab, sshd, "plan", "stg_qsr_pos", *span, known_hosts=empty), *facts)
+    configuration_error(daybreak_with(lab, sshd, "verify", *span, known_hosts=empty), *facts)
+    assert {p: p.read_bytes() for p in (lab.data / "staging").rglob("*") if p.is_file()} == built  # nothing ran
 
 
-def test_a_changed_host_key_is_refused(lab, sshd):
+def test_a_changed_host_key_is_a_configuration_error(lab, sshd):
     lab.qsr_days(START, 1)
     other = keygen(lab.root / "impostor")
     changed = lab.root / "changed_known_hosts"
@@ -95,17 +128,14 @@ def test_a_changed_host_key_is_refused(lab, sshd):
     changed.write_text(f"[127.0.0.1]:{sshd.port} {key_type} {key}\n")
     assert other.exists()
     proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), known_hosts=changed)
-    assert proc.returncode != 0
-    assert f"host key of 127.0.0.1:{sshd.port} changed" in proc.stderr
+    configuration_error(proc, f"host key of 127.0.0.1:{sshd.port} changed", str(changed))
 
 
-def test_an_authentication_failure_says_so_and_is_not_retried(lab, sshd):
+def test_an_authentication_failure_is_a_configuration_error_not_retried(lab, sshd):
     lab.qsr_days(START, 1)
     stranger = keygen(lab.root / "stranger")
     proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), key_filename=stranger, retries=3)
-    assert proc.returncode != 0
-    assert "authentication failed" in proc.stderr
-    assert "retrying" not in proc.stderr
+    configuration_error(proc, "authentication failed", str(stranger))
 
 
 def test_the_server_going_away_fails_cleanly_and_the_next_run_finishes(lab, sshd):
@@ -310,21 +340,18 @@ def test_a_connection_that_fails_after_its_login_is_closed_at_once(over_sftp, ss
     assert sshd.established() == 0
 
 
-def test_a_missing_or_open_private_key_is_one_line_and_not_retried(lab, sshd):
+def test_a_missing_or_open_private_key_is_a_configuration_error_not_retried(lab, sshd):
     """Before, a missing key file was 'server not answering (no such file or directory) after 4 attempts', and
     a key other users can read was used (OpenSSH refuses it)."""
     lab.qsr_days(START, 1)
     missing = lab.root / "no-such-key"
     proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), key_filename=missing, retries=3)
-    assert proc.returncode == 30, proc.stderr[-3000:]
-    assert f"[sftp] key_filename {missing}: No such file or directory; not retried" in proc.stderr
-    assert "retrying" not in proc.stderr and "server not answering" not in proc.stderr
+    configuration_error(proc, f"[sftp] key_filename {missing}: No such file or directory; not retried")
     shared = lab.root / "shared_key"
     shared.write_bytes(sshd.client_key.read_bytes())
     shared.chmod(0o644)
     proc = cli_with(lab, sshd, "StgQsrPos", "--date", str(START), key_filename=shared, retries=3)
-    assert proc.returncode == 30, proc.stderr[-3000:]
-    assert f"[sftp] key_filename {shared} can be read by other users (mode 644): chmod 600 it" in proc.stderr
+    configuration_error(proc, f"[sftp] key_filename {shared} can be read by other users (mode 644): chmod 600 it")
     shared.chmod(0o600)
     assert cli_with(lab, sshd, "StgQsrPos", "--date", str(START), key_filename=shared).returncode == 0
 
@@ -332,12 +359,12 @@ def test_a_missing_or_open_private_key_is_one_line_and_not_retried(lab, sshd):
 def test_a_failed_login_leaves_no_connection_open(over_sftp, sshd, setting):
     """A key the server refuses fails the login: the connection paramiko opened for it ends with the
     error, not when the process exits."""
+    from tasks.guard import UsageError
     from tasks.storage.rawzone import RawZone
-    from tasks.storage.sftp import SftpError
 
     setting("sftp", "key_filename", keygen(over_sftp.root / "stranger"))
     zone = RawZone.from_uri(sshd.uri(over_sftp.raw))
-    with pytest.raises(SftpError, match="authentication failed"):
+    with pytest.raises(UsageError, match="authentication failed"):
         zone.folder_exists("qsr_pos", START)
     assert sshd.established() == 0
 

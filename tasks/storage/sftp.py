@@ -2,7 +2,8 @@
 
 Host keys are verified against ``[sftp] known_hosts``, never auto-accepted. One connection per process
 serves every listing and read; it remembers the pid that opened it, so a forked worker never uses its
-parent's. Transient failures are retried with backoff; authentication and host-key failures are not."""
+parent's. Transient failures are retried with backoff; authentication and host-key failures are not: they
+are settings to fix, one line and exit 2 (:func:`_refused`), not a server to wait for."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import socket
 import stat
 import time
 from collections.abc import Iterator
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import paramiko
@@ -39,7 +41,16 @@ _CONNECTIONS: dict[tuple, tuple[int, paramiko.SSHClient, paramiko.SFTPClient]] =
 
 
 class SftpError(RawZoneUnavailable):
-    """An SFTP failure that retrying will not fix (host key, authentication) or that outlasted the retries."""
+    """The server did not answer past the retries (exit 30: rerun once it answers). A host key or a login it
+    refuses is a configuration error instead (:func:`_refused`)."""
+
+
+def _refused(message: str) -> NoReturn:
+    """A host key or a login refused: a setting to fix ([sftp] known_hosts, key_filename), which no rerun
+    fixes, so one line and exit 2 like every configuration error (:func:`tasks.guard.fail`), never retried."""
+    from tasks.guard import fail
+
+    fail(message)
 
 
 # A server that failed past its retries is dead for this process and every process forked from it (a
@@ -240,11 +251,11 @@ class SftpRaw(RawBackend):
         client = paramiko.SSHClient()
         try:
             client.load_host_keys(self.known_hosts)
-        except FileNotFoundError as exc:
-            raise SftpError(
-                f"{self.describe()}: known_hosts file {self.known_hosts} not found; "
+        except FileNotFoundError:
+            _refused(
+                f"raw_root {self.describe()}: [sftp] known_hosts file {self.known_hosts} not found; "
                 f"no host key to verify {self.host}:{self.port} against"
-            ) from exc
+            )
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             self._login(client)
@@ -264,13 +275,13 @@ class SftpRaw(RawBackend):
         try:
             mode = os.stat(self.key_filename).st_mode
         except OSError as exc:
-            raise SftpError(
-                f"{self.describe()}: [sftp] key_filename {self.key_filename}: {exc.strerror}; not retried"
-            ) from exc
+            _refused(
+                f"raw_root {self.describe()}: [sftp] key_filename {self.key_filename}: {exc.strerror}; not retried"
+            )
         if mode & 0o077:
-            raise SftpError(
-                f"{self.describe()}: [sftp] key_filename {self.key_filename} can be read by other users (mode "
-                f"{mode & 0o777:o}): chmod 600 it, as ssh requires; not retried"
+            _refused(
+                f"raw_root {self.describe()}: [sftp] key_filename {self.key_filename} can be read by other users "
+                f"(mode {mode & 0o777:o}): chmod 600 it, as ssh requires; not retried"
             )
 
     def _login(self, client: paramiko.SSHClient) -> None:
@@ -289,26 +300,31 @@ class SftpRaw(RawBackend):
                 # a 64 MiB window instead of paramiko's 2 MiB (docs/performance.md, "SFTP")
                 transport_factory=functools.partial(_transport, default_window_size=WINDOW_BYTES),
             )
-        except paramiko.BadHostKeyException as exc:
-            raise SftpError(
-                f"host key of {self.host}:{self.port} changed (it is not the one in "
-                f"{self.known_hosts}): refusing to connect. Check the server, then update known_hosts."
-            ) from exc
+        except paramiko.BadHostKeyException:
+            _refused(
+                f"raw_root {self.describe()}: host key of {self.host}:{self.port} changed (it is not the one in "
+                f"[sftp] known_hosts {self.known_hosts}): refusing to connect. Check with the server's owner that "
+                f"it changed, then replace its line ({self._keyscan()})"
+            )
         except paramiko.AuthenticationException as exc:
-            raise SftpError(
-                f"{self.describe()}: authentication failed for user {self.user!r} with key "
-                f"{self.key_filename} ({exc}); not retried"
-            ) from exc
+            _refused(
+                f"raw_root {self.describe()}: authentication failed for user {self.user!r} with [sftp] key_filename "
+                f"{self.key_filename} ({exc}); not retried: give the key the server knows for {self.user!r}"
+            )
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
-                raise SftpError(
-                    f"unknown host key for {self.host}:{self.port}: it is not in {self.known_hosts}, "
-                    "and host keys are never accepted automatically. Add it (ssh-keyscan, checked "
-                    "out of band) to known_hosts."
-                ) from exc
+                _refused(
+                    f"raw_root {self.describe()}: unknown host key for {self.host}:{self.port}: it is not in "
+                    f"[sftp] known_hosts {self.known_hosts}, and host keys are never accepted automatically. Get "
+                    f"it ({self._keyscan()}), compare its fingerprint with the one the server's owner gives you, "
+                    f"then add the line to {self.known_hosts}"
+                )
             raise
         except TimeoutError as exc:
             raise OSError(f"timeout connecting to {self.host}:{self.port}") from exc
+
+    def _keyscan(self) -> str:
+        return f"ssh-keyscan -p {self.port} {self.host}"
 
     def close(self) -> None:
         """End this process's connection, if it has one (a parent's is left alone)."""
