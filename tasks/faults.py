@@ -13,11 +13,12 @@ import errno
 import logging
 import re
 import sys
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from tasks.guard import Exit
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionBusy, PartitionWriteError
+from tasks.storage.rawbackend import RawZoneUnavailable
 
 FAULT_EXIT = 30  # Luigi's task_failed: what docs/operations.md promises for a server or a disk that fails
 
@@ -45,9 +46,24 @@ def fault_line(exc: BaseException) -> str | None:
     return None
 
 
-def went_away(exc: BaseException) -> tuple[str, str] | None:
-    """(what, line) when a partition failed because a store or server stopped serving the run: ``what``
-    names it, ``line`` is the ``daybreak: error:`` line of the summary; None for any other failure."""
+class Gone(NamedTuple):
+    """A store or server that stopped serving the run: ``what`` names it (one line each), ``line`` is the
+    ``daybreak: error:`` line of the summary, ``who`` the side that failed, as the summary's reasons say it."""
+
+    what: str
+    line: str
+    who: str
+
+
+RAW_SERVER = "the raw zone's SFTP server"
+OBJECT_STORE = "the object store"
+STORAGE = "the storage"  # of the data root or the raw zone (read-only, full, ...): :func:`fault_line`
+
+
+def went_away(exc: BaseException) -> Gone | None:
+    """:class:`Gone` when a partition failed because a store or server stopped serving the run; None for any
+    other failure. The raw zone's SFTP server is named as such (no store is involved); a bucket, the data
+    root's or the raw zone's, by its endpoint and bucket."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -62,9 +78,13 @@ def went_away(exc: BaseException) -> tuple[str, str] | None:
     )
     where, code = getattr(exc, "where", ""), getattr(exc, "code", "") or type(exc).__name__
     if where:  # one line per endpoint: its buckets (a landing bucket, the data root's) go down together
-        return where.split(",")[0], f"the object store ({where}) failed during the run ({code}): {after}"
+        line = f"{OBJECT_STORE} ({where}) failed during the run ({code}): {after}"
+        return Gone(where.split(",")[0], line, OBJECT_STORE)
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # "sftp://u@host:22/x: server not ..."
-    return first.split(": ", 1)[0], f"{first.removesuffix('; not tried again in this run')}: {after}"
+    first = first.removesuffix("; not tried again in this run")
+    who = RAW_SERVER if isinstance(exc, RawZoneUnavailable) else STORAGE
+    line = f"{who} failed during the run: {first}: {after}" if who == RAW_SERVER else f"{first}: {after}"
+    return Gone(first.split(": ", 1)[0], line, who)
 
 
 def fault_exit(line: str) -> NoReturn:

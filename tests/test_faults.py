@@ -446,8 +446,11 @@ def one_line_exit_30(proc: subprocess.CompletedProcess, sshd) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("daybreak: error: ")]
     assert len(errors) == 1, proc.stderr
-    assert errors[0].startswith(f"daybreak: error: sftp://{sshd.user}@127.0.0.1:{sshd.port}/"), errors
+    assert f"sftp://{sshd.user}@127.0.0.1:{sshd.port}/" in errors[0], errors
     assert "server not answering" in errors[0], errors
+    assert "store" not in proc.stderr, proc.stderr  # the raw zone's server failed: no store in this setup
+    if "summary of this run" in proc.stderr:  # a luigi run: the line says which side failed
+        assert errors[0].startswith("daybreak: error: the raw zone's SFTP server failed during the run: "), errors
 
 
 @pytest.mark.system
@@ -493,8 +496,14 @@ def test_a_server_down_while_luigi_checks_a_range_is_one_line_the_summary_and_ex
     assert "Will not run" not in proc.stderr and "Luigi Execution Summary" not in proc.stderr, proc.stderr
     summary = proc.stderr[proc.stderr.index("summary of this run:") :].splitlines()
     assert summary[1:] == [
-        f"  not run  StgQsrPos {START} .. {START + DAY} (the store stopped answering while the run checked it)"
+        f"  not run  StgQsrPos {START} .. {START + DAY} (the raw zone's SFTP server stopped answering while the run "
+        "checked it)"
     ], proc.stderr
+    one = subprocess.run(
+        [*LUIGI, "StgQsrPos", "--date", str(START)], cwd=lab.root, env=env, capture_output=True, text=True, timeout=120
+    )
+    one_line_exit_30(one, sshd)
+    assert f"not run  StgQsrPos {START} (the raw zone's SFTP server stopped answering" in one.stderr, one.stderr
 
 
 @pytest.mark.system

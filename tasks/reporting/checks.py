@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tasks.faults import fault_line, went_away
+from tasks.faults import STORAGE, Gone, fault_line, went_away
 from tasks.luigi_shortcuts import failed_checks, worker_id
 from tasks.luigi_shortcuts.hosts import FAILED_CHECKS
 from tasks.reporting import names, runlog
@@ -29,7 +29,7 @@ def unchecked(task, exception: BaseException) -> None:
     line = fault_line(exception)
     if line is None:
         return
-    runlog.unchecked(task.task_id, _name(task), went_away(exception) or (line, line))
+    runlog.unchecked(task.task_id, _name(task), went_away(exception) or Gone(line, line, STORAGE))
     FAILED_CHECKS[task.task_id] = worker_id()
 
 

@@ -60,14 +60,19 @@ def failed(task, exception: BaseException) -> None:
         return
     gone = went_away(exception)
     entry = {"failed": task.task_id, "error": first_line(str(exception) or type(exception).__name__)}
-    _record(entry | ({"gone": gone[0], "line": gone[1]} if gone else {}))
+    _record(entry | (_gone(gone) if gone else {}))
 
 
-def unchecked(task_id: str, name: str, gone: tuple[str, str]) -> None:
+def _gone(gone) -> dict:
+    """The record of a store or server gone (:class:`tasks.faults.Gone`): what, its line, which side."""
+    return {"gone": gone.what, "line": gone.line, "who": gone.who}
+
+
+def unchecked(task_id: str, name: str, gone) -> None:
     """A task whose check failed because a store or server stopped answering (tasks/reporting/checks.py):
-    the summary names ``gone`` (what, line) once and the task (``name``, unless '') as not run."""
+    the summary names ``gone`` (:class:`tasks.faults.Gone`) once and the task (``name``, unless '') as not run."""
     watch([])
-    _record({"gone": gone[0], "line": gone[1], "unchecked": task_id, "name": name})
+    _record(_gone(gone) | {"unchecked": task_id, "name": name})
 
 
 def quiet() -> bool:
@@ -180,7 +185,7 @@ class _RunLog(logging.Filter):
 
             gone = went_away(record.exc_info[1])  # a task that failed because the store went: one line names it
             if gone:
-                _record({"gone": gone[0], "line": gone[1]})
+                _record(_gone(gone))
         _set_mode()  # a warning or error before any partition was checked
         if not _default_mode:
             return True
@@ -225,19 +230,25 @@ class _Run:
 
         self.unchecked = {r["unchecked"]: r["name"] for r in records if "unchecked" in r}  # the store went
         self.errors: dict[str, str] = {r["gone"]: r["line"] for r in reversed(records) if "gone" in r}
+        self.sides = dict.fromkeys(r.get("who", "") for r in records if "gone" in r)  # which failed, in order
         self.luigid = lost()
         self.store_gone = bool(self.errors)  # the store is not asked again: the summary comes from the records
 
     def unreachable(self, exc: Exception) -> bool:
         """A store or server that failed while the summary asked it: named once; nothing more is asked."""
-        from tasks.faults import fault_line, went_away
+        from tasks.faults import STORAGE, Gone, fault_line, went_away
 
         if fault_line(exc) is None:
             return False
-        what, line = went_away(exc) or ("", fault_line(exc))
-        self.errors.setdefault(what, line)
+        gone = went_away(exc) or Gone("", fault_line(exc), STORAGE)
+        self.errors.setdefault(gone.what, gone.line)
+        self.sides.setdefault(gone.who)
         self.store_gone = True
         return True
+
+    def gone(self) -> str:
+        """Which side stopped answering, as the summary's reasons say it: ``the raw zone's SFTP server``."""
+        return " and ".join(side for side in self.sides if side) or "the storage"
 
 
 def report() -> tuple[list[str], str]:
@@ -256,7 +267,7 @@ def report() -> tuple[list[str], str]:
     FAILED_CHECKS.update(dict.fromkeys(run.unchecked, worker_id()))  # whichever process of the run checked it
     seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
     unchecked = [name for task_id, name in run.unchecked.items() if name and task_id not in seen]
-    notes += capped("  not run  ", unchecked, "(the store stopped answering while the run checked it)")
+    notes += capped("  not run  ", unchecked, f"({run.gone()} stopped answering while the run checked it)")
 
     title = f"summary of this run: {when(started)}"
     if not watched:
@@ -348,7 +359,7 @@ def report() -> tuple[list[str], str]:
     why = (
         "(luigid stopped answering before they ran)"
         if run.luigid
-        else "(the store stopped answering: not known)"
+        else f"({run.gone()} stopped answering: not known)"
         if run.store_gone
         else "(a partition it reads failed or waits; or see --log-level INFO)"
     )
