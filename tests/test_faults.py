@@ -470,6 +470,7 @@ def test_a_server_down_when_a_command_starts_is_one_line_and_exit_30(lab, sshd):
         [*LUIGI, "RangeDaily", "--of", "StgQsrPos", *span],
         [*LUIGI, "StgQsrPos", "--date", str(START)],
         [*DAYBREAK, "status"],
+        [*DAYBREAK, "plan", "stg_qsr_pos", *span],
         [*DAYBREAK, "verify", *span],
         [*DAYBREAK, "preview", "stg_qsr_pos", *span],
         [*DAYBREAK, "publish", pid],
