@@ -1,4 +1,5 @@
-"""Business-date arithmetic: pure functions, no I/O, no clock.
+"""Business-date arithmetic: pure functions, no clock. Time zones are Arrow's, as :func:`business_dates`
+computes dates in them: over the host's time-zone data (tzdata, in :data:`TZ_DATA`).
 
 A QSR business date ``d`` runs from ``d 05:00`` to ``d+1 04:59:59`` local time, so the
 business date of an instant is the wall-clock date of (local time - 5 h). The POS splits its
@@ -8,6 +9,7 @@ files at local midnight, so partition ``d`` reads raw folders ``d`` and ``d+1``.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,41 @@ def business_dates(instants: pa.Array, timezone: str, day_start_hour: int) -> pa
     local = pc.local_timestamp(instants.cast(pa.timestamp("s", tz=timezone)))
     shifted = pc.subtract(local, pa.scalar(dt.timedelta(hours=day_start_hour), pa.duration("s")))
     return shifted.cast(pa.timestamp("s")).cast(pa.date32())
+
+
+# names of the time-zone data that are no place's zone: what a business date must never be computed in
+NOT_A_PLACE = {
+    "localtime": "the time zone of the host it runs on (/etc/localtime), which differs from host to host",
+    "Factory": "tzdata's placeholder for a host with no time zone set",
+    "posixrules": "tzdata's default rules for POSIX TZ strings",
+}
+ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*")
+
+
+def zone_problem(name: str) -> str:
+    """Why ``name`` is no time zone a business date can be computed in, '' when it is one: an IANA name (not a
+    path, an offset such as ``+05:00`` or a name of :data:`NOT_A_PLACE`, and not one of tzdata's copies under
+    ``right/`` or ``posix/``) that Arrow, which computes the dates, finds in its time-zone data."""
+    example = "e.g. America/Toronto"
+    if name in NOT_A_PLACE:
+        return f"{NOT_A_PLACE[name]}, not a place's time zone: name the zone ({example})"
+    head, _, rest = name.partition("/")
+    if head in ("right", "posix") and rest:
+        why = "counting leap seconds, which business dates do not" if head == "right" else "kept for POSIX"
+        return f"tzdata's copy of {rest} {why}: write {rest!r}"
+    if not ZONE_NAME.fullmatch(name):
+        return f"not an IANA timezone ({example})"
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        pc.local_timestamp(pa.array([0], pa.timestamp("s", tz=name)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        return f"not an IANA timezone ({example}), or not in this host's time-zone data ({TZ_DATA})"
+    return ""
+
+
+TZ_DATA = "/usr/share/zoneinfo"  # where Arrow reads time-zone data on Linux (TZDIR is not read)
 
 
 def date_range(start: dt.date, stop: dt.date) -> Iterable[dt.date]:

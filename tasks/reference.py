@@ -11,8 +11,8 @@ import csv
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tasks.calendar import zone_problem
 from tasks.contract import is_store_file
 from tasks.settings import CONFIG_DIR
 
@@ -61,7 +61,8 @@ hotels.cache_clear = _load.cache_clear  # type: ignore[attr-defined]  (tests and
 
 
 def read_hotels(path: Path) -> dict[str, Hotel]:
-    """``path`` by hotel_id; every timezone must be a valid IANA name. A file that is not a hotels list
+    """``path`` by hotel_id; every timezone must be one a hotel's dates can be computed in
+    (:func:`tasks.calendar.zone_problem`). A file that is not a hotels list
     (missing, empty, a column short, a row with a field more or less than the header, a quote never closed,
     a bad timezone or room count) is one line and exit 2, naming the file and row."""
     from tasks.guard import fail
@@ -91,10 +92,9 @@ def read_hotels(path: Path) -> dict[str, Hotel]:
         if hotel_id in out:
             fail(f"hotels list {path} row {n}: hotel_id {hotel_id} is listed twice; keep one row")
         timezone, rooms = row["timezone"], row["rooms"]
-        try:
-            ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError):  # '' or a path-like key is a ValueError
-            fail(f"hotels list {path} row {n}: timezone {timezone!r}: not an IANA timezone (e.g. America/Toronto)")
+        problem = zone_problem(timezone)  # as Arrow, which gives each event its date, knows zones
+        if problem:
+            fail(f"hotels list {path} row {n}: timezone {timezone!r}: {problem}")
         try:
             count = int(rooms)
         except ValueError:

@@ -181,8 +181,13 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str, disk
     if (section, key) == ("qsr", "timezone"):
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+        from tasks.calendar import zone_problem
+
+        problem = zone_problem(value)  # as Arrow, which gives each line its business date, knows zones
+        if problem:
+            return problem
         try:
-            ZoneInfo(value)
+            ZoneInfo(value)  # today's date is Python's (settings.business_today)
         except (ZoneInfoNotFoundError, ValueError):
             return "not an IANA timezone (e.g. America/Toronto)"
     if isinstance(value, str) and not value and key in ("raw_root", "data_root"):

@@ -256,6 +256,11 @@ def test_a_range_of_a_family_not_partitioned_by_date_alone_is_one_line(lab, fami
         ),
         ("suspicious_qty_threshold = abc", "[qsr] suspicious_qty_threshold = 'abc' in {cfg}: expected a whole number"),
         ("timezone = Mars/Olympus", "[qsr] timezone = 'Mars/Olympus' in {cfg}: not an IANA timezone"),
+        # these were accepted (Python knows them), then every partition failed in Arrow's words, exit 30
+        ("timezone = Factory", "[qsr] timezone = 'Factory' in {cfg}: tzdata's placeholder"),
+        ("timezone = right/UTC", "[qsr] timezone = 'right/UTC' in {cfg}: tzdata's copy of UTC"),
+        # accepted, and the business dates followed the host's /etc/localtime
+        ("timezone = localtime", "[qsr] timezone = 'localtime' in {cfg}: the time zone of the host it runs on"),
     ],
 )
 @pytest.mark.system
@@ -478,6 +483,12 @@ def test_an_unknown_hotel_or_a_malformed_store_id_is_one_line_and_exit_2(lab, ar
         # ``ValueError: invalid literal for int() with base 10: 'abc'``
         ("H9,No zone,,10", "timezone '': not an IANA timezone (e.g. America/Toronto)"),
         ("H9,Nowhere,America/Nowhere,10", "timezone 'America/Nowhere': not an IANA timezone (e.g. America/Toronto)"),
+        # these were accepted (Python knows them), then the dates holding the hotel's extracts failed in
+        # Arrow's words naming neither the hotel nor the list, exit 30; localtime followed the host's clock
+        ("H9,Placeholder,Factory,10", "timezone 'Factory': tzdata's placeholder for a host with no time zone set"),
+        ("H9,Leap,right/UTC,10", "timezone 'right/UTC': tzdata's copy of UTC counting leap seconds"),
+        ("H9,Copy,posix/America/Toronto,10", "timezone 'posix/America/Toronto': tzdata's copy of America/Toronto"),
+        ("H9,Here,localtime,10", "timezone 'localtime': the time zone of the host it runs on (/etc/localtime)"),
         ("H9,Rooms,America/Toronto,abc", "rooms 'abc': not a whole number of at least 1"),
         ("H9,Rooms,America/Toronto,0", "rooms '0': not a whole number of at least 1"),
         # these two were accepted, the extra field left out; the next one was "timezone '': not an IANA timezone"
