@@ -1,5 +1,6 @@
 """Business-date arithmetic: pure functions, no clock. Time zones are Arrow's, as :func:`business_dates`
-computes dates in them: over the host's time-zone data (tzdata, in :data:`TZ_DATA`).
+computes dates in them: over the host's time-zone data (tzdata, in :data:`TZ_DATA`), which
+:func:`day_offsets` turns into a partition's rules.
 
 A QSR business date ``d`` runs from ``d 05:00`` to ``d+1 04:59:59`` local time, so the
 business date of an instant is the wall-clock date of (local time - 5 h). The POS splits its
@@ -9,6 +10,7 @@ files at local midnight, so partition ``d`` reads raw folders ``d`` and ``d+1``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -30,6 +32,46 @@ def business_dates(instants: pa.Array, timezone: str, day_start_hour: int) -> pa
     local = pc.local_timestamp(instants.cast(pa.timestamp("s", tz=timezone)))
     shifted = pc.subtract(local, pa.scalar(dt.timedelta(hours=day_start_hour), pa.duration("s")))
     return shifted.cast(pa.timestamp("s")).cast(pa.date32())
+
+
+def day_offset(timezone: str, day: dt.date, day_start_hour: int = 0) -> str:
+    """``timezone``'s UTC offset on ``day``, as Arrow's time-zone data gives it: ``-08:00``, or
+    ``-07:00/-08:00`` when the offset at the day's start (``day_start_hour`` local) and at its end (the next
+    day's start) differ. These put the day's bounds in UTC, so they decide which instants Arrow gives that
+    day (:func:`business_dates`, a hotel's local date): a partition records them in its rules, and new
+    time-zone data that moves a bound makes exactly the partitions of that day stale."""
+    start, end = _start_offset(timezone, day_start_hour, day), _start_offset(timezone, day_start_hour, day + DAY)
+    return start if start == end else f"{start}/{end}"
+
+
+DAY = dt.timedelta(days=1)
+
+
+def _start_offset(timezone: str, day_start_hour: int, day: dt.date) -> str:
+    return _year_starts(timezone, day_start_hour, day.year)[day.timetuple().tm_yday - 1]
+
+
+@functools.cache
+def _year_starts(timezone: str, day_start_hour: int, year: int) -> tuple[str, ...]:
+    """The UTC offset of the start of each day of ``year`` (``day_start_hour`` local): the local start
+    minus the first instant whose local time is at or past it (Arrow's ``assume_timezone``: a start that
+    occurs twice is the first; one a change skips is the change's instant). One Arrow call a year."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    first = dt.datetime(year, 1, 1, day_start_hour)
+    days = (dt.date(year + 1, 1, 1) - first.date()).days
+    starts = pa.array([first + k * DAY for k in range(days)], pa.timestamp("s"))
+    instants = pc.assume_timezone(starts, timezone=timezone, ambiguous="earliest", nonexistent="latest")
+    seconds = pc.subtract(starts.cast(pa.int64()), instants.cast(pa.int64())).to_pylist()
+    return tuple(_offset_text(s) for s in seconds)
+
+
+def _offset_text(seconds: int) -> str:
+    """``-08:00``, ``+05:30``; ``-07:52:58`` where the offset has seconds (local mean times before 1900)."""
+    sign, left = "-" if seconds < 0 else "+", abs(seconds)
+    hours, minutes, secs = left // 3600, left % 3600 // 60, left % 60
+    return f"{sign}{hours:02d}:{minutes:02d}" + (f":{secs:02d}" if secs else "")
 
 
 # names of the time-zone data that are no place's zone: what a business date must never be computed in

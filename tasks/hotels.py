@@ -9,9 +9,10 @@ import luigi
 from tasks import catalogue, settings
 from tasks.base import PartitionedTask, SnapshotTask, sftp_slot
 from tasks.building import Built
-from tasks.calendar import date_range
+from tasks.calendar import date_range, day_offset
 from tasks.contract import is_store_file
 from tasks.freshness import engine as freshness
+from tasks.freshness.rules import OFFSETS
 from tasks.guard import check_range, fail, nearest
 from tasks.hotel_chain import FINISHED, before_events, chain_versions, pa_concat, read_finished
 from tasks.parameters import DateParameter
@@ -75,13 +76,22 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
         return {
             "version": self.version,
             "timezones": timezones,
+            OFFSETS: self._offsets(timezones),
             "max_stay_nights": cfg.max_stay_nights,
             "max_rooms": cfg.max_rooms,
             "max_rate": cfg.max_rate,
         }
 
+    def _offsets(self, timezones: dict[str, str | None]) -> dict[str, dict[str, str]]:
+        """Each zone's UTC offsets on the date (``"0"``), as Arrow's time-zone data gives them: which events
+        are the date's follows from them, so new time-zone data that moves the day makes the date stale."""
+        return {z: {"0": day_offset(z, self.date)} for z in sorted({z for z in timezones.values() if z})}
+
     def rules_key(self) -> tuple:
-        return (*super().rules_key(), *self.hotels_read())
+        known = hotels()
+        read = self.hotels_read()
+        offsets = self._offsets({h: known[h].timezone if h in known else None for h in read})
+        return (*super().rules_key(), *read, *(day["0"] for day in offsets.values()))
 
     def max_reject_share(self) -> float:
         return settings.hotels().max_reject_share

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 from tasks import catalogue, settings
 from tasks.base import PartitionedTask
 from tasks.building import Built
-from tasks.calendar import qsr_dependency_window
+from tasks.calendar import day_offset, qsr_dependency_window
 from tasks.contract import is_store_file
 from tasks.cores import side_thread, start_on_side_thread, task_threads
 from tasks.freshness.engine import fingerprint
 from tasks.freshness.inputs import input_line
+from tasks.freshness.rules import OFFSETS
 from tasks.nextdate import keeps_for_next_date, kept_for_next_date, read_by_others
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules
@@ -69,7 +70,11 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         return QsrRules(cfg.suspicious_qty_threshold, cfg.timezone, cfg.day_start_hour)
 
     def rules(self) -> dict:
-        return self.qsr_rules().as_dict()
+        rules = self.qsr_rules()
+        return {**rules.as_dict(), OFFSETS: {rules.timezone: day_offsets(rules, self.date)}}
+
+    def rules_key(self) -> tuple:
+        return (*super().rules_key(), *day_offsets(self.qsr_rules(), self.date).values())
 
     input_names = "<store_id>.csv (store_id matching ^[A-Z0-9][A-Z0-9_-]{0,31}$)"
 
@@ -294,12 +299,21 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
                 "version": qsr_pos.VERSION,
                 "timezone": rules.timezone,
                 "day_start_hour": rules.day_start_hour,
+                # the bounds of the business days the folder's check tells apart, in this host's time-zone data
+                OFFSETS: day_offsets(rules, files[0].folder_date) if files else {},
                 "files": [(f.relpath, zone.known_digest(f)) for f in files],
             }
         )
 
     def max_reject_share(self) -> float:
         return settings.qsr().max_reject_share
+
+
+def day_offsets(rules: QsrRules, day: dt.date) -> dict[str, str]:
+    """The UTC offsets of the business day before ``day`` (``"-1"``) and of ``day`` (``"0"``) in ``[qsr]
+    timezone``, as Arrow's time-zone data gives them: their bounds decide which lines of folders ``day`` and
+    ``day+1`` are partition ``day``'s, and which of folder ``day``'s are misfiled (a date it does not hold)."""
+    return {str(k): day_offset(rules.timezone, day + dt.timedelta(days=k), rules.day_start_hour) for k in (-1, 0)}
 
 
 def _take(shared, taking: dict, folder: dt.date) -> tuple:

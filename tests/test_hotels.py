@@ -397,6 +397,8 @@ def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursio
                 fields["input_fingerprint"] = window.fingerprint
                 (digest,) = manifest["input_hashes"].values()  # of the model's H1.csv, its header only
                 fields["input_hashes"] = {f.relpath: digest for f in window.read}
+                # its own day's rules: H1's zone's offset that day (-04:00 or -05:00)
+                fields["rules"], fields["rules_fingerprint"] = twin.rules(), twin.rules_fingerprint()
             (folder / "_manifest.json").write_text(json.dumps({**manifest, **fields}))
     assert len(lab.built_at(STATE)) == len(days) == 1095
     assert sys.getrecursionlimit() < len(days)  # Python's default (1,000): no room for one frame a link

@@ -108,8 +108,9 @@ def check_replaceable(node: Node, engine: Engine, manifest: dict | None, where: 
     if manifest.get("rules_fingerprint") == node.rules_fingerprint():
         return  # the same rules: another writer read older inputs; replacing it undoes no rollout
     if engine.changed_since_first_look(node.store(), node.key):
+        other = diff_rules(manifest.get("rules") or {}, node.rules(), node.key)
         raise NotReplaced(
-            f"another host committed {where} (other rules: {diff_rules(manifest.get('rules') or {}, node.rules())}) "
+            f"another host committed {where} (other rules: {other}) "
             "since this run began; not replaced. Rerun on the host with the rules you mean to keep"
         )
     why = _newer_settings(node, engine, manifest, where)

@@ -24,7 +24,15 @@ from tasks.freshness import identity
 from tasks.freshness.inputs import Window, parse_inputs
 from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import Blocked, Node, State, raw_folders
-from tasks.freshness.rules import built_by_newer, diff_rules, iso_time, newer_version, same_settings, settings_at
+from tasks.freshness.rules import (
+    built_by_newer,
+    diff_rules,
+    iso_time,
+    newer_version,
+    rules_reason,
+    same_settings,
+    settings_at,
+)
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import Refused
@@ -114,11 +122,11 @@ class Engine(Memo):
             if newer_version(theirs.get("version"), ours.get("version")):  # a run refuses to replace it: not stale
                 return State("newer", built_by_newer(theirs.get("version"), ours.get("version")))
             if same_settings(theirs, ours):  # which hotels it reads changed: name the files, not their timezones
-                return State("stale", self._files_changed(node, store) or "rules changed: " + diff_rules(theirs, ours))
+                return State("stale", self._files_changed(node, store) or rules_reason(theirs, ours, node.key))
             newer = self.newer_settings(node, manifest)
             if newer:  # the same: a run here refuses it
                 return State("newer", f"{newer}; a run does not replace it")
-            return State("stale", "rules changed: " + diff_rules(theirs, ours))
+            return State("stale", rules_reason(theirs, ours, node.key))
         window = self.window(node)
         if window is None:
             return State("stale", "a raw folder it read is gone")
@@ -210,7 +218,7 @@ class Engine(Memo):
         return (
             f"built under other rules; {host or 'another host'} builds {store.dataset} under settings changed at "
             f"{theirs_at[:19]}Z, later than this host's ({mine[:19]}Z; here -> there: "
-            f"{diff_rules(rules, manifest.get('rules') or {})}): update them"
+            f"{diff_rules(rules, manifest.get('rules') or {}, node.key)}): update them"
         )
 
     @contextlib.contextmanager

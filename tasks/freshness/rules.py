@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import datetime as dt
 
+# the rules' entry of the time zones' UTC offsets on the days a partition's dates depend on, from the
+# host's time-zone data (not a setting): {zone: {day: offsets}}, each day as days from the partition's
+# date ("0" the date, "-1" the day before) and its offsets as tasks.calendar.day_offset gives them
+OFFSETS = "utc_offsets"
+
 
 def same_settings(theirs: dict, ours: dict) -> bool:
     """Whether two partitions' rules set every setting alike; a dict's entries are compared where both have
-    them (a hotel's timezone is in the rules of the dates that read its extracts, and only of those)."""
+    them (a hotel's timezone is in the rules of the dates that read its extracts, and only of those). The
+    time zones' offsets are no setting: other time-zone data is other input, which any host rebuilds."""
+    theirs, ours = _settings(theirs), _settings(ours)
     if theirs.keys() != ours.keys():
         return False
     for key, a in theirs.items():
@@ -50,15 +57,65 @@ def iso_time(text) -> float:
 ROLL_BACK = "change this host's settings again (or touch its luigi.cfg) and rerun"
 
 
-def diff_rules(old: dict, new: dict) -> str:
+def _settings(rules: dict) -> dict:
+    return {k: v for k, v in rules.items() if k != OFFSETS}
+
+
+def rules_reason(old: dict, new: dict, date: dt.date | None = None) -> str:
+    """Why a partition of ``date`` built under rules ``old`` is stale under ``new``: ``rules changed: ...``
+    (:func:`diff_rules`), or, when only the time zones' offsets differ, :func:`offsets_changed` alone."""
+    if _settings(old) == _settings(new):
+        said = offsets_changed(old.get(OFFSETS), new.get(OFFSETS), date)
+        if said:
+            return said
+    return "rules changed: " + diff_rules(old, new, date)
+
+
+def offsets_changed(old, new, date: dt.date | None = None) -> str:
+    """``time zone America/Vancouver's offset on 2026-11-05 changed -08:00 -> -07:00 (time-zone data)``: the
+    days recorded in both ``old`` and ``new`` (:data:`OFFSETS`) whose offsets differ, each day named as a
+    date when the partition's ``date`` is given; ''."""
+    said = []
+    for zone in sorted(old.keys() & new.keys()) if isinstance(old, dict) and isinstance(new, dict) else []:
+        was, now = old[zone], new[zone]
+        if isinstance(was, dict) and isinstance(now, dict):
+            days = [(d, was[d], now[d]) for d in sorted(was.keys() & now.keys(), key=_day) if was[d] != now[d]]
+            if days:
+                text = ", ".join(f"on {_day_name(d, date)} changed {a} -> {b}" for d, a, b in days)
+                said.append(f"time zone {zone}'s offset {text}")
+    return f"{'; '.join(said)} (time-zone data)" if said else ""
+
+
+def _day(label: str) -> int:
+    try:
+        return int(label)
+    except ValueError:
+        return 0
+
+
+def _day_name(label: str, date: dt.date | None) -> str:
+    """The day ``label`` (days from ``date``) as a date; without one, "the date" or "the date -1"."""
+    if date is None:
+        return "the date" if _day(label) == 0 else f"the date {_day(label):+d}"
+    return (date + dt.timedelta(days=_day(label))).isoformat()
+
+
+def diff_rules(old: dict, new: dict, date: dt.date | None = None) -> str:
     """Each setting that differs, ``name old -> new``; one that one side does not record, ``name now new`` or
     ``name no longer old`` (a window records start_date only where it cuts it, and a rules dict from an older
     version may lack a setting: its value there is not known, not none); of a table of settings (hotels'
-    timezones), only its entries that differ, ``name[key] old -> new``."""
+    timezones), only its entries that differ, ``name[key] old -> new``; of the time zones' offsets,
+    :func:`offsets_changed` (of a partition of ``date``)."""
     changed = []
     for k in sorted(set(old) | set(new)):
         was, now = old.get(k), new.get(k)
         if was == now:
+            continue
+        if k == OFFSETS:  # a zone only one side has: the timezones that differ say why
+            text = offsets_changed(was, now, date)
+            if not text and was is None:  # built before partitions recorded them
+                text = "the time zones' UTC offsets now recorded"
+            changed += [text] if text else []
             continue
         if isinstance(was, dict) and isinstance(now, dict):
             changed += [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERSION = "stg_qsr_pos/6"  # bumped when a change of the transform changes its output
+VERSION = "stg_qsr_pos/7"  # bumped when a change of the transform changes its output
 
 
 @dataclass(frozen=True)

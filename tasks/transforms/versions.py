@@ -8,7 +8,7 @@ Bump a version when a change to its transform changes the output: every partitio
 
 ADS_DAILY_VERSION = "ads_daily/7"
 ADS_ROLLING_VERSION = "ads_rolling_7d/1"
-HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/4"
+HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/5"
 OTB_VERSION = "otb_by_stay_date/2"
 PICKUP_VERSION = "hotel_pickup/1"
 BOOKING_STATE_VERSION = "hotel_booking_state/2"
