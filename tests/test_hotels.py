@@ -622,6 +622,21 @@ def test_a_reject_share_failure_of_hotel_staging_stops_applying_once_the_share_i
     assert shown() == ("ok", "")
 
 
+def test_a_reject_share_just_over_the_limit_reads_over_it_and_a_misfiled_event_gives_its_local_time(hotel_lab, setting):
+    """1 of 3 rows over a limit of 0.333: before, "33.3% > max_reject_share 33.3%", and the example's reason
+    said only "event_at is not on the folder's date at the hotel"."""
+    from tasks.views import status
+
+    path = hotel_lab.raw / "hotel_bookings" / str(FIRST) / "H1.csv"
+    late = f"X0,H1,{FIRST + DAY}T00:30:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"
+    path.write_text(path.read_text() + late + "\n")
+    setting("hotels", "max_reject_share", 0.333)
+    assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(FIRST)) == 30
+    (row,) = status.collect(FIRST, FIRST + DAY, ["stg_hotel_bookings_daily"])
+    assert row.state == "failed" and "1 of 3 rows rejected (33.33% > max_reject_share 33.30%)" in row.reason
+    assert f"{FIRST + DAY} 00:30:00 at the hotel (America/Toronto, -04:00), not {FIRST}" in row.reason, row.reason
+
+
 @pytest.mark.system
 def test_the_hotels_list_beside_the_users_luigi_cfg_is_read_and_named(hotel_lab):
     """config/hotels.csv was read from the package's folder only: a user's own list beside their

@@ -70,12 +70,23 @@ class BuildPlan:
         rows = built.rejected.slice(0, 5).to_pylist()
         examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
         where = f"{node.dataset} {node.key}" if node.key else node.dataset
+        share, limit_shown = percents(rejected / attributed, limit)
         raise RejectShareExceeded(
-            f"{where}: {rejected} of {attributed} rows rejected ({rejected / attributed:.1%} > "
-            f"max_reject_share {limit:.1%}), e.g. {examples}. All rejected rows: "
+            f"{where}: {rejected} of {attributed} rows rejected ({share} > "
+            f"max_reject_share {limit_shown}), e.g. {examples}. All rejected rows: "
             f"{node.store().write_failed_rejects(node.key, built.rejected)}. The previous partition is kept.",
             decided_by=node.acceptance_settings(),
         )
+
+
+def percents(share: float, limit: float) -> tuple[str, str]:
+    """``share`` and ``limit`` as percentages with one decimal, or as many more as it takes to tell them apart
+    (8 of 159 rows over a limit of 5%: ``5.03%`` and ``5.00%``, not ``5.0%`` and ``5.0%``)."""
+    for places in range(1, 16):
+        shown = f"{share:.{places}%}", f"{limit:.{places}%}"
+        if shown[0] != shown[1]:
+            return shown
+    return f"{share:%}", f"{limit:%}"
 
 
 def plan_build(node: Node, engine: Engine, where: str) -> BuildPlan:

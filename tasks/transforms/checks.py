@@ -251,15 +251,26 @@ def reject_schema(raw_columns: list[str]) -> pa.Schema:
 
 
 def file_rejects(
-    parsed, code: pa.Array, bad: pa.Array, reasons: list[str], schema: pa.Schema, *, malformed_text: str | None
+    parsed,
+    code: pa.Array,
+    bad: pa.Array,
+    reasons: list[str],
+    schema: pa.Schema,
+    *,
+    malformed_text: str | None,
+    detail: pa.Array | None = None,
 ) -> pa.Table:
-    """The rows of one parsed file that ``bad`` marks, with ``reasons[code]``; plus the rows the parser
-    could not split (their text in column ``malformed_text``), unless that is None."""
+    """The rows of one parsed file that ``bad`` marks, with ``reasons[code]``, or a row's ``detail`` where it
+    is not null (a reason that gives the row's own values); plus the rows the parser could not split (their
+    text in column ``malformed_text``), unless that is None."""
     raw_columns = schema.names[3:]
+    reason = pc.take(pa.array(reasons), pc.filter(code, bad))
+    if detail is not None:
+        reason = pc.coalesce(pc.filter(detail, bad), reason)
     cols = {
         "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), count(bad)),
         "row_number": pc.filter(parsed.row_numbers, bad),
-        "reason": pc.take(pa.array(reasons), pc.filter(code, bad)),
+        "reason": reason,
     }
     cols.update({c: pc.filter(parsed.table[c], bad) for c in raw_columns})
     rejected = pa.table(cols, schema=schema)

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from tasks.transforms.checks import (
     MONEY,
     blank,
+    count,
     file_rejects,
     first_failed,
     int_too_long,
@@ -108,6 +109,7 @@ class HotelLimits:
 
 
 REASONS = HotelLimits().reasons()  # with the default bounds
+MISFILED = REASONS.index("event_at is not on the folder's date at the hotel")  # its reason gives the local time
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelL
     ]
     code = first_failed([pc.fill_null(c, True) for c in checks])
     valid = pc.equal(code, 0)
+    misfiled = pc.equal(code, MISFILED)
     picked = raw.filter(valid)
     rows = pa.table(
         {
@@ -187,5 +190,15 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelL
         schema=EVENTS_SCHEMA,
     )
     reasons = limits.reasons()
-    rejected = file_rejects(parsed, code, pc.invert(valid), reasons, REJECT_SCHEMA, malformed_text="booking_id")
+    # a misfiled event's reason gives its local time, as the date was taken from it
+    detail = pc.if_else(misfiled, _misfiled(event_at, timezone, date), None) if count(misfiled) else None
+    rejected = file_rejects(
+        parsed, code, pc.invert(valid), reasons, REJECT_SCHEMA, malformed_text="booking_id", detail=detail
+    )
     return rows, rejected
+
+
+def _misfiled(event_at: pa.Array, timezone: str, date: dt.date) -> pa.Array:
+    """``event_at is 2026-11-04 23:30:00 at the hotel (America/Vancouver, -08:00), not 2026-11-05``."""
+    local = event_at.cast(pa.timestamp("s", tz=timezone))
+    return pc.strftime(local, f"event_at is %Y-%m-%d %H:%M:%S at the hotel ({timezone}, %Ez), not {date}")

@@ -57,6 +57,7 @@ REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
 # a checked row's columns of few distinct values (source_file: an index into the folder's files) as dictionaries
 _CODED = dict.fromkeys(("store_id", "sku", "status", "source_file"), pa.dictionary(pa.int32(), pa.string()))
 
+MISFILED_REASON = "ordered_at is not on a business date its folder holds (folder date or the day before): misfiled"
 
 REASONS = [
     "",  # 0: valid
@@ -64,7 +65,7 @@ REASONS = [
     "line_no is not an integer >= 1",
     "store_id does not match the file name",
     "ordered_at is not ISO 8601 with a UTC offset",
-    "ordered_at is not on a business date its folder holds (folder date or the day before): misfiled",
+    MISFILED_REASON,
     "sku is empty",
     "qty is not an integer >= 1",
     "unit_price is not a decimal >= 0 (2 dp)",
@@ -75,6 +76,7 @@ REASONS = [
     "unit_price has over 15 digits before the point, the most decimal(18,2) holds",
     "discount has over 15 digits before the point, the most decimal(18,2) holds",
 ]
+MISFILED = REASONS.index(MISFILED_REASON)  # a misfiled line's reason gives its local time and business date
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     reject_cols = {
         "source_file": pc.take(names, pc.filter(file_index, bad)),
         "row_number": pc.filter(row_numbers, bad),
-        "reason": pc.take(pa.array(REASONS), pc.filter(code, bad)),
+        "reason": _reasons(pc.filter(code, bad), pc.filter(ordered_at, bad), pc.filter(bdate, bad), folder, rules),
     }
     reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
     reject_cols.update(owner=pc.filter(owner, bad), parsed=pa.repeat(pa.scalar(True), count(bad)))
@@ -150,6 +152,20 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     rejected = pa.concat_tables(tables).combine_chunks()
     rows_read = raw.num_rows + sum(len(f.malformed) for f in files)
     return CheckedFolder(folder, rows, rejected, rows_read)
+
+
+def _reasons(code: pa.Array, ordered_at: pa.Array, bdate: pa.Array, folder: dt.date, rules: QsrRules) -> pa.Array:
+    """Each rejected row's reason (``REASONS[code]``); a misfiled one's gives its local time and business date,
+    as they were taken: ``ordered_at is 2026-09-04 06:10:00 at the store (America/Toronto, -04:00), business
+    date 2026-09-04, not 2026-09-01 or 2026-09-02 (the folder's date or the day before): misfiled``."""
+    reason = pc.take(pa.array(REASONS), code)
+    misfiled = pc.equal(code, MISFILED)
+    if not count(misfiled):
+        return reason
+    local = ordered_at.cast(pa.timestamp("s", tz=rules.timezone))
+    at = pc.strftime(local, f"ordered_at is %Y-%m-%d %H:%M:%S at the store ({rules.timezone}, %Ez), business date ")
+    held = f", not {folder - dt.timedelta(days=1)} or {folder} (the folder's date or the day before): misfiled"
+    return pc.if_else(misfiled, pc.binary_join_element_wise(at, pc.cast(bdate, pa.string()), held, ""), reason)
 
 
 def check_batches(

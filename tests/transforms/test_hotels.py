@@ -35,22 +35,26 @@ def ev(
 
 
 @pytest.mark.parametrize(
-    ("hotel", "tz", "at", "kept"),
+    ("hotel", "tz", "at", "misfiled"),
     [
-        ("H1", TORONTO, "2026-09-15T23:59:59-04:00", True),
-        ("H1", TORONTO, "2026-09-16T00:00:00-04:00", False),  # the next local day: misfiled here
-        ("H1", TORONTO, "2026-09-15T00:00:00-04:00", True),
-        ("H2", VANCOUVER, "2026-09-15T23:59:59-07:00", True),
-        ("H2", VANCOUVER, "2026-09-16T06:59:59Z", True),  # 23:59:59 in Vancouver, already the 16th in UTC
-        ("H2", VANCOUVER, "2026-09-16T07:00:00Z", False),
-        ("H1", TORONTO, "2026-09-16T03:59:59Z", True),  # 23:59:59 in Toronto
+        ("H1", TORONTO, "2026-09-15T23:59:59-04:00", None),
+        ("H1", TORONTO, "2026-09-16T00:00:00-04:00", "2026-09-16 00:00:00 at the hotel (America/Toronto, -04:00)"),
+        ("H1", TORONTO, "2026-09-15T00:00:00-04:00", None),
+        ("H2", VANCOUVER, "2026-09-15T23:59:59-07:00", None),
+        ("H2", VANCOUVER, "2026-09-16T06:59:59Z", None),  # 23:59:59 in Vancouver, already the 16th in UTC
+        ("H2", VANCOUVER, "2026-09-16T07:00:00Z", "2026-09-16 00:00:00 at the hotel (America/Vancouver, -07:00)"),
+        ("H1", TORONTO, "2026-09-16T03:59:59Z", None),  # 23:59:59 in Toronto
+        ("H1", TORONTO, "2026-09-15T03:59:59Z", "2026-09-14 23:59:59 at the hotel (America/Toronto, -04:00)"),
     ],
 )
-def test_business_date_is_the_local_date_at_the_hotel(hotel, tz, at, kept):
+def test_business_date_is_the_local_date_at_the_hotel(hotel, tz, at, misfiled):
+    """A misfiled event's reason gives the local time, zone and offset its date was taken from (before: only
+    "event_at is not on the folder's date at the hotel")."""
     result = clean_booking_events([(extract(hotel, [ev("B1", hotel, at)]), tz)], D)
-    assert result.table.num_rows == (1 if kept else 0)
-    if not kept:
-        assert result.rejected["reason"].to_pylist() == ["event_at is not on the folder's date at the hotel"]
+    assert result.table.num_rows == (1 if misfiled is None else 0)
+    if misfiled is not None:
+        (reason,) = result.rejected["reason"].to_pylist()
+        assert reason.startswith("event_at is ") and misfiled in reason and reason.endswith(f"not {D}"), reason
 
 
 @pytest.mark.parametrize(

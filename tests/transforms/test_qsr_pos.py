@@ -292,15 +292,23 @@ def test_qty_format(qty, ok):
 
 
 @pytest.mark.parametrize(
-    "ts", ["2020-01-01T12:00:00-04:00", "9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+14:00", "2026-09-17T12:00Z"]
+    ("ts", "local", "business_date"),
+    [
+        ("2020-01-01T12:00:00-04:00", "2020-01-01 11:00:00 at the store (America/Toronto, -05:00)", "2020-01-01"),
+        ("9999-12-31T23:59:59-12:00", "10000-01-01 06:59:59 at the store (America/Toronto, -05:00)", "10000-01-01"),
+        ("0001-01-01T00:00:00+14:00", "0000-12-31 04:42:28 at the store (America/Toronto, -05:17)", "0000-12-30"),
+        ("2026-09-17T12:00Z", "2026-09-17 08:00:00 at the store (America/Toronto, -04:00)", "2026-09-17"),
+        ("2026-09-14T04:59:59-04:00", "2026-09-14 04:59:59 at the store (America/Toronto, -04:00)", "2026-09-13"),
+    ],
 )
-def test_line_of_a_business_date_its_folder_does_not_hold_is_rejected_not_lost(ts):
-    # found by fuzzing: only partitions folder-1 and folder read a folder, so such a line was in none of them
+def test_line_of_a_business_date_its_folder_does_not_hold_is_rejected_not_lost(ts, local, business_date):
+    # found by fuzzing: only partitions folder-1 and folder read a folder, so such a line was in none of them.
+    # Its reason gives the local time, zone, offset and business date that make it misfiled.
     folder15 = [line("G1", "2026-09-15T12:00:00-04:00"), line("O1", ts.replace("12:00Z", "12:00:00Z"))]
     d15 = clean(D15, [(D15, folder15)])
-    assert [(r["row_number"], r["reason"]) for r in d15.rejected.to_pylist()] == [
-        (3, "ordered_at is not on a business date its folder holds (folder date or the day before): misfiled")
-    ]
+    ((row_number, reason),) = [(r["row_number"], r["reason"]) for r in d15.rejected.to_pylist()]
+    assert row_number == 3 and reason.startswith("ordered_at is ") and reason.endswith("misfiled"), reason
+    assert f"{local}, business date {business_date}, not 2026-09-14 or 2026-09-15" in reason, reason
     assert d15.attributed_rows == 2
     d14 = clean(D15 - dt.timedelta(days=1), [(D15 - dt.timedelta(days=1), []), (D15, folder15)])
     assert (d14.table.num_rows, d14.rejected.num_rows, d14.other_date_rows) == (0, 0, 2)
