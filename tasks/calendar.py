@@ -1,6 +1,6 @@
 """Business-date arithmetic: pure functions, no clock. Time zones are Arrow's, as :func:`business_dates`
 computes dates in them: over the host's time-zone data (tzdata, in :data:`TZ_DATA`), which
-:func:`day_offsets` turns into a partition's rules.
+:func:`day_offset` turns into a partition's rules.
 
 A QSR business date ``d`` runs from ``d 05:00`` to ``d+1 04:59:59`` local time, so the
 business date of an instant is the wall-clock date of (local time - 5 h). The POS splits its
