@@ -404,7 +404,8 @@ def test_a_field_over_1_mib_rejects_its_row_naming_file_row_and_column(lab, sett
         got[0]["reason"]
         == "sku is 1,048,577 bytes long; the contract allows at most 1,048,576 bytes (1 MiB) in a field"
     )
-    assert got[0]["order_id"].startswith(f"S001-{START}-L,1,S001,") and len(got[0]["order_id"]) <= 200  # its text
+    assert got[0]["order_id"] == f"S001-{START}-L" and got[0]["sku"] == f"{'X' * 200}... (1,048,577 characters)"
+    assert got[0]["raw_line"].startswith(f"S001-{START}-L,1,S001,") and len(got[0]["raw_line"]) <= 200  # its text
     data = pq.read_table(lab.partition(START))
     assert f"S001-{START}-M" in data["order_id"].to_pylist() and f"S001-{START}-L" not in data["order_id"].to_pylist()
 

@@ -20,6 +20,7 @@ from tasks.transforms.checks import (
     fit_total,
     int_too_long,
     is_money,
+    malformed_rejects,
     money_too_long,
     parse_dates,
     reject_schema,
@@ -128,9 +129,7 @@ def _export_rows(
     """(valid rows of ``date``, rejects attributed to ``date``, rows attributed to ``date``) of one export."""
     raw = parsed.table
     day = parse_dates(raw["date"])
-    day_before = export_date - dt.timedelta(days=1)
-    restated = pa.array([export_date - dt.timedelta(days=k) for k in range(1, restatement_days + 1)], pa.date32())
-    outside = pc.and_(pc.is_valid(day), pc.invert(pc.is_in(day, restated)))  # a date, not one restated
+    restated = [export_date - dt.timedelta(days=k) for k in range(restatement_days, 0, -1)]
     bad = {c: _not_count(raw[c]) for c in _COUNTS} | {c: pc.invert(is_money(raw[c])) for c in _AMOUNTS}
     # a number of more digits than its column holds is too large, not "not a number"
     big = {c: int_too_long(raw[c], bad[c], digits=15) for c in _COUNTS}  # _not_count's 15
@@ -145,16 +144,12 @@ def _export_rows(
         typed["spend"],
         typed["conversions"],
         typed["conversion_value"],
-        outside,
+        _not_restated(day, restated),
         *(big[c] for c in (*_COUNTS, *_AMOUNTS)),
     ]
     code = first_failed(checks)
     valid = pc.equal(code, 0)
-    target = pa.scalar(date, pa.date32())
-    # a date it does not restate: its day before owns the row; no date at all (it does not parse): every
-    # date the export restates may own it, so each of them counts it
-    restates = 1 <= (export_date - date).days <= restatement_days
-    mine = pc.if_else(outside, pa.scalar(day_before == date), pc.fill_null(pc.equal(day, target), restates))
+    mine = _owned(day, restated, date)
     keep = pc.and_(valid, mine)
     picked = raw.filter(keep)
     rows = pa.table(
@@ -169,11 +164,26 @@ def _export_rows(
         }
     )
     bad = pc.and_(pc.invert(valid), mine)
-    # unsplittable rows: no date can be read either, so every date the export restates takes them
-    rejected = file_rejects(
-        parsed, code, bad, REASONS, REJECT_SCHEMA, malformed_text="campaign_id" if restates else None
-    )
-    return rows, rejected, count(mine) + (len(parsed.malformed) if restates else 0)
+    rejected = file_rejects(parsed, code, bad, REASONS, REJECT_SCHEMA, malformed=False)
+    # rows the parser took out: one it could split is its date's like any other; one it could not has no date
+    taken_out = malformed_rejects(parsed, RAW_COLUMNS, REJECT_SCHEMA)
+    theirs = _owned(parse_dates(taken_out["date"]), restated, date)
+    rejected = pa.concat_tables([rejected, taken_out.filter(theirs)])
+    return rows, rejected, count(mine) + count(theirs)
+
+
+def _not_restated(day: pa.Array, restated: list[dt.date]) -> pa.Array:
+    """Per row: a date, but not one the export restates."""
+    return pc.and_(pc.is_valid(day), pc.invert(pc.is_in(day, pa.array(restated, pa.date32()))))
+
+
+def _owned(day: pa.Array, restated: list[dt.date], date: dt.date) -> pa.Array:
+    """Per row of an export (``day``: its date, null where it has none), whether it is ``date``'s: a row of a
+    date the export restates is that date's; of one it does not, the export's day before's; a row with no
+    date may be any date the export restates, so each of them counts it."""
+    outside = _not_restated(day, restated)
+    own = pc.fill_null(pc.equal(day, pa.scalar(date, pa.date32())), date in restated)
+    return pc.if_else(outside, pa.scalar(restated[-1] == date), own)
 
 
 def rolling_window(days: list[tuple[dt.date, pa.Table]], days_in_window: int) -> pa.Table:

@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 MONEY = pa.decimal128(18, 2)  # every money column of every dataset: cents, up to 16 digits before the point
+RAW_LINE = "raw_line"  # a quarantine's column: the text of a row the CSV parser took out, null for the others
+RAW_LINE_CHARS = 200  # of that text, at most
 ISO_INSTANT = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$"
 
 
@@ -102,16 +104,18 @@ def first_failed(checks: list) -> pa.Array:
     return code
 
 
-def malformed_rejects(parsed, raw_columns: list[str], schema: pa.Schema, text_column: str) -> pa.Table:
-    """Rows the CSV parser could not split (``parsed.malformed``), as rejects; their text goes in ``text_column``."""
+def malformed_rejects(parsed, raw_columns: list[str], schema: pa.Schema) -> pa.Table:
+    """Rows the CSV parser took out (``parsed.malformed``), as rejects: the values of a row it could split
+    (``parsed.split``) in their columns, null in a row it could not; the line's text in ``raw_line``."""
     m = parsed.malformed
-    cols = {c: pa.array([""] * len(m), pa.string()) for c in raw_columns}
-    cols[text_column] = pa.array([text[:200] for _, _, text in m], pa.string())
+    fields = [parsed.split.get(n) for n, _, _ in m]
+    cols = {c: pa.array([f[i] if f else None for f in fields], pa.string()) for i, c in enumerate(raw_columns)}
     cols.update(
         source_file=pa.array([parsed.source_file] * len(m), pa.string()),
         row_number=pa.array([n for n, _, _ in m], pa.int64()),
         reason=pa.array([r for _, r, _ in m], pa.string()),
     )
+    cols[RAW_LINE] = pa.array([text[:RAW_LINE_CHARS] for _, _, text in m], pa.string())
     return pa.table(cols, schema=schema)
 
 
@@ -245,9 +249,10 @@ def as_array(x) -> pa.Array:
 
 
 def reject_schema(raw_columns: list[str]) -> pa.Schema:
-    """Quarantine rows: where they came from, why, and the raw values as strings."""
+    """Quarantine rows: where they came from, why, the raw values as strings, and the line of a row the
+    CSV parser took out (:data:`RAW_LINE`)."""
     head = [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
-    return pa.schema(head + [(c, pa.string()) for c in raw_columns])
+    return pa.schema(head + [(c, pa.string()) for c in raw_columns] + [(RAW_LINE, pa.string())])
 
 
 def file_rejects(
@@ -257,25 +262,27 @@ def file_rejects(
     reasons: list[str],
     schema: pa.Schema,
     *,
-    malformed_text: str | None,
+    malformed: bool = True,
     detail: pa.Array | None = None,
 ) -> pa.Table:
     """The rows of one parsed file that ``bad`` marks, with ``reasons[code]``, or a row's ``detail`` where it
-    is not null (a reason that gives the row's own values); plus the rows the parser could not split (their
-    text in column ``malformed_text``), unless that is None."""
-    raw_columns = schema.names[3:]
+    is not null (a reason that gives the row's own values); then, unless ``malformed`` is false, the rows the
+    parser took out (:func:`malformed_rejects`)."""
+    raw_columns = schema.names[3:-1]
+    n = count(bad)
     reason = pc.take(pa.array(reasons), pc.filter(code, bad))
     if detail is not None:
         reason = pc.coalesce(pc.filter(detail, bad), reason)
     cols = {
-        "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), count(bad)),
+        "source_file": pa.repeat(pa.scalar(parsed.source_file, pa.string()), n),
         "row_number": pc.filter(parsed.row_numbers, bad),
         "reason": reason,
     }
     cols.update({c: pc.filter(parsed.table[c], bad) for c in raw_columns})
+    cols[RAW_LINE] = pa.nulls(n, pa.string())
     rejected = pa.table(cols, schema=schema)
-    if parsed.malformed and malformed_text is not None:
-        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, raw_columns, schema, malformed_text)])
+    if parsed.malformed and malformed:
+        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, raw_columns, schema)])
     return rejected
 
 

@@ -19,6 +19,7 @@ from tasks.calendar import business_dates
 from tasks.cores import executor
 from tasks.transforms.checks import (
     MONEY,
+    RAW_LINE,
     as_array,
     blank,
     count,
@@ -110,9 +111,7 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
     price, discount = money_cents(raw["unit_price"]), money_cents(raw["discount"])
     code = _failed_rule(raw, ordered_at, misfiled, _store_id_is_not_stem(raw, files, file_index), price, discount)
     valid = pc.equal(code, 0)
-    # a misfiled line's business date is known and is neither partition's: the folder's date reports it;
-    # a line whose ordered_at does not parse may be either partition's: its owner is null (both take it)
-    owner = pc.if_else(misfiled, pa.scalar(folder, pa.date32()), bdate)
+    owner = _owner(bdate, misfiled, folder)
     # copy only what is valid, then cast: every value already passed its type rule
     picked = raw.select(["store_id", "order_id", "line_no", "sku", "qty", "status"]).filter(valid)
     rows = pa.table(
@@ -142,12 +141,13 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
         "reason": _reasons(pc.filter(code, bad), pc.filter(ordered_at, bad), pc.filter(bdate, bad), folder, rules),
     }
     reject_cols.update({c: pc.filter(raw[c], bad) for c in RAW_COLUMNS})
+    reject_cols[RAW_LINE] = pa.nulls(count(bad), pa.string())
     reject_cols.update(owner=pc.filter(owner, bad), parsed=pa.repeat(pa.scalar(True), count(bad)))
     tables = [pa.table(reject_cols, schema=CHECKED_REJECT_SCHEMA)]
-    for f in files:  # rows the parser could not split: either partition's (owner null), like a bad ordered_at
+    for f in files:  # rows the parser took out: owned like any other row (none when it could not split them)
         if f.malformed:
-            m = malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA, "order_id")
-            m = m.append_column("owner", pa.nulls(m.num_rows, pa.date32()))
+            m = malformed_rejects(f, RAW_COLUMNS, REJECT_SCHEMA)
+            m = m.append_column("owner", _owners(m["ordered_at"], folder, held, rules))
             tables.append(m.append_column("parsed", pa.repeat(pa.scalar(False), m.num_rows)))
     rejected = pa.concat_tables(tables).combine_chunks()
     rows_read = raw.num_rows + sum(len(f.malformed) for f in files)
@@ -257,6 +257,19 @@ def merged_rejects(rejected: list[pa.Table]) -> pa.Table:
     parsed = [r.filter(r["parsed"]) for r in rejected]
     unparsed = [r.filter(pc.invert(r["parsed"])) for r in rejected]
     return pa.concat_tables(parsed + unparsed).combine_chunks()
+
+
+def _owner(bdate: pa.Array, misfiled: pa.Array, folder: dt.date) -> pa.Array:
+    """The partition a row is attributed to: its business date; the folder's date for a misfiled line (its
+    date is known and neither partition's: the folder's date reports it); null for a line whose ordered_at
+    does not parse, which may be either partition's (both take it)."""
+    return pc.if_else(misfiled, pa.scalar(folder, pa.date32()), bdate)
+
+
+def _owners(ordered_at, folder: dt.date, held: pa.Array, rules: QsrRules) -> pa.Array:
+    """:func:`_owner` of rows given their ordered_at text (null for a row the parser could not split)."""
+    bdate = business_dates(parse_instants(ordered_at), rules.timezone, rules.day_start_hour)
+    return _owner(bdate, pc.and_(pc.is_valid(bdate), pc.invert(pc.is_in(bdate, held))), folder)
 
 
 def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.Array) -> pa.Array:

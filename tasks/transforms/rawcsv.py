@@ -10,7 +10,7 @@ import bisect
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +38,10 @@ class ParsedCsv:
     source_file: str
     table: pa.Table  # every expected column as string, in contract order
     row_numbers: pa.Array  # int64, one per table row
-    malformed: list[tuple[int, str, str]]  # (row number, reason, raw text) of rows that could not be split
+    malformed: list[tuple[int, str, str]]  # (row number, reason, raw text) of rows the parser took out
+    # of those, the rows it could split (a control character, a field too long): row number -> their contract
+    # columns' values, escaped; a row of the wrong field count has none
+    split: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 def file_stem(path: str) -> str:
@@ -49,7 +52,8 @@ def file_stem(path: str) -> str:
 
 def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
     """Parse CSV bytes with a header row holding every contract column once (extra columns checked, not
-    returned). Rows with the wrong field count or a control character come back in ``malformed``; a file
+    returned). Rows with the wrong field count, a control character or a field too long come back in
+    ``malformed`` (the fields of the last two in ``split``); a file
     not UTF-8 raises :class:`RawSchemaError` naming the byte offset and line."""
     header = check_header(data, source_file, columns)
     if b"\n" not in data and b"\r" not in data:  # a header without a line end: the parser sees no row at all
@@ -179,7 +183,8 @@ def _read(
 def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
     """``parsed`` with its contract columns only, and the rows holding a control character in any
     field (extra columns included), or a field longer than :data:`MAX_FIELD` bytes, moved to
-    ``malformed``: reason naming the column, text escaped (a long field cut)."""
+    ``malformed``: reason naming the column, text escaped (a long field cut); their contract columns'
+    values, escaped and cut alike, in ``split``."""
     table = parsed.table
     long = {name: _long_mask(table[name]) for name in table.column_names}
     long = {name: mask for name, mask in long.items() if mask is not None}
@@ -187,9 +192,10 @@ def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
     masks = {name: mask for name, mask in masks.items() if mask is not None}
     bad = functools.reduce(pc.or_, [*long.values(), *masks.values()]) if masks or long else None
     if bad is None or not pc.any(bad).as_py():
-        return ParsedCsv(parsed.source_file, table.select(columns), parsed.row_numbers, parsed.malformed)
-    flagged = []
+        return ParsedCsv(parsed.source_file, table.select(columns), parsed.row_numbers, parsed.malformed, parsed.split)
+    flagged, split = [], dict(parsed.split)
     for i in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
+        split[parsed.row_numbers[i].as_py()] = tuple(_cut(escape_control(table[c][i].as_py())) for c in columns)
         too_long = next((n for n, mask in long.items() if mask[i].as_py()), None)
         if too_long is not None:
             size = len(table[too_long][i].as_py().encode())
@@ -214,6 +220,7 @@ def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
         table.select(columns).filter(keep),
         pc.filter(parsed.row_numbers, keep),
         sorted(parsed.malformed + flagged),
+        split,
     )
 
 

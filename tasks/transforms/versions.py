@@ -6,7 +6,7 @@ Bump a version when a change to its transform changes the output: every partitio
 (what each bump changed is in the commit log).
 """
 
-ADS_DAILY_VERSION = "ads_daily/7"
+ADS_DAILY_VERSION = "ads_daily/8"
 ADS_ROLLING_VERSION = "ads_rolling_7d/1"
 HOTELS_DAILY_VERSION = "stg_hotel_bookings_daily/5"
 OTB_VERSION = "otb_by_stay_date/2"

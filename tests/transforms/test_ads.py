@@ -196,3 +196,39 @@ def test_a_window_total_too_large_for_its_type_fails_naming_the_campaign_and_win
 def test_a_number_too_large_for_its_column_is_rejected_as_too_large_not_as_not_a_number(row, reason):
     result = newest_restatement([export(D + dt.timedelta(days=1), [row])], D)
     assert [r["reason"][: len(reason)] for r in result.rejected.to_pylist()] == [reason]
+
+
+def test_a_row_with_a_control_character_is_a_reject_of_its_own_date_only_its_fields_in_their_columns():
+    """Before, a row whose channel held a control character was a reject of every date its export restates, as if
+    its date could not be read (7 dates failed on one row), with its whole line in campaign_id and its date
+    empty. A row of the wrong field count cannot be split: its date is unknown, every date restated takes it."""
+    e, three_days_before = D + dt.timedelta(days=1), D - dt.timedelta(days=3)
+    rows = [
+        f"{D},C1,google,100,5,10.00,1,3.00",
+        f"{three_days_before},C2,goo\x07gle,100,5,10.00,1,3.00",
+        f"{D},C3,meta,1,2,3",
+    ]
+    exp = export(e, rows)
+    restated = [e - dt.timedelta(days=k) for k in range(1, 8)]
+    rejects = {d: newest_restatement([exp], d).rejected.to_pylist() for d in restated}
+    owner = [d for d, rows in rejects.items() if any(r["row_number"] == 3 for r in rows)]
+    assert owner == [three_days_before]
+    (control,) = [r for r in rejects[three_days_before] if r["row_number"] == 3]
+    assert control["reason"].startswith("channel holds a control character (U+0007")
+    assert (control["date"], control["campaign_id"], control["channel"], control["spend"]) == (
+        str(three_days_before),
+        "C2",
+        "goo\\x07gle",
+        "10.00",
+    )
+    assert control["raw_line"] == f"{three_days_before},C2,goo\\x07gle,100,5,10.00,1,3.00"  # escaped
+    assert all(any(r["row_number"] == 4 for r in rows) for rows in rejects.values())  # no date: each date's
+    (unsplit,) = [r for r in rejects[D] if r["row_number"] == 4]
+    assert unsplit["reason"] == "row has 6 fields, header has 8"
+    assert (unsplit["date"], unsplit["campaign_id"], unsplit["raw_line"]) == (None, None, f"{D},C3,meta,1,2,3")
+    counts = {d: newest_restatement([exp], d).attributed_rows for d in restated}
+    assert counts == {d: 1 + (d == D) + (d == three_days_before) for d in restated}
+    good = newest_restatement([exp], D)
+    assert good.table["campaign_id"].to_pylist() == ["C1"] and good.rejected.column("raw_line").to_pylist() == [
+        f"{D},C3,meta,1,2,3"
+    ]

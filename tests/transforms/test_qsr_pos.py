@@ -209,6 +209,26 @@ def test_a_reject_with_a_business_date_goes_to_that_partition_and_one_without_to
     assert d15.rows_read == d15.attributed_rows + d15.other_date_rows  # the counts still add up per partition
 
 
+def test_a_line_with_a_control_character_is_a_reject_of_its_business_date_only_its_fields_kept():
+    """Before, a line whose sku held a control character counted against both partitions reading its folder,
+    as if its ordered_at could not be read, with its whole text in order_id; a line of the wrong field count
+    has no business date to read: both take it, its text in raw_line and its fields null."""
+    folder16 = [line("O1", "2026-09-16T12:00:00-04:00").replace("SKU1", "SK\x07U"), line("O2", "x")[:-10]]
+    d15 = clean(D15, [(D15, []), (D16, folder16)]).rejected.to_pylist()
+    d16 = clean(D16, [(D16, folder16)]).rejected.to_pylist()
+    assert [r["row_number"] for r in d15] == [3] and [r["row_number"] for r in d16] == [2, 3]
+    control = d16[0]
+    assert control["reason"].startswith("sku holds a control character (U+0007")
+    assert (control["order_id"], control["sku"], control["ordered_at"]) == (
+        "O1",
+        "SK\\x07U",
+        "2026-09-16T12:00:00-04:00",
+    )
+    assert control["raw_line"] == line("O1", "2026-09-16T12:00:00-04:00").replace("SKU1", "SK\\x07U")
+    assert d15[0]["reason"] == "row has 8 fields, header has 9"
+    assert (d15[0]["order_id"], d15[0]["raw_line"]) == (None, line("O2", "x")[:-10])
+
+
 def test_lines_the_parser_cannot_split_in_folder_d_plus_1_count_against_partition_d():
     """An unterminated quote early in folder d+1's file takes the lines after it, the small hours of
     date d among them: partition d counts them as rejects (and fails past the reject share), instead of
