@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from tasks.transforms.checks import (
     MONEY,
+    MONEY_DIGITS,
     blank,
     count,
     file_rejects,
@@ -52,21 +53,25 @@ ROLLING_SCHEMA = pa.schema(
     ]
 )
 REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
-REASONS = [
-    "",
-    "date is not an ISO date",
-    "campaign_id is empty",
-    "channel is empty",
-    "impressions is not an integer >= 0",
-    "clicks is not an integer >= 0",
-    "spend is not a decimal >= 0 (2 dp)",
-    "conversions is not an integer >= 0",
-    "conversion_value is not a decimal >= 0 (2 dp)",
-    "date is not one the export restates (export date - restatement days .. export date - 1)",
-    *(f"{c} has over 15 digits, the most a count holds" for c in ("impressions", "clicks", "conversions")),
-    *(f"{c} has over 15 digits before the point, the most decimal(18,2) holds" for c in ("spend", "conversion_value")),
-]
 _COUNTS, _AMOUNTS = ("impressions", "clicks", "conversions"), ("spend", "conversion_value")
+
+
+def reasons(restated: list[dt.date]) -> list[str]:
+    """The reject reasons of an export, by rule (0: valid), given the dates it restates (oldest first)."""
+    return [
+        "",
+        "date is not an ISO date",
+        "campaign_id is empty",
+        "channel is empty",
+        "impressions is not an integer >= 0",
+        "clicks is not an integer >= 0",
+        "spend is not a decimal >= 0 (2 dp)",
+        "conversions is not an integer >= 0",
+        "conversion_value is not a decimal >= 0 (2 dp)",
+        f"date is not one the export restates ({restated[0]} .. {restated[-1]})",
+        *(f"{c} has over 15 digits, the most a count holds" for c in _COUNTS),
+        *(f"{c} has over {MONEY_DIGITS} digits before the point, the most decimal(18,2) holds" for c in _AMOUNTS),
+    ]
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ def _export_rows(
         }
     )
     bad = pc.and_(pc.invert(valid), mine)
-    rejected = file_rejects(parsed, code, bad, REASONS, REJECT_SCHEMA, malformed=False)
+    rejected = file_rejects(parsed, code, bad, reasons(restated), REJECT_SCHEMA, malformed=False)
     # rows the parser took out: one it could split is its date's like any other; one it could not has no date
     taken_out = malformed_rejects(parsed, RAW_COLUMNS, REJECT_SCHEMA)
     theirs = _owned(parse_dates(taken_out["date"]), restated, date)

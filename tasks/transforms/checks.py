@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 MONEY = pa.decimal128(18, 2)  # every money column of every dataset: cents, up to 16 digits before the point
+MONEY_DIGITS = MONEY.precision - MONEY.scale  # the most digits before the point an amount may have: 16
 RAW_LINE = "raw_line"  # a quarantine's column: the text of a row the CSV parser took out, null for the others
 RAW_LINE_CHARS = 200  # of that text, at most
 ISO_INSTANT = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$"
@@ -20,8 +21,9 @@ def blank(col) -> pa.Array:
 
 
 def is_money(col) -> pa.Array:
-    """1 to 15 ASCII digits, optionally a dot and 1 or 2 more digits (a decimal >= 0 with 2 dp at most);
-    false for a null. See :func:`money_cents`."""
+    """1 to 16 ASCII digits (:data:`MONEY_DIGITS`), optionally a dot and 1 or 2 more digits (a decimal >= 0
+    with 2 dp at most, as :data:`MONEY` holds); a zero may have a minus sign (``-0.00`` is 0); false for a
+    null. See :func:`money_cents`."""
     return pa.array(money_cents(col)[0])
 
 
@@ -35,7 +37,7 @@ def money_cents(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if layout is None:
         return ok, cents, whole
     offsets, lengths = layout
-    at = np.flatnonzero((lengths >= 1) & (lengths <= 18))  # 15 digits, a dot and 2 more at most
+    at = np.flatnonzero((lengths >= 1) & (lengths <= MONEY_DIGITS + 4))  # a sign, 16 digits, a dot and 2 more
     if not len(at):
         return ok, cents, whole
     size = lengths[at]
@@ -47,12 +49,13 @@ def money_cents(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     first = width - size  # a row's text is its record's bytes from ``first`` on
     bad, dots = np.zeros(len(at), dtype=bool), np.zeros(len(at), np.int8)
     fraction, value = np.zeros(len(at), np.int8), np.zeros(len(at), np.int64)
+    signed = (by_position[first, np.arange(len(at))] == ord("-")) & (size > 1)  # a minus sign leads
     for j in range(width):
         byte = by_position[j]
         text = first <= j
         digit = byte - np.uint8(ord("0"))  # 0-9 for a digit, 10 and above for any other byte
         is_digit, dot = digit <= 9, (byte == ord(".")) & text
-        bad |= text & ~(is_digit | dot)
+        bad |= text & ~(is_digit | dot | signed & (first == j))
         digit *= is_digit & text
         if dot.any():
             dots += dot
@@ -63,8 +66,9 @@ def money_cents(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             value += digit
     has_dot = dots == 1
     fraction[~has_dot] = 0
-    digits = size - np.where(has_dot, fraction + 1, 0)
-    good = ~bad & (dots <= 1) & (digits >= 1) & (digits <= 15) & (~has_dot | (fraction >= 1) & (fraction <= 2))
+    digits = size - np.where(has_dot, fraction + 1, 0) - signed
+    good = ~bad & (dots <= 1) & (digits >= 1) & (digits <= MONEY_DIGITS)
+    good &= (~has_dot | (fraction >= 1) & (fraction <= 2)) & (~signed | (value == 0))  # -0.00 is 0, -1 is no money
     value *= _CENTS_PER_UNIT[np.minimum(fraction, 2)]
     ok[at[good]], cents[at[good]], whole[at[good]] = True, value[good], digits[good]
     return ok, cents, whole
@@ -133,8 +137,8 @@ def int_too_long(col, failed, digits: int = 9) -> pa.Array:
 
 
 def money_too_long(col, failed) -> pa.Array:
-    """Per row: it ``failed`` :func:`is_money` only for having more than its 15 digits before the point."""
-    return _too_many_digits(col, failed, r"[0-9]{16,}(\.[0-9]{1,2})?")
+    """Per row: it ``failed`` :func:`is_money` only for having more than its 16 digits before the point."""
+    return _too_many_digits(col, failed, rf"[0-9]{{{MONEY_DIGITS + 1},}}(\.[0-9]{{1,2}})?")
 
 
 def _too_many_digits(col, failed, pattern: str) -> pa.Array:

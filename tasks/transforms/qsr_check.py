@@ -19,6 +19,7 @@ from tasks.calendar import business_dates
 from tasks.cores import executor
 from tasks.transforms.checks import (
     MONEY,
+    MONEY_DIGITS,
     RAW_LINE,
     as_array,
     blank,
@@ -74,8 +75,8 @@ REASONS = [
     "status is not COMPLETED, VOIDED or REFUNDED",
     "net_amount (qty x unit_price) does not fit decimal(18,2)",
     "qty is over 999999999, the largest a line may have",
-    "unit_price has over 15 digits before the point, the most decimal(18,2) holds",
-    "discount has over 15 digits before the point, the most decimal(18,2) holds",
+    f"unit_price has over {MONEY_DIGITS} digits before the point, the most decimal(18,2) holds",
+    f"discount has over {MONEY_DIGITS} digits before the point, the most decimal(18,2) holds",
 ]
 MISFILED = REASONS.index(MISFILED_REASON)  # a misfiled line's reason gives its local time and business date
 

@@ -117,8 +117,8 @@ def test_row_of_a_date_the_export_does_not_restate_is_rejected_not_lost(day):
     exp = export(e, [f"{D},C1,google,100,5,10.00,1,3.00", f"{day},C2,google,100,5,10.00,1,3.00"])
     result = newest_restatement([exp], D)
     assert result.table["campaign_id"].to_pylist() == ["C1"]
-    assert [(r["row_number"], r["reason"][:40]) for r in result.rejected.to_pylist()] == [
-        (3, "date is not one the export restates (exp")
+    assert [(r["row_number"], r["reason"]) for r in result.rejected.to_pylist()] == [
+        (3, "date is not one the export restates (2026-09-24 .. 2026-09-30)")  # the dates, not a formula
     ]
     other = dt.date.fromisoformat(day)
     assert newest_restatement([exp], other).rows_read - newest_restatement([exp], other).other_date_rows == 0
@@ -188,7 +188,7 @@ def test_a_window_total_too_large_for_its_type_fails_naming_the_campaign_and_win
             f"{D},C1,google,50000000000000000000,5,10.00,1,3.00",
             "impressions has over 15 digits, the most a count holds",
         ),
-        (f"{D},C1,google,100,5,99999999999999999.99,1,3.00", "spend has over 15 digits before the point, the most"),
+        (f"{D},C1,google,100,5,99999999999999999.99,1,3.00", "spend has over 16 digits before the point, the most"),
         (f"{D},C1,google,1e3,5,10.00,1,3.00", "impressions is not an integer >= 0"),
         (f"{D},C1,google,100,5,-1.00,1,3.00", "spend is not a decimal >= 0 (2 dp)"),
     ],
@@ -232,3 +232,19 @@ def test_a_row_with_a_control_character_is_a_reject_of_its_own_date_only_its_fie
     assert good.table["campaign_id"].to_pylist() == ["C1"] and good.rejected.column("raw_line").to_pylist() == [
         f"{D},C3,meta,1,2,3"
     ]
+
+
+@pytest.mark.parametrize(
+    ("amount", "kept"),
+    [
+        ("9999999999999999.99", Decimal("9999999999999999.99")),  # 16 digits: the most decimal(18,2) holds
+        ("-0.00", Decimal("0.00")),  # zero, whatever its sign
+        ("-0", Decimal("0.00")),
+    ],
+)
+def test_every_amount_decimal_18_2_holds_is_kept(amount, kept):
+    """Before, 16 digits were refused as "over 15 digits before the point, the most decimal(18,2) holds", and
+    -0.00 as "not a decimal >= 0"."""
+    result = newest_restatement([export(D + dt.timedelta(days=1), [f"{D},C1,google,100,5,{amount},1,{amount}"])], D)
+    assert result.rejected.to_pylist() == []
+    assert result.table.select(["spend", "conversion_value"]).to_pylist() == [{"spend": kept, "conversion_value": kept}]

@@ -191,14 +191,18 @@ def test_instants_and_dates_agree_with_a_plain_python_reading_of_the_contract():
 
 def test_money_agrees_with_a_plain_python_reading_of_the_contract():
     rnd = random.Random(17)
-    texts = ["".join(rnd.choice("0123456789..") for _ in range(rnd.randint(0, 19))) for _ in range(20000)]
-    texts += ["999999999999999.99", "9999999999999999", "0", "0.0", ".5", "5.", "1.234", " 1", "1 ", "١", None]
+    texts = ["".join(rnd.choice("0123456789..") for _ in range(rnd.randint(0, 21))) for _ in range(20000)]
+    texts += ["-" + "".join(rnd.choice("000001.") for _ in range(rnd.randint(0, 20))) for _ in range(2000)]
+    texts += ["9999999999999999.99", "99999999999999999", "0", "0.0", ".5", "5.", "1.234", " 1", "1 ", "١", None]
+    texts += ["-0.00", "-0", "-0000000000000000.00", "-1", "-0.01", "-", "--0", "-.0", "+0", "0-"]
     col = pa.array(texts, pa.string()).slice(1)
     ok, cents, whole = money_cents(col)
 
-    def reference(text):  # (is money, cents, digits of the whole part)
-        m = re.fullmatch(r"([0-9]{1,15})(\.[0-9]{1,2})?", text or "")
-        return (False, 0, 0) if m is None else (True, int(Decimal(text) * 100), len(m[1]))
+    def reference(text):  # (is money, cents, digits of the whole part): 16 digits, a zero may be signed
+        m = re.fullmatch(r"(-?)([0-9]{1,16})(\.[0-9]{1,2})?", text or "")
+        if m is None or m[1] and Decimal(text) != 0:
+            return (False, 0, 0)
+        return (True, int(Decimal(text) * 100), len(m[2]))
 
     expected = [reference(t) for t in texts[1:]]
     assert list(zip(ok.tolist(), cents.tolist(), whole.tolist(), strict=True)) == expected

@@ -169,11 +169,11 @@ def test_is_suspicious_follows_the_threshold(threshold, qty, suspicious):
         ),
         (
             line("O1", "2026-09-15T12:00:00-04:00", price="99999999999999999.99"),
-            "unit_price has over 15 digits before the point, the most decimal(18,2) holds",
+            "unit_price has over 16 digits before the point, the most decimal(18,2) holds",
         ),
         (
             line("O1", "2026-09-15T12:00:00-04:00", discount="99999999999999999.99"),
-            "discount has over 15 digits before the point, the most decimal(18,2) holds",
+            "discount has over 16 digits before the point, the most decimal(18,2) holds",
         ),
         (
             line("O1", "2026-09-15T12:00:00-04:00", price="-99999999999999999"),
@@ -283,7 +283,10 @@ def test_input_tables_are_not_mutated():
         ("1.2.3", False),
         ("١٢", False),
         (" 1", False),
-        ("1234567890123456", False),
+        ("9999999999999999.99", True),  # the most decimal(18,2) holds
+        ("12345678901234567", False),
+        ("-0.00", True),  # zero, whatever its sign
+        ("-0.01", False),
     ],
 )
 def test_unit_price_format(price, ok):
