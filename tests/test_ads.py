@@ -163,7 +163,10 @@ def test_a_date_the_newest_export_got_wrong_fails_and_is_never_taken_from_an_old
     proc = ads_lab.cli("AdsDaily", "--date", "2026-09-30", "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
     assert proc.returncode == 30, proc.stderr[-3000:]
     assert "staging/ads_daily 2026-09-30: 1 of 2 rows rejected (50.0% > max_reject_share 5.0%)" in proc.stderr
-    assert "ads/2026-10-04/ads.csv row 9: conversions is not an integer >= 0" in proc.stderr, proc.stderr[-3000:]
+    rejects = ads_lab.data / "_state/failures/staging/ads_daily/business_date=2026-09-30.rejected.parquet"
+    assert f"the previous partition is kept. All rejected rows: {rejects}" in proc.stderr, proc.stderr[-3000:]
+    failure = json.loads(rejects.with_name("business_date=2026-09-30.json").read_text())
+    assert "ads/2026-10-04/ads.csv row 9: conversions is not an integer >= 0" in failure["error"]
     assert ads_daily(ads_lab, dt.date(2026, 9, 30)) == before
     setting("ads", "max_reject_share", 0.5)
     assert ads_lab.range(dt.date(2026, 9, 30), dt.date(2026, 10, 1), of="AdsDaily") == 0

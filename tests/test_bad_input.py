@@ -252,7 +252,7 @@ def test_a_build_that_fails_on_too_many_rejects_keeps_the_partition_and_its_quar
     failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
     failed = lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.rejected.parquet"
     assert "10 of 40 rows rejected (25.0% > max_reject_share 5.0%)" in failure["error"]
-    assert f"All rejected rows: {failed}. The previous partition is kept." in failure["error"]
+    assert f"the previous partition is kept. All rejected rows: {failed}." in failure["error"]
     assert pq.read_table(failed)["row_number"].to_pylist() == list(range(2, 12))
     pos_day(lab, day, {})
     assert lab.luigi("StgQsrPos", "--date", str(day)) == 0

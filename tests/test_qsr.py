@@ -163,14 +163,17 @@ def test_a_failing_partition_exits_non_zero_names_the_problem_and_keeps_the_old_
             folder, "S001", lab_rows("S001", START) + ["Q,1,S001,2026-09-10T12:00:00-04:00,COLA,zero,1.00,,COMPLETED"]
         )
         expected = r"qsr_pos/2026-09-10/S001.csv row 6: qty is not an integer >= 1"
+        shown = (
+            f"All rejected rows: {lab.data}/_state/failures/staging/qsr_pos/business_date=2026-09-10.rejected.parquet"
+        )
     else:
         header = "order_id,line_no,store_id,ordered_at,sku,quantity,unit_price,discount,status"
         lab.qsr_file(folder, "S001", lab_rows("S001", START), header=header)
-        expected = r"qsr_pos/2026-09-10/S001.csv: missing column 'qty'"
+        expected = shown = r"qsr_pos/2026-09-10/S001.csv: missing column 'qty'"
     cfg = lab.write_cfg(lab.root / "luigi.cfg")
     proc = lab.cli("StgQsrPos", "--date", folder, "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
     assert proc.returncode == 30, proc.stderr[-2000:]
-    assert expected in proc.stderr
+    assert shown in proc.stderr  # the summary: where all the rejected rows are, the first ones in the record
     assert {p.name: p.read_bytes() for p in lab.partition(START).iterdir()} == old
     failure = StgQsrPos(date=START).store().read_failure(START)
     assert expected in failure["error"]

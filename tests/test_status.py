@@ -440,6 +440,32 @@ def test_days_whose_dates_do_not_move_with_the_day_are_not_one_span():
     ]
 
 
+@pytest.mark.unit
+def test_failed_days_in_a_row_name_their_rejected_rows_by_a_glob_that_finds_them():
+    """Before: ``All rejected rows: .../business_date=2026-10-07 .. 2026-10-09.rejected.parquet``, a file that
+    does not exist (there is one a day)."""
+    from tasks.views.rows import DayStatus
+    from tasks.views.status import render_text
+
+    first = dt.date(2026, 10, 7)
+    failures = "data/_state/failures/staging/ads_daily"
+    failed = [
+        DayStatus(
+            "ads_daily",
+            first + k * DAY,
+            "failed",
+            f"staging/ads_daily {first + k * DAY}: 1 of 9 rows rejected; no partition was written. All rejected "
+            f"rows: {failures}/business_date={first + k * DAY}.rejected.parquet. For example: ads/2026-10-14/ads.csv",
+        )
+        for k in range(3)
+    ]
+    assert render_text(failed).splitlines()[4:] == [
+        "  2026-10-07 .. 2026-10-09 (3 days) failed: staging/ads_daily 2026-10-07 .. 2026-10-09: 1 of 9 rows "
+        f"rejected; no partition was written. All rejected rows: {failures}/business_date=*.rejected.parquet. "
+        "For example: ads/2026-10-14/ads.csv"
+    ]
+
+
 def test_a_chain_pending_day_after_day_is_one_line():
     """A look-back chain (hotel_booking_state): the first day is stale for its own upstream, each later day
     pending on that root; the later days are one line, not one a day."""

@@ -593,7 +593,11 @@ def test_a_long_failure_reason_is_kept_whole_and_shortened_at_a_word_for_display
     assert lab.range(START, START + DAY) == 30
     record = json.loads((lab.data / "_state/failures/staging/qsr_pos/business_date=2026-09-10.json").read_text())
     whole = record["error"]
-    assert len(whole) > 400 and whole.rstrip().endswith("The previous partition is kept.")
+    assert (
+        len(whole) > 400
+        and "no partition was written" in whole
+        and whole.rstrip().endswith("row 6: qty is not an integer >= 1")
+    )
 
     assert (
         main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY), "--json"]) == 0

@@ -58,8 +58,7 @@ class BuildPlan:
                 "the previous partition is kept. Rerun once the upload is complete."
             )
 
-    @staticmethod
-    def check_rejects(node: Node, built) -> None:
+    def check_rejects(self, node: Node, built) -> None:
         """Fail the build (a :class:`tasks.building.Built`) when its rejected rows pass ``max_reject_share``,
         keeping them beside its failure record."""
         limit = node.max_reject_share()
@@ -71,10 +70,12 @@ class BuildPlan:
         examples = "; ".join(f"{r['source_file']} row {r['row_number']}: {r['reason']}" for r in rows)
         where = f"{node.dataset} {node.key}" if node.key else node.dataset
         share, limit_shown = percents(rejected / attributed, limit)
+        kept = "the previous partition is kept" if self.in_place else "no partition was written"
+        # the file of the rejects before the examples: a summary that shows the first words still names it
         raise RejectShareExceeded(
-            f"{where}: {rejected} of {attributed} rows rejected ({share} > "
-            f"max_reject_share {limit_shown}), e.g. {examples}. All rejected rows: "
-            f"{node.store().write_failed_rejects(node.key, built.rejected)}. The previous partition is kept.",
+            f"{where}: {rejected} of {attributed} rows rejected ({share} > max_reject_share {limit_shown}); "
+            f"{kept}. All rejected rows: "
+            f"{node.store().write_failed_rejects(node.key, built.rejected)}. For example: {examples}",
             decided_by=node.acceptance_settings(),
         )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import textwrap
 from collections import defaultdict
 
 DETAIL_LINES = 8  # per kind (failed, waiting, not run), then "... N more"
@@ -26,8 +25,20 @@ def capped(prefix: str, items: list[str], note: str = "") -> list[str]:
     return shown
 
 
-def first_line(error: str) -> str:
-    return textwrap.shorten((error.strip().splitlines() or ["(no message)"])[0], 240, placeholder=" ...")
+def first_line(error: str, width: int = 240) -> str:
+    """An error's first line as a summary shows it: whitespace collapsed, cut at a word boundary before
+    ``width`` characters with `` ...``; a path the cut would fall in is kept whole (the file of a failure's
+    rejected rows), where ``textwrap.shorten`` would drop it."""
+    text = " ".join((error.strip().splitlines() or ["(no message)"])[0].split())
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width - 3)
+    end = text.find(" ", cut + 1) % (len(text) + 1)  # the end of the word the cut falls in (-1: the text's)
+    if "/" in text[cut + 1 : end]:
+        if end == len(text):
+            return text
+        cut = end
+    return (text[:cut] if cut > 0 else text[: width - 4]) + " ..."
 
 
 def label(task) -> str:

@@ -373,11 +373,14 @@ def _offset(text: str, row: DayStatus) -> dt.timedelta | None:
 
 def _spanning(first: str, last: str) -> str:
     """The reason of a run of days from its first and last day's: each date that differs as ``first .. last``
-    (``raw folder missing: qsr_pos/2026-11-01 .. 2026-11-30``)."""
+    (``raw folder missing: qsr_pos/2026-11-01 .. 2026-11-30``), but the date of a partition's name in a
+    path, as a glob (``.../business_date=*.rejected.parquet``: one file a day, which DuckDB reads at once)."""
     if first == last:
         return first
-    ends = zip(_DATE.findall(first), _DATE.findall(last), strict=True)
-    texts = iter(a if a == b else f"{a} .. {b}" for a, b in ends)
+    ends = zip(_DATE.finditer(first), _DATE.findall(last), strict=True)
+    texts = iter(
+        a[0] if a[0] == b else "*" if first[a.start() - 1 : a.start()] == "=" else f"{a[0]} .. {b}" for a, b in ends
+    )
     return _DATE.sub(lambda _: next(texts), first)
 
 
