@@ -600,3 +600,20 @@ def test_a_touched_export_is_kept_for_every_date_that_reads_it_provisional_ones_
     assert main(["status", "--dataset", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 0
     shown = capsys.readouterr().out
     assert "  7 up to date, metadata changed, content identical (2026-09-24 .. 2026-09-30)" in shown, shown
+
+
+@pytest.mark.system
+def test_a_file_of_a_window_not_read_is_warned_of_once_a_run(ads_lab):
+    """Export 10-05 still uploading (ads.csv.part): each up-to-date date whose window holds it is warned of
+    once. Before, each warning came twice: once from the run's check, again while its summary was made."""
+    assert ads_lab.range(FIRST, dt.date(2026, 10, 4), of="AdsRolling7d") == 0
+    part = ads_lab.raw / "ads" / "2026-10-05" / "ads.csv.part"
+    part.parent.mkdir()
+    part.write_text("date,campaign_id\n")
+    sections = {"daybreak": {"raw_root": ads_lab.raw, "data_root": ads_lab.data, "start_date": FIRST}}
+    cfg = write_config(ads_lab.root / "ads.cfg", sections)
+    args = ("RangeDaily", "--of", "AdsRolling7d", "--start", "2026-09-28", "--stop", "2026-10-05", "--local-scheduler")
+    proc = ads_lab.cli(*args, env={"LUIGI_CONFIG_PATH": str(cfg)})
+    assert proc.returncode == 20, proc.stderr[-3000:]  # 10-04 waits for its export
+    warned = [line.split(":")[1].strip() for line in proc.stderr.splitlines() if "not in its manifest" in line]
+    assert warned == [f"staging/ads_daily {d}" for d in sorted(days(dt.date(2026, 9, 28), dt.date(2026, 10, 3)))]
