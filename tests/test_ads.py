@@ -617,3 +617,21 @@ def test_a_file_of_a_window_not_read_is_warned_of_once_a_run(ads_lab):
     assert proc.returncode == 20, proc.stderr[-3000:]  # 10-04 waits for its export
     warned = [line.split(":")[1].strip() for line in proc.stderr.splitlines() if "not in its manifest" in line]
     assert warned == [f"staging/ads_daily {d}" for d in sorted(days(dt.date(2026, 9, 28), dt.date(2026, 10, 3)))]
+
+
+def test_no_quarantine_folder_is_left_for_a_date_without_rejects(ads_lab, setting):
+    """A reader's glob of the quarantine finds no empty folder: a date without rejects makes none, and a
+    date whose rejects are gone, or that an older release left an empty folder for, loses it."""
+    setting("ads", "max_reject_share", 1)
+    quarantine = ads_lab.data / "quarantine" / "staging" / "ads_daily"
+    assert ads_lab.range(FIRST, dt.date(2026, 10, 4), of="AdsDaily") == 0
+    assert not quarantine.exists()
+    (quarantine / "business_date=2026-10-02").mkdir(parents=True)  # as an older release left it
+    rows = ads_rows(dt.date(2026, 10, 4), FIRST)
+    ads_lab.ads_export(dt.date(2026, 10, 4), FIRST, [*rows, "2026-10-03,C3,google,x,1,1.00,1,1.00"])
+    # 10-02 rebuilt to the same rows (its manifest alone is written), 10-03 with a reject
+    assert ads_lab.range(dt.date(2026, 10, 2), dt.date(2026, 10, 4), of="AdsDaily") == 0
+    assert [p.name for p in quarantine.iterdir()] == ["business_date=2026-10-03"]
+    ads_lab.ads_export(dt.date(2026, 10, 4), FIRST, rows)
+    assert ads_lab.range(dt.date(2026, 10, 3), dt.date(2026, 10, 4), of="AdsDaily") == 0
+    assert list(quarantine.iterdir()) == []  # rewritten without rejects

@@ -224,6 +224,8 @@ class LocalBackend:
 
     def drop_strays(self, rel: str, quarantine: str, manifest: dict) -> None:
         localcommit.drop_strays(self.data_root / rel, manifest)
+        if not manifest.get("quarantine"):
+            localcommit.remove_empty_folder((self.data_root / quarantine).parent)
 
     def put_rejects(self, key: str, rejected: pa.Table, where: str) -> Path:
         path = self.data_root / key

@@ -8,6 +8,7 @@ whole. A full disk fails before anything is renamed."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -65,9 +66,9 @@ class LocalCommit:
         os.link(source.path(key), self._pending(key, f"while linking {label}"))
 
     def clear(self, key: str, empty) -> None:
-        """The old quarantine ``key``: removed just before the manifest (``empty`` is for a bucket)."""
+        """The old quarantine ``key``: removed just before the manifest, and its folder with it (``empty`` is
+        for a bucket)."""
         path = self.data_root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
         tempnames.sweep(path.parent)
         self.drop = path
 
@@ -76,6 +77,7 @@ class LocalCommit:
         for tmp, path in self.pending:
             if path.name == MANIFEST and self.drop is not None:
                 self.drop.unlink(missing_ok=True)
+                remove_empty_folder(self.drop.parent)
             os.replace(tmp, path)
             if path == self.outside:
                 fsync_dir(path.parent)
@@ -146,6 +148,13 @@ def _refuse_links(data_root: Path, rel: str) -> None:
                 f"{path} is a symbolic link (to {os.readlink(path)}); a partition is written only into a folder of "
                 "its own: remove the link, then rerun. Nothing was written."
             )
+
+
+def remove_empty_folder(folder: Path) -> None:
+    """Remove a partition's quarantine folder once it holds nothing: no empty folder for a reader's glob
+    (``quarantine/<dataset>/*/*.parquet``) to find; one that holds anything stays."""
+    with contextlib.suppress(OSError):  # not there, or not empty
+        folder.rmdir()
 
 
 def drop_strays(folder: Path, manifest: dict) -> dict:
