@@ -29,6 +29,7 @@ class Report:
     data_files: int = 0
     bytes_hashed: int = 0
     unverifiable: int = 0  # manifests written before content hashes: their inputs cannot be checked
+    raw_gone: int = 0  # partitions that read raw folders gone since (retention): those inputs cannot be checked
     mismatches: dict[str, list[str]] = field(default_factory=dict)  # "raw <path>: why" -> partitions
     seconds: float = 0.0
     unmarked: list[str] = field(default_factory=list)  # partitions with a mismatch that could not be marked stale
@@ -88,7 +89,11 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
     hashes = manifest.get("input_hashes")
     if hashes is None:
         report.unverifiable += bool(manifest.get("inputs"))
+    gone = set(engine.gone_folders(task, manifest)) if hashes and task.reads_raw() else set()
+    report.raw_gone += bool(gone)
     for relpath, recorded in (hashes or {}).items():
+        if relpath.rpartition("/")[0] in gone:  # kept as built: nothing to compare with (docs/raw-zone.md)
+            continue
         if relpath not in raw:
             raw[relpath] = _raw_digest(zone, relpath, report)
         digest, why = raw[relpath]
@@ -163,6 +168,11 @@ def render(report: Report) -> str:
         lines.append(
             f"{report.unverifiable} partitions were built before content hashes were recorded: their raw "
             "inputs cannot be verified until they are rebuilt"
+        )
+    if report.raw_gone:
+        lines.append(
+            f"{report.raw_gone} partition(s) read raw folders gone since: kept as built, their data files verified, "
+            "the raw files that are gone not"
         )
     if report.unmarked:
         lines.append(

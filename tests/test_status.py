@@ -163,31 +163,30 @@ def status_json(capsys, start: dt.date, stop: dt.date) -> dict[dt.date, tuple[st
     return {dt.date.fromisoformat(r["date"]): (r["state"], r["reason"]) for r in json.loads(capsys.readouterr().out)}
 
 
-def test_a_built_partition_whose_raw_folder_is_gone_waits_for_it_as_the_run_does(lab, capsys):
-    """Partition d reads folders d and d+1: with d+1 gone, a run cannot build d (it waits, exit 20),
-    so status and plan say it waits, not that it would run."""
+def test_a_built_partition_whose_raw_folder_is_gone_is_kept_as_built_and_says_so(lab, capsys):
+    """Partition d reads folders d and d+1: with d+1 gone (an archive job), no run can check or rebuild d, and
+    the one in place is the best data there is: it is ok, kept as built, and status and plan say which folder
+    is gone; the run builds nothing and exits 0 (before: it waited for the folder, exit 20, and so did every
+    partition that read it)."""
     lab.qsr_days(START, 2)  # folders START .. START+2
     assert lab.range(START, START + 2 * DAY) == 0
     shutil.rmtree(lab.raw / "qsr_pos" / str(START + 2 * DAY))
-    assert status_json(capsys, START, START + 2 * DAY) == {
-        START: ("ok", ""),
-        START + DAY: ("waiting", f"raw folder missing: qsr_pos/{START + 2 * DAY}"),
-    }
-    assert main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 20  # as the run
-    plan = capsys.readouterr().out
-    assert plan.splitlines()[:2] == [
-        "stg_qsr_pos: 0 partitions would run, 1 waits for raw data",
-        f"  wait  {START + DAY}  raw folder missing: qsr_pos/{START + 2 * DAY}",
-    ]
+    got = status_json(capsys, START, START + 2 * DAY)
+    assert got[START] == ("ok", "")
+    state, reason = got[START + DAY]
+    assert state == "ok" and f"raw folder gone: qsr_pos/{START + 2 * DAY}" in reason and "kept as built" in reason
+    assert main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "stg_qsr_pos: 0 partitions would run, 0 wait for raw data"
     built = lab.built_at()
-    assert lab.range(START, START + 2 * DAY) == 20  # missing data: the run waits for the folder
-    assert lab.built_at() == built  # and builds nothing
+    assert lab.range(START, START + 2 * DAY) == 0
+    assert lab.built_at() == built  # nothing built
 
 
 def test_a_failure_stops_applying_when_a_folder_of_its_window_is_gone(lab, capsys):
     """Audit item 6: partitions d-1 and d fail on a bad file in folder d; with folder d+1 gone, d's
-    failure attempt read files that can no longer be seen, so d shows what the run says (it waits for
-    d+1), not the old error; d-1, whose window is whole and holds the same bad file, still fails."""
+    failure attempt read files that can no longer be seen, so d shows what the run does (it keeps d as
+    built: no run can check or rebuild it), not the old error; d-1, whose window is whole and holds the
+    same bad file, still fails."""
     bad = START + DAY
     lab.qsr_days(START, 3)  # folders START .. START+3
     assert lab.range(START, START + 3 * DAY) == 0
@@ -200,19 +199,19 @@ def test_a_failure_stops_applying_when_a_folder_of_its_window_is_gone(lab, capsy
     gone = lab.raw / "qsr_pos" / str(bad + DAY)
     shutil.copytree(gone, lab.root / "kept")  # copy2: sizes and mtimes kept, for putting it back
     shutil.rmtree(gone)
+
+    def kept(got: dict, day: dt.date) -> bool:
+        return got[day][0] == "ok" and got[day][1].startswith(f"raw folder gone: qsr_pos/{bad + DAY}: kept as built")
+
     got = status_json(capsys, START, START + 3 * DAY)
     assert got[START][0] == "failed"  # its window (folders START, START+1) is exactly the failed attempt's
-    assert got[bad] == ("waiting", f"raw folder missing: qsr_pos/{bad + DAY}")
-    assert got[bad + DAY] == ("waiting", f"raw folder missing: qsr_pos/{bad + DAY}")
+    assert kept(got, bad) and kept(got, bad + DAY), got
 
     (lab.raw / "qsr_pos" / str(bad) / "S003.csv").unlink()  # the audit's order: the bad file goes too
-    assert status_json(capsys, START, START + 3 * DAY) == {
-        START: ("ok", ""),
-        bad: ("waiting", f"raw folder missing: qsr_pos/{bad + DAY}"),
-        bad + DAY: ("waiting", f"raw folder missing: qsr_pos/{bad + DAY}"),
-    }
+    got = status_json(capsys, START, START + 3 * DAY)
+    assert got[START] == ("ok", "") and kept(got, bad) and kept(got, bad + DAY), got
     built = lab.built_at()
-    assert lab.range(START, START + 3 * DAY) == 20  # the run waits for folder START+2, as status said
+    assert lab.range(START, START + 3 * DAY) == 0  # nothing the run can build: it builds nothing, as status said
     assert lab.built_at() == built
 
     shutil.copytree(lab.root / "kept", gone)  # the folder is back as it was: nothing to do

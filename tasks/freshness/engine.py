@@ -23,7 +23,7 @@ from tasks.contract import awaited_file
 from tasks.freshness import identity
 from tasks.freshness.inputs import Window, parse_inputs
 from tasks.freshness.memo import Memo, partition_id
-from tasks.freshness.node import Blocked, Node, State, raw_folders
+from tasks.freshness.node import RAW_GONE, Blocked, Node, State, raw_folders
 from tasks.freshness.rules import (
     built_by_newer,
     diff_rules,
@@ -117,6 +117,10 @@ class Engine(Memo):
         problem = self.folder_problem(store, node.key, manifest)
         if problem:
             return State("stale", problem)
+        window = self.window(node)
+        gone = self.gone_folders(node, self._manifest(store, node.key)[1]) if window is None else []
+        if gone:  # removed from the raw zone since (retention): no run can check or rebuild it
+            return self._kept(node, manifest, gone)
         if manifest.get("rules_fingerprint") != self.once_per_pass(("rules", node.rules_key()), node.rules_fingerprint):
             theirs, ours = manifest.get("rules") or {}, node.rules()
             if newer_version(theirs.get("version"), ours.get("version")):  # a run refuses to replace it: not stale
@@ -127,7 +131,6 @@ class Engine(Memo):
             if newer:  # the same: a run here refuses it
                 return State("newer", f"{newer}; a run does not replace it")
             return State("stale", rules_reason(theirs, ours, node.key))
-        window = self.window(node)
         if window is None:
             return State("stale", "a raw folder it read is gone")
         note = ""
@@ -170,6 +173,17 @@ class Engine(Memo):
             )
         self.warn_unread_not_named(node, window, label(node))
         return State("ok", note)
+
+    def _kept(self, node: Node, manifest: dict, gone: list[str]) -> State:
+        """A built partition that read raw folders gone since: ok as built, what its readers read (docs/raw-zone.md,
+        "Retention"), unless ``daybreak verify`` found its files damaged."""
+        if manifest.get("verify_mismatch"):
+            return State("stale", "daybreak verify: " + manifest["verify_mismatch"])
+        reason = f"{RAW_GONE}: {', '.join(gone)}: kept as built, no run checks or rebuilds it"
+        theirs, ours = manifest.get("rules") or {}, node.rules()
+        if manifest.get("rules_fingerprint") != self.once_per_pass(("rules", node.rules_key()), node.rules_fingerprint):
+            reason += f"; built under other rules: {diff_rules(theirs, ours, node.key)}"
+        return State("ok", reason)
 
     def _files_changed(self, node: Node, store: PartitionStore) -> str:
         """``input changed: new file ...`` when the partition's raw files are other files than it was built from

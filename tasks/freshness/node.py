@@ -42,6 +42,10 @@ class Node(Protocol):
     def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
 
 
+# the reason of a built partition whose raw folders are gone (retention): ok, kept as built
+RAW_GONE = "raw folder gone"
+
+
 def raw_folders(node: Node) -> list[tuple[str, dt.date]]:
     """Every raw folder (source, date) the node may read: required, any-of and optional."""
     return [*node.raw_window(), *node.any_raw_window(), *node.optional_raw_window()]

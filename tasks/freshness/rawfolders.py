@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tasks.contract import arrives_with
 from tasks.cores import process_pool
+from tasks.freshness.inputs import parse_inputs
 from tasks.freshness.node import raw_folders
 from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, unread_in_source
 
@@ -150,6 +151,14 @@ class RawFolders:
         if any_of and not self.present(node, any_of):
             missing.append(any_of[0])
         return missing
+
+    def gone_folders(self, node: Node, manifest: dict | None) -> list[str]:
+        """The raw folders of ``node``'s window that its build read files of (``manifest``'s inputs) and that have
+        not arrived now: removed since (``qsr_pos/2026-09-02``), or emptied of the files its partitions read."""
+        zone = self.zone(node)
+        read = {path.rpartition("/")[0] for path in parse_inputs((manifest or {}).get("inputs", []))}
+        folders = [(zone.folder_relpath(s, d), s, d) for s, d in raw_folders(node)]
+        return [rel for rel, s, d in folders if rel in read and not self.arrived(zone, s, d)]
 
     def present(self, node: Node, folders: list[tuple[str, dt.date]]) -> list[tuple[str, dt.date]]:
         zone = self.zone(node)

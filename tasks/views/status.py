@@ -23,13 +23,14 @@ from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
+from tasks.freshness.node import RAW_GONE
 from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
 from tasks.reporting.names import dates_span
 from tasks.storage.partitions import open_store
 from tasks.targets import newest_raw_date
 from tasks.views.leftover import data_root_rows
-from tasks.views.rows import DATA_ROOT, LEFT_OVER, NOT_READ, RAW_ZONE, DayStatus
+from tasks.views.rows import DATA_ROOT, LEFT_OVER, NOT_READ, RAW_ZONE, DayStatus, kept_gone
 
 DATASETS: dict[str, type[PartitionedTask]] = catalogue.classes("date")
 MULTI = catalogue.classes("date x hotel")  # one state per day: the worst of its keys' states
@@ -316,6 +317,9 @@ def render_text(rows: list[DayStatus]) -> str:
         kept = [r for r in mine if r.state == "ok" and r.reason.startswith(BEFORE_START)]
         if kept:
             lines.append(f"  {dates_span([r.date for r in kept])} ok, {kept[0].reason}")
+        gone = [r for r in mine if r.state == "ok" and r.reason.startswith(RAW_GONE)]
+        if gone:
+            lines.append(f"  {dates_span([r.date for r in gone])} ok, {kept_gone(gone)}")
         same = [r for r in mine if r.state in ("ok", "provisional") and r.reason.endswith(SAME_CONTENT)]
         if same:
             ok = "ok" if all(r.state == "ok" for r in same) else "up to date"
