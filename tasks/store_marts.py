@@ -176,12 +176,27 @@ def staged_stores(engine: Engine | None = None) -> dict[str, str]:
     return out
 
 
+def listed_stores(engine: Engine) -> set[str]:
+    """The stores with a file in the qsr_pos folders from ``[daybreak] start_date`` on that ``engine``'s pass has
+    listed, whatever the folders' times say: the check of a staging partition lists the folders it reads, and
+    sees a file the sensor cannot tell from its folder's time (added with the time kept: rsync -a, cp -p)."""
+    start = settings.daybreak().start_date
+    listed = engine.listed_files(SOURCE)
+    return {n.removesuffix(".csv") for d, names in listed.items() if d >= start for n in names if is_store_file(n)}
+
+
 def unregistered_stores(engine: Engine | None = None) -> list[str]:
     """The stores with a file in the qsr_pos folders, or read by a staging partition, that are not
-    registered yet (the next AllStores registers them): what a plan counts as partitions to build."""
+    registered yet (the next AllStores registers them): what a plan counts as partitions to build. The
+    staging dates the stores read are checked first (once a pass: the stores' own checks ask the same), and
+    the folders those checks listed name stores too."""
     if newest_raw_date(RawZone.from_uri(settings.raw_root()), SOURCE) is None:
         return []
-    return sorted((sensed_stores() - set(read_registry())) | set(staged_stores(engine)))
+    engine = engine or luigi_engine()
+    for staging in _staging_read():
+        engine.state(staging)
+    found = sensed_stores() | listed_stores(engine)
+    return sorted((found - set(read_registry())) | set(staged_stores(engine)))
 
 
 class DiscoverStores(luigi.Task):
@@ -252,13 +267,7 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
         but the newest (which waits for the next), whose business day is over (as a range's: a partial day is no
         day's sales): a staging partition deleted or not built yet is rebuilt first, never left out of the
         store's rows."""
-        start = settings.daybreak().start_date
-        staging = StgQsrPos(date=start)
-        dates = set(staging.store().listed_dates())
-        engine = luigi_engine()
-        folders = _folder_dates(engine, engine.zone(staging), start)
-        dates.update(folders[:-1])
-        return [StgQsrPos(date=d) for d in sorted(dates) if not settings.not_over(d)]
+        return _staging_read()
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("store_versions", {}).get(self.store_id, "no files")
@@ -317,6 +326,16 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
         lines = staging.store().read_table(staging.date).select(["store_id", "order_id", "net_amount", "is_suspicious"])
         mine = lines.filter(pc.equal(lines["store_id"], self.store_id))
         return store_rows(store_totals(mine, staging.date), self.store_id), lines.num_rows
+
+
+def _staging_read() -> list[StgQsrPos]:
+    """The staging dates every store reads (:meth:`StoreDailySales.upstream`)."""
+    start = settings.daybreak().start_date
+    staging = StgQsrPos(date=start)
+    dates = set(staging.store().listed_dates())
+    engine = luigi_engine()
+    dates.update(_folder_dates(engine, engine.zone(staging), start)[:-1])
+    return [StgQsrPos(date=d) for d in sorted(dates) if not settings.not_over(d)]
 
 
 def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:

@@ -361,6 +361,35 @@ def test_a_store_a_staging_partition_read_is_registered_whatever_its_folder_stam
     assert "StoreDailySales S001, S002, S003: 3 up to date" in caplog.text, caplog.text[-2000:]
 
 
+def test_plan_and_status_name_a_new_store_whose_file_landed_with_its_folders_time_kept(lab, setting, capsys):
+    """S009's first file lands in a folder the sensor has listed, and the folder's time is put back (rsync -a,
+    cp -p): the staleness check of the staging dates lists that folder and names the file, so plan counts S009's
+    partition as one that would run and status names it missing, as the run then builds it (before: `0
+    partitions would run`, then the run said `1 ran`)."""
+    import os
+
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=("S001", "S002", "S003"))
+    assert build_all(lab) == 0
+    day = START + dt.timedelta(days=2)
+    folder = lab.raw / "qsr_pos" / day.isoformat()
+    stamp = folder.stat().st_mtime_ns
+    lab.qsr_file(day.isoformat(), "S009", [r.replace("S001", "S009") for r in qsr_rows("S001", day)])
+    os.utime(folder, ns=(stamp, stamp))
+    capsys.readouterr()
+    assert main(["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + dt.timedelta(days=4))]) == 1
+    plan = capsys.readouterr().out
+    assert plan.startswith("store_daily_sales: 1 partition would run, 3 may run") and "  run   S009  missing" in plan
+    assert main(["status", "--dataset", "store_daily_sales", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["state"] == "missing" and row["reason"].startswith("store_id S009: no partition, not registered yet")
+    assert store_marts.read_registry().keys() == {"S001", "S002", "S003"}  # neither registers anything
+    assert lab.luigi("AllStores") == 0
+    assert "S009" in store_parts(lab)
+
+
 @pytest.fixture
 def all_stores(lab, tmp_path):
     """``luigi --module tasks AllStores --local-scheduler`` as a user runs it (a process of its own, this

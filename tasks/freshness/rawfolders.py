@@ -72,6 +72,10 @@ class RawFolders:
                 self.source_unread(zone, source)
         return self.raw[key]
 
+    def listed_files(self, source: str) -> dict[dt.date, list[str]]:
+        """{folder date: the names of its files} of every ``source`` folder this pass has listed."""
+        return {key[2]: [e[0] for e in found[0]] for key, found in self.raw.items() if key[1] == source and found}
+
     def list_early(self, node: Node) -> None:
         """Start listing ``node``'s raw folders on a bucket before its build takes its lock; the re-check
         takes these listings when the lock came within :data:`EARLY_S`."""
