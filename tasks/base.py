@@ -104,6 +104,11 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         """What of an upstream partition this one depends on: its data version, or a slice's (one hotel)."""
         return (manifest or {}).get("data_version")
 
+    def input_slice(self, relpath: str) -> str | None:
+        """The key (a store, a hotel) whose rows alone a raw file of the window holds (``qsr_pos/D/S001.csv``:
+        S001's), so that a plan names only that key's readers; None: it may hold any key's rows."""
+        return None
+
     # upstream_version is one key's slice of each upstream (a hotel's, a store's rows): a rebuild of the upstream
     # makes this partition stale only if its slice changed, so a plan says it "may go stale downstream"
     reads_a_slice: ClassVar[bool] = False

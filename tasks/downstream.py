@@ -7,6 +7,7 @@ import datetime as dt
 
 from tasks import catalogue, settings
 from tasks.freshness.engine import Engine, view_pass
+from tasks.freshness.inputs import changed_paths
 from tasks.settings import business_today
 
 
@@ -19,20 +20,20 @@ def stale_downstream(
     what reads it (plan, preview). One that also reads a partition neither rebuilt, nor found here, nor up
     to date (a stale day outside the range) goes to ``held`` as (task, that partition) instead, and so does
     what reads a held one: a preview does not build them (docs/backfills.md)."""
-    ids = {t.task_id for t in rebuilt}
     with view_pass() as engine:  # within a plan, the plan's pass
+        ids = {t.task_id: changed_keys(t, engine) for t in rebuilt}
         stack = list(rebuilt)
         while stack:  # what the run rebuilds first, as their upstream: its readers past the range may go stale too
             for up in stack.pop().upstream():
                 if up.task_id not in ids and not engine.state(up).ok and not engine.waiting_for(up):
-                    ids.add(up.task_id)
+                    ids[up.task_id] = changed_keys(up, engine)
                     stack.append(up)
         horizon = stop + dt.timedelta(days=max(horizon_days, settings.ads().rolling_window_days))
         found = _reading(ids, dataset, start, stop, horizon, engine)
         while horizon < business_today() and any(_a_link(t) and t.key >= horizon - dt.timedelta(days=1) for t in found):
             horizon = min(business_today(), horizon + (horizon - start))  # a chain that goes on: all of it
             found = _reading(ids, dataset, start, stop, horizon, engine)
-        reach, stuck, grew = ids | {t.task_id for t in found}, {}, True
+        reach, stuck, grew = set(ids) | {t.task_id for t in found}, {}, True
         while grew:  # held: a partition read neither rebuilt nor up to date, or a held one (the preview has neither)
             grew = False
             for task in (t for t in found if t.task_id not in stuck):
@@ -50,21 +51,55 @@ def _a_link(task) -> bool:
     return task.key is not None and any(type(up) is type(task) and up.key < task.key for up in task.upstream())
 
 
-def _reading(ids: set[str], dataset: str, start: dt.date, stop: dt.date, horizon: dt.date, engine: Engine) -> list:
-    """The built partitions from ``start`` to ``horizon`` (the range's own dataset past the range) that
-    read one of ``ids``, directly or through another, in the order found."""
-    ids = set(ids)
+def changed_keys(task, engine: Engine) -> frozenset[str] | None:
+    """The keys (stores, hotels) whose rows a rebuild of ``task`` may change: those of its raw files that changed,
+    when they alone make it stale and each holds one key's rows (:meth:`input_slice`); None: any key's."""
+    state = engine.state(task)
+    if state.state != "stale" or state.may_rebuild or not task.reads_raw():
+        return None
+    store = engine.store(task)
+    manifest, window = engine.manifest(store, task.key), engine.window(task)
+    if (
+        not manifest
+        or window is None
+        or manifest.get("_corrupt")
+        or manifest.get("verify_mismatch")
+        or manifest.get("rules_fingerprint") != task.rules_fingerprint()
+        or engine.folder_problem(store, task.key, manifest)
+    ):
+        return None
+    keys = {task.input_slice(p) for p in changed_paths(manifest, window.read, engine.zone(task).mtime_resolution_ns)}
+    return None if not keys or None in keys else frozenset(keys)
+
+
+def _reading(
+    ids: dict[str, frozenset[str] | None], dataset: str, start: dt.date, stop: dt.date, horizon: dt.date, engine: Engine
+) -> list:
+    """The built partitions from ``start`` to ``horizon`` (the range's own dataset past the range) that read one
+    of ``ids``, directly or through another, in the order found. ``ids`` maps each to the keys whose rows may
+    change (None: any); a partition of one key's slice (a store's, a hotel's) is found only when its key's rows
+    of what it reads may change, and a partition's keys are those of what it reads."""
+    keys = dict(ids)
     candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
     if catalogue.BY_NAME[dataset].partition == "date":  # its own dates past the range (a look-back's)
         candidates += catalogue.BY_NAME[dataset].partitions(stop, horizon)
     pending = [t for t in candidates if engine.manifest(engine.store(t), t.key) is not None]
-    found, grew = [], True
-    while grew:
+    found: dict[str, object] = {}
+    grew = True
+    while grew:  # until no partition is found, nor reads more keys than before (keys only grow)
         grew = False
-        for task in list(pending):
-            if any(up.task_id in ids for up in task.upstream()):
-                pending.remove(task)
-                grew = True
-                ids.add(task.task_id)
-                found.append(task)
-    return found
+        for task in pending:
+            read = [keys[up.task_id] for up in task.upstream() if up.task_id in keys]
+            if not read:
+                continue
+            mine = None if None in read else frozenset().union(*read)
+            spec = type(task).entry
+            if task.reads_a_slice and mine is not None and getattr(task, spec.key_param) not in mine:
+                continue
+            if task.task_id in keys:  # one rebuilt first, or found before: its keys only grow
+                old = keys[task.task_id]
+                mine = None if old is None or mine is None else old | mine
+            if task.task_id not in found or keys[task.task_id] != mine:
+                keys[task.task_id], grew = mine, True
+                found.setdefault(task.task_id, task)
+    return list(found.values())

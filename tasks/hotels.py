@@ -54,6 +54,11 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
     def accepts_input(self, name: str) -> bool:
         return is_store_file(name)  # <id>.csv with a safe id; whether the hotel is known is checked on build
 
+    def input_slice(self, relpath: str) -> str | None:
+        from tasks.transforms.rawcsv import file_stem
+
+        return file_stem(relpath)  # the contract: a row whose id is not its file's stem is rejected
+
     def hotels_read(self) -> list[str]:
         """The hotels of the date's extracts: only their settings can change this partition (as the
         freshness engine lists the folder, once per pass)."""

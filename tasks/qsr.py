@@ -81,6 +81,11 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
     def accepts_input(self, name: str) -> bool:
         return is_store_file(name)
 
+    def input_slice(self, relpath: str) -> str | None:
+        from tasks.transforms.rawcsv import file_stem
+
+        return file_stem(relpath)  # the contract: a row whose id is not its file's stem is rejected
+
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.qsr_pos import clean_checked  # pyarrow loads only where data is built
         from tasks.transforms.stores import store_totals, to_ipc

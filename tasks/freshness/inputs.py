@@ -77,3 +77,14 @@ def describe_changes(added=(), removed=(), changed=(), retimed=()) -> str:
     path. ``retimed``: files whose time changed, their content not compared (no content hash of them)."""
     kinds = (("new file", added), ("removed", removed), ("changed", changed), ("modification time changed", retimed))
     return ", ".join(f"{what} {p}" for what, paths in kinds for p in sorted(paths))
+
+
+def changed_paths(manifest: dict, now: list[RawFile], resolution_ns: int) -> set[str]:
+    """The paths of a partition's raw files that may differ from its build's (``manifest``): new, removed, of
+    another size or time, or stamped within ``resolution_ns`` of the build's listing (a re-send in that instant
+    keeps both); those whose content changed are among them."""
+    before = parse_inputs(manifest.get("inputs", []))
+    after = {f.relpath: (f.size, f.mtime_ns) for f in now}
+    listed = manifest.get("inputs_listed_ns")
+    recent = {f.relpath for f in now if listed is not None and f.mtime_ns + resolution_ns > listed}
+    return {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)} | recent
