@@ -192,9 +192,7 @@ def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelL
     reasons = limits.reasons()
     # a misfiled event's reason gives its local time, as the date was taken from it
     detail = pc.if_else(misfiled, _misfiled(event_at, timezone, date), None) if count(misfiled) else None
-    rejected = file_rejects(
-        parsed, code, pc.invert(valid), reasons, REJECT_SCHEMA, detail=detail
-    )
+    rejected = file_rejects(parsed, code, pc.invert(valid), reasons, REJECT_SCHEMA, detail=detail)
     return rows, rejected
 
 
