@@ -43,6 +43,16 @@ def otb(lab) -> list[tuple]:
     ).fetchall()
 
 
+def summed_pickups(lab) -> list[tuple]:
+    """(hotel, stay date, rooms, revenue) of every pickup summed over its booking dates, as DuckDB reads them: on
+    the books, if every day's pickup adds up."""
+    glob = f"{lab.data}/marts/hotel_pickup/*/*/*.parquet"
+    return duckdb.execute(
+        f"select hotel_id, stay_date, sum(rooms_picked_up), sum(revenue_picked_up)::varchar from "
+        f"read_parquet('{glob}', hive_partitioning=true) group by all order by 1, 2"
+    ).fetchall()
+
+
 def test_an_empty_newest_extract_folder_is_not_the_newest_on_the_books_is_built_through_the_last_one(hotel_lab):
     """The newest extract folder made before its files: on-the-books is built to the newest one that arrived
     (before: it waited for the empty one, exit 20)."""
@@ -228,12 +238,9 @@ def test_pickup_adds_up_to_the_books_and_a_resent_extract_rebuilds_one_hotel(hot
     stop = FIRST + dt.timedelta(days=4)
     assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
     assert hotel_lab.luigi("OtbByStayDate") == 0
-    glob = f"{hotel_lab.data}/marts/hotel_pickup/*/*/*.parquet"
-    summed = duckdb.execute(
-        f"select hotel_id, stay_date, sum(rooms_picked_up), sum(revenue_picked_up)::varchar from "
-        f"read_parquet('{glob}', hive_partitioning=true) group by all order by 1, 2"
-    ).fetchall()
+    summed = summed_pickups(hotel_lab)
     assert summed == [row[:4] for row in otb(hotel_lab)]  # every day's pickup adds up to the books
+    glob = f"{hotel_lab.data}/marts/hotel_pickup/*/*/*.parquet"
     day_rows = duckdb.execute(
         f"select stay_date, rooms_picked_up, revenue_picked_up::varchar from read_parquet('{glob}', "
         f"hive_partitioning=true) where business_date = ? and hotel_id = 'H1' order by 1",
@@ -891,11 +898,7 @@ def test_a_hotel_put_back_with_its_extracts_has_pickups_that_may_rebuild_and_the
         assert main(["plan", "hotel_pickup", *span]) == 0
         assert capsys.readouterr().out.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data"
         assert hotel_lab.luigi("OtbByStayDate") == 0
-        glob = f"{hotel_lab.data}/marts/hotel_pickup/*/*/*.parquet"
-        summed = duckdb.execute(
-            f"select hotel_id, stay_date, sum(rooms_picked_up), sum(revenue_picked_up)::varchar from "
-            f"read_parquet('{glob}', hive_partitioning=true) group by all order by 1, 2"
-        ).fetchall()
+        summed = summed_pickups(hotel_lab)
         assert summed == [row[:4] for row in otb(hotel_lab)] and ("H2",) in {row[:1] for row in summed}, summed
     finally:
         reference.hotels.cache_clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import threading
 
 import duckdb
@@ -27,6 +28,15 @@ def store_parts(lab) -> dict[str, str]:
 def build_all(lab) -> int:
     assert lab.range(START, START + dt.timedelta(days=4)) == 0
     return lab.luigi("AllStores")
+
+
+def land_keeping_folder_time(lab, day: dt.date, store: str) -> None:
+    """A file of ``store`` (S001's rows, relabelled) lands in ``day``'s folder, whose time is then set back as
+    rsync -a or cp -p keep it."""
+    folder = lab.raw / "qsr_pos" / day.isoformat()
+    stamp = folder.stat().st_mtime_ns
+    lab.qsr_file(day.isoformat(), store, [r.replace("S001", store) for r in qsr_rows("S001", day)])
+    os.utime(folder, ns=(stamp, stamp))
 
 
 def test_a_new_store_is_registered_and_only_its_partition_is_built(lab, setting):
@@ -312,18 +322,13 @@ def test_a_store_added_within_the_clock_tick_of_the_listing_is_registered_at_the
 def test_a_store_a_staging_partition_read_is_registered_whatever_its_folder_stamp_says(lab, setting, capsys, caplog):
     """A store file added with the folder's stamp kept (a copy that restores folder times): its staging
     partitions read it, so plan counts its partition and the next AllStores registers and builds it."""
-    import os
-
     from tasks.cli import main
 
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 4, stores=("S001", "S002"))
     assert build_all(lab) == 0
     day = START + dt.timedelta(days=2)
-    folder = lab.raw / "qsr_pos" / day.isoformat()
-    stamp = folder.stat().st_mtime_ns
-    lab.qsr_file(day.isoformat(), "S003", [r.replace("S001", "S003") for r in qsr_rows("S001", day)])
-    os.utime(folder, ns=(stamp, stamp))
+    land_keeping_folder_time(lab, day, "S003")
     args = ["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + dt.timedelta(days=4))]
     capsys.readouterr()
     assert lab.range(START, START + dt.timedelta(days=4)) == 0  # the staging dates that read it are rebuilt
@@ -351,18 +356,13 @@ def test_plan_and_status_name_a_new_store_whose_file_landed_with_its_folders_tim
     cp -p): the staleness check of the staging dates lists that folder and names the file, so plan counts S009's
     partition as one that would run and status names it missing, as the run then builds it (before: `0
     partitions would run`, then the run said `1 ran`)."""
-    import os
-
     from tasks.cli import main
 
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 4, stores=("S001", "S002", "S003"))
     assert build_all(lab) == 0
     day = START + dt.timedelta(days=2)
-    folder = lab.raw / "qsr_pos" / day.isoformat()
-    stamp = folder.stat().st_mtime_ns
-    lab.qsr_file(day.isoformat(), "S009", [r.replace("S001", "S009") for r in qsr_rows("S001", day)])
-    os.utime(folder, ns=(stamp, stamp))
+    land_keeping_folder_time(lab, day, "S009")
     capsys.readouterr()
     assert main(["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + dt.timedelta(days=4))]) == 1
     plan = capsys.readouterr().out
