@@ -6,6 +6,7 @@ subprocess) with the project's luigi.cfg, on files written to a temporary raw zo
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -21,9 +22,26 @@ import luigi.retcodes
 import pytest
 
 from tasks.freshness import engine as freshness
-from tasks.settings import write_config
+from tasks.settings import apply_luigi_defaults, write_config
 
 REPO = Path(__file__).resolve().parent.parent
+START = Path.cwd()  # the folder pytest started in: where this process first read ./luigi.cfg
+
+
+def reload_config() -> None:
+    """Luigi's config as this process first read it: every section dropped and the files re-read from the
+    folder pytest started in. Luigi reads ``luigi.cfg`` relative to the working directory, and a test's
+    folder may hold one of its own for the commands it runs: re-read from there, its settings (another
+    ``[qsr] timezone``) would outlive the test and change every later test in the worker. The package's
+    Luigi defaults ([retcode]) are set again, as ``import tasks`` set them."""
+    cfg = luigi.configuration.get_config()
+    for section in cfg.sections():
+        cfg.remove_section(section)
+    with contextlib.chdir(START):
+        cfg.reload()
+    apply_luigi_defaults()
+
+
 # A test's tier is the highest of its tier markers (a module's ``pytestmark``, raised for one test by its
 # own ``@pytest.mark.system``): unit (no Luigi run), luigi (Luigi in this process, a temporary raw zone),
 # system (subprocesses, sshd, luigid, radosgw, Chromium, kill -9, a fresh clone). ``bin/test --fast``
@@ -218,9 +236,7 @@ def lab(tmp_path, monkeypatch):
     cfg.set("daybreak", "raw_root", str(lab.raw))
     cfg.set("daybreak", "data_root", str(lab.data))
     yield lab
-    cfg.set("daybreak", "raw_root", "data/raw")
-    cfg.set("daybreak", "data_root", "data")
-    cfg.reload()
+    reload_config()
     shutil.rmtree(tmp_path / "data", ignore_errors=True)
 
 
@@ -228,16 +244,12 @@ def lab(tmp_path, monkeypatch):
 def setting():
     """Change a luigi.cfg setting for one test: ``setting("qsr", "suspicious_qty_threshold", 5)``."""
     cfg = luigi.configuration.get_config()
-    changed = []
 
     def set_(section: str, key: str, value) -> None:
         cfg.set(section, key, str(value))
-        changed.append((section, key))
 
     yield set_
-    for section, key in changed:
-        cfg.remove_option(section, key)
-    cfg.reload()
+    reload_config()
 
 
 @pytest.fixture

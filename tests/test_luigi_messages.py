@@ -14,6 +14,7 @@ from luigi.tools.range import RangeDaily, RangeDailyBase
 
 import tasks
 from tasks.luigi_shortcuts import failed_checks, messages, usage
+from tests.conftest import reload_config
 
 pytestmark = pytest.mark.luigi
 
@@ -153,8 +154,7 @@ def test_the_config_files_are_luigis_own_list_in_its_order(tmp_path, monkeypatch
     assert messages.config_paths()[-2:] == [str(first), str(last)]
     assert config.get("msg_probe", "value") == "last"  # Luigi's own reading: the last file read wins
     monkeypatch.undo()
-    config.remove_section("msg_probe")
-    config.reload()
+    reload_config()
 
 
 class _MsgGone(luigi.Task):

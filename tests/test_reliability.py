@@ -35,6 +35,7 @@ import pytest
 from tasks.freshness.engine import Engine
 from tasks.qsr import StgQsrPos
 from tasks.settings import write_config
+from tests.conftest import reload_config
 
 pytestmark = pytest.mark.system
 
@@ -252,10 +253,7 @@ def build_in_process(lab, root: Path, rules: dict) -> int:
 @pytest.fixture(autouse=True)
 def restore_rules(lab):
     yield
-    cfg = luigi.configuration.get_config()
-    for key in NEW_RULES:
-        cfg.remove_option("qsr", key)
-    cfg.reload()
+    reload_config()
 
 
 @pytest.fixture
