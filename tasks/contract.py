@@ -25,6 +25,13 @@ ARRIVES_WITH: dict[str, tuple[str, Callable[[str], bool]]] = {
 }
 
 
+# Sources whose every folder holds a file per id of a list, its header alone on a day without rows: the hotel
+# extracts, one per hotel of the hotels list. A folder of these has arrived only once it also holds the file of
+# every listed id that sent one to an earlier folder (an id added to the list is awaited from its first file on).
+# {source: what an id of its list is, in words}
+EVERY_LISTED: dict[str, str] = {"hotel_bookings": "hotel"}
+
+
 def arrives_with(source: str, name: str) -> bool:
     """Whether file ``name`` makes a folder of ``source`` arrived (of a source not listed: any file)."""
     rule = ARRIVES_WITH.get(source)

@@ -360,9 +360,44 @@ def test_an_extract_folder_made_before_its_files_has_not_arrived_its_date_waits(
     shown = capsys.readouterr().out
     why = "there, without any <hotel_id>.csv yet"
     assert f"{day} waiting: raw folder missing: hotel_bookings/{day} ({why})" in shown, shown
-    lab.hotel_extract(day, "H1", [])  # no booking event that day: the header only
+    for hotel in ("H1", "H2"):  # no booking event that day: each hotel's file holds the header only
+        lab.hotel_extract(day, hotel, [])
     assert lab.range(FIRST, day + DAY, of="StgHotelBookingsDaily") == 0
     assert set(lab.built_at("staging/hotel_bookings_daily")) == {FIRST, day}
+
+
+def test_a_folder_without_the_extract_of_a_listed_hotel_that_sent_before_waits_for_it(hotel_lab, capsys, caplog):
+    """Extract folder d holds H1's file, not H2's (H2 is on the hotels list and sent every day before): staging d
+    waits for it (exit 20), the run's summary, status and plan name the file, and the books are as of d-1. Before,
+    the folder counted as arrived with any hotel's file: d was staged without H2 and the run said nothing. H3 .. H5,
+    on the list but never sent, are awaited by no folder. Once H2's file lands, d is built."""
+    from tasks import reference
+    from tasks.cli import main
+
+    day = FIRST + 4 * DAY
+    write(hotel_lab, day, "H1", [f"T4,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
+    listed = str(reference.hotels_source())
+    assert hotel_lab.range(FIRST, day + DAY, of="StgHotelBookingsDaily") == 20
+    assert day not in hotel_lab.built_at("staging/hotel_bookings_daily")
+    summary = caplog.text[caplog.text.rindex("summary of this run") :]
+    assert f"hotel_bookings/{day}/ (there, without H2.csv yet: hotel H2 of {listed}" in summary, summary
+    assert hotel_lab.luigi("OtbByStayDate") == 0  # as of the newest folder that has arrived
+    manifest = json.loads((hotel_lab.data / "marts/otb_by_stay_date/_manifest.json").read_text())
+    assert manifest["stats"]["state_read"] == str(day - DAY)
+    span = ["--start", str(FIRST), "--stop", str(day + DAY)]
+    capsys.readouterr()
+    assert main(["status", "--dataset", "stg_hotel_bookings_daily", *span]) == 0
+    shown = capsys.readouterr().out
+    waits = [line for line in shown.splitlines() if line.startswith(f"  {day} waiting: ")]
+    assert len(waits) == 1 and f"hotel_bookings/{day} (there, without H2.csv yet" in waits[0], shown
+    assert main(["plan", "stg_hotel_bookings_daily", *span]) == 1
+    plan = capsys.readouterr().out
+    assert any(line.startswith(f"  wait  {day}") and "without H2.csv" in line for line in plan.splitlines()), plan
+    write(hotel_lab, day, "H2", [])  # no booking event at H2 that day: its header only
+    assert hotel_lab.range(FIRST, day + DAY, of="StgHotelBookingsDaily") == 0
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    manifest = json.loads((hotel_lab.data / "marts/otb_by_stay_date/_manifest.json").read_text())
+    assert manifest["stats"]["state_read"] == str(day)
 
 
 def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursion_limit(lab, setting):
@@ -521,9 +556,10 @@ def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extrac
 
     day = FIRST + dt.timedelta(days=2)
     write(hotel_lab, day, "H6", [f"W1,H6,{day}T09:00:00-04:00,CREATED,2026-10-05,2026-10-06,1,80.00,direct"])
+    write(hotel_lab, day + DAY, "H6", [])  # from its first extract on, one a day
     stop = FIRST + dt.timedelta(days=4)
     names = ["stg_hotel_bookings_daily", "hotel_booking_state"]
-    assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 30  # H6 is not in config: 09-12 fails
+    assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 30  # H6 is not in config: 09-12, 09-13 fail
     before = {(r.dataset, r.date): r.state for r in status.collect(FIRST, stop, names)}
     mine = tmp_path / "my-hotels.csv"
     mine.write_text((CONFIG_DIR / "hotels.csv").read_text() + "H6,Lakeshore Toronto,America/Toronto,90\n")
@@ -531,12 +567,10 @@ def test_adding_a_hotel_changes_the_state_of_only_the_dates_that_hold_its_extrac
     reference.hotels.cache_clear()
     try:
         after = {(r.dataset, r.date): r.state for r in status.collect(FIRST, stop, names)}
-        # 09-12 may now be built (its failure was under other rules); no other date changed state
-        assert {k for k in after if after[k] != before[k]} == {("stg_hotel_bookings_daily", day)}
-        assert (
-            before[("stg_hotel_bookings_daily", day)] == "failed"
-            and after[("stg_hotel_bookings_daily", day)] == "missing"
-        )
+        # 09-12 and 09-13 may now be built (their failures were under other rules); no other date changed state
+        changed = {("stg_hotel_bookings_daily", d) for d in (day, day + DAY)}
+        assert {k for k in after if after[k] != before[k]} == changed
+        assert {before[k] for k in changed} == {"failed"} and {after[k] for k in changed} == {"missing"}
         assert hotel_lab.range(FIRST, stop, of="HotelBookingState") == 0
     finally:
         reference.hotels.cache_clear()
@@ -786,15 +820,17 @@ def test_the_partitions_of_a_hotel_taken_off_the_list_are_left_over_in_status_an
     reference.hotels.cache_clear()
     try:
         day = FIRST + 2 * DAY
-        extract = write(
-            hotel_lab, day, "H6", [f"W1,H6,{day}T10:00:00-04:00,CREATED,2026-10-05,2026-10-07,2,150.00,direct"]
-        )
+        extracts = [  # from its first extract on, one a day
+            write(hotel_lab, day, "H6", [f"W1,H6,{day}T10:00:00-04:00,CREATED,2026-10-05,2026-10-07,2,150.00,direct"]),
+            write(hotel_lab, day + DAY, "H6", []),
+        ]
         assert hotel_lab.luigi("AllHotelsPickup", *span) == 0
         assert hotel_lab.luigi("OtbByStayDate") == 0
         assert hotel_lab.luigi("HotelOtbExport", "--hotel", "H6") == 0
         listed.write_text((CONFIG_DIR / "hotels.csv").read_text())  # H6 taken off the list, its extract gone
         reference.hotels.cache_clear()
-        extract.unlink()
+        for extract in extracts:
+            extract.unlink()
         assert hotel_lab.luigi("AllHotelsPickup", *span) == 0
         assert hotel_lab.luigi("OtbByStayDate") == 0
         assert ("H6",) not in duckdb.sql(
@@ -983,9 +1019,12 @@ def test_a_later_start_date_makes_the_chain_start_there_and_the_books_forget_wha
     ]
 
 
-def test_an_extract_removed_then_back_is_named_as_an_input_change_not_a_rules_change(hotel_lab):
-    """A hotel's extract taken away (or arriving late) changes which hotels a date reads: status names the file,
-    as for a QSR store's file, not the timezones of the hotels list."""
+def test_an_extract_taken_away_waits_and_a_late_first_extract_is_named_as_an_input_change_not_a_rules_change(
+    hotel_lab,
+):
+    """A hotel's extract taken away from a date it was built from: the date waits for it again, naming the file.
+    A hotel's first extract arriving after its date was built changes which hotels the date reads: status names
+    the file, as for a QSR store's file, not the timezones of the hotels list."""
     from tasks.views import status
 
     assert hotel_lab.luigi("OtbByStayDate") == 0
@@ -994,14 +1033,18 @@ def test_an_extract_removed_then_back_is_named_as_an_input_change_not_a_rules_ch
     kept = path.read_bytes()
     path.unlink()
 
-    def reason() -> str:
-        rows = status.collect(day, day + DAY, ["stg_hotel_bookings_daily"])
-        return rows[0].reason
+    def reason(when: dt.date) -> tuple[str, str]:
+        (row,) = status.collect(when, when + DAY, ["stg_hotel_bookings_daily"])
+        return row.state, row.reason
 
-    assert reason() == f"input changed: removed hotel_bookings/{day}/H2.csv"
-    assert hotel_lab.luigi("OtbByStayDate") == 0  # built without it
-    path.write_bytes(kept)  # the late extract arrives
-    assert reason().startswith(f"input changed: new file hotel_bookings/{day}/H2.csv"), reason()
+    state, why = reason(day)
+    assert state == "waiting" and f"hotel_bookings/{day} (there, without H2.csv yet: hotel H2 of " in why, why
+    assert hotel_lab.luigi("OtbByStayDate") == 20  # never built without it
+    path.write_bytes(kept)
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    last = FIRST + 3 * DAY
+    write(hotel_lab, last, "H3", [])  # H3's first extract, after its date was built
+    assert reason(last) == ("stale", f"input changed: new file hotel_bookings/{last}/H3.csv"), reason(last)
 
 
 def test_plan_of_the_chain_with_two_workers_says_one_process_builds_it(hotel_lab, capsys):

@@ -245,8 +245,8 @@ def test_a_late_hotel_extract_is_built_by_a_host_whose_settings_file_is_older_bu
 
     first = host(newer)
     assert first.returncode == 0, first.stderr[-3000:]
-    day = FIRST + DAY
-    write(lab, day, "H2", [f"V1,H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])  # late
+    day = FIRST + 2 * DAY  # H2's first extract, late (once a hotel sent one, a later folder waits for its own)
+    write(lab, day, "H2", [f"V1,H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])
     late = host(older)
     assert late.returncode == 0, late.stderr[-3000:]
     assert f"StgHotelBookingsDaily {FIRST} .. {FIRST + 2 * DAY}: 1 ran, 2 up to date" in late.stderr, late.stderr

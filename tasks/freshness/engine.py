@@ -19,11 +19,12 @@ import weakref
 from collections.abc import Generator, Iterator
 
 from tasks import forks, nextdate
-from tasks.contract import awaited_file
+from tasks.contract import arrives_with, awaited_file
 from tasks.freshness import identity
 from tasks.freshness.inputs import Window, parse_inputs
 from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import RAW_GONE, Blocked, Node, State, raw_folders
+from tasks.freshness.rawfolders import lacking_note
 from tasks.freshness.rules import (
     built_by_newer,
     diff_rules,
@@ -296,10 +297,13 @@ class Engine(Memo):
 
     def without_file(self, zone, source: str, date: dt.date) -> str:
         """``there, without its ads.csv yet`` (``without any <store_id>.csv yet``) for a folder made before its
-        files, or holding none of a name read (``; it holds s001.csv``: the names that are there); else ''."""
+        files, or holding none of a name read (``; it holds s001.csv``: the names that are there); ``there,
+        without H5.csv yet: hotel H5 of ... sent extracts before`` for one without a listed hotel's; else ''."""
         if not self.folder_there(zone, source, date) or self.arrived(zone, source, date):
             return ""
         entries, unread = self.raw_folder(zone, source, date) or ([], [])
+        if any(arrives_with(source, entry[0]) for entry in entries):  # so without a listed hotel's extract
+            return f"there, {lacking_note(source, self.lacking(zone, source, date))}"
         held = [entry[0] for entry in entries] + [f"{name} ({why})" for name, why in unread]
         shown = ", ".join(sorted(held)[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
         return f"there, without {awaited_file(source)} yet" + (f"; it holds {shown}" if held else "")

@@ -115,6 +115,7 @@ class Memo(RawFolders):
         for source, date in raw_folders(node):
             self.raw.pop((self.zone(node).describe(), source, date), None)
             self.memo.pop(("select", type(node), source, date), None)
+            self.memo.pop(("lacking", self.zone(node).describe(), source, date), None)
             folders.add(self.zone(node).folder_relpath(source, date))
         for folder in folders:
             self.digests.pop(folder, None)  # hashed again too: a same-size re-send within the mtime resolution

@@ -3,6 +3,7 @@ listing is a request), a source's folders from one listing, and entries no parti
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime as dt
 import logging
@@ -10,11 +11,11 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from tasks.contract import arrives_with
+from tasks.contract import EVERY_LISTED, arrives_with
 from tasks.cores import process_pool
 from tasks.freshness.inputs import parse_inputs
 from tasks.freshness.node import raw_folders
-from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, unread_in_source
+from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, folder_dates, unread_in_source
 
 if TYPE_CHECKING:
     from tasks.freshness.inputs import Entries
@@ -60,6 +61,7 @@ class RawFolders:
 
     raw: dict
     sources: dict
+    memo: dict
     digests: dict
     _early: dict[tuple, tuple[float, Future]]
 
@@ -170,12 +172,51 @@ class RawFolders:
 
     def arrived(self, zone: RawZone, source: str, date: dt.date) -> bool:
         """Whether raw folder ``<source>/<date>`` is there holding a file it arrives with, of a name its
-        partitions read (:data:`tasks.contract.ARRIVES_WITH`): a folder made before its files are written,
-        or holding only files no partition reads, is not there yet."""
+        partitions read (:data:`tasks.contract.ARRIVES_WITH`), and, of a listed source, the file of every
+        listed id it awaits (:meth:`lacking`): a folder made before its files are written, holding only
+        files no partition reads, or without a listed hotel's extract, is not there yet."""
         if not self.folder_there(zone, source, date):
             return False
         scanned = self.raw_folder(zone, source, date)
-        return scanned is not None and any(arrives_with(source, entry[0]) for entry in scanned[0])
+        if scanned is None or not any(arrives_with(source, entry[0]) for entry in scanned[0]):
+            return False
+        return not self.lacking(zone, source, date)
+
+    def lacking(self, zone: RawZone, source: str, date: dt.date) -> list[str]:
+        """The files of ids of ``source``'s list (:data:`tasks.contract.EVERY_LISTED`: a hotel of the hotels
+        list) that folder ``<source>/<date>`` does not hold, although an earlier folder holds one; [] for a
+        source whose files are discovered (a store's). Once per pass."""
+        if source not in EVERY_LISTED:
+            return []
+        key = ("lacking", zone.describe(), source, date)
+        if key not in self.memo:
+            scanned = self.raw_folder(zone, source, date)
+            there = {entry[0] for entry in scanned[0]} if scanned else set()
+            absent = [name for name in listed_files(source) if name not in there]
+            self.memo[key] = [name for name in absent if self._held_before(zone, source, date, name)]
+        return self.memo[key]
+
+    def _held_before(self, zone: RawZone, source: str, date: dt.date, name: str) -> bool:
+        """Whether a folder of ``source`` before ``date`` holds file ``name``: walked back from the day before,
+        each folder listed once per pass, each answer remembered for the pass (a hotel's first extract ends it)."""
+        described = zone.describe()
+        dates = self.once_per_pass(("folder dates", described, source), self._folder_dates, zone, source)
+        walked, held = [], False
+        for day in reversed(dates[: bisect.bisect_left(dates, date)]):
+            key = ("held by", described, source, name, day)  # a folder of ``day`` or before holds ``name``
+            if key in self.memo:
+                held = self.memo[key]
+                break
+            walked.append(key)
+            scanned = self.raw_folder(zone, source, day)
+            if scanned is not None and any(entry[0] == name for entry in scanned[0]):
+                held = True
+                break
+        self.memo.update(dict.fromkeys(walked, held))
+        return held
+
+    def _folder_dates(self, zone: RawZone, source: str) -> list[dt.date]:
+        return sorted(folder_dates(self.source_listed(zone, source)[1]))
 
     def source_listed(self, zone: RawZone, source: str) -> tuple[str | None, list[tuple[str, str]]]:
         """:meth:`RawZone.source_listing`, once per pass."""
@@ -192,3 +233,21 @@ class RawFolders:
         if zone.lists_at_once:
             return date.isoformat() in self.once_per_pass(("folders", key[0], source), self._folder_names, zone, source)
         return self.raw_folder(zone, source, date) is not None
+
+
+def listed_files(source: str) -> list[str]:
+    """The file of each id of ``source``'s list (:data:`tasks.contract.EVERY_LISTED`): ``<hotel_id>.csv`` of
+    each hotel of the hotels list."""
+    from tasks.reference import hotels  # the one listed source's list; loaded where a listed folder is looked at
+
+    return [f"{hotel}.csv" for hotel in hotels()]
+
+
+def lacking_note(source: str, lacking: list[str]) -> str:
+    """Why a listed source's folder waits for the files ``lacking``: ``without H5.csv yet: hotel H5 of
+    /srv/daybreak/config/hotels.csv sent extracts before``."""
+    from tasks.reference import hotels_source
+
+    ids = ", ".join(name.removesuffix(".csv") for name in lacking)
+    kind = EVERY_LISTED[source] + ("s" if len(lacking) > 1 else "")
+    return f"without {', '.join(lacking)} yet: {kind} {ids} of {hotels_source()} sent extracts before"
