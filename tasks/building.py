@@ -37,6 +37,9 @@ class Built:
     rejected: pa.Table | None = None
     stats: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
+    # raw file -> its rows, where every row of a file is the partition's (a hotel's extract): the reject share is
+    # judged per file as well, so that one file mostly rejected fails the build (not recorded in the manifest)
+    file_rows: dict = field(default_factory=dict)
 
 
 def build(node: Node, engine: Engine) -> dict | None:
@@ -62,6 +65,7 @@ def build(node: Node, engine: Engine) -> dict | None:
     built = node.build(window.read)
     plan.check_inputs_unchanged(node)
     plan.check_rejects(node, built)
+    plan.check_file_rejects(node, built)
     zone = node.zone()
     manifest = {  # what docs/run-semantics.md says a manifest records; the store adds the files it wrote
         "dataset": node.dataset,

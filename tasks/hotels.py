@@ -123,7 +123,7 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
         result = clean_booking_events(list(zip(parsed, timezones, strict=True)), self.date, limits)
         stats = {"raw_files": len(inputs), "attributed_rows": result.rows_read}
         stats["hotel_versions"] = slice_digests(result.table, "hotel_id")  # what HotelPickup depends on
-        return Built(result.table, result.rejected, stats)
+        return Built(result.table, result.rejected, stats, file_rows=result.file_rows)
 
 
 class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):

@@ -678,6 +678,40 @@ def test_a_reject_share_just_over_the_limit_reads_over_it_and_a_misfiled_event_g
     assert f"{FIRST + DAY} 00:30:00 at the hotel (America/Toronto, -04:00), not {FIRST}" in row.reason, row.reason
 
 
+def test_one_hotels_extract_mostly_rejected_fails_the_date_though_all_hotels_rejects_are_under_the_share(
+    hotel_lab, setting, capsys
+):
+    """H2's extract lost every offset (2 of 2 events rejected), a small share of the date's rows (2 of 42, 4.8 %):
+    the share is judged per extract as well, so the date fails naming H2's file (exit 30), and on-the-books is
+    not built without H2's day. Before, the date was built without H2's events, exit 0, nothing said."""
+    import json
+
+    from tasks.cli import main
+
+    rows = [f"T{k},H1,{FIRST}T12:{k:02d}:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct" for k in range(40)]
+    write(hotel_lab, FIRST, "H1", rows)
+    write(
+        hotel_lab,
+        FIRST,
+        "H2",
+        [f"V{k},H2,{FIRST}T10:0{k}:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota" for k in (0, 1)],
+    )
+    assert hotel_lab.luigi("OtbByStayDate") == 30
+    assert FIRST not in hotel_lab.built_at("staging/hotel_bookings_daily")
+    assert not (hotel_lab.data / "marts" / "otb_by_stay_date").exists()
+    capsys.readouterr()
+    args = ["--dataset", "stg_hotel_bookings_daily", "--start", str(FIRST), "--stop", str(FIRST + DAY), "--json"]
+    assert main(["status", *args]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["state"] == "failed", row
+    assert f"2 of 2 rows of hotel_bookings/{FIRST}/H2.csv rejected (100.0% > max_reject_share 5.0%" in row["reason"]
+    assert "H1.csv" not in row["reason"], row["reason"]
+    setting("hotels", "max_reject_share", 1.0)  # taken as it is: H2's rows in the quarantine, the date built
+    assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(FIRST)) == 0
+    manifest = json.loads((hotel_lab.partition(FIRST, "staging/hotel_bookings_daily") / "_manifest.json").read_text())
+    assert (manifest["row_count"], manifest["rejected_count"]) == (40, 2)
+
+
 @pytest.mark.system
 def test_the_hotels_list_beside_the_users_luigi_cfg_is_read_and_named(hotel_lab):
     """config/hotels.csv was read from the package's folder only: a user's own list beside their

@@ -79,6 +79,36 @@ class BuildPlan:
             decided_by=node.acceptance_settings(),
         )
 
+    @staticmethod
+    def check_file_rejects(node: Node, built) -> None:
+        """Fail the build when the rejected rows of one raw file pass ``max_reject_share`` of that file's rows
+        (``built.file_rows``: a hotel's extract), naming each such file: one hotel's extract rejected whole
+        (every ``event_at`` without its offset) is a small share of all hotels' rows, but that hotel's day
+        would be missing from everything built from the partition."""
+        limit = node.max_reject_share()
+        if limit is None or not built.file_rows or built.rejected is None or not built.rejected.num_rows:
+            return
+        import pyarrow.compute as pc
+
+        rejected, rows = built.rejected, built.file_rows
+        counts = {c["values"]: c["counts"] for c in pc.value_counts(rejected["source_file"]).to_pylist()}
+        over = sorted(f for f, n in counts.items() if rows.get(f) and n / rows[f] > limit)
+        if not over:
+            return
+        firsts = {f: rejected.filter(pc.equal(rejected["source_file"], f)).slice(0, 1).to_pylist()[0] for f in over}
+        shares = [
+            f"{counts[f]} of {rows[f]} rows of {f} rejected ({counts[f] / rows[f]:.1%}"
+            + (f" > max_reject_share {limit:.1%} of a file's rows" if not k else "")
+            + f"), e.g. row {firsts[f]['row_number']}: {firsts[f]['reason']}"
+            for k, f in enumerate(over)
+        ]
+        where = f"{node.dataset} {node.key}" if node.key else node.dataset
+        raise RejectShareExceeded(
+            f"{where}: {'; '.join(shares)}. All rejected rows: "
+            f"{node.store().write_failed_rejects(node.key, rejected)}. The previous partition is kept.",
+            decided_by=node.acceptance_settings(),
+        )
+
 
 def percents(share: float, limit: float) -> tuple[str, str]:
     """``share`` and ``limit`` as percentages with one decimal, or as many more as it takes to tell them apart

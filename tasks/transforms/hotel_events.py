@@ -6,7 +6,7 @@ Pure: parsed extracts in, tables out. The marts built from these events are :mod
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import pyarrow as pa
@@ -117,6 +117,7 @@ class EventsResult:
     table: pa.Table  # EVENTS_SCHEMA
     rejected: pa.Table  # REJECT_SCHEMA
     rows_read: int
+    file_rows: dict[str, int] = field(default_factory=dict)  # source_file -> its data rows (all the date's)
 
 
 def clean_booking_events(
@@ -126,15 +127,15 @@ def clean_booking_events(
     with its hotel's IANA timezone. An event whose local date at the hotel is not ``date`` is rejected
     (misfiled), so nothing is counted on two dates; so is one beyond ``limits`` (default bounds if None)."""
     limits = limits or HotelLimits()
-    tables, rejects, rows_read = [], [], 0
+    tables, rejects, file_rows = [], [], {}
     for parsed, timezone in files:
         rows, bad = _file_events(parsed, timezone, date, limits)
         tables.append(rows)
         rejects.append(bad)
-        rows_read += parsed.table.num_rows + len(parsed.malformed)
+        file_rows[parsed.source_file] = parsed.table.num_rows + len(parsed.malformed)
     table = pa.concat_tables(tables) if tables else EVENTS_SCHEMA.empty_table()
     rejected = pa.concat_tables(rejects) if rejects else REJECT_SCHEMA.empty_table()
-    return EventsResult(table.combine_chunks(), rejected.combine_chunks(), rows_read)
+    return EventsResult(table.combine_chunks(), rejected.combine_chunks(), sum(file_rows.values()), file_rows)
 
 
 def _file_events(parsed: ParsedCsv, timezone: str, date: dt.date, limits: HotelLimits) -> tuple[pa.Table, pa.Table]:
