@@ -79,8 +79,7 @@ class BuildPlan:
             decided_by=node.acceptance_settings(),
         )
 
-    @staticmethod
-    def check_file_rejects(node: Node, built) -> None:
+    def check_file_rejects(self, node: Node, built) -> None:
         """Fail the build when the rejected rows of one raw file pass ``max_reject_share`` of that file's rows
         (``built.file_rows``: a hotel's extract), naming each such file: one hotel's extract rejected whole
         (every ``event_at`` without its offset) is a small share of all hotels' rows, but that hotel's day
@@ -103,9 +102,10 @@ class BuildPlan:
             for k, f in enumerate(over)
         ]
         where = f"{node.dataset} {node.key}" if node.key else node.dataset
+        kept = "The previous partition is kept." if self.in_place else "No partition was written."
         raise RejectShareExceeded(
             f"{where}: {'; '.join(shares)}. All rejected rows: "
-            f"{node.store().write_failed_rejects(node.key, rejected)}. The previous partition is kept.",
+            f"{node.store().write_failed_rejects(node.key, rejected)}. {kept}",
             decided_by=node.acceptance_settings(),
         )
 
