@@ -89,8 +89,8 @@ class ads(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
 class hotels(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     max_reject_share = luigi.FloatParameter(
         default=0.05,
-        description="A hotel staging partition fails when rejected rows exceed this share of its rows, or of "
-        "one hotel's extract's rows",
+        description="A hotel staging partition fails when rejected rows exceed this share of its rows (or half "
+        "of one hotel's extract's rows, or this share of them where it is higher)",
     )
     max_stay_nights = luigi.IntParameter(
         default=365, description="A booking event whose stay (departure - arrival) has more nights is rejected"

@@ -678,6 +678,20 @@ def test_a_reject_share_just_over_the_limit_reads_over_it_and_a_misfiled_event_g
     assert f"{FIRST + DAY} 00:30:00 at the hotel (America/Toronto, -04:00), not {FIRST}" in row.reason, row.reason
 
 
+def test_a_small_hotels_one_bad_row_is_a_reject_not_a_broken_extract(hotel_lab):
+    """H2 sent 4 events, one of them without its offset (25 % of its extract, 1 of 44 rows of the date): a
+    reject in the quarantine, under the date's share and under half of the extract, so the date builds."""
+    import json
+
+    rows = [f"T{k},H1,{FIRST}T12:{k:02d}:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct" for k in range(40)]
+    write(hotel_lab, FIRST, "H1", rows)
+    small = [f"V{k},H2,{FIRST}T10:0{k}:00-04:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota" for k in range(3)]
+    write(hotel_lab, FIRST, "H2", [*small, f"V9,H2,{FIRST}T10:09:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])
+    assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(FIRST)) == 0
+    manifest = json.loads((hotel_lab.partition(FIRST, "staging/hotel_bookings_daily") / "_manifest.json").read_text())
+    assert (manifest["row_count"], manifest["rejected_count"]) == (43, 1)
+
+
 def test_one_hotels_extract_mostly_rejected_fails_the_date_though_all_hotels_rejects_are_under_the_share(
     hotel_lab, setting, capsys
 ):
@@ -704,7 +718,7 @@ def test_one_hotels_extract_mostly_rejected_fails_the_date_though_all_hotels_rej
     assert main(["status", *args]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["state"] == "failed", row
-    assert f"2 of 2 rows of hotel_bookings/{FIRST}/H2.csv rejected (100.0% > max_reject_share 5.0%" in row["reason"]
+    assert f"2 of 2 rows of hotel_bookings/{FIRST}/H2.csv rejected (100.0% > 50% of a file's rows" in row["reason"]
     assert "H1.csv" not in row["reason"] and "No partition was written" in row["reason"], row["reason"]
     setting("hotels", "max_reject_share", 1.0)  # taken as it is: H2's rows in the quarantine, the date built
     assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(FIRST)) == 0

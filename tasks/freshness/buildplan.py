@@ -31,6 +31,9 @@ class RejectShareExceeded(RuntimeError):
         self.decided_by = decided_by or {}
 
 
+FILE_REJECT_SHARE = 0.5  # a raw file with more of its rows rejected is broken: it fails its date (a hotel's)
+
+
 @dataclass(frozen=True)
 class BuildPlan:
     """What a build needs to decide, found before it reads anything."""
@@ -80,13 +83,15 @@ class BuildPlan:
         )
 
     def check_file_rejects(self, node: Node, built) -> None:
-        """Fail the build when the rejected rows of one raw file pass ``max_reject_share`` of that file's rows
-        (``built.file_rows``: a hotel's extract), naming each such file: one hotel's extract rejected whole
-        (every ``event_at`` without its offset) is a small share of all hotels' rows, but that hotel's day
-        would be missing from everything built from the partition."""
-        limit = node.max_reject_share()
-        if limit is None or not built.file_rows or built.rejected is None or not built.rejected.num_rows:
+        """Fail the build when the rejected rows of one raw file pass half of that file's rows, or
+        ``max_reject_share`` of them where that is higher (``built.file_rows``: a hotel's extract), naming each
+        such file: one hotel's extract rejected whole (every ``event_at`` without its offset) is a small share
+        of all hotels' rows, but that hotel's day would be missing from everything built from the partition.
+        Half, not the share: a small hotel's one bad row of ten is a reject, not a broken extract."""
+        share = node.max_reject_share()
+        if share is None or not built.file_rows or built.rejected is None or not built.rejected.num_rows:
             return
+        limit = max(share, FILE_REJECT_SHARE)
         import pyarrow.compute as pc
 
         rejected, rows = built.rejected, built.file_rows
@@ -97,7 +102,7 @@ class BuildPlan:
         firsts = {f: rejected.filter(pc.equal(rejected["source_file"], f)).slice(0, 1).to_pylist()[0] for f in over}
         shares = [
             f"{counts[f]} of {rows[f]} rows of {f} rejected ({counts[f] / rows[f]:.1%}"
-            + (f" > max_reject_share {limit:.1%} of a file's rows" if not k else "")
+            + (f" > {limit:.0%} of a file's rows" if not k else "")
             + f"), e.g. row {firsts[f]['row_number']}: {firsts[f]['reason']}"
             for k, f in enumerate(over)
         ]
