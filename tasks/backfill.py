@@ -75,23 +75,26 @@ def first_read(cls: type, day: dt.date) -> dt.date:
 
 
 def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> tuple[list[dt.date], str]:
-    """The dates of ``[start, stop)`` a range run of ``family`` leaves out as not yet begun or ended,
-    and why: RangeSingleRun builds business days before today, RangeDaily (by its own methods) each date
-    whose midnight (UTC) is before now."""
+    """The dates of ``[start, stop)`` a range run of ``family`` leaves out, and why: the business days not over
+    yet (:func:`tasks.settings.not_over`), and of a RangeDaily given an earlier ``now``, by its own methods, the
+    dates whose midnight (UTC) is not before it."""
+    later = [d for d in date_range(start, stop) if settings.not_over(d)]
+    reasons = [settings.not_over(later[0])] if later else []
     if family == "RangeSingleRun":
-        today = business_today()
-        why = f"a business day is built once it is over: today is {today} ({settings.qsr().timezone})"
-        return list(date_range(max(start, today), stop)), why
+        return later, "; ".join(reasons)
     with warnings.catch_warnings(), range_made_here():  # Luigi's 'Parameter "param_name" with value "None"'
         warnings.simplefilter("ignore", UserWarning)
         task = RangeDaily(of=of, start=start, stop=stop, now=now)
     moment = dt.datetime.fromtimestamp(time.time() if now is None else now, tz=dt.UTC).replace(tzinfo=None)
     limit = task.moving_stop(moment)
-    why = (
-        f"RangeDaily builds only dates that have begun (before {limit:%Y-%m-%d %H:%M} UTC, [RangeDaily] "
-        f"days_forward {task.days_forward}); their raw data cannot have arrived"
-    )
-    return [d for d in date_range(start, stop) if task.parameter_to_datetime(d) >= limit], why
+    unbegun = [d for d in date_range(start, later[0] if later else stop) if task.parameter_to_datetime(d) >= limit]
+    if unbegun:
+        reasons.insert(
+            0,
+            f"RangeDaily builds only dates that have begun (before {limit:%Y-%m-%d %H:%M} UTC, [RangeDaily] "
+            f"days_forward {task.days_forward}); their raw data cannot have arrived",
+        )
+    return sorted(unbegun + later), "; ".join(reasons)
 
 
 def before_start(start: dt.date, stop: dt.date) -> tuple[list[dt.date], str]:
@@ -114,6 +117,20 @@ def describe_left_out(dates: list[dt.date], why: str, total: int) -> str:
 
 _reported: set[str] = set()
 RangeDailyBase.resources = property(lambda self: sftp_slot())  # Luigi's range wrappers, as Daybreak's
+_luigis_missing = RangeDaily.missing_datetimes
+
+
+def _missing_datetimes(self: RangeDaily, finite_datetimes: list[dt.datetime]) -> set[dt.datetime]:
+    """Luigi's, of the dates whose business day is over: a Daybreak range leaves the others out, as plan and
+    RangeSingleRun do (:func:`tasks.settings.not_over`): not run, not waited for, counted ``not over yet``."""
+    if not (isinstance(self.of, type) and issubclass(self.of, PartitionedTask)):
+        return _luigis_missing(self, finite_datetimes)  # Luigi's own families (its tests)
+    later = [d for d in finite_datetimes if settings.not_over(self.datetime_to_parameter(d))]
+    runlog.not_over([self._instantiate_task_cls(self.datetime_to_parameter(d)) for d in later])
+    return _luigis_missing(self, [d for d in finite_datetimes if d not in later])
+
+
+RangeDaily.missing_datetimes = _missing_datetimes
 
 
 @RangeDailyBase.event_handler(luigi.Event.DEPENDENCY_PRESENT)
@@ -197,15 +214,15 @@ class SingleRunBuild(luigi.Task):
     resources = property(lambda self: sftp_slot())
 
     def partitions(self) -> list[PartitionedTask]:
-        """The range's partitions in date order; for a chain (a date reads the same dataset's day
-        before, as hotel_booking_state does) from the chain's first link, so that one build covers
+        """The range's partitions whose business day is over, in date order; for a chain (a date reads the same
+        dataset's day before, as hotel_booking_state does) from the chain's first link, so that one build covers
         it instead of one build per day before ``start``."""
         if not (isinstance(self.of, type) and issubclass(self.of, PartitionedTask)):
             raise TypeError(f"a single-run range builds a PartitionedTask family, not {self.of!r}")
-        start, stop = max(self.start, settings.daybreak().start_date), min(self.stop, business_today())
+        start = max(self.start, settings.daybreak().start_date)
         while earlier := [u.date for u in self.of(date=start, **self.of_params).upstream() if self._same(u, start)]:
             start = min(earlier)
-        return [self.of(date=d, **self.of_params) for d in date_range(start, stop)]
+        return [self.of(date=d, **self.of_params) for d in date_range(start, self.stop) if not settings.not_over(d)]
 
     def _same(self, up: PartitionedTask, before: dt.date) -> bool:
         """Whether ``up`` is a partition of this very dataset, dated before ``before``."""

@@ -214,6 +214,17 @@ def business_today() -> dt.date:
     return dt.datetime.now(ZoneInfo(qsr().timezone)).date()
 
 
+NOT_OVER = "a business day is built once it is over"
+
+
+def not_over(day: dt.date) -> str:
+    """Why a run leaves business date ``day`` out, '' when it does not: ``day`` is today or later in the business
+    timezone (:func:`business_today`), so its raw data is not all there. The one rule of every range (RangeDaily,
+    RangeSingleRun, the morning refresh), of AllStores and of ``daybreak plan``."""
+    today = business_today()
+    return f"{NOT_OVER}: today is {today} ({qsr().timezone})" if day >= today else ""
+
+
 def host_name() -> str:
     """``[daybreak] host_name``, or the machine's host name when it is empty."""
     import socket

@@ -264,8 +264,9 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
 
     def upstream(self) -> list[PartitionedTask]:
         """Every staging date built, and every date from ``[daybreak] start_date`` whose raw folder is there
-        but the newest (which waits for the next): a staging partition deleted or not built yet is rebuilt
-        first, never left out of the store's rows."""
+        but the newest (which waits for the next), whose business day is over (as a range's: a partial day is no
+        day's sales): a staging partition deleted or not built yet is rebuilt first, never left out of the
+        store's rows."""
         return _staging_read()
 
     def upstream_version(self, manifest: dict | None) -> str | None:
@@ -334,7 +335,7 @@ def _staging_read() -> list[StgQsrPos]:
     dates = set(staging.store().listed_dates())
     engine = luigi_engine()
     dates.update(_folder_dates(engine, engine.zone(staging), start)[:-1])
-    return [StgQsrPos(date=d) for d in sorted(dates)]
+    return [StgQsrPos(date=d) for d in sorted(dates) if not settings.not_over(d)]
 
 
 def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:

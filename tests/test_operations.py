@@ -48,6 +48,36 @@ def test_morning_refresh_before_todays_exports_exits_20_and_names_the_folder(lab
     assert f"waiting  for raw folder {lab.raw}/qsr_pos/{today}/ (not there yet): StgQsrPos {today - DAY}" in proc.stderr
 
 
+def test_the_second_morning_line_leaves_today_out_and_exits_0_when_nothing_went_stale(lab):
+    """docs/operations.md's second line takes the dates up to today in UTC. Today's business day is not over
+    (its partition needs tomorrow's folder): the run leaves it out as plan does, counts it not over yet, and
+    waits for nothing (it exited 20 every morning). Run again with nothing stale, it builds nothing."""
+    from tasks.calendar import date_range
+    from tasks.views import plan
+
+    today = business_today()
+    lab.qsr_days(today - 8 * DAY, 8)  # folders today-8 .. today: this morning's drop has landed
+    cwd = cron_folder(lab)
+    utc_today = dt.datetime.now(dt.UTC).date()  # RangeDaily's last date: today or, in the evening, tomorrow
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", "2026-01-01", "--days-back", "7", "--local-scheduler"]
+    proc = luigi_cmd(cwd, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    built = set(date_range(utc_today - 6 * DAY, today))  # --days-back 7: the last 7 dates to utc_today
+    assert set(lab.built_at()) == built
+    not_over = list(date_range(today, utc_today + DAY))
+    span = f"{today}" if len(not_over) == 1 else f"{today} .. {utc_today}"
+    assert f"{len(built)} ran, {len(not_over)} not over yet" in proc.stderr, proc.stderr[-3000:]
+    assert f"not over yet StgQsrPos {span}: " in proc.stderr and f"today is {today}" in proc.stderr
+    assert "waiting" not in proc.stderr
+    assert plan.make_plan("stg_qsr_pos", utc_today - 6 * DAY, utc_today + DAY).left_out == not_over  # plan agrees
+
+    files = lab.files()
+    proc = luigi_cmd(cwd, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{len(built)} up to date, {len(not_over)} not over yet" in proc.stderr
+    assert lab.files() == files
+
+
 def shell(cwd: Path, command: str) -> subprocess.CompletedProcess:
     """``command`` as a user pastes it into bash, with this virtualenv's scripts on the PATH."""
     env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}

@@ -274,6 +274,21 @@ def test_a_deleted_staging_partition_is_rebuilt_for_the_stores_not_left_out_of_t
         assert store_output(lab, s) == full[s] == full_read(lab, s)
 
 
+def test_all_stores_reads_no_staging_date_whose_business_day_is_not_over(lab, setting):
+    """Tomorrow's folder is there in the evening (a source that dates its folders in UTC): today's staging date has
+    both its folders, but its business day is not over. AllStores neither builds nor reads it, as plan and the
+    ranges leave it out: the stores' rows end yesterday."""
+    from tasks.settings import business_today
+
+    today, day = business_today(), dt.timedelta(days=1)
+    setting("daybreak", "start_date", today - 2 * day)
+    lab.qsr_days(today - 2 * day, 3)  # folders today-2 .. today+1
+    assert lab.luigi("AllStores") == 0
+    assert set(lab.built_at()) == {today - 2 * day, today - day}
+    for store in ("S001", "S002"):
+        assert {r["business_date"] for r in store_output(lab, store)} == {today - 2 * day, today - day}
+
+
 def test_plan_counts_the_stores_the_sensor_has_not_registered_yet(lab, setting, capsys):
     """Before the first AllStores, and when a new store's first file arrives, the stores that run will build
     are partitions that would run: plan exits 1 and names them, not 0 with nothing to do."""

@@ -310,11 +310,13 @@ def test_plan_and_range_runs_say_how_many_future_dates_they_leave_out(lab):
     assert "3 of 5 dates left out" in plan.render(single) and f"today is {today}" in plan.render(single)
 
     cron = folder_cfg(lab)
-    utc_today = dt.datetime.now(dt.UTC).date()  # RangeDaily keeps the dates whose midnight (UTC) has passed
+    utc_today = dt.datetime.now(dt.UTC).date()  # RangeDaily's own dates end at the last whose midnight (UTC) passed
     proc = run(
         cron, "RangeDaily", "--of", "StgQsrPos", "--start", str(utc_today - DAY), "--stop", str(utc_today + 4 * DAY)
     )
-    assert f"RangeDaily StgQsrPos: 3 of 5 dates left out ({utc_today + DAY} .. {utc_today + 3 * DAY})" in proc.stderr
+    later = (utc_today + 4 * DAY - today).days  # as plan's: the business days not over, from today (Toronto) on
+    assert f"RangeDaily StgQsrPos: {later} of 5 dates left out ({today} .. {utc_today + 3 * DAY})" in proc.stderr
+    assert f"today is {today}" in proc.stderr
     proc = run(cron, "RangeSingleRun", "--of", "StgQsrPos", "--start", str(today - DAY), "--stop", str(today + 2 * DAY))
     assert f"RangeSingleRun StgQsrPos: 2 of 3 dates left out ({today} .. {today + DAY})" in proc.stderr
 

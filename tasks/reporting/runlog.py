@@ -26,6 +26,7 @@ from tasks.reporting.names import capped, dates_span, first_line, key_of, label,
 logger = logging.getLogger("luigi-interface")
 
 KINDS = ("ran", "written by another run", "superseded", "up to date", "failed", "waiting", "not run", "left out")
+KINDS += ("not over yet",)  # a range leaves out a business date not over (tasks.settings.not_over)
 # the single-run build's message for each failed date (tasks.backfill.SingleRunBuild): the summary says it
 SINGLE_RUN_FAILED = "%s failed; the rest of the range goes on"
 
@@ -38,6 +39,7 @@ _started_at: str | None = None  # UTC, ISO: failure records from this time on ar
 _records: str | None = None  # the file of what this run's builds did: one JSON line each, appended by each build
 _went_away = False  # the last summary found a store or server gone (Luigi asks its tasks again after it)
 _notes: dict[str, None] = {}  # lines of the summary not about a partition (:func:`note`), in order
+_not_over: set[str] = set()  # task ids a range left out: their business day is not over (:func:`not_over`)
 
 
 def _record(entry: dict) -> None:
@@ -90,6 +92,13 @@ def watch(tasks_and_states) -> None:
     for task, ok in tasks_and_states:
         _watched.setdefault(task.task_id, (task, ok))
     _set_mode()
+
+
+def not_over(tasks: list) -> None:
+    """Partitions a range left out because their business day is not over (tasks.settings.not_over): never
+    run nor waited for, the summary counts them ``not over yet``."""
+    _not_over.update(task.task_id for task in tasks)
+    watch((task, True) for task in tasks)
 
 
 def note(line: str) -> None:
@@ -250,9 +259,10 @@ def report() -> tuple[list[str], str]:
     from tasks.luigi_shortcuts.hosts import FAILED_CHECKS
 
     watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
-    notes = [f"  {line}" for line in _notes]
+    notes, not_over_ids = [f"  {line}" for line in _notes], set(_not_over)
     _watched.clear()
     _notes.clear()
+    _not_over.clear()
     _started_at, _went_away = None, run.store_gone
     FAILED_CHECKS.update(dict.fromkeys(run.unchecked, worker_id()))  # whichever process of the run checked it
     seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
@@ -279,7 +289,14 @@ def report() -> tuple[list[str], str]:
         for task, ok_at_check in watched:
             family, key = task.task_family, key_of(task)
             if ok_at_check:  # a date before [daybreak] start_date is left out, as a range leaves it out
-                counts[family]["left out" if task.before_start() else "up to date"].append(key)
+                kind = (
+                    "left out"
+                    if task.before_start()
+                    else "not over yet"
+                    if task.task_id in not_over_ids
+                    else "up to date"
+                )
+                counts[family][kind].append(key)
             elif task.task_id in run.superseded:  # another host's commit is kept (exit 10)
                 counts[family]["superseded"].append(key)
                 fenced.append((family, key))
@@ -330,6 +347,11 @@ def report() -> tuple[list[str], str]:
         for family, kinds in counts.items()
         if kinds["left out"]
     ]
+    for family, kinds in counts.items():
+        if dates := kinds["not over yet"]:  # the rule alone, should the day have ended since
+            lines.append(
+                f"  not over yet {family} {dates_span(dates)}: {settings.not_over(dates[0]) or settings.NOT_OVER}"
+            )
     lines += capped("  warning  ", warned)
     if zone is not None:
         lines += capped(
