@@ -25,17 +25,17 @@ from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
 from tasks.reporting import names, progress, runlog
 from tasks.reporting.progress import logger
-from tasks.settings import business_today
+from tasks.settings import day_in_progress
 from tasks.storage.rawzone import one_session
 from tasks.targets import RawFolder, luigi_engine
 
 
 class BusinessDateParameter(DateParameter):
-    """A date that defaults to :func:`business_today`, resolved when the task is created (a None would
+    """A date that defaults to :func:`day_in_progress`, resolved when the task is created (a None would
     break Luigi's execution summary, which ranges one-parameter tasks by their value)."""
 
     def normalize(self, x):
-        return super().normalize(business_today() if x is None else x)
+        return super().normalize(day_in_progress() if x is None else x)
 
 
 class MorningRefresh(luigi.WrapperTask):
@@ -48,7 +48,7 @@ class MorningRefresh(luigi.WrapperTask):
     resources = property(lambda self: sftp_slot())
 
     today = BusinessDateParameter(
-        default=None, flag="--today", description="Run as of this date (default: today in the business timezone)"
+        default=None, flag="--today", description="Run as of this date (default: the business day in progress)"
     )
 
     def as_of(self) -> dt.date:

@@ -217,12 +217,25 @@ def business_today() -> dt.date:
 NOT_OVER = "a business day is built once it is over"
 
 
+def day_in_progress(now: dt.datetime | None = None) -> dt.date:
+    """The business date in progress at ``now`` (the clock when None): the local date in ``[qsr] timezone`` less
+    ``[qsr] day_start_hour``. A QSR business day ``d`` runs from ``d 05:00`` to ``d+1 04:59`` local, so at 01:00
+    on the 7th the 6th is not over yet."""
+    from zoneinfo import ZoneInfo
+
+    cfg = qsr()
+    local = (now or dt.datetime.now(dt.UTC)).astimezone(ZoneInfo(cfg.timezone))
+    return (local.replace(tzinfo=None) - dt.timedelta(hours=cfg.day_start_hour)).date()
+
+
 def not_over(day: dt.date) -> str:
-    """Why a run leaves business date ``day`` out, '' when it does not: ``day`` is today or later in the business
-    timezone (:func:`business_today`), so its raw data is not all there. The one rule of every range (RangeDaily,
+    """Why a run leaves business date ``day`` out, '' when it does not: ``day`` is the business day in progress
+    (:func:`day_in_progress`) or later, so its raw data is not all there. The one rule of every range (RangeDaily,
     RangeSingleRun, the morning refresh), of AllStores and of ``daybreak plan``."""
-    today = business_today()
-    return f"{NOT_OVER}: today is {today} ({qsr().timezone})" if day >= today else ""
+    today, cfg = day_in_progress(), qsr()
+    if day < today:
+        return ""
+    return f"{NOT_OVER}: today is {today} ({cfg.timezone}, where a business day starts at {cfg.day_start_hour:02d}:00)"
 
 
 def host_name() -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.backfill import business_today
+from tasks.settings import day_in_progress
 from tests.conftest import Lab
 
 pytestmark = pytest.mark.system
@@ -40,7 +40,7 @@ def luigi_cmd(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_morning_refresh_before_todays_exports_exits_20_and_names_the_folder(lab):
     """The cron line's normal case at 06:30: yesterday's POS folder is there, today's is not yet."""
-    today = business_today()
+    today = day_in_progress()
     lab.qsr_days(today - 2 * DAY, 1)  # folders today-2 and today-1
     proc = luigi_cmd(cron_folder(lab), "MorningRefresh", "--local-scheduler")
     assert proc.returncode == 20, proc.stderr[-3000:]
@@ -55,7 +55,7 @@ def test_the_second_morning_line_leaves_today_out_and_exits_0_when_nothing_went_
     from tasks.calendar import date_range
     from tasks.views import plan
 
-    today = business_today()
+    today = day_in_progress()
     lab.qsr_days(today - 8 * DAY, 8)  # folders today-8 .. today: this morning's drop has landed
     cwd = cron_folder(lab)
     utc_today = dt.datetime.now(dt.UTC).date()  # RangeDaily's last date: today or, in the evening, tomorrow

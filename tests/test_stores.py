@@ -278,9 +278,9 @@ def test_all_stores_reads_no_staging_date_whose_business_day_is_not_over(lab, se
     """Tomorrow's folder is there in the evening (a source that dates its folders in UTC): today's staging date has
     both its folders, but its business day is not over. AllStores neither builds nor reads it, as plan and the
     ranges leave it out: the stores' rows end yesterday."""
-    from tasks.settings import business_today
+    from tasks.settings import day_in_progress
 
-    today, day = business_today(), dt.timedelta(days=1)
+    today, day = day_in_progress(), dt.timedelta(days=1)
     setting("daybreak", "start_date", today - 2 * day)
     lab.qsr_days(today - 2 * day, 3)  # folders today-2 .. today+1
     assert lab.luigi("AllStores") == 0

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.backfill import business_today
 from tasks.cli import main
 from tasks.guard import INTERRUPTED
+from tasks.settings import day_in_progress
 from tasks.views import plan, status
 from tests.conftest import REPO, Lab
 
@@ -301,9 +301,26 @@ def test_every_unknown_key_of_every_daybreak_section_is_reported_at_once(lab):
 # -- item 10: dates that have not begun or ended -------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("utc", "hour", "expected"),
+    [
+        ("2026-12-07T05:59", 5, "2026-12-06"),  # 00:59 in Toronto: the 6th runs to 04:59
+        ("2026-12-07T09:59", 5, "2026-12-06"),  # 04:59
+        ("2026-12-07T10:00", 5, "2026-12-07"),  # 05:00: the 7th begins
+        ("2026-12-07T05:00", 0, "2026-12-07"),  # a day that starts at midnight: the local date
+        ("2026-12-07T04:59", 0, "2026-12-06"),
+        ("2026-07-07T08:59", 5, "2026-07-06"),  # 04:59 in summer time (-04:00)
+    ],
+)
+def test_the_business_day_in_progress_ends_at_day_start_hour_in_the_business_timezone(setting, utc, hour, expected):
+    setting("qsr", "day_start_hour", hour)
+    now = dt.datetime.fromisoformat(utc).replace(tzinfo=dt.UTC)
+    assert day_in_progress(now) == dt.date.fromisoformat(expected)
+
+
 @pytest.mark.system
 def test_plan_and_range_runs_say_how_many_future_dates_they_leave_out(lab):
-    today = business_today()
+    today = day_in_progress()
     lab.qsr_days(today - 4 * DAY, 3)
     single = plan.make_plan("stg_qsr_pos", today - 2 * DAY, today + 3 * DAY, workers=1)
     assert single.left_out == [today + k * DAY for k in range(3)]
@@ -324,7 +341,7 @@ def test_plan_and_range_runs_say_how_many_future_dates_they_leave_out(lab):
 def test_plan_names_each_stretch_of_dates_it_leaves_out_with_its_own_reason(lab, setting):
     """start_date moved later, and a range into today: the dates before start_date and the days not over are two
     stretches, each with its reason, not one span over the dates between them, which the run builds."""
-    today = business_today()
+    today = day_in_progress()
     setting("daybreak", "start_date", today - 3 * DAY)
     lab.qsr_days(today - 3 * DAY, 3)
     made = plan.make_plan("stg_qsr_pos", today - 6 * DAY, today + 2 * DAY)
