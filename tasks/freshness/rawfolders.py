@@ -164,7 +164,7 @@ class RawFolders:
         zone = self.zone(node)
         read = {path.rpartition("/")[0] for path in parse_inputs((manifest or {}).get("inputs", []))}
         folders = [(zone.folder_relpath(s, d), s, d) for s, d in raw_folders(node)]
-        return [rel for rel, s, d in folders if rel in read and not self.arrived(zone, s, d)]
+        return [rel for rel, s, d in folders if rel in read and not self.holds_read_files(zone, s, d)]
 
     def present(self, node: Node, folders: list[tuple[str, dt.date]]) -> list[tuple[str, dt.date]]:
         zone = self.zone(node)
@@ -175,12 +175,15 @@ class RawFolders:
         partitions read (:data:`tasks.contract.ARRIVES_WITH`), and, of a listed source, the file of every
         listed id it awaits (:meth:`lacking`): a folder made before its files are written, holding only
         files no partition reads, or without a listed hotel's extract, is not there yet."""
+        return self.holds_read_files(zone, source, date) and not self.lacking(zone, source, date)
+
+    def holds_read_files(self, zone: RawZone, source: str, date: dt.date) -> bool:
+        """Whether raw folder ``<source>/<date>`` is there holding a file it arrives with: one lacking only a listed
+        hotel's extract holds them (it waits for the extract; it is not gone)."""
         if not self.folder_there(zone, source, date):
             return False
         scanned = self.raw_folder(zone, source, date)
-        if scanned is None or not any(arrives_with(source, entry[0]) for entry in scanned[0]):
-            return False
-        return not self.lacking(zone, source, date)
+        return scanned is not None and any(arrives_with(source, entry[0]) for entry in scanned[0])
 
     def lacking(self, zone: RawZone, source: str, date: dt.date) -> list[str]:
         """The files of ids of ``source``'s list (:data:`tasks.contract.EVERY_LISTED`: a hotel of the hotels
