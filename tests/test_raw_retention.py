@@ -59,7 +59,7 @@ def s001_net(lab, day: dt.date):
         f"select net_sales from '{lab.data}/marts/store_daily_sales/store_id=S001/data.parquet' "
         "where business_date = ?",
         [day],
-    ).fetchone()[0]
+    ).fetchall()[0][0]
 
 
 def store_built_at(lab) -> dict[str, str]:
@@ -148,7 +148,7 @@ def look_back_conversions(lab, day: dt.date) -> int:
         f"select conversions_7d from read_parquet('{lab.data}/marts/ads_rolling_7d/*/*.parquet', "
         "hive_partitioning=true) where business_date = ? and campaign_id = 'C1'",
         [day],
-    ).fetchone()[0]
+    ).fetchall()[0][0]
 
 
 def test_archived_ad_exports_keep_their_dates_and_the_look_back_takes_a_new_export(lab, setting, capsys):
