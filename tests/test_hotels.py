@@ -400,6 +400,7 @@ def test_a_folder_without_the_extract_of_a_listed_hotel_that_sent_before_waits_f
     assert manifest["stats"]["state_read"] == str(day)
 
 
+@pytest.mark.system  # 2,190 partitions written: a scale test, out of the fast tier
 def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursion_limit(lab, setting):
     """State d reads state d-1: checking the newest of 3 years of built states walks all 1,095 links
     down to the first, deeper than Python lets a recursive check go (it fails with RecursionError)."""
@@ -418,6 +419,7 @@ def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursio
     assert lab.range(days[0], days[2], of="HotelBookingState") == 0  # two links built for real
     # the other links: the second one's partitions under their own dates (same data, hard-linked, so the
     # size and mtime its manifest records hold), with their own task ids and upstream links
+    raw_zone = Engine()  # one pass over the raw zone for every twin's window
     staging_model = StgHotelBookingsDaily(date=days[1])
     state_model = HotelBookingState(date=days[1])
     for task, dataset in ((staging_model, "staging/hotel_bookings_daily"), (state_model, STATE)):
@@ -434,7 +436,7 @@ def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursio
             upstream = {u.task_id: version[u.task_family] for u in twin.upstream()}
             fields = {"business_date": day.isoformat(), "task_id": twin.task_id, "upstream": upstream}
             if task is staging_model:  # its own day's extract: the same bytes as the model's, another name
-                window = Engine().window(twin)
+                window = raw_zone.window(twin)
                 fields["inputs"] = [input_line(f) for f in window.read]
                 fields["input_fingerprint"] = window.fingerprint
                 (digest,) = manifest["input_hashes"].values()  # of the model's H1.csv, its header only
