@@ -13,6 +13,8 @@ tests (tests/test_s3_latency.py) and the benchmark (benchmarks/s3.py --delay-ms)
 as the server got it, whichever library made it; :func:`operations` names them as S3 operations.
 ``proxy.cut_when = lambda seen: ...``: the first request it holds true of never reaches the server; the proxy
 closes there (every connection, and its port), as a store that stops answering at that very question.
+``proxy.before = lambda seen: ...``: called with each request as it comes in, before the server gets it (a
+test's own request to the server in between, as another client's landing just then).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class LatencyProxy:
         self.connections = 0
         self.seen: list[Seen] = []
         self.cut_when: Callable[[Seen], bool] | None = None  # the request at which the server goes away
+        self.before: Callable[[Seen], None] | None = None  # called with each request before it is sent on
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, name="latency-proxy", daemon=True)
@@ -101,6 +104,8 @@ class LatencyProxy:
                 data = b""
             if seen is not None:
                 new = seen.feed(data)
+                for request in new if self.before is not None else ():
+                    self.before(request)
                 if self.cut_when is not None and any(self.cut_when(request) for request in new):
                     self.close()  # this request is not sent on: the server is gone from here on
                     return

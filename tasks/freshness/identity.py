@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tasks.freshness.inputs import describe_changes, diff_inputs, input_line, parse_inputs
+from tasks.storage.rawzone import RawFileChanged
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,10 +67,18 @@ def check_inputs(
     checked_ns = time.time_ns()
     resized = {f.relpath for f in suspects if known[f.relpath][0] != f.size}
     same_size = [f for f in suspects if f.relpath not in resized]
-    content = {f.relpath for f in same_size if f.relpath in hashes and digest(zone, f) != hashes[f.relpath]}
+    content, resent = set(), set()
+    for f in same_size:
+        if f.relpath in hashes:
+            try:
+                if digest(zone, f) != hashes[f.relpath]:
+                    content.add(f.relpath)
+            except RawFileChanged:  # what was read is not the version listed: its hash is not the listed one's
+                resent.add(f.relpath)
     retimed = {f.relpath for f in same_size if f.relpath not in hashes and known[f.relpath] != (f.size, f.mtime_ns)}
-    if added or removed or resized or retimed:  # every file whose content changed, or cannot be compared
-        return False, "input changed: " + describe_changes(added, removed, resized | content, retimed), None
+    if added or removed or resized or retimed or resent:  # every file whose content changed, or cannot be compared
+        changes = describe_changes(added, removed, resized | content, retimed, resent)
+        return False, "input changed: " + changes, None
     if content:
         return False, "input content changed: " + ", ".join(sorted(content)), None
     note = "" if metadata_same else SAME_CONTENT
@@ -114,7 +123,10 @@ def failure_applies(engine, node, failure: dict) -> bool:
         return False
     for f in seen:
         if f.relpath in hashes:
-            if zone.digest_now(f) != hashes[f.relpath]:
+            try:
+                if zone.digest_now(f) != hashes[f.relpath]:
+                    return False
+            except RawFileChanged:  # re-sent while it was read: not the attempt's file as far as anyone can tell
                 return False
         elif before[f.relpath] != (f.size, f.mtime_ns):
             return False

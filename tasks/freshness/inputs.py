@@ -72,10 +72,17 @@ def diff_inputs(old: list[str], new: list[RawFile]) -> str:
     )
 
 
-def describe_changes(added=(), removed=(), changed=(), retimed=()) -> str:
-    """``new file a, removed b, changed c, modification time changed d``: every file, each kind sorted by
-    path. ``retimed``: files whose time changed, their content not compared (no content hash of them)."""
-    kinds = (("new file", added), ("removed", removed), ("changed", changed), ("modification time changed", retimed))
+def describe_changes(added=(), removed=(), changed=(), retimed=(), resent=()) -> str:
+    """``new file a, removed b, changed c, modification time changed d, re-sent while checked e``: every file,
+    each kind sorted by path. ``retimed``: files whose time changed, their content not compared (no content
+    hash of them); ``resent``: files another version of which was read than the one listed."""
+    kinds = (
+        ("new file", added),
+        ("removed", removed),
+        ("changed", changed),
+        ("modification time changed", retimed),
+        ("re-sent while checked", resent),
+    )
     return ", ".join(f"{what} {p}" for what, paths in kinds for p in sorted(paths))
 
 

@@ -57,7 +57,8 @@ class Memo(RawFolders):
         self.summaries: dict[tuple, tuple[tuple | None, dict | None]] = {}
         self.states: dict[str, State] = {}
         self.memo: dict = {}
-        self.digests: dict[str, dict[tuple, str]] = {}  # raw folder relpath -> (zone, file) -> content hash
+        # raw folder relpath -> (zone, file) -> content hash, or the RawFileChanged its read raised
+        self.digests: dict[str, dict[tuple, str | Exception]] = {}
         self._blocked: dict[str, Blocked] = {}
         self._readers: dict[str, set[str]] = {}  # task id -> task ids whose state read its state
         self._at: dict[tuple, set[str]] = {}  # partition -> task ids of its states

@@ -15,7 +15,15 @@ from tasks.contract import EVERY_LISTED, arrives_with
 from tasks.cores import process_pool
 from tasks.freshness.inputs import parse_inputs
 from tasks.freshness.node import raw_folders
-from tasks.storage.rawzone import FOLDER, RawFile, RawZone, Refused, folder_dates, unread_in_source
+from tasks.storage.rawzone import (
+    FOLDER,
+    RawFile,
+    RawFileChanged,
+    RawZone,
+    Refused,
+    folder_dates,
+    unread_in_source,
+)
 
 if TYPE_CHECKING:
     from tasks.freshness.inputs import Entries
@@ -141,11 +149,17 @@ class RawFolders:
         return next((r for r in self.source_unread(zone, source) if r.name in (folder, source)), None)
 
     def digest(self, zone: RawZone, raw: RawFile) -> str:
-        """The content hash of a raw file, read once per pass."""
+        """The content hash of a raw file, read once per pass; :class:`RawFileChanged` (each time this pass asks)
+        when the read was not of the version listed."""
         known = self.digests.setdefault(raw.relpath.rpartition("/")[0], {})
         key = (zone.describe(), raw)
         if key not in known:
-            known[key] = zone.digest_now(raw)
+            try:
+                known[key] = zone.digest_now(raw)
+            except RawFileChanged as exc:
+                known[key] = exc
+        if isinstance(known[key], RawFileChanged):
+            raise RawFileChanged(*known[key].args)
         return known[key]
 
     def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:

@@ -110,6 +110,9 @@ class RawBackend(Protocol):
     def read_listed(self, raw: RawFile) -> bytes:  # for a build: checked to be the version listed, if reads_checked
         return self.read(raw)
 
+    def read_checked(self, raw: RawFile) -> bytes:  # read now (never fetched ahead), checked as read_listed is
+        return self.read(raw)
+
     def read_many(self, files: list[RawFile]) -> Iterator[bytes]:  # read_listed of each, several in flight if it helps
         return map(self.read_listed, files)
 

@@ -186,8 +186,9 @@ class RawZone:
         return True
 
     def digest_now(self, raw: RawFile) -> str:
-        """The content hash of ``raw``'s bytes now, never a remembered one."""
-        return content_hash(self.read_bytes(raw))
+        """The content hash of ``raw``'s bytes now, never a remembered one; :class:`RawFileChanged` where the zone
+        tells that what it read is not the version listed (a bucket: an object re-sent since its listing)."""
+        return content_hash(self.backend.read_checked(raw))
 
 
 # (zone, raw file) -> content hash of what a build of this process read; bounded (a long backfill)

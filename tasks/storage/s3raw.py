@@ -132,7 +132,14 @@ class S3Raw(RawBackend):
                 got = None
             if got is not None and not _is_listed(raw, got[1]):
                 got = None  # re-sent since
-        data, obj = got if got is not None else self.bucket.get(raw.relpath)
+        if got is None:
+            return self.read_checked(raw)
+        return got[0]
+
+    def read_checked(self, raw: RawFile) -> bytes:
+        """The object now (one GET), checked to be the version listed: else :class:`RawFileChanged`. The bytes of
+        another version are never taken for the listed one's (a check would file their hash under its ETag)."""
+        data, obj = self.bucket.get(raw.relpath)
         if not _is_listed(raw, obj):
             raise RawFileChanged(
                 f"{self.uri}/{raw.relpath}: re-sent while it was read ({raw.size} bytes listed, {obj.size} read); "
