@@ -9,7 +9,8 @@ machine (docs/scale-out.md). Not for production: objects live in memory, and the
     bin/local-s3 stop [--folder .local-s3]
         ends the server; its objects are gone
 
-A mistake (radosgw not installed, the port taken, no server started) is one line on stderr and exit 2.
+A mistake (radosgw not installed, the port taken, a bucket name S3 refuses, no server started) is one line
+on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -33,20 +35,57 @@ class Refused(Exception):
     """A usage error: one line, exit 2."""
 
 
+# S3's rules for a bucket's name: 3 to 63 lowercase letters, digits, dots and hyphens, first and last a letter or
+# a digit (the server refuses more: an IP address, two dots in a row)
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def bucket_problem(name: str) -> str | None:
+    """Why S3 refuses ``name`` as a bucket's name, by its rules; None when they allow it."""
+    if _BUCKET.fullmatch(name):
+        return None
+    if not 3 <= len(name) <= 63:
+        return f"bucket name {name!r} has {len(name)} characters: S3 takes 3 to 63"
+    return (
+        f"bucket name {name!r}: S3 takes lowercase letters, digits, dots and hyphens only, "
+        "beginning and ending with a letter or a digit"
+    )
+
+
+def port_taken(port: int) -> bool:
+    """Whether a socket listens on (or holds) ``port`` of 127.0.0.1. Connections of an ended server waiting
+    out their TIME_WAIT do not count: radosgw binds over them, as this probe does (SO_REUSEADDR)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def start(folder: Path, port: int, buckets: list[str]) -> None:
+    if problem := next(filter(None, map(bucket_problem, buckets)), None):
+        raise Refused(problem)
     if gone := missing():
         raise Refused(f"{', '.join(gone)} not installed: {INSTALL} (as root, or with sudo)")
     if (folder / STATE).exists():
         raise Refused(f"a server is already started from {folder}: bin/local-s3 stop --folder {folder} first")
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            raise Refused(f"port {port} on 127.0.0.1 is taken: give another with --port") from None
+    if port_taken(port):
+        raise Refused(f"port {port} on 127.0.0.1 is taken: give another with --port")
+    from botocore.exceptions import ClientError
+
     server = Radosgw(folder, port=port, detach=True).start()
     try:
         for bucket in buckets:
-            server.make_bucket(bucket)
+            try:
+                server.make_bucket(bucket)
+            except ClientError as exc:
+                error = exc.response.get("Error", {})
+                raise Refused(
+                    f"bucket {bucket}: the server refused it ({error.get('Code')}"
+                    f"{': ' + error['Message'] if error.get('Message') else ''}); no server left running"
+                ) from None
     except BaseException:
         server.stop()
         raise
