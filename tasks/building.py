@@ -37,8 +37,9 @@ class Built:
     rejected: pa.Table | None = None
     stats: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
-    # raw file -> its rows, where every row of a file is the partition's (a hotel's extract): the reject share is
-    # judged per file as well, so that one file mostly rejected fails the build (not recorded in the manifest)
+    # raw file -> its rows the partition counts (a hotel's extract: all of them; a store's POS file: its rows of
+    # the date and the rejects the date counts): the reject share is judged per file as well, so that one file
+    # mostly rejected fails the build (not recorded in the manifest)
     file_rows: dict = field(default_factory=dict)
 
 

@@ -64,7 +64,8 @@ class qsr(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     )
     max_reject_share = luigi.FloatParameter(
         default=0.05,
-        description="A partition fails when rejected rows exceed this share of the rows attributed to it",
+        description="A partition fails when rejected rows exceed this share of the rows attributed to it (or half "
+        "of one store's file's rows of the date, or this share of them where it is higher)",
     )
     timezone = luigi.Parameter(default="America/Toronto", description="Timezone of the QSR business day")
     day_start_hour = luigi.IntParameter(default=5, description="Local hour at which a QSR business day starts")

@@ -280,6 +280,39 @@ def test_a_quote_early_in_folder_d_plus_1_fails_partition_d_too_and_keeps_it(lab
     assert "23 of 64 rows rejected" in failure["error"] and f"qsr_pos/{after}/S001.csv" in failure["error"]
 
 
+def test_one_stores_file_mostly_rejected_fails_the_date_though_all_rejects_are_under_the_share(lab, capsys):
+    """S002's file of folder d is re-sent with every ordered_at lacking its offset: its 15 lines are rejects, a
+    small share of the date's rows (17 of 435, 3.9 %), but all of that file's: the date fails naming the file,
+    its counts, row and reason (exit 30) and keeps its partition, as a hotel's extract does. Before, it was
+    built without S002's day, exit 0, nothing said. Folder d+1's S001 file holds 5 lines of d, 2 of them bad:
+    a file with few rows of the date fails only when over half of them are rejected."""
+    from tasks.cli import main
+
+    day, after = dt.date(2026, 9, 21), dt.date(2026, 9, 22)
+    big = [f"O{i},1,S001,{day}T{6 + i // 60:02d}:{i % 60:02d}:00-04:00,SKU,1,1.00,,COMPLETED" for i in range(400)]
+    small = [f"P{i},1,S002,{day}T12:{i:02d}:00-04:00,SKU,1,1.00,,COMPLETED" for i in range(15)]
+    hours = [f"N{i},1,S001,{after}T0{i}:10:00-04:00,SKU,{'x' if i < 2 else 1},1.00,,COMPLETED" for i in range(5)]
+    lab.qsr_file(str(day), "S001", big)
+    lab.qsr_file(str(day), "S002", small)
+    lab.qsr_file(str(after), "S001", [*hours, f"M1,1,S001,{after}T12:00:00-04:00,SKU,1,1.00,,COMPLETED"])
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
+    manifest = json.loads((lab.partition(day) / "_manifest.json").read_text())
+    assert (manifest["row_count"], manifest["rejected_count"]) == (418, 2)  # 2 of 5 of d+1's file: rejects
+    kept = {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))}
+    lab.qsr_file(str(day), "S002", [r.replace("-04:00", "") for r in small])
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 30
+    assert {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))} == kept
+    failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
+    error = failure["error"]
+    assert f"15 of 15 rows of qsr_pos/{day}/S002.csv rejected (100.0% > 50% of a file's rows)" in error, error
+    assert "row 2: ordered_at is not ISO 8601 with a UTC offset" in error and "previous partition is kept" in error
+    assert "S001.csv" not in error, error  # 2 of 5 rows of d+1's file: not a broken file
+    capsys.readouterr()
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(day), "--stop", str(after)]) == 0
+    shown = capsys.readouterr().out
+    assert f"{day} failed: staging/qsr_pos {day}: 15 of 15 rows of qsr_pos/{day}/S002.csv rejected" in shown, shown
+
+
 def test_an_unbalanced_quote_rejects_every_line_it_swallows_and_the_share_fails_the_build(lab):
     """A quote opened in S002's second line and never closed takes the rest of the file into one record:
     each of the 40 lines is a reject, so the share (40 of 80 rows) fails the build, naming the file and

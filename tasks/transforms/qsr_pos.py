@@ -43,6 +43,8 @@ class CleanResult:
     rows_read: int = 0  # every data row of the window's files (rows the parser could not split included)
     other_date_rows: int = 0  # rows of the window attributed to another business date
     duplicates_of_date: int = 0  # valid rows of the date replaced by a later copy of the same line
+    # source_file -> its rows attributed to the date (valid rows of the date and the rejects the date counts)
+    file_rows: dict[str, int] = field(default_factory=dict)
     # per row of ``table``: equal for the lines of one order of one store (for store_totals), or None
     order_keys: np.ndarray | None = field(default=None, compare=False, repr=False)
 
@@ -63,6 +65,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
     day = pa.scalar(date, pa.date32())
     parts, keys, stores, rejects, offset, rows_read, attributed = [], [], [], [], 0, 0, 0
     store_codes: dict[str, int] = {}  # store id -> its code in this window
+    file_rows: dict[str, int] = {}  # source_file -> its rows attributed to the date
     for checked in folders:
         valid = checked.rows
         n = valid.num_rows
@@ -70,12 +73,14 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         offset += n
         mine = as_array(pc.equal(valid["owner"], day)) if n else pa.array([], pa.bool_())
         n_mine = count(mine)
+        is_mine = mine.to_numpy(zero_copy_only=False)
         key = valid.select(["order_id", "line_no"])
         stores.append(_store_codes(valid["source_file"], store_codes))
+        _count_per_file(valid["source_file"], is_mine, file_rows)
         if 2 * n_mine >= n:  # held whole: its rows of the date are picked at the end
-            parts.append((valid.select(_PICKED), seq, mine.to_numpy(zero_copy_only=False)))
+            parts.append((valid.select(_PICKED), seq, is_mine))
         else:
-            picked = np.flatnonzero(mine.to_numpy(zero_copy_only=False))
+            picked = np.flatnonzero(is_mine)
             # a take of the few rows picked (a filter of every chunk costs twice as much)
             parts.append((valid.select(_PICKED).take(pa.array(picked)), picked + seq.start, None))
             if checked.shared:  # a copy: a slice of an entry read from the cache keeps the whole entry
@@ -90,9 +95,11 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
             rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
         rejects.append(rejected.select(REJECT_SCHEMA.names))
+        for c in pc.value_counts(rejected["source_file"]).to_pylist() if rejected.num_rows else []:
+            file_rows[c["values"]] = file_rows.get(c["values"], 0) + c["counts"]
         attributed += n_mine + rejected.num_rows
         rows_read += checked.rows_read
-        del checked, valid, key, mine
+        del checked, valid, key, mine, is_mine
     rejected = _concat(rejects, REJECT_SCHEMA).combine_chunks()
     keys = _concat(keys, _KEYS_SCHEMA)
     orders = _order_keys(keys, np.concatenate(stores)) if keys.num_rows else np.zeros(0, np.int64)
@@ -122,12 +129,26 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         other_date_rows=rows_read - attributed,
         duplicates_of_date=of_date - last_of_date,
         order_keys=np.concatenate(kept_orders) if kept_orders else np.zeros(0, np.int64),
+        file_rows=file_rows,
     )
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     """Tables stacked without copying (chunked)."""
     return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _count_per_file(files: pa.ChunkedArray, mask: np.ndarray, into: dict[str, int]) -> None:
+    """Add to ``into`` (file name -> rows) the rows of ``files`` (a dictionary of file names per row) where
+    ``mask`` is true, by their dictionary codes: no row's string is read."""
+    start = 0
+    for chunk in files.chunks:
+        codes = chunk.indices.to_numpy(zero_copy_only=False)[mask[start : start + len(chunk)]]
+        start += len(chunk)
+        names = chunk.dictionary.to_pylist()
+        for name, n in zip(names, np.bincount(codes, minlength=len(names)).tolist(), strict=True):
+            if n:
+                into[name] = into.get(name, 0) + n
 
 
 def _store_codes(files: pa.ChunkedArray, codes: dict[str, int]) -> np.ndarray:
