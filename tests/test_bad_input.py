@@ -313,6 +313,32 @@ def test_one_stores_file_mostly_rejected_fails_the_date_though_all_rejects_are_u
     assert f"{day} failed: staging/qsr_pos {day}: 15 of 15 rows of qsr_pos/{day}/S002.csv rejected" in shown, shown
 
 
+def test_a_reject_share_failure_names_the_file_that_made_the_share_in_the_summary_and_status(lab, capsys, caplog):
+    """S001 has one bad line, first in read order; S002 re-sent 10 of its 40 lines without their offsets, which
+    takes the date over [qsr] max_reject_share (11 of 142 rows). The run's summary and the status view cut long
+    messages: both name S002's file, its first reject's row and reason. Before, the summary's line ended in the
+    path of all rejected rows, and status gave S001's row as the example."""
+    from tasks.cli import main
+
+    day, after = dt.date(2026, 9, 21), dt.date(2026, 9, 22)
+    first = [f"O{i},1,S001,{day}T12:{i % 60:02d}:{i // 60:02d}-04:00,SKU,{'x' if i == 0 else 1},1.00,,COMPLETED"
+             for i in range(100)]  # fmt: skip
+    theirs = [f"P{i},1,S002,{day}T13:{i:02d}:00{'' if i >= 30 else '-04:00'},SKU,1,1.00,,COMPLETED" for i in range(40)]
+    lab.qsr_file(str(day), "S001", first)
+    lab.qsr_file(str(day), "S002", theirs)
+    lab.qsr_file(str(after), "S001", [f"M{i},1,S001,{after}T01:0{i}:00-04:00,SKU,1,1.00,,COMPLETED" for i in range(2)])
+    assert lab.luigi("StgQsrPos", "--date", str(day)) == 30
+    (line,) = [x for x in caplog.text[caplog.text.rindex("summary of this run") :].splitlines() if "failed   " in x]
+    lead = f"11 of 142 rows rejected (7.7% > max_reject_share 5.0%): 10 in qsr_pos/{day}/S002.csv, e.g. row 32: "
+    assert lead + "ordered_at is not ISO 8601 with a UTC offset" in line, line
+    capsys.readouterr()
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(day), "--stop", str(after)]) == 0
+    assert lead + "ordered_at is not ISO 8601 with a UTC offset" in capsys.readouterr().out
+    failure = json.loads((lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.json").read_text())
+    rejects = lab.data / f"_state/failures/staging/qsr_pos/business_date={day}.rejected.parquet"
+    assert f"All rejected rows: {rejects}. For example: qsr_pos/{day}/S001.csv row 2: " in failure["error"]
+
+
 def test_an_unbalanced_quote_rejects_every_line_it_swallows_and_the_share_fails_the_build(lab):
     """A quote opened in S002's second line and never closed takes the rest of the file into one record:
     each of the 40 lines is a reject, so the share (40 of 80 rows) fails the build, naming the file and

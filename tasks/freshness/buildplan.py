@@ -74,10 +74,11 @@ class BuildPlan:
         where = f"{node.dataset} {node.key}" if node.key else node.dataset
         share, limit_shown = percents(rejected / attributed, limit)
         kept = "the previous partition is kept" if self.in_place else "no partition was written"
-        # the file of the rejects before the examples: a summary that shows the first words still names it
+        # the file of the most rejects, its first row and reason, first: the part a run's summary and the status
+        # view show (they cut long messages) names what failed it; then the file of them all, then examples
         raise RejectShareExceeded(
-            f"{where}: {rejected} of {attributed} rows rejected ({share} > max_reject_share {limit_shown}); "
-            f"{kept}. All rejected rows: "
+            f"{where}: {rejected} of {attributed} rows rejected ({share} > max_reject_share {limit_shown}): "
+            f"{most_rejects(built.rejected)}; {kept}. All rejected rows: "
             f"{node.store().write_failed_rejects(node.key, built.rejected)}. For example: {examples}",
             decided_by=node.acceptance_settings(),
         )
@@ -113,6 +114,17 @@ class BuildPlan:
             f"{node.store().write_failed_rejects(node.key, rejected)}. {kept}",
             decided_by=node.acceptance_settings(),
         )
+
+
+def most_rejects(rejected) -> str:
+    """The raw file with the most of ``rejected`` (the first of those tied), its count and its first reject's
+    row and reason: ``697 in qsr_pos/2026-09-05/S004.csv, e.g. row 2: ordered_at is not ISO 8601 ...``."""
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(rejected["source_file"]).to_pylist()  # in order of first appearance
+    top = max(counts, key=lambda c: c["counts"])
+    first = rejected.filter(pc.equal(rejected["source_file"], top["values"])).slice(0, 1).to_pylist()[0]
+    return f"{top['counts']} in {top['values']}, e.g. row {first['row_number']}: {first['reason']}"
 
 
 def percents(share: float, limit: float) -> tuple[str, str]:
