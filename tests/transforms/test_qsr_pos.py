@@ -209,6 +209,19 @@ def test_a_reject_with_a_business_date_goes_to_that_partition_and_one_without_to
     assert d15.rows_read == d15.attributed_rows + d15.other_date_rows  # the counts still add up per partition
 
 
+def test_each_files_rows_of_the_date_are_its_lines_of_the_date_and_the_rejects_the_date_counts():
+    """What a store's file is judged on (more than half rejected fails the date): folder 16's lines of the 15th
+    (one valid, one reject) and its reject of no business date count for the 15th, its lines of the 16th not."""
+    folder16 = [line("O1", "garbage"), line("O2", "2026-09-16T04:00:00-04:00", qty="x")]
+    folder16 += [line("O3", "2026-09-16T12:00:00-04:00", qty="x"), line("O4", "2026-09-16T03:00:00-04:00")]
+    folder15 = [line("G1", "2026-09-15T12:00:00-04:00"), line("G2", "2026-09-15T01:00:00-04:00")]
+    d15 = clean(D15, [(D15, folder15), (D16, folder16)])
+    d16 = clean(D16, [(D16, folder16)])
+    assert d15.file_rows == {"qsr_pos/2026-09-15/S001.csv": 1, "qsr_pos/2026-09-16/S001.csv": 3}
+    assert d16.file_rows == {"qsr_pos/2026-09-16/S001.csv": 2}  # O1 and O3
+    assert sum(d15.file_rows.values()) == d15.attributed_rows
+
+
 def test_a_line_with_a_control_character_is_a_reject_of_its_business_date_only_its_fields_kept():
     """Before, a line whose sku held a control character counted against both partitions reading its folder,
     as if its ordered_at could not be read, with its whole text in order_id; a line of the wrong field count
