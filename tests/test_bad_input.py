@@ -294,10 +294,22 @@ def test_one_stores_file_mostly_rejected_fails_the_date_though_all_rejects_are_u
     hours = [f"N{i},1,S001,{after}T0{i}:10:00-04:00,SKU,{'x' if i < 2 else 1},1.00,,COMPLETED" for i in range(5)]
     lab.qsr_file(str(day), "S001", big)
     lab.qsr_file(str(day), "S002", small)
-    lab.qsr_file(str(after), "S001", [*hours, f"M1,1,S001,{after}T12:00:00-04:00,SKU,1,1.00,,COMPLETED"])
+    noon = [
+        f"M1,1,S001,{after}T12:00:00-04:00,SKU,1,1.00,,COMPLETED",
+        f"M2,1,S001,{after}T12:30:00,SKU,1,1.00,,COMPLETED",
+    ]
+    lab.qsr_file(str(after), "S001", [*hours, *noon])  # and one line that cannot be dated
+    # S002 opens at noon: its d+1 file has no line of d, and one line that cannot be dated (no offset)
+    undated = [
+        f"Q1,1,S002,{after}T12:00:00,SKU,1,1.00,,COMPLETED",
+        f"Q2,1,S002,{after}T12:05:00-04:00,SKU,1,1.00,,COMPLETED",
+    ]
+    lab.qsr_file(str(after), "S002", undated)
     assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
     manifest = json.loads((lab.partition(day) / "_manifest.json").read_text())
-    assert (manifest["row_count"], manifest["rejected_count"]) == (418, 2)  # 2 of 5 of d+1's file: rejects
+    # 2 of 5 of d+1's S001 file: rejects. The undated lines of d+1's files count in d's share, but d does not judge
+    # those files by them (S001's would be 3 of 6, S002's, with no line of d, 1 of 1): d+1, whose files they are, does
+    assert (manifest["row_count"], manifest["rejected_count"]) == (418, 4)
     kept = {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))}
     lab.qsr_file(str(day), "S002", [r.replace("-04:00", "") for r in small])
     assert lab.luigi("StgQsrPos", "--date", str(day)) == 30

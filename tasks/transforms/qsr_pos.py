@@ -43,8 +43,11 @@ class CleanResult:
     rows_read: int = 0  # every data row of the window's files (rows the parser could not split included)
     other_date_rows: int = 0  # rows of the window attributed to another business date
     duplicates_of_date: int = 0  # valid rows of the date replaced by a later copy of the same line
-    # source_file -> its rows attributed to the date (valid rows of the date and the rejects the date counts)
+    # source_file -> its rows the date judges the file by (valid rows of the date and file_rejects), and its
+    # rejects among them: those of the date, and those of unknown date in the date's own folder only (a line of
+    # d+1's folder that cannot be dated counts against d's share, never against d's judgement of that file)
     file_rows: dict[str, int] = field(default_factory=dict)
+    file_rejects: dict[str, int] = field(default_factory=dict)
     # per row of ``table``: equal for the lines of one order of one store (for store_totals), or None
     order_keys: np.ndarray | None = field(default=None, compare=False, repr=False)
 
@@ -65,7 +68,8 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
     day = pa.scalar(date, pa.date32())
     parts, keys, stores, rejects, offset, rows_read, attributed = [], [], [], [], 0, 0, 0
     store_codes: dict[str, int] = {}  # store id -> its code in this window
-    file_rows: dict[str, int] = {}  # source_file -> its rows attributed to the date
+    file_rows: dict[str, int] = {}  # source_file -> its rows the date judges it by (CleanResult.file_rows)
+    file_rejects: dict[str, int] = {}
     for checked in folders:
         valid = checked.rows
         n = valid.num_rows
@@ -95,8 +99,14 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
             rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
         rejects.append(rejected.select(REJECT_SCHEMA.names))
-        for c in pc.value_counts(rejected["source_file"]).to_pylist() if rejected.num_rows else []:
+        judged = (
+            rejected
+            if checked.folder == date
+            else rejected.filter(pc.fill_null(pc.equal(rejected["owner"], day), False))
+        )
+        for c in pc.value_counts(judged["source_file"]).to_pylist() if judged.num_rows else []:
             file_rows[c["values"]] = file_rows.get(c["values"], 0) + c["counts"]
+            file_rejects[c["values"]] = file_rejects.get(c["values"], 0) + c["counts"]
         attributed += n_mine + rejected.num_rows
         rows_read += checked.rows_read
         del checked, valid, key, mine, is_mine
@@ -130,6 +140,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         duplicates_of_date=of_date - last_of_date,
         order_keys=np.concatenate(kept_orders) if kept_orders else np.zeros(0, np.int64),
         file_rows=file_rows,
+        file_rejects=file_rejects,
     )
 
 
