@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from tasks.cli import main
-from tasks.views import status
+from tasks.views import status, status_html
 
 pytestmark = pytest.mark.luigi
 
@@ -65,7 +65,8 @@ def test_each_state_with_its_reason(lab, qsr_setting, capsys):
         == 0
     )
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "legend: # ok  p provisional  s stale  ? pending  n newer  . missing  w waiting  F failed"
+    legend = "legend: # ok  p provisional  s stale  ? pending  n newer  . missing  w waiting  F failed  - not over yet"
+    assert lines[0] == legend
     assert lines[1:4] == [
         "stg_qsr_pos  2026-09-10 .. 2026-09-15",
         "  F.ss#w",  # one character per day, in date order
@@ -616,3 +617,42 @@ def test_dates_kept_apart_are_shown_as_their_runs_not_as_one_span():
     many = [first + 2 * k * DAY for k in range(8)]  # 8 dates a day apart: the first runs, then how many more
     text = status.render_text([DayStatus("stg_qsr_pos", d, "ok", SAME_CONTENT) for d in many])
     assert f"({first}, {first + 2 * DAY}, {first + 4 * DAY} and 5 more runs to {many[-1]} (8 dates))" in text, text
+
+
+def test_a_day_not_over_is_not_over_yet_as_plan_leaves_it_out_and_a_built_one_keeps_its_state(lab, setting, capsys):
+    """A sample that reaches two days past the business day in progress: RangeDaily builds the days that are
+    over. Status shows the day in progress and the one after the next drop (which waits for a folder) as
+    not over yet, with plan's reason, not as missing or waiting; a day not over built with --date keeps its
+    state. Plan leaves out the same days and has nothing to do."""
+    from tasks.settings import day_in_progress, not_over
+    from tasks.views import plan
+
+    day = dt.timedelta(days=1)
+    today = day_in_progress()
+    start, stop = today - 10 * day, today + 3 * day  # status's default stop: the day after the newest folder
+    setting("daybreak", "start_date", start)
+    lab.qsr_days(start, 12)  # folders start .. today+2
+    assert lab.range(start, stop) == 0
+    assert lab.luigi("StgQsrPos", "--date", str(today + day)) == 0  # built, though not over
+
+    rows = {r.date: r for r in status.collect(start, stop, ["stg_qsr_pos"])}
+    states = {d: r.state for d, r in rows.items()}
+    assert states == {**{start + i * day: "ok" for i in range(10)}, today: "not over yet", today + day: "ok",
+                      today + 2 * day: "not over yet"}  # fmt: skip
+    assert rows[today].reason == rows[today + 2 * day].reason == not_over(today)
+
+    made = plan.make_plan("stg_qsr_pos", start, stop)  # the same days left out, nothing to run or wait for
+    assert set(made.left_out) == {today, today + day, today + 2 * day}
+    assert {d for d, s in states.items() if s == "not over yet"} < set(made.left_out)
+    assert (made.runs, made.blocked, made.exit_code) == ([], [], 0)
+
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(start), "--stop", str(stop)]) == 0
+    out = capsys.readouterr().out
+    body = out.split("\n", 1)[1]  # after the legend
+    assert "11 ok, 2 not over yet" in body and "missing" not in body and "waiting" not in body
+    assert f"{today} not over yet: " in body and f"{today + 2 * day} not over yet: " in body
+    assert f"today is {today}" in body
+    assert main(["status", "--dataset", "stg_qsr_pos", "--start", str(today), "--stop", str(stop), "--json"]) == 0
+    assert [r["state"] for r in json.loads(capsys.readouterr().out)] == ["not over yet", "ok", "not over yet"]
+    page = status_html.render(status.collect(today, stop, ["stg_qsr_pos"]), previews=[])
+    assert f'data-d="{today}" data-state="not over yet"' in page and f'data-d="{today + day}" data-state="ok"' in page

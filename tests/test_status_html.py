@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.cli import main
-from tasks.views import status
+from tasks.views import status, status_html
 from tests.browser import Browser
 
 pytestmark = pytest.mark.luigi
@@ -202,13 +202,13 @@ def test_text_contrast_meets_wcag_aa(lab, tmp_path):
     assert len({(p["fg"], p["bg"]) for p in pairs}) >= 8
     assert {p["text"] for p in pairs} >= {"S", "F", "O", "W", "M", "P", "stale", "stg_qsr_pos", "reason:"}
     # The bars are graphics: 3:1 against the page (WCAG 1.4.11), in every state.
-    assert len(swatches) == 8
+    assert len(swatches) == len(status_html.STATES)
     for state, image, _ in swatches:
         colour = re.search(r"rgb\([^)]*\)", image).group(0)
         assert contrast(colour, page_bg) >= 3, f"{state} bar {colour} on {page_bg}"
     # ... and no two states are told apart by colour alone: each has its own height or stripes
     shapes = {(size, re.sub(r"rgb\([^)]*\)", "", image)) for _, image, size in swatches}
-    assert len(shapes) == 8, swatches
+    assert len(shapes) == len(status_html.STATES), swatches
 
 
 @pytest.mark.system

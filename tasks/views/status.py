@@ -1,6 +1,7 @@
 """Partition status view: ok / provisional / stale (with the reason) / pending (may rebuild once its
 upstream is rebuilt) / newer (built by newer code: never replaced here) / missing / waiting for raw /
-failed, per dataset and day.
+failed / not over yet (a business day in progress or later, never built: no range builds it yet), per
+dataset and day.
 
 It reads manifests, failure records and raw folder listings only (never Luigi's state), through the
 same :meth:`PartitionedTask.state` check that decides what a backfill runs.
@@ -45,8 +46,10 @@ SYMBOLS = {
     "missing": ".",
     "waiting": "w",
     "failed": "F",
+    "not over yet": "-",
 }
-WORST_FIRST = ["failed", "stale", "newer", "waiting", "missing", "pending", "provisional", "ok"]
+NOT_OVER_YET = "not over yet"  # a day a range leaves out as not over, never built: no work (settings.not_over)
+WORST_FIRST = ["failed", "stale", "newer", "waiting", "missing", "pending", "provisional", NOT_OVER_YET, "ok"]
 RAW_ZONE_LINES = 20  # the text view lists this many, then "... and N more" (--json lists them all)
 
 
@@ -132,6 +135,8 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
     rows, duration = manifest.get("row_count"), manifest.get("duration_s")  # of the build in place, if any
     if error:
         return DayStatus(name, day, "failed", error, rows, duration)  # whole: shortened only for display
+    if state.state == "missing" and isinstance(task, PartitionedTask) and (why := settings.not_over(day)):
+        return DayStatus(name, day, NOT_OVER_YET, why)  # left out by every range, as by plan: not work
     if task.before_start() or state.state == "newer":  # kept as built: nothing waits, a run does not replace it
         return DayStatus(name, day, state.state, state.reason, rows, duration)
     if not state.ok:  # missing or stale, and a run cannot build it yet: it waits, as the run says
@@ -306,7 +311,7 @@ def render_text(rows: list[DayStatus]) -> str:
         )
         # provisional: a count, not a line; days in a row with the same state and reason: one line (three
         # years never built: one line)
-        attention = [r for r in mine if r.state in ("stale", "pending", "newer", "failed", "waiting", "missing")]
+        attention = [r for r in mine if r.state not in ("ok", "provisional")]
         last_of = {r.date: r for r in attention}
         for first, last, r in reason_runs(attention):
             lines.append(f"  {span(first, last)} {r.state}: {shorten(spanning(r.reason, last_of[last].reason))}")

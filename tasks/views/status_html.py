@@ -28,6 +28,7 @@ STATES = {
     "missing": ("#616161", 2, False, "M"),
     "waiting": ("#1565c0", 5, False, "W"),
     "failed": ("#c62828", 14, False, "F"),
+    "not over yet": ("#546e7a", 3, True, "-"),  # a business day not over, never built: no run builds it yet
 }
 TEXT, MUTED, PAGE, PANEL = "#1a1a1a", "#555555", "#ffffff", "#f2f2f2"
 NO_DAY = "0000-00-00"  # a date-shaped stand-in, so the path is quoted as it will be with the date in it
@@ -158,13 +159,13 @@ def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | N
     counts = Counter(c.state for line in lines for c in line.days.values()) + Counter(r.state for r in snapshots)
     span = f"{dates[0]} .. {dates[-1]} ({len(dates):,} days)" if dates else "no dates"
     legend = "".join(
-        f'<span class="key"><i data-state="{s}"></i><b class="badge {s}">{STATES[s][3]}</b> {s} '
+        f'<span class="key"><i data-state="{s}"></i><b class="badge {css_class(s)}">{STATES[s][3]}</b> {s} '
         f'<span class="n">{counts[s]:,}</span></span>'
         for s in STATES
     )
     snaps = "".join(
         f'<button type="button" class="snap" data-snap="{i}">{escape(r.dataset)} (unpartitioned) '
-        f'<b class="badge {r.state}">{STATES[r.state][3]}</b> {r.state}</button>'
+        f'<b class="badge {css_class(r.state)}">{STATES[r.state][3]}</b> {r.state}</button>'
         for i, r in enumerate(snapshots)
     )
     grid = "".join(_band(band, dates, lines) for band in bands)
@@ -257,13 +258,18 @@ def _cell(r, day: dt.date) -> str:
     return f'<i data-d="{day}" data-state="{state}"></i>'
 
 
+def css_class(state: str) -> str:
+    """A state as a class name: ``not over yet`` is ``not-over-yet`` (the script does the same)."""
+    return state.replace(" ", "-")
+
+
 def _css(day_px: int) -> str:
     shapes = []
     for state, (colour, height, striped, _) in STATES.items():
         stripes = f"repeating-linear-gradient(to top,{colour} 0 2px,transparent 2px 4px)"
         fill = stripes if striped else f"linear-gradient({colour},{colour})"
-        shapes.append(f"i[data-state={state}]{{background:{fill} bottom/100% {height}px no-repeat}}")
-        shapes.append(f".badge.{state}{{background:{colour}}}")
+        shapes.append(f'i[data-state="{state}"]{{background:{fill} bottom/100% {height}px no-repeat}}')
+        shapes.append(f".badge.{css_class(state)}{{background:{colour}}}")
     # a full band (a year) at 3 px a day needs 1,330 px: 4 px on wide screens, 2 px on narrow ones
     wide = "@media (min-width:1800px){:root{--d:4px}}@media (max-width:1339px){:root{--d:2px}}" if day_px == 3 else ""
     return (
@@ -307,6 +313,7 @@ SCRIPT = r"""
   }
   const letters = {
     ok: 'O', provisional: 'P', stale: 'S', pending: '?', newer: 'N', missing: 'M', waiting: 'W', failed: 'F',
+    'not over yet': '-',
   };
   const next = {
     ok: 'Up to date. To rebuild it anyway, delete it and run it:',
@@ -315,6 +322,7 @@ SCRIPT = r"""
     waiting: 'Its raw data has not arrived; once it has, build it:',
     pending: 'Its upstream is rebuilt first, then this partition only if its rows of it changed:',
     newer: 'Built by newer code than this host has; a run here leaves it as built. Upgrade this host, then:',
+    'not over yet': 'Its business day is not over: no range builds it yet; the first run after it ends does:',
   };
   const entities = {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'};
   const esc = (s) => String(s).replace(/[&<>"]/g, (ch) => entities[ch]);
@@ -322,8 +330,9 @@ SCRIPT = r"""
 
   function show(title, state, reason, rows, took, by, run, rm) {
     const cmd = (rm && (state === 'ok' || state === 'provisional')) ? rm + ' && ' + run : run;
+    const badge = state.replace(/ /g, '-');  // css_class
     detail.innerHTML =
-      '<p><strong>' + esc(title) + '</strong> <b class="badge ' + state + '">' + letters[state] + '</b> ' +
+      '<p><strong>' + esc(title) + '</strong> <b class="badge ' + badge + '">' + letters[state] + '</b> ' +
       '<span class="state">' + state + '</span> &nbsp; <span class="k">rows:</span> <span class="rows">' +
       (rows == null ? '-' : rows.toLocaleString('en')) + '</span> &nbsp; <span class="k">build time:</span> ' +
       '<span class="took">' + (took == null ? '-' : took + ' s') + '</span></p>' +
