@@ -105,7 +105,9 @@ def before_start(start: dt.date, stop: dt.date) -> tuple[list[dt.date], str]:
 
 
 def report_left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> None:
-    """Log (warning) how many dates a range run leaves out and why."""
+    """Log (warning) how many dates a range run leaves out and why; an empty range is a line of the summary."""
+    if start == stop:
+        runlog.note(f"nothing to do: the range {start} .. {stop} (stop exclusive) of {of.__name__} is empty")
     for dates, why in (before_start(start, stop), left_out(family, of, start, stop, now)):
         if dates:
             logger.warning(f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}")
@@ -141,6 +143,9 @@ def _report_range(task: luigi.Task, *_) -> None:
         return
     _reported.add(task.task_id)
     report_left_out("RangeDaily", task.of, task.start, task.stop, task.now)
+    if issubclass(task.of, PartitionedTask):  # the summary counts them all, those Luigi drops itself (not begun) too
+        later = [d for d in date_range(task.start, task.stop) if settings.not_over(d)]
+        runlog.not_over([task._instantiate_task_cls(d) for d in later])
 
 
 def _epoch(day: dt.date) -> int:
@@ -170,11 +175,15 @@ class RangeSingleRun(luigi.WrapperTask):
     def single_run_build(self) -> SingleRunBuild:
         return SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)
 
-    def requires(self) -> list[luigi.Task]:
-        build = self.single_run_build()
+    def _report(self) -> None:
+        """Once: the dates it leaves out, and why (an empty range, complete at once, asks no requirements)."""
         if self.task_id not in _reported:
             _reported.add(self.task_id)
             report_left_out("RangeSingleRun", self.of, self.start, self.stop)
+
+    def requires(self) -> list[luigi.Task]:
+        build = self.single_run_build()
+        self._report()
         if runlog.store_went_away():  # Luigi's summary asks again: the run's records answer, not the store
             return [build]
         engine = luigi_engine()
@@ -187,6 +196,7 @@ class RangeSingleRun(luigi.WrapperTask):
     def complete(self) -> bool:
         if runlog.store_went_away():  # the summary is made from what the run recorded: the store is not asked
             return False
+        self._report()
         engine = luigi_engine()
         with settings.snapshot():
             parts, builds = self.single_run_build().partitions(), self.single_run_build().upstream_builds()

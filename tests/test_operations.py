@@ -78,6 +78,33 @@ def test_the_second_morning_line_leaves_today_out_and_exits_0_when_nothing_went_
     assert lab.files() == files
 
 
+def test_a_range_past_tomorrow_counts_every_day_not_over_as_its_warning_does(lab):
+    """Luigi's RangeDaily never asks the dates that have not begun (in UTC): the summary counts them not over
+    yet all the same, as many as the warning leaves out, and spans the whole range."""
+    today = day_in_progress()
+    start, stop = today - 4 * DAY, today + 6 * DAY
+    lab.qsr_days(start, 6)  # folders start .. today+2
+    args = ["RangeDaily", "--of", "StgQsrPos", "--start", str(start), "--stop", str(stop), "--local-scheduler"]
+    proc = luigi_cmd(cron_folder(lab), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"6 of 10 dates left out ({today} .. {stop - DAY})" in proc.stderr, proc.stderr[-3000:]
+    assert f"StgQsrPos {start} .. {stop - DAY}: 4 ran, 6 not over yet" in proc.stderr, proc.stderr[-3000:]
+    assert f"not over yet StgQsrPos {today} .. {stop - DAY}: " in proc.stderr
+
+
+@pytest.mark.parametrize("family", ["RangeDaily", "RangeSingleRun"])
+def test_an_empty_range_says_so_in_the_summary_and_exits_0(lab, family):
+    """``--start`` equal to ``--stop``: nothing to do, one line of Daybreak's summary, not Luigi's own nor silence."""
+    day = day_in_progress() - 3 * DAY
+    lab.qsr_days(day, 1)
+    args = [family, "--of", "StgQsrPos", "--start", str(day), "--stop", str(day), "--local-scheduler"]
+    proc = luigi_cmd(cron_folder(lab), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "summary of this run" in proc.stderr and "Luigi Execution Summary" not in proc.stderr, proc.stderr
+    line = next(x for x in proc.stderr.splitlines() if "nothing to do" in x)
+    assert f"{day} .. {day}" in line and "StgQsrPos" in line and "empty" in line
+
+
 def shell(cwd: Path, command: str) -> subprocess.CompletedProcess:
     """``command`` as a user pastes it into bash, with this virtualenv's scripts on the PATH."""
     env = {k: v for k, v in os.environ.items() if k != "LUIGI_CONFIG_PATH"}
