@@ -1138,3 +1138,29 @@ def test_plan_says_the_dates_with_an_extract_of_a_hotel_taken_off_the_list_would
         assert hotel_lab.range(FIRST, FIRST + 4 * DAY, of="StgHotelBookingsDaily") == 30  # as the plan said
     finally:
         reference.hotels.cache_clear()
+
+
+def test_plan_and_status_of_the_pickups_leave_out_the_days_not_over_as_the_run_does(lab, setting, capsys):
+    """AllHotelsPickup's ranges leave out the business day in progress and later: plan leaves them out too (not
+    work, nothing waits), and status shows them not over yet for every hotel."""
+    from tasks.cli import main
+    from tasks.settings import day_in_progress, not_over
+    from tasks.views import status
+
+    today = day_in_progress()
+    start, stop = today - 3 * DAY, today + 2 * DAY
+    setting("daybreak", "start_date", start)
+    lab.hotel_days(start, 5)  # extracts start .. today+1
+    assert lab.luigi("AllHotelsPickup", "--start", str(start), "--stop", str(stop)) == 0
+    capsys.readouterr()
+    assert main(["plan", "hotel_pickup", "--start", str(start), "--stop", str(stop)]) == 0
+    plan = capsys.readouterr().out
+    assert plan.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data", plan
+    assert f"2 of 5 dates left out ({today} .. {today + DAY}): {not_over(today)}" in plan, plan
+    rows = status.collect(start, stop, ["hotel_pickup"])
+    assert [(r.date, r.state) for r in rows] == [
+        *((start + k * DAY, "ok") for k in range(3)),
+        (today, "not over yet"),
+        (today + DAY, "not over yet"),
+    ]
+    assert not_over(today) in rows[3].reason

@@ -122,7 +122,12 @@ def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> 
     plan = Plan(dataset, [], [], [], {}, None, workers, start, stop)
     with settings.snapshot(), freshness.view_pass() as cache:
         if plan.kind != "date":
-            rebuilt, pending = _classify(plan, _keyed_partitions(dataset, start, stop, cache), cache)
+            parts = _keyed_partitions(dataset, start, stop, cache)
+            if plan.kind == "date x hotel":  # AllHotelsPickup's ranges leave out the days not over, as a date's do
+                later = [d for d in date_range(start, stop) if settings.not_over(d)]
+                plan.left_out, plan.left_out_why = later, [(later, settings.not_over(later[0]))] if later else []
+                parts = [(label, t) for label, t in parts if t.date not in later]
+            rebuilt, pending = _classify(plan, parts, cache)
         else:
             cls = DATASETS[dataset]
             earlier, why_earlier = before_start(start, stop)  # kept as built, never rebuilt
