@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Callable
 
 from luigi import rpc, scheduler
 
@@ -177,6 +178,7 @@ def _hosts_summary(summary_dict):
             if task.task_id in LEFT_BY_A_LOST_HOST:
                 sets["run_by_other_worker"].discard(task)
                 sets["not_run"].add(task)
+        failed_elsewhere(worker, sets, error_of)
         for task in [t for t in sets["scheduling_error"] if FAILED_CHECKS.get(t.task_id) == worker._id]:
             sets["scheduling_error"].discard(task)
             sets["failed"].add(task)
@@ -191,6 +193,26 @@ def _hosts_summary(summary_dict):
         return sets
 
     return hosts_summary_dict
+
+
+def failed_elsewhere(worker, sets: dict, error_of: Callable[[object], str]) -> None:
+    """A task this run asked for that another host ran and failed is failed here too (exit 30, as on that
+    host): the summary of both counts it failed. Not one another host superseded (exit 10), nor one whose
+    requirements changed meanwhile, nor one a host luigid lost left undone (exit 25)."""
+    waited = [t for c in _DONE_ELSEWHERE for t in sets[c] if t.task_id not in LEFT_BY_A_LOST_HOST]
+    if not waited or not isinstance(worker._scheduler, rpc.RemoteScheduler):
+        return
+    try:
+        failed = set(worker._scheduler.task_list(scheduler.FAILED, "") or ())
+    except Exception:  # noqa: BLE001 - a luigid that cannot say: the tasks keep their categories
+        return
+    for task in waited:
+        error = error_of(task) if task.task_id in failed else ""
+        if error and not superseded(error) and not unfulfilled(error):
+            for category in _DONE_ELSEWHERE:
+                sets[category].discard(task)
+            sets["still_pending_not_ext"].discard(task)
+            sets["failed"].add(task)
 
 
 def _built_elsewhere(task, done: set[str]) -> bool:
