@@ -53,6 +53,7 @@ class Gone(NamedTuple):
     what: str
     line: str
     who: str
+    at_start: bool = False  # it never answered this run: down before the command started
 
 
 RAW_SERVER = "the raw zone's SFTP server"
@@ -83,6 +84,8 @@ def went_away(exc: BaseException) -> Gone | None:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # "sftp://u@host:22/x: server not ..."
     first = first.removesuffix("; not tried again in this run")
     who = RAW_SERVER if isinstance(exc, RawZoneUnavailable) else STORAGE
+    if getattr(exc, "at_start", False):  # down before the command started: the line any command gives
+        return Gone(first.split(": ", 1)[0], first, who, at_start=True)
     line = f"{who} failed during the run: {first}: {after}" if who == RAW_SERVER else f"{first}: {after}"
     return Gone(first.split(": ", 1)[0], line, who)
 

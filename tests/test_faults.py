@@ -449,8 +449,13 @@ def one_line_exit_30(proc: subprocess.CompletedProcess, sshd) -> None:
     assert f"sftp://{sshd.user}@127.0.0.1:{sshd.port}/" in errors[0], errors
     assert "server not answering" in errors[0], errors
     assert "store" not in proc.stderr, proc.stderr  # the raw zone's server failed: no store in this setup
-    if "summary of this run" in proc.stderr:  # a luigi run: the line says which side failed
-        assert errors[0].startswith("daybreak: error: the raw zone's SFTP server failed during the run: "), errors
+    # down before the command started: the line every command gives, no retry line before it, nothing said to
+    # have failed during the run, and Daybreak's summary (a luigi run), not Luigi's
+    assert errors[0].startswith(f"daybreak: error: sftp://{sshd.user}@"), errors
+    for wrong in ("retrying", "during the run", "Luigi Execution Summary", "no Daybreak summary"):
+        assert wrong not in proc.stdout + proc.stderr, proc.stderr
+    if "summary of this run" in proc.stderr:
+        assert "the raw zone's SFTP server was not answering when the run started" in proc.stderr, proc.stderr
 
 
 @pytest.mark.system
@@ -497,14 +502,28 @@ def test_a_server_down_while_luigi_checks_a_range_is_one_line_the_summary_and_ex
     assert "Will not run" not in proc.stderr and "Luigi Execution Summary" not in proc.stderr, proc.stderr
     summary = proc.stderr[proc.stderr.index("summary of this run:") :].splitlines()
     assert summary[1:] == [
-        f"  not run  StgQsrPos {START} .. {START + DAY} (the raw zone's SFTP server stopped answering while the run "
-        "checked it)"
+        f"  not run  StgQsrPos {START} .. {START + DAY} (the raw zone's SFTP server was not answering when the run "
+        "started)"
     ], proc.stderr
     one = subprocess.run(
         [*LUIGI, "StgQsrPos", "--date", str(START)], cwd=lab.root, env=env, capture_output=True, text=True, timeout=120
     )
     one_line_exit_30(one, sshd)
-    assert f"not run  StgQsrPos {START} (the raw zone's SFTP server stopped answering" in one.stderr, one.stderr
+    assert f"not run  StgQsrPos {START} (the raw zone's SFTP server was not answering" in one.stderr, one.stderr
+
+
+@pytest.mark.system
+def test_a_server_down_when_a_snapshot_never_built_runs_is_one_line_the_summary_and_exit_30(lab, sshd):
+    """OtbByStayDate, never built, reads the raw zone's listing to know its requirements; AllStores, to know
+    the stores: the same line and summary as a partition's check."""
+    lab.qsr_days(START, 2)
+    env = sftp_cfg(lab, sshd)
+    sshd.stop()
+    for task in ("OtbByStayDate", "AllStores"):
+        proc = subprocess.run([*LUIGI, task], cwd=lab.root, env=env, capture_output=True, text=True, timeout=120)
+        one_line_exit_30(proc, sshd)
+        summary = proc.stderr[proc.stderr.index("summary of this run:") :].splitlines()
+        assert [line.split(" (")[0] for line in summary[1:]] == [f"  not run  {task}"], proc.stderr
 
 
 @pytest.mark.system

@@ -65,7 +65,7 @@ def failed(task, exception: BaseException) -> None:
 
 def _gone(gone) -> dict:
     """The record of a store or server gone (:class:`tasks.faults.Gone`): what, its line, which side."""
-    return {"gone": gone.what, "line": gone.line, "who": gone.who}
+    return {"gone": gone.what, "line": gone.line, "who": gone.who} | ({"at_start": True} if gone.at_start else {})
 
 
 def unchecked(task_id: str, name: str, gone) -> None:
@@ -231,6 +231,7 @@ class _Run:
         self.unchecked = {r["unchecked"]: r["name"] for r in records if "unchecked" in r}  # the store went
         self.errors: dict[str, str] = {r["gone"]: r["line"] for r in reversed(records) if "gone" in r}
         self.sides = dict.fromkeys(r.get("who", "") for r in records if "gone" in r)  # which failed, in order
+        self.starts = [bool(r.get("at_start")) for r in records if "gone" in r]  # down before the run started
         self.luigid = lost()
         self.store_gone = bool(self.errors)  # the store is not asked again: the summary comes from the records
 
@@ -243,12 +244,14 @@ class _Run:
         gone = went_away(exc) or Gone("", fault_line(exc), STORAGE)
         self.errors.setdefault(gone.what, gone.line)
         self.sides.setdefault(gone.who)
+        self.starts.append(gone.at_start)
         self.store_gone = True
         return True
 
-    def gone(self) -> str:
-        """Which side stopped answering, as the summary's reasons say it: ``the raw zone's SFTP server``."""
-        return " and ".join(side for side in self.sides if side) or "the storage"
+    def stopped(self, when: str = "") -> str:
+        """The side that stopped answering (``<when>``) or never answered this run, as the summary says it."""
+        side = " and ".join(side for side in self.sides if side) or "the storage"
+        return f"{side} {'was not answering when the run started' if all(self.starts) else 'stopped answering' + when}"
 
 
 def report() -> tuple[list[str], str]:
@@ -259,6 +262,7 @@ def report() -> tuple[list[str], str]:
     from tasks.luigi_shortcuts.hosts import FAILED_CHECKS
 
     watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
+    watched = [(t, ok) for t, ok in watched if ok or not run.unchecked.get(t.task_id)]  # else said as unchecked
     notes, not_over_ids = [f"  {line}" for line in _notes], set(_not_over)
     _watched.clear()
     _notes.clear()
@@ -267,7 +271,7 @@ def report() -> tuple[list[str], str]:
     FAILED_CHECKS.update(dict.fromkeys(run.unchecked, worker_id()))  # whichever process of the run checked it
     seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
     unchecked = [name for task_id, name in run.unchecked.items() if name and task_id not in seen]
-    notes += capped("  not run  ", unchecked, f"({run.gone()} stopped answering while the run checked it)")
+    notes += capped("  not run  ", unchecked, f"({run.stopped(' while the run checked it')})")
 
     title = f"summary of this run: {when(started)}"
     if not watched:
@@ -322,7 +326,7 @@ def report() -> tuple[list[str], str]:
                     lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(label(task))
                 elif kind == "not run":
                     done = task.task_id in DONE_IN_SCHEDULER or single_run_done
-                    reads = task.upstream() or run.luigid or run.store_gone  # else: not given to this host
+                    reads = run.luigid or run.store_gone or task.upstream()  # else: not given to this host
                     (cooled if done else blocked if reads else unhanded).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
         changed = [] if run.store_gone else outcomes.changed_lines(run, watched, cache)
@@ -360,7 +364,7 @@ def report() -> tuple[list[str], str]:
     why = (
         "(luigid stopped answering before they ran)"
         if run.luigid
-        else f"({run.gone()} stopped answering: not known)"
+        else f"({run.stopped()}: not known)"
         if run.store_gone
         else "(a partition it reads failed or waits; or see --log-level INFO)"
     )

@@ -42,7 +42,12 @@ _CONNECTIONS: dict[tuple, tuple[int, paramiko.SSHClient, paramiko.SFTPClient]] =
 
 class SftpError(RawZoneUnavailable):
     """The server did not answer past the retries (exit 30: rerun once it answers). A host key or a login it
-    refuses is a configuration error instead (:func:`_refused`)."""
+    refuses is a configuration error instead (:func:`_refused`). ``at_start``: it never answered this run,
+    down before the command started, not gone during it."""
+
+    def __init__(self, message: str, at_start: bool = False):
+        super().__init__(message)
+        self.at_start = at_start
 
 
 def _refused(message: str) -> NoReturn:
@@ -57,6 +62,8 @@ def _refused(message: str) -> NoReturn:
 # shared mapping), so the remaining partitions fail at once instead of each waiting out its retries.
 # Bytes: 1 (dead) or 0, then the reason, NUL-terminated.
 _DEAD = mmap.mmap(-1, 4096)
+# Whether the server answered this run once (1) or never (0), in whichever process: shared as _DEAD is
+_ANSWERED = mmap.mmap(-1, 1)
 
 
 def _declare_dead(reason: str) -> None:
@@ -72,6 +79,12 @@ def known_dead() -> str | None:
 def forget_dead() -> None:
     """Take the server for alive again (a new run in the same process: tests)."""
     _DEAD[0] = 0
+    _ANSWERED[0] = 0
+
+
+def answered() -> bool:
+    """Whether the server answered this run once: one that never did was down before the command started."""
+    return bool(_ANSWERED[0])
 
 
 def backend_for(uri: str) -> SftpRaw:
@@ -206,7 +219,7 @@ class SftpRaw(RawBackend):
         the server is given up on for the rest of the run (:func:`known_dead`)."""
         dead = known_dead()
         if dead is not None:
-            raise SftpError(f"{dead}; not tried again in this run")
+            raise SftpError(f"{dead}; not tried again in this run", at_start=not answered())
         for attempt in range(self.retries + 1):
             try:
                 return operation(self._sftp())
@@ -218,9 +231,11 @@ class SftpRaw(RawBackend):
                     tries = self.retries + 1
                     reason = f"{self.describe()}: server not answering ({_cause(exc)}) after {tries} attempts"
                     _declare_dead(f"{reason} at {time.strftime('%H:%M:%S')}")
-                    raise SftpError(reason) from exc
+                    raise SftpError(reason, at_start=not answered()) from exc
                 wait = 0.5 * 2**attempt
-                logger.warning("%s: %r, retrying in %.1f s", self.describe(), exc, wait)
+                # a server that never answered this run: its one line says it, past the retries (INFO: not shown)
+                level = logging.WARNING if answered() else logging.INFO
+                logger.log(level, "%s: %r, retrying in %.1f s", self.describe(), exc, wait)
                 time.sleep(wait)
 
     def _key(self) -> tuple:
@@ -235,6 +250,7 @@ class SftpRaw(RawBackend):
         elif cached:
             _CONNECTIONS.pop(self._key())  # the parent's: never used, never closed here
         client, sftp = self._connect()
+        _ANSWERED[0] = 1
         _CONNECTIONS[self._key()] = (os.getpid(), client, sftp)
         return sftp
 
