@@ -52,8 +52,9 @@ def _a_link(task) -> bool:
 
 
 def changed_keys(task, engine: Engine) -> frozenset[str] | None:
-    """The keys (stores, hotels) whose rows a rebuild of ``task`` may change: those of its raw files that changed,
-    when they alone make it stale and each holds one key's rows (:meth:`input_slice`); None: any key's."""
+    """The keys (stores, hotels) whose rows a rebuild of ``task`` may change: those of its raw files that changed
+    (or that ``daybreak verify`` found changed), when they alone make it stale and each holds one key's rows
+    (:meth:`input_slice`); None: any key's."""
     state = engine.state(task)
     if state.state != "stale" or state.may_rebuild or not task.reads_raw():
         return None
@@ -63,12 +64,13 @@ def changed_keys(task, engine: Engine) -> frozenset[str] | None:
         not manifest
         or window is None
         or manifest.get("_corrupt")
-        or manifest.get("verify_mismatch")
+        or (manifest.get("verify_mismatch") and not manifest.get("verify_changed_raw"))
         or manifest.get("rules_fingerprint") != task.rules_fingerprint()
         or engine.folder_problem(store, task.key, manifest)
     ):
         return None
-    keys = {task.input_slice(p) for p in changed_paths(manifest, window.read, engine.zone(task).mtime_resolution_ns)}
+    paths = changed_paths(manifest, window.read, engine.zone(task).mtime_resolution_ns)
+    keys = {task.input_slice(p) for p in [*paths, *(manifest.get("verify_changed_raw") or [])]}
     return None if not keys or None in keys else frozenset(keys)
 
 

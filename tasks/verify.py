@@ -72,7 +72,7 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
         path = f"{store.uri(task.key)}/{MANIFEST}"
         report.mismatches.setdefault(f"manifest {path}: empty, truncated or not JSON", []).append(label)
         return
-    found = []
+    found, raw_changed = [], []  # raw_changed: the raw files that differ, when nothing else does
     stamped = store.stamped_now(task.key, manifest)  # listed before hashing: a file changed since is not taken
     files = [(store.rel(task.key) + "/" + f["name"], f, "data") for f in manifest.get("data_files", [])]
     if manifest.get("quarantine"):
@@ -99,11 +99,15 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
         digest, why = raw[relpath]
         if digest != recorded:
             found.append(f"raw {relpath}: {why or 'content differs from the one the partition was built from'}")
+            raw_changed.append(relpath)
     for mismatch in found:
         report.mismatches.setdefault(mismatch, []).append(label)
     if found:  # stale until rebuilt: the engine reads verify_mismatch (tasks/freshness/engine.py); the files'
         # times are recorded too, so that the reason shown is the mismatch, not a copy without its times
-        _rewrite(engine, store, task, dict(stamped or manifest, verify_mismatch="; ".join(found)), label, report)
+        # the raw files alone differ: plan names what reads their keys (a store's file: that store's partitions)
+        raw_only = {"verify_changed_raw": raw_changed} if len(raw_changed) == len(found) else {}
+        rewritten = dict(stamped or manifest, verify_mismatch="; ".join(found), **raw_only)
+        _rewrite(engine, store, task, rewritten, label, report)
     elif stamped:  # the content recorded under other times (a copy without them): ok again, not rebuilt
         _rewrite(engine, store, task, stamped, label, report)
         report.restamped.append(label)

@@ -4,6 +4,7 @@ and the CLI's choices follow it; a task class names the entry it builds."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,24 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     out = capsys.readouterr().out
     assert "otb_by_stay_date: 1 partition would run" in out and "run   (all)  missing" in out
     assert "run:  luigi --module tasks OtbByStayDate --local-scheduler" in out
+
+
+def test_plan_after_verify_found_a_store_file_changed_names_that_store_downstream_only(lab, capsys):
+    """A store's file re-sent with the same size and time: only ``daybreak verify`` finds it; the plan then
+    names that store's partition downstream, as for a re-send it sees itself, not every store's."""
+    from tasks.cli import main
+
+    start, stop = dt.date(2026, 9, 1), dt.date(2026, 9, 3)
+    lab.qsr_days(start, 2, ("S001", "S002", "S003"))
+    assert lab.range(start, stop) == 0
+    assert lab.luigi("AllStores") == 0
+    path = lab.raw / "qsr_pos" / str(stop) / "S002.csv"
+    times, text = path.stat(), path.read_text()
+    path.write_text(text.replace(",1,6.50,", ",2,6.50,", 1))  # one quantity: same size
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert main(["verify", "--dataset", "stg_qsr_pos", "--start", str(start), "--stop", str(stop)]) == 1
+    capsys.readouterr()
+    assert main(["plan", "stg_qsr_pos", "--start", str(start), "--stop", str(stop)]) == 1
+    out = capsys.readouterr().out
+    assert f"qsr_pos/{stop}/S002.csv" in out, out
+    assert "  then may go stale downstream: store_daily_sales S002\n" in out, out
