@@ -285,7 +285,7 @@ def test_one_stores_file_mostly_rejected_fails_the_date_though_all_rejects_are_u
     small share of the date's rows (17 of 435, 3.9 %), but all of that file's: the date fails naming the file,
     its counts, row and reason (exit 30) and keeps its partition, as a hotel's extract does. Before, it was
     built without S002's day, exit 0, nothing said. Folder d+1's S001 file holds 5 lines of d, 2 of them bad:
-    a file with few rows of the date fails only when over half of them are rejected."""
+    rejects of d, which judges only its own folder's files (d+1's hold a few small hours of d)."""
     from tasks.cli import main
 
     day, after = dt.date(2026, 9, 21), dt.date(2026, 9, 22)
@@ -307,8 +307,7 @@ def test_one_stores_file_mostly_rejected_fails_the_date_though_all_rejects_are_u
     lab.qsr_file(str(after), "S002", undated)
     assert lab.luigi("StgQsrPos", "--date", str(day)) == 0
     manifest = json.loads((lab.partition(day) / "_manifest.json").read_text())
-    # 2 of 5 of d+1's S001 file: rejects. The undated lines of d+1's files count in d's share, but d does not judge
-    # those files by them (S001's would be 3 of 6, S002's, with no line of d, 1 of 1): d+1, whose files they are, does
+    # 2 of 5 of d+1's S001 file, and the undated lines of d+1's files: rejects in d's share; d+1 judges those files
     assert (manifest["row_count"], manifest["rejected_count"]) == (418, 4)
     kept = {k: v for k, v in lab.files().items() if k.startswith(("data/staging/", "data/quarantine/"))}
     lab.qsr_file(str(day), "S002", [r.replace("-04:00", "") for r in small])

@@ -43,9 +43,9 @@ class CleanResult:
     rows_read: int = 0  # every data row of the window's files (rows the parser could not split included)
     other_date_rows: int = 0  # rows of the window attributed to another business date
     duplicates_of_date: int = 0  # valid rows of the date replaced by a later copy of the same line
-    # source_file -> its rows the date judges the file by (valid rows of the date and file_rejects), and its
-    # rejects among them: those of the date, and those of unknown date in the date's own folder only (a line of
-    # d+1's folder that cannot be dated counts against d's share, never against d's judgement of that file)
+    # source_file -> its rows the date judges the file by (its valid rows of the date and file_rejects), and its
+    # rejects of the date or of no date: files of the date's own folder only (folder d+1's files hold a few small
+    # hours of d, where one bad line would be a broken file; their rejects count in d's share, and d+1 judges them)
     file_rows: dict[str, int] = field(default_factory=dict)
     file_rejects: dict[str, int] = field(default_factory=dict)
     # per row of ``table``: equal for the lines of one order of one store (for store_totals), or None
@@ -80,7 +80,8 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         is_mine = mine.to_numpy(zero_copy_only=False)
         key = valid.select(["order_id", "line_no"])
         stores.append(_store_codes(valid["source_file"], store_codes))
-        _count_per_file(valid["source_file"], is_mine, file_rows)
+        if checked.folder == date:  # a file is judged by its own folder's date (d+1's holds a few small hours of d)
+            _count_per_file(valid["source_file"], is_mine, file_rows)
         if 2 * n_mine >= n:  # held whole: its rows of the date are picked at the end
             parts.append((valid.select(_PICKED), seq, is_mine))
         else:
@@ -99,11 +100,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
             rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
         rejects.append(rejected.select(REJECT_SCHEMA.names))
-        judged = (
-            rejected
-            if checked.folder == date
-            else rejected.filter(pc.fill_null(pc.equal(rejected["owner"], day), False))
-        )
+        judged = rejected if checked.folder == date else rejected.slice(0, 0)
         for c in pc.value_counts(judged["source_file"]).to_pylist() if judged.num_rows else []:
             file_rows[c["values"]] = file_rows.get(c["values"], 0) + c["counts"]
             file_rejects[c["values"]] = file_rejects.get(c["values"], 0) + c["counts"]

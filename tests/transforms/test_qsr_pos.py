@@ -210,18 +210,17 @@ def test_a_reject_with_a_business_date_goes_to_that_partition_and_one_without_to
 
 
 def test_each_files_rows_of_the_date_are_its_lines_of_the_date_and_the_rejects_the_date_counts():
-    """What a store's file is judged on (more than half rejected fails the date): folder 16's lines of the 15th
-    (one valid, one reject) count for the 15th, its lines of the 16th not; its reject of no business date counts
-    in both dates' share, but judges the file for the 16th only, whose folder it is."""
+    """What a store's file is judged on (more than half rejected fails the date): a file is judged by its own
+    folder's date only, on its rows of that date and its rejects of that date or of none. Folder 16's lines of the
+    15th (one valid, one reject) and its reject of no date count in the 15th's share, not in its judgement."""
     folder16 = [line("O1", "garbage"), line("O2", "2026-09-16T04:00:00-04:00", qty="x")]
     folder16 += [line("O3", "2026-09-16T12:00:00-04:00", qty="x"), line("O4", "2026-09-16T03:00:00-04:00")]
     folder15 = [line("G1", "2026-09-15T12:00:00-04:00"), line("G2", "2026-09-15T01:00:00-04:00")]
     d15 = clean(D15, [(D15, folder15), (D16, folder16)])
     d16 = clean(D16, [(D16, folder16)])
-    assert d15.file_rows == {"qsr_pos/2026-09-15/S001.csv": 1, "qsr_pos/2026-09-16/S001.csv": 2}  # O2 and O4
-    assert d15.file_rejects == {"qsr_pos/2026-09-16/S001.csv": 1}  # O2
+    assert d15.file_rows == {"qsr_pos/2026-09-15/S001.csv": 1} and d15.file_rejects == {}  # G1
     assert d16.file_rows == d16.file_rejects == {"qsr_pos/2026-09-16/S001.csv": 2}  # O1 and O3
-    assert sum(d15.file_rows.values()) == d15.attributed_rows - 1  # O1: in the 15th's share, not its judgement
+    assert d15.attributed_rows == 4  # G1, and O1, O2, O4 of folder 16: the 15th's share counts them
 
 
 def test_a_line_with_a_control_character_is_a_reject_of_its_business_date_only_its_fields_kept():
