@@ -344,3 +344,29 @@ def behind_proxy(rgw, setting, monkeypatch, tmp_path):
             yield proxy
 
     return running
+
+
+@pytest.fixture
+def in_buckets(rgw, lab, setting, behind_proxy):
+    """``with in_buckets(name, delay_s, files, start) as lab``: ``files`` of the lab's raw zone put in a new bucket of
+    the module's radosgw under ``landing/``, raw_root and data_root in that bucket, reached through the latency
+    proxy (``behind_proxy(delay_s)``), start_date ``start``; ``lab.bucket``, ``lab.s3`` (a client of the server's
+    own, not through the proxy) and ``lab.proxy`` set."""
+    import contextlib
+    import uuid
+
+    @contextlib.contextmanager
+    def running(name: str, delay_s: float, files, start: dt.date):
+        bucket = rgw.make_bucket(f"{name}-{uuid.uuid4().hex[:10]}")
+        client = rgw.client()
+        for path in sorted(files):
+            client.put_object(Bucket=bucket, Key=f"landing/{path.relative_to(lab.raw)}", Body=path.read_bytes())
+        lab.bucket, lab.s3 = bucket, client
+        with behind_proxy(delay_s) as proxy:
+            setting("daybreak", "raw_root", f"s3://{bucket}/landing")
+            setting("daybreak", "data_root", f"s3://{bucket}/daybreak")
+            setting("daybreak", "start_date", start)
+            lab.proxy = proxy
+            yield lab
+
+    return running

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import uuid
 from collections import Counter
 from concurrent.futures import wait
 
@@ -30,20 +29,11 @@ DAYS = 5
 
 
 @pytest.fixture
-def far(rgw, lab, setting, behind_proxy):
+def far(lab, in_buckets):
     """The lab with the sample's raw files in a landing prefix and the data root in one bucket, both reached
     through the latency proxy, which sees every request (:func:`gets`, :func:`lists`)."""
     sample.generate(lab.raw, START, DAYS + 1, stores=6, seed=5, mean_lines_per_store=40)
-    bucket = rgw.make_bucket(f"far-{uuid.uuid4().hex[:10]}")
-    client = rgw.client()
-    for path in sorted((lab.raw / "qsr_pos").rglob("*.csv")):
-        client.put_object(Bucket=bucket, Key=f"landing/{path.relative_to(lab.raw)}", Body=path.read_bytes())
-    lab.bucket, lab.s3 = bucket, client
-    with behind_proxy(0.010) as proxy:
-        setting("daybreak", "raw_root", f"s3://{bucket}/landing")
-        setting("daybreak", "data_root", f"s3://{bucket}/daybreak")
-        setting("daybreak", "start_date", START)
-        lab.proxy = proxy
+    with in_buckets("far", 0.010, (lab.raw / "qsr_pos").rglob("*.csv"), START) as lab:
         yield lab
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import uuid
 from urllib.parse import unquote
 
 import pytest
@@ -30,20 +29,11 @@ RESENT = f"qsr_pos/{START + 2 * DAY}/S002.csv"
 
 
 @pytest.fixture
-def landing(rgw, lab, setting, behind_proxy):
+def landing(lab, in_buckets):
     """The lab's raw files in a landing prefix and the data root in the same bucket, both reached through a
     proxy (no delay) that sees every request; ``lab.s3`` a client of the server's own, not through it."""
     lab.qsr_days(START, 3)
-    bucket = rgw.make_bucket(f"resent-{uuid.uuid4().hex[:10]}")
-    client = rgw.client()
-    for path in sorted(lab.raw.rglob("*.csv")):
-        client.put_object(Bucket=bucket, Key=f"landing/{path.relative_to(lab.raw)}", Body=path.read_bytes())
-    lab.bucket, lab.s3 = bucket, client
-    with behind_proxy(0) as proxy:
-        setting("daybreak", "raw_root", f"s3://{bucket}/landing")
-        setting("daybreak", "data_root", f"s3://{bucket}/daybreak")
-        setting("daybreak", "start_date", START)
-        lab.proxy = proxy
+    with in_buckets("resent", 0, lab.raw.rglob("*.csv"), START) as lab:
         yield lab
 
 
