@@ -41,8 +41,6 @@ class Built:
     # the date and the rejects the date counts): the reject share is judged per file as well, so that one file
     # mostly rejected fails the build (not recorded in the manifest)
     file_rows: dict = field(default_factory=dict)
-    # raw file -> its rejects judged against file_rows, where not all its rejected rows are (a POS file); else all
-    file_rejects: dict = field(default_factory=dict)
 
 
 def build(node: Node, engine: Engine) -> dict | None:

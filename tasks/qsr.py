@@ -112,9 +112,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         # what StoreDailySales reads, so that a store's mart never reads another store's lines
         extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date, result.order_keys))}
         # a store's file whose rows of the date are mostly rejected fails the date (plan.check_file_rejects)
-        return Built(
-            result.table, result.rejected, stats, extras, file_rows=result.file_rows, file_rejects=result.file_rejects
-        )
+        return Built(result.table, result.rejected, stats, extras, file_rows=result.file_rows)
 
     def _emptied_stores(self, inputs: list[RawFile], table: pa.Table) -> dict:
         """``store_rows`` of this build, and a warning for every store that had rows in the previous build and

@@ -96,9 +96,7 @@ class BuildPlan:
         import pyarrow.compute as pc
 
         rejected, rows = built.rejected, built.file_rows
-        counts = built.file_rejects or {
-            c["values"]: c["counts"] for c in pc.value_counts(rejected["source_file"]).to_pylist()
-        }
+        counts = {c["values"]: c["counts"] for c in pc.value_counts(rejected["source_file"]).to_pylist()}
         over = sorted(f for f, n in counts.items() if rows.get(f) and n / rows[f] > limit)
         if not over:
             return

@@ -43,11 +43,10 @@ class CleanResult:
     rows_read: int = 0  # every data row of the window's files (rows the parser could not split included)
     other_date_rows: int = 0  # rows of the window attributed to another business date
     duplicates_of_date: int = 0  # valid rows of the date replaced by a later copy of the same line
-    # source_file -> its rows the date judges the file by (its valid rows of the date and file_rejects), and its
-    # rejects of the date or of no date: files of the date's own folder only (folder d+1's files hold a few small
-    # hours of d, where one bad line would be a broken file; their rejects count in d's share, and d+1 judges them)
+    # source_file -> its rows the date judges the file by (its valid rows of the date and its rejects of the date
+    # or of no date): files of the date's own folder only (folder d+1's files hold a few small hours of d, where one
+    # bad line would be a broken file; their rejects count in d's share, and d+1 judges them)
     file_rows: dict[str, int] = field(default_factory=dict)
-    file_rejects: dict[str, int] = field(default_factory=dict)
     # per row of ``table``: equal for the lines of one order of one store (for store_totals), or None
     order_keys: np.ndarray | None = field(default=None, compare=False, repr=False)
 
@@ -69,7 +68,6 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
     parts, keys, stores, rejects, offset, rows_read, attributed = [], [], [], [], 0, 0, 0
     store_codes: dict[str, int] = {}  # store id -> its code in this window
     file_rows: dict[str, int] = {}  # source_file -> its rows the date judges it by (CleanResult.file_rows)
-    file_rejects: dict[str, int] = {}
     for checked in folders:
         valid = checked.rows
         n = valid.num_rows
@@ -100,10 +98,8 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
             rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
         rejects.append(rejected.select(REJECT_SCHEMA.names))
-        judged = rejected if checked.folder == date else rejected.slice(0, 0)
-        for c in pc.value_counts(judged["source_file"]).to_pylist() if judged.num_rows else []:
+        for c in pc.value_counts(rejected["source_file"]).to_pylist() if checked.folder == date else []:
             file_rows[c["values"]] = file_rows.get(c["values"], 0) + c["counts"]
-            file_rejects[c["values"]] = file_rejects.get(c["values"], 0) + c["counts"]
         attributed += n_mine + rejected.num_rows
         rows_read += checked.rows_read
         del checked, valid, key, mine, is_mine
@@ -137,7 +133,6 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
         duplicates_of_date=of_date - last_of_date,
         order_keys=np.concatenate(kept_orders) if kept_orders else np.zeros(0, np.int64),
         file_rows=file_rows,
-        file_rejects=file_rejects,
     )
 
 

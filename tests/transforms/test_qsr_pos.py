@@ -218,8 +218,9 @@ def test_each_files_rows_of_the_date_are_its_lines_of_the_date_and_the_rejects_t
     folder15 = [line("G1", "2026-09-15T12:00:00-04:00"), line("G2", "2026-09-15T01:00:00-04:00")]
     d15 = clean(D15, [(D15, folder15), (D16, folder16)])
     d16 = clean(D16, [(D16, folder16)])
-    assert d15.file_rows == {"qsr_pos/2026-09-15/S001.csv": 1} and d15.file_rejects == {}  # G1
-    assert d16.file_rows == d16.file_rejects == {"qsr_pos/2026-09-16/S001.csv": 2}  # O1 and O3
+    assert d15.file_rows == {"qsr_pos/2026-09-15/S001.csv": 1}  # G1
+    assert d16.file_rows == {"qsr_pos/2026-09-16/S001.csv": 2}  # O1 and O3
+    assert d16.rejected["source_file"].to_pylist() == ["qsr_pos/2026-09-16/S001.csv"] * 2  # both rejects
     assert d15.attributed_rows == 4  # G1, and O1, O2, O4 of folder 16: the 15th's share counts them
 
 
