@@ -43,6 +43,33 @@ def test_a_page_with_or_without_the_namespace_reads_the_same_keys_sizes_etags_an
     assert read_list_page(folders) == ([], None, ["qsr_pos/2026-09-01/"])  # a /-delimited listing's folders
 
 
+def _botocores_reading(body: bytes) -> tuple[list[str], list[str]]:
+    """The keys and folders botocore makes of a ListObjectsV2 page: its parser, then its handler that decodes what
+    the client asked to be url-encoded."""
+    import botocore.session
+    from botocore.handlers import decode_list_object_v2
+    from botocore.parsers import RestXMLParser
+
+    model = botocore.session.get_session().get_service_model("s3")
+    shape = model.operation_model("ListObjectsV2").output_shape
+    parsed = RestXMLParser().parse({"body": body, "headers": {}, "status_code": 200}, shape)
+    decode_list_object_v2(parsed, context={"encoding_type_auto_set": True})
+    return [o["Key"] for o in parsed.get("Contents", [])], [p["Prefix"] for p in parsed.get("CommonPrefixes", [])]
+
+
+def test_amazons_encoding_of_a_space_as_a_plus_reads_as_botocore_reads_it():
+    # what Amazon S3 sends for keys "run books/a b.csv" and "run books/a+b.csv" (a space as "+", a "+" as "%2B"),
+    # where radosgw sends "%20" for a space
+    body = page(keys=("run+books/a+b.csv", "run+books/a%2Bb.csv", "%ED%95%9C%EA%B8%80/100%25.csv")).replace(
+        b"</ListBucketResult>",
+        b"<CommonPrefixes><Prefix>run+books/</Prefix></CommonPrefixes></ListBucketResult>",
+    )
+    keys, folders = _botocores_reading(body)
+    assert keys == ["run books/a b.csv", "run books/a+b.csv", "\ud55c\uae00/100%.csv"]
+    items, _, prefixes = read_list_page(body)
+    assert [item[0] for item in items] == keys and prefixes == folders == ["run books/"]
+
+
 def test_a_truncated_page_gives_its_token_and_one_without_a_token_is_not_taken():
     assert read_list_page(page(truncated="true", token="abc"))[1] == "abc"
     assert read_list_page(page(truncated="true")) is None

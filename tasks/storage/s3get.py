@@ -16,7 +16,7 @@ import os
 import ssl
 import threading
 import urllib.request
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote_plus, urlsplit
 from xml.etree import ElementTree
 
 import botocore.auth
@@ -289,10 +289,12 @@ def read_list_page(body: bytes):
         if key is None or size is None or etag is None or modified is None:
             return None
         when = read_timestamp(modified)
-        items.append((unquote(key) if encoded else key, int(size), etag.strip('"'), int(when.timestamp() * 1e6) * 1000))
+        items.append(
+            (unquote_plus(key) if encoded else key, int(size), etag.strip('"'), int(when.timestamp() * 1e6) * 1000)
+        )
     prefixes = [root_prefix.text or "" for root_prefix in root.iterfind(f"{ns}CommonPrefixes/{ns}Prefix")]
     more = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
     token = root.findtext(f"{ns}NextContinuationToken") if more else None
     if more and not token:
         return None
-    return items, token, [unquote(p) if encoded else p for p in prefixes]
+    return items, token, [unquote_plus(p) if encoded else p for p in prefixes]
