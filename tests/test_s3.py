@@ -625,3 +625,44 @@ def test_a_lease_of_a_process_of_this_host_that_is_gone_is_taken_over_at_once(s3
     held_by("another-host", dead_pid, 1)  # its processes cannot be seen from here
     with pytest.raises(PartitionBusy), store.locked(START, wait_s=0):
         pass
+
+
+CONFLICT = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
+    b"<Message>A conflicting operation occurred.</Message></Error>"
+)
+
+
+def test_a_conditional_put_amazon_answers_with_a_conflict_is_sent_again_and_then_holds_or_fails(s3lab):
+    """Amazon S3 answers a conditional write that meets another write of the key under way with 409
+    ConditionalRequestConflict, to be sent again (botocore does not): sent again, it succeeds, or fails its
+    condition (412) if the other write made the key. radosgw never answers so: the first answer is made here, in
+    botocore's before-send event; the second attempt goes to the server."""
+    from botocore.awsrequest import AWSResponse
+
+    from tasks.storage.s3 import Bucket, PreconditionFailed
+
+    bucket = Bucket(s3lab.uri)
+    bucket.put("_state/first", b"1", if_none_match=True)  # the conditional-write probe, before any answer here
+    conflicts, meanwhile = [], []
+
+    class Raw:
+        def stream(self, **kwargs):
+            yield CONFLICT
+
+    def conflict(request, **kw):
+        if "If-None-Match" in request.headers and len(conflicts) < 1:
+            conflicts.append(request.url)
+            for write in meanwhile:
+                write()  # the other writer's PUT lands while this one is answered 409
+            return AWSResponse(request.url, 409, {"Content-Type": "application/xml"}, Raw())
+        return None
+
+    bucket.client.meta.events.register_first("before-send.s3.PutObject", conflict)
+    assert bucket.put("_state/lease-a", b"mine", if_none_match=True)
+    assert len(conflicts) == 1 and bucket.get("_state/lease-a")[0] == b"mine"
+    conflicts.clear()
+    meanwhile.append(lambda: s3lab.s3.put_object(Bucket=s3lab.bucket, Key=bucket.prefix + "_state/lease-b", Body=b"x"))
+    with pytest.raises(PreconditionFailed, match="lease-b"):
+        bucket.put("_state/lease-b", b"mine", if_none_match=True)
+    assert len(conflicts) == 1 and bucket.get("_state/lease-b")[0] == b"x"

@@ -12,6 +12,7 @@ import datetime as dt
 import email.utils
 import os
 import threading
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -311,13 +312,13 @@ class Bucket:
             args["IfMatch"] = f'"{if_match}"' if quoted else if_match
         try:
             try:
-                return _etag(self.client.put_object(**args)["ETag"])
+                return _etag(self._put_object(args)["ETag"])
             except ClientError as exc:
                 if not precondition_failed(exc):
                     raise
                 if if_match is not None and not _quoted_if_match.get(self.endpoint or "") and self._is(rel, if_match):
                     _quoted_if_match[self.endpoint or ""] = True  # the server compares quoted ETags
-                    return _etag(self.client.put_object(**{**args, "IfMatch": f'"{if_match}"'})["ETag"])
+                    return _etag(self._put_object({**args, "IfMatch": f'"{if_match}"'})["ETag"])
                 raise
         except ClientError as exc:
             # If-Match on a key deleted since: 404, not 412, but the condition failed all the same
@@ -327,6 +328,18 @@ class Bucket:
             raise self.store_error(exc, "PUT", rel) from None
         except BotoCoreError as exc:
             raise self.store_error(exc, "PUT", rel) from None
+
+    def _put_object(self, args: dict) -> dict:
+        """PutObject, sent again while Amazon S3 answers a conditional write 409 ConditionalRequestConflict (another
+        write of the key under way; botocore does not retry it): then it succeeds, or its condition fails (412)."""
+        for attempt in range(4):
+            try:
+                return self.client.put_object(**args)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ConditionalRequestConflict":
+                    raise
+            time.sleep(0.05 * 2**attempt)
+        return self.client.put_object(**args)
 
     def _is(self, rel: str, etag: str) -> bool:
         found = self.head(rel)
