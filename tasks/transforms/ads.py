@@ -1,7 +1,5 @@
-"""ads_daily and ads_rolling_7d: restated ad-platform days and their 7-day look-back (contract section 4).
-
-Pure: parsed exports (or upstream tables) in, one partition's table out.
-"""
+"""ads_daily and ads_rolling_7d (contract section 4). Pure: parsed exports or upstream tables in, one
+partition's table out."""
 
 from __future__ import annotations
 
@@ -91,11 +89,8 @@ class DailyResult:
 def newest_restatement(
     exports: list[tuple[dt.date, ParsedCsv]], date: dt.date, restatement_days: int = 7
 ) -> DailyResult:
-    """Date ``date`` as the newest export that holds it reports it (exports in any order), with that export's
-    rejects: an export holds a date when a row of it is attributed to the date, valid or not (so a date whose
-    rows the newest export got wrong is never taken from an older one). A row of a date the export does not
-    restate goes to the export's day before, one whose date cannot be read to every date the export
-    restates; a campaign listed twice keeps its last valid row."""
+    """Date ``date`` as the newest export holding a row attributed to it (valid or not) reports it, with
+    that export's rejects; a campaign listed twice keeps its last valid row."""
     holding, rows_read = [], 0
     for export_date, parsed in sorted(exports, key=lambda e: e[0]):
         rows, bad, mine = _export_rows(parsed, export_date, date, restatement_days)
@@ -183,17 +178,15 @@ def _not_restated(day: pa.Array, restated: list[dt.date]) -> pa.Array:
 
 
 def _owned(day: pa.Array, restated: list[dt.date], date: dt.date) -> pa.Array:
-    """Per row of an export (``day``: its date, null where it has none), whether it is ``date``'s: a row of a
-    date the export restates is that date's; of one it does not, the export's day before's; a row with no
-    date may be any date the export restates, so each of them counts it."""
+    """Per row of an export, whether it is ``date``'s: a date not restated goes to the export's day before,
+    a row with no date to every date the export restates."""
     outside = _not_restated(day, restated)
     own = pc.fill_null(pc.equal(day, pa.scalar(date, pa.date32())), date in restated)
     return pc.if_else(outside, pa.scalar(restated[-1] == date), own)
 
 
 def rolling_window(days: list[tuple[dt.date, pa.Table]], days_in_window: int) -> pa.Table:
-    """Per campaign, the sums over ``days`` (ads_daily tables), roas_7d and cpa_7d (null when the divisor
-    is 0), and ``days_in_window``, how many dates of the look-back exist."""
+    """Per campaign, the sums over ``days``, roas_7d and cpa_7d (null over 0), and ``days_in_window``."""
     tables = [t.select(["campaign_id", "spend", "conversions", "conversion_value"]) for _, t in days]
     if not tables or sum(t.num_rows for t in tables) == 0:
         return ROLLING_SCHEMA.empty_table()

@@ -21,15 +21,13 @@ def blank(col) -> pa.Array:
 
 
 def is_money(col) -> pa.Array:
-    """1 to 16 ASCII digits (:data:`MONEY_DIGITS`), optionally a dot and 1 or 2 more digits (a decimal >= 0
-    with 2 dp at most, as :data:`MONEY` holds); a zero may have a minus sign (``-0.00`` is 0); false for a
-    null. See :func:`money_cents`."""
+    """1 to 16 ASCII digits, optionally a dot and 1 or 2 more digits; a zero may have a minus sign (``-0.00``)."""
     return pa.array(money_cents(col)[0])
 
 
 def money_cents(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row of a string array: whether it is money (:func:`is_money`), its value in cents and the
-    digits of its whole part (0 where it is not); numpy over the array's own bytes, not Arrow's kernels."""
+    digits of its whole part (0 where it is not)."""
     col = as_array(col)
     n = len(col)
     ok, cents, whole = np.zeros(n, dtype=bool), np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -78,8 +76,7 @@ _CENTS_PER_UNIT = np.array([100, 10, 1], np.int64)  # by the digits after the do
 
 
 def _text_layout(col: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
-    """A string array's offsets into its data buffer and each row's length in bytes (-1 for a null),
-    or None when it holds no text at all."""
+    """A string array's offsets and each row's length in bytes (-1 for a null); None when it holds no text."""
     if len(col) == 0 or col.buffers()[2] is None:
         return None
     offsets = np.frombuffer(col.buffers()[1], np.int32)[col.offset : col.offset + len(col) + 1]
@@ -90,9 +87,7 @@ def _text_layout(col: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _records(data, width: int, starts: np.ndarray) -> np.ndarray:
-    """The ``width`` bytes of ``data`` (an Arrow buffer or uint8 array) from each of ``starts`` on, a row
-    each (a gather of fixed-width records over the bytes, not a loop); no start may be within
-    ``width`` of the end."""
+    """The ``width`` bytes of ``data`` from each of ``starts`` on, a row each; no start within ``width`` of the end."""
     return np.ndarray((data.size - width + 1,), f"V{width}", data, 0, (1,))[starts].view(np.uint8).reshape(-1, width)
 
 
@@ -109,8 +104,7 @@ def first_failed(checks: list) -> pa.Array:
 
 
 def malformed_rejects(parsed, raw_columns: list[str], schema: pa.Schema) -> pa.Table:
-    """Rows the CSV parser took out (``parsed.malformed``), as rejects: the values of a row it could split
-    (``parsed.split``) in their columns, null in a row it could not; the line's text in ``raw_line``."""
+    """Rows the CSV parser took out (``parsed.malformed``), as rejects, the line's text in ``raw_line``."""
     m = parsed.malformed
     fields = [parsed.split.get(n) for n, _, _ in m]
     cols = {c: pa.array([f[i] if f else None for f in fields], pa.string()) for i, c in enumerate(raw_columns)}
@@ -131,8 +125,7 @@ def not_int_ge1(col) -> pa.Array:
 
 
 def int_too_long(col, failed, digits: int = 9) -> pa.Array:
-    """Per row: it ``failed`` its integer rule only for being too large: more than ``digits`` digits once its
-    leading zeros are dropped (:func:`not_int_ge1`'s 9 by default)."""
+    """Per row: it ``failed`` its integer rule only for having more than ``digits`` digits."""
     return _too_many_digits(col, failed, rf"0*[1-9][0-9]{{{digits},}}")
 
 
@@ -142,8 +135,7 @@ def money_too_long(col, failed) -> pa.Array:
 
 
 def _too_many_digits(col, failed, pattern: str) -> pa.Array:
-    """Per row: it ``failed`` its type rule and matches ``pattern``. Only failed rows are matched: none, on a
-    good file."""
+    """Per row: it ``failed`` its type rule and matches ``pattern`` (only failed rows are matched)."""
     out = np.zeros(len(col), dtype=bool)
     at = np.flatnonzero(as_array(failed).to_numpy(zero_copy_only=False))
     if len(at):
@@ -153,15 +145,13 @@ def _too_many_digits(col, failed, pattern: str) -> pa.Array:
 
 
 def parse_instants(col) -> pa.Array:
-    """UTC instants from ISO 8601 strings that carry an offset (or Z); null for anything else, a date or
-    time that does not exist included (the 31st of September, a 60th second, a 24-hour offset).
-    Fractional seconds are dropped (the instant floored to its second)."""
+    """UTC instants from ISO 8601 strings with an offset (or Z), floored to the second; null for anything
+    else, a date or time that does not exist included."""
     col = as_array(col)
     ok, seconds = _iso_seconds(col, 19)
     failed = np.flatnonzero(~ok)
     if len(failed):
-        # rare: a fraction of a second (or a text that is no instant); dropping the fraction's digits
-        # floors the instant (the fraction adds to the local time, the offset moves whole seconds)
+        # rare: a fraction of a second; dropping its digits floors the instant
         retry = col.take(pa.array(failed))
         iso = pc.fill_null(pc.match_substring_regex(retry, ISO_INSTANT), False).to_numpy(zero_copy_only=False)
         whole_ok, whole = _iso_seconds(as_array(pc.replace_substring_regex(retry, r"\.\d+", "")), 19)
@@ -170,24 +160,19 @@ def parse_instants(col) -> pa.Array:
 
 
 def parse_dates(col) -> pa.Array:
-    """date32 from ``YYYY-MM-DD`` strings; null for anything else, a date that does not exist included
-    (the 31st of September, the 29th of February of a common year)."""
+    """date32 from ``YYYY-MM-DD`` strings; null for anything else, a date that does not exist included."""
     ok, seconds = _iso_seconds(as_array(col), 10)
     return pa.array(seconds // 86400, pa.int64(), mask=None if ok.all() else ~ok).cast(pa.int32()).cast(pa.date32())
 
 
 _INSTANT = pa.timestamp("s", tz="UTC")
-# Not Arrow's strptime: it (the C library's) reads a field as spaces then one or more digits, and lets
-# days and seconds run over (2026-09-31 is the 1st of October, 2026-9-15 and "+24:00" are taken), and it
-# takes as long again as reading the digits in numpy. The text must be exactly the contract's:
-# YYYY-MM-DD, then (instants) THH:MM:SS and Z, +HH:MM or +HHMM.
+# Not Arrow's strptime: it takes 2026-9-15 and lets days run over (2026-09-31 is October 1st)
 _DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int16)
 
 
 def _iso_seconds(col: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a string array: whether it is exactly an ISO date (``width`` 10) or an instant with an
-    offset (``width`` 19), every field in range, and its seconds since the epoch (else 0); numpy over the
-    array's own bytes."""
+    """Per row: whether it is exactly an ISO date (``width`` 10) or an instant with an offset (19), every
+    field in range, and its seconds since the epoch (else 0)."""
     keep, seconds = np.zeros(len(col), dtype=bool), np.zeros(len(col), np.int64)
     layout = _text_layout(col)
     if layout is None:
@@ -245,16 +230,14 @@ def _iso_seconds(col: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def as_array(x) -> pa.Array:
-    """``x`` as one array: an array as it is, a chunked array's only chunk (no copy), else a copy of its
-    chunks end to end."""
+    """``x`` as one array (a chunked array's only chunk without a copy)."""
     if not isinstance(x, pa.ChunkedArray):
         return x
     return x.chunk(0) if x.num_chunks == 1 else x.combine_chunks()
 
 
 def reject_schema(raw_columns: list[str]) -> pa.Schema:
-    """Quarantine rows: where they came from, why, the raw values as strings, and the line of a row the
-    CSV parser took out (:data:`RAW_LINE`)."""
+    """Quarantine rows: where they came from, why, the raw values as strings, and :data:`RAW_LINE`."""
     head = [("source_file", pa.string()), ("row_number", pa.int64()), ("reason", pa.string())]
     return pa.schema(head + [(c, pa.string()) for c in raw_columns] + [(RAW_LINE, pa.string())])
 
@@ -269,9 +252,8 @@ def file_rejects(
     malformed: bool = True,
     detail: pa.Array | None = None,
 ) -> pa.Table:
-    """The rows of one parsed file that ``bad`` marks, with ``reasons[code]``, or a row's ``detail`` where it
-    is not null (a reason that gives the row's own values); then, unless ``malformed`` is false, the rows the
-    parser took out (:func:`malformed_rejects`)."""
+    """The rows of one parsed file that ``bad`` marks, with ``reasons[code]`` or a row's ``detail``; then,
+    if ``malformed``, the rows the parser took out."""
     raw_columns = schema.names[3:-1]
     n = count(bad)
     reason = pc.take(pa.array(reasons), pc.filter(code, bad))
@@ -297,8 +279,7 @@ class TotalOutOfRange(ValueError):
 def fit_total(
     sums: pa.Array | pa.ChunkedArray, kind: pa.DataType, keys: pa.Array | pa.ChunkedArray, what: str, where: str = ""
 ):
-    """``sums`` (decimal sums widened to precision 38) cast to ``kind``; a sum that does not fit raises
-    :class:`TotalOutOfRange` naming ``what``, each key whose sum is too large, and ``where``."""
+    """``sums`` cast to ``kind``; one that does not fit raises :class:`TotalOutOfRange` naming its keys."""
     with contextlib.suppress(pa.ArrowInvalid):
         return pc.cast(sums, kind)
     limit = pa.scalar(10 ** (kind.precision - kind.scale), pa.decimal128(38, 0))

@@ -1,8 +1,5 @@
-"""otb_by_stay_date, hotel_booking_state and hotel_pickup (contract section 3), from the staged
-booking events (:mod:`tasks.transforms.hotel_events`).
-
-Pure: staging tables in, tables out.
-"""
+"""otb_by_stay_date, hotel_booking_state and hotel_pickup (contract section 3). Pure: staged booking
+events in, tables out."""
 
 from __future__ import annotations
 
@@ -30,24 +27,20 @@ OTB_SCHEMA = pa.schema(
         ("bookings", pa.int64()),
     ]
 )
-# hotel_booking_state: each booking's latest event (CANCELLED included) as of the end of a business date.
-# ``event_business_date`` is the business date of that event (the partition's own hive column,
-# business_date, is the as-of date); with event_at, source_file and row_number it orders two states of
-# one booking exactly as the events themselves, so merging states is associative.
+# each booking's latest event as of a date; event_business_date orders two states as their events, so
+# merging states is associative
 STATE_SCHEMA = EVENTS_SCHEMA.append(pa.field("event_business_date", pa.date32()))
 PICKUP_SCHEMA = pa.schema([("stay_date", pa.date32()), ("rooms_picked_up", pa.int64()), ("revenue_picked_up", MONEY)])
 
 
 def on_the_books(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
-    """Rooms, revenue and bookings on the books per hotel and stay date, replayed from every booking event
-    (the reference the state-based OtbByStayDate is tested against): each booking's latest event, not
-    CANCELLED, occupying nights arrival .. departure-1."""
+    """On the books per hotel and stay date, replayed from every booking event: the reference the
+    state-based OtbByStayDate is tested against."""
     return _books(_stays(_live_bookings(events)))
 
 
 def on_the_books_from_state(state: pa.Table) -> pa.Table:
-    """:func:`on_the_books` from a hotel_booking_state partition (each booking's latest event up to a
-    date): the same rows as replaying every event up to that date, in memory the size of the state."""
+    """:func:`on_the_books` from a hotel_booking_state partition, in memory the size of the state."""
     live = _not_cancelled(state)
     hotels = pc.unique(live["hotel_id"]).to_pylist()
     # one hotel's nights at a time: memory holds the state and one hotel's nights, not every night
@@ -76,9 +69,8 @@ def _books(stays: pa.Table) -> pa.Table:
 
 
 def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) -> pa.Table:
-    """hotel_booking_state as of the end of ``date``: each (hotel, booking)'s latest event over ``previous``
-    (None on the first date) and the events of ``date``, sorted; CANCELLED bookings stay, so a late event
-    with an earlier event_at cannot resurrect one."""
+    """hotel_booking_state as of the end of ``date`` from ``previous`` and the events of ``date``; CANCELLED
+    bookings stay, so a late event with an earlier event_at cannot resurrect one."""
     tables = [_as_state(events, date)]
     if previous is not None:
         tables.insert(0, previous.select(STATE_SCHEMA.names).cast(STATE_SCHEMA))
@@ -86,10 +78,8 @@ def booking_state(previous: pa.Table | None, events: pa.Table, date: dt.date) ->
 
 
 def split_state(state: pa.Table, date: dt.date) -> tuple[pa.Table, pa.Table]:
-    """A merged state as of the end of ``date`` split into (open, finished). Finished: a CANCELLED or
-    departed booking whose latest event is of an earlier business date (one touched on ``date`` stays
-    open a day, as a hotel's clock may go back across midnight); its row matters only to a later event
-    that reopens it (:func:`reopened_keys`) and to past stay dates."""
+    """A merged state split into (open, finished): finished, a CANCELLED or departed booking whose latest
+    event is of an earlier business date (a hotel's clock may go back across midnight)."""
     ended = pc.or_(
         pc.equal(state["event"], "CANCELLED"),
         pc.less_equal(state["departure_date"], pa.scalar(date, pa.date32())),
@@ -99,8 +89,8 @@ def split_state(state: pa.Table, date: dt.date) -> tuple[pa.Table, pa.Table]:
 
 
 def reopened_keys(open_state: pa.Table, events: pa.Table) -> pa.Table:
-    """The (hotel_id, booking_id) of bookings ``events`` touch that are not in ``open_state`` and whose
-    first event of the day is MODIFIED or CANCELLED: the maybe-finished ones whose finished row is needed."""
+    """The keys of bookings ``events`` touch, not in ``open_state``, whose first event of the day is
+    MODIFIED or CANCELLED: those whose finished row is needed."""
     if events.num_rows == 0:
         return pa.table({"hotel_id": pa.array([], pa.string()), "booking_id": pa.array([], pa.string())})
     order = [("hotel_id", "ascending"), ("booking_id", "ascending"), ("event_at", "ascending")]
@@ -135,8 +125,7 @@ def pickup_from_state(before_state: pa.Table, events: pa.Table, date: dt.date) -
 
 
 def latest_per_booking(rows: pa.Table, keys: tuple[str, ...] = ("hotel_id", "booking_id")) -> pa.Table:
-    """The latest row of each booking (``keys``) in STATE_SCHEMA rows: by event_at, ties by the event's
-    business date, then source_file, then row_number (the later row read wins). CANCELLED ones kept."""
+    """The latest row of each booking (``keys``): by event_at, then business date, source_file, row_number."""
     if rows.num_rows == 0:
         return STATE_SCHEMA.empty_table()
     order = [(k, "ascending") for k in keys] + [("event_at", "ascending"), ("event_business_date", "ascending")]
@@ -187,8 +176,7 @@ def _net_pickup(after: pa.Table, before: pa.Table) -> pa.Table:
 
 
 def _live_bookings(events: list[tuple[dt.date, pa.Table]]) -> pa.Table:
-    """Each booking's latest state (latest event_at; ties: later business date, file, row), not cancelled;
-    apart from :func:`latest_per_booking` on purpose, as the check of the state code."""
+    """Each booking's latest state, not cancelled; apart from :func:`latest_per_booking` on purpose, to check it."""
     tables = [t.append_column("business_date", pa.repeat(pa.scalar(d, pa.date32()), t.num_rows)) for d, t in events]
     if not tables or sum(t.num_rows for t in tables) == 0:
         return EVENTS_SCHEMA.append(pa.field("business_date", pa.date32())).empty_table()

@@ -1,8 +1,6 @@
-"""stg_qsr_pos, step one: check an export folder against the contract (types, rules, the business date that
-owns each row), whichever of the two partitions that read it asks first. Pure: parsed raw files in, a
-checked folder out (:class:`CheckedFolder`), which the data root keeps for the other partition
-(``_state/checked``, tasks/checked/) and :func:`tasks.transforms.qsr_pos.clean_checked` turns into a partition.
-"""
+"""stg_qsr_pos, step one: check an export folder against the contract (types, rules, the business date
+that owns each row). Pure: parsed raw files in, a :class:`CheckedFolder` out, which both partitions
+reading the folder share (tasks/checked/)."""
 
 from __future__ import annotations
 
@@ -83,9 +81,8 @@ MISFILED = REASONS.index(MISFILED_REASON)  # a misfiled line's reason gives its 
 
 @dataclass(frozen=True)
 class CheckedFolder:
-    """One export folder checked against the contract, for both partitions that read it (folder-1 and
-    folder): each row carries the business date that owns it (``owner``); a rejected row whose business
-    date cannot be known (ordered_at does not parse, or the parser could not split it) has none: both take it."""
+    """One export folder checked, for both partitions that read it: each row carries the business date that
+    owns it (``owner``), null for a rejected row whose date cannot be known (both take it)."""
 
     folder: dt.date
     rows: pa.Table  # CHECKED_SCHEMA: every valid row in read order, typed (money: its checked string; the
@@ -96,9 +93,8 @@ class CheckedFolder:
 
 
 def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> CheckedFolder:
-    """Every rule of the contract on one export folder's parsed files: valid rows typed, failed rows
-    with their reason, each row with the business date that owns it. Only ``rules.timezone`` and
-    ``rules.day_start_hour`` matter here (the suspicious threshold is applied per partition)."""
+    """Every rule of the contract on one export folder's parsed files (the suspicious threshold is
+    applied per partition)."""
     if not files:
         return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), CHECKED_REJECT_SCHEMA.empty_table(), 0)
     raw = pa.concat_tables([f.table for f in files])  # chunked, no copy
@@ -156,9 +152,7 @@ def check_folder(files: list[ParsedCsv], folder: dt.date, rules: QsrRules) -> Ch
 
 
 def _reasons(code: pa.Array, ordered_at: pa.Array, bdate: pa.Array, folder: dt.date, rules: QsrRules) -> pa.Array:
-    """Each rejected row's reason (``REASONS[code]``); a misfiled one's gives its local time and business date,
-    as they were taken: ``ordered_at is 2026-09-04 06:10:00 at the store (America/Toronto, -04:00), business
-    date 2026-09-04, not 2026-09-01 or 2026-09-02 (the folder's date or the day before): misfiled``."""
+    """Each rejected row's reason (``REASONS[code]``); a misfiled one's gives its local time and business date."""
     reason = pc.take(pa.array(REASONS), code)
     misfiled = pc.equal(code, MISFILED)
     if not count(misfiled):
@@ -180,9 +174,8 @@ def check_batches(
 def check_pieces(
     batches: Iterable[list[tuple[bytes, str]]], folder: dt.date, rules: QsrRules, threads: int = 1
 ) -> Iterator[CheckedFolder]:
-    """Each batch checked (:func:`check_folder`), in read order, as soon as it is; ``threads`` batches at
-    once while this thread reads the next (at most ``threads`` + 1 in memory). The error raised is the one
-    parsing every file at once would raise: a header error of any file wins over a body error."""
+    """Each batch checked, in read order, ``threads`` at once while this thread reads the next; the error
+    raised is the one parsing every file at once would raise."""
 
     def one(batch: list[tuple[bytes, str]]) -> CheckedFolder:
         return check_folder(parse_csv_many(batch, RAW_COLUMNS), folder, rules)
@@ -218,8 +211,8 @@ def _result(future, rest):
 
 
 def _read_the_rest(rest, error: RawSchemaError, headers: bool):
-    """Raise the error that parsing every file at once would: the rest read (a file that cannot be read
-    wins), then, for a body error (``headers``), the first failing header of the rest; else ``error``."""
+    """Raise the error that parsing every file at once would: a read error of the rest, then for a body
+    error (``headers``) the first failing header of the rest; else ``error``."""
     first = None
     for batch in rest:
         for data, name in batch:
@@ -232,8 +225,7 @@ def _read_the_rest(rest, error: RawSchemaError, headers: bool):
 
 
 def merge_checked(folder: dt.date, pieces: list[CheckedFolder]) -> CheckedFolder:
-    """Checked batches of one folder's files (in read order) as one checked folder, equal to
-    :func:`check_folder` of all the files at once (valid rows chunked, no copy)."""
+    """Checked batches of one folder's files as one checked folder, equal to :func:`check_folder` of all."""
     if not pieces:
         return CheckedFolder(folder, CHECKED_SCHEMA.empty_table(), CHECKED_REJECT_SCHEMA.empty_table(), 0)
     if len(pieces) == 1:
@@ -247,8 +239,7 @@ def merge_checked(folder: dt.date, pieces: list[CheckedFolder]) -> CheckedFolder
 
 
 def merged_rejects(rejected: list[pa.Table]) -> pa.Table:
-    """The rejects of a folder's pieces (in read order) as :func:`check_folder` of the whole folder
-    gives them: the rows that parsed, then the rows the parser could not split, each in read order."""
+    """The rejects of a folder's pieces in :func:`check_folder`'s order: parsed rows, then unsplit ones."""
     if len(rejected) == 1:
         return rejected[0]
     if not rejected:
@@ -261,9 +252,8 @@ def merged_rejects(rejected: list[pa.Table]) -> pa.Table:
 
 
 def _owner(bdate: pa.Array, misfiled: pa.Array, folder: dt.date) -> pa.Array:
-    """The partition a row is attributed to: its business date; the folder's date for a misfiled line (its
-    date is known and neither partition's: the folder's date reports it); null for a line whose ordered_at
-    does not parse, which may be either partition's (both take it)."""
+    """The partition a row is attributed to: its business date; the folder's for a misfiled line; null for
+    an unparsed ordered_at (both take it)."""
     return pc.if_else(misfiled, pa.scalar(folder, pa.date32()), bdate)
 
 
@@ -280,8 +270,7 @@ def _store_id_is_not_stem(raw: pa.Table, files: list[ParsedCsv], file_index: pa.
 
 
 def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_store: pa.Array, price, discount):
-    """Per row, the index in REASONS of the first rule it fails (0 when it passes them all); ``price``
-    and ``discount`` are :func:`money_cents` of their columns."""
+    """Per row, the index in REASONS of the first rule it fails (0: none)."""
     bad_qty, bad_price = not_int_ge1(raw["qty"]), pa.array(~price[0])
     big_qty = int_too_long(raw["qty"], bad_qty)
     big_price = money_too_long(raw["unit_price"], bad_price)
@@ -307,8 +296,8 @@ def _failed_rule(raw: pa.Table, ordered_at: pa.Array, misfiled: pa.Array, wrong_
 
 
 def _gross_too_big(qty, price, typed: pa.Array) -> pa.Array:
-    """qty x unit_price >= 10**16, which net_amount's decimal(18,2) cannot hold (rows ``typed`` only).
-    An a-digit qty times a b-digit whole part is below 10**(a+b): only rows with a + b > 16 are multiplied."""
+    """qty x unit_price >= 10**16, which decimal(18,2) cannot hold; only rows whose digits add to > 16 are
+    multiplied."""
     _, cents, whole = price
     maybe = as_array(typed).to_numpy(zero_copy_only=False) & (as_array(pc.binary_length(qty)).to_numpy() + whole > 16)
     too_big = np.zeros(len(typed), dtype=bool)

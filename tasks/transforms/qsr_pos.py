@@ -1,9 +1,5 @@
-"""stg_qsr_pos: clean and type POS lines, and attribute them to a business date (contract section 2).
-
-Pure: the checked folders of a partition's window in (:mod:`tasks.transforms.qsr_check`), one partition's
-table and its rejected rows out: the rows the date owns, the last version of each line (de-duplication),
-VOIDED lines dropped, net amounts and the suspicious-quantity flag.
-"""
+"""stg_qsr_pos, step two (pure): the checked folders of a partition's window in, the date's rows out,
+de-duplicated (last read wins), VOIDED dropped, with net amounts and the suspicious flag."""
 
 from __future__ import annotations
 
@@ -43,9 +39,7 @@ class CleanResult:
     rows_read: int = 0  # every data row of the window's files (rows the parser could not split included)
     other_date_rows: int = 0  # rows of the window attributed to another business date
     duplicates_of_date: int = 0  # valid rows of the date replaced by a later copy of the same line
-    # source_file -> its rows the date judges the file by (its valid rows of the date and its rejects of the date
-    # or of no date): files of the date's own folder only (folder d+1's files hold a few small hours of d, where one
-    # bad line would be a broken file; their rejects count in d's share, and d+1 judges them)
+    # source_file -> its rows of the date, for files of the date's own folder only (d+1's judges its own)
     file_rows: dict[str, int] = field(default_factory=dict)
     # per row of ``table``: equal for the lines of one order of one store (for store_totals), or None
     order_keys: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -55,15 +49,12 @@ class CleanResult:
 
 
 def clean_pos_lines(folders: Iterable[tuple[dt.date, list[ParsedCsv]]], date: dt.date, rules: QsrRules) -> CleanResult:
-    """One business date of POS lines from the files of its dependency window, in read order.
-    ``folders`` yields (folder date, parsed files), consumed once; a rejected row whose business date
-    cannot be read counts against every partition that reads its folder."""
+    """One business date of POS lines from (folder date, parsed files) of its window, in read order."""
     return clean_checked((check_folder(parsed, folder, rules) for folder, parsed in folders), date, rules)
 
 
 def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRules, threads: int = 1) -> CleanResult:
-    """Like :func:`clean_pos_lines`, from folders already checked (:func:`check_folder`): a folder mostly of
-    ``date`` is held and picked at the end; of another, only its rows of ``date`` and its keys are kept."""
+    """Like :func:`clean_pos_lines`, from folders already checked (:func:`check_folder`)."""
     day = pa.scalar(date, pa.date32())
     parts, keys, stores, rejects, offset, rows_read, attributed = [], [], [], [], 0, 0, 0
     store_codes: dict[str, int] = {}  # store id -> its code in this window
@@ -91,9 +82,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
                 key = key.take(pa.array(np.arange(key.num_rows))) if key.num_rows else key
         keys.append(key)
         rejected = checked.rejected
-        # its own rejects, and those whose business date is unknown (owner null): a line of the window's
-        # folder d+1 that the parser could not split, or whose ordered_at does not parse, may be a line of
-        # this date (d+1's file starts with d's small hours), so it counts against both partitions
+        # its own rejects, and those of no known business date, which may be this date's (both partitions count them)
         rejected = rejected.filter(pc.fill_null(pc.equal(rejected["owner"], day), True))
         if not pc.all(rejected["parsed"]).as_py():  # rows the parser could not split: in file order
             rejected = rejected.sort_by([("source_file", "ascending"), ("row_number", "ascending")])
@@ -142,8 +131,7 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def _count_per_file(files: pa.ChunkedArray, mask: np.ndarray, into: dict[str, int]) -> None:
-    """Add to ``into`` (file name -> rows) the rows of ``files`` (a dictionary of file names per row) where
-    ``mask`` is true, by their dictionary codes: no row's string is read."""
+    """Add to ``into`` (file name -> rows) the rows of ``files`` where ``mask`` is true, by dictionary code."""
     start = 0
     for chunk in files.chunks:
         codes = chunk.indices.to_numpy(zero_copy_only=False)[mask[start : start + len(chunk)]]
@@ -155,9 +143,8 @@ def _count_per_file(files: pa.ChunkedArray, mask: np.ndarray, into: dict[str, in
 
 
 def _store_codes(files: pa.ChunkedArray, codes: dict[str, int]) -> np.ndarray:
-    """Per checked row, a code of its store, from its file (a dictionary of file names): a valid row's
-    store_id is its file name's stem (the contract's rule), so no row's string is read or hashed.
-    ``codes`` (store id -> code) is shared by the folders of a window: one store, one code."""
+    """Per checked row, a code of its store from its file's name (a valid row's store_id is its stem);
+    ``codes`` (store id -> code) is shared by the folders of a window."""
     out = [np.zeros(0, np.int64)]
     for chunk in files.chunks:
         names = chunk.dictionary.to_pylist()
@@ -167,8 +154,7 @@ def _store_codes(files: pa.ChunkedArray, codes: dict[str, int]) -> np.ndarray:
 
 
 def _order_keys(keys: pa.Table, stores: np.ndarray | None = None) -> np.ndarray:
-    """Per row of ``keys`` (store_id, order_id): an integer equal for equal (store, order) pairs, from the
-    order id's dense rank and the store's code (``stores`` when given)."""
+    """Per row of ``keys`` (store_id, order_id): an integer equal for equal (store, order) pairs."""
     key = pc.rank(keys["order_id"], tiebreaker="dense").to_numpy().astype(np.int64)  # 1..n
     store = stores
     if store is None:
@@ -179,8 +165,7 @@ def _order_keys(keys: pa.Table, stores: np.ndarray | None = None) -> np.ndarray:
 
 
 def _last_per_key(keys: pa.Table, orders: np.ndarray | None = None) -> np.ndarray:
-    """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last one read of
-    its key, by a stable sort of one integer per key (a dictionary of order ids would cost its hash table)."""
+    """Per row of ``keys`` (store_id, order_id, line_no, in read order): whether it is the last read of its key."""
     n = keys.num_rows
     last = np.zeros(n, dtype=bool)
     if n == 0:
@@ -205,8 +190,8 @@ def _last_per_key(keys: pa.Table, orders: np.ndarray | None = None) -> np.ndarra
 
 
 def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: QsrRules, threads: int) -> pa.Table:
-    """The output rows picked by each (checked columns, mask), in order, column by column, each checked
-    column let go once picked; money from the checked cents, net_amount and is_suspicious computed."""
+    """The output rows picked by each (checked columns, mask), column by column, with net_amount and
+    is_suspicious computed."""
 
     def take(name: str) -> pa.Array:
         kind = CHECKED_SCHEMA.field(name).type
@@ -230,9 +215,8 @@ def _finish(picks: list[tuple[dict[str, pa.ChunkedArray], pa.Array]], rules: Qsr
 
 
 def _net_cents(qty: pa.Array, unit_price: np.ndarray, discount: np.ndarray, refunded: pa.Array) -> np.ndarray:
-    """qty x unit_price - discount, negated where ``refunded``, in int64 cents (no nulls here). Exact:
-    every kept row passed the net_amount rule (qty x unit_price < 10**16), so each product and
-    difference stays below 10**18 cents, within int64 and within decimal(18,2)."""
+    """qty x unit_price - discount, negated where ``refunded``, in int64 cents; exact, as every kept row
+    passed the net_amount rule (below 10**18 cents)."""
     net = qty.to_numpy().astype(np.int64)
     net *= unit_price
     net -= discount
@@ -249,8 +233,7 @@ def _money(cents: np.ndarray) -> pa.Array:
 
 
 def warm_up() -> tuple[CheckedFolder, CleanResult]:
-    """Run the check and the transform once on a few lines, so that the scheduling process loads kernels,
-    timezone data and lazy modules before workers fork from it; returns the checked folder and result."""
+    """Run the check and the transform once on a few lines, to load kernels and timezone data before forks."""
     day = dt.date(2026, 9, 15)
     rows = [
         "O1,1,S1,2026-09-15T12:00:00-04:00,X,1,1.00,,COMPLETED",

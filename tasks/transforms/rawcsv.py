@@ -1,8 +1,5 @@
-"""Parse raw CSV files (bytes) into tables of strings, keeping bad rows instead of failing.
-
-The reader: Arrow's CSV parser over one file or a batch of files, and the rows a control character or
-a long field rejects. The header's check and line numbering are :mod:`tasks.transforms.rawcsv_lines`'s.
-"""
+"""Parse raw CSV files (bytes) into tables of strings with Arrow's CSV parser, keeping bad rows (a wrong
+field count, a control character, a long field) instead of failing."""
 
 from __future__ import annotations
 
@@ -39,22 +36,18 @@ class ParsedCsv:
     table: pa.Table  # every expected column as string, in contract order
     row_numbers: pa.Array  # int64, one per table row
     malformed: list[tuple[int, str, str]]  # (row number, reason, raw text) of rows the parser took out
-    # of those, the rows it could split (a control character, a field too long): row number -> their contract
-    # columns' values, escaped; a row of the wrong field count has none
+    # of those, the rows it could split: row number -> their contract columns' values, escaped
     split: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 def file_stem(path: str) -> str:
-    """The id a raw file's name gives (the contract's ``<store or hotel id>.csv``), from a bare name or a
-    path: ``qsr_pos/2026-09-15/S001.csv`` -> ``S001``. The one spelling of the rule."""
+    """The id a raw file's name gives: ``qsr_pos/2026-09-15/S001.csv`` -> ``S001``."""
     return path.rsplit("/", 1)[-1].removesuffix(".csv")
 
 
 def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
-    """Parse CSV bytes with a header row holding every contract column once (extra columns checked, not
-    returned). Rows with the wrong field count, a control character or a field too long come back in
-    ``malformed`` (the fields of the last two in ``split``); a file
-    not UTF-8 raises :class:`RawSchemaError` naming the byte offset and line."""
+    """Parse CSV bytes whose header holds every contract column once; bad rows come back in ``malformed``,
+    and a file not UTF-8 raises :class:`RawSchemaError`."""
     header = check_header(data, source_file, columns)
     if b"\n" not in data and b"\r" not in data:  # a header without a line end: the parser sees no row at all
         data += b"\n"
@@ -77,8 +70,7 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
 
 
 def parse_csv_many(files: Iterable[tuple[bytes, str]], columns: list[str]) -> list[ParsedCsv]:
-    """``parse_csv`` of every (bytes, source_file), same results, in fewer parser calls: plain files with
-    the same header are parsed as one buffer and split back by line counts; any other file on its own."""
+    """``parse_csv`` of every (bytes, source_file): plain files with the same header parsed as one buffer."""
     files = list(files)
     out: list[ParsedCsv | None] = [None] * len(files)
     groups: dict[bytes, list[int]] = {}
@@ -115,8 +107,7 @@ def _join_bodies(header_line: bytes, datas: list[bytes]) -> tuple[bytes, list[in
 
 
 def _plain_text(data: bytes, start: int, step: int = 1 << 20) -> bool:
-    """From ``start`` on: no quote, no empty line, and no byte 0x00-0x1F or 0x7F but line feeds (so no
-    carriage return and no control character either): every line is one record of plain fields."""
+    """From ``start`` on: no quote, no empty line, no control byte but line feeds (a line, a record)."""
     if data.find(b'"', start) >= 0 or data.find(b"\x7f", start) >= 0 or data.startswith(b"\n", start):
         return False
     view = np.frombuffer(data, np.uint8)[start:]
@@ -131,8 +122,7 @@ def _plain_text(data: bytes, start: int, step: int = 1 << 20) -> bool:
 def _parse_batch(
     buffer: bytes, counts: list[int], files: list[tuple[bytes, str]], columns: list[str]
 ) -> list[ParsedCsv]:
-    """Parse the joined ``buffer`` of plain ``files`` (``counts`` body lines each) and split it back; no
-    field needs a control-character scan (:func:`_plain_text`), only a check for long fields."""
+    """Parse the joined ``buffer`` of plain ``files`` (``counts`` body lines each) and split it back."""
     header = check_header(files[0][0], files[0][1], columns)
     table, malformed = _read(buffer, header, columns)
     starts = np.concatenate([[0], np.cumsum(counts)]).tolist()  # lines before each file's body
@@ -181,10 +171,8 @@ def _read(
 
 
 def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
-    """``parsed`` with its contract columns only, and the rows holding a control character in any
-    field (extra columns included), or a field longer than :data:`MAX_FIELD` bytes, moved to
-    ``malformed``: reason naming the column, text escaped (a long field cut); their contract columns'
-    values, escaped and cut alike, in ``split``."""
+    """``parsed`` with its contract columns only, the rows with a control character or a field longer than
+    :data:`MAX_FIELD` moved to ``malformed`` (their values in ``split``)."""
     table = parsed.table
     long = {name: _long_mask(table[name]) for name in table.column_names}
     long = {name: mask for name, mask in long.items() if mask is not None}
@@ -225,8 +213,7 @@ def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
 
 
 def _long_mask(col: pa.ChunkedArray) -> pa.Array | None:
-    """Per row, whether the value is longer than :data:`MAX_FIELD` bytes; None when none can be (the
-    column's data is not that long in all)."""
+    """Per row, whether the value is longer than :data:`MAX_FIELD` bytes; None when none can be."""
     if sum(chunk.buffers()[2].size for chunk in col.chunks if chunk.buffers()[2] is not None) <= MAX_FIELD:
         return None
     return pc.greater(pc.binary_length(col), MAX_FIELD).combine_chunks()
@@ -238,16 +225,14 @@ def _cut(text: str, keep: int = 200) -> str:
 
 
 def _control_mask(col: pa.ChunkedArray) -> pa.Array | None:
-    """Per row, whether the value holds a control character; None when no value can (the usual case,
-    found from the raw bytes of the column without a regular expression)."""
+    """Per row, whether the value holds a control character; None when no value can."""
     if not any(_holds_control_byte(chunk) for chunk in col.chunks):
         return None
     return pc.match_substring_regex(col, CONTROL_CHARACTER).combine_chunks()
 
 
 def _holds_control_byte(chunk: pa.Array, step: int = 1 << 20) -> bool:
-    """Whether the string data buffer behind ``chunk`` holds a byte 0x00-0x1F or 0x7F (scanned in 1 MiB
-    slices, so the scan costs no more memory than a slice; a sliced chunk scans its whole buffer)."""
+    """Whether the string data buffer behind ``chunk`` holds a byte 0x00-0x1F or 0x7F."""
     data = chunk.buffers()[2]
     if data is None:
         return False
