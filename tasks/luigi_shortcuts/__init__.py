@@ -1,10 +1,6 @@
-"""Where Daybreak leans on Luigi's internals, and nowhere else.
-
-Shortcuts that give Luigi's own answer faster (a status view or a three-year check makes each task and
-settings section thousands of times), the local scheduler that runs in linear time, and the patches
-that make Luigi's command line refuse bad input with one line. tests/test_luigi_shortcuts.py checks
-each against Luigi's own path, so a Luigi upgrade that breaks one fails there (docs/architecture.md).
-"""
+"""Where Daybreak leans on Luigi's internals, and nowhere else: shortcuts that give Luigi's own answer
+faster, a linear-time local scheduler, and command-line patches that refuse bad input with one line.
+tests/test_luigi_shortcuts.py checks each against Luigi's own path (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -23,10 +19,8 @@ from tasks.luigi_shortcuts.local_scheduler import LocalScheduler, linear_local_s
 
 
 class CachedInstances(Register):
-    """Luigi's task metaclass, returning Luigi's cached instance without resolving parameters.
-
-    Only when every parameter is given by keyword (one left out may come from a config that changes);
-    anything else, or a disabled Luigi cache, takes Luigi's path."""
+    """Luigi's task metaclass, returning Luigi's cached instance without resolving parameters when every
+    parameter is given by keyword (one left out may come from a config that changes)."""
 
     _cache: ClassVar[dict] = {}
     _for: ClassVar[dict | None] = None  # the Luigi cache the entries above belong to (the dict itself)
@@ -76,8 +70,7 @@ _snapshot: dict | None = None
 
 @contextmanager
 def snapshot() -> Iterator[None]:
-    """Read each settings section once for the duration of the block; changes inside it are not seen
-    until it ends. Reentrant."""
+    """Read each settings section once for the duration of the block. Reentrant."""
     global _snapshot
     if _snapshot is not None:
         yield
@@ -106,9 +99,8 @@ def default_of(param):
 
 
 def luigi_run() -> object | None:
-    """The Luigi run this process is in, if any: its worker's keep-alive thread, from the run's scheduling to
-    its last task (Luigi has no "run started" event); while the run's summary is made, the run's worker
-    (:func:`summarising`)."""
+    """The Luigi run this process is in, if any: its worker's keep-alive thread (Luigi has no "run started"
+    event), or while its summary is made, the run's worker."""
     for thread in threading.enumerate():
         if isinstance(thread, KeepAliveThread):
             return thread
@@ -116,8 +108,7 @@ def luigi_run() -> object | None:
 
 
 def run_in_progress() -> bool:
-    """Whether a Luigi run of this process is scheduling or running tasks (its worker's keep-alive thread is
-    there), not only making its summary."""
+    """Whether a Luigi run of this process is scheduling or running tasks, not only making its summary."""
     return any(isinstance(thread, KeepAliveThread) for thread in threading.enumerate())
 
 
@@ -126,10 +117,8 @@ _SUMMARISED: list[object] = []  # workers whose run's summary is being made
 
 @contextmanager
 def summarising(worker: object):
-    """The block belongs to ``worker``'s run, which has ended: Luigi makes its summary after its last task
-    (twice: the text and the exit code), and the summary of hosts sharing a luigid asks whether each task
-    another host ran is complete (tasks/luigi_shortcuts/hosts.py). Those questions share one pass of the
-    freshness engine, as the run's own did, instead of listing the data root again for each."""
+    """The block belongs to ``worker``'s ended run, so that the summary's completeness questions share one
+    pass of the freshness engine, as the run's own did."""
     _SUMMARISED.append(worker)
     try:
         yield
@@ -156,10 +145,8 @@ def options_in_full() -> None:
 
 
 def checked_workers(host_name: Callable[[], str], check_settings: Callable[[], None]) -> None:
-    """Make the ``luigi`` command refuse ``--workers`` below 1 with one line and exit 2, and tell the
-    local scheduler and :mod:`tasks.cores` the worker's process count; the worker reports
-    ``host_name()`` as its host, and its id is :func:`worker_id`; ``check_settings()`` first checks the
-    settings given on the command line."""
+    """Make the ``luigi`` command refuse ``--workers`` below 1 (exit 2), check the settings first, and
+    report the worker's process count, host (``host_name()``) and id (:func:`worker_id`)."""
     from luigi.cmdline_parser import CmdlineParser
 
     from tasks.guard import check_count, stop_on_sigterm
@@ -196,8 +183,7 @@ def worker_id() -> str:
 
 
 def name_host(made, name: str) -> None:
-    """Make Luigi worker ``made`` report host ``name`` (in ``get_work``, its worker info and generated
-    id) instead of ``socket.gethostname()``; before it registers with the scheduler."""
+    """Make Luigi worker ``made`` report host ``name`` instead of ``socket.gethostname()``."""
     if made.host == name:
         return
     made.host = name
@@ -207,9 +193,8 @@ def name_host(made, name: str) -> None:
 
 
 def checked_ranges() -> None:
-    """Make every ``RangeDailyBase`` check ``--start`` and ``--stop`` when made (:func:`tasks.guard.check_range`),
-    where Luigi would silently cut the range at ``days_back``, and its ``--of`` (:func:`tasks.guard.check_of`),
-    where Luigi would take a date for a hotel or fail with a traceback; an event handler cannot refuse."""
+    """Make every ``RangeDailyBase`` check ``--start``, ``--stop`` and ``--of`` when made (Luigi would cut
+    the range at ``days_back`` silently; an event handler cannot refuse)."""
     from luigi.tools.range import RangeDailyBase
 
     from tasks.guard import check_of, check_range
@@ -230,10 +215,7 @@ def checked_ranges() -> None:
 
 def failed_checks(record: Callable[[object, BaseException], None]) -> None:
     """Call ``record(task, error)`` with what a task's ``complete()`` or ``requires()`` raises while Luigi's
-    worker schedules it, which then logs its traceback and counts the task as failed scheduling. Of a
-    ``complete()`` the worker keeps only the traceback's text: ``record`` is called before, from its
-    ``check_complete_cached`` (what ``check_complete`` calls); a ``requires()`` error is Luigi's
-    ``BROKEN_TASK`` event, just after. Idempotent."""
+    worker schedules it (of a ``complete()`` Luigi keeps only the traceback's text). Idempotent."""
     import luigi
     from luigi import worker
 

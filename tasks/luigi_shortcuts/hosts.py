@@ -13,8 +13,7 @@ from tasks.luigi_shortcuts.remote import lost_by
 
 logger = logging.getLogger("luigi-interface")
 
-# how a build says it must not replace the partition: it lost the commit to another writer, another host
-# committed it with other rules since the run began, newer code or newer settings built it
+# how a build says it must not replace the partition (another writer or host, newer code or settings)
 SUPERSEDED = (
     "another writer committed",
     "another host committed",
@@ -29,12 +28,8 @@ def superseded(error: str) -> bool:
 
 
 def many_hosts() -> None:
-    """Make a run on several hosts sharing one ``luigid`` mean what it means on one (docs/scale-out.md):
-    a worker with nothing to do stays while another runs a task it needs, takes back a task whose host
-    disconnected mid-build (:func:`take_back`), and the exit code counts a
-    task another host completed as done (exit 0), one it built with newer rules or superseded as run by another
-    worker (exit 10), one luigid keeps from it for ``stable_done_cooldown_secs`` as not run (exit 25), and,
-    once luigid is lost, a task left undone as failed (exit 30)."""
+    """Make a run on several hosts sharing one ``luigid`` mean what it means on one: waiting, taking back
+    a lost host's task, and exit codes as docs/scale-out.md gives them."""
     from luigi import execution_summary, worker
 
     if getattr(worker.Worker._keep_alive, "daybreak", False):
@@ -60,12 +55,9 @@ def many_hosts() -> None:
 
 
 def take_back(worker) -> bool:
-    """Put back in luigid's pool the tasks ``worker`` needs whose worker disconnected mid-build (a host killed
-    or frozen): luigid marks such a task FAILED for ``[scheduler] retry_delay`` (900 s), where a new run of
-    the command would add it again as pending; so does this worker, once per task and run, before it leaves.
-    Whether it put any back (it stays to take them). A task that failed by itself keeps its failure: luigid
-    clears its ``worker_running`` only for a disconnected worker. The ones it cannot put back (disabled by
-    ``[scheduler] retry_count``, or lost twice) are kept in :data:`LEFT_BY_A_LOST_HOST` for the summary."""
+    """Put back in luigid's pool, once per task and run, the tasks ``worker`` needs whose worker disconnected
+    mid-build (luigid would mark them FAILED for ``retry_delay``); whether it put any back. Those it cannot
+    are kept in :data:`LEFT_BY_A_LOST_HOST` for the summary."""
     LEFT_BY_A_LOST_HOST.clear()
     if not isinstance(worker._scheduler, rpc.RemoteScheduler):
         return False
@@ -98,26 +90,20 @@ def take_back(worker) -> bool:
     return bool(back)
 
 
-# Ids of the tasks this host needs that a host luigid lost left undone, and their status in luigid (FAILED:
-# lost again after this host put it back; DISABLED: by [scheduler] retry_count), when the last run ended
+# ids of the tasks a lost host left undone that could not be put back -> their status in luigid
 LEFT_BY_A_LOST_HOST: dict[str, str] = {}
 
 
-# Ids of the tasks whose complete() or requires() failed because a store or server stopped answering
-# (tasks/reporting/checks.py), and the worker of the run: failed, not "failed scheduling" (exit 30, as for a
-# build the store failed)
+# ids of the tasks whose check failed as a store or server stopped answering -> the worker: failed (exit 30)
 FAILED_CHECKS: dict[str, str] = {}
 
-# Ids of the tasks the scheduler had DONE when the last run's summary was made (a task this host finds stale
-# that luigid counts done: another host built it, and luigid's stable_done_cooldown_secs kept it from this one)
+# ids of the tasks the scheduler had DONE when the last run's summary was made
 DONE_IN_SCHEDULER: set[str] = set()
 
-# The tasks the last run's summary counted not run (exit 25): the run's summary names those that are no
-# partition (the store sensor, AllStores) when no partition explains the exit code
+# the tasks the last run's summary counted not run (exit 25)
 NOT_RUN: dict[str, object] = {}
 
-# A pending task is in "still_pending_not_ext" and in one of these: when it is complete by the end of the run
-# (another host built it), it is done, not pending.
+# a pending task in one of these that is complete by the end of the run is done, not pending
 _DONE_ELSEWHERE = ("run_by_other_worker", "upstream_run_by_other_worker", "not_run")
 
 
@@ -196,9 +182,7 @@ def _hosts_summary(summary_dict):
 
 
 def failed_elsewhere(worker, sets: dict, error_of: Callable[[object], str]) -> None:
-    """A task this run asked for that another host ran and failed is failed here too (exit 30, as on that
-    host): the summary of both counts it failed. Not one another host superseded (exit 10), nor one whose
-    requirements changed meanwhile, nor one a host luigid lost left undone (exit 25)."""
+    """A task this run asked for that another host ran and failed is failed here too (exit 30)."""
     waited = [t for c in _DONE_ELSEWHERE for t in sets[c] if t.task_id not in LEFT_BY_A_LOST_HOST]
     if not waited or not isinstance(worker._scheduler, rpc.RemoteScheduler):
         return
@@ -216,9 +200,8 @@ def failed_elsewhere(worker, sets: dict, error_of: Callable[[object], str]) -> N
 
 
 def _built_elsewhere(task, done: set[str]) -> bool:
-    """Whether every dependency of ``task`` (a RangeDaily) that is not complete here was built by another host
-    with other rules: it is in ``done`` (DONE in the scheduler, or superseded here), or its output is there
-    (a partition this host finds stale, which luigid did not hand it)."""
+    """Whether every dependency of ``task`` (a RangeDaily) not complete here was built by another host with
+    other rules: in ``done``, or its output there."""
     try:
         return all(dep.task_id in done or _complete(dep) or _exists(dep) for dep in task.deps())
     except Exception:  # noqa: BLE001 - requirements that cannot be listed: the task stays failed
@@ -242,10 +225,8 @@ def _error_of(worker, task) -> str:
 
 
 def _changed_meanwhile(worker, task) -> bool:
-    """Whether a requirement of ``task`` that this run built or found up to date is not complete now: it
-    changed meanwhile (a file added to it, its input re-sent), which no other host explains (one that built it
-    under newer rules or settings supersedes it: exit 10). Decided once a
-    run: the exit code is decided after the summary, once the run's records are read and gone."""
+    """Whether a requirement of ``task`` that this run built or found up to date changed since, no other
+    host explaining it; decided once a run (the exit code comes after the summary)."""
     known = _CHANGED.setdefault(worker, {})
     if task.task_id not in known:
         try:

@@ -14,9 +14,8 @@ _WAITING = frozenset((scheduler.PENDING, scheduler.FAILED))  # what count_pendin
 
 
 class _IndexedState(scheduler.SimpleTaskState):
-    """Luigi's task state plus two indexes kept up to date on every change: ``ready``, a heap of
-    ``(-priority, time, seq, task)`` in Luigi's rank order holding every ready task (an entry may be out
-    of date: checked when it comes to the top), and ``waiting``, per worker, its PENDING or FAILED tasks."""
+    """Luigi's task state plus ``ready``, a heap of every ready task in Luigi's rank order (entries checked
+    at the top), and ``waiting``, per worker, its PENDING or FAILED tasks."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -70,8 +69,7 @@ class _IndexedState(scheduler.SimpleTaskState):
 
 
 def _due(task, config) -> float:
-    """When the prune would change a failed or disabled task (its retry, its re-enable), by Luigi's rules
-    (``SimpleTaskState.update_status``); inf when never."""
+    """When the prune would retry or re-enable a failed or disabled task, by Luigi's rules; inf when never."""
     if task.status == scheduler.FAILED and task.retry is not None and config is not None and config.retry_delay >= 0:
         return task.retry
     if task.status == scheduler.DISABLED and task.scheduler_disable_time is not None and config is not None:
@@ -80,9 +78,8 @@ def _due(task, config) -> float:
 
 
 def _in_given_order(made: list, stretches: int = 1) -> None:
-    """Hand the creation times (Luigi's rank among equal priorities) of the dependency tasks ``made``
-    out again in the order they were listed, not in hash order, cut into ``stretches`` taken a task of
-    each in turn: dates that run at once are a stretch apart, never neighbours reading one raw folder."""
+    """Rank the dependency tasks ``made`` in the order they were listed, not in hash order, taking a task of
+    each of ``stretches`` in turn (dates that run at once never read one raw folder)."""
     times = sorted(task.time for task in made)
     size = -(-len(made) // max(1, stretches))  # a stretch's length, rounded up
     order = [made[i] for start in range(size) for i in range(start, len(made), size)]
@@ -91,10 +88,8 @@ def _in_given_order(made: list, stretches: int = 1) -> None:
 
 
 class LocalScheduler(scheduler.Scheduler):
-    """Luigi's local scheduler (no task history), linear over a run: the prune at most every
-    ``PRUNE_EVERY`` seconds unless a retry or re-enable is due; for one worker, ``count_pending`` without
-    the upstream walk unless a task is disabled, and, without resources, batching or assistant, ``get_work``
-    from the ready heap (a tie in rank, and every other case, goes to Luigi's own)."""
+    """Luigi's local scheduler (no task history), linear over a run: a prune at most every ``PRUNE_EVERY``
+    seconds, and ``count_pending``/``get_work`` from the indexes where Luigi's answer is sure to agree."""
 
     PRUNE_EVERY = 1.0  # seconds
     stretches = 1  # the worker's processes, when Daybreak's worker factory made the worker (tasks/luigi_shortcuts)
@@ -135,9 +130,7 @@ class LocalScheduler(scheduler.Scheduler):
             self._state.push(task)
 
     def _ready(self, entry, worker_id: str) -> bool:
-        """Whether the heap entry is current and its task one Luigi's ``get_work`` could hand to the
-        worker: active, of the entry's priority, the worker in its ``workers``, and ``_schedulable``
-        (PENDING, every dependency DONE)."""
+        """Whether the heap entry is current and its task one Luigi's ``get_work`` could hand to the worker."""
         task = entry[3]
         return (
             self._state._tasks.get(task.id) is task
@@ -147,9 +140,8 @@ class LocalScheduler(scheduler.Scheduler):
         )
 
     def _best_ready(self, worker_id: str):
-        """(found, task): the highest ranked ready task of the worker (``None`` if none), as Luigi's
-        sort and scan would pick it; ``found`` is False when another ready task has the same rank, since
-        Luigi then picks by the order it iterates its tasks in."""
+        """(found, task): the worker's highest ranked ready task, or None; ``found`` is False on a tie in
+        rank (Luigi then picks by its iteration order)."""
         heap = self._state.ready
         while heap and not self._ready(heap[0], worker_id):
             heapq.heappop(heap)
@@ -236,9 +228,7 @@ class LocalScheduler(scheduler.Scheduler):
 
 
 def linear_local_scheduler() -> None:
-    """Make every Luigi run without ``luigid`` in this process use :class:`LocalScheduler`: Luigi's
-    ``interface._WorkerSchedulerFactory.create_local_scheduler``, which the ``luigi`` command and
-    ``luigi.build`` call, returns one instead of ``Scheduler(prune_on_get_work=True, ...)``."""
+    """Make every Luigi run without ``luigid`` in this process use :class:`LocalScheduler`."""
     factory = interface._WorkerSchedulerFactory
     if getattr(factory.create_local_scheduler, "linear", False):
         return

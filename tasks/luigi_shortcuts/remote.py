@@ -1,10 +1,5 @@
-"""A central scheduler (luigid) that does not answer: one line, never a traceback (docs/scale-out.md).
-
-:func:`checked_remote_scheduler` makes every run's remote scheduler a :class:`CheckedScheduler`: a
-luigid that never answered the run's first request is one line and exit 2 before anything is built;
-one that stops answering mid-run is *lost* (:func:`lost`): later requests return at once unanswered,
-the worker takes no more work, running builds finish, and the tasks left count as failed (exit 30).
-"""
+"""A central scheduler (luigid) that does not answer: one line, never a traceback (docs/scale-out.md);
+exit 2 when it never answered, and once *lost* mid-run (:func:`lost`), the tasks left count as failed."""
 
 from __future__ import annotations
 
@@ -60,8 +55,7 @@ class CheckedScheduler(rpc.RemoteScheduler):
 
     def __init__(self, url: str = "http://localhost:8082/", connect_timeout: float | None = None):
         super().__init__(url, connect_timeout)
-        # urllib's fetcher whether or not requests is installed (Luigi takes requests' when it is): one kind
-        # of error to name, the same on every host
+        # urllib's fetcher even where requests is installed: one kind of error to name on every host
         self._fetcher = rpc.URLLibFetcher()
         self.lost: str | None = None  # why luigid was given up on
         self.answered = False  # luigid has answered a request of this process
@@ -137,8 +131,7 @@ class CheckedScheduler(rpc.RemoteScheduler):
 
 
 def checked_remote_scheduler() -> None:
-    """Make every Luigi run of this process with a central scheduler use :class:`CheckedScheduler`.
-    Idempotent."""
+    """Make every Luigi run of this process with a central scheduler use :class:`CheckedScheduler`."""
     factory = interface._WorkerSchedulerFactory
     if getattr(factory.create_remote_scheduler, "checked", False):
         return

@@ -1,11 +1,6 @@
-"""Task processes that run many tasks one after another (``--workers`` 2 and more; docs/architecture.md).
-
-Luigi forks a process per task, which faults in every page its build touches afresh. With
-:func:`long_lived_task_processes`, a task with ``reuses_task_process = True`` runs in a *runner* forked
-from the worker at its first such task, through Luigi's own ``TaskProcess.run``; the worker still sees a
-process per task (:class:`_TaskInRunner`): its death, timeout and exit code. A runner is retired after
-:data:`TASKS_PER_RUNNER` tasks; a task that takes scheduler messages gets Luigi's own process.
-"""
+"""Task processes that run many tasks one after another (``--workers`` 2 and more; docs/architecture.md):
+a *runner* forked at the worker's first task runs each through Luigi's own ``TaskProcess.run``, and
+the worker still sees a process per task (:class:`_TaskInRunner`)."""
 
 from __future__ import annotations
 
@@ -35,8 +30,7 @@ class _Runner:
         self.conn, child = context.Pipe()
         self.task_id: str | None = None  # the task it runs now
         self.ran = 0
-        # the worker's ends of this runner's pipe and of the other runners' are closed in this one: a
-        # runner then sees the end of its pipe as soon as the worker's process is gone (killed)
+        # the worker's pipe ends are closed in the runner, so it sees the worker's death at once
         self.process = context.Process(
             target=_serve, args=(worker, child, [self.conn, *(r.conn for r in others)]), name="daybreak-task-runner"
         )
@@ -70,9 +64,8 @@ class _Runner:
 
 
 def _serve(worker, conn, workers_ends) -> None:
-    """The runner: each task it is sent run by Luigi's ``TaskProcess.run``, then the task id sent back.
-    Ctrl-C (SIGINT to the run's process group) ends it with exit code 130 and no traceback of its own,
-    idle or in a task: the worker, interrupted too, stops the run."""
+    """The runner: each task it is sent run by Luigi's ``TaskProcess.run``, then the task id sent back;
+    Ctrl-C ends it with exit code 130 and no traceback."""
     for end in workers_ends:
         end.close()
     first = True
@@ -88,8 +81,7 @@ def _serve(worker, conn, workers_ends) -> None:
             if not first:
                 forks.next_task()
             first = False
-            # the worker's task object as it was when this runner was forked, or, for a task scheduled since
-            # (a dynamic dependency), made again from its parameters
+            # the worker's task object as of the fork, or one scheduled since made again from its parameters
             task = worker._scheduled_tasks.get(task_id) or load_task(module, family, params)
             process = _LUIGI_CREATE(worker, task)
             process.result_queue = _WrittenAtOnce(process.result_queue)
@@ -103,9 +95,8 @@ def _serve(worker, conn, workers_ends) -> None:
 
 
 class _WrittenAtOnce:
-    """The worker's result queue as a runner puts on it: the result written to the pipe before ``put``
-    returns, without ``multiprocessing.Queue``'s feeder thread, so a task that kills its runner cannot leave
-    the queue's shared write lock taken (the whole run would wait forever)."""
+    """The worker's result queue, written before ``put`` returns without a feeder thread, so a task that
+    kills its runner cannot leave the queue's write lock taken."""
 
     def __init__(self, queue):
         self.queue = queue
@@ -118,9 +109,7 @@ class _WrittenAtOnce:
 
 
 class _TaskInRunner:
-    """What Luigi's worker keeps of a task process (``start``, ``is_alive``, ``exitcode``, ``terminate``,
-    ``timeout_time``, ``worker_timeout``, ``task``, ``use_multiprocessing``, ``status_reporter``), for a task
-    run by a runner."""
+    """What Luigi's worker keeps of a task process, for a task run by a runner."""
 
     use_multiprocessing = True
 
@@ -217,9 +206,7 @@ def _pool(worker) -> _Pool:
 
 @atexit.register
 def _stop_every_pool() -> None:
-    """At the exit of a process whose worker was never stopped (a ``Worker`` used without ``with``):
-    its runners stopped here, before multiprocessing's own exit handler (registered earlier, so run
-    later) waits for every child process to end."""
+    """Stop the runners of a worker never stopped, before multiprocessing's exit handler waits for them."""
     for pool in list(_POOLS):
         pool.stop()
 
