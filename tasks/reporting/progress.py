@@ -1,11 +1,5 @@
-"""Backfill progress on the terminal: partitions done of the total, the rate and the time left.
-
-For a ``RangeDaily``, the scheduling process counts the incomplete partitions (:func:`expect`) and each
-finished task, in whichever process, adds one to a shared counter (:func:`finished`); a single run
-reports date by date through :class:`Progress`. Lines go to the ``luigi-interface`` logger::
-
-    progress: 12/60 partitions (20%), 2.4/s, about 20 s left - StgQsrPos 2026-09-12
-"""
+"""Backfill progress on the terminal: ``progress: 12/60 partitions (20%), 2.4/s, about 20 s left - ...``,
+from a counter shared by the run's processes (:func:`expect`, :func:`finished`)."""
 
 from __future__ import annotations
 
@@ -27,16 +21,14 @@ def _seconds(s: float) -> str:
 
 
 def shown(done: int, total: int) -> bool:
-    """Whether the line of partition ``done`` of ``total`` is logged: every one when the log level
-    asks for detail, else the first, each one that starts a new tenth of the range, and the last."""
+    """Whether the line of partition ``done`` of ``total`` is logged: in detail every one, else each tenth."""
     if not runlog.quiet() or done <= 1 or done >= total:
         return True
     return 10 * done // total > 10 * (done - 1) // total
 
 
 def line(done: int, total: int, elapsed: float, what: str = "", failed: int = 0) -> str:
-    """``done/total (pct), rate, time left`` with rate and time left from the wall time so far; once a
-    partition failed, how many of those done were built and how many failed."""
+    """``done/total (pct), rate, time left``; once a partition failed, how many were built and failed."""
     total = max(total, done)
     pct = 100 * done / total if total else 100
     text = f"progress: {done}/{total} partitions ({pct:.0f}%)"
@@ -75,8 +67,7 @@ def expect(task_ids) -> None:
 
 
 def finished(task_id: str, what: str = "", failed: bool = False) -> None:
-    """One expected partition task ended (built, found already up to date, or ``failed``); ``what``
-    names it in the line (:func:`tasks.reporting.names.label`)."""
+    """One expected partition task ended (built, found up to date, or ``failed``); ``what`` names it."""
     if _shared is None or task_id not in _expected:
         return
     done, started, failures = _shared

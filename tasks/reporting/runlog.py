@@ -1,11 +1,6 @@
 """What a run prints: by default progress lines and one summary, not Luigi's chatter (docs/operations.md).
-
-With ``[core] log_level`` NOTSET (Daybreak's default) :func:`watch` turns the default mode on: the
-``luigi-interface`` logger passes warnings and errors, except one line per missing raw folder and one
-traceback per failed partition, which the summary replaces. Each build, in whichever process of the run,
-appends what it wrote or failed to one file of the run (:func:`wrote`, :func:`failed`); the summary reads
-it and asks the store only about the other partitions.
-"""
+Each build, in whichever process, appends what it wrote or failed to one file of the run, which the
+summary reads; it asks the store only about the other partitions."""
 
 from __future__ import annotations
 
@@ -50,9 +45,8 @@ def _record(entry: dict) -> None:
 
 
 def failed(task, exception: BaseException) -> None:
-    """A task failed (in whichever process of the run): the summary names its error from this record, not
-    from the store (a data root that is full, read-only or gone cannot keep a failure record), and a
-    store or server that failed the run gets one ``daybreak: error:`` line (:func:`tasks.faults.went_away`)."""
+    """A task failed: the summary names its error from this record, not from the store (a data root that
+    is full or gone cannot keep a failure record)."""
     from tasks.faults import went_away
 
     if getattr(exception, "superseded", False):  # another host's commit is kept: not a failure of this run
@@ -69,8 +63,8 @@ def _gone(gone) -> dict:
 
 
 def unchecked(task_id: str, name: str, gone) -> None:
-    """A task whose check failed because a store or server stopped answering (tasks/reporting/checks.py):
-    the summary names ``gone`` (:class:`tasks.faults.Gone`) once and the task (``name``, unless '') as not run."""
+    """A task whose check failed because a store or server stopped answering: the summary names ``gone``
+    once and the task as not run."""
     watch([])
     _record(_gone(gone) | {"unchecked": task_id, "name": name})
 
@@ -81,8 +75,7 @@ def quiet() -> bool:
 
 
 def watch(tasks_and_states) -> None:
-    """Partitions whose completeness the scheduling process checked, with the answer: the summary
-    reports on them. Also turns the default mode on once Luigi has set up its logging (NOTSET)."""
+    """Partitions whose completeness the scheduling process checked, with the answer, for the summary."""
     global _started_at, _records, _went_away
     if _started_at is None:
         _started_at, _went_away = dt.datetime.now(dt.UTC).isoformat(), False
@@ -95,15 +88,13 @@ def watch(tasks_and_states) -> None:
 
 
 def not_over(tasks: list) -> None:
-    """Partitions a range left out because their business day is not over (tasks.settings.not_over): never
-    run nor waited for, the summary counts them ``not over yet``."""
+    """Partitions a range left out because their business day is not over, counted ``not over yet``."""
     _not_over.update(task.task_id for task in tasks)
     watch((task, True) for task in tasks)
 
 
 def note(line: str) -> None:
-    """A line of the summary about a run that has no partition to report (``AllStores: no store known
-    yet``): the summary is Daybreak's, never Luigi's own."""
+    """A line of the summary about a run that has no partition to report."""
     watch([])
     _notes.setdefault(line)
 
@@ -117,14 +108,12 @@ def _set_mode() -> None:
 
 
 def wrote(task_id: str, warnings: list[str] | None = None) -> None:
-    """A build of this run wrote its partition (data and manifest, or its manifest alone), with the
-    warnings its manifest records."""
+    """A build of this run wrote its partition, with the warnings its manifest records."""
     _record({"wrote": task_id, "warnings": list(warnings or [])})
 
 
 def store_went_away() -> bool:
-    """Whether a store or server stopped answering a build or a check of this run (whichever process): what
-    is asked after it, as Luigi makes its summary, is answered without asking it again."""
+    """Whether a store or server stopped answering a build or a check of this run."""
     if _records is None:  # the summary is made: asked again as Luigi makes the exit code, before any new run
         from tasks.luigi_shortcuts import run_in_progress
 
@@ -192,8 +181,7 @@ class _RunLog(logging.Filter):
         if record.levelno < logging.WARNING:
             return msg.startswith("progress: ")
         if msg.startswith(messages.WORKER_FAILED) and len(record.args or ()) == 3:  # a failed task: its traceback
-            # stays unless the summary names the failure: a partition's, or a wrapper's requirements that
-            # another host built (the summary's not run or superseded lines name them)
+            # stays unless the summary names the failure
             error = str(record.exc_info[1] if record.exc_info else "")
             unfulfilled = messages.unfulfilled(error)
             if unfulfilled:  # the summary names what it requires that is not up to date (:func:`_changed`)
@@ -208,8 +196,7 @@ class _RunLog(logging.Filter):
 
 
 def _summarised(task) -> bool:
-    """Whether the summary reports this task's failure: a watched partition (its failure record), or
-    a single-run build (the failure record of each date it failed)."""
+    """Whether the summary reports this task's failure: a watched partition or a single-run build."""
     return getattr(task, "task_id", None) in _watched or getattr(task, "failures_summarised", False)
 
 
@@ -255,8 +242,7 @@ class _Run:
 
 
 def report() -> tuple[list[str], str]:
-    """(the error lines, then the summary) of the partitions watched since the last one, then forget
-    them: what this run wrote or failed from its own records, the rest asked of the store (unless it failed)."""
+    """(the error lines, the summary) of the partitions watched since the last one, then forget them."""
     global _started_at, _went_away
     from tasks.luigi_shortcuts import worker_id
     from tasks.luigi_shortcuts.hosts import FAILED_CHECKS

@@ -1,7 +1,5 @@
-"""Backfill plans: what a range run would rebuild and why, what it would make stale downstream, and
-how long it should take. A dry run: it reads manifests and listings, runs and writes nothing. A dated
-dataset's plan covers the range's dates (and hotels); a per-key or unpartitioned one, every partition.
-"""
+"""Backfill plans: what a range run would rebuild and why, what it would make stale downstream, and how
+long it should take; reads manifests and listings, writes nothing."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ EXIT_WAITING = 20  # nothing to do but partitions that wait for raw data: Luigi'
 @dataclass
 class Plan:
     dataset: str
-    # (partition, state, reason) of each partition the run would build; the partition is its date for a
-    # dated dataset, else a label: "2026-09-15 H1" (date x hotel), "H1" or "S001" (per key), "(all)"
+    # (partition, state, reason) of each partition the run would build (a date, or a label: "2026-09-15 H1")
     runs: list[tuple[dt.date | str, str, str]]
     blocked: list[tuple[dt.date | str, str]]  # waiting for raw data: the run would exit 20 for these
     same_content: list[dt.date]  # up to date although raw files' metadata changed: not rebuilt
@@ -43,15 +40,12 @@ class Plan:
     left_out: list[dt.date] = field(default_factory=list)  # before start_date or not over: the run leaves them out
     left_out_why: list[tuple[list[dt.date], str]] = field(default_factory=list)  # each stretch of them, and why
     previews: list[dict] = field(default_factory=list)  # open previews of the dataset over the range
-    # (partition, reason) of each that reads a key's slice of a not-ok upstream: the run rebuilds the upstream
-    # first, then the partition only if its slice changed, which is not known before (docs/backfills.md)
+    # (partition, reason) of each that reads a key's slice of a not-ok upstream: rebuilt only if it changes
     maybe: list[tuple[dt.date | str, str]] = field(default_factory=list)
-    # partition folders of hotels no longer in the hotels list, whatever their date: no run builds or removes
-    # them, and readers still get their rows (leftover.data_root_rows); the reason says how to delete them
+    # partition folders of hotels no longer in the hotels list, which no run builds or removes
     left_over: list[str] = field(default_factory=list)
     left_over_why: str = ""
     # (dataset, partition, state, reason) of each upstream partition outside the plan that the run builds first
-    # (a missing ads_daily date under ads_rolling_7d windows): the partitions that may run wait for these
     first: list[tuple[str, str, str, str]] = field(default_factory=list)
     # (partition, reason) of each built by a newer transform version than this host's: a run refuses to replace it
     newer: list[tuple[dt.date | str, str]] = field(default_factory=list)
@@ -72,8 +66,7 @@ class Plan:
 
     @property
     def mode(self) -> tuple[str, str]:
-        """(Luigi family, why): one run for the range (faster, docs/backfills.md), unless workers share the
-        dates on a central scheduler; a dataset that is not one partition per date has its own (:data:`KEYED_RUNS`)."""
+        """(Luigi family, why) of the run the plan recommends (docs/backfills.md)."""
         if self.kind != "date":
             return KEYED_RUNS[self.kind]
         if one_session(settings.raw_root()):
@@ -113,8 +106,7 @@ LEFT_OVER_LINES = 20  # the plan lists this many partitions left over, then "...
 
 
 def make_plan(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> Plan:
-    """The plan of ``RangeDaily --of <dataset> --start start --stop stop`` (stop exclusive), or of the
-    run that builds a dataset that is not one partition per date (:data:`KEYED_RUNS`)."""
+    """The plan of a range run of ``dataset`` over [start, stop), or of its keyed run."""
     from tasks.backfill import before_start, left_out
     from tasks.preview import open_for
 
@@ -169,8 +161,7 @@ def _keyed_partitions(dataset: str, start: dt.date, stop: dt.date, cache: Engine
 
 
 def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> tuple[list, list]:
-    """Sort (label, task) pairs into the plan's runs, waits for raw data and same content, with the mean
-    recorded build time; return (the tasks that would run, the tasks that may run)."""
+    """Sort (label, task) pairs into the plan; return (the tasks that would run, the tasks that may run)."""
     rebuilt: dict[str, MaterializedTask] = {}
     maybe: list[MaterializedTask] = []
     durations = []
@@ -196,9 +187,7 @@ def _classify(plan: Plan, partitions: list[tuple], cache: Engine) -> tuple[list,
 
 
 def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> list[tuple[str, str, str, str]]:
-    """(dataset, partition, state, reason) of each not-ok upstream partition of ``tasks``, not one of them, that
-    the run builds before them: missing or stale for itself, and not waiting for raw data. From the states the
-    plan found (the engine's memo): no more reads."""
+    """(dataset, partition, state, reason) of each not-ok upstream partition of ``tasks`` the run builds first."""
     seen = {t.task_id for t in tasks}
     stack = [up for t in tasks for up in t.upstream()]
     found = []
@@ -219,8 +208,7 @@ def _runs_first(tasks: list[MaterializedTask], cache: Engine) -> list[tuple[str,
 
 
 def _downstream(rebuilt: list, dataset: str, start: dt.date, stop: dt.date) -> dict[str, list[str]]:
-    """Built partitions of other datasets that read one of ``rebuilt``, directly or through another: the
-    ones the backfill would make stale (:func:`tasks.downstream.stale_downstream`), under their labels."""
+    """Built partitions of other datasets the backfill of ``rebuilt`` would make stale, under their labels."""
     from tasks.downstream import stale_downstream
 
     if not rebuilt:
@@ -315,8 +303,7 @@ def render(plan: Plan) -> str:
 
 
 def _listed(keys: list[str]) -> str:
-    """Partitions named one by one up to 10; more, as spans of days (a whole chain) with their keys:
-    ``2026-09-05 .. 2026-09-30 H1, H2 (52 partitions)``, 10 spans at most."""
+    """Partitions named one by one up to 10; more, as at most 10 spans of days with their keys."""
     if len(keys) <= 10:
         return ", ".join(keys)
     days: dict[str, list[str]] = {}  # the key after the date ('' for none) -> its dates, in order

@@ -1,11 +1,5 @@
-"""Partition status view: ok / provisional / stale (with the reason) / pending (may rebuild once its
-upstream is rebuilt) / newer (built by newer code: never replaced here) / missing / waiting for raw /
-failed / not over yet (a business day in progress or later, never built: no range builds it yet), per
-dataset and day.
-
-It reads manifests, failure records and raw folder listings only (never Luigi's state), through the
-same :meth:`PartitionedTask.state` check that decides what a backfill runs.
-"""
+"""Partition status view (docs/operations.md), per dataset and day, from manifests, failure records and
+raw folder listings only, through the same check that decides what a backfill runs."""
 
 from __future__ import annotations
 
@@ -54,8 +48,7 @@ RAW_ZONE_LINES = 20  # the text view lists this many, then "... and N more" (--j
 
 
 def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
-    """The state of one partition (``date`` None: an unpartitioned dataset), and the raw files of its
-    window that are not read (as the raw zone is now)."""
+    """The state of one partition, and the raw files of its window that are not read."""
     status = _day_status(task, cache, name)
     doomed = task.fails_on_listing() if status.state in ("stale", "missing") else ""  # a run would fail it
     if doomed:
@@ -73,8 +66,7 @@ def day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
 
 
 def failure(task: MaterializedTask, cache: Engine) -> str:
-    """The error of the partition's last build when it failed and that still applies (same rules, inputs and
-    upstream; no build since); '' otherwise. Once per pass: every reader of a failed partition asks."""
+    """The error of the partition's last build when it failed and that still applies; '' otherwise."""
     return cache.once_per_pass(("failure", task.task_id), _failure, task, cache)
 
 
@@ -95,11 +87,8 @@ def _failure(task: MaterializedTask, cache: Engine) -> str:
 
 
 def failed_upstream(task: MaterializedTask, cache: Engine) -> str:
-    """``<partition> (failed: <error's first line>)`` of the nearest upstream partition, directly or through
-    others that may rebuild, whose failure still applies (the first in upstream order among the nearest);
-    '' when none: what a partition that may rebuild waits on. Found once per partition of the pass, from its
-    upstream's answers (the pickups of a chain's days: one walk of it, not one each), by an explicit stack
-    (a chain is deeper than Python's recursion limit)."""
+    """``<partition> (failed: <error's first line>)`` of the nearest upstream partition whose failure still
+    applies, or ''; an explicit stack, as a chain is deeper than Python's recursion limit."""
     memo = cache.once_per_pass(("failed upstream",), dict)  # task id -> (links away, text), or None
     stack = [(task, None)]
     while stack:
@@ -158,9 +147,7 @@ def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
 
 
 def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
-    """One day of a date x key dataset (``day`` None: a dataset of one partition per hotel or store): the
-    worst state of its keys; in the reason, every key not ok, grouped by state, worst first
-    (``store_id S002: stray file ...; S001 missing: ...``); rows summed over the keys."""
+    """One day of a keyed dataset: the worst state of its keys, every key not ok in the reason, worst first."""
     spec = catalogue.BY_NAME[name]
     key = spec.key_param
     parts, new = spec.partitions() if day is None else spec.partitions(day, day + dt.timedelta(days=1)), []
@@ -201,8 +188,7 @@ def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) ->
 
 @contextlib.contextmanager
 def _without_gc_pauses():
-    """Python's cyclic garbage collector off while the view is collected: its many long-lived objects
-    hold no cycles, and each collection would walk them all again (benchmarks/README.md, "Status view")."""
+    """Python's cyclic garbage collector off while the view is collected (its objects hold no cycles)."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -243,8 +229,7 @@ def _collect(start: dt.date, stop: dt.date, datasets: list[str] | None) -> list[
 
 
 def default_start(datasets: list[str] | None = None) -> dt.date:
-    """``[daybreak] start_date``, or the first date of a partition kept from before it (start_date moved
-    forward: those partitions are kept as built, and shown), from one listing of each dataset folder."""
+    """``[daybreak] start_date``, or the first date of a partition kept from before it."""
     first = settings.daybreak().start_date
     for name in datasets or catalogue.names("date", "date x hotel"):
         spec = catalogue.BY_NAME[name]
@@ -254,8 +239,7 @@ def default_start(datasets: list[str] | None = None) -> dt.date:
 
 
 def default_stop() -> dt.date:
-    """The day after the newest raw folder of any source: one stop for every dataset, so the bars share
-    one axis and a source whose drop is late shows its last days as waiting."""
+    """The day after the newest raw folder of any source: one stop for every dataset."""
     from tasks.catalogue import SOURCES
     from tasks.storage.rawzone import RawZone
 
@@ -265,9 +249,7 @@ def default_stop() -> dt.date:
 
 
 def shorten(reason: str, width: int = 300) -> str:
-    """A reason for display: whitespace collapsed, and cut at the last word boundary before ``width``
-    characters, with `` ...``. The failure record and ``--json`` keep the whole text. (Not
-    ``textwrap.shorten``: it drops a first word longer than ``width``, a long path, entirely.)"""
+    """A reason cut at a word boundary before ``width`` (not ``textwrap.shorten``: it drops a long first word)."""
     text = " ".join(reason.split())
     if len(text) <= width:
         return text
@@ -309,8 +291,7 @@ def render_text(rows: list[DayStatus]) -> str:
             + (f"; {warned} warning(s)" if warned else "")
             + also
         )
-        # provisional: a count, not a line; days in a row with the same state and reason: one line (three
-        # years never built: one line)
+        # provisional: a count, not a line; days in a row with the same state and reason: one line
         attention = [r for r in mine if r.state not in ("ok", "provisional")]
         last_of = {r.date: r for r in attention}
         for first, last, r in reason_runs(attention):

@@ -1,8 +1,5 @@
-"""The HTML status page: one self-contained file, one bar per dataset (per hotel for hotel_pickup), days
-grouped by month, twelve months to a band: three years of every dataset on one screen. A click (or the
-arrow keys) on a day shows its state, reason, rows, build time, who built it and the command that
-rebuilds it. It renders the rows of :func:`tasks.views.status.collect` (a hotel's through
-:func:`tasks.views.status.day_status`)."""
+"""The HTML status page (docs/operations.md): one self-contained file, one bar per dataset (per hotel for
+hotel_pickup), from the rows of :func:`tasks.views.status.collect`."""
 
 from __future__ import annotations
 
@@ -16,9 +13,7 @@ from html import escape
 from tasks import catalogue, settings
 from tasks.storage.partitions import PARTITION_PREFIX, partition_name
 
-# Per state: the bar's colour, at least 3:1 against the white page (WCAG 1.4.11, graphics) with white letters
-# on it at least 4.5:1 (the detail panel's badge), as tests/test_status_html.py measures; its height in px of
-# a 14 px row and whether it is striped, so the states differ without colour too; the badge's letter.
+# per state: colour (3:1 on white, 4.5:1 under white letters: WCAG), height and stripes (not colour alone), letter
 STATES = {
     "ok": ("#2e7d32", 10, False, "O"),
     "provisional": ("#2e7d32", 10, True, "P"),  # ok's green, striped: up to date, but later exports will restate it
@@ -47,8 +42,7 @@ class Line:
 
 
 def key_lines(rows: list) -> list[Line]:
-    """The page's bars: one per date-only dataset of ``rows``, one per key of a date x key dataset
-    (its keys' states read again, one :func:`~tasks.views.status.day_status` each)."""
+    """The page's bars: one per date-only dataset of ``rows``, one per key of a date x key dataset."""
     from tasks.freshness.engine import Engine
     from tasks.views import status
 
@@ -76,15 +70,12 @@ def _line(label: str, task, params: str, days: dict) -> Line:
 
 
 def _reason(day) -> str:
-    """A day's reason on the page, with its warnings (a store that had rows and has none now), as the text
-    view gives them."""
+    """A day's reason on the page, with its warnings, as the text view gives them."""
     return "; ".join([*([day.reason] if day.reason else []), *(f"warning: {w}" for w in day.warnings)])
 
 
 def render(rows: list, lines: list[Line] | None = None, previews: list[dict] | None = None) -> str:
-    """The page for ``rows`` (from :func:`tasks.views.status.collect`); ``lines`` default to
-    :func:`key_lines` of them; ``previews`` (records of open previews, default: those under the data
-    root) are shown beside the grid, each with its diff per partition."""
+    """The page for ``rows``; ``lines`` default to :func:`key_lines` of them, ``previews`` to the open ones."""
     from tasks import preview
     from tasks.freshness.rawfolders import quiet
     from tasks.views import leftover, status
@@ -299,8 +290,7 @@ def _css(day_px: int) -> str:
     )
 
 
-# The page's script: click, keys and the URL hash (#LINE/DATE, e.g. #stg_qsr_pos/2026-09-15 or
-# #hotel_pickup H1/2026-09-15) select a day and fill the detail panel. Plain DOM, no libraries.
+# the page's script: a click, the arrow keys or the URL hash (#LINE/DATE) select a day. Plain DOM.
 SCRIPT = r"""
 (() => {
   const data = JSON.parse(document.getElementById('status-data').textContent);
