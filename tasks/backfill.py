@@ -31,19 +31,15 @@ from tasks.targets import RawFolder, luigi_engine
 
 
 class BusinessDateParameter(DateParameter):
-    """A date that defaults to :func:`day_in_progress`, resolved when the task is created (a None would
-    break Luigi's execution summary, which ranges one-parameter tasks by their value)."""
+    """A date defaulting to :func:`day_in_progress`, resolved at creation (Luigi's summary needs a value)."""
 
     def normalize(self, x):
         return super().normalize(day_in_progress() if x is None else x)
 
 
 class MorningRefresh(luigi.WrapperTask):
-    """Each morning, a RangeDaily of every dataset the catalogue marks ``refresh``: the last
-    ``[ads] restatement_days`` dates of a restated one, yesterday's of the others; a look-back's range
-    starts where its first window starts, so that every window over a date its range rebuilds or checks is
-    rebuilt too (docs/operations.md, "The morning refresh"). Until today's POS folder arrives the run exits
-    20 (missing data): rerun later."""
+    """A RangeDaily of every dataset the catalogue marks ``refresh`` (docs/operations.md, "The morning
+    refresh")."""
 
     resources = property(lambda self: sftp_slot())
 
@@ -67,17 +63,14 @@ class MorningRefresh(luigi.WrapperTask):
 
 
 def first_read(cls: type, day: dt.date) -> dt.date:
-    """The first date that partition ``day`` of ``cls`` reads of its upstream (``day`` itself when it reads
-    none): where a look-back's refresh starts. Its windows from ``day`` on read the upstream dates from
-    there, and the run rebuilds any of them that is stale; each window over such a date must be rebuilt after
-    it, and the windows from there on are those (a window up to date costs only its check)."""
+    """The first date that partition ``day`` of ``cls`` reads of its upstream (``day`` itself when none):
+    where a look-back's refresh starts, so every window over a rebuilt date is rebuilt too."""
     return min([day, *(up.date for up in cls(date=day).upstream())])
 
 
 def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> tuple[list[dt.date], str]:
-    """The dates of ``[start, stop)`` a range run of ``family`` leaves out, and why: the business days not over
-    yet (:func:`tasks.settings.not_over`), and of a RangeDaily given an earlier ``now``, by its own methods, the
-    dates whose midnight (UTC) is not before it."""
+    """The dates of ``[start, stop)`` a range run of ``family`` leaves out, and why: business days not over,
+    and for a RangeDaily, dates not before its ``now``."""
     later = [d for d in date_range(start, stop) if settings.not_over(d)]
     reasons = [settings.not_over(later[0])] if later else []
     if family == "RangeSingleRun":
@@ -98,8 +91,7 @@ def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | No
 
 
 def before_start(start: dt.date, stop: dt.date) -> tuple[list[dt.date], str]:
-    """The dates of ``[start, stop)`` before ``[daybreak] start_date``, which every range leaves out (a
-    partition there is kept as built: :meth:`tasks.base.PartitionedTask.before_start`), and why."""
+    """The dates of ``[start, stop)`` before ``[daybreak] start_date``, which every range leaves out, and why."""
     first = settings.daybreak().start_date
     return list(date_range(start, min(stop, first))), before_start_reason(first)
 
@@ -123,8 +115,7 @@ _luigis_missing = RangeDaily.missing_datetimes
 
 
 def _missing_datetimes(self: RangeDaily, finite_datetimes: list[dt.datetime]) -> set[dt.datetime]:
-    """Luigi's, of the dates whose business day is over: a Daybreak range leaves the others out, as plan and
-    RangeSingleRun do (:func:`tasks.settings.not_over`): not run, not waited for, counted ``not over yet``."""
+    """Luigi's, of the dates whose business day is over; the others are counted ``not over yet``."""
     if not (isinstance(self.of, type) and issubclass(self.of, PartitionedTask)):
         return _luigis_missing(self, finite_datetimes)  # Luigi's own families (its tests)
     later = [d for d in finite_datetimes if settings.not_over(self.datetime_to_parameter(d))]
@@ -149,16 +140,13 @@ def _report_range(task: luigi.Task, *_) -> None:
 
 
 def _epoch(day: dt.date) -> int:
-    """RangeDaily's ``now`` (seconds since the epoch): the start of ``day`` in UTC, so that its range
-    ends at ``day`` whatever the clock says (and a test can run as of any date)."""
+    """RangeDaily's ``now``: the start of ``day`` in UTC, so that its range ends at ``day``."""
     return int(dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC).timestamp())
 
 
 class RangeSingleRun(luigi.WrapperTask):
     """Every stale or missing date of ``[start, stop)`` of one dataset, built by one Luigi task
-    (:class:`SingleRunBuild`), each date still its own partition and manifest: a failed date is recorded
-    and the rest goes on; one whose raw folders are missing is skipped (exit 20). docs/backfills.md,
-    "One run per date or one run per range"."""
+    (docs/backfills.md, "One run per date or one run per range")."""
 
     resources = property(lambda self: sftp_slot())
 
@@ -176,7 +164,7 @@ class RangeSingleRun(luigi.WrapperTask):
         return SingleRunBuild(of=self.of, of_params=self.of_params, start=self.start, stop=self.stop)
 
     def _report(self) -> None:
-        """Once: the dates it leaves out, and why (an empty range, complete at once, asks no requirements)."""
+        """Once: the dates it leaves out, and why."""
         if self.task_id not in _reported:
             _reported.add(self.task_id)
             report_left_out("RangeSingleRun", self.of, self.start, self.stop)
@@ -212,8 +200,8 @@ class RangeSingleRun(luigi.WrapperTask):
 
 
 class SingleRunBuild(luigi.Task):
-    """The one task of a :class:`RangeSingleRun`: builds, in this process, every date of the range
-    that is stale or missing and not waiting for raw data. Complete when no such date is left."""
+    """The one task of a :class:`RangeSingleRun`: builds every date of the range stale or missing and not
+    waiting for raw data."""
 
     of = luigi.TaskParameter()
     of_params = luigi.DictParameter(default={})
@@ -224,9 +212,8 @@ class SingleRunBuild(luigi.Task):
     resources = property(lambda self: sftp_slot())
 
     def partitions(self) -> list[PartitionedTask]:
-        """The range's partitions whose business day is over, in date order; for a chain (a date reads the same
-        dataset's day before, as hotel_booking_state does) from the chain's first link, so that one build covers
-        it instead of one build per day before ``start``."""
+        """The range's partitions whose business day is over, in date order; for a chain (a date reads the
+        day before) from the chain's first link, so one build covers it."""
         if not (isinstance(self.of, type) and issubclass(self.of, PartitionedTask)):
             raise TypeError(f"a single-run range builds a PartitionedTask family, not {self.of!r}")
         start = max(self.start, settings.daybreak().start_date)
@@ -239,8 +226,7 @@ class SingleRunBuild(luigi.Task):
         return type(up) is self.of and up.date < before and up.param_kwargs == {**self.of_params, "date": up.date}
 
     def todo(self, cache: Engine, watch: bool = False) -> list[PartitionedTask]:
-        """The dates to build: not ok, and not waiting for raw data; ``watch``: every date's answer goes to
-        the run's summary too (:func:`runlog.watch`)."""
+        """The dates to build: not ok, not waiting for raw data; ``watch``: each answer goes to the summary."""
         with settings.snapshot():
             parts = self.partitions()
             cache.check_many(parts)
@@ -272,8 +258,7 @@ class SingleRunBuild(luigi.Task):
         return not todo
 
     def run(self) -> None:
-        """The upstream ranges first, in this task (a date of theirs that fails holds only the dates that read
-        it, not the whole range, as with a task per date), then this range."""
+        """The upstream ranges first (a date that fails holds only the dates that read it), then this range."""
         failed: list[tuple[PartitionedTask, str]] = []
         tried = self.build(failed, set(), self)
         if failed:
@@ -284,10 +269,8 @@ class SingleRunBuild(luigi.Task):
             )
 
     def build(self, failed: list[tuple[PartitionedTask, str]], held: set[str], running: luigi.Task) -> int:
-        """Build the upstream ranges, then each date of this one that reads no partition that failed (added to
-        ``failed`` with its error) or was held (``held``: task ids, what reads a failed partition, directly or
-        through another, a chain's later days too), showing progress on ``running``; return how many dates
-        were tried."""
+        """Build the upstream ranges, then each date that reads no failed or ``held`` partition (``failed``
+        collects errors); return how many dates were tried."""
         tried = sum(up.build(failed, held, running) for up in self.upstream_builds() if not up.complete())
         held.update(t.task_id for t, _ in failed)
         todo = []
@@ -309,17 +292,15 @@ class SingleRunBuild(luigi.Task):
         return tried + len(todo)
 
     def processes(self, todo: list[PartitionedTask]) -> int:
-        """How many processes build the range: one per core on a local raw zone, each a contiguous
-        stretch of dates; one over SFTP (one connection), and one for a chain (date d reads d-1)."""
+        """How many processes build the range: one per core locally; one over SFTP and for a chain."""
         if one_session(settings.raw_root()) or any(self._same(u, t.date) for t in todo for u in t.upstream()):
             return 1
         return max(1, min(len(os.sched_getaffinity(0)), len(todo) // 2))
 
 
 def built_in_order(todo: list[PartitionedTask], shared: Iterable = ()) -> Iterator[tuple[PartitionedTask, str | None]]:
-    """Build ``todo`` in order in this process, a raw folder parsed once for consecutive dates (``shared``: those
-    another process of the range reads too, left for it in the data root); yield each task with None, or the
-    first line of its error (recorded, and the next dates go on)."""
+    """Build ``todo`` in order, a raw folder parsed once for consecutive dates (``shared``: those another
+    process reads too); yield each task with None or the first line of its error."""
     try:
         with keeping_for_next_date(shared):
             if todo:  # each date's state and raw folders known at once: the next date's inputs fetched ahead
@@ -343,8 +324,7 @@ def built_in_order(todo: list[PartitionedTask], shared: Iterable = ()) -> Iterat
 
 
 def built_in_parallel(todo: list[PartitionedTask], processes: int) -> Iterator[tuple[PartitionedTask, str | None]]:
-    """``built_in_order`` of ``processes`` contiguous stretches of ``todo``, each in a forked process;
-    yields as dates finish. The dates of a process that dies without reporting them are failed."""
+    """``built_in_order`` of ``processes`` contiguous stretches of ``todo``, each in a forked process."""
     context = multiprocessing.get_context("fork")
 
     def build(stretch: list[PartitionedTask], pipe, inherited: list, shared: set) -> None:

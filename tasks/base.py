@@ -1,8 +1,5 @@
-"""PartitionedTask: one business date, one hive folder, and a completeness check that sees staleness.
-
-The Luigi side of a partition: parameters, requirements, the run template and failure records.
-``complete()`` and ``bulk_complete()`` ask the freshness engine (:mod:`tasks.freshness.engine`), as the
-status view, plans and single runs do; Luigi's targets are :mod:`tasks.targets`'s."""
+"""The Luigi side of a partition: parameters, requirements, the run template and failure records.
+``complete()`` and ``bulk_complete()`` ask the freshness engine, as status, plan and single runs do."""
 
 from __future__ import annotations
 
@@ -36,24 +33,21 @@ logger = logging.getLogger("luigi-interface")
 
 
 def sftp_slot() -> dict[str, int]:
-    """A task's ``resources``: one ``sftp`` slot over an SFTP raw zone (``[resources] sftp`` caps the sessions of
-    all workers). Every task holds one, a mart's and a wrapper's too: a worker process checks that what the task
-    reads or requires is up to date, which lists raw folders on a session of its own."""
+    """A task's ``resources``: one ``sftp`` slot over an SFTP raw zone, for every task (its completeness
+    check lists raw folders on a session of its own)."""
     return {"sftp": 1} if one_session(settings.raw_root()) else {}
 
 
 @luigi.Task.event_handler(luigi.Event.SUCCESS)
 @luigi.Task.event_handler(luigi.Event.FAILURE)
 def _hand_back_session(*_) -> None:
-    """A worker process hands back its SFTP session as its task ends, before Luigi frees the task's slot (a
-    wrapper runs nothing, but its check of what it requires opened one)."""
+    """A worker process hands back its SFTP session before Luigi frees the task's slot."""
     if multiprocessing.parent_process() is not None and one_session(settings.raw_root()):
         RawZone.from_uri(settings.raw_root()).close()
 
 
 class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
-    """A task whose output is one folder of Parquet + manifest, complete only while fresh: a
-    :class:`PartitionedTask` (one folder per business date) or a :class:`SnapshotTask` (one folder)."""
+    """A task whose output is one folder of Parquet + manifest, complete only while fresh."""
 
     entry: ClassVar[catalogue.Dataset | None] = None
     dataset: ClassVar[str] = ""  # the entry's path
@@ -61,7 +55,6 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     reuses_task_process: ClassVar[bool] = True  # with --workers 2+, one worker process runs many tasks
 
     def __init_subclass__(cls, entry: catalogue.Dataset | None = None, **kwargs):
-        """``class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS)``: the recipe of that entry."""
         super().__init_subclass__(**kwargs)
         if entry is not None:
             cls.entry, cls.dataset, cls.version = entry, entry.path, entry.version
@@ -87,8 +80,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     input_names: ClassVar[str] = ""  # the names accepts_input takes, for the reason a file is refused
 
     def fails_on_listing(self) -> str:
-        """Why a build would fail, as the listing of its raw folders already tells ('' : it does not);
-        `daybreak plan` says so beside the partition."""
+        """Why a build would fail, as the listing of its raw folders already tells ('': it would not)."""
         return ""
 
     def max_reject_share(self) -> float | None:
@@ -96,8 +88,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return None
 
     def acceptance_settings(self) -> dict:
-        """Settings that decide whether a build fails without changing its output (so not in :meth:`rules`):
-        a failure they decided stops applying once they change."""
+        """Settings that decide whether a build fails without changing its output (so not in :meth:`rules`)."""
         return {"max_reject_share": self.max_reject_share()}
 
     def upstream_version(self, manifest: dict | None) -> str | None:
@@ -105,12 +96,10 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return (manifest or {}).get("data_version")
 
     def input_slice(self, relpath: str) -> str | None:
-        """The key (a store, a hotel) whose rows alone a raw file of the window holds (``qsr_pos/D/S001.csv``:
-        S001's), so that a plan names only that key's readers; None: it may hold any key's rows."""
+        """The key (a store, a hotel) whose rows alone a raw file of the window holds; None: any key's."""
         return None
 
-    # upstream_version is one key's slice of each upstream (a hotel's, a store's rows): a rebuild of the upstream
-    # makes this partition stale only if its slice changed, so a plan says it "may go stale downstream"
+    # upstream_version is one key's slice of each upstream: a plan says it "may go stale downstream"
     reads_a_slice: ClassVar[bool] = False
 
     def provisional(self, cache: Engine) -> bool:
@@ -121,12 +110,12 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return fingerprint(self.rules())
 
     def rules_key(self) -> tuple:
-        """Partitions of one family and the same static parameters (a hotel) share their rules."""
+        """Partitions of one family and the same static parameters share their rules."""
         return (self.task_family, *sorted((k, str(v)) for k, v in self.param_kwargs.items() if k != "date"))
 
     # -- wiring ------------------------------------------------------------------------------------
     def dataset_path(self) -> str:
-        """Folder of the dataset under the data root, with a static partition key (``exports/otb/hotel_id=H1``)."""
+        """Folder of the dataset under the data root, with any static partition key."""
         return self.dataset
 
     def store(self) -> PartitionStore:
@@ -139,7 +128,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return PartitionTarget(self.store(), self.key)
 
     def raw_window(self) -> list[tuple[str, dt.date]]:
-        """(source, export date) of every raw folder the partition needs and reads: its dependency window."""
+        """(source, export date) of every raw folder the partition needs and reads."""
         return []
 
     def any_raw_window(self) -> list[tuple[str, dt.date]]:
@@ -152,15 +141,14 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     resources = property(lambda self: sftp_slot())
 
     def raw_folders(self) -> list[RawFolder]:
-        """The window as Luigi requirements: each required folder, and of ``any_raw_window`` the newest present
-        (or the first, for Luigi to report missing), from the engine's listings of this run."""
+        """The window as Luigi requirements: each required folder, and of ``any_raw_window`` the newest
+        present (or the first, for Luigi to report missing)."""
         folders = list(self.raw_window())
         if any_of := self.any_raw_window():
             folders += luigi_engine().present(self, any_of)[-1:] or any_of[:1]
         return [RawFolder(source=source, date=date) for source, date in folders]
 
     def upstream(self) -> list[PartitionedTask]:
-        """Upstream partitions this one reads."""
         return []
 
     def requires(self) -> list[luigi.Task]:
@@ -191,20 +179,16 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return done
 
     def done_in_run(self) -> bool:
-        """Whether this run found the partition up to date or built it: when it is not complete later, it
-        changed meanwhile, and no other host built it (:mod:`tasks.luigi_shortcuts.hosts`)."""
+        """Whether this run found the partition up to date or built it."""
         return runlog.done_in_run(self.task_id)
 
     def leave_to_newer(self, engine: Engine) -> str:
-        """Why this host must not build the partition, not up to date, at all: newer code, or other rules set
-        later than this host's settings, built the one in place (docs/scale-out.md, a rollout). Luigi's worker
-        then adds it as external data, pending but not runnable here: luigid hands it to a host with those
-        (which builds it), never to this one, and never counts it done for this host's check. ''."""
+        """Why this host must not build the partition: newer code or newer settings built the one in place
+        (docs/scale-out.md); Luigi then adds it as external data, for luigid to hand to another host."""
         return left_to_newer(self, engine, engine.summary(engine.store(self), self.key), label(self))
 
     def kept_as_newer(self) -> bool:
-        """Whether newer code, or settings changed later than this host's, built the partition: a run here
-        never replaces it (docs/scale-out.md), so one that luigid kept from this host was superseded."""
+        """Whether newer code or newer settings built the partition, which a run here never replaces."""
         with settings.snapshot():
             return self.state(luigi_engine()).state == "newer"
 
@@ -212,8 +196,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     @classmethod
     def prepare_to_run(cls) -> None:
-        """Warm up what the transform loads lazily in the scheduling process, before Luigi forks, so each
-        worker does not pay for it; called only once something of this class will run."""
+        """Load lazy imports in the scheduling process before Luigi forks, once something of this class runs."""
         if not cls._prepared:
             cls._prepared = True
             partitions.warm_up()
@@ -223,10 +206,10 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
 
     @classmethod
     def warm_up(cls) -> None:
-        """Load what the transform initialises lazily."""
+        pass
 
     def state(self, cache: Engine) -> State:
-        """This partition's state as ``cache`` sees it; before ``start_date`` ok or missing, never stale."""
+        """This partition's state as ``cache`` sees it."""
         return cache.state(self)
 
     # -- the run template --------------------------------------------------------------------------
@@ -234,8 +217,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         try:
             self.run_partition()
         finally:
-            # A worker process hands back its SFTP session before Luigi frees its resource slot; the
-            # scheduling process keeps it for the whole run (one login, not one a date).
+            # the scheduling process keeps its session for the whole run (one login, not one a date)
             if multiprocessing.parent_process() is not None:
                 self.zone().close()
 
@@ -285,8 +267,7 @@ def _progress_success(task: MaterializedTask) -> None:
 
 @MaterializedTask.event_handler(luigi.Event.DEPENDENCY_MISSING)
 def _declined(task: MaterializedTask) -> None:
-    """Luigi's worker added a partition this host leaves to another (:meth:`MaterializedTask.leave_to_newer`):
-    said once, and counted superseded (exit 10), as a build here refusing it would be."""
+    """A partition this host leaves to another: said once, and counted superseded (exit 10)."""
     if task.declined:
         logger.warning("%s", task.declined)
         runlog.failed(task, NotReplaced(task.declined))
@@ -299,14 +280,12 @@ def _progress_failure(task: MaterializedTask, exception: BaseException) -> None:
 
 
 def _died(message: str) -> str:
-    """What Luigi's ``Task <id> died unexpectedly with exit code -9`` (its worker process gone without a
-    result) means: :func:`process_died` of that code."""
+    """:func:`process_died` of the code in Luigi's ``Task <id> died unexpectedly with exit code -9``."""
     return process_died(message.rpartition(DIED)[2].strip())
 
 
 def process_died(code: int | str | None) -> str:
-    """``its worker process died (killed by signal 9, SIGKILL: out of memory, or killed)`` for a process that
-    ended with exit code ``code`` (a negative one: the signal that killed it) without reporting."""
+    """``its worker process died (killed by signal 9, SIGKILL: out of memory, or killed)`` for exit ``code``."""
     code = str(code)
     if not (code.startswith("-") and code[1:].isdigit()):
         return f"its worker process died (exit code {code})"
@@ -319,16 +298,15 @@ def process_died(code: int | str | None) -> str:
 
 @MaterializedTask.event_handler(luigi.Event.PROCESS_FAILURE)
 def _process_died(task: MaterializedTask, message: str) -> None:
-    """The worker process building the partition died (the OOM killer, kill -9): Luigi fails the task
-    in the scheduling process; recorded as a failure of the partition, as one of its build's."""
+    """The worker process died (OOM killer, kill -9): recorded as a failure of the partition."""
     exception = RuntimeError(_died(message))
     task.on_failure(exception)  # its failure record: daybreak status says it too
     _progress_failure(task, exception)
 
 
 class PartitionedTask(MaterializedTask):
-    """Base of every business-date partitioned task: subclasses define ``raw_window()`` and/or ``upstream()``,
-    ``rules()`` and ``build()``; ``requires()`` is derived, so a check never instantiates Luigi tasks for it."""
+    """One folder per business date: subclasses define ``raw_window()`` and/or ``upstream()``, ``rules()``
+    and ``build()``; ``requires()`` is derived from them."""
 
     date = DateParameter(description="Business date of the partition")
 
@@ -337,15 +315,13 @@ class PartitionedTask(MaterializedTask):
         return self.date
 
     def before_start(self) -> str:
-        """A date before ``[daybreak] start_date`` is out of range: nothing is built there, and a partition
-        already there is kept as built (an ads look-back there would have no day left in its window)."""
+        """A date before ``[daybreak] start_date`` is out of range: never built, one there kept as built."""
         start = settings.daybreak().start_date
         return before_start_reason(start) if self.date < start else ""
 
     @classmethod
     def bulk_complete(cls, parameter_tuples: Iterable) -> list[dt.date]:
-        """The dates of ``parameter_tuples`` that are complete, as ``complete()`` says. RangeDaily calls it with
-        a ``functools.partial`` of the class and a one-pass iterator."""
+        """The dates of ``parameter_tuples`` (a one-pass iterator) that are complete, as ``complete()`` says."""
         engine = luigi_engine()
         done, incomplete = [], []
         with settings.snapshot():

@@ -1,11 +1,5 @@
-"""Business-date arithmetic: pure functions, no clock. Time zones are Arrow's, as :func:`business_dates`
-computes dates in them: over the host's time-zone data (tzdata, in :data:`TZ_DATA`), which
-:func:`day_offset` turns into a partition's rules.
-
-A QSR business date ``d`` runs from ``d 05:00`` to ``d+1 04:59:59`` local time, so the
-business date of an instant is the wall-clock date of (local time - 5 h). The POS splits its
-files at local midnight, so partition ``d`` reads raw folders ``d`` and ``d+1``.
-"""
+"""Business-date arithmetic: pure functions, no clock, in Arrow's time-zone data. A QSR business date
+``d`` runs from ``d 05:00`` to ``d+1 04:59:59`` local, so partition ``d`` reads raw folders ``d`` and ``d+1``."""
 
 from __future__ import annotations
 
@@ -35,11 +29,8 @@ def business_dates(instants: pa.Array, timezone: str, day_start_hour: int) -> pa
 
 
 def day_offset(timezone: str, day: dt.date, day_start_hour: int = 0) -> str:
-    """``timezone``'s UTC offset on ``day``, as Arrow's time-zone data gives it: ``-08:00``, or
-    ``-07:00/-08:00`` when the offset at the day's start (``day_start_hour`` local) and at its end (the next
-    day's start) differ. These put the day's bounds in UTC, so they decide which instants Arrow gives that
-    day (:func:`business_dates`, a hotel's local date): a partition records them in its rules, and new
-    time-zone data that moves a bound makes exactly the partitions of that day stale."""
+    """``timezone``'s UTC offset on ``day``: ``-08:00``, or ``-07:00/-08:00`` when it differs at the day's
+    start and end; in a partition's rules, so new time-zone data that moves a bound makes that day stale."""
     start, end = _start_offset(timezone, day_start_hour, day), _start_offset(timezone, day_start_hour, day + DAY)
     return start if start == end else f"{start}/{end}"
 
@@ -53,9 +44,7 @@ def _start_offset(timezone: str, day_start_hour: int, day: dt.date) -> str:
 
 @functools.cache
 def _year_starts(timezone: str, day_start_hour: int, year: int) -> tuple[str, ...]:
-    """The UTC offset of the start of each day of ``year`` (``day_start_hour`` local): the local start
-    minus the first instant whose local time is at or past it (Arrow's ``assume_timezone``: a start that
-    occurs twice is the first; one a change skips is the change's instant). One Arrow call a year."""
+    """The UTC offset of the start of each day of ``year`` (``day_start_hour`` local), in one Arrow call."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -84,9 +73,7 @@ ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*")
 
 
 def zone_problem(name: str) -> str:
-    """Why ``name`` is no time zone a business date can be computed in, '' when it is one: an IANA name (not a
-    path, an offset such as ``+05:00`` or a name of :data:`NOT_A_PLACE`, and not one of tzdata's copies under
-    ``right/`` or ``posix/``) that Arrow, which computes the dates, finds in its time-zone data."""
+    """Why ``name`` is no IANA place name Arrow finds in its time-zone data ('' when it is one)."""
     example = "e.g. America/Toronto"
     if name in NOT_A_PLACE:
         return f"{NOT_A_PLACE[name]}, not a place's time zone: name the zone ({example})"

@@ -1,9 +1,5 @@
-"""One entry per dataset (name, path, partition kind, grain, key, transform version, what a partition
-reads, measure, raw source, morning refresh) and the lookups everyone uses: by name, the list in order,
-the raw sources, the table of docs/datasets.md. A task class names its entry, and so becomes its task
-(``class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS)``). No Luigi here: the CLI's choices,
-the config check and the sample read the entries before Luigi may be imported (docs/architecture.md).
-"""
+"""One entry per dataset, and the lookups everyone uses; a task class names its entry (``entry=...``).
+No Luigi here: the CLI, the config check and the sample read the entries before Luigi is imported."""
 
 from __future__ import annotations
 
@@ -15,12 +11,9 @@ from tasks.calendar import date_range
 from tasks.transforms import versions
 from tasks.transforms.qsr_rules import VERSION as QSR_VERSION
 
-# The modules that define Daybreak's tasks: `luigi --module tasks` imports them (tasks/__init__.py), and
-# so does the first question for a dataset's task class.
+# the modules that define Daybreak's tasks, which `luigi --module tasks` imports
 TASK_MODULES = ("tasks.qsr", "tasks.hotels", "tasks.ads", "tasks.store_marts", "tasks.backfill")
 
-# How a dataset is partitioned: one folder per business date, per date and hotel, per (static) hotel
-# or store, or one folder for all of it.
 KINDS = ("date", "date x hotel", "hotel", "store", "none")
 KEY_PARAMS = {"date x hotel": "hotel", "hotel": "hotel", "store": "store_id"}  # kind -> the key's task parameter
 REFRESH = ("", "yesterday", "restated")
@@ -44,8 +37,7 @@ class Dataset:
     reads: str  # what one partition reads
     measure: str = ""  # the main measure's column (net sales, spend, rooms on the books): previews sum it
     source: str = ""  # the raw zone's source folder it reads (contract, docs/raw-zone.md); "" for a mart
-    # what the morning refresh builds: "yesterday", "restated" (the last [ads] restatement_days); a look-back's
-    # range starts where its first date's window starts (tasks.backfill.first_read)
+    # what the morning refresh builds: "yesterday" or "restated" (the last [ads] restatement_days)
     refresh: str = ""
 
     def __post_init__(self):
@@ -79,8 +71,7 @@ class Dataset:
         return KEY_PARAMS.get(self.partition)
 
     def partitions(self, start: dt.date | None = None, stop: dt.date | None = None) -> list:
-        """Every partition (a task) of the dataset with ``start`` <= date < ``stop``: one per date, per
-        date and hotel, per hotel or store (today's keys: the recipe's ``static_keys()``), or the one."""
+        """Every partition (a task) of the dataset with ``start`` <= date < ``stop``."""
         cls = self.task
         if self.partition == "none":
             return [cls()]
@@ -218,14 +209,12 @@ def _folded(name: str) -> str:
 
 
 def named(text: str) -> Dataset | None:
-    """The dataset a user meant by ``text``, spelled as a dataset name or as its task family
-    (``stg_qsr_pos``, ``StgQsrPos``, ``stgqsrpos``): the hint of either command for the other's name."""
+    """The dataset a user meant by ``text``: a dataset name or its task family, in any case."""
     return next((d for d in DATASETS if _folded(d.name) == _folded(text)), None)
 
 
 def families() -> dict[str, type]:
-    """Every task a user can name (``luigi --module tasks <Family>``), by family: the datasets' tasks and
-    the tasks over them (the morning refresh, a range in one run, all hotels, all stores). Imports Luigi."""
+    """Every task a user can name (``luigi --module tasks <Family>``), by family. Imports Luigi."""
     import luigi
 
     modules = [importlib.import_module(m) for m in TASK_MODULES]

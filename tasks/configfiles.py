@@ -1,9 +1,5 @@
-"""The config files Luigi reads, checked as text before Luigi reads a value from them. No Luigi here.
-
-A repeated section or key, a line that is neither, or a bad ``%`` is a configparser traceback deep in
-Luigi; :func:`errors` names each as one line (file, line, what to write instead), called before any value
-is read (tasks/settings_check.py then checks the values).
-"""
+"""The config files Luigi reads, checked as text before Luigi reads a value from them (where configparser
+would raise a traceback deep in Luigi), one line each. No Luigi here."""
 
 from __future__ import annotations
 
@@ -21,9 +17,7 @@ _INLINE_COMMENT = re.compile(r"\s([;#].*)$", re.S)  # whitespace, then a comment
 
 
 def luigi_files() -> list[str]:
-    """The config files Luigi reads in this process, in its order (the last one wins), whether they exist
-    or not: its own list once Luigi is loaded (a test or a tool may have added to it), else the list it
-    will read."""
+    """The config files Luigi reads in this process, in its order (the last one wins), existing or not."""
     if "luigi.configuration" in sys.modules:
         from tasks.luigi_shortcuts.messages import config_paths
 
@@ -33,8 +27,7 @@ def luigi_files() -> list[str]:
 
 
 def read(path: str) -> tuple[configparser.ConfigParser | None, str | None]:
-    """(the file parsed as Luigi parses it, without interpolation; None when it cannot be) and the one-line
-    error that stops Luigi reading it (None: it reads)."""
+    """(the file parsed as Luigi parses it, or None; the one-line error that stops Luigi reading it, or None)."""
     parser = configparser.ConfigParser(interpolation=None, strict=True)
     parser.optionxform = str  # Luigi keeps the keys' case
     where = os.path.abspath(path)
@@ -59,8 +52,7 @@ def read(path: str) -> tuple[configparser.ConfigParser | None, str | None]:
 
 
 def errors(paths: list[str] | None = None) -> list[str]:
-    """Every reason Luigi would stop with a traceback over ``paths`` (default: :func:`luigi_files`): a file it
-    cannot read as a config file, and each value its interpolation refuses, naming the file that sets it."""
+    """Every reason Luigi would stop with a traceback over ``paths`` (default: :func:`luigi_files`)."""
     found, parsed = [], []
     chosen = os.environ.get("LUIGI_CONFIG_PARSER", "cfg")
     if paths is None and chosen != "cfg":  # `import luigi` raises without the toml package; Daybreak reads .cfg
@@ -102,9 +94,7 @@ def _values(parser: configparser.ConfigParser):
 
 
 def inline_comments(path: str, parser: configparser.ConfigParser) -> list[str]:
-    """A value of any section that ends in a comment (whitespace, then ``;`` or ``#``): Luigi reads the
-    comment as part of the value (inline comments are off in its parser), so ``raw_root = s3://landing/pos
-    ; or a folder`` is a bucket prefix with spaces and a semicolon in it. One line each, naming the file."""
+    """A value that ends in a comment (whitespace, then ``;`` or ``#``), which Luigi would read as part of it."""
     found = []
     for section, key, value in _values(parser):
         comment = _INLINE_COMMENT.search(value or "")

@@ -1,10 +1,5 @@
-"""How many threads a build may use: this machine's cores, shared by the processes that build at once.
-
-Threads pay only while cores are free (one worker process, or a single run); a worker with as many
-processes as cores keeps them busy already. So the worker says how many processes it runs
-(:func:`share`), the processes forked from it inherit the count, and each build asks
-:func:`task_threads`. Imports nothing of Daybreak and no Luigi.
-"""
+"""How many threads a build may use: this machine's cores, shared by the processes that build at once
+(the worker says how many it runs: :func:`share`). Imports nothing of Daybreak and no Luigi."""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ def share(processes: int) -> None:
 
 
 def task_threads() -> int:
-    """Threads a build may keep busy at once: the cores this process may run on (its CPU affinity),
-    divided by the processes sharing them, at least one."""
+    """Threads a build may keep busy: the cores of this process's CPU affinity over the processes sharing them."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
@@ -32,8 +26,7 @@ def task_threads() -> int:
 
 
 class InThisThread:
-    """An executor that runs each call at once, in the calling thread: its result, or its exception, is in
-    the :class:`Future` returned, raised by ``result()`` as a thread pool's would be."""
+    """An executor that runs each call at once, in the calling thread, into a :class:`Future`."""
 
     def __enter__(self) -> InThisThread:
         return self
@@ -66,8 +59,7 @@ _process_pools: dict[tuple[int, str], ThreadPoolExecutor] = {}
 
 def process_pool(name: str, threads: int) -> ThreadPoolExecutor:
     """This process's pool of ``threads`` threads named ``name``, made at its first use (a forked process
-    makes its own: its parent's threads are not in it). Python waits for its work before the process exits
-    (a forked task process too: ``multiprocessing`` ends it through ``threading._shutdown``)."""
+    makes its own)."""
     key = (os.getpid(), name)
     pool = _process_pools.get(key)
     if pool is None:
@@ -76,14 +68,12 @@ def process_pool(name: str, threads: int) -> ThreadPoolExecutor:
 
 
 def side_thread(name: str) -> ThreadPoolExecutor | InThisThread:
-    """One thread named ``name`` beside the build's own, or, when the build has one thread
-    (:func:`task_threads`), :class:`InThisThread`."""
+    """One thread named ``name`` beside the build's own, or :class:`InThisThread` for a one-thread build."""
     return ThreadPoolExecutor(1, thread_name_prefix=name) if task_threads() > 1 else InThisThread()
 
 
 def start_on_side_thread(fn, *args) -> Future:
-    """``fn(*args)`` started now on a thread of its own, or run here and now when a build has one thread.
-    A :class:`Future` left in a manifest is waited for when it is written (``layout.resolve_futures``)."""
+    """``fn(*args)`` started now on a thread of its own, or run here when a build has one thread."""
     pool = side_thread(getattr(fn, "__name__", "background"))
     try:
         return pool.submit(fn, *args)

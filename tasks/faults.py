@@ -1,11 +1,5 @@
-"""Store and server errors as a user sees them: one line and exit 30, never a traceback.
-
-The one place a store or server error becomes a line (:func:`fault_line`): the raw zone unreachable (an
-SFTP server down or frozen; a bucket that does not answer), a partition that could not
-be written, an OS error of the storage itself (read-only, permissions, full, I/O). Any other error keeps
-its traceback (a bug). The ``daybreak`` command turns a fault into a line (tasks/cli.py); under the
-``luigi`` command, :func:`install` does it for an error Luigi logs with its traceback.
-"""
+"""Store and server errors as a user sees them: one line and exit 30, never a traceback. Any other error
+keeps its traceback (a bug)."""
 
 from __future__ import annotations
 
@@ -24,8 +18,7 @@ FAULT_EXIT = 30  # Luigi's task_failed: what docs/operations.md promises for a s
 
 
 class Fault(Exit):
-    """The raw zone's server or the data root's storage failed (unreachable, refusing, read-only, full):
-    exit 30, the one line printed first (:func:`fault_exit`)."""
+    """The raw zone's server or the data root's storage failed: exit 30, the one line printed first."""
 
     EXIT = FAULT_EXIT
 
@@ -36,8 +29,7 @@ FAULTS = (StorageUnavailable, PartitionWriteError, PartitionBusy)  # and their s
 
 
 def fault_line(exc: BaseException) -> str | None:
-    """The line for a store or server error (raw zone unreachable, a partition not written, an OS error
-    of the storage), then exit 30 (:func:`fault_exit`); None for any other error, which keeps its traceback."""
+    """The line for a store or server error; None for any other error, which keeps its traceback."""
     if isinstance(exc, FAULTS):
         return str(exc).splitlines()[0]
     if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
@@ -47,8 +39,8 @@ def fault_line(exc: BaseException) -> str | None:
 
 
 class Gone(NamedTuple):
-    """A store or server that stopped serving the run: ``what`` names it (one line each), ``line`` is the
-    ``daybreak: error:`` line of the summary, ``who`` the side that failed, as the summary's reasons say it."""
+    """A store or server that stopped serving the run: ``what`` names it, ``line`` is the summary's error
+    line, ``who`` the side that failed."""
 
     what: str
     line: str
@@ -62,9 +54,7 @@ STORAGE = "the storage"  # of the data root or the raw zone (read-only, full, ..
 
 
 def went_away(exc: BaseException) -> Gone | None:
-    """:class:`Gone` when a partition failed because a store or server stopped serving the run; None for any
-    other failure. The raw zone's SFTP server is named as such (no store is involved); a bucket, the data
-    root's or the raw zone's, by its endpoint and bucket."""
+    """:class:`Gone` when a partition failed because a store or server stopped serving the run, else None."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -100,8 +90,7 @@ _TRACEBACK_LAST = re.compile(r"^(?P<cls>[\w.]+): (?P<msg>.*)$")
 
 
 def fault_in_traceback(text: str) -> str | None:
-    """:func:`fault_line` for an error Luigi hands on as traceback text only (an error in a task's
-    ``complete()`` or ``requires()``): its last line, when the class is a store or server error."""
+    """:func:`fault_line` for an error Luigi hands on as traceback text only."""
     lines = [line for line in text.strip().splitlines() if line and not line.startswith(" ")]
     match = _TRACEBACK_LAST.match(lines[-1]) if lines else None
     if match is None:
@@ -119,9 +108,8 @@ def fault_in_traceback(text: str) -> str | None:
 
 
 class _FaultFilter(logging.Filter):
-    """On the ``luigi-interface`` logger: a store or server error Luigi is about to log with a traceback,
-    uncaught, ends the run with one line, exit 30. One raised by a task's ``complete()`` or ``requires()``
-    is the run summary's (tasks/reporting/checks.py)."""
+    """On the ``luigi-interface`` logger: a store or server error Luigi is about to log with a traceback
+    ends the run with one line, exit 30."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from tasks.luigi_shortcuts import messages  # Luigi's texts (loaded: this filter is on Luigi's logger)
@@ -141,9 +129,8 @@ def install() -> None:
 
 
 def check_stores(writes: bool = True) -> None:
-    """Exit 2 when data_root or raw_root is a bucket that does not answer (it does not exist, the
-    credentials are refused, the endpoint is down), or, for a command that ``writes``, when data_root's
-    store ignores conditional writes (it cannot fence writers): one line, before any partition runs."""
+    """Exit 2 when data_root or raw_root is a bucket that does not answer or, for a command that
+    ``writes``, when data_root's store ignores conditional writes (it cannot fence writers)."""
     from tasks import settings
     from tasks.guard import fail
     from tasks.storage.partitions import check_roots

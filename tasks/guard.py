@@ -1,10 +1,6 @@
 """Usage and configuration errors: one line ``daybreak: error: ...`` and exit 2, from every command.
-
-:class:`UsageError` is a :class:`SystemExit`, so raised inside a task's ``complete()`` or ``requires()``
-it passes through Luigi's scheduling (which would make any ``Exception`` exit 35); the message is printed
-where it is raised (:func:`fail`), as the ``luigi`` command has no place of Daybreak's to print it.
-Luigi's own usage errors get the same line from tasks/luigi_shortcuts/usage.py.
-"""
+:class:`UsageError` is a :class:`SystemExit`, so it passes through Luigi's scheduling (where any
+``Exception`` exits 35); the message is printed where it is raised."""
 
 from __future__ import annotations
 
@@ -19,22 +15,19 @@ from typing import NoReturn
 USAGE_EXIT = 2
 INTERRUPTED_EXIT = 130  # a shell's code for a command ended by Ctrl-C (SIGINT)
 TERMINATED_EXIT = 143  # and by SIGTERM (kill, timeout, systemctl stop): 128 + 15
-# what a command stopped by Ctrl-C prints, in place of Python's traceback (a partition is written by a
-# rename, whole or not at all: tasks/storage/localcommit.py)
+# what a command stopped by Ctrl-C prints, in place of Python's traceback
 INTERRUPTED = (
     "daybreak: interrupted: the partitions written so far are kept, whole; run the same command again to build the rest"
 )
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C raises ``KeyboardInterrupt`` (:func:`stop_on_sigterm`): the command
-    stops as it does for Ctrl-C, and exits :data:`TERMINATED_EXIT`."""
+    """SIGTERM, raised where Ctrl-C raises ``KeyboardInterrupt``; exits :data:`TERMINATED_EXIT`."""
 
 
 def stop_on_sigterm() -> None:
-    """Make SIGTERM stop this command as Ctrl-C does (:class:`Terminated`); a second one is ignored while it
-    stops (``timeout`` sends it twice). Processes forked from this one keep SIGTERM's default: killed, as
-    their partition is written whole or not at all. In the main thread only; idempotent."""
+    """Make SIGTERM stop this command as Ctrl-C does, ignoring a second one (``timeout`` sends two); forked
+    processes keep the default. In the main thread only; idempotent."""
     import os
     import signal
 
@@ -75,11 +68,8 @@ def fail(message: str) -> NoReturn:
     raise UsageError(message)
 
 
-# -- the one check of dates and counts ------------------------------------------------------------------
-# Every date a user gives (a --date, --start, --stop, [daybreak] start_date) lies in DATES: far enough
-# from the calendar's ends (year 1, year 9999) that a look-back or a restatement window never leaves it.
-# A range holds at most MAX_RANGE_DAYS dates: [RangeDaily] days_back (tasks/settings.py), so no range
-# run is cut short without a word, and no status or plan walks millions of days.
+# -- the one check of dates and counts: every date a user gives lies in DATES, far enough from the
+# calendar's ends for any window; a range holds at most MAX_RANGE_DAYS ([RangeDaily] days_back) dates
 DATES = (dt.date(1900, 1, 1), dt.date(2999, 12, 31))
 MAX_RANGE_DAYS = 36500
 
@@ -100,8 +90,7 @@ def count_error(value, low: int = 1, high: int | None = None) -> str | None:
 
 
 def check_count(value: int, flag: str, low: int = 1, high: int | None = None) -> int:
-    """``value`` if it is a whole number from ``low`` to ``high`` (:func:`count_error`); else exit 2 naming
-    ``flag`` (``--workers``, ``--days``, ``--stores``)."""
+    """``value`` if it is a whole number from ``low`` to ``high``; else exit 2 naming ``flag``."""
     error = count_error(value, low, high)
     if error:
         fail(f"{flag} {value}: {error}")
@@ -109,8 +98,7 @@ def check_count(value: int, flag: str, low: int = 1, high: int | None = None) ->
 
 
 def count_argument(low: int = 1, high: int | None = None):
-    """An argparse ``type`` for a count of the ``daybreak`` command, by :func:`count_error`: argparse's
-    usage error (exit 2), ``argument --workers: 0: expected a whole number, 1 or more``."""
+    """An argparse ``type`` for a count of the ``daybreak`` command, by :func:`count_error`."""
     import argparse
 
     def parse(text: str) -> int:
@@ -127,8 +115,7 @@ def count_argument(low: int = 1, high: int | None = None):
 
 
 def check_range(start: dt.date | None, stop: dt.date | None, what: str = "") -> None:
-    """A range ``[start, stop)``: each end a date of :data:`DATES`, ``start`` not after ``stop``
-    (``start == stop`` is an empty range, not an error), at most :data:`MAX_RANGE_DAYS` dates."""
+    """A range ``[start, stop)`` of dates of :data:`DATES`, possibly empty, of at most :data:`MAX_RANGE_DAYS`."""
     prefix = f"{what}: " if what else ""
     for flag, value in (("--start", start), ("--stop", stop)):
         if value is not None:
@@ -152,9 +139,8 @@ def nearest(name: str, known) -> str:
 
 
 def dataset_argument(known: list[str], refused: str = ""):
-    """An argparse ``type`` for a dataset name of ``known``: a task family (``StgQsrPos``, what ``luigi``
-    takes) or a near miss is refused suggesting the dataset's name (exit 2, argparse's usage error); a
-    dataset not in ``known`` with ``refused`` (formatted with ``name`` and ``known``), which says why."""
+    """An argparse ``type`` for a dataset name of ``known``; a task family or near miss is refused
+    suggesting the name, another dataset with ``refused`` (formatted with ``name`` and ``known``)."""
     import argparse
 
     from tasks.catalogue import named
@@ -198,8 +184,8 @@ def range_made_here() -> Iterator[None]:
 
 
 def check_of(range_family: str, of: type, of_params, start, stop) -> None:
-    """Exit 2 when a range (``RangeDaily``, ``RangeSingleRun``) is given ``--of`` a Daybreak family that is not
-    one partition per date (with ``of_params``), naming the command that builds it instead."""
+    """Exit 2 when a range is given ``--of`` a family that is not one partition per date, naming the
+    command that builds it instead."""
     from tasks.catalogue import DATASETS
 
     if getattr(_made_here, "on", False) or not getattr(of, "__module__", "").startswith("tasks."):

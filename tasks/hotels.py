@@ -29,9 +29,8 @@ class UnknownHotelError(ValueError):
 
 
 class HotelParameter(luigi.Parameter):
-    """A hotel_id of config/hotels.csv. Any other value (``H9``; ``../x``, which would name a folder
-    outside the dataset) is a usage error when the task is made, before anything is checked or written:
-    one line and exit 2 (tasks/guard.py), from the command line, a config file or ``--of-params``."""
+    """A hotel_id of config/hotels.csv; any other (``H9``, ``../x``) is a usage error (exit 2) when the
+    task is made."""
 
     def normalize(self, x):
         known = hotels()
@@ -42,9 +41,7 @@ class HotelParameter(luigi.Parameter):
 
 
 class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_DAILY):
-    """stg_hotel_bookings_daily: one row per booking event of business date ``date`` (its local date at
-    the hotel), all hotels, from ``hotel_bookings/<date>/``; an extract of a hotel not in config fails
-    the partition, naming the file."""
+    """stg_hotel_bookings_daily: one row per booking event of business date ``date``, all hotels."""
 
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [(SOURCE, self.date)]
@@ -60,8 +57,7 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
         return file_stem(relpath)  # the contract: a row whose id is not its file's stem is rejected
 
     def hotels_read(self) -> list[str]:
-        """The hotels of the date's extracts: only their settings can change this partition (as the
-        freshness engine lists the folder, once per pass)."""
+        """The hotels of the date's extracts: only their settings can change this partition."""
         engine = freshness.process_engine()
         entries, _ = engine.raw_folder(engine.zone(self), SOURCE, self.date) or ([], [])
         return sorted(name.removesuffix(".csv") for name, _, _ in entries if self.accepts_input(name))
@@ -88,8 +84,7 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
         }
 
     def _offsets(self, timezones: dict[str, str | None]) -> dict[str, dict[str, str]]:
-        """Each zone's UTC offsets on the date (``"0"``), as Arrow's time-zone data gives them: which events
-        are the date's follows from them, so new time-zone data that moves the day makes the date stale."""
+        """Each zone's UTC offset on the date (``"0"``): new time-zone data that moves the day makes it stale."""
         return {z: {"0": day_offset(z, self.date)} for z in sorted({z for z in timezones.values() if z})}
 
     def rules_key(self) -> tuple:
@@ -127,16 +122,12 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
 
 
 class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
-    """otb_by_stay_date: one row per hotel and stay date with rooms, revenue and bookings on the books.
-
-    Unpartitioned (a cancellation changes stay dates booked on other days, docs/run-semantics.md): made
-    from the newest hotel_booking_state and each date's finished bookings, so its memory is the size of
-    every booking's latest row; stale when any staged date since ``[daybreak] start_date`` changed."""
+    """otb_by_stay_date: one row per hotel and stay date with rooms, revenue and bookings on the books,
+    from the newest hotel_booking_state and each date's finished bookings (docs/run-semantics.md)."""
 
     def dates(self) -> list[dt.date]:
-        """``[daybreak] start_date`` .. the newest extract folder present, inclusive. With no extract folder
-        from start_date on (none at all, a wrong raw_root), start_date alone: the snapshot then waits for
-        that folder (exit 20) instead of reporting empty books as a success (docs/run-semantics.md)."""
+        """``[daybreak] start_date`` .. the newest extract folder present, inclusive (start_date alone
+        without one, so that the snapshot waits rather than reports empty books)."""
         start = settings.daybreak().start_date
         newest = newest_raw_date(RawZone.from_uri(settings.raw_root()), SOURCE)
         last = newest if newest is not None and newest > start else start
@@ -169,13 +160,11 @@ class _PerHotel:
 
     @classmethod
     def static_keys(cls) -> list[str]:
-        """Its hotels: config/hotels.csv (the catalogue's partitions of the dataset)."""
         return list(hotels())
 
 
 class HotelOtbExport(_PerHotel, SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
-    """exports/otb/hotel_id=H: one hotel's on-the-books for its revenue-management system, as
-    ``data.parquet`` and ``otb.csv``; rebuilt when OtbByStayDate changed."""
+    """exports/otb/hotel_id=H: one hotel's on-the-books, as ``data.parquet`` and ``otb.csv``."""
 
     def dataset_path(self) -> str:
         return f"{self.dataset}/hotel_id={self.hotel}"
@@ -192,11 +181,8 @@ class HotelOtbExport(_PerHotel, SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
 
 
 class HotelBookingState(PartitionedTask, entry=catalogue.HOTEL_BOOKING_STATE):
-    """hotel_booking_state: each open booking's latest event at the end of ``date``, all hotels; the
-    bookings that finished that day in ``finished.arrow`` beside it.
-
-    A chain: state ``d`` from the open state ``d-1``, the finished rows ``d`` reopens and the events of
-    ``d``. The manifest keeps a version per hotel, so a hotel's pickups depend on its slice only."""
+    """hotel_booking_state: each open booking's latest event at the end of ``date`` (finished ones in
+    ``finished.arrow``), a chain from state ``d-1`` and the events of ``d``."""
 
     def upstream(self) -> list[PartitionedTask]:
         return [*_state_before(self.date), StgHotelBookingsDaily(date=self.date)]
@@ -228,16 +214,14 @@ def _state_before(day: dt.date) -> list[HotelBookingState]:
 
 
 def _chain_version(manifest: dict | None) -> str | None:
-    """A hotel_booking_state manifest's version for its readers (open rows and the finished chain);
-    any other manifest's data version."""
+    """A hotel_booking_state manifest's chain version; any other manifest's data version."""
     manifest = manifest or {}
     return manifest.get("stats", {}).get("chain_version") or manifest.get("data_version")
 
 
 class HotelPickup(_PerHotel, PartitionedTask, entry=catalogue.HOTEL_PICKUP):
-    """hotel_pickup: for one hotel and booking date d, rooms and revenue picked up per stay date (on
-    the books after d's events minus before, for the bookings they touched). Reads the hotel's slice
-    of state d-1 and its events of d only, so a re-sent extract rebuilds only that hotel's pickups."""
+    """hotel_pickup: for one hotel and booking date d, rooms and revenue picked up per stay date, from the
+    hotel's slice of state d-1 and its events of d."""
 
     reads_a_slice = True
 
@@ -267,8 +251,7 @@ class HotelPickup(_PerHotel, PartitionedTask, entry=catalogue.HOTEL_PICKUP):
 
 
 class AllHotelsPickup(luigi.WrapperTask):
-    """Backfill HotelPickup for every hotel in config/hotels.csv over [start, stop) (stop exclusive), and
-    HotelBookingState over the same dates."""
+    """Backfill HotelBookingState and every hotel's HotelPickup over [start, stop)."""
 
     start = DateParameter(flag="--start", description="First booking date, inclusive")
     stop = DateParameter(flag="--stop", description="Last booking date, exclusive")

@@ -41,10 +41,7 @@ CHECKED, SHARED, IN_MEMORY = "checked", "shared", "in memory"
 
 
 class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
-    """stg_qsr_pos: one row per POS line (store_id, order_id, line_no) per business date.
-
-    Reads ``qsr_pos/<date>/`` and ``qsr_pos/<date+1>/`` (the business day ends at 04:59:59 local), keeps the
-    date's lines, drops duplicates (last read wins) and VOIDED lines; rejected rows go to the quarantine."""
+    """stg_qsr_pos: one row per POS line per business date, from ``qsr_pos/<date>/`` and ``<date+1>/``."""
 
     def raw_window(self) -> list[tuple[str, dt.date]]:
         return [("qsr_pos", d) for d in qsr_dependency_window(self.date)]
@@ -90,8 +87,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         from tasks.transforms.qsr_pos import clean_checked  # pyarrow loads only where data is built
         from tasks.transforms.stores import store_totals, to_ipc
 
-        # closed whatever happens: a folder being checked holds its turn and its entry's temporary file
-        # until the generator ends, not until an error's traceback is let go
+        # closed whatever happens: a folder being checked holds its turn until the generator ends
         how: dict[str, str] = {}  # folder date -> CHECKED, SHARED or IN_MEMORY
         with contextlib.closing(self._checked(inputs, how)) as folders:
             result = clean_checked(folders, self.date, self.qsr_rules(), task_threads())
@@ -106,19 +102,15 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
             "duplicates_of_date": result.duplicates_of_date,
             "other_date_rows": result.other_date_rows,
         }
-        # hashed while the files are written
         stats["store_versions"] = start_on_side_thread(store_versions, inputs, result.table)
         stats.update(self._emptied_stores(inputs, result.table))
         # what StoreDailySales reads, so that a store's mart never reads another store's lines
         extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date, result.order_keys))}
-        # a store's file whose rows of the date are mostly rejected fails the date (plan.check_file_rejects)
         return Built(result.table, result.rejected, stats, extras, file_rows=result.file_rows)
 
     def _emptied_stores(self, inputs: list[RawFile], table: pa.Table) -> dict:
-        """``store_rows`` of this build, and a warning for every store that had rows in the previous build and
-        has none now (a file re-sent with its header only is no error), kept in ``stats.warnings`` for as long
-        as the store has no rows. A previous build under other rules is not compared with: a new
-        ``day_start_hour`` or ``timezone`` moves lines to another date, and that is no emptied store."""
+        """``store_rows`` of this build, and a warning for every store that had rows in the previous build
+        (under the same rules) and has none now."""
         import pyarrow.compute as pc
 
         from tasks.reporting import names
@@ -154,9 +146,8 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         super().run_partition()
 
     def _checked(self, inputs: list[RawFile], how: dict[str, str]) -> Iterator[CheckedFolder]:
-        """Each folder of the window checked, in read order, whole or piece by piece. A folder serves two
-        partitions: a single-run range keeps it in memory for the next date; otherwise the first build leaves
-        it in the data root (:mod:`tasks.checked`) for the other. ``how`` learns how each folder was had."""
+        """Each folder of the window checked, in read order: kept in memory by a single-run range, else
+        shared in the data root (:mod:`tasks.checked`); ``how`` learns how each folder was had."""
         from tasks.transforms import qsr_check
 
         zone, rules = self.zone(), self.qsr_rules()
@@ -179,17 +170,15 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
             )
 
     def _pieces(self, zone, files: list[RawFile], folder: dt.date, rules: QsrRules) -> Iterator[CheckedFolder]:
-        """The folder checked a batch of files at a time, up to CHECK_THREADS batches at once; the hashes
-        remembered, and so the entry's key, are those of the bytes checked."""
+        """The folder checked a batch of files at a time, up to CHECK_THREADS batches at once."""
         from tasks.transforms import qsr_check
 
         threads = min(CHECK_THREADS, task_threads())
         return qsr_check.check_pieces(_batches(zone, files, CHECK_BATCH_BYTES), folder, rules, threads)
 
     def _shared(self, zone, groups: list, rules: QsrRules, how: dict[str, str]) -> Iterator[CheckedFolder]:
-        """The folders in read order, each read from the data root or checked here, in turns with any other
-        process or host. A folder another is checking is waited for only after this build took the later
-        folders nobody is checking: two hosts given d and d+1 at once each check one, then read the other's."""
+        """The folders in read order, each read from the data root or checked here, in turns with other
+        processes; one another is checking is waited for only after taking the free ones."""
         from tasks.checked import CheckedFolders
 
         shared = CheckedFolders(self.store().backend, self.dataset)
@@ -233,8 +222,8 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
 
     @staticmethod
     def _take_early(shared, groups: list) -> dict:
-        """{folder: (its turn, its ``try_take`` future)} for the window's last folder when the survey found it
-        free in a bucket: its turn (a PUT) is taken while the folders before it are read."""
+        """{folder: (turn, ``try_take`` future)} for the window's last folder when free in a bucket, taken
+        while the folders before it are read."""
         from tasks.cores import process_pool
 
         folder = groups[-1][0] if len(groups) > 1 else None
@@ -261,16 +250,14 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         return checked
 
     def _check(self, shared, turn, zone, files, folder: dt.date, rules: QsrRules, how: dict, free: bool = False):
-        """Under the folder's ``turn``: the folder from its entry (looked for again unless ``free``), or checked
-        piece by piece into a new entry; the turn is let go once the entry is read or written."""
+        """Under the folder's ``turn``: the folder from its entry (unless ``free``), or checked into a new one."""
         from tasks.checked import ipc
 
         try:
             checked = None if free else self._found(shared, zone, files, folder, rules, how)
             if checked is None:
                 how[folder.isoformat()] = CHECKED
-                # the entry is written on a side thread (the writes release the GIL) while the caller
-                # works on each piece
+                # the entry is written on a side thread while the caller works on each piece
                 with shared.putting(folder, self.date) as entry, side_thread("cache_entry") as pool:
                     writer = ipc.CheckedWriter(entry, CACHE_COMPRESSION)
                     read_ns = time.time_ns()  # before the files' identities are taken
@@ -316,9 +303,8 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
 
 
 def day_offsets(rules: QsrRules, day: dt.date) -> dict[str, str]:
-    """The UTC offsets of the business day before ``day`` (``"-1"``) and of ``day`` (``"0"``) in ``[qsr]
-    timezone``, as Arrow's time-zone data gives them: their bounds decide which lines of folders ``day`` and
-    ``day+1`` are partition ``day``'s, and which of folder ``day``'s are misfiled (a date it does not hold)."""
+    """The UTC offsets of the business days before ``day`` (``"-1"``) and ``day`` (``"0"``) in Arrow's
+    time-zone data: they decide which lines a folder's check assigns to which date."""
     return {str(k): day_offset(rules.timezone, day + dt.timedelta(days=k), rules.day_start_hour) for k in (-1, 0)}
 
 
@@ -332,8 +318,7 @@ def _take(shared, taking: dict, folder: dt.date) -> tuple:
 
 
 def _hash_files(zone, files: list[RawFile], about: dict) -> None:
-    """Make each file's content hash known to ``zone``: as the entry's trailer ``about`` recorded it while the
-    file is still the one read then, else by reading it now."""
+    """Make each file's content hash known to ``zone``: as ``about`` recorded it if unchanged, else read."""
     recorded = about.get("files") if isinstance(about.get("files"), dict) else {}
     read_ns = about.get("read_ns") if isinstance(about.get("read_ns"), int) else 0
     for f in files:
@@ -366,8 +351,7 @@ def _store_rows_of(store, date: dt.date) -> dict[str, int]:
 
 
 def store_versions(inputs: list[RawFile], table: pa.Table) -> dict[str, str]:
-    """Per store with a file, the logical version of its rows: per-store consumers (StoreDailySales) rebuild
-    only for a store whose rows changed."""
+    """Per store with a file, the logical version of its rows (StoreDailySales rebuilds on a change)."""
     from tasks.freshness.dataversions import slice_versions
     from tasks.transforms.rawcsv import file_stem
 

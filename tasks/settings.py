@@ -1,10 +1,5 @@
-"""Every setting Daybreak reads, with its default.
-
-Luigi maps each ``luigi.Config`` class to the ``luigi.cfg`` section of the same name, so
-``[qsr] suspicious_qty_threshold = 30`` sets :attr:`qsr.suspicious_qty_threshold`.
-A luigi.cfg that sets nothing works: every value here has a default. Relative paths are taken
-from the working directory, as Luigi itself does.
-"""
+"""Every setting Daybreak reads, with its default: each ``luigi.Config`` class is the ``luigi.cfg``
+section of the same name. Relative paths are taken from the working directory, as Luigi does."""
 
 from __future__ import annotations
 
@@ -137,9 +132,7 @@ class s3(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     )
 
 
-# Luigi settings Daybreak cannot run safely without: a blocked or failed run exits non-zero (Luigi's own
-# retcodes are all 0) and a range is never cut short in silence. Applied at ``import tasks`` to every
-# option no config file sets.
+# Luigi settings Daybreak needs (non-zero exit codes, no silently cut range), where no config file sets them
 LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     "retcode": {
         "already_running": "10",
@@ -152,8 +145,7 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
     "RangeDaily": {"task_limit": "100000", "days_back": "36500"},
     "RangeDailyBase": {"task_limit": "100000", "days_back": "36500"},
     "resources": {"sftp": "4"},  # SFTP sessions of all workers sharing a scheduler (else 1)
-    # NOTSET: progress lines and a summary (tasks/reporting/runlog.py); a luigid that does not answer is
-    # given up on after 10 s, not 90 (docs/scale-out.md)
+    # NOTSET: progress lines and a summary; a luigid that does not answer is given up on after 10 s
     "core": {"log_level": "NOTSET", "rpc_retry_attempts": "3", "rpc_retry_wait": "5"},
     # a host waiting for another host's task asks luigid again soon (docs/scale-out.md)
     "worker": {"wait_interval": "0.2", "wait_jitter": "0.2"},
@@ -174,7 +166,7 @@ def apply_luigi_defaults() -> None:
 
 
 def data_root() -> Path:
-    """The local data root (a folder). For a data_root that may be an object store, :func:`data_uri`."""
+    """The local data root (a folder); :func:`data_uri` for one that may be an object store."""
     uri = data_uri()
     if "://" in uri:
         raise ValueError(f"data_root {uri} is not a local folder")
@@ -187,9 +179,8 @@ def data_uri() -> str:
 
 
 def lock_folder() -> tuple[str, str]:
-    """(the folder of Luigi's lock of a command, the data root it is for): one folder per data root under
-    the temporary folder, ``$TMPDIR/daybreak-lock-<hash of the data root>`` (docs/operations.md). Not in the
-    data root: a run refused by a check writes nothing there."""
+    """(the folder of Luigi's lock of a command, the data root it is for): ``$TMPDIR/daybreak-lock-<hash>``,
+    not in the data root, where a run refused by a check writes nothing."""
     import hashlib
     import tempfile
 
@@ -208,8 +199,7 @@ def cache_dir() -> Path:
 
 
 def business_today() -> dt.date:
-    """Today's date in the business timezone ([qsr] timezone), not UTC: a cron at 06:00 Toronto is
-    already tomorrow in UTC from 19:00 the evening before."""
+    """Today's date in the business timezone ([qsr] timezone), not UTC."""
     from zoneinfo import ZoneInfo
 
     return dt.datetime.now(ZoneInfo(qsr().timezone)).date()
@@ -219,9 +209,8 @@ NOT_OVER = "a business day is built once it is over"
 
 
 def day_in_progress(now: dt.datetime | None = None) -> dt.date:
-    """The business date in progress at ``now`` (the clock when None): the local date in ``[qsr] timezone`` less
-    ``[qsr] day_start_hour``. A QSR business day ``d`` runs from ``d 05:00`` to ``d+1 04:59`` local, so at 01:00
-    on the 7th the 6th is not over yet."""
+    """The business date in progress at ``now`` (default: the clock): the local date in ``[qsr] timezone``
+    less ``[qsr] day_start_hour``."""
     from zoneinfo import ZoneInfo
 
     cfg = qsr()
@@ -230,9 +219,7 @@ def day_in_progress(now: dt.datetime | None = None) -> dt.date:
 
 
 def not_over(day: dt.date) -> str:
-    """Why a run leaves business date ``day`` out, '' when it does not: ``day`` is the business day in progress
-    (:func:`day_in_progress`) or later, so its raw data is not all there. The one rule of every range (RangeDaily,
-    RangeSingleRun, the morning refresh), of AllStores and of ``daybreak plan``."""
+    """Why every range and plan leaves business date ``day`` out ('' when not): it is not over yet."""
     today, cfg = day_in_progress(), qsr()
     if day < today:
         return ""
@@ -251,10 +238,8 @@ def raw_root() -> str:
 
 
 def settings_changed_at(extra: tuple = ()) -> float:
-    """When the settings this process runs on last changed, as a POSIX time: the newest modification time of
-    the config files Luigi reads and of ``extra`` (the hotels list). A setting given on the ``luigi`` command
-    line counts as old as the files: a host never replaces a partition built under other rules set later
-    (docs/scale-out.md)."""
+    """When the settings this process runs on last changed: the newest modification time of the config
+    files Luigi reads and of ``extra`` (docs/scale-out.md)."""
     import os
 
     from tasks import configfiles
@@ -273,8 +258,7 @@ def settings_changed_at(extra: tuple = ()) -> float:
 SECTIONS: dict[str, type[luigi.Config]] = {
     "daybreak": daybreak, "qsr": qsr, "ads": ads, "hotels": hotels, "sftp": sftp, "s3": s3,
 }  # fmt: skip
-# An unknown key of these is named by Daybreak's own check (one line, exit 2: tasks/settings_check.py), not
-# first by Luigi's warning that it "is not consumed"
+# an unknown key is named by tasks/settings_check.py, not first by Luigi's "not consumed" warning
 warnings.filterwarnings(
     "ignore", message=rf"The configuration contains .* not consumed by the task '({'|'.join(SECTIONS)})'\.$"
 )
@@ -314,8 +298,7 @@ INT_MAX = 2**31 - 1  # the largest whole-number setting: the columns it is compa
 
 
 def write_config(path: Path, overrides: dict[str, dict[str, object]]) -> Path:
-    """Write the project's luigi.cfg with ``{section: {key: value}}`` overrides to ``path`` (for tests,
-    the demo, benchmarks: point ``LUIGI_CONFIG_PATH`` at the result); return ``path``."""
+    """Write the project's luigi.cfg with ``{section: {key: value}}`` overrides to ``path``; return it."""
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(PROJECT_ROOT / "luigi.cfg")
     for section, values in overrides.items():

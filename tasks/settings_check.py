@@ -27,8 +27,7 @@ _KINDS = {
 
 
 def source_of(section: str, key: str) -> str:
-    """Where the value of ``[section] key`` comes from: the command line, the config file that sets it
-    (the last one read wins, as in Luigi), a value set at run time, or the built-in default."""
+    """Where the value of ``[section] key`` comes from: the command line, a config file, or the default."""
     import luigi.configuration
     from luigi.cmdline_parser import CmdlineParser
 
@@ -45,8 +44,7 @@ def source_of(section: str, key: str) -> str:
 
 
 def config_errors() -> list[str]:
-    """Every unknown key of a Daybreak section, and every value that does not parse or is out of
-    range (:data:`RANGES`), one message each naming the file, the section and the key."""
+    """Every unknown key of a Daybreak section and every bad value, one message each."""
     import luigi.configuration
 
     from tasks import configfiles
@@ -64,8 +62,7 @@ def config_errors() -> list[str]:
 
 
 def file_errors(path: str) -> list[str]:
-    """One config file checked on its own and without the disk (what stops Luigi reading it, inline
-    comments, unknown keys, each value's parse, range and form); return its error lines."""
+    """One config file checked on its own and without the disk; return its error lines."""
     from tasks import configfiles
 
     errors = configfiles.errors([path])
@@ -112,8 +109,7 @@ LUIGI_SECTIONS = frozenset({"retcode", "resources", "task_history", "hdfs", "had
 
 
 def section_errors(config, where: str | None = None) -> list[str]:
-    """A section one edit away from a Daybreak section (``[qrs]``, ``[hotel]``, ``[QSR]``) that neither
-    Daybreak nor Luigi reads: a typo, whose settings would be ignored without a word."""
+    """A section one edit away from a Daybreak section (``[qrs]``, ``[hotel]``): a typo."""
     from luigi.task_register import Register
 
     known = set(Register.task_names()) | LUIGI_SECTIONS | set(SECTIONS)
@@ -210,9 +206,7 @@ _HOST = re.compile(r"^((?!-)[a-z\d-]{1,63}(?<!-)\.)*((?!-)[a-z\d-]{1,63}(?<!-))\
 
 
 def location_error(uri: str, schemes: tuple[str, ...]) -> str | None:
-    """Why ``uri`` is not ``s3://BUCKET/PREFIX`` (or ``sftp://USER@HOST:PORT/PATH`` where ``schemes``
-    has it); None when it is one. Its form only: whether the bucket or the server answers is checked
-    later (tasks/faults.py ``check_stores``)."""
+    """Why ``uri`` is not of the form ``s3://BUCKET/PREFIX`` (or ``sftp://...`` where ``schemes`` has it), or None."""
     scheme, _, rest = uri.partition("://")
     forms = " or ".join(URL_FORMS[s] for s in schemes)
     if scheme not in schemes:
@@ -270,8 +264,7 @@ URL_FORMS = {"s3": "s3://BUCKET/PREFIX", "sftp": "sftp://USER@HOST:PORT/PATH"}
 
 
 def command_line_errors() -> list[str]:
-    """Each Daybreak setting given on the ``luigi`` command line (``--qsr-day-start-hour 30``) whose value
-    does not parse or is out of range, as :func:`config_errors` says of a file's."""
+    """Each bad Daybreak setting given on the ``luigi`` command line (``--qsr-day-start-hour 30``)."""
     from luigi.cmdline_parser import CmdlineParser
 
     cmdline = CmdlineParser.get_instance()
@@ -288,8 +281,7 @@ def command_line_errors() -> list[str]:
 
 
 def check_config(command_line: bool = False) -> None:
-    """Exit 2 (:func:`tasks.guard.fail`) when :func:`config_errors` finds anything (``command_line``: when
-    :func:`command_line_errors` does, once Luigi has parsed the command line)."""
+    """Exit 2 when :func:`config_errors` (or, ``command_line``, :func:`command_line_errors`) finds anything."""
     errors = command_line_errors() if command_line else config_errors()
     if errors:
         from tasks.guard import fail
@@ -298,16 +290,14 @@ def check_config(command_line: bool = False) -> None:
 
 
 def output_folders() -> list[str]:
-    """The folders of the data root that Daybreak writes: each dataset's top folder (catalogue), the
-    quarantine and ``_state``. Anything else under the data root (``raw/`` by default) is left alone."""
+    """The folders of the data root that Daybreak writes: each dataset's top folder, quarantine and ``_state``."""
     from tasks.catalogue import DATASETS
 
     return sorted({d.path.split("/")[0] for d in DATASETS} | {"quarantine", "_state"})
 
 
 def check_raw_root(uri: str) -> None:
-    """Exit 2 when a local ``raw_root`` is not a folder, or when it and the folders Daybreak writes
-    overlap (outputs would land in the raw zone, which Daybreak never changes), naming the path and where it is set."""
+    """Exit 2 when a local ``raw_root`` is not a folder or overlaps the folders Daybreak writes."""
     if "://" in uri:
         return
     if not Path(uri).is_dir():

@@ -38,8 +38,7 @@ def read_registry() -> dict[str, str]:
 
 
 def check_known(store_id: str) -> None:
-    """A usage error (one line, exit 2) unless ``store_id`` is registered, read by a staging partition or
-    has a file in the qsr_pos folders: a typo would build an empty partition no run updates."""
+    """A usage error unless ``store_id`` is registered, staged or has a file in the qsr_pos folders."""
     known: set[str] = set()
     for look in (read_registry, staged_stores, sensed_stores):
         known.update(look())
@@ -54,8 +53,7 @@ def check_known(store_id: str) -> None:
 
 
 def register(found: dict[str, str]) -> dict[str, str]:
-    """Merge ``found`` ({store: first-seen date}) into the registry, keeping the earliest date; atomic (two
-    sensors at once: one merges after the other)."""
+    """Merge ``found`` ({store: first-seen date}) into the registry atomically, keeping the earliest date."""
 
     def merge(registry: dict | None) -> dict:
         registry = dict(registry or {})
@@ -67,31 +65,27 @@ def register(found: dict[str, str]) -> dict[str, str]:
     return partitions.update_document(settings.data_uri(), REGISTRY, merge, "the store registry")
 
 
-# the folders the sensor has listed, shared by every host as the registry is: a host finds the sensor done
-# when another host's sensor listed them (a cache: deleted, the next sensor lists every folder again)
+# the folders the sensor has listed, shared by every host (a cache: deleted, the next lists them all again)
 SEEN = "stores_seen.json"
 
 
 def this_run() -> list | None:
-    """[worker, pid of its process] of the Luigi run this process is in (the run's process, or a task process
-    it forked); None outside a run."""
+    """[worker, pid of the run's process] of the Luigi run this process is in; None outside a run."""
     if not worker_id():
         return None
     return [worker_id(), os.getpid() if luigi_run() is not None else os.getppid()]
 
 
 def read_seen(zone: RawZone) -> dict:
-    """``_state/stores_seen.json`` when made from this raw zone, else {}: ``folders``, {folder name: [its
-    mtime_ns when listed, the stores it held]} of every qsr_pos folder the sensor has listed, and ``run``,
-    the run that listed last (:func:`this_run`)."""
+    """``_state/stores_seen.json`` when made from this raw zone, else {}: ``folders``, {folder name:
+    [mtime_ns when listed, its stores]}, and ``run``, the run that listed last."""
     state = partitions.read_document(settings.data_uri(), SEEN) or {}
     return state if state.get("raw_root") == zone.describe() else {}
 
 
 def unseen_folders(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, int], dict[str, list], int]:
-    """({name: mtime_ns} of the folders of [start, stop) not listed yet, or changed since: new, or a file
-    added or removed, which changes a folder's mtime; what was remembered of the others; the time of the
-    listing, ns). One listing of ``qsr_pos/``; no folder is listed."""
+    """({name: mtime_ns} of the folders of [start, stop) new or changed since listed, what was remembered
+    of the others, the time of the listing in ns), from one listing of ``qsr_pos/``."""
     listed_ns = time.time_ns()  # before the listing: a folder stamped within its clock tick is not trusted
     seen, listed = read_seen(zone).get("folders", {}), zone.list_folders(SOURCE)
     new, known = {}, {}
@@ -105,9 +99,8 @@ def unseen_folders(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[s
 
 
 def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str]]:
-    """({store: first folder date it appears in}, invalid file names) over the qsr_pos folders of [start, stop),
-    by name only. Lists only the folders not seen before (and remembers them in ``_state/stores_seen.json``);
-    the stores of the others come from that state."""
+    """({store: first folder date}, invalid file names) over the qsr_pos folders of [start, stop), listing
+    only the folders not seen before (remembered in ``_state/stores_seen.json``)."""
     found, invalid, fresh = _stores_in(zone, start, stop)
 
     def merge(state: dict | None) -> dict:  # another sensor may have remembered others meanwhile
@@ -119,9 +112,8 @@ def discover(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, st
 
 
 def _stores_in(zone: RawZone, start: dt.date, stop: dt.date) -> tuple[dict[str, str], list[str], dict[str, list]]:
-    """(what :func:`discover` returns, and what it would remember of the folders it listed); writes nothing.
-    A folder stamped within the clock resolution of the listing is not remembered: a file added in the same
-    tick (a second over SFTP) keeps its stamp, so the next run lists it again (:meth:`RawZone.settled`)."""
+    """What :func:`discover` returns and would remember, writing nothing. A folder stamped within the
+    listing's clock tick is not remembered: a file added in that tick keeps the stamp."""
     new, known, listed_ns = unseen_folders(zone, start, stop)
     listed: dict[str, list] = {}
     invalid: list[str] = []
@@ -149,17 +141,14 @@ def sensor() -> DiscoverStores:
 
 
 def sensed_stores() -> set[str]:
-    """The stores the sensor has registered or will at its next run. Lists only the folders not seen
-    before; writes nothing."""
+    """The stores the sensor has registered or will at its next run; writes nothing."""
     task = sensor()
     return set(_stores_in(task.zone(), task.start, task.stop)[0])
 
 
 def staged_stores(engine: Engine | None = None) -> dict[str, str]:
-    """{store: first folder date} of the stores a stg_qsr_pos partition read a file of and the registry
-    lacks: the sensor could not tell the file from its folder's stamp (a copy that kept the folder's
-    time). From the partitions' summaries, read once a pass (``engine``'s: a view's own, else the run's);
-    a date's full manifest only to date such a store."""
+    """{store: first folder date} of the stores a stg_qsr_pos partition read and the registry lacks (a
+    copy that kept the folder's time hides a file from the sensor)."""
     engine = engine or luigi_engine()
     store = engine.store(StgQsrPos(date=settings.daybreak().start_date))
     registry = read_registry()
@@ -177,19 +166,16 @@ def staged_stores(engine: Engine | None = None) -> dict[str, str]:
 
 
 def listed_stores(engine: Engine) -> set[str]:
-    """The stores with a file in the qsr_pos folders from ``[daybreak] start_date`` on that ``engine``'s pass has
-    listed, whatever the folders' times say: the check of a staging partition lists the folders it reads, and
-    sees a file the sensor cannot tell from its folder's time (added with the time kept: rsync -a, cp -p)."""
+    """The stores with a file in the qsr_pos folders ``engine``'s pass has listed, whatever the folders'
+    times say (a file copied with its time kept: rsync -a, cp -p)."""
     start = settings.daybreak().start_date
     listed = engine.listed_files(SOURCE)
     return {n.removesuffix(".csv") for d, names in listed.items() if d >= start for n in names if is_store_file(n)}
 
 
 def unregistered_stores(engine: Engine | None = None) -> list[str]:
-    """The stores with a file in the qsr_pos folders, or read by a staging partition, that are not
-    registered yet (the next AllStores registers them): what a plan counts as partitions to build. The
-    staging dates the stores read are checked first (once a pass: the stores' own checks ask the same), and
-    the folders those checks listed name stores too."""
+    """The stores with a file in the qsr_pos folders, or read by a staging partition, not registered yet:
+    what a plan counts as partitions to build."""
     if newest_raw_date(RawZone.from_uri(settings.raw_root()), SOURCE) is None:
         return []
     engine = engine or luigi_engine()
@@ -201,8 +187,7 @@ def unregistered_stores(engine: Engine | None = None) -> list[str]:
 
 class DiscoverStores(luigi.Task):
     """The sensor: registers every store with a file in the qsr_pos folders of [start, stop), with the
-    first date seen, listing only folders new or changed since (``_state/stores_seen.json``); invalid names
-    are reported, never read."""
+    first date seen; invalid names are reported, never read."""
 
     start = luigi.DateParameter(description="First folder date to scan (inclusive)")
     stop = luigi.DateParameter(description="Last folder date to scan (exclusive)")
@@ -213,8 +198,7 @@ class DiscoverStores(luigi.Task):
     resources = property(lambda self: sftp_slot())
 
     def complete(self) -> bool:
-        """Listed in this run, or nothing new since: a folder changed after the sensor ran is for the next
-        run (AllStores runs on), as is a folder listed in its clock tick."""
+        """Listed in this run, or nothing new since (a folder changed later is for the next run)."""
         if (run := this_run()) is not None and read_seen(self.zone()).get("run") == run:
             return True
         new, known, _ = unseen_folders(self.zone(), self.start, self.stop)
@@ -230,10 +214,8 @@ class DiscoverStores(luigi.Task):
 
 
 class StoreIdParameter(luigi.Parameter):
-    """A store id of the contract's pattern (the stem of its files, ``qsr_pos/<date>/<store_id>.csv``). Any
-    other value (``../../x``, which would name a folder outside the dataset) is a usage error when the task
-    is made, before anything is checked or written: one line and exit 2 (tasks/guard.py); so is one typed
-    by a user (``--store-id S999``) of no store registered, staged or with a file in the raw zone."""
+    """A store id of the contract's pattern; any other (``../../x``), or one typed of no known store, is a
+    usage error (exit 2) before anything is checked or written."""
 
     def normalize(self, x):
         if not isinstance(x, str) or not is_store_file(f"{x}.csv"):
@@ -241,14 +223,13 @@ class StoreIdParameter(luigi.Parameter):
         return x
 
     def parse(self, x):
-        """A value a user typed (the command line, a config file): also a store's, not a typo's."""
+        """A value a user typed: also a known store's, not a typo's."""
         check_known(self.normalize(x))
         return x
 
 
 class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
-    """store_daily_sales: one row per business date for one registered store (net sales, orders,
-    suspicious lines); stale when that store's slice of a staging partition changed."""
+    """store_daily_sales: one row per business date for one store; stale when its slice of staging changed."""
 
     reads_a_slice = True
 
@@ -256,26 +237,22 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
 
     @classmethod
     def static_keys(cls) -> list[str]:
-        """The registered stores (the catalogue's partitions of the dataset)."""
         return list(read_registry())
 
     def dataset_path(self) -> str:
         return f"{self.dataset}/store_id={self.store_id}"
 
     def upstream(self) -> list[PartitionedTask]:
-        """Every staging date built, and every date from ``[daybreak] start_date`` whose raw folder is there
-        but the newest (which waits for the next), whose business day is over (as a range's: a partial day is no
-        day's sales): a staging partition deleted or not built yet is rebuilt first, never left out of the
-        store's rows."""
+        """Every staging date built, and every date whose raw folder is there but the newest and whose
+        business day is over: a staging partition deleted or not built yet is rebuilt first."""
         return _staging_read()
 
     def upstream_version(self, manifest: dict | None) -> str | None:
         return (manifest or {}).get("stats", {}).get("store_versions", {}).get(self.store_id, "no files")
 
     def build(self, inputs: list[RawFile]) -> Built:
-        """Incremental: the rows of the previous build are kept for every date whose store version is the
-        one recorded then; only the other dates are read, each from the staging partition's per-store
-        totals (``_store_totals.arrow``), never from its lines. Same rows as a build from scratch."""
+        """Incremental: the previous build's rows are kept for every date whose store version is unchanged;
+        the other dates are read from the staging partitions' per-store totals."""
         import pyarrow.compute as pc
 
         from tasks.transforms.stores import daily_sales
@@ -294,8 +271,7 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
         return Built(daily_sales(parts), None, {"dates_read": read, "staging_rows_read": rows_read})
 
     def _previous(self):
-        """({staging task_id: store version recorded}, rows) of the previous build, when it is intact and
-        built under the current rules; ({}, None) otherwise: a build from scratch."""
+        """({staging task_id: store version}, rows) of the previous build if intact and of these rules."""
         store = self.store()
         manifest = store.read_manifest(None)
         if (
@@ -309,8 +285,7 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
         return manifest.get("upstream", {}), store.read_table(None)
 
     def _read_date(self, staging: StgQsrPos):
-        """(this store's row of one staging date, rows read): from the per-store totals written beside the
-        data file; a partition built before they existed is read whole and filtered (and summed here)."""
+        """(this store's row of one staging date, rows read): from its per-store totals, else its lines."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -339,8 +314,7 @@ def _staging_read() -> list[StgQsrPos]:
 
 
 def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:
-    """The dates of the qsr_pos folders from ``start`` to tomorrow (a stray later folder is not counted) up to
-    the newest one that has arrived (one made before its files is not there yet), from this pass's listings."""
+    """The dates of the qsr_pos folders from ``start`` to tomorrow, up to the newest that has arrived."""
     limit = settings.business_today() + dt.timedelta(days=1)
     dates = sorted(d for d in folder_dates(engine.source_listed(zone, SOURCE)[1]) if start <= d <= limit)
     while dates and not engine.arrived(zone, SOURCE, dates[-1]):
@@ -349,18 +323,14 @@ def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:
 
 
 class AllStores(luigi.Task):
-    """Runs the sensor over the qsr_pos folders (listing only new ones) and builds one StoreDailySales per
-    store: registered, found by the sensor in this run, or read by a staging partition (registered then).
-    They are its requirements, so a store waiting, failed or superseded gives the exit code a range gives
-    (20, 30, 10); a store that a staging partition rebuilt in this run reveals is built after them (a
-    Luigi dynamic dependency)."""
+    """Runs the sensor and builds one StoreDailySales per known store, as requirements (so exit codes are
+    a range's); a store a staging rebuild in this run reveals is a dynamic dependency."""
 
     _of_run: tuple[list, list] | None = None  # (the run, its requirements)
     resources = property(lambda self: sftp_slot())
 
     def requires(self) -> list:
-        """The same list whenever Luigi asks during one run (when it schedules, in the task's process before
-        run(), in its summary), though the sensor registers stores meanwhile."""
+        """The same list whenever Luigi asks during one run, though the sensor registers stores meanwhile."""
         run = this_run()
         if run is not None and self._of_run is not None and self._of_run[0] == run:
             return self._of_run[1]

@@ -1,12 +1,5 @@
-"""``daybreak verify``: re-hash every raw input and every data file of the selected partitions against
-their manifests. What metadata cannot see (a copy that kept mtimes, a same-second SFTP re-send, bit
-rot) shows here: each mismatch is printed with its file and the partitions that read it, and those
-partitions are marked stale in their manifests (an atomic rewrite of the manifest alone), so the next
-run rebuilds them (RangeDaily; AllStores, AllHotelsPickup, ... for the others). Each raw file is hashed
-once, over one connection for an SFTP raw zone. A partition whose files have new times and the content
-recorded (a copy without its times) gets them recorded, and is not rebuilt. A folder with files and no
-manifest is a mismatch (stale already: readers see files nothing vouches for); a partition not there at
-all is named as not verified."""
+"""``daybreak verify`` (docs/operations.md): re-hash every raw input and data file of the selected
+partitions against their manifests, and mark those with a mismatch stale so the next run rebuilds them."""
 
 from __future__ import annotations
 
@@ -40,8 +33,7 @@ class Report:
 
 
 def verify(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> Report:
-    """Check every partition of ``datasets`` (default: every one) with ``start`` <= date < ``stop`` (every
-    partition of a dataset partitioned by store or hotel, or not at all); mark the ones with a mismatch stale."""
+    """Check every partition of ``datasets`` (default: all) in [start, stop); mark those with a mismatch stale."""
     t0 = time.perf_counter()
     with settings.snapshot(), freshness.view_pass() as engine:
         zone = RawZone.from_uri(settings.raw_root())
@@ -114,8 +106,7 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
 
 
 def _without_manifest(store, task: MaterializedTask, label: str, report: Report) -> None:
-    """A partition with no manifest: each file in its folder is one no manifest lists (stale already, as status
-    says: nothing to mark); a folder with none is a partition not there, named as not verified."""
+    """A partition with no manifest: each file in its folder is a mismatch; an empty one is not verified."""
     strays = store.strays_in(task.key, None)
     if not strays:
         hotel = getattr(task, "hotel", None) if task.key is not None else None  # a date's hotel, else the key
@@ -141,8 +132,7 @@ def _rewrite(engine, store, task: MaterializedTask, manifest: dict, label: str, 
 
 
 def _raw_digest(zone: RawZone, relpath: str, report: Report) -> tuple[str | None, str]:
-    """(content hash, "") of a raw file now; (None, why) when it is missing or cannot be read as a
-    regular file (a FIFO, a folder or a symbolic link in its place: the build refuses them alike)."""
+    """(content hash, "") of a raw file now; (None, why) when it is missing or no regular file."""
     try:
         data = zone.read_bytes(RawFile(relpath, 0, 0))
     except FileNotFoundError:
