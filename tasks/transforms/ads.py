@@ -117,7 +117,6 @@ def newest_restatement(
 
 
 def _last_per_campaign(rows: pa.Table) -> pa.Table:
-    """The last row of each campaign_id, in read order."""
     numbered = rows.append_column("_i", pa.array(range(rows.num_rows), pa.int64()))
     last = numbered.group_by("campaign_id", use_threads=False).aggregate([("_i", "max")])["_i_max"]
     return rows.take(pc.take(last, pc.sort_indices(last)))  # the last rows, in read order

@@ -166,7 +166,7 @@ def parse_dates(col) -> pa.Array:
 
 
 _INSTANT = pa.timestamp("s", tz="UTC")
-# Not Arrow's strptime: it takes 2026-9-15 and lets days run over (2026-09-31 is October 1st)
+# not Arrow's strptime, which takes 2026-9-15 and lets days run over (docs/performance.md, "Parsing")
 _DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int16)
 
 

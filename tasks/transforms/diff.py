@@ -1,8 +1,5 @@
-"""The difference between two versions of one partition, rows matched on the dataset's key (pure).
-
-Used by previews (tasks/preview/): what a backfill would change, before it replaces anything.
-No Luigi, no paths: tables in, a small dict out.
-"""
+"""The difference between two versions of one partition, rows matched on the dataset's key, for
+previews. Pure: tables in, a small dict out."""
 
 from __future__ import annotations
 
@@ -18,9 +15,8 @@ COUNTS = ("rows_before", "rows_after", "added", "removed", "changed")
 def diff_partition(
     before: pa.Table | None, after: pa.Table | None, key: Sequence[str], measure: str = ""
 ) -> dict[str, object]:
-    """Rows before and after, added, removed and changed (same key, another value), the changes per
-    column, and the sum of ``measure`` before, after and the change (``None`` where a side lacks it).
-    Key columns a table lacks are left out of the match; a missing side is empty; repeated keys match in order."""
+    """Rows before and after, added, removed and changed, the changes per column, and the sum of
+    ``measure`` before, after and the change; repeated keys match in order."""
     before = _empty_like(after) if before is None else before
     after = _empty_like(before) if after is None else after
     names = [k for k in key if k in before.column_names and k in after.column_names]
@@ -90,8 +86,7 @@ def _same_keys(before: pa.Table, after: pa.Table, key: list[str]) -> bool:
 
 
 def _numbered(table: pa.Table, key: list[str]) -> pa.Table:
-    """The table with ``__n``, the row's occurrence number within its key (0 for a unique key), and
-    ``__in``, a marker that survives the outer join (null where the row is absent)."""
+    """The table with ``__n``, the row's occurrence within its key, and ``__in``, a marker for the join."""
     n = table.num_rows
     marked = table.append_column("__in", pa.array([True] * n, pa.bool_()))
     if n == 0:

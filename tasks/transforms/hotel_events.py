@@ -1,7 +1,5 @@
 """stg_hotel_bookings_daily (contract section 3): the booking events of one business date, checked.
-
-Pure: parsed extracts in, tables out. The marts built from these events are :mod:`tasks.transforms.hotels`'s.
-"""
+Pure: parsed extracts in, tables out."""
 
 from __future__ import annotations
 
@@ -60,16 +58,14 @@ REJECT_SCHEMA = reject_schema(RAW_COLUMNS)
 
 @dataclass(frozen=True)
 class HotelLimits:
-    """Bounds on a booking event ([hotels] settings), part of the rules fingerprint: a row beyond one is
-    rejected, so that no booking expands into millions of stay nights and no sum of revenue downstream
-    (on the books, pickups: decimal(18,2)) can overflow."""
+    """Bounds on a booking event ([hotels] settings): a row beyond one is rejected, so that no booking
+    expands into millions of nights and no revenue sum overflows decimal(18,2)."""
 
     max_stay_nights: int = 365
     max_rooms: int = 1000
     max_rate: float = 100000.0
 
-    # one booking-night is worth at most max_rooms x max_rate; this keeps that a millionth of what a
-    # decimal(18,2) sum holds (10**16), so a stay date overflows only past a million bookings at the bounds
+    # a booking-night at the bounds is a millionth of a decimal(18,2) sum's limit
     MAX_NIGHT_VALUE: ClassVar[float] = 1e10
 
     def __post_init__(self) -> None:
@@ -123,9 +119,8 @@ class EventsResult:
 def clean_booking_events(
     files: list[tuple[ParsedCsv, str]], date: dt.date, limits: HotelLimits | None = None
 ) -> EventsResult:
-    """Every valid booking event of business date ``date``: the extracts of folder ``date``, each given
-    with its hotel's IANA timezone. An event whose local date at the hotel is not ``date`` is rejected
-    (misfiled), so nothing is counted on two dates; so is one beyond ``limits`` (default bounds if None)."""
+    """Every valid booking event of business date ``date`` from (extract, hotel's timezone) pairs; one of
+    another local date is rejected as misfiled, as is one beyond ``limits``."""
     limits = limits or HotelLimits()
     tables, rejects, file_rows = [], [], {}
     for parsed, timezone in files:

@@ -75,7 +75,7 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
             parts.append((valid.select(_PICKED), seq, is_mine))
         else:
             picked = np.flatnonzero(is_mine)
-            # a take of the few rows picked (a filter of every chunk costs twice as much)
+            # a take of the few rows picked, not a filter of every chunk (docs/performance.md)
             parts.append((valid.select(_PICKED).take(pa.array(picked)), picked + seq.start, None))
             if checked.shared:  # a copy: a slice of an entry read from the cache keeps the whole entry
                 key = key.combine_chunks()
@@ -126,7 +126,6 @@ def clean_checked(folders: Iterable[CheckedFolder], date: dt.date, rules: QsrRul
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    """Tables stacked without copying (chunked)."""
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 

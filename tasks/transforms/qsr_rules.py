@@ -1,8 +1,5 @@
-"""The identity of stg_qsr_pos's rules: transform version and the settings that change its output.
-
-Kept apart from the transform (no pyarrow import), so that a completeness check, which needs the
-rules fingerprint but never runs the transform, stays cheap to import.
-"""
+"""The identity of stg_qsr_pos's rules: transform version and the settings that change its output; apart
+from the transform (no pyarrow import), so a completeness check stays cheap to import."""
 
 from __future__ import annotations
 

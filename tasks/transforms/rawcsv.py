@@ -157,7 +157,7 @@ def _read(
 
     table = pcsv.read_csv(
         pa.BufferReader(data),
-        # 1 MiB blocks: larger ones parse no faster, peak higher (a longer row: the file in one block)
+        # 1 MiB blocks (docs/performance.md, "Parsing"); a longer row: the file in one block
         read_options=pcsv.ReadOptions(use_threads=False, **({"block_size": block_size} if block_size else {})),
         parse_options=pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
         convert_options=pcsv.ConvertOptions(  # every column: extra ones are checked too (UTF-8, control characters)

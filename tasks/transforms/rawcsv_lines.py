@@ -34,9 +34,8 @@ def bare_cr(data: bytes) -> bool:
 def by_line(
     data: bytes, source_file: str, records: int, malformed: list[tuple[int, str, str]]
 ) -> tuple[pa.Array, list[tuple[int, str, str]]]:
-    """Row numbers that are line numbers where records and lines differ: a record over several lines (a
-    quoted line break) is rejected and so is each further line it took, with its own text; empty lines are
-    no rows. Where Python's csv reader and Arrow's parser disagree the file is refused."""
+    """Row numbers that are line numbers where records and lines differ (a quoted line break rejects each
+    line it took; empty lines are no rows)."""
     # the file's lines, split at LF, CR LF and a lone CR, as the parser splits them
     lines = list(io.StringIO(data.decode("utf-8-sig"), newline=""))
     spans = []  # (first line, last line) of each record
@@ -106,8 +105,7 @@ def undecodable(data: bytes) -> str | None:
 
 
 def check_header(data: bytes, source_file: str, columns: list[str]) -> list[str]:
-    """The names of the header row of ``data``; raises :class:`RawSchemaError` naming the file when the
-    file is empty, or its header is not UTF-8, repeats a name or lacks a contract column."""
+    """The names of the header row of ``data``; :class:`RawSchemaError` when it is not the contract's."""
     header = _header(data, source_file)
     repeated = [name for name, n in Counter(header).items() if n > 1]
     if repeated:

@@ -1,7 +1,4 @@
-"""store_daily_sales: per store and business date, net sales, orders and suspicious lines (pure).
-
-Staging computes one date's totals of every store (:func:`store_totals`) and keeps them beside its data
-file; a store's mart is its rows of those totals, so it never reads another store's lines."""
+"""store_daily_sales (pure): a store's rows of the per-store totals staging keeps beside its data file."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ TOTALS_SCHEMA = pa.schema([pa.field("store_id", pa.string()), *SCHEMA])
 
 
 def store_totals(lines: pa.Table, day: dt.date, order_keys: np.ndarray | None = None) -> pa.Table:
-    """One date's stg_qsr_pos lines summed per store (sorted): net_amount, distinct orders, suspicious
-    lines; ``order_keys``, per line an integer per (store, order), spares hashing the order ids."""
+    """One date's stg_qsr_pos lines summed per store (sorted); ``order_keys`` spares hashing the order ids."""
     if lines.num_rows == 0:
         return TOTALS_SCHEMA.empty_table()
     flagged = pc.cast(lines["is_suspicious"], pa.int64())

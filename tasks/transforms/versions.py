@@ -1,10 +1,5 @@
-"""Transform versions of the ads and hotel datasets: part of each partition's rules fingerprint.
-
-Kept apart from the transforms (no pyarrow or numpy import), like qsr_rules, so that a completeness
-check or the status view, which need the fingerprint but never run a transform, stay cheap to import.
-Bump a version when a change to its transform changes the output: every partition becomes stale
-(what each bump changed is in the commit log).
-"""
+"""Transform versions of the ads and hotel datasets, apart from the transforms so a completeness check
+stays cheap to import. Bump one when its transform's output changes: every partition becomes stale."""
 
 ADS_DAILY_VERSION = "ads_daily/8"
 ADS_ROLLING_VERSION = "ads_rolling_7d/1"
