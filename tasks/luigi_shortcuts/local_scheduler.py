@@ -158,7 +158,6 @@ class LocalScheduler(scheduler.Scheduler):
         return found, best[3]
 
     def _only_worker(self, worker_id: str):
-        """The worker, if it is the only active one, else None."""
         workers = self._state._active_workers
         return workers.get(worker_id) if len(workers) == 1 else None
 

@@ -1,7 +1,5 @@
-"""Luigi's own words: the texts of the log messages and the config-file list that Daybreak's filters and
-checks recognise. Luigi has no public names for them; tests/test_luigi_shortcuts.py makes Luigi produce
-each one, so a Luigi upgrade that rewords one fails there.
-"""
+"""Luigi's own words, which it has no public names for: log messages and the config-file list that
+Daybreak recognises (tests/test_luigi_shortcuts.py makes Luigi produce each one)."""
 
 from __future__ import annotations
 
@@ -32,9 +30,7 @@ ALREADY_RUNNING = "Pid(s) {} already running"  # luigi.lock.acquire_for, printed
 
 
 def config_paths() -> list[str]:
-    """The config files Luigi reads in this process, in its order (the last one read wins), whether they
-    exist or not: its parser's list (``LuigiConfigParser._config_paths``), which ``add_config_path`` and
-    ``LUIGI_CONFIG_PATH`` extend. Empty when Luigi's configuration is not loaded yet."""
+    """The config files Luigi's parser reads in this process, in its order; empty before it is loaded."""
     configuration = sys.modules.get("luigi.configuration")
     if configuration is None:
         return []
@@ -42,8 +38,7 @@ def config_paths() -> list[str]:
 
 
 def last_config_with(has) -> tuple[str, configparser.ConfigParser] | None:
-    """(path, its parsed text) of the last config file Luigi reads (the one that wins) for which
-    ``has(parser)`` holds; None when none does. A file that does not parse is passed over."""
+    """(path, parsed) of the last config file Luigi reads for which ``has(parser)`` holds, or None."""
     for path in reversed(config_paths()):
         parser = configparser.ConfigParser(interpolation=None)
         try:

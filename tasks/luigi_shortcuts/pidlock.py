@@ -1,10 +1,5 @@
-"""Luigi's lock of a ``luigi`` command, kept per data root.
-
-Luigi lets one process at a time run a command line, keyed on the command line's text in ``[core]
-lock_pid_dir`` (``$TMPDIR/luigi``): two data roots' cron lines, the same command in two folders, would
-refuse each other. :func:`per_data_root` gives each data root a lock folder of its own, unless the user
-set one, and makes Luigi's refusal one line that names the data root and the run holding it.
-"""
+"""Luigi's lock of a ``luigi`` command, kept per data root: keyed on the command line's text alone, the
+same cron line over two data roots would refuse each other."""
 
 from __future__ import annotations
 
@@ -32,9 +27,8 @@ def set_by_user() -> bool:
 
 
 def per_data_root(folder: Callable[[], tuple[str, str]]) -> None:
-    """Make Luigi take a command's lock in ``folder()[0]``, the lock folder of data root ``folder()[1]``,
-    where it would take it in its default folder; a refusal is one ``daybreak: error:`` line on stderr
-    (Luigi then exits ``[retcode] already_running``, 10). Idempotent."""
+    """Make Luigi take a command's lock in ``folder()[0]``, the lock folder of data root ``folder()[1]``;
+    a refusal is one line (exit 10). Idempotent."""
     from luigi import interface, lock
 
     acquire = lock.acquire_for

@@ -25,7 +25,6 @@ def lost() -> str | None:
 
 
 def lost_by(worker) -> bool:
-    """Whether ``worker``'s scheduler is a luigid this process lost."""
     return bool(getattr(getattr(worker, "_scheduler", None), "lost", None))
 
 

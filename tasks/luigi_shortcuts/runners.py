@@ -150,14 +150,11 @@ class _TaskInRunner:
 
 
 class _Pool:
-    """A worker's runners."""
-
     def __init__(self, worker):
         self.worker = worker
         self.runners: list[_Runner] = []
 
     def take(self) -> _Runner:
-        """An idle runner, or a new one."""
         waited = time.monotonic()
         while True:
             for runner in list(self.runners):

@@ -1,9 +1,5 @@
-"""Luigi's own usage errors, one line and exit 2, as Daybreak's (tasks/guard.py).
-
-Luigi raises them where Daybreak's code never runs, so :func:`install` catches them on their way out: a
-filter on the ``luigi-interface`` logger and ``sys.excepthook`` (which also makes Ctrl-C one line). The
-value that failed to parse is read from the frame of Luigi's ``_get_task_kwargs``.
-"""
+"""Luigi's own usage errors, one line and exit 2, as Daybreak's: caught on their way out by a filter on
+the ``luigi-interface`` logger and ``sys.excepthook`` (which also makes Ctrl-C one line)."""
 
 from __future__ import annotations
 
@@ -62,8 +58,7 @@ def describe(exc: BaseException, tb=None) -> str | None:
 
 
 def _bad_setting(section: str, name: str, cause: BaseException) -> str:
-    """``--workers 'x': expected a whole number``: a value of a Luigi section, from the command line (or its
-    config file) that did not parse."""
+    """``--workers 'x': expected a whole number``: a value of a Luigi section that did not parse."""
     import luigi
     from luigi.cmdline_parser import CmdlineParser
     from luigi.task_register import Register
@@ -88,8 +83,7 @@ def _bad_setting(section: str, name: str, cause: BaseException) -> str:
 
 
 def _config_setting(section: str, name: str) -> str:
-    """``[core] scheduler_port = 'abc' in /srv/daybreak/luigi.cfg``: the value of a setting and the config file
-    that sets it (the last one read that does, as Luigi reads them); ``[core] scheduler_port`` when none does."""
+    """``[core] scheduler_port = 'abc' in /srv/daybreak/luigi.cfg``: a setting's value and the file that sets it."""
     from tasks.luigi_shortcuts.messages import last_config_with
 
     keys = (name, name.replace("_", "-"))

@@ -37,9 +37,8 @@ from tasks.transforms.diff import diff_partition, total
 
 
 def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple[dict, int]:
-    """Build the preview of ``RangeDaily --of <dataset>`` over ``[start, stop)``; return its record and
-    the exit code (0 built, 30 a partition failed, 25 one not built, downstream ones included). An error
-    that stops the preview itself (a full or read-only disk) removes it and is raised."""
+    """Build the preview of ``RangeDaily --of <dataset>`` over ``[start, stop)``; return its record and the
+    exit code. An error that stops the preview itself removes it and is raised."""
     check_range(start, stop, "preview")
     data_root = settings.data_uri()
     sweep()
@@ -117,9 +116,7 @@ def _held_why(up, held: set[str], start: dt.date, stop: dt.date, data_root: str)
 
 
 def _not_run(tasks: list, data_root: str) -> list[dict]:
-    """The partitions the preview was to build that are still not up to date in the shadow view and
-    have no failure record there: Luigi left them "not run" (a partition they read failed, no worker).
-    Asked of a new pass inside :func:`partitions.shadowed`."""
+    """The partitions the preview was to build that Luigi left "not run" in the shadow view."""
     engine = freshness.new_pass()
     out = []
     for task in tasks:
@@ -132,8 +129,7 @@ def _not_run(tasks: list, data_root: str) -> list[dict]:
 
 
 def _diffs(built: list[str], data_root: str, shadow, workers: int) -> dict[str, dict]:
-    """The diff of each built partition against production (pyarrow reads and joins outside the GIL:
-    one thread per worker)."""
+    """The diff of each built partition against production, a thread per worker."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(rel: str) -> dict:

@@ -28,8 +28,7 @@ from tasks.storage.partitions import plain_store
 
 # -- publishing --------------------------------------------------------------------------------------------
 def problems(record: dict, folder) -> tuple[list[str], list[str]]:
-    """(partitions still to publish, reasons the preview cannot be published). A partition whose
-    production manifest is the preview's own is published already (a resumed publish skips it)."""
+    """(partitions still to publish, reasons the preview cannot be published)."""
     data_root = record["data_root"]
     if record.get("state") == "published":
         return [], []
@@ -242,8 +241,8 @@ def sweep() -> list[str]:
 
 
 def open_for(dataset: str, start: dt.date, stop: dt.date) -> list[dict]:
-    """Open or half published previews of ``dataset`` whose range overlaps ``[start, stop)``, oldest first (for
-    `daybreak plan`), each record with ``why_not``: the reasons `publish` would refuse it now ([]: none)."""
+    """Open or half published previews of ``dataset`` overlapping ``[start, stop)``, oldest first, each
+    with ``why_not``, the reasons `publish` would refuse it now."""
     out = []
     for _, folder, r in readable_records():
         if r.get("state") in ("open", "publishing") and r["dataset"] == dataset:

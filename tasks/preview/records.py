@@ -73,8 +73,7 @@ def spec_of(relfolder: str) -> catalogue.Dataset:
 
 
 def task_for(relfolder: str):
-    """The task that builds the partition in ``relfolder`` (e.g. ``marts/hotel_pickup/business_date=
-    2026-09-01/hotel_id=H1``)."""
+    """The task that builds the partition in ``relfolder``."""
     spec = spec_of(relfolder)
     levels = dict(p.split("=", 1) for p in relfolder[len(spec.path) :].strip("/").split("/") if "=" in p)
     params: dict = {}
@@ -88,8 +87,7 @@ def task_for(relfolder: str):
 
 
 def shadow_partitions(shadow) -> list[str]:
-    """Folders (relative to the shadow root) of every partition the shadow holds, upstream datasets
-    first (catalogue order), then by folder name (dates in order)."""
+    """Folders of every partition the shadow holds, upstream datasets first, then dates in order."""
     order = {d.path: i for i, d in enumerate(catalogue.DATASETS)}
     found = [
         rel.rpartition("/")[0]
@@ -112,10 +110,8 @@ def store_at(rel: str, data_root: str) -> PartitionStore:
 
 
 def manifest_sha_at(rel: str, data_root: str) -> str | None:
-    """:func:`manifest_sha` of the partition at path ``rel`` under ``data_root``."""
     return manifest_sha(store_at(rel, data_root), partition_date(rel))
 
 
 def partition_date(rel: str) -> dt.date | None:
-    """The business date of the partition at path ``rel``; None for an unpartitioned dataset."""
     return task_for(rel).key

@@ -1,12 +1,5 @@
-"""A store or server that stops answering while a run schedules: the run ends as when it stops during the
-builds (docs/reliability.md), one ``daybreak: error:`` line, then Daybreak's summary, exit 30.
-
-Luigi's worker catches what a task's ``complete()`` (RangeDaily's, through ``bulk_complete()``) or
-``requires()`` raises, logs it with its traceback and counts the task as failed scheduling (exit 35).
-:func:`install` hands such an error to the run's summary when it is a store or server error
-(:func:`tasks.faults.fault_line`): :func:`unchecked` records it, the summary names the store once and the
-task as not run, the traceback is not shown (:mod:`tasks.reporting.runlog`), and the task counts as failed.
-"""
+"""A store or server that stops answering while a run schedules (a task's ``complete()`` or ``requires()``
+raises): the run ends as when it stops during the builds (docs/reliability.md), exit 30, not Luigi's 35."""
 
 from __future__ import annotations
 
@@ -24,8 +17,7 @@ def install() -> None:
 
 
 def unchecked(task, exception: BaseException) -> None:
-    """``task``'s ``complete()`` or ``requires()`` raised ``exception``: a store or server error is the
-    summary's; any other keeps Luigi's traceback and "failed scheduling" (a bug)."""
+    """``task``'s check raised ``exception``: a store or server error is the summary's; any other, Luigi's."""
     line = fault_line(exception)
     if line is None:
         return
@@ -34,8 +26,7 @@ def unchecked(task, exception: BaseException) -> None:
 
 
 def _name(task) -> str:
-    """``StgQsrPos 2026-09-01 .. 2026-09-20`` for a range (its ``--stop`` is the day after its last), '' for
-    a raw folder (an external task: the partitions that read it are on the summary), else the task's label."""
+    """``StgQsrPos 2026-09-01 .. 2026-09-20`` for a range, '' for a raw folder, else the task's label."""
     if task.run is None:
         return ""
     start, stop = getattr(task, "start", None), getattr(task, "stop", None)

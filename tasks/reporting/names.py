@@ -26,9 +26,7 @@ def capped(prefix: str, items: list[str], note: str = "") -> list[str]:
 
 
 def first_line(error: str, width: int = 240) -> str:
-    """An error's first line as a summary shows it: whitespace collapsed, cut at a word boundary before
-    ``width`` characters with `` ...``; a path the cut would fall in is kept whole (the file of a failure's
-    rejected rows), where ``textwrap.shorten`` would drop it."""
+    """An error's first line cut at a word boundary before ``width``, a path the cut would fall in kept whole."""
     text = " ".join((error.strip().splitlines() or ["(no message)"])[0].split())
     if len(text) <= width:
         return text
@@ -42,8 +40,7 @@ def first_line(error: str, width: int = 240) -> str:
 
 
 def label(task) -> str:
-    """A partition as the user names it: ``StgQsrPos 2026-09-12``, ``HotelPickup 2026-09-12 H1``,
-    ``StoreDailySales S001``, ``OtbByStayDate`` (never Luigi's task id, whose hash means nothing to anyone)."""
+    """A partition as the user names it: ``HotelPickup 2026-09-12 H1``, never Luigi's task id."""
     keys = (getattr(task, "key", None), getattr(task, "hotel", None), getattr(task, "store_id", None))
     return " ".join(str(x) for x in (task.task_family, *keys) if x is not None)
 
@@ -67,9 +64,8 @@ def partition_names(partitions: list[tuple[str, object]]) -> str:
 
 
 def dates_span(keys: list) -> str:
-    """``2026-09-01 .. 2026-10-30``, or each run of consecutive dates and the count (``2026-09-09 .. 2026-09-10,
-    2026-09-24 (3 dates)``; past 5 runs, the first 3 and how many more), or the one key; keys that are not
-    dates (stores) listed, past 10 the first and last; '' unpartitioned."""
+    """Keys in short: ``2026-09-09 .. 2026-09-10, 2026-09-24 (3 dates)``, or keys that are not dates
+    listed; '' unpartitioned."""
     dates = sorted({k for k in keys if isinstance(k, dt.date)})
     if not dates:
         named = sorted({str(k) for k in keys if k is not None})

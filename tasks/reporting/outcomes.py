@@ -1,6 +1,5 @@
-"""What became of the partitions a run did not write, asked of the store and the raw zone as the summary is
-made (:func:`tasks.reporting.runlog.report`): failed or written by another run, up to date, waiting for raw
-folders, changed since this run built them, or not run."""
+"""What became of the partitions a run did not write, asked of the store and the raw zone as the summary
+is made."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from tasks.reporting.names import first_line, key_of, label, partition_name, par
 
 
 def changed_lines(run, watched: list, cache) -> list[str]:
-    """A line for each task Luigi did not run because a partition it reads, up to date or built when this run
-    checked it, was not when the task was to run: the partition, and its state now."""
+    """A line for each task Luigi did not run because a partition it reads changed meanwhile, with its state."""
     out: dict[str, None] = {}
     for family, error in run.unfulfilled:
         for task, ok in watched:
@@ -27,8 +25,7 @@ def changed_lines(run, watched: list, cache) -> list[str]:
 
 
 def kind_now(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
-    """The kind of a partition this run neither wrote nor failed, as the store and the raw zone say now:
-    failed by another run, up to date (or written by another run), waiting, or not run."""
+    """The kind of a partition this run neither wrote nor failed: failed elsewhere, up to date, waiting, not run."""
     family, key = task.task_family, key_of(task)
     record = task.store().read_failure(task.key)
     if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
@@ -48,8 +45,7 @@ def kind_now(task, cache, started: str, failed: list, waiting: dict, others: lis
 
 
 def _ran(task, cache, started: str) -> bool:
-    """Whether the partition is up to date now; when the raw zone cannot be reached any more (a server
-    that died during the run), whether this run wrote its manifest."""
+    """Whether the partition is up to date now (the raw zone gone: whether this run wrote its manifest)."""
     from tasks.faults import fault_line
 
     try:
@@ -73,8 +69,7 @@ def _missing(task, cache) -> frozenset:
 
 
 def waiting_line(cache, zone, source: str, waits: list[tuple[dt.date, str, object]]) -> str:
-    """One line per raw source: the folders not there yet (full path) and the partitions waiting; a
-    folder that is there but not read (a symbolic link, a file, a linked source folder) says so."""
+    """One line per raw source: the folders not there yet and the partitions waiting."""
     folders = sorted({d for d, _, _ in waits})
     first = f"{zone.describe()}/{zone.folder_relpath(source, folders[0])}/"
     if len(folders) == 1:

@@ -1,5 +1,4 @@
-"""What lies under the datasets' folders but is no partition of theirs: the partitions of hotels no longer in
-the hotels list and of stores not registered (left over: readers' globs still count them), and strays."""
+"""What lies under the datasets' folders but is no partition of theirs: left-over hotels and stores, strays."""
 
 from __future__ import annotations
 
@@ -18,9 +17,7 @@ HOTEL_FOLDER, STORE_FOLDER = "hotel_id=", "store_id="  # a hotel's, a store's pa
 
 def data_root_rows(names: list[str], engine: Engine | None = None) -> list[DayStatus]:
     """The rows of what lies under the folders of the datasets ``names`` but is no partition of theirs:
-    the partitions of hotels no longer in the hotels list, and of stores neither registered nor read by a
-    staging partition (left over, still read by a glob), and strays (a file beside the partitions, a
-    folder not named as one). One listing of each dataset's folder; ``engine``: the view's pass."""
+    left-over partitions (still read by a glob) and strays."""
     from tasks.reference import hotels, hotels_source
     from tasks.store_marts import REGISTRY, read_registry, staged_stores
 
@@ -85,8 +82,7 @@ def _is_date(name: str) -> bool:
 
 
 def _remove_left_over(left: list[tuple[str, str, str]], key_folder: str = HOTEL_FOLDER) -> str:
-    """The command that deletes the left-over partitions (dataset path, folder, hotel or store): a hotel's
-    folder under every date of a dataset partitioned by date, at once."""
+    """The command that deletes the left-over partitions (dataset path, folder, hotel or store)."""
     commands = []
     for path, folder, hotel in dict.fromkeys(left):
         dated = folder.rstrip("/").count("/") > path.count("/") + 1
@@ -99,8 +95,7 @@ def _remove_left_over(left: list[tuple[str, str, str]], key_folder: str = HOTEL_
 
 
 def remove_command(folder: str, under: str = "") -> str:
-    """The shell command that deletes a partition's folder (a local one, or its prefix in a bucket); with
-    ``under`` (``hotel_id=H6``), the folders of that name one level below ``folder`` (under every date)."""
+    """The shell command that deletes a partition's folder; with ``under``, those of that name one level below."""
     if folder.startswith("s3://"):
         endpoint = settings.s3().endpoint_url
         return (

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from tasks.freshness.node import RAW_GONE
 from tasks.reporting.names import dates_span
 
-# The row, first when there is one, of the raw zone's entries that belong to no day: entries of a source
-# folder that no partition reads (a link, a name that is not YYYY-MM-DD, ...), or a linked source folder.
+# rows of entries that belong to no day (RAW_ZONE: raw zone entries no partition reads)
 RAW_ZONE, DATA_ROOT, NOT_READ = "raw_zone", "data_root", "not_read"
 LEFT_OVER = "left_over"  # a data_root row: partitions of hotels or stores no longer listed
 
@@ -34,7 +33,7 @@ _FOLDER = re.compile(r"([\w-]+)/(\d{4}-\d{2}-\d{2})")  # a raw folder in a reaso
 
 def kept_gone(rows: list[DayStatus]) -> str:
     """What the days kept as built with their raw folders gone have in common: the folders, by source, and
-    how many were built under other rules (their reasons, in ``--json``, say which)."""
+    how many were built under other rules."""
     folders: dict[str, set[dt.date]] = {}
     for r in rows:
         for source, day in _FOLDER.findall(r.reason.partition(": kept")[0]):

@@ -23,10 +23,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def reason_runs(rows: list[DayStatus]) -> list[tuple[dt.date, dt.date, DayStatus]]:
-    """Like :func:`runs`, for days whose reasons may differ by their dates: a day joins the run before it when
-    its state and reason but for the dates are the same, and each date either stays the same on every day of
-    the run (``pending: ... upstream 2026-09-02``) or moves with the day (each day waits for its own next
-    folder), so that ``first .. last`` of a date names only folders and files the days named."""
+    """Like :func:`runs`, for days whose reasons differ only by dates that stay the same or move with the day."""
     out: list[tuple[dt.date, dt.date, DayStatus]] = []
     prev: DayStatus | None = None
     for r in rows:
@@ -56,9 +53,7 @@ def _offset(text: str, row: DayStatus) -> dt.timedelta | None:
 
 
 def spanning(first: str, last: str) -> str:
-    """The reason of a run of days from its first and last day's: each date that differs as ``first .. last``
-    (``raw folder missing: qsr_pos/2026-11-01 .. 2026-11-30``), but the date of a partition's name in a
-    path, as a glob (``.../business_date=*.rejected.parquet``: one file a day, which DuckDB reads at once)."""
+    """The reason of a run of days: each date that differs as ``first .. last``, in a partition's path a glob."""
     if first == last:
         return first
     ends = zip(_DATE.finditer(first), _DATE.findall(last), strict=True)

@@ -180,7 +180,6 @@ def keyed_status(name: str, day: dt.date | None, cache: Engine) -> DayStatus:
 
 
 def collect(start: dt.date, stop: dt.date, datasets: list[str] | None = None) -> list[DayStatus]:
-    """Status of every (dataset, date) with ``start`` <= date < ``stop``."""
     check_range(start, stop, "status")
     with settings.snapshot(), _without_gc_pauses(), quiet():
         return _collect(start, stop, datasets)
