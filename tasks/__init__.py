@@ -1,8 +1,5 @@
-"""Daybreak: business-date partitioned pipelines for QSR and hotel data on Luigi.
-
-Imported under Luigi (``luigi --module tasks <Family>``) it registers every task family; otherwise the
-pure parts load no Luigi until a family is named (``tasks.StgQsrPos``).
-"""
+"""Daybreak: business-date partitioned pipelines for QSR and hotel data on Luigi. ``luigi --module tasks``
+registers every task family; otherwise no Luigi loads until a family is named (``tasks.StgQsrPos``)."""
 
 import importlib
 import os
@@ -12,8 +9,7 @@ import warnings
 __version__ = "0.1.0"
 JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1,tcache:false"
 
-# Allocator settings, read at the first allocation, so they apply where Daybreak is imported before
-# pyarrow or numpy allocate; a value already set is kept (docs/performance.md, "Memory of a build").
+# allocator settings, read at the first allocation (docs/performance.md, "Memory of a build")
 if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
@@ -28,11 +24,9 @@ if sys.platform == "linux":  # where pyarrow's wheels include jemalloc
     except (OSError, ValueError, AttributeError):
         pass
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-# A LUIGI_CONFIG_PATH that names no file is said by Daybreak's one line (exit 2), not first by the warning
-# Luigi gives when it reads its configuration (under `daybreak`; the `luigi` command reads it before this)
+# a LUIGI_CONFIG_PATH that names no file is Daybreak's one line (exit 2), not first Luigi's warning
 warnings.filterwarnings("ignore", message=r"Config file does not exist: ")
-# Luigi reads these [core] keys itself, not as parameters of its ``core`` section, which then warns that a
-# config file's value "is not consumed" (Daybreak sets the rpc ones by default: tasks/settings.py)
+# Luigi reads these [core] keys itself, and its ``core`` section then warns they are "not consumed"
 warnings.filterwarnings(
     "ignore",
     message=r"The configuration contains the parameter '(rpc[-_](retry[-_]attempts|retry[-_]wait|log[-_]retries|"
@@ -82,8 +76,7 @@ def register() -> None:
 
 
 def checked_run() -> None:
-    """What a ``luigi`` run checks once Luigi has parsed its command line, before it schedules a task: the
-    settings given there, and the hotels list (one line and exit 2, whichever task runs)."""
+    """What a ``luigi`` run checks before it schedules a task: the command line's settings and the hotels list."""
     from tasks import reference
     from tasks.settings_check import check_config
 

@@ -16,9 +16,7 @@ DAY = dt.timedelta(days=1)
 
 
 class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
-    """ads_daily: one row per campaign per date, as the newest export of ``d+1 .. d+7`` reports it
-    (contract section 4). Built as soon as any of them is present, rebuilt by each new one;
-    ``stats.is_final`` says whether export ``d+7`` has arrived."""
+    """ads_daily: one row per campaign per date, as the newest export of ``d+1 .. d+7`` reports it."""
 
     def restatement_days(self) -> int:
         return settings.ads().restatement_days
@@ -71,8 +69,7 @@ class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
 
 
 class AdsRolling7d(PartitionedTask, entry=catalogue.ADS_ROLLING_7D):
-    """ads_rolling_7d: one row per campaign per date, summed over the ``[ads] rolling_window_days``
-    dates up to ``d`` (fewer before ``[daybreak] start_date``: ``days_in_window`` says so)."""
+    """ads_rolling_7d: one row per campaign per date, summed over the look-back up to ``d``."""
 
     def window_dates(self) -> list[dt.date]:
         start, days = settings.daybreak().start_date, settings.ads().rolling_window_days

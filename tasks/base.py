@@ -179,7 +179,6 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return done
 
     def done_in_run(self) -> bool:
-        """Whether this run found the partition up to date or built it."""
         return runlog.done_in_run(self.task_id)
 
     def leave_to_newer(self, engine: Engine) -> str:
@@ -209,7 +208,6 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         pass
 
     def state(self, cache: Engine) -> State:
-        """This partition's state as ``cache`` sees it."""
         return cache.state(self)
 
     # -- the run template --------------------------------------------------------------------------

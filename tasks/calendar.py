@@ -97,6 +97,5 @@ TZ_DATA = "/usr/share/zoneinfo"  # where Arrow reads time-zone data on Linux (TZ
 
 
 def date_range(start: dt.date, stop: dt.date) -> Iterable[dt.date]:
-    """Dates from ``start`` (inclusive) to ``stop`` (exclusive)."""
     for i in range((stop - start).days):
         yield start + dt.timedelta(days=i)

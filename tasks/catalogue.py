@@ -228,12 +228,10 @@ def families() -> dict[str, type]:
 
 
 def classes(*kinds: str) -> dict[str, type]:
-    """Task class of each dataset of these partition kinds (all when none is given), in catalogue order."""
     return {d.name: d.task for d in DATASETS if not kinds or d.partition in kinds}
 
 
 def names(*kinds: str) -> list[str]:
-    """Dataset names of these partition kinds (all when none is given), in catalogue order."""
     return [d.name for d in DATASETS if not kinds or d.partition in kinds]
 
 

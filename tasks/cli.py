@@ -1,7 +1,5 @@
-"""The ``daybreak`` console script: sample data, the status view, the backfill demonstration.
-
-Luigi is imported only once the config files it would read are checked (tasks/configfiles.py): a file
-Luigi cannot read is one line and exit 2, not a traceback from ``import luigi``."""
+"""The ``daybreak`` console script. Luigi is imported only once its config files are checked, so a bad
+one is one line and exit 2, not a traceback from ``import luigi``."""
 
 from __future__ import annotations
 
@@ -183,14 +181,12 @@ PREVIEW_INTERRUPTED = (
     "daybreak: interrupted: the preview was removed and production is unchanged; run the same command again to make it"
 )
 
-# commands that commit nothing to the data root: its store is not asked whether it honours conditional
-# writes (a conditional write they make all the same asks it first, tasks/storage/s3fence.py)
+# commands that commit nothing: the store is not asked whether it honours conditional writes
 READ_ONLY = (cmd_status, cmd_plan)
 
 
 class _Parser(argparse.ArgumentParser):
-    """A usage error is one line, ``daybreak: error: <command>: ...``, as every other error (exit 2); an
-    option is taken only as spelled in full (``--workers``, not ``--work``)."""
+    """A usage error is one line and exit 2; an option is taken only as spelled in full."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **{**kwargs, "allow_abbrev": False})
@@ -308,9 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Every date and range of the command line, by the one check every command shares (tasks/guard.py;
-    its counts are checked as argparse reads them, :func:`tasks.guard.count_argument`): a bad value is
-    one line and exit 2, before anything is read or written."""
+    """Every date and range of the command line, by the one check every command shares (tasks/guard.py)."""
     guard.check_range(getattr(args, "start", None), getattr(args, "stop", None), args.command)
     if getattr(args, "days", None) is not None and getattr(args, "start", None) is not None:
         guard.check_range(args.start, args.start + dt.timedelta(days=args.days), args.command)
@@ -321,8 +315,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a ``daybreak`` command: exit 2 with one line for a usage error, 30 for a store or server error,
-    141 quietly on a closed pipe (``daybreak status | head``)."""
+    """Run a ``daybreak`` command: exit 2 for a usage error, 30 for a store or server error, 141 on a closed pipe."""
     args = build_parser().parse_args(argv)
     from tasks import configfiles
 

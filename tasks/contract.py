@@ -15,9 +15,7 @@ def is_store_file(name: str) -> bool:
     return STORE_FILE_PATTERN.fullmatch(name) is not None
 
 
-# What a source's raw folder arrives with: a file of a name its partitions read. A folder made before its files
-# are written, or holding only files of other names, is not there yet: the partitions that need it wait.
-# {source: (that file in words, for "there, without any <store_id>.csv yet"; whether a name is one)}
+# {source: (the file a raw folder has arrived with, in words; whether a name is one)}: until then it waits
 ARRIVES_WITH: dict[str, tuple[str, Callable[[str], bool]]] = {
     "qsr_pos": ("any <store_id>.csv", is_store_file),
     "hotel_bookings": ("any <hotel_id>.csv", is_store_file),
@@ -25,10 +23,7 @@ ARRIVES_WITH: dict[str, tuple[str, Callable[[str], bool]]] = {
 }
 
 
-# Sources whose every folder holds a file per id of a list, its header alone on a day without rows: the hotel
-# extracts, one per hotel of the hotels list. A folder of these has arrived only once it also holds the file of
-# every listed id that sent one to an earlier folder (an id added to the list is awaited from its first file on).
-# {source: what an id of its list is, in words}
+# {source: what an id is}: a folder has arrived once it holds the file of every listed id that sent one before
 EVERY_LISTED: dict[str, str] = {"hotel_bookings": "hotel"}
 
 

@@ -1,11 +1,5 @@
-"""The lab's demonstration: what a backfill costs after each kind of change.
-
-Builds 10 days, changes the suspicious threshold and backfills all 60, deletes one partition, drops in
-one late file, and reruns with nothing to do. Every step is the real ``luigi ... RangeDaily`` command
-line; the partitions each step ran are counted from the manifests it rewrote. The table is written to
-``<workdir>/backfills.md``; with ``--update-docs`` also into docs/backfills.md and README.md between
-``<!-- demo:start -->`` and ``<!-- demo:end -->``.
-"""
+"""The lab's demonstration: what a backfill costs after each kind of change (the table of
+docs/backfills.md), each step a real ``luigi ... RangeDaily`` command line."""
 
 from __future__ import annotations
 
@@ -69,8 +63,7 @@ MARKER = ".daybreak-demo"  # in a workdir the demo made: only such a folder (or 
 
 
 def prepare_workdir(workdir: Path) -> None:
-    """Make ``workdir`` ready: new, empty, or an earlier demo's (its marker file) emptied; exit 2,
-    deleting nothing, for any other folder, a symbolic link, or the current folder or one that holds it."""
+    """Make ``workdir`` ready: new, empty, or an earlier demo's emptied; exit 2 for any other folder."""
     if workdir.is_symlink():
         fail(f"demo: --workdir {workdir} is a symbolic link; give the folder itself")
     if workdir.exists():
@@ -121,8 +114,7 @@ def render(steps: list[Step], stores: int, days: int, workers: int) -> str:
 
 
 def write_output(workdir: Path, table: str, update_docs: bool = False) -> list[Path]:
-    """Write the table to ``<workdir>/backfills.md``, and with ``update_docs`` into the tracked
-    docs/backfills.md and README.md (between the markers); return the files written."""
+    """Write the table to ``<workdir>/backfills.md`` (and, ``update_docs``, between the docs' markers)."""
     out = workdir / "backfills.md"
     out.write_text(table, encoding="utf-8")
     docs = (settings.PROJECT_ROOT / "docs" / "backfills.md", settings.PROJECT_ROOT / "README.md")

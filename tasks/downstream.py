@@ -14,12 +14,9 @@ from tasks.settings import business_today
 def stale_downstream(
     rebuilt: list, dataset: str, start: dt.date, stop: dt.date, horizon_days: int = 7, held: list | None = None
 ) -> list:
-    """Built partitions that would go stale once ``rebuilt`` (and the upstream partitions a run rebuilds first)
-    is in place, directly or through another, within the range and ``horizon_days`` after, or the ads
-    look-back's days if more, and a chain (a day that reads the day before) to its last built day, with
-    what reads it (plan, preview). One that also reads a partition neither rebuilt, nor found here, nor up
-    to date (a stale day outside the range) goes to ``held`` as (task, that partition) instead, and so does
-    what reads a held one: a preview does not build them (docs/backfills.md)."""
+    """Built partitions that would go stale once ``rebuilt`` is in place, within the range and
+    ``horizon_days`` after (a chain to its last built day); one that also reads a stale partition outside
+    the range goes to ``held`` instead, with what reads it (docs/backfills.md)."""
     with view_pass() as engine:  # within a plan, the plan's pass
         ids = {t.task_id: changed_keys(t, engine) for t in rebuilt}
         stack = list(rebuilt)
@@ -52,9 +49,8 @@ def _a_link(task) -> bool:
 
 
 def changed_keys(task, engine: Engine) -> frozenset[str] | None:
-    """The keys (stores, hotels) whose rows a rebuild of ``task`` may change: those of its raw files that changed
-    (or that ``daybreak verify`` found changed), when they alone make it stale and each holds one key's rows
-    (:meth:`input_slice`); None: any key's."""
+    """The keys (stores, hotels) whose rows a rebuild of ``task`` may change: those of its changed raw
+    files when each holds one key's rows; None: any key's."""
     state = engine.state(task)
     if state.state != "stale" or state.may_rebuild or not task.reads_raw():
         return None
@@ -77,10 +73,8 @@ def changed_keys(task, engine: Engine) -> frozenset[str] | None:
 def _reading(
     ids: dict[str, frozenset[str] | None], dataset: str, start: dt.date, stop: dt.date, horizon: dt.date, engine: Engine
 ) -> list:
-    """The built partitions from ``start`` to ``horizon`` (the range's own dataset past the range) that read one
-    of ``ids``, directly or through another, in the order found. ``ids`` maps each to the keys whose rows may
-    change (None: any); a partition of one key's slice (a store's, a hotel's) is found only when its key's rows
-    of what it reads may change, and a partition's keys are those of what it reads."""
+    """The built partitions from ``start`` to ``horizon`` that read one of ``ids`` (-> the keys whose rows
+    may change, None: any), directly or through another; a one-key partition only when its key's may."""
     keys = dict(ids)
     candidates = [t for spec in catalogue.DATASETS if spec.name != dataset for t in spec.partitions(start, horizon)]
     if catalogue.BY_NAME[dataset].partition == "date":  # its own dates past the range (a look-back's)

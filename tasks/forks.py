@@ -1,7 +1,5 @@
-"""What a task process resets before its task: after a fork, and before each task after the first in a
-process that runs many (tasks/luigi_shortcuts/runners.py: a run's worker processes, ``--workers`` 2 and
-more). Imports nothing of Daybreak and no Luigi, so any layer registers here.
-"""
+"""What a task process resets before its task: after a fork, and before each later task of a process
+that runs many. Imports nothing of Daybreak and no Luigi, so any layer registers here."""
 
 from __future__ import annotations
 
@@ -12,15 +10,13 @@ _HOOKS: list[Callable[[], None]] = []
 
 
 def before_each_task(hook: Callable[[], None]) -> Callable[[], None]:
-    """Run ``hook`` in every process forked from this one, at the fork, and before each later task of a
-    process that runs several (:func:`next_task`). Returns ``hook`` (usable as a decorator)."""
+    """Run ``hook`` at every fork and before each later task of a process (a decorator)."""
     _HOOKS.append(hook)
     os.register_at_fork(after_in_child=hook)
     return hook
 
 
 def next_task() -> None:
-    """Called by a process that has run a task and is about to run another one: every hook, as if the
-    process had just been forked for the new task."""
+    """Run every hook before a process's next task, as if it had just been forked."""
     for hook in _HOOKS:
         hook()

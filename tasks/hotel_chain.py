@@ -39,9 +39,8 @@ def pa_concat(tables: list):
 
 
 def before_events(link: PartitionedTask, events, hotel: str | None = None):
-    """The booking state before ``events`` (of the day after ``link``): ``link``'s open bookings (of
-    ``hotel`` when given) and the finished rows of the bookings the events reopen, read from the chain's
-    ``finished.arrow`` files newest first until every one is found."""
+    """The booking state before ``events`` (of the day after ``link``): ``link``'s open bookings and the
+    finished rows of the bookings the events reopen, newest first."""
     import pyarrow.compute as pc
 
     from tasks.transforms.hotels import latest_per_booking, reopened_keys
@@ -65,8 +64,7 @@ def before_events(link: PartitionedTask, events, hotel: str | None = None):
         day -= dt.timedelta(days=1)
     if not found:
         return state
-    # a booking finished twice (reopened in between): its newest finished row is found first, and
-    # latest_per_booking keeps the latest of what was found
+    # a booking finished twice: latest_per_booking keeps the latest of what was found
     return latest_per_booking(pa_concat([state, *found]))
 
 
@@ -81,9 +79,8 @@ def pa_strings(values):
 
 
 def chain_versions(table, finished, previous_stats: dict) -> dict:
-    """The versions a state partition's readers depend on: per hotel (``hotel_versions``), the running
-    hash of finished rows (``finished_versions``) and ``chain_version`` over all hotels; a changed
-    finished row changes every later link's versions, so its readers are rebuilt."""
+    """The versions a state partition's readers depend on: per hotel, of the finished rows (running), and
+    ``chain_version`` over all."""
     import hashlib
     import json
 

@@ -154,8 +154,6 @@ class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
 
 
 class _PerHotel:
-    """A dataset partitioned by the hotels of the hotels list (``hotel``)."""
-
     hotel = HotelParameter(description="hotel_id, one of the hotels list ([hotels] reference_file)")
 
     @classmethod

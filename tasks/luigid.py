@@ -1,9 +1,5 @@
-"""``daybreak scheduler``: Luigi's central scheduler (luigid) as Daybreak runs it.
-
-Bound to 127.0.0.1 unless told otherwise (luigid has no authentication); its state, logs and task
-history live in ``<data_root>/_state/luigid/`` (for a data root in a bucket, ``[daybreak] cache_dir``).
-It never reads the data root, and says where it listens once it accepts connections.
-"""
+"""``daybreak scheduler``: Luigi's central scheduler (luigid) as Daybreak runs it (docs/scale-out.md):
+on 127.0.0.1 unless told otherwise, as luigid has no authentication."""
 
 from __future__ import annotations
 
@@ -18,9 +14,8 @@ from tasks import settings
 
 
 def luigid_command(address: str, port: int) -> tuple[list[str], dict[str, str]]:
-    """The luigid command line and environment: a config file read after the user's (luigid reads
-    ./luigi.cfg and /etc/luigi/luigi.cfg too) that turns SQLite task history on and gives luigid the
-    resource caps in force here (``[resources]``, e.g. ``sftp``: the user's, else the package's)."""
+    """The luigid command line and environment: a config file read after the user's, with SQLite task
+    history and the resource caps in force here."""
     import luigi.configuration
 
     from tasks.storage.partitions import state_dir
@@ -46,8 +41,7 @@ def luigid_command(address: str, port: int) -> tuple[list[str], dict[str, str]]:
 
 
 def run(address: str = "127.0.0.1", port: int = 8082) -> int:
-    """Become luigid (same process id: a service manager's signals reach it), and say where it listens once
-    it does. The data root is never read: luigid's state is this host's, so a bucket needs no credentials."""
+    """Become luigid (same process id: a service manager's signals reach it), and say where it listens."""
     from tasks.guard import fail
 
     host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
@@ -74,8 +68,7 @@ def _answers(host: str, port: int) -> bool:
 
 
 def _announce_when_up(luigid_pid: int, host: str, port: int, line: str, timeout: float = 60) -> None:
-    """A detached process (forked twice: nobody has to reap it) that prints ``line`` once luigid, the
-    process ``luigid_pid`` is about to become, accepts connections; it gives up when luigid is gone."""
+    """A detached process that prints ``line`` once luigid (``luigid_pid``) accepts connections."""
     child = os.fork()
     if child:
         os.waitpid(child, 0)
@@ -109,8 +102,7 @@ SCHEDULER_KEYS = (
 
 def central_scheduler() -> str | None:
     """The URL of the central scheduler ``[core]`` names for a ``luigi`` command without
-    ``--local-scheduler``; None otherwise (a luigid merely answering on Luigi's default address may be
-    anyone's, so it is never joined)."""
+    ``--local-scheduler``; None otherwise (a luigid on Luigi's default address is never joined)."""
     import luigi.configuration
     import luigi.interface
 

@@ -1,7 +1,5 @@
-"""What one date's build keeps in this process for the next date's: consecutive dates read the same raw
-folders (StgQsrPos reads d and d+1), so what date d made of a folder is offered to d+1. A value lives for the
-build that made or last took it and the next one that keeps or takes anything: at most two dates' worth.
-A key names one content (what the value was made from)."""
+"""What one date's build keeps in this process for the next date's (StgQsrPos reads folders d and d+1):
+at most two dates' worth, each key naming one content."""
 
 from __future__ import annotations
 
@@ -15,8 +13,7 @@ _read_by_others: frozenset = frozenset()  # raw folders (source, date) that anot
 
 
 def next_date() -> None:
-    """A build begins: forget the values of the build before the last one that kept or took any (a build that
-    keeps nothing, a mart's, changes nothing)."""
+    """A build begins: forget the values of the build before the last one that kept or took any."""
     global _current, _previous
     if _current:
         _previous, _current = _current, {}
@@ -54,15 +51,14 @@ def keeps_for_next_date() -> bool:
 
 
 def read_by_others(folder: tuple[str, object]) -> bool:
-    """Whether raw folder (source, date) is read by another process of this single-run range as well (the
-    folder between two stretches of dates): what this process makes of it is for that one too."""
+    """Whether raw folder (source, date) is read by another process of this single-run range as well."""
     return folder in _read_by_others
 
 
 @contextmanager
 def keeping_for_next_date(shared: Iterable[tuple] = ()) -> Iterator[None]:
-    """A single-run range: :func:`kept_for_next_date` keeps across consecutive dates; all is forgotten after.
-    ``shared``: the raw folders another process of the range reads too (:func:`read_by_others`)."""
+    """A single-run range: :func:`kept_for_next_date` keeps across consecutive dates; ``shared``: the raw
+    folders another process reads too."""
     global _range, _read_by_others
     _range, _read_by_others = True, frozenset(shared)
     try:

@@ -1,6 +1,4 @@
-"""Luigi parameters that check their value the way every ``daybreak`` command does (tasks/guard.py): a
-date outside :data:`tasks.guard.DATES` is one line and exit 2 when the task is made, from the command
-line, a config file or a range, before anything is checked or written."""
+"""Luigi parameters that check their value as every ``daybreak`` command does (tasks/guard.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ from tasks.guard import check_date
 
 
 class DateParameter(luigi.DateParameter):
-    """A ``luigi.DateParameter`` whose value must lie in :data:`tasks.guard.DATES`; ``flag`` names it in
-    the error (``--date``, ``--start``)."""
+    """A ``luigi.DateParameter`` within :data:`tasks.guard.DATES`; ``flag`` names it in the error."""
 
     def __init__(self, *args, flag: str = "--date", **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,9 +1,5 @@
-"""Reference data that changes with the business, not the code: the hotels list.
-
-Its file is ``[hotels] reference_file`` when set (relative to the working directory, like every path
-setting); else ``config/hotels.csv`` beside the config file read last (the luigi.cfg that wins), when
-there is one; else the package's own ``config/hotels.csv``. Read once per process.
-"""
+"""Reference data that changes with the business, not the code: the hotels list (``[hotels]
+reference_file``), read once per process."""
 
 from __future__ import annotations
 
@@ -61,10 +57,7 @@ hotels.cache_clear = _load.cache_clear  # type: ignore[attr-defined]  (tests and
 
 
 def read_hotels(path: Path) -> dict[str, Hotel]:
-    """``path`` by hotel_id; every timezone must be one a hotel's dates can be computed in
-    (:func:`tasks.calendar.zone_problem`). A file that is not a hotels list
-    (missing, empty, a column short, a row with a field more or less than the header, a quote never closed,
-    a bad timezone or room count) is one line and exit 2, naming the file and row."""
+    """``path`` by hotel_id; a file that is not a valid hotels list is one line and exit 2, naming the row."""
     from tasks.guard import fail
 
     header, rows = _csv_rows(path)
@@ -106,8 +99,7 @@ def read_hotels(path: Path) -> dict[str, Hotel]:
 
 
 def _csv_rows(path: Path) -> tuple[list[str], list[list[str]]]:
-    """The header and the rows of ``path`` as CSV (blank lines left out); a file that is not, one line and
-    exit 2 naming the row."""
+    """The header and the rows of ``path`` as CSV (blank lines left out), else exit 2 naming the row."""
     from tasks.guard import fail
 
     header, rows = [], []

@@ -153,7 +153,6 @@ LUIGI_DEFAULTS: dict[str, dict[str, str]] = {
 
 
 def apply_luigi_defaults() -> None:
-    """Set each of :data:`LUIGI_DEFAULTS` that no config file sets."""
     import luigi.configuration
 
     config = luigi.configuration.get_config()
@@ -227,7 +226,6 @@ def not_over(day: dt.date) -> str:
 
 
 def host_name() -> str:
-    """``[daybreak] host_name``, or the machine's host name when it is empty."""
     import socket
 
     return daybreak().host_name or socket.gethostname()

@@ -304,7 +304,6 @@ class StoreDailySales(SnapshotTask, entry=catalogue.STORE_DAILY_SALES):
 
 
 def _staging_read() -> list[StgQsrPos]:
-    """The staging dates every store reads (:meth:`StoreDailySales.upstream`)."""
     start = settings.daybreak().start_date
     staging = StgQsrPos(date=start)
     dates = set(staging.store().listed_dates())

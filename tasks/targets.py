@@ -1,7 +1,5 @@
-"""What Luigi sees of the raw zone and the data root, below the tasks of :mod:`tasks.base`: a raw export
-folder (:class:`RawFolder`, an external task, and its target), a partition's folder
-(:class:`PartitionTarget`), and the freshness engine a question of a Luigi run asks (:func:`luigi_engine`).
-"""
+"""What Luigi sees of the raw zone and the data root: a raw export folder (:class:`RawFolder`), a
+partition's folder (:class:`PartitionTarget`), and the run's freshness engine (:func:`luigi_engine`)."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ logger = logging.getLogger("luigi-interface")
 
 
 def luigi_engine() -> Engine:
-    """The freshness engine for a question of the current Luigi run: one pass per run (see
-    :mod:`tasks.freshness.engine`); outside a run, a new pass per question."""
+    """The freshness engine of the current Luigi run (one pass per run); outside a run, a new pass."""
     return freshness.engine_for_run(luigi_run())
 
 
@@ -74,9 +71,8 @@ _warned_future: set[str] = set()
 
 
 def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
-    """The newest folder date of a raw source that has arrived (a folder made before its files are written is
-    not there yet: :meth:`Engine.arrived`), at most tomorrow: a stray later folder (``2099-01-01``) is ignored
-    with a warning, so a snapshot or the status view is not stretched to it."""
+    """The newest folder date of a raw source that has arrived, at most tomorrow (a stray later folder is
+    ignored with a warning)."""
     limit = settings.business_today() + dt.timedelta(days=1)
     dates = sorted(folder_dates(zone.source_listing(source)[1]), reverse=True)
     later = [d for d in dates if d > limit]

@@ -1,11 +1,6 @@
-"""``daybreak sample``: a deterministic, realistic raw zone (contract: docs/raw-zone.md).
-
-Each source of the catalogue has its writer here, ``tasks/sample/<source>.py`` with ``planned(request)``
-and ``write(request)``; its docstring says what the files hold. Every random draw is keyed per (seed,
-source, store/hotel/campaign, day), so equal arguments give byte-identical files. A file is never written
-over: one already there with the same bytes is left alone, one with other bytes is refused
-(:class:`SampleExists`) before anything is written.
-"""
+"""``daybreak sample``: a deterministic, realistic raw zone (docs/raw-zone.md), one writer per source
+(``tasks/sample/<source>.py``). Every draw is keyed per (seed, source, id, day): equal arguments give
+byte-identical files; a file with other bytes is refused, never written over."""
 
 from __future__ import annotations
 
@@ -35,8 +30,8 @@ def generate(
     include_late: bool = False,
     hotels_csv: Path = HOTELS_CSV,
 ) -> dict:
-    """Write a raw zone for business dates ``start .. start+days-1`` (every source); return a summary.
-    Unless ``include_late``, the late QSR file (``late_file_relpath()``) is held back."""
+    """Write a raw zone for ``days`` business dates from ``start``; return a summary. Unless ``include_late``,
+    the late QSR file is held back."""
     if days < 1 or stores < 1:
         raise ValueError("days and stores must be >= 1")
     late = late_file_relpath(start, days, stores, seed)
@@ -83,8 +78,7 @@ def planned_files(start: date, days: int, stores: int, hotels_csv: Path = HOTELS
 def write_late_file(
     raw_root: str | Path, start: date, days: int, stores: int = 50, seed: int = 1, mean_lines_per_store: int = 400
 ) -> Path:
-    """Write the designated late QSR file, byte-identical to ``generate(include_late=True)``'s; return its path.
-    Left alone when it is there with those bytes; :class:`SampleExists` when with others."""
+    """Write the late QSR file, byte-identical to ``generate(include_late=True)``'s; return its path."""
     rel = late_file_relpath(start, days, stores, seed)
     _, folder_name, file_name = rel.split("/")
     index = int(file_name.removesuffix(".csv")[1:])

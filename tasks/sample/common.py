@@ -30,9 +30,8 @@ class Request:
 
 
 class Sink:
-    """Where the writers' files go. A file that is there with the same bytes is left alone (not even its
-    mtime changes); one with other bytes is named in :attr:`differ` and never written. A new file is
-    created exclusively: at once, or, with ``hold``, by :meth:`commit` (after every file was compared)."""
+    """Where the writers' files go: one there with the same bytes is left alone, one with other bytes named
+    in :attr:`differ`; with ``hold``, new files are created by :meth:`commit`."""
 
     def __init__(self, hold: bool = False):
         self.hold = hold
@@ -64,8 +63,7 @@ _SINK: ContextVar[Sink | None] = ContextVar("sample_sink", default=None)
 
 
 def create_file(path: Path, data: bytes) -> None:
-    """Write a new file (through the sink of the sample being written, if any); one that is there
-    already is never written over (FileExistsError, or the sink's :attr:`Sink.differ`)."""
+    """Write a new file (through the sample's sink, if any), never over one that is there."""
     sink = _SINK.get()
     if sink is None:
         _exclusive(path, data)

@@ -1,10 +1,6 @@
-"""The sample's POS files: ``qsr_pos/<D>/<store_id>.csv``, one per store (``S001`` ...) and folder date.
-
-Stores in America/Toronto, lognormal sizes, busier weekends, meal-time peaks; orders between 00:00 and
-04:59 belong to the previous business day; real UTC offsets (both sides of fall-back), ~0.5 % in ``Z``.
-Dirt: ~0.3 % duplicated lines, ~0.1 % malformed rows (at most 1 % of a file), ~0.05 % bulk lines, ~2 %
-VOIDED and ~1 % REFUNDED orders. One file (``late_file_relpath()``) arrives late, byte-identical.
-"""
+"""The sample's POS files ``qsr_pos/<D>/<store_id>.csv``: Toronto stores, lognormal sizes, busier weekends,
+meal-time peaks, real UTC offsets (~0.5 % in ``Z``). Dirt: ~0.3 % duplicated lines, ~0.1 % malformed rows,
+~0.05 % bulk lines, ~2 % VOIDED and ~1 % REFUNDED orders; one file (``late_file_relpath()``) arrives late."""
 
 from __future__ import annotations
 
