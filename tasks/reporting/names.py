@@ -27,12 +27,18 @@ def capped(prefix: str, items: list[str], note: str = "") -> list[str]:
 
 def first_line(error: str, width: int = 240) -> str:
     """An error's first line cut at a word boundary before ``width``, a path the cut would fall in kept whole."""
-    text = " ".join((error.strip().splitlines() or ["(no message)"])[0].split())
+    return cut_at_word((error.strip().splitlines() or ["(no message)"])[0], width, keep_path=True)
+
+
+def cut_at_word(text: str, width: int, keep_path: bool = False) -> str:
+    """``text``, whitespace collapsed, cut at a word boundary before ``width`` with `` ...`` (not
+    ``textwrap.shorten``: it drops a long first word); ``keep_path``: a path the cut falls in kept whole."""
+    text = " ".join(text.split())
     if len(text) <= width:
         return text
     cut = text.rfind(" ", 0, width - 3)
     end = text.find(" ", cut + 1) % (len(text) + 1)  # the end of the word the cut falls in (-1: the text's)
-    if "/" in text[cut + 1 : end]:
+    if keep_path and "/" in text[cut + 1 : end]:
         if end == len(text):
             return text
         cut = end

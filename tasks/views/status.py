@@ -20,7 +20,7 @@ from tasks.freshness.identity import SAME_CONTENT
 from tasks.freshness.node import RAW_GONE
 from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
-from tasks.reporting.names import dates_span
+from tasks.reporting.names import cut_at_word, dates_span
 from tasks.storage.partitions import open_store
 from tasks.targets import newest_raw_date
 from tasks.views.leftover import data_root_rows
@@ -248,12 +248,7 @@ def default_stop() -> dt.date:
 
 
 def shorten(reason: str, width: int = 300) -> str:
-    """A reason cut at a word boundary before ``width`` (not ``textwrap.shorten``: it drops a long first word)."""
-    text = " ".join(reason.split())
-    if len(text) <= width:
-        return text
-    cut = text.rfind(" ", 0, width - 3)
-    return (text[:cut] if cut > 0 else text[: width - 4]) + " ..."
+    return cut_at_word(reason, width)
 
 
 def render_text(rows: list[DayStatus]) -> str:
