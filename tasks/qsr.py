@@ -139,11 +139,14 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
 
     def run_partition(self) -> None:
-        if not keeps_for_next_date():  # the checked folders of a bucket listed while the lease is taken
-            from tasks.checked import CheckedFolders
+        if keeps_for_next_date():
+            super().run_partition()
+            return
+        from tasks.checked import CheckedFolders
 
-            CheckedFolders(self.store().backend, self.dataset).list_early()
-        super().run_partition()
+        # a bucket's checked folders listed, and the turn at the window's last folder taken, with the lease
+        with CheckedFolders(self.store().backend, self.dataset).early(self.raw_window()[-1][1]):
+            super().run_partition()
 
     def _checked(self, inputs: list[RawFile], how: dict[str, str]) -> Iterator[CheckedFolder]:
         """Each folder of the window checked, in read order: kept in memory by a single-run range, else
@@ -227,6 +230,9 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         from tasks.cores import process_pool
 
         folder = groups[-1][0] if len(groups) > 1 else None
+        early = None if folder is None else shared.early_turn(folder)
+        if early is not None:  # taken with the partition's lease
+            return {folder: early}
         if folder is None or not shared.surveyed or not shared.free(folder):
             return {}
         turn = shared.turn(folder)

@@ -9,8 +9,9 @@ Each direction of a connection is a reader thread that stamps what it reads and 
 once its time has come, so throughput is kept (a window of bytes in flight), only latency is added. Used by the
 tests (tests/test_s3_latency.py) and the benchmark (benchmarks/s3.py --delay-ms).
 
-``proxy.seen`` lists every HTTP request that went through (:class:`Seen`: when, method, path, query, headers),
-as the server got it, whichever library made it; :func:`operations` names them as S3 operations.
+``proxy.seen`` lists every HTTP request that went through (:class:`Seen`: when, method, path, query, headers,
+whether it opened its connection), as the server got it, whichever library made it; :func:`operations` names
+them as S3 operations.
 ``proxy.cut_when = lambda seen: ...``: the first request it holds true of never reaches the server; the proxy
 closes there (every connection, and its port), as a store that stops answering at that very question.
 ``proxy.before = lambda seen: ...``: called with each request as it comes in, before the server gets it (a
@@ -37,6 +38,7 @@ class Seen(NamedTuple):
     path: str
     query: str
     headers: dict[str, str]  # names in lower case
+    opened: bool = False  # the first request of its connection: it came a round trip (the handshake) late
 
 
 class LatencyProxy:
@@ -136,7 +138,7 @@ class _Requests:
     body skipped by its Content-Length."""
 
     def __init__(self, seen: list):
-        self.seen, self.buffer, self.body_left = seen, b"", 0
+        self.seen, self.buffer, self.body_left, self.opened = seen, b"", 0, True
 
     def feed(self, data: bytes) -> list[Seen]:
         """The requests whose line and headers ``data`` completes (each also appended to ``seen``)."""
@@ -155,7 +157,8 @@ class _Requests:
             method, target, _ = line.split(" ", 2)
             path, _, query = target.partition("?")
             named = {name.strip().lower(): value.strip() for name, _, value in (h.partition(":") for h in headers)}
-            new.append(Seen(time.monotonic(), method, path, query, named))
+            new.append(Seen(time.monotonic(), method, path, query, named, self.opened))
+            self.opened = False
             self.seen.append(new[-1])
             self.buffer, self.body_left = rest, int(named.get("content-length", 0))
 

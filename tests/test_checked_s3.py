@@ -168,3 +168,20 @@ def test_a_folder_being_checked_by_another_host_is_waited_for_through_its_lease(
     assert waited >= 0.4
     releasing()  # a turn's lease is deleted on a thread of its own
     assert list(objects(lab)) == [f"{D}.lease"]
+
+
+def test_a_build_waiting_for_its_partition_s_lease_lets_go_of_the_turn_it_took_with_it(bucketlab):
+    """A build takes the turn at its window's last folder with its partition's lease. When another holds that
+    lease (here one that expires in 2 s), the turn is let go before the wait: the holder may need the folder."""
+    lab = bucketlab
+    lab.qsr_days(D, 2)
+    lease = f"daybreak/_state/leases/staging/qsr_pos/business_date={D}.json"
+    held = {"owner": "host-b pid 7", "seconds": 2, "released": False, "host": "host-b", "pid": 7, "start": 1}
+    lab.s3.put_object(Bucket=lab.bucket, Key=lease, Body=json.dumps(held).encode())
+    assert build(lab, D) == 0
+    asked = lab.requests()
+    turn = f"{CHECKED}{NEXT}.lease"
+    taken_over = min(i for i, (op, key, new) in enumerate(asked) if op == "PutObject" and key == lease and not new)
+    let_go = [i for i, (op, key, _) in enumerate(asked) if op == "DeleteObject" and key == turn]
+    assert let_go and let_go[0] < taken_over, asked  # let go while the lease was another's
+    assert manifest(lab, D)["stats"]["raw_folders"] == {str(D): "checked", str(NEXT): "checked"}

@@ -158,3 +158,48 @@ def test_a_single_run_range_on_buckets_fetches_each_raw_object_once_and_equals_t
     setting("daybreak", "data_root", local)
     assert lab.luigi("RangeSingleRun", "--of", "StgQsrPos", "--start", str(START), "--stop", stop) == 0
     assert stored_files(lab) == local_files(local)
+
+
+def rounds(times: list[float], delay_s: float) -> int:
+    """How many requests made one after another ``times`` (their arrivals at the store) hold: a request sent on
+    an answer arrives two delays or more after the one answered, requests sent together well within one."""
+    times = sorted(times)
+    return sum(1 for i, t in enumerate(times) if i == 0 or t - times[i - 1] > delay_s)
+
+
+def test_a_partition_asks_a_far_store_three_times_in_series(lab, in_buckets):
+    """A store 200 ms away each way. Past the first date, a partition asks it three times in series: its
+    lease, sent with the turn at its new raw folder and the listings it builds from; its data objects, at once;
+    its manifest. Nothing else of its build (an entry stored, a turn or lease let go, the next date's raw
+    objects) waits for an answer in between. A new connection's handshake is not counted: it is a cost of the
+    command's first requests."""
+    delay, days = 0.2, 3
+    sample.generate(lab.raw, START, days + 1, stores=3, seed=5, mean_lines_per_store=20)
+    with in_buckets("rounds", delay, (lab.raw / "qsr_pos").rglob("*.csv"), START) as lab:
+        assert lab.range(START, START + days * DAY) == 0
+        # when each request was sent, a delay on: a new connection's first one waited for its handshake too
+        asked = [
+            (op, key, r.when - 2 * delay * r.opened, "if-none-match" in r.headers)
+            for op, key, r in operations(lab.proxy.seen, lab.bucket)
+        ]
+    for day in (START + DAY, START + 2 * DAY):  # the first date checks both its folders
+        lease = f"daybreak/_state/leases/staging/qsr_pos/business_date={day}.json"
+        partition = (
+            f"daybreak/staging/qsr_pos/business_date={day}/",
+            f"daybreak/quarantine/staging/qsr_pos/business_date={day}/",
+        )
+        read = (*partition, f"landing/qsr_pos/{day}/", f"landing/qsr_pos/{day + DAY}/", "daybreak/_state/checked/")
+        taken = next(when for op, key, when, new in asked if op == "PutObject" and key == lease and new)
+        committed = next(
+            when for op, key, when, _ in asked if op == "PutObject" and key == f"{partition[0]}_manifest.json"
+        )
+        mine = [
+            (op, key, round(when - taken, 2))
+            for op, key, when, new in asked
+            if taken <= when <= committed
+            and (
+                (op == "PutObject" and (key.startswith(partition) or new and (key == lease or key.endswith(".lease"))))
+                or (op in ("ListObjectsV2", "GetObject", "HeadObject") and key.startswith(read))
+            )
+        ]
+        assert rounds([taken + t for *_, t in mine], delay) == 3, (day, mine)

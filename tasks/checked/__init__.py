@@ -39,10 +39,31 @@ class CheckedFolders:
         self.busy: set[str] = set()  # folder dates whose turn another holds, as last listed
         self.surveyed = False
 
-    def list_early(self) -> None:
-        """On a bucket, start :meth:`survey`'s listing while the build takes its partition's lease."""
-        if isinstance(self.where, Bucket):
-            self.where.list_early()
+    @contextmanager
+    def early(self, folder: dt.date | None) -> Iterator[None]:
+        """On a bucket, for the block (the build of a partition): :meth:`survey`'s listing started, and the turn
+        at ``folder`` (the window's last, which nobody has checked yet as a rule) taken, while the build takes its
+        partition's lease (:meth:`early_turn`). The turn is let go when that lease must be waited for (its holder
+        may need the folder), and at the end of the block if the build did not use it."""
+        if not isinstance(self.where, Bucket):
+            yield
+            return
+        from tasks.storage.s3lease import while_waiting
+
+        day = None if folder is None else folder.isoformat()
+        self.where.list_early(day)
+        if day is None:
+            yield
+            return
+        try:
+            with while_waiting(lambda: self.where.let_go(day)):
+                yield
+        finally:
+            self.where.let_go(day)
+
+    def early_turn(self, folder: dt.date):
+        """(the folder's turn, the future of its ``try_take``) when :meth:`early` took it; then the caller's."""
+        return self.where.early_turn(folder.isoformat()) if isinstance(self.where, Bucket) else None
 
     def survey(self) -> None:
         """On a bucket, list every folder's entries and turns at once (one listing)."""
@@ -162,12 +183,13 @@ class Entry:
             return
         self.committed = True
         others = None if self.listed is None else [n for n in self.listed if n != name]
-        if self.where.stores_later:  # queued before the turn's release on the same thread
+        if self.where.stores_later:  # queued before the turn's release, in the folder's lane
             from tasks.storage.s3lease import later
 
             if self.listed is not None:
                 self.listed[:] = [name]
-            later(f"{self.where.key}/{self.day}/{name}", self._store, name, meta, sink, others)
+            key = f"{self.where.key}/{self.day}/{name}"
+            later(key, self._store, name, meta, sink, others, lane=self.where.lane(self.day))
             return
         self._store(name, meta, sink, others)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import mmap
 import os
+import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -146,6 +148,10 @@ class Disk:
 
 EARLY_S = 1.0  # a survey listed before the build's lease serves the build when it is asked within this
 _early: dict[tuple[int, str], tuple[float, Future]] = {}  # (pid, place) -> (when, its listing): list_early
+_sinks = itertools.count()  # the order in which entries were started (Bucket.sink)
+_keeping = threading.Lock()
+# (pid, place, folder date) -> (its turn, its try_take), taken with the build's lease: list_early
+_turns: dict[tuple[int, str, str], tuple[BucketTurn, Future]] = {}
 
 
 class Bucket:
@@ -165,33 +171,62 @@ class Bucket:
         self.etags.update({k: obj.etag for k, obj in listed.items()})
         return [k[start:] for k in listed if k.endswith(ENTRY)]
 
-    def list_early(self) -> None:
+    def list_early(self, day: str | None = None) -> None:
         """Start the survey's listing now, while the build takes its partition's lease: :meth:`survey` takes it
-        when asked within :data:`EARLY_S` (a round trip less per partition)."""
+        when asked within :data:`EARLY_S` (a round trip less per partition). ``day``: the folder whose turn is
+        taken at the same time (:meth:`early_turn`; :meth:`let_go` if the build does not use it)."""
         pool = process_pool("list-early", 4)
         _early[(os.getpid(), self.key)] = (time.monotonic(), pool.submit(self.bucket.list, f"{self.rel}/"))
+        if day is not None:
+            turn = self.turn(day)
+            _turns[(os.getpid(), self.key, day)] = (turn, process_pool("checked-turn", 2).submit(turn.try_take))
+
+    def early_turn(self, day: str) -> tuple[BucketTurn, Future] | None:
+        """(the folder's turn, its ``try_take``) started by :meth:`list_early`, now the caller's to release."""
+        return _turns.pop((os.getpid(), self.key, day), None)
+
+    def let_go(self, day: str) -> None:
+        """The turn :meth:`list_early` took at the folder, released if nobody took it over."""
+        early = self.early_turn(day)
+        if early is not None and early[1].exception() is None and early[1].result():
+            early[0].release()
 
     def survey(self) -> tuple[dict[str, list[str]], set[str]]:
-        """Every folder's entries, and the folders whose lease is there (one listing)."""
+        """Every folder's entries, and the folders whose lease another holds (one listing): a turn this build
+        took with its lease is not another's."""
         names: dict[str, list[str]] = {}
         busy = set()
         when, early = _early.pop((os.getpid(), self.key), (0.0, None))
         fresh = early is not None and time.monotonic() - when < EARLY_S
         listed = early.result() if fresh else self.bucket.list(f"{self.rel}/")
         self.etags.update({k: obj.etag for k, obj in listed.items()})
-        for key in listed:
+        for key, obj in listed.items():
             rest = key[len(self.rel) + 1 :]
             if rest.endswith(".lease") and "/" not in rest:
-                busy.add(rest.removesuffix(".lease"))
+                day = rest.removesuffix(".lease")
+                if not self._mine(day, obj.etag):
+                    busy.add(day)
             elif rest.endswith(ENTRY) and rest.count("/") == 1:
                 day, name = rest.split("/")
                 names.setdefault(day, []).append(name)
         return names, busy
 
+    def _mine(self, day: str, etag: str) -> bool:
+        """Whether the turn listed at ``day`` with ``etag`` is the one this build took with its lease."""
+        turn, taking = _turns.get((os.getpid(), self.key, day), (None, None))
+        if turn is None or taking.exception() is not None or not taking.result():
+            return False
+        return turn.lease.etag == etag
+
     def turn(self, day: str) -> BucketTurn:
         from tasks import settings
 
-        return BucketTurn(self.bucket, f"{self.rel}/{day}.lease", settings.s3().lease_seconds)
+        return BucketTurn(self.bucket, self.lane(day), settings.s3().lease_seconds)
+
+    def lane(self, day: str) -> str:
+        """The key of the folder's turn, and the lane of its requests nothing waits for (``s3lease.later``):
+        an entry is stored, then the turn deleted, then the entry removed once both partitions had it."""
+        return f"{self.rel}/{day}.lease"
 
     def _read(self, day: str, name: str) -> bytes | None:
         rel = f"{self.rel}/{day}/{name}"
@@ -223,13 +258,15 @@ class Bucket:
         self._got.pop(rel, None)
         if (nextdate.kept(STORED) or ("",))[0] == rel:
             nextdate.forget(STORED)
-        later(self.bucket.describe(rel), self.bucket.delete, rel)
+        later(self.bucket.describe(rel), self.bucket.delete, rel, lane=self.lane(day))
 
     def room(self) -> bool:
         return True
 
     def sink(self, day: str) -> io.BytesIO:
-        return io.BytesIO()
+        sink = io.BytesIO()
+        sink.order = next(_sinks)  # type: ignore[attr-defined] - the entries of a build are started in read order
+        return sink
 
     def store(self, day: str, name: str, sink: io.BytesIO) -> bool:
         """One PUT if the key is new; False when it is there already (412: another writer stored it)."""
@@ -245,8 +282,12 @@ class Bucket:
         except BaseException:
             self.drop(sink)
             raise
-        # kept for this process's next build (the folder's other partition): no GET of it back
-        nextdate.keep(STORED, (rel, os.getpid(), etag, sink.getbuffer()))
+        # the last one started kept for this process's next build (the folder's other partition): no GET of it
+        # back; stored on threads of their own, a build's two entries may be stored in either order
+        with _keeping:
+            kept = nextdate.kept(STORED)
+            if kept is None or kept[4] < sink.order:
+                nextdate.keep(STORED, (rel, os.getpid(), etag, sink.getbuffer(), sink.order))
         return True
 
     def drop(self, sink: io.BytesIO) -> None:
@@ -254,10 +295,16 @@ class Bucket:
             sink.close()
 
     def expire(self, before: float) -> None:
-        """Entries and leases last written before ``before`` removed (one listing)."""
-        for key, obj in self.bucket.list(f"{self.rel}/").items():
-            if obj.mtime_ns / 1e9 < before:
-                self.bucket.delete(key)
+        """Entries and leases last written before ``before`` removed (one listing), on a thread nothing waits for."""
+        from tasks.storage.s3lease import later
+
+        def expire() -> None:
+            with contextlib.suppress(OSError, RuntimeError):  # a later run expires them
+                for key, obj in self.bucket.list(f"{self.rel}/").items():
+                    if obj.mtime_ns / 1e9 < before:
+                        self.bucket.delete(key)
+
+        later(f"{self.key}/ (expiry)", expire)
 
 
 def _limits() -> tuple[float, float]:

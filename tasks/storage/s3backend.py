@@ -266,7 +266,7 @@ class S3Backend:
         dataset = record_name.split("=", 1)[0].rpartition("/")[0]  # <dataset>/<levels>.json
         if "=" in record_name and dataset not in self.swept:  # once a pass: what runs killed after a commit left
             self.swept.add(dataset)
-            sweep_later(self.bucket, f"_state/leases/{dataset}/", lease.seconds)
+            sweep_later(self.bucket, f"_state/leases/{dataset}/", lease.seconds, after=lease.rel)
 
     def listed_at_lease(self, folder: str, quarantine: str) -> dict[str, Obj | None]:
         """The partition's objects as listed with this build's lease, or now without one."""

@@ -66,6 +66,8 @@ class Lease:
         first = True
         while True:
             holder = self.try_take()
+            if first:
+                _first_answer(waiting=holder is not None)
             if holder is None:
                 return first
             first = False
@@ -179,9 +181,34 @@ class Lease:
             logger.warning("could not release the lease %s: %r", self.bucket.describe(self.rel), exc)
 
 
-def sweep_later(bucket: Bucket, prefix: str, seconds: float) -> None:
-    """Delete the free lease objects under ``prefix`` (:meth:`Lease.sweep`), on the releases' thread: one
-    listing, and a GET of each lease object it finds (builds under way on other hosts)."""
+_on_wait = threading.local()
+
+
+@contextmanager
+def while_waiting(callback):
+    """For the block: ``callback()`` in this thread if the first lease it acquires is held by another (what the
+    holder may need, let go before waiting for it); forgotten once that lease is taken at once."""
+    callbacks = _on_wait.__dict__.setdefault("callbacks", [])
+    callbacks.append(callback)
+    try:
+        yield
+    finally:
+        if callback in callbacks:
+            callbacks.remove(callback)
+
+
+def _first_answer(waiting: bool) -> None:
+    callbacks = _on_wait.__dict__.get("callbacks", [])
+    while callbacks:
+        callback = callbacks.pop()
+        if waiting:
+            callback()
+
+
+def sweep_later(bucket: Bucket, prefix: str, seconds: float, after: str | None = None) -> None:
+    """Delete the free lease objects under ``prefix`` (:meth:`Lease.sweep`), on the releases' threads, after
+    the release of lease ``after`` (this build's own): one listing, and a GET of each lease object it finds
+    (builds under way on other hosts)."""
 
     def sweep() -> None:
         try:
@@ -190,23 +217,29 @@ def sweep_later(bucket: Bucket, prefix: str, seconds: float) -> None:
         except StoreError:
             pass  # the store is gone: what is left is swept by a later run
 
-    later(prefix, sweep)
+    later(prefix, sweep, lane=after)
 
 
-# per process (a fork has none of its parent's threads): lease key -> its release under way
+# per process (a fork has none of its parent's threads): lease key -> its release under way, and lane -> the
+# last request queued in it
 _releasing_by_pid: dict[int, dict[str, Future]] = {}
+_lanes_by_pid: dict[int, dict[str, Future]] = {}
 _releasing_lock = threading.Lock()
+LATER_THREADS = 8  # requests nothing waits for, sent at once unless queued in the same lane
 
 
 def _releasing() -> dict[str, Future]:
     return _releasing_by_pid.setdefault(os.getpid(), {})
 
 
-def later(rel: str, request, *args) -> None:
-    """``request(*args)`` (a DELETE nothing waits for) on the releases' thread, queued; errors only logged.
-    ``rel`` names it for :func:`released`."""
+def later(rel: str, request, *args, lane: str | None = None) -> None:
+    """``request(*args)`` (a DELETE nothing waits for) on the releases' threads, after the requests queued before
+    it in the same ``lane`` (by default ``rel``), at once beside the others; errors only logged. ``rel`` names it
+    for :func:`released`."""
 
-    def send() -> None:
+    def send(before: Future | None) -> None:
+        if before is not None:
+            before.result()  # queued earlier in the pool: running or done, never waiting for this one
         try:
             request(*args)
         except Exception as exc:  # noqa: BLE001 - nothing waits for it; what is left expires by itself
@@ -215,7 +248,9 @@ def later(rel: str, request, *args) -> None:
             logger.log(level, "could not remove %s: %s", rel, exc)
 
     with _releasing_lock:
-        _releasing()[rel] = process_pool("lease-release", 1).submit(send)
+        lanes = _lanes_by_pid.setdefault(os.getpid(), {})
+        queued = process_pool("lease-release", LATER_THREADS).submit(send, lanes.get(lane or rel))
+        lanes[lane or rel] = _releasing()[rel] = queued
 
 
 def released(rel: str) -> None:
@@ -232,6 +267,8 @@ def releasing() -> None:
         with _releasing_lock:
             pending = list(_releasing().values())
             _releasing().clear()
+            if not pending:
+                _lanes_by_pid.pop(os.getpid(), None)
         if not pending:
             return
         for future in pending:
