@@ -232,7 +232,10 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     lab = Lab(tmp_path)
     cfg = luigi.configuration.get_config()
-    cfg.add_config_path(str(REPO / "luigi.cfg"))
+    if str(REPO / "luigi.cfg") in type(cfg)._config_paths:
+        cfg.reload()  # added by an earlier test: once more in Luigi's list, every later read would read it again
+    else:
+        cfg.add_config_path(str(REPO / "luigi.cfg"))
     cfg.set("daybreak", "raw_root", str(lab.raw))
     cfg.set("daybreak", "data_root", str(lab.data))
     yield lab
