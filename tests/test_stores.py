@@ -391,7 +391,22 @@ def test_plan_and_status_name_a_new_store_whose_file_landed_with_its_folders_tim
 
 
 @pytest.fixture
-def all_stores(lab, tmp_path):
+def all_stores(lab, setting, caplog):
+    """``luigi --module tasks AllStores`` (or the arguments given) run in this process, start_date START:
+    (exit code, what it logged: Luigi's summary, then Daybreak's)."""
+    setting("daybreak", "start_date", START)
+
+    def run(*args: str) -> tuple[int, str]:
+        caplog.clear()
+        with caplog.at_level("INFO", logger="luigi-interface"):
+            code = lab.luigi(*(args or ("AllStores",)))
+        return code, caplog.text
+
+    return run
+
+
+@pytest.fixture
+def all_stores_command(lab, tmp_path):
     """``luigi --module tasks AllStores --local-scheduler`` as a user runs it (a process of its own, this
     lab's luigi.cfg): (exit code, what it printed)."""
     from tasks.settings import write_config
@@ -409,12 +424,24 @@ def all_stores(lab, tmp_path):
     return run
 
 
-def test_all_stores_with_no_store_yet_prints_daybreaks_summary_and_exits_0(lab, all_stores):
+def test_all_stores_with_no_store_yet_says_so_in_its_summary_and_exits_0(lab, all_stores):
+    (lab.raw / "qsr_pos" / START.isoformat()).mkdir(parents=True)
+    for _ in range(2):  # the first run (the sensor runs), then again (nothing to do)
+        code, out = all_stores()
+        assert code == 0, out[-3000:]
+        summary = out[out.index("summary of this run:") :]
+        assert (
+            summary.splitlines()[1] == f"  AllStores: no store known yet (no store's file under {lab.raw / 'qsr_pos'})"
+        )
+
+
+@pytest.mark.system  # the luigi command: what it prints (test_all_stores_with_no_store_yet_says_so_in_its_summary...)
+def test_all_stores_with_no_store_yet_prints_daybreaks_summary_and_exits_0(lab, all_stores_command):
     """An empty qsr_pos folder: the first run printed nothing, the next Luigi's own summary
     ("===== Luigi Execution Summary ===== ... This progress looks :)")."""
     (lab.raw / "qsr_pos" / START.isoformat()).mkdir(parents=True)
     for _ in range(2):  # the first run (the sensor runs), then again (nothing to do)
-        code, out = all_stores()
+        code, out = all_stores_command()
         assert code == 0, out[-3000:]
         summary = out[out.index("summary of this run:") :] if "summary of this run:" in out else out
         assert summary.splitlines()[0].startswith("summary of this run: "), out[-3000:]
