@@ -1,14 +1,25 @@
-"""Daybreak's tests (tests/conftest.py: the fixtures and the tiers).
+"""Daybreak's tests (tests/conftest.py: the fixtures and the tiers). This package is imported before any
+test module, tests/conftest.py included.
+
+The fast tier (``DAYBREAK_TEST_TIER=fast``) keeps its temporary files (every test's raw zone and data
+root) on the machine's RAM disk when ``TMPDIR`` names no folder of its own: its Luigi runs write and fsync
+thousands of small partition files, and what a wait for the disk adds to a run is no part of what they check.
 
 Where ``PYTHONDONTWRITEBYTECODE`` is set, every pytest process compiled the test modules with pytest's
 assertion rewriting again, and every ``luigi`` command a test starts compiled the package again: 5 s of a
-fast run's collection in each process. Here they are compiled once into a folder of the machine's
-temporary one (``sys.pycache_prefix``, the source tree mirrored under it), and still nothing is written
-beside the sources. This package is imported before any test module, tests/conftest.py included."""
+fast run's collection in each process. Here they are compiled once into a folder of the temporary one
+(``sys.pycache_prefix``, the source tree mirrored under it), and still nothing is written beside the sources.
+"""
 
 import os
 import sys
 import tempfile
+
+RAM_DISK = "/dev/shm"
+
+if os.environ.get("DAYBREAK_TEST_TIER") == "fast" and "TMPDIR" not in os.environ and os.access(RAM_DISK, os.W_OK):
+    os.environ["TMPDIR"] = RAM_DISK  # this process's tmp_path, and the commands tests start
+    tempfile.tempdir = None  # read again from TMPDIR
 
 if sys.dont_write_bytecode and not sys.pycache_prefix:
     sys.pycache_prefix = os.path.join(tempfile.gettempdir(), f"daybreak-pycache-{os.getuid()}")
