@@ -2,8 +2,9 @@
 test module, tests/conftest.py included.
 
 The fast tier (``DAYBREAK_TEST_TIER=fast``) keeps its temporary files (every test's raw zone and data
-root) on the machine's RAM disk when ``TMPDIR`` names no folder of its own: its Luigi runs write and fsync
-thousands of small partition files, and what a wait for the disk adds to a run is no part of what they check.
+root) on the machine's RAM disk when ``TMPDIR`` names no folder of its own and the RAM disk has 2 GiB free:
+its Luigi runs write and fsync thousands of small partition files, and a wait for the disk is no part of
+what they check.
 
 Where ``PYTHONDONTWRITEBYTECODE`` is set, every pytest process compiled the test modules with pytest's
 assertion rewriting again, and every ``luigi`` command a test starts compiled the package again: 5 s of a
@@ -12,12 +13,22 @@ fast run's collection in each process. Here they are compiled once into a folder
 """
 
 import os
+import shutil
 import sys
 import tempfile
 
 RAM_DISK = "/dev/shm"
 
-if os.environ.get("DAYBREAK_TEST_TIER") == "fast" and "TMPDIR" not in os.environ and os.access(RAM_DISK, os.W_OK):
+
+def _roomy(folder: str, least: int = 2 << 30) -> bool:
+    """Whether ``folder`` is writable with ``least`` bytes free (a container's RAM disk may hold 64 MB)."""
+    try:
+        return os.access(folder, os.W_OK) and shutil.disk_usage(folder).free >= least
+    except OSError:
+        return False
+
+
+if os.environ.get("DAYBREAK_TEST_TIER") == "fast" and "TMPDIR" not in os.environ and _roomy(RAM_DISK):
     os.environ["TMPDIR"] = RAM_DISK  # this process's tmp_path, and the commands tests start
     tempfile.tempdir = None  # read again from TMPDIR
 
