@@ -38,7 +38,7 @@ def source_of(section: str, key: str) -> str:
     if not config.has_option(section, key):
         return f"the built-in default (no config file sets [{section}] {key}; tasks/settings.py)"
     found = last_config_with(lambda parser: parser.has_option(section, key))
-    if found is not None and found[1].get(section, key) == config.get(section, key):
+    if found is not None and found[1].get(section, key) == config.get(section, key, raw=True):  # %% and ${} as written
         return str(Path(found[0]).resolve())
     return "a value set at run time"
 

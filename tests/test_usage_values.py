@@ -176,6 +176,11 @@ def test_every_command_refuses_the_same_bad_dates_and_counts(lab):
             "[s3] endpoint_url = 'http://[::1' in {cfg}: not a URL (Invalid IPv6 URL)",
         ),
         ("[daybreak]\nraw_root = sftp://host/x", "[daybreak] raw_root = 'sftp://host/x' in {cfg}: no user"),
+        # a % written %% as asked, and another mistake: the file is still named, not "a value set at run time"
+        (
+            "[daybreak]\nraw_root = s3://landing/in box/p%%os",
+            "[daybreak] raw_root = 's3://landing/in box/p%os' in {cfg}: a URL has no spaces",
+        ),
         # a comment after a value, in any section: Luigi reads it as part of the value
         (
             "[daybreak]\nraw_root = s3://landing/pos   ; or a local folder",
