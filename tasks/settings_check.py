@@ -328,6 +328,16 @@ def raw_root_missing(shown: str, where_else: str = "") -> NoReturn:
     """Exit 2: ``raw_root <shown> does not exist``, with where the setting comes from."""
     from tasks.guard import fail
 
+    fail(f"raw_root {shown} does not exist{where_else} (from {raw_root_setting()})")
+
+
+def raw_root_setting() -> str:
+    """``[daybreak] raw_root in <its file>``, or where else the value comes from (the command line, ...)."""
     source = source_of("daybreak", "raw_root")
-    where = f"[daybreak] raw_root in {source}" if source.startswith("/") else source
-    fail(f"raw_root {shown} does not exist{where_else} (from {where})")
+    return f"[daybreak] raw_root in {source}" if source.startswith("/") else source
+
+
+def empty_root_note(uri: str) -> str:
+    """Why every folder of a raw root that holds nothing at all waits: a typo, or nothing sent yet."""
+    where = raw_root_setting()
+    return f"nothing at all under {uri}: check {where if where.startswith('[') else '[daybreak] raw_root'}"

@@ -285,8 +285,11 @@ class Engine(Memo):
             return ""
         if blocked.root.task_id == node.task_id:
             zone = self.zone(node)
-            return "raw folder missing: " + ", ".join(
-                f"{s}/{d}{self._why_missing(zone, s, d)}" for s, d in self.missing_folders(node)
+            empty = self.empty_root(zone)
+            return (
+                "raw folder missing: "
+                + ", ".join(f"{s}/{d}{self._why_missing(zone, s, d)}" for s, d in self.missing_folders(node))
+                + (f"; {empty}" if empty else "")
             )
         return f"upstream {blocked.root.dataset} {blocked.root.key} waits for raw data"
 

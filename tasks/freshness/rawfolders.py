@@ -148,6 +148,14 @@ class RawFolders:
         folder = zone.folder_relpath(source, date)
         return next((r for r in self.source_unread(zone, source) if r.name in (folder, source)), None)
 
+    def empty_root(self, zone: RawZone) -> str:
+        """Why every folder waits when the whole raw root holds nothing (:meth:`RawZone.holds_nothing`: a bucket's
+        prefix with a typo, or nothing sent yet), asked once per pass; else ''."""
+        from tasks.settings_check import empty_root_note
+
+        empty = self.once_per_pass(("holds nothing", zone.describe()), zone.holds_nothing)
+        return empty_root_note(zone.describe()) if empty else ""
+
     def digest(self, zone: RawZone, raw: RawFile) -> str:
         """The content hash of a raw file, read once per pass; :class:`RawFileChanged` (each time this pass asks)
         when the read was not of the version listed."""

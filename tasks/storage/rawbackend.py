@@ -124,6 +124,9 @@ class RawBackend(Protocol):
     def file_identity(self, raw: RawFile) -> list[int] | None:  # RawZone.file_identity; None: cannot tell
         return None
 
+    def holds_nothing(self) -> bool:  # RawZone.holds_nothing; False where a missing root is refused (exit 2)
+        return False
+
 
 def mode_kind(mode: int) -> str:
     """FOLDER, LINK, FILE or OTHER, from an lstat mode."""

@@ -112,6 +112,11 @@ class RawZone:
         rel = self.folder_relpath(source, date)
         return None if entries is None else [RawFile(f"{rel}/{n}", size, mtime) for n, size, mtime in entries]
 
+    def holds_nothing(self) -> bool:
+        """Whether the whole root holds nothing at all (a bucket's prefix without one object: a typo in raw_root,
+        or nothing sent yet); False where a root that is not there is refused instead (a folder, SFTP)."""
+        return self.backend.holds_nothing()
+
     def newest_folder_date(self, source: str, not_after: dt.date | None = None) -> dt.date | None:
         """Latest date of a source's export folders (up to ``not_after``), counting only real folders named
         YYYY-MM-DD, as :meth:`scan_folder_all` reads them; None when it has none."""

@@ -244,6 +244,13 @@ class Bucket:
         folders = [prefix[start:].rstrip("/") for _, prefixes in pages for prefix in prefixes]
         return folders, [key[start:] for items, _ in pages for key, _ in items]
 
+    def any_key(self) -> bool:
+        """Whether any object is under the prefix: one listing of at most one key."""
+        try:
+            return bool(self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1).get("Contents"))
+        except (ClientError, BotoCoreError) as exc:
+            raise self.store_error(exc, "LIST") from None
+
     def folders(self, rel_prefix: str) -> list[str]:
         """Every name one level below ``rel_prefix``, folders and objects."""
         folders, objects = self.children(rel_prefix)

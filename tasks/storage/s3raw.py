@@ -104,6 +104,10 @@ class S3Raw(RawBackend):
     def read(self, raw: RawFile) -> bytes:
         return self.bucket.read(raw.relpath)
 
+    def holds_nothing(self) -> bool:
+        """Whether not one object is under the prefix: one listing of one key."""
+        return not self.bucket.any_key()
+
     def fetch_ahead(self, files: list[RawFile]) -> list[Future]:
         """Start fetching the next partition's inputs; what the next build does not read is let go then."""
         global _generation
