@@ -149,6 +149,28 @@ def test_bad_ad_rows_are_quarantined(ads_lab, setting):
     assert got == [("ads/2026-10-04/ads.csv", 17, "date is not an ISO date")]  # 09-27 is one it restates too
 
 
+def test_a_row_over_two_lines_is_one_reject_of_its_own_date_alone(ads_lab, setting):
+    """Export 10-04 holds C1's row of 10-03 with a line break inside its quoted channel: one row over lines
+    14-15, rejected for that control character with its values, so 10-03's alone (1 of 2 rows: over
+    max_reject_share until it allows it). The six other dates the export restates build without a reject."""
+    export = dt.date(2026, 10, 4)
+    rows = [r.replace(",google,", ',"goo\ngle",') if r.startswith("2026-10-03,C1,") else r for r in ads_rows(
+        export, FIRST)]  # fmt: skip
+    ads_lab.ads_export(export, FIRST, rows)
+    assert ads_lab.range(dt.date(2026, 9, 27), export, of="AdsDaily") == 30  # the stop date excluded
+    others = days(dt.date(2026, 9, 27), dt.date(2026, 10, 2))
+    assert set(ads_lab.built_at("staging/ads_daily")) == others
+    assert {d: _manifest(ads_lab, "staging/ads_daily", d)["rejected_count"] for d in others} == dict.fromkeys(others, 0)
+    failure = json.loads((ads_lab.data / "_state/failures/staging/ads_daily/business_date=2026-10-03.json").read_text())
+    assert "1 of 2 rows rejected" in failure["error"] and "ads/2026-10-04/ads.csv row 14: channel" in failure["error"]
+    setting("ads", "max_reject_share", 0.5)
+    assert ads_lab.range(dt.date(2026, 10, 3), export, of="AdsDaily") == 0
+    q = ads_lab.data / "quarantine/staging/ads_daily/business_date=2026-10-03/rejected.parquet"
+    got = duckdb.execute(f"select row_number, campaign_id, channel, spend from '{q}'").fetchall()
+    assert got == [(14, "C1", "goo\\x0agle", "10.00")]
+    assert [r[0] for r in day_rows(ads_lab, "staging/ads_daily", "campaign_id", dt.date(2026, 10, 3))] == ["C2"]
+
+
 def test_a_date_the_newest_export_got_wrong_fails_and_is_never_taken_from_an_older_export(ads_lab, setting):
     """The newest export holding 09-30 (10-04) has C2's row of 09-30 mistyped: the date fails (exit 30), naming
     the file, row and reason, and keeps its previous partition, rather than lose C2 or go back to 10-03's

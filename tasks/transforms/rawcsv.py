@@ -21,6 +21,7 @@ from tasks.transforms.rawcsv_lines import (
     body_lines,
     by_line,
     check_header,
+    misquoted_lines,
     row_numbers,
     undecodable,
 )
@@ -46,8 +47,9 @@ def file_stem(path: str) -> str:
 
 
 def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
-    """Parse CSV bytes whose header holds every contract column once; bad rows come back in ``malformed``,
-    and a file not UTF-8 raises :class:`RawSchemaError`."""
+    """Parse CSV bytes whose header holds every contract column once; bad rows (the wrong field count, a stray
+    quote, a control character, a field too long) come back in ``malformed``, and a file not UTF-8 raises
+    :class:`RawSchemaError`."""
     header = check_header(data, source_file, columns)
     if b"\n" not in data and b"\r" not in data:  # a header without a line end: the parser sees no row at all
         data += b"\n"
@@ -64,8 +66,15 @@ def parse_csv(data: bytes, source_file: str, columns: list[str]) -> ParsedCsv:
     records = table.num_rows + len(malformed)
     if records == body_lines(data) and not (malformed and bare_cr(data)):
         numbers = row_numbers(records, malformed)  # one record a line: record numbers are line numbers
+        taken = {n for n, _, _ in malformed}
+        misquoted = [m for m in misquoted_lines(data, header) if m[0] not in taken] if b'"' in data else []
+        stray = {n for n, _, _ in misquoted}
+        malformed = sorted(malformed + misquoted) if misquoted else malformed
     else:  # a record over several lines, an empty line, or a bare CR beside a malformed row
-        numbers, malformed = by_line(data, source_file, records, malformed)
+        numbers, malformed, stray = by_line(data, source_file, header, records, malformed)
+    if stray:  # rows the parser read although a quote in them is wrong: they cannot be split
+        keep = pc.invert(pc.is_in(numbers, value_set=pa.array(sorted(stray), pa.int64())))
+        table, numbers = table.filter(keep), numbers.filter(keep)
     return _without_control(ParsedCsv(source_file, table, numbers, malformed), columns)
 
 

@@ -32,10 +32,12 @@ def bare_cr(data: bytes) -> bool:
 
 
 def by_line(
-    data: bytes, source_file: str, records: int, malformed: list[tuple[int, str, str]]
-) -> tuple[pa.Array, list[tuple[int, str, str]]]:
-    """Row numbers that are line numbers where records and lines differ (a quoted line break rejects each
-    line it took; empty lines are no rows)."""
+    data: bytes, source_file: str, header: list[str], records: int, malformed: list[tuple[int, str, str]]
+) -> tuple[pa.Array, list[tuple[int, str, str]], set[int]]:
+    """Row numbers that are line numbers where records and lines differ. A record quoted as RFC 4180 quotes is
+    one row however many lines it takes; one that is not may have swallowed the rows after it: it is rejected,
+    and so is each further line it took. Empty lines are no rows. Also the numbers of the records the parser
+    read whose quoting is wrong (the caller takes them out)."""
     # the file's lines, split at LF, CR LF and a lone CR, as the parser splits them
     lines = list(io.StringIO(data.decode("utf-8-sig"), newline=""))
     spans = []  # (first line, last line) of each record
@@ -59,21 +61,96 @@ def by_line(
 
     bad = {number - 2: reason for number, reason, _ in malformed}  # record index -> the parser's reason
     lone_cr_splits = b"\n" in data  # in a file of lone-CR line ends (old Mac style) a CR is its line end
-    numbers, out = [], []
+    numbers, out, stray = [], [], set()
     for index, (first, last) in enumerate(spans):
-        over = f"lines {first}-{last}" + (" (to the end of the file)" if last == len(lines) else "")
-        if index in bad:
-            reason = bad[index]
-            if last > first:
-                reason += f"; a quoted field runs over {over}: unbalanced quote? (no line break is allowed in a field)"
-            elif lone_cr_splits and lines[first - 1].endswith("\r"):  # a lone CR amid LF line ends
-                reason += "; the line ends in a lone carriage return (U+000D), a control character the contract forbids"
-            out.append((first, reason, line_text(first)))
-        else:
+        text = "".join(lines[first - 1 : last]).rstrip("\r\n")
+        field = misquoted_field(text) if '"' in text else None
+        if index not in bad:
             numbers.append(first)
+            if field is None:
+                continue
+            stray.add(first)
+        reason = bad[index] if index in bad else stray_quote(header, field)
+        if field is None and last > first:  # quoted right, the wrong number of fields
+            out.append((first, f"{reason}; the row runs over lines {first}-{last}", escape_control(text)))
+            continue
+        if last > first:
+            over = f"lines {first}-{last}" + (" (to the end of the file)" if _open_at_end(text) else "")
+            reason += f"; a quoted field runs over {over}: unbalanced quote? (no line break is allowed in a field)"
+        elif index in bad and lone_cr_splits and lines[first - 1].endswith("\r"):  # a lone CR amid LF line ends
+            reason += "; the line ends in a lone carriage return (U+000D), a control character the contract forbids"
+        out.append((first, reason, line_text(first)))
         for number in range(first + 1, last + 1):
             out.append((number, f"inside the quoted field of row {first}, which runs over {over}", line_text(number)))
-    return pa.array(numbers, pa.int64()), sorted(out)
+    return pa.array(numbers, pa.int64()), sorted(out), stray
+
+
+_STRICT = r'"[^"]*(?:""[^"]*)*"|[^,"\r\n]*'  # RFC 4180: enclosed in quotes, any inside doubled; or no quote
+_FIELD = re.compile(_STRICT)
+_RECORD = re.compile(f"(?:{_STRICT})(?:,(?:{_STRICT}))*".encode())  # a line of such fields
+_LENIENT = re.compile(r'"[^"]*(?:""[^"]*)*("?)[^,\r\n]*|[^,\r\n]*')  # as the parsers read a field
+
+
+def misquoted_field(record: str) -> int | None:
+    """The index of the first field of ``record`` (its text, without its line end) quoted otherwise than
+    RFC 4180 allows: a quote in a field not enclosed in quotes, anything but a comma or the line end after
+    a closing quote, a quote never closed. None when there is none."""
+    at, index = 0, 0
+    while True:
+        at = _FIELD.match(record, at).end()
+        if at == len(record):
+            return None
+        if record[at] != ",":
+            return index
+        at, index = at + 1, index + 1
+
+
+def stray_quote(header: list[str], index: int) -> str:
+    """The reason a row with :func:`misquoted_field` ``index`` is rejected."""
+    name = header[index] if index < len(header) else f"field {index + 1}"
+    return (
+        f'{name} holds a stray quote ("); the contract allows a quote only around a whole field, '
+        'with each quote inside it doubled ("")'
+    )
+
+
+def misquoted_lines(data: bytes, header: list[str]) -> list[tuple[int, str, str]]:
+    """For a file of one record a line: (line number, reason, text escaped) of each line after the header
+    holding a quote the wrong way (:func:`misquoted_field`). Only the lines holding a quote are read."""
+    out, number, counted = [], 1, 0
+    end = _line_end(data, 0)  # the header's
+    at = data.find(b'"', end)
+    while at >= 0:
+        start = max(data.rfind(b"\n", end, at), data.rfind(b"\r", end, at)) + 1  # from the last line end seen
+        end = _line_end(data, at)
+        if not _RECORD.fullmatch(data, start, end):
+            number += data.count(b"\n", counted, start) + data.count(b"\r", counted, start)
+            number -= data.count(b"\r\n", counted, start)
+            counted = start
+            line = data[start:end].decode("utf-8")
+            out.append((number, stray_quote(header, misquoted_field(line)), escape_control(line)))
+        at = data.find(b'"', end)
+    return out
+
+
+def _line_end(data: bytes, at: int) -> int:
+    found = _LINE_END.search(data, at)
+    return len(data) if found is None else found.start()
+
+
+_LINE_END = re.compile(rb"[\r\n]")
+
+
+def _open_at_end(record: str) -> bool:
+    """Whether ``record`` ends inside a quoted field (a quote never closed), read as the parsers read it."""
+    at = 0
+    while True:
+        field = _LENIENT.match(record, at)
+        if record.startswith('"', at) and not field.group(1) and field.end() == len(record):
+            return True
+        at = field.end() + 1
+        if at > len(record):
+            return False
 
 
 @contextlib.contextmanager

@@ -77,14 +77,9 @@ def test_a_row_with_a_control_character_is_set_aside_naming_its_column(parse, bo
     assert p.table.to_pydict() == {"a": ["0", "4"], "b": ["0", "5"], "c": ["0", "6"]}
     breaks = code in ("U+000A", "U+000D")  # a line break inside the quoted field: the row takes two lines
     assert p.row_numbers.to_pylist() == ([2, 5] if breaks else [2, 4])  # line numbers of the file
-    (row, reason, text), *rest = p.malformed
+    [(row, reason, text)] = p.malformed  # one row, however many lines it takes
     assert row == 3 and reason.startswith(f"{column} holds a control character ({code} at character")
-    # the row's second line is rejected too, so that every line of the file is a row or a reject
-    assert [(n, r) for n, r, _ in rest] == (
-        [(4, "inside the quoted field of row 3, which runs over lines 3-4")] if breaks else []
-    )
-    for _, _, t in p.malformed:  # escaped: the quarantine holds no control character either
-        assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in t)
+    assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text)  # escaped: the quarantine holds none either
 
 
 def test_a_control_character_in_an_extra_column_sets_the_row_aside_too():
@@ -164,14 +159,74 @@ def test_a_quote_never_closed_rejects_each_line_it_takes_with_that_lines_text(pa
     ]
 
 
-def test_a_quote_closed_lines_later_rejects_the_lines_between_and_reads_on():
+def test_a_quote_closed_lines_later_is_one_row_rejected_for_its_line_breaks_and_reads_on():
     p = parse_csv(b'a,b,c\n1,"2\nx\ny",3\n4,5,6\n', "f.csv", COLS)  # a 3-field record over lines 2-4
     assert p.table.to_pydict() == {"a": ["4"], "b": ["5"], "c": ["6"]} and p.row_numbers.to_pylist() == [5]
-    assert [(n, r.split(" (")[0]) for n, r, _ in p.malformed] == [
-        (2, "b holds a control character"),
-        (3, "inside the quoted field of row 2, which runs over lines 2-4"),
-        (4, "inside the quoted field of row 2, which runs over lines 2-4"),
-    ]
+    assert [(n, r.split(" (")[0]) for n, r, _ in p.malformed] == [(2, "b holds a control character")]
+    assert p.split[2] == ("1", "2\\x0ax\\x0ay", "3")  # its values in their columns, escaped
+
+
+BOTH = [parse_csv, lambda d, n, c: parse_csv_many([(d, n)], c)[0]]
+
+
+@pytest.mark.parametrize("parse", BOTH)
+@pytest.mark.parametrize("rest", [b"", b"7,8,9\n"])
+@pytest.mark.parametrize("record", [b'4,"goo\ngle",6\n', b'4,"goo\r\ngle",6\r\n', b'4,"g\no\no""\ngle",6'])
+def test_a_record_over_several_lines_is_one_row(parse, record, rest):
+    """Read by the reader's rules (docs/raw-zone.md): one row, rejected for its line break (a control
+    character), its values in their columns: its date's like any other row; the lines it takes are no rows."""
+    if rest and not record.endswith(b"\n"):
+        record += b"\n"
+    p = parse(b"a,b,c\n1,2,3\n" + record + rest, "f.csv", COLS)
+    rows_after = [3 + record.count(b"\n") + (not record.endswith(b"\n"))] if rest else []
+    assert p.row_numbers.to_pylist() == [2, *rows_after]
+    assert p.table.num_rows + len(p.malformed) == 2 + bool(rest)  # a row per record
+    [(row, reason, text)] = p.malformed
+    assert row == 3 and reason.startswith("b holds a control character (U+000")
+    assert p.split[3][0] == "4" and p.split[3][2] == "6" and p.split[3][1].startswith("g")
+
+
+def test_a_record_over_several_lines_with_a_field_missing_is_one_reject_naming_its_lines():
+    p = parse_csv(b'a,b,c\n1,2,3\n4,"x\ny"\n7,8,9\n', "f.csv", COLS)
+    assert p.row_numbers.to_pylist() == [2, 5]
+    [(row, reason, text)] = p.malformed
+    assert (row, text) == (3, '4,"x\\x0ay"') and "2 fields" in reason and "lines 3-4" in reason
+    assert 3 not in p.split  # not split: no field is known
+
+
+@pytest.mark.parametrize("parse", BOTH)
+@pytest.mark.parametrize("elsewhere", [b"", b'10,"x\ny",12\n'])  # and a record over two lines in the file
+@pytest.mark.parametrize("field", [b'"BUR"GER"', b'"BURGER" x', b'BUR"GER', b'BURGER"', b'"BURGER"x', b' "BURGER"'])
+def test_a_stray_quote_rejects_its_row_as_one_that_cannot_be_split(parse, elsewhere, field):
+    """RFC 4180: a field is plain, with no quote, or enclosed in quotes with a quote inside doubled, and
+    nothing but a comma or the line end after its closing quote; a row breaking that is not guessed at."""
+    data = b'a,b,c\n1,"BUR""GER",3\n4,' + field + b',6\n7,"",9\n' + elsewhere
+    p = parse(data, "f.csv", COLS)
+    assert p.table.to_pydict() == {"a": ["1", "7"], "b": ['BUR"GER', ""], "c": ["3", "9"]}  # quoted right: read
+    assert p.row_numbers.to_pylist() == [2, 4]
+    (row, reason, text), *rest = p.malformed
+    assert (row, text) == (3, "4," + field.decode() + ",6")
+    assert reason.split()[0] == "b" and "stray quote" in reason
+    assert 3 not in p.split  # no value is known: its columns stay null
+    assert [n for n, _, _ in rest] == ([5] if elsewhere else [])
+
+
+@pytest.mark.parametrize("parse", BOTH)
+@pytest.mark.parametrize("end", [b"", b"\n", b"\r\n"])
+def test_a_quote_never_closed_on_the_last_line_rejects_it_as_a_row_that_cannot_be_split(parse, end):
+    p = parse(b'a,b,c\n1,2,3\n4,5,"abc' + end, "f.csv", COLS)
+    assert p.row_numbers.to_pylist() == [2]
+    [(row, reason, text)] = p.malformed
+    assert (row, text) == (3, '4,5,"abc') and reason.split()[0] == "c" and "stray quote" in reason
+    assert 3 not in p.split
+
+
+def test_a_misquoted_record_whose_quote_closes_on_the_last_line_does_not_say_it_runs_to_the_end():
+    p = parse_csv(b'a,b,c\n1,2,3\n4,"5\n6"x,7\n', "f.csv", COLS)  # the quote closes on line 4, then "x"
+    assert p.row_numbers.to_pylist() == [2] and 3 not in p.split
+    assert [(n, t) for n, _, t in p.malformed] == [(3, '4,"5'), (4, '6"x,7')]
+    for _, reason, _ in p.malformed:
+        assert "lines 3-4" in reason and "end of the file" not in reason
 
 
 def test_a_lone_carriage_return_that_splits_a_row_is_named_in_the_reason():
