@@ -211,6 +211,14 @@ def test_a_stray_quote_rejects_its_row_as_one_that_cannot_be_split(parse, elsewh
     assert [n for n, _, _ in rest] == ([5] if elsewhere else [])
 
 
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"])  # a lone CR as every line's end too
+def test_a_stray_quote_is_found_whatever_the_line_ends(end):
+    lines = [b"a,b,c", b'1,"BUR""GER",3', b'4,"BUR"GER",6', b'7,"x",9', b'10,B"X,12']
+    p = parse_csv(end.join(lines) + end, "f.csv", COLS)
+    assert p.table.to_pydict() == {"a": ["1", "7"], "b": ['BUR"GER', "x"], "c": ["3", "9"]}
+    assert [(n, r.split()[0], t) for n, r, t in p.malformed] == [(3, "b", '4,"BUR"GER",6'), (5, "b", '10,B"X,12')]
+
+
 @pytest.mark.parametrize("parse", BOTH)
 @pytest.mark.parametrize("end", [b"", b"\n", b"\r\n"])
 def test_a_quote_never_closed_on_the_last_line_rejects_it_as_a_row_that_cannot_be_split(parse, end):
