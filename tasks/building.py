@@ -37,15 +37,11 @@ class Built:
     rejected: pa.Table | None = None
     stats: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # file name -> bytes, written beside the data file
-    # raw file -> its rows the partition counts (a hotel's extract: all of them; a store's POS file: its rows of
-    # the date and the rejects the date counts): the reject share is judged per file as well, so that one file
-    # mostly rejected fails the build (not recorded in the manifest)
-    file_rows: dict = field(default_factory=dict)
+    file_rows: dict = field(default_factory=dict)  # raw file -> its rows the partition counts: a share per file
 
 
 def build(node: Node, engine: Engine) -> dict | None:
-    """Build ``node``'s partition under its lock: plan, read, transform, check, commit, record. The manifest
-    written, or None when the partition was up to date."""
+    """Build ``node``'s partition under its lock; the manifest written, or None when it was up to date."""
     import tasks
 
     started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
@@ -55,7 +51,6 @@ def build(node: Node, engine: Engine) -> dict | None:
     plan = plan_build(node, engine, where)
     store: PartitionStore = node.store()
     if plan.up_to_date:
-        # its upstream was rebuilt to the same rows, or another worker got here first
         logger.info("%s: up to date now that its upstream is rebuilt; nothing written", where)
         store.clear_failure(node.key)
         return None
@@ -88,8 +83,7 @@ def build(node: Node, engine: Engine) -> dict | None:
         "settings_at": engine.settings_at_text(node),  # a host on settings older than these never replaces it
         "finished_at": dt.datetime.now(dt.UTC).isoformat(),
         "duration_s": round(time.perf_counter() - t0, 4),
-        # hashed on another core while the files are written; the store waits for it
-        "data_version": start_on_side_thread(dataversions.logical_version, built.table),
+        "data_version": start_on_side_thread(dataversions.logical_version, built.table),  # the store waits for it
         "data_version_kind": dataversions.LOGICAL,
         "built_by": built_by(),
     }
@@ -98,8 +92,7 @@ def build(node: Node, engine: Engine) -> dict | None:
             node.key, built.table, manifest, built.extras, rejected=built.rejected, in_place=plan.in_place
         )
     runlog.wrote(node.task_id, built.stats.get("warnings"))
-    # committed: nothing fails the partition now (a failure record older than the manifest counts for nothing)
-    with contextlib.suppress(OSError, StorageUnavailable):
+    with contextlib.suppress(OSError, StorageUnavailable):  # committed: a failure record left counts for nothing
         store.clear_failure(node.key)
     logger.info(
         "%s: wrote %s rows (%s rejected) in %.2f s",
@@ -109,7 +102,7 @@ def build(node: Node, engine: Engine) -> dict | None:
 
 
 def built_by() -> dict:
-    """Who commits a manifest: ``[daybreak] host_name``, this process's id and its Luigi worker ('' outside one)."""
+    """Who commits a manifest: ``[daybreak] host_name``, the process id and its Luigi worker ('' outside one)."""
     from tasks.luigi_shortcuts import worker_id
     from tasks.settings import host_name
 

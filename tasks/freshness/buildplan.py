@@ -1,6 +1,5 @@
-"""What a build asks freshness once, under its partition's lock (:func:`plan_build`): anything to build,
-which raw files to read, which upstream versions to record, the manifest in place. A build that must not
-replace the partition (it would undo a rollout, docs/scale-out.md) is refused before anything is read."""
+"""What a build asks freshness once, under its partition's lock (:func:`plan_build`), and the checks before
+its commit; a build that would undo a rollout (docs/scale-out.md) is refused before anything is read."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from tasks.freshness.rules import ROLL_BACK, diff_rules, newer_version
 
 
 class NotReplaced(RuntimeError):
-    """Another host committed the partition with other rules since this run first looked, or newer code built
-    it; the run counts it as superseded (exit 10), not failed."""
+    """The partition is another rollout's to build; the run counts it as superseded (exit 10), not failed."""
 
     superseded = True
 
@@ -45,8 +43,7 @@ class BuildPlan:
     list_again: bool = False  # the raw zone does not check reads against its listing
 
     def check_inputs_unchanged(self, node: Node) -> None:
-        """Fail, writing nothing, when a fresh listing no longer gives the fingerprint taken before reading
-        (a file still being uploaded, re-sent mid-read)."""
+        """Fail, writing nothing, when a fresh listing no longer gives the fingerprint taken before reading."""
         if not self.list_again:
             return
         after = Engine(stores_too=False).window(node)  # the raw zone anew; the data root as this pass listed it
@@ -62,8 +59,7 @@ class BuildPlan:
             )
 
     def check_rejects(self, node: Node, built) -> None:
-        """Fail the build (a :class:`tasks.building.Built`) when its rejected rows pass ``max_reject_share``,
-        keeping them beside its failure record."""
+        """Fail the build when its rejected rows pass ``max_reject_share``, keeping them beside its failure record."""
         limit = node.max_reject_share()
         rejected = 0 if built.rejected is None else built.rejected.num_rows
         attributed = built.stats.get("attributed_rows")
@@ -74,8 +70,7 @@ class BuildPlan:
         where = f"{node.dataset} {node.key}" if node.key else node.dataset
         share, limit_shown = percents(rejected / attributed, limit)
         kept = "the previous partition is kept" if self.in_place else "no partition was written"
-        # the file of the most rejects, its first row and reason, first: the part a run's summary and the status
-        # view show (they cut long messages) names what failed it; then the file of them all, then examples
+        # the file of the most rejects first: the summary and the status view cut long messages
         raise RejectShareExceeded(
             f"{where}: {rejected} of {attributed} rows rejected ({share} > max_reject_share {limit_shown}): "
             f"{most_rejects(built.rejected)}; {kept}. All rejected rows: "
@@ -84,11 +79,8 @@ class BuildPlan:
         )
 
     def check_file_rejects(self, node: Node, built) -> None:
-        """Fail the build when the rejected rows of one raw file pass half of that file's rows, or
-        ``max_reject_share`` of them where that is higher (``built.file_rows``: a hotel's extract), naming each
-        such file: one hotel's extract rejected whole (every ``event_at`` without its offset) is a small share
-        of all hotels' rows, but that hotel's day would be missing from everything built from the partition.
-        Half, not the share: a small hotel's one bad row of ten is a reject, not a broken extract."""
+        """Fail the build when the rejected rows of one raw file pass half of its rows (or ``max_reject_share``
+        where higher), naming each such file (docs/datasets.md)."""
         share = node.max_reject_share()
         if share is None or not built.file_rows or built.rejected is None or not built.rejected.num_rows:
             return
@@ -117,8 +109,7 @@ class BuildPlan:
 
 
 def most_rejects(rejected) -> str:
-    """The raw file with the most of ``rejected`` (the first of those tied), its count and its first reject's
-    row and reason: ``697 in qsr_pos/2026-09-05/S004.csv, e.g. row 2: ordered_at is not ISO 8601 ...``."""
+    """``697 in qsr_pos/2026-09-05/S004.csv, e.g. row 2: ...``: the file with the most rejects (the first tied)."""
     import pyarrow.compute as pc
 
     counts = pc.value_counts(rejected["source_file"]).to_pylist()  # in order of first appearance
@@ -128,8 +119,7 @@ def most_rejects(rejected) -> str:
 
 
 def percents(share: float, limit: float) -> tuple[str, str]:
-    """``share`` and ``limit`` as percentages with one decimal, or as many more as it takes to tell them apart
-    (8 of 159 rows over a limit of 5%: ``5.03%`` and ``5.00%``, not ``5.0%`` and ``5.0%``)."""
+    """``share`` and ``limit`` as percentages with as many decimals as it takes to tell them apart (``5.03%``)."""
     for places in range(1, 16):
         shown = f"{share:.{places}%}", f"{limit:.{places}%}"
         if shown[0] != shown[1]:
@@ -138,9 +128,8 @@ def percents(share: float, limit: float) -> tuple[str, str]:
 
 
 def plan_build(node: Node, engine: Engine, where: str) -> BuildPlan:
-    """The plan of ``node``'s build, under its lock, from its manifests and raw folders read again (another
-    process may have built it); the next date's inputs are fetched ahead on a bucket. ``where`` names the
-    partition in its messages."""
+    """The plan of ``node``'s build, under its lock, from its manifests and raw folders read again; ``where``
+    names the partition in its messages."""
     engine.refresh(node)
     if engine.state(node).ok:
         return BuildPlan(up_to_date=True)
@@ -157,8 +146,7 @@ def plan_build(node: Node, engine: Engine, where: str) -> BuildPlan:
 
 def check_replaceable(node: Node, engine: Engine, manifest: dict | None, where: str) -> None:
     """:class:`NotReplaced` for a partition built by newer code, committed by another writer with other rules
-    since this run first looked, or built under other rules set later than this host's settings: a host left
-    on old rules must never undo a rollout."""
+    since this run first looked, or built under other rules set later than this host's settings."""
     if not manifest or manifest.get("_corrupt"):
         return
     why = _newer_code(node, manifest, where)
@@ -178,9 +166,7 @@ def check_replaceable(node: Node, engine: Engine, manifest: dict | None, where: 
 
 
 def left_to_newer(node: Node, engine: Engine, manifest: dict | None, where: str) -> str:
-    """Why no build on this host may replace the partition in place (``manifest``, or its summary): newer code
-    built it, or other rules set later than this host's settings (docs/scale-out.md, a rollout), so a host
-    with those builds it; ''."""
+    """Why no build on this host may replace the partition in place (``manifest``, or its summary); ''."""
     if not manifest or manifest.get("_corrupt"):
         return ""
     if manifest.get("rules_fingerprint") == node.rules_fingerprint():

@@ -1,8 +1,5 @@
-"""Data versions: a partition's ``data_version`` hashes its logical content (docs/run-semantics.md, "Identity").
-
-The schema and the rows in order, as Arrow IPC bytes without metadata, hashed with XXH3-128 (no forger to
-resist): independent of the Parquet writer, so an upstream rebuilt to the same rows stops the cascade.
-A version of another kind never matches (the partition is rebuilt once)."""
+"""Data versions: a partition's ``data_version`` hashes its schema and rows as Arrow IPC bytes
+(docs/run-semantics.md, "Identity by content"); a version of another kind never matches."""
 
 from __future__ import annotations
 
@@ -24,8 +21,7 @@ def _hasher():
 
 
 def logical_version(table: pa.Table) -> str:
-    """The hash of the table's schema and rows in order, as one IPC stream of a single batch with no
-    metadata: the same rows give the same version however they were written, chunked or compressed."""
+    """The hash of the table's schema and rows in order, however they were written, chunked or compressed."""
     import numpy as np
     import pyarrow as pa
 
@@ -64,8 +60,7 @@ class _HashSink:
 
 
 def _exact(array) -> bool:
-    """Whether an array's buffers hold exactly its rows, as a fresh array's do (a slice's do not); types
-    not looked into count as not exact."""
+    """Whether an array's buffers hold exactly its rows, as a fresh array's do; False for types not looked into."""
     import numpy as np
     import pyarrow as pa
 
@@ -87,9 +82,8 @@ def _exact(array) -> bool:
 
 
 def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, str]:
-    """The :func:`logical_version` of each key's rows (``column == key``, in table order; no rows: an empty
-    slice's). One stable sort, then the rows copied out a group of keys at a time (an eighth of the rows,
-    so the copy stays small), each key's batch serialised between the stream's fixed head and tail."""
+    """The :func:`logical_version` of each key's rows (``column == key``; no rows: an empty slice's), copied
+    out an eighth of the rows at a time, each batch serialised between the stream's fixed head and tail."""
     import pyarrow as pa
 
     table = table.combine_chunks()  # a take from one chunk per column copies only the rows taken
@@ -127,8 +121,7 @@ def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, st
 
 
 def _sorted_runs(keys: pa.ChunkedArray) -> tuple[pa.Array, list[dict]]:
-    """The stable sort of ``keys`` (row numbers) and its runs in sorted order, [{"values": key, "counts": rows}]:
-    the few distinct keys are sorted, then the rows by their key's rank (an integer sort)."""
+    """The stable sort of ``keys`` (row numbers) and its runs, [{"values": key, "counts": rows}], by key rank."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -160,8 +153,8 @@ def _stream_frame(schema: pa.Schema) -> tuple[bytes, bytes]:
 
 
 def _runs_of(array: pa.Array) -> Callable[[int, int], pa.Array]:
-    """For a fresh ``array``, a function of (start, n) giving those rows as an array whose IPC bytes are a
-    fresh copy's (a slice would carry its buffers' padding), without copying where the type allows."""
+    """A function of (start, n) giving those rows of a fresh ``array`` with a fresh copy's IPC bytes, without
+    copying where the type allows."""
     import numpy as np
     import pyarrow as pa
 

@@ -1,10 +1,6 @@
-"""The freshness engine: a partition's state, the first reason it is not up to date, and the raw folders
-that keep it from being built, by the four rules of docs/run-semantics.md. No Luigi: ``complete()``, the
-status view, plans and single runs ask one :class:`Engine` about *nodes* (:class:`Node`).
-
-One engine per process walks a chain of partitions once, not once per question (Luigi asks ``complete()``
-of every task, and each answer needs the whole chain below). A pass lasts one Luigi run, one view or one
-question outside a run; what keeps the memo right is :mod:`tasks.freshness.memo`'s."""
+"""The freshness engine: a partition's state, the first reason it is not up to date, and the raw folders that
+keep it from being built (docs/run-semantics.md). No Luigi: one engine per process answers every question
+about *nodes* (:class:`Node`), walking a chain once per pass (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -50,11 +46,8 @@ class Engine(Memo):
 
     # -- state ---------------------------------------------------------------------------------------
     def state(self, node: Node) -> State:
-        """The node's state, from the memo or by one walk.
-
-        A chain is as deep as the history, beyond Python's recursion limit: the walk is an explicit stack of
-        :meth:`_steps` generators, each yielding the upstream it needs and sent its state. An upstream is
-        looked at only once the checks before it passed, so the first reason is the one reported."""
+        """The node's state, from the memo or by one walk: a stack of :meth:`_steps` generators, as a chain is
+        deeper than Python's recursion limit; an upstream is looked at only once the checks before it passed."""
         states = self.states
         known = self.known_state(node)
         if known is not None:
@@ -77,9 +70,8 @@ class Engine(Memo):
         return states[node.task_id]
 
     def fetch_next(self, node: Node, window: Window) -> None:
-        """While ``node`` builds, have a bucket fetch the next date's inputs, when this pass found that
-        partition not ok. Not in a forked task process (the next date may be another's), unless it builds a
-        single-run range's stretch of dates."""
+        """While ``node`` builds, have a bucket fetch the next date's inputs when that partition is not ok; not
+        in a forked task process (the next date may be another's) unless it builds a single-run stretch."""
         forked = multiprocessing.parent_process() is not None and not nextdate.keeps_for_next_date()
         if not window.read or not isinstance(node.key, dt.date) or forked:
             return
@@ -176,8 +168,7 @@ class Engine(Memo):
         return State("ok", note)
 
     def _kept(self, node: Node, manifest: dict, gone: list[str]) -> State:
-        """A built partition that read raw folders gone since: ok as built, what its readers read (docs/raw-zone.md,
-        "Retention"), unless ``daybreak verify`` found its files damaged."""
+        """A partition whose raw folders are gone: ok as built unless verify found it damaged (docs/raw-zone.md)."""
         if manifest.get("verify_mismatch"):
             return State("stale", "daybreak verify: " + manifest["verify_mismatch"])
         reason = f"{RAW_GONE}: {', '.join(gone)}: kept as built, no run checks or rebuilds it"
@@ -187,9 +178,7 @@ class Engine(Memo):
         return State("ok", reason)
 
     def _files_changed(self, node: Node, store: PartitionStore) -> str:
-        """``input changed: new file ...`` when the partition's raw files are other files than it was built from
-        (a hotel's rules name the hotels whose extracts it reads: a late extract is a new file first), naming
-        every file whose content changed as a check of its inputs does; ''."""
+        """``input changed: new file ...`` when the raw files are other files than it was built from; ''."""
         window = self.window(node)
         full = self._manifest(store, node.key)[1] or {}
         if window is None or set(parse_inputs(full.get("inputs", []))) == {f.relpath for f in window.read}:
@@ -197,8 +186,7 @@ class Engine(Memo):
         return identity.check_inputs(self.zone(node), full, window, self.digest)[1]
 
     def _recent(self, node: Node, manifest: dict, window: Window) -> bool:
-        """Whether a file was modified within the clock resolution of the build's listing: metadata cannot
-        tell a same-size re-send in that instant, so it is hashed."""
+        """Whether a file changed within the clock resolution of the build's listing (then it is hashed)."""
         listed = manifest.get("inputs_listed_ns")
         if listed is None:
             return False
@@ -206,16 +194,15 @@ class Engine(Memo):
         return newest + self.zone(node).mtime_resolution_ns > listed
 
     def settings_at_text(self, node: Node) -> str:
-        """:func:`settings_at` of a build of ``node``, as its manifest records it (UTC, ISO, microseconds)."""
+        """:func:`settings_at` of a build of ``node``, as its manifest records it."""
         hotels = "timezones" in node.rules()
         return dt.datetime.fromtimestamp(
             self.once_per_pass(("settings_at", hotels), settings_at, hotels), dt.UTC
         ).isoformat()
 
     def newer_settings(self, node: Node, manifest: dict) -> str:
-        """Why a partition built under other rules than this host's is kept: a partition of its dataset was
-        built under other rules and settings changed after this host's, so a run here never replaces it
-        (docs/scale-out.md, a host left behind by a rollout or a rollback); '' when it is not so."""
+        """Why a partition built under other rules is kept: its dataset's settings changed after this host's
+        (docs/scale-out.md, "A rollout cannot be undone"); ''."""
         rules = node.rules()
         if same_settings(manifest.get("rules") or {}, rules):  # other input (a hotel's extract), not a rollout
             return ""
@@ -238,14 +225,12 @@ class Engine(Memo):
 
     @contextlib.contextmanager
     def replacing(self, store: PartitionStore, key: dt.date | None) -> Iterator[None]:
-        """A block that replaces partition ``key`` of ``store``: when it ends, even failed half-way, what was read
-        of it is forgotten. What is learnt then is a cache: a store that stops answering must neither fail a
-        commit made nor hide why one failed."""
+        """A block that replaces partition ``key``: when it ends, even failed, what was read of it is forgotten."""
         try:
             yield
         finally:
             self.forget(store, key)
-            with contextlib.suppress(OSError, StorageUnavailable):
+            with contextlib.suppress(OSError, StorageUnavailable):  # a cache: never fail or hide the commit's end
                 self.wrote(store, key)
                 self.remember_summary(store, key)
 
@@ -254,8 +239,7 @@ class Engine(Memo):
 
     # -- what a partition waits for ------------------------------------------------------------------
     def blocked(self, node: Node) -> Blocked:
-        """The raw folders that keep ``node`` from being built now, and the partition at the root of the wait
-        (followed down to one whose own folder is missing); empty when it can be built. Remembered per pass."""
+        """The raw folders that keep ``node`` from being built now, and the partition at the root of the wait."""
         memo = self._blocked
         stack = [node]
         while stack:
@@ -299,9 +283,8 @@ class Engine(Memo):
         return f" ({note})" if note else absent_note(f"{source}/{date}", self.absent_because(zone, source, date))
 
     def without_file(self, zone, source: str, date: dt.date) -> str:
-        """``there, without its ads.csv yet`` (``without any <store_id>.csv yet``) for a folder made before its
-        files, or holding none of a name read (``; it holds s001.csv``: the names that are there); ``there,
-        without H5.csv yet: hotel H5 of ... sent extracts before`` for one without a listed hotel's; else ''."""
+        """``there, without its ads.csv yet`` (``; it holds s001.csv``) for a folder without the file awaited,
+        or without a listed hotel's extract; else ''."""
         if not self.folder_there(zone, source, date) or self.arrived(zone, source, date):
             return ""
         entries, unread = self.raw_folder(zone, source, date) or ([], [])
@@ -318,8 +301,7 @@ def _cause(node: Node, state: State) -> str:
 
 
 def label(node: Node) -> str:
-    """A partition in a reason, ``staging/qsr_pos 2026-09-02``, ``marts/store_daily_sales S001``; never Luigi's
-    task id with its hash."""
+    """A partition in a reason, ``staging/qsr_pos 2026-09-02``, never Luigi's task id with its hash."""
     parts = (node.dataset, node.key, getattr(node, "hotel", None), getattr(node, "store_id", None))
     return " ".join(str(x) for x in parts if x is not None)
 
@@ -348,8 +330,8 @@ def process_engine() -> Engine:
 
 
 def engine_for_run(run: object | None) -> Engine:
-    """The engine for a question within ``run`` (e.g. one ``luigi.build``; None: no run): one run's questions,
-    and its forked workers', share one pass; another run or no run starts a new one. Runs are weakly held."""
+    """The engine for a question within ``run`` (one ``luigi.build``; None: none): a run and its forked
+    workers share one pass; another run or no run starts a new one."""
     global _run
     if run is None and _inherited is not None:
         run = _inherited()
@@ -372,9 +354,8 @@ def new_pass() -> Engine:
 
 @contextlib.contextmanager
 def view_pass() -> Iterator[Engine]:
-    """A new snapshot pass (:func:`new_pass`) for a view, a plan or verify, which every question asked outside
-    a Luigi run joins until it ends (a task's upstream, a target's check): what the view read stays read.
-    Within another view, that view's pass."""
+    """A snapshot pass (:func:`new_pass`) that every question outside a Luigi run joins until it ends; within
+    another view, that view's pass."""
     global _viewing
     if _viewing:
         yield _process_engine

@@ -1,9 +1,5 @@
-"""Identity by content: when two builds of a partition are the same (docs/run-semantics.md, "Identity").
-
-A manifest records each input's name, size, mtime and content hash. A check compares metadata first; where
-it differs, or lies within the clock resolution of the build's listing, the file is hashed, and the same
-content keeps the partition up to date, its new metadata remembered in the summary (``seen_inputs``).
-A failure record carries the failed attempt's identity and stops applying once it differs."""
+"""Identity by content (docs/run-semantics.md, "Identity by content"): raw inputs compared by metadata, hashed
+where it differs, and the identity of a failed attempt, which its failure record holds."""
 
 from __future__ import annotations
 
@@ -31,9 +27,8 @@ def newest_mtime(files: list[RawFile]) -> int:
 def check_inputs(
     zone: RawZone, manifest: dict, window: Window, digest: Callable, seen: dict | None = None
 ) -> tuple[bool, str, dict | None]:
-    """Compare the window's files with the manifest's, by content where metadata cannot be trusted; ``seen``:
-    an earlier check's ``seen_inputs``. Returns ``(ok, reason, seen now)``: reason SAME_CONTENT when only
-    metadata changed; ``seen now`` is what to remember of files hashed now, or None."""
+    """``(ok, reason, seen now)`` of the window's files against the manifest's, by content where metadata
+    cannot be trusted; ``seen``: an earlier check's ``seen_inputs``; ``seen now``: what to remember, or None."""
     fingerprint, files = window.fingerprint, window.read
     side = seen if isinstance(seen, dict) and SEEN_KEYS <= seen.keys() else None  # a summary is only a cache
     resolution = zone.mtime_resolution_ns
@@ -90,8 +85,7 @@ def check_inputs(
 
 # -- failure records -------------------------------------------------------------------------------
 def attempt(engine, node, decided_by: dict | None = None) -> dict:
-    """The identity of a failed build attempt: rules, inputs (and hashes of those read), upstream versions,
-    and ``decided_by``, the settings that decided the failure without being rules."""
+    """The identity of a failed build attempt; ``decided_by``: settings that decided it without being rules."""
     window = engine.window(node)
     zone = engine.zone(node)
     read = [] if window is None else window.read  # a folder gone mid-build: what it read is not known
@@ -105,9 +99,8 @@ def attempt(engine, node, decided_by: dict | None = None) -> dict:
 
 
 def failure_applies(engine, node, failure: dict) -> bool:
-    """Whether a failure record still describes the partition: same rules, ``decided_by`` and upstream
-    versions, and the raw files visible now exactly the attempt's, by content (a file fixed with its mtime
-    kept is seen). A record without an identity always applies."""
+    """Whether a failure record still describes the partition: same rules, ``decided_by``, upstream versions
+    and raw files by content; a record without an identity always applies."""
     if "rules_fingerprint" not in failure:
         return True
     if failure["rules_fingerprint"] != node.rules_fingerprint():

@@ -59,8 +59,7 @@ def parse_inputs(lines: list) -> dict[str, tuple[int, int]]:
 
 
 def diff_inputs(old: list[str], new: list[RawFile]) -> str:
-    """How the files ``new`` differ from the manifest lines ``old`` by their metadata alone: each file new,
-    removed, changed (another size) or of another modification time (the same size: content not compared)."""
+    """How the files ``new`` differ from the manifest lines ``old`` by their metadata alone."""
     before = parse_inputs(old)
     after = {f.relpath: (f.size, f.mtime_ns) for f in new}
     common = set(after) & set(before)
@@ -73,9 +72,7 @@ def diff_inputs(old: list[str], new: list[RawFile]) -> str:
 
 
 def describe_changes(added=(), removed=(), changed=(), retimed=(), resent=()) -> str:
-    """``new file a, removed b, changed c, modification time changed d, re-sent while checked e``: every file,
-    each kind sorted by path. ``retimed``: files whose time changed, their content not compared (no content
-    hash of them); ``resent``: files another version of which was read than the one listed."""
+    """``new file a, removed b, changed c, modification time changed d, re-sent while checked e``."""
     kinds = (
         ("new file", added),
         ("removed", removed),
@@ -87,9 +84,8 @@ def describe_changes(added=(), removed=(), changed=(), retimed=(), resent=()) ->
 
 
 def changed_paths(manifest: dict, now: list[RawFile], resolution_ns: int) -> set[str]:
-    """The paths of a partition's raw files that may differ from its build's (``manifest``): new, removed, of
-    another size or time, or stamped within ``resolution_ns`` of the build's listing (a re-send in that instant
-    keeps both); those whose content changed are among them."""
+    """The paths of raw files that may differ from the build's: new, removed, of another size or time, or
+    stamped within ``resolution_ns`` of the build's listing."""
     before = parse_inputs(manifest.get("inputs", []))
     after = {f.relpath: (f.size, f.mtime_ns) for f in now}
     listed = manifest.get("inputs_listed_ns")

@@ -1,9 +1,5 @@
-"""What the freshness engine reads and remembers; it reads the data root only through here.
-
-A manifest is parsed again only when its file's stamp changes; a state not ok is kept only while its
-manifest has the stamp it was found with (another worker may have built it); a write by this process
-forgets the partition's state and its readers'; a new pass forgets the raw zone and every state (a forked
-worker keeps the ok ones); a build's re-check under its lock reads everything anew (:meth:`Memo.refresh`)."""
+"""What the freshness engine reads and remembers; it reads the data root only through here. What is kept and
+when it is forgotten: docs/architecture.md ("A raw file becomes a partition", "What is remembered")."""
 
 from __future__ import annotations
 
@@ -44,8 +40,7 @@ class Memo(RawFolders):
 
     # -- the memo ------------------------------------------------------------------------------------
     def new_pass(self, stores_too: bool = True) -> None:
-        """Forget the raw zone and every state (an unchanged manifest is still not parsed again); and, unless
-        ``stores_too`` is False, what this process's stores listed (a bucket's listings)."""
+        """Forget the raw zone and every state, and unless ``stores_too`` is False, the stores' listings."""
         self.flush()
         if stores_too:
             partitions.new_pass()
@@ -63,9 +58,7 @@ class Memo(RawFolders):
         self._readers: dict[str, set[str]] = {}  # task id -> task ids whose state read its state
         self._at: dict[tuple, set[str]] = {}  # partition -> task ids of its states
         self._stamps: dict[str, tuple | None] = {}  # task id -> its manifest's stamp when its state was found
-        # partition -> its manifest's stamp when this pass first looked (or this process wrote it), so a build
-        # refuses to replace what another writer committed since
-        self.first_seen: dict[tuple, tuple | None] = {}
+        self.first_seen: dict[tuple, tuple | None] = {}  # partition -> its stamp at first look, or as written
         self.snapshot = False  # a view's pass: a state is never looked at again within it
         self._early: dict[tuple, tuple[float, Future]] = {}  # raw folder -> (when, its listing), list_early
         # found not ok just now by a bulk check: Luigi's check as it schedules each takes that answer once
@@ -109,8 +102,7 @@ class Memo(RawFolders):
             todo.extend(self._readers.pop(task_id, ()))
 
     def refresh(self, node: Node) -> None:
-        """Read ``node``'s manifest, raw folders and upstream manifests again on the next question (a build's
-        re-check under its lock)."""
+        """Read ``node``'s manifest, raw folders and upstream manifests again on the next question."""
         store = self.store(node)
         folders = set()
         for source, date in raw_folders(node):
@@ -129,8 +121,8 @@ class Memo(RawFolders):
         self.forget(store, node.key)
 
     def known_state(self, node: Node) -> State | None:
-        """The remembered state, if any; one not ok only while the manifest is the one it was found with
-        (another worker may have built it since, and what depends on it must run)."""
+        """The remembered state, if any; one not ok only while its manifest is unchanged (another worker may
+        have built it)."""
         state = self.states.get(node.task_id)
         if state is None or state.ok or self.snapshot:
             return state
@@ -156,10 +148,8 @@ class Memo(RawFolders):
         self._summary_files.load(store)
 
     def check_many(self, nodes: list[Node]) -> None:
-        """Before the states of many partitions are asked at once (a range's checks). On a bucket: the first time,
-        each dataset listed and its summaries read while the windows' raw folders are listed, all at once;
-        again, one listing of each dataset anew, not a HEAD of each partition found not ok before, and a listing
-        and a GET of each one another process (a forked worker) wrote since."""
+        """Before the states of many partitions are asked at once: on a bucket, each dataset listed and its
+        summaries read while the raw folders are listed; again, one listing anew rather than a HEAD each."""
         stores: dict[tuple, tuple[PartitionStore, list[Node]]] = {}
         for node in nodes:
             store = self.store(node)
@@ -232,9 +222,7 @@ class Memo(RawFolders):
             self._summary_files.put(store, key, stamp, summary(content))
 
     def remember_in_summary(self, store: PartitionStore, key: dt.date | None, stamp: tuple, **learned) -> None:
-        """Remember in the manifest's summary what a check learned: the raw files' metadata found with the
-        same content (``seen_inputs``: the next check compares metadata again instead of hashing), or the
-        files not read that an older summary left out (``refused_inputs``: the manifest is not read again)."""
+        """Remember in the manifest's summary what a check learned (``seen_inputs``, ``refused_inputs``)."""
         part = partition_id(store, key)
         known = self.summaries.get(part)
         if known is None or known[0] != stamp or known[1] is None:
@@ -243,8 +231,7 @@ class Memo(RawFolders):
         self._summary_files.put(store, key, stamp, self.summaries[part][1])
 
     def unread_not_named(self, node: Node, window: Window) -> list[dict[str, str]]:
-        """The files of ``node``'s window not read that its manifest does not name (they came after its
-        build), from its summary; a summary written before summaries kept them: the manifest, once."""
+        """The files of ``node``'s window not read that its manifest does not name (they came after its build)."""
         store = self.store(node)
         stamp, manifest = self._summary(store, node.key)
         named = (manifest or {}).get("refused_inputs")
@@ -255,8 +242,7 @@ class Memo(RawFolders):
         return [r for r in window.refused if r["path"] not in known]
 
     def warn_unread_not_named(self, node: Node, window: Window, label: str) -> None:
-        """Warn, once per pass, of the files not read that an up-to-date partition's manifest does not name:
-        a run that built it would have named them (:func:`tasks.building.build`). Not in a view's pass."""
+        """Warn, once per pass and not in a view's, of unread files an up-to-date manifest does not name."""
         if self.snapshot or node.task_id in self.warned_unread or not any(f.refused for f in window.folders):
             return
         new = self.unread_not_named(node, window)

@@ -42,8 +42,7 @@ class Node(Protocol):
     def acceptance_settings(self) -> dict: ...  # settings that decide a build's failure, not its output
 
 
-# the reason of a built partition whose raw folders are gone (retention): ok, kept as built
-RAW_GONE = "raw folder gone"
+RAW_GONE = "raw folder gone"  # an ok partition's reason: kept as built
 
 
 def raw_folders(node: Node) -> list[tuple[str, dt.date]]:
@@ -55,11 +54,8 @@ def raw_folders(node: Node) -> list[tuple[str, dt.date]]:
 class State:
     state: str  # ok | stale | missing | newer (built by a newer transform version: never replaced here)
     reason: str = ""
-    # not ok only because an upstream is missing or stale (whatever its version in place): a run rebuilds the
-    # upstream first, then this node only if what it reads changed, which is not known before
-    may_rebuild: bool = False
-    # the partition at the root of a not-ok upstream chain, and its own reason: "staging/x 2026-09-11 (stale: ...)"
-    cause: str = ""
+    may_rebuild: bool = False  # not ok only because an upstream is: rebuilt only if what it reads changes
+    cause: str = ""  # the root of a not-ok upstream chain: "staging/x 2026-09-11 (stale: ...)"
 
     @property
     def ok(self) -> bool:

@@ -87,8 +87,7 @@ class RawFolders:
         return {key[2]: [e[0] for e in found[0]] for key, found in self.raw.items() if key[1] == source and found}
 
     def list_early(self, node: Node) -> None:
-        """Start listing ``node``'s raw folders on a bucket before its build takes its lock; the re-check
-        takes these listings when the lock came within :data:`EARLY_S`."""
+        """Start listing ``node``'s raw folders on a bucket before its build takes its lock (:data:`EARLY_S`)."""
         folders = raw_folders(node)
         zone = self.zone(node) if folders else None  # a mart's zone is never opened
         if zone is None or not zone.lists_at_once:
@@ -157,8 +156,8 @@ class RawFolders:
         return empty_root_note(zone.describe()) if empty else ""
 
     def digest(self, zone: RawZone, raw: RawFile) -> str:
-        """The content hash of a raw file, read once per pass; :class:`RawFileChanged` (each time this pass asks)
-        when the read was not of the version listed."""
+        """The content hash of a raw file, read once per pass; :class:`RawFileChanged` each time when the read
+        was not of the version listed."""
         known = self.digests.setdefault(raw.relpath.rpartition("/")[0], {})
         key = (zone.describe(), raw)
         if key not in known:
@@ -171,8 +170,7 @@ class RawFolders:
         return known[key]
 
     def missing_folders(self, node: Node) -> list[tuple[str, dt.date]]:
-        """The required raw folders of the node's window that have not arrived (and the first ``any_raw_window``
-        one, when none of those has)."""
+        """The required raw folders of the window not arrived (and the first ``any_raw_window`` one if none has)."""
         zone = self.zone(node)
         missing = [(s, d) for s, d in node.raw_window() if not self.arrived(zone, s, d)]
         any_of = node.any_raw_window()
@@ -181,8 +179,7 @@ class RawFolders:
         return missing
 
     def gone_folders(self, node: Node, manifest: dict | None) -> list[str]:
-        """The raw folders of ``node``'s window that its build read files of (``manifest``'s inputs) and that have
-        not arrived now: removed since (``qsr_pos/2026-09-02``), or emptied of the files its partitions read."""
+        """The raw folders its build read files of (``qsr_pos/2026-09-02``) that are removed or emptied since."""
         zone = self.zone(node)
         read = {path.rpartition("/")[0] for path in parse_inputs((manifest or {}).get("inputs", []))}
         folders = [(zone.folder_relpath(s, d), s, d) for s, d in raw_folders(node)]
@@ -193,24 +190,20 @@ class RawFolders:
         return [(s, d) for s, d in folders if self.arrived(zone, s, d)]
 
     def arrived(self, zone: RawZone, source: str, date: dt.date) -> bool:
-        """Whether raw folder ``<source>/<date>`` is there holding a file it arrives with, of a name its
-        partitions read (:data:`tasks.contract.ARRIVES_WITH`), and, of a listed source, the file of every
-        listed id it awaits (:meth:`lacking`): a folder made before its files are written, holding only
-        files no partition reads, or without a listed hotel's extract, is not there yet."""
+        """Whether raw folder ``<source>/<date>`` holds a file it arrives with (:data:`tasks.contract.ARRIVES_WITH`)
+        and, of a listed source, every listed id's file it awaits (:meth:`lacking`)."""
         return self.holds_read_files(zone, source, date) and not self.lacking(zone, source, date)
 
     def holds_read_files(self, zone: RawZone, source: str, date: dt.date) -> bool:
-        """Whether raw folder ``<source>/<date>`` is there holding a file it arrives with: one lacking only a listed
-        hotel's extract holds them (it waits for the extract; it is not gone)."""
+        """Whether raw folder ``<source>/<date>`` is there holding a file it arrives with."""
         if not self.folder_there(zone, source, date):
             return False
         scanned = self.raw_folder(zone, source, date)
         return scanned is not None and any(arrives_with(source, entry[0]) for entry in scanned[0])
 
     def lacking(self, zone: RawZone, source: str, date: dt.date) -> list[str]:
-        """The files of ids of ``source``'s list (:data:`tasks.contract.EVERY_LISTED`: a hotel of the hotels
-        list) that folder ``<source>/<date>`` does not hold, although an earlier folder holds one; [] for a
-        source whose files are discovered (a store's). Once per pass."""
+        """The files of listed ids (:data:`tasks.contract.EVERY_LISTED`) that folder ``<source>/<date>`` lacks
+        though an earlier folder holds one; [] for a source whose files are discovered."""
         if source not in EVERY_LISTED:
             return []
         key = ("lacking", zone.describe(), source, date)
@@ -222,8 +215,7 @@ class RawFolders:
         return self.memo[key]
 
     def _held_before(self, zone: RawZone, source: str, date: dt.date, name: str) -> bool:
-        """Whether a folder of ``source`` before ``date`` holds file ``name``: walked back from the day before,
-        each folder listed once per pass, each answer remembered for the pass (a hotel's first extract ends it)."""
+        """Whether a folder of ``source`` before ``date`` holds file ``name`` (walked back, remembered per pass)."""
         described = zone.describe()
         dates = self.once_per_pass(("folder dates", described, source), self._folder_dates, zone, source)
         walked, held = [], False
@@ -261,16 +253,14 @@ class RawFolders:
 
 
 def listed_files(source: str) -> list[str]:
-    """The file of each id of ``source``'s list (:data:`tasks.contract.EVERY_LISTED`): ``<hotel_id>.csv`` of
-    each hotel of the hotels list."""
+    """``<hotel_id>.csv`` of each hotel of the hotels list (:data:`tasks.contract.EVERY_LISTED`)."""
     from tasks.reference import hotels  # the one listed source's list; loaded where a listed folder is looked at
 
     return [f"{hotel}.csv" for hotel in hotels()]
 
 
 def lacking_note(source: str, lacking: list[str]) -> str:
-    """Why a listed source's folder waits for the files ``lacking``: ``without H5.csv yet: hotel H5 of
-    /srv/daybreak/config/hotels.csv sent extracts before``."""
+    """``without H5.csv yet: hotel H5 of /srv/daybreak/config/hotels.csv sent extracts before``."""
     from tasks.reference import hotels_source
 
     ids = ", ".join(name.removesuffix(".csv") for name in lacking)

@@ -1,20 +1,15 @@
-"""How two partitions' rules compare: the settings that differ, and whether newer code or newer settings
-built one (docs/scale-out.md, "A rollout"). Pure, but for the settings files' times."""
+"""How two partitions' rules compare: the settings that differ, and whether newer code or settings built one."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-# the rules' entry of the time zones' UTC offsets on the days a partition's dates depend on, from the
-# host's time-zone data (not a setting): {zone: {day: offsets}}, each day as days from the partition's
-# date ("0" the date, "-1" the day before) and its offsets as tasks.calendar.day_offset gives them
-OFFSETS = "utc_offsets"
+OFFSETS = "utc_offsets"  # {zone: {days from the date ("0", "-1"): tasks.calendar.day_offset}}: time-zone data
 
 
 def same_settings(theirs: dict, ours: dict) -> bool:
-    """Whether two partitions' rules set every setting alike; a dict's entries are compared where both have
-    them (a hotel's timezone is in the rules of the dates that read its extracts, and only of those). The
-    time zones' offsets are no setting: other time-zone data is other input, which any host rebuilds."""
+    """Whether two partitions' rules set every setting alike (a dict's entries where both have them); the time
+    zones' offsets are input, not a setting."""
     theirs, ours = _settings(theirs), _settings(ours)
     if theirs.keys() != ours.keys():
         return False
@@ -40,8 +35,7 @@ def built_by_newer(theirs, ours) -> str:
 
 
 def settings_at(hotels: bool = False) -> float:
-    """:func:`tasks.settings.settings_changed_at`, the hotels list included for a dataset whose rules hold
-    the hotels' time zones (``hotels``)."""
+    """:func:`tasks.settings.settings_changed_at`, with the hotels list for ``hotels``."""
     from tasks import reference, settings
 
     return settings.settings_changed_at((reference.hotels_file(),) if hotels else ())
@@ -62,8 +56,7 @@ def _settings(rules: dict) -> dict:
 
 
 def rules_reason(old: dict, new: dict, date: dt.date | None = None) -> str:
-    """Why a partition of ``date`` built under rules ``old`` is stale under ``new``: ``rules changed: ...``
-    (:func:`diff_rules`), or, when only the time zones' offsets differ, :func:`offsets_changed` alone."""
+    """``rules changed: ...`` (:func:`diff_rules`), or :func:`offsets_changed` when only the offsets differ."""
     if _settings(old) == _settings(new):
         said = offsets_changed(old.get(OFFSETS), new.get(OFFSETS), date)
         if said:
@@ -72,9 +65,8 @@ def rules_reason(old: dict, new: dict, date: dt.date | None = None) -> str:
 
 
 def offsets_changed(old, new, date: dt.date | None = None) -> str:
-    """``time zone America/Vancouver's offset on 2026-11-05 changed -08:00 -> -07:00 (time-zone data)``: the
-    days recorded in both ``old`` and ``new`` (:data:`OFFSETS`) whose offsets differ, each day named as a
-    date when the partition's ``date`` is given; ''."""
+    """``time zone America/Vancouver's offset on 2026-11-05 changed -08:00 -> -07:00 (time-zone data)`` for
+    the days in both ``old`` and ``new`` whose offsets differ; ''."""
     said = []
     for zone in sorted(old.keys() & new.keys()) if isinstance(old, dict) and isinstance(new, dict) else []:
         was, now = old[zone], new[zone]
@@ -101,11 +93,8 @@ def _day_name(label: str, date: dt.date | None) -> str:
 
 
 def diff_rules(old: dict, new: dict, date: dt.date | None = None) -> str:
-    """Each setting that differs, ``name old -> new``; one that one side does not record, ``name now new`` or
-    ``name no longer old`` (a window records start_date only where it cuts it, and a rules dict from an older
-    version may lack a setting: its value there is not known, not none); of a table of settings (hotels'
-    timezones), only its entries that differ, ``name[key] old -> new``; of the time zones' offsets,
-    :func:`offsets_changed` (of a partition of ``date``)."""
+    """Each setting that differs, ``name old -> new`` (``name now new``, ``name no longer old``, a table's
+    ``name[key] old -> new``, or :func:`offsets_changed`)."""
     changed = []
     for k in sorted(set(old) | set(new)):
         was, now = old.get(k), new.get(k)
@@ -133,6 +122,5 @@ def diff_rules(old: dict, new: dict, date: dt.date | None = None) -> str:
 
 
 def _shown(value) -> str:
-    """An entry of a table of settings in a reason; ``(none)`` where the settings do not have it (a hotel not
-    in the list has no timezone)."""
+    """An entry of a table of settings in a reason; ``(none)`` where absent."""
     return "(none)" if value is None else repr(value)

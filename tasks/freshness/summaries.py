@@ -1,9 +1,5 @@
-"""Manifest summaries: what a completeness check reads of a manifest, kept between processes.
-
-Most of a manifest is its inputs and their hashes, needed only when raw metadata changed. So each dataset
-keeps ``_state/summaries/<dataset>.json``: each manifest without :data:`DETAIL`, with the stamp of the file
-it was taken from. A cache, never an authority: an entry counts only while the stamp holds, and a lost or
-corrupt file means parsing again. A forked worker hands its entries to its parent, which writes them."""
+"""Manifest summaries (docs/run-semantics.md, "Between processes"): each manifest without :data:`DETAIL`, kept
+with its stamp in ``_state/summaries/<dataset>.json``; a forked worker hands its entries to its parent."""
 
 from __future__ import annotations
 
@@ -15,8 +11,7 @@ import tempfile
 
 from tasks.storage.partitions import PartitionStore
 
-# The keys a check reads only when the raw files' metadata changed (then from the manifest)
-DETAIL = frozenset({"inputs", "input_hashes"})
+DETAIL = frozenset({"inputs", "input_hashes"})  # read only when the raw files' metadata changed
 FORMAT = 1
 
 
@@ -67,8 +62,7 @@ class SummaryFiles:
         return None
 
     def newest_settings(self, store: PartitionStore, fingerprint: str) -> tuple[str | None, str | None]:
-        """(settings_at, builder's host) of the partition of ``store`` built under the newest settings among
-        those its summary file knows built under other rules than ``fingerprint``; (None, None) when none."""
+        """(settings_at, host) of the newest settings its summaries know under other rules than ``fingerprint``."""
         found = [
             (entry[1].get("settings_at"), (entry[1].get("built_by") or {}).get("host"))
             for entry in self._entries(store).values()
