@@ -1,11 +1,5 @@
-"""Checked raw folders: an intermediate in the data root, ``_state/checked/<dataset>/<folder date>/<key>.arrow``,
-shared by every process and host. Each raw folder is read by two partitions (d and d-1), often in two
-processes, hosts or runs: the first to check it leaves its rows there, and the second reads them.
-
-An entry is content-addressed (format, transform version, rules, each file's name and hash); its trailer
-has the files' hashes and the payload's length and XXH3 checksum, so a torn entry is never used. It is
-removed once the folder's other partition used it, or after :data:`MAX_AGE_S`; none is written while the
-disk is short of room. Never a source of truth: deleting ``_state/checked`` only costs time."""
+"""Checked raw folders in ``_state/checked/<dataset>/<folder date>/<key>.arrow``: the first of the folder's two
+partitions to check it leaves its rows there for the second (docs/performance.md, "Checked folders")."""
 
 from __future__ import annotations
 
@@ -41,10 +35,8 @@ class CheckedFolders:
 
     @contextmanager
     def early(self, folder: dt.date | None) -> Iterator[None]:
-        """On a bucket, for the block (the build of a partition): :meth:`survey`'s listing started, and the turn
-        at ``folder`` (the window's last, which nobody has checked yet as a rule) taken, while the build takes its
-        partition's lease (:meth:`early_turn`). The turn is let go when that lease must be waited for (its holder
-        may need the folder), and at the end of the block if the build did not use it."""
+        """On a bucket, for a build: :meth:`survey`'s listing started and the turn at ``folder`` (the window's
+        last) taken with the partition's lease; let go when that lease is waited for, or at the end if unused."""
         if not isinstance(self.where, Bucket):
             yield
             return
@@ -81,8 +73,7 @@ class CheckedFolders:
         return self.listed.setdefault(day, [])
 
     def free(self, folder: dt.date) -> bool:
-        """Whether :meth:`survey` found neither an entry nor a turn taken: a build that then took the turn at once
-        need not look again (an entry stored since would need another host's whole check in between)."""
+        """Whether :meth:`survey` found neither an entry nor a turn taken (a turn taken at once needs no look)."""
         day = folder.isoformat()
         return self.surveyed and day not in self.busy and not (self.listed or {}).get(day)
 
@@ -93,9 +84,8 @@ class CheckedFolders:
     def lookup(
         self, folder: dt.date, prepare: Callable[[dict], None], key: Callable[[], str], reader: dt.date, fresh=True
     ):
-        """The payload of the folder's intact entry for ``key()``, or None. ``prepare(trailer)`` runs before
-        ``key()``, which needs the files' hashes a trailer may give. The entry is removed when ``reader`` is
-        not its writer: each folder serves two partitions."""
+        """The payload of the folder's intact entry for ``key()``, or None; ``prepare(trailer)`` runs first. The
+        entry is removed when ``reader`` is not its writer (the folder's second partition)."""
         day = folder.isoformat()
         names = self.names(folder, fresh)
         meta = {}
@@ -125,9 +115,7 @@ class CheckedFolders:
 
     @contextmanager
     def putting(self, folder: dt.date, writer: dt.date) -> Iterator[Entry]:
-        """An entry written as it is made, then ``entry.commit(key)`` once the key is known (the files are
-        hashed as they are read); no commit, no entry. Storage errors are never raised: the entry then
-        swallows the payload and the commit does nothing."""
+        """An entry written as it is made, stored by ``entry.commit(key)``; storage errors are never raised."""
         entry = Entry(self.where, folder.isoformat(), writer, (self.listed or {}).get(folder.isoformat()))
         with contextlib.suppress(OSError):
             if self.where.room():
@@ -167,8 +155,7 @@ class Entry:
         pass
 
     def commit(self, key: str, **about) -> None:
-        """Add the trailer (``about``: what a reader wants before the payload) and store the entry, unless the
-        writing failed; the folder's other entries go."""
+        """Add the trailer (``about``) and store the entry, unless the writing failed; the folder's others go."""
         if self.sink is None:
             return
         name = f"{key}{ENTRY}"
@@ -194,8 +181,8 @@ class Entry:
         self._store(name, meta, sink, others)
 
     def _store(self, name: str, meta: dict, sink, others: list[str] | None) -> None:
-        """Store the entry; one there already is kept, unless the folder's other partition wrote it (both ran
-        at once, both had it: removed). The ``others`` (None: listed now) are removed."""
+        """Store the entry (one there already from the other partition: both had it, removed); remove ``others``
+        (None: listed now)."""
         try:
             created = self.where.store(self.day, name, sink)
             if not created and self.where.trailer(self.day, name).get("writer") != meta["writer"]:

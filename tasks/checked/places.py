@@ -22,9 +22,7 @@ from tasks.cores import process_pool
 from tasks.storage.tempnames import is_temp_name, sweep, temp_path
 
 ENTRY = ".arrow"
-# the last entry this process stored in a bucket, (key, pid, ETag, bytes): its next build, the folder's
-# other partition, takes it from memory (tasks/nextdate.py)
-STORED = "checked entry stored"
+STORED = "checked entry stored"  # the last entry stored in a bucket (tasks/nextdate.py): not fetched back
 
 
 def split(data) -> tuple[memoryview, dict] | None:
@@ -73,8 +71,7 @@ class Disk:
         return meta if isinstance(meta, dict) else {}
 
     def entry(self, day: str, name: str) -> tuple[memoryview, dict] | None:
-        # mapped, not read: no copy of the entry, and its pages come in 16 at a fault; entries are linked
-        # into place and removed, never rewritten in place, so the mapping keeps what was found
+        # mapped, not read: entries are linked into place, never rewritten, so the mapping keeps what was found
         try:
             with open(self.root / day / name, "rb") as fh:
                 data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -128,8 +125,7 @@ class Disk:
             os.unlink(sink.temp)
 
     def expire(self, before: float) -> None:
-        """Entries and locks older than ``before`` removed, and dead writers' temporaries; a folder changed
-        since is not looked into (one stat a folder)."""
+        """Entries and locks older than ``before`` removed, and dead writers' temporaries (one stat a folder)."""
         for day in os.scandir(self.root):
             with contextlib.suppress(OSError):
                 if day.is_dir(follow_symlinks=False):
@@ -172,9 +168,7 @@ class Bucket:
         return [k[start:] for k in listed if k.endswith(ENTRY)]
 
     def list_early(self, day: str | None = None) -> None:
-        """Start the survey's listing now, while the build takes its partition's lease: :meth:`survey` takes it
-        when asked within :data:`EARLY_S` (a round trip less per partition). ``day``: the folder whose turn is
-        taken at the same time (:meth:`early_turn`; :meth:`let_go` if the build does not use it)."""
+        """Start the survey's listing (and ``day``'s turn: :meth:`early_turn`) while the build takes its lease."""
         pool = process_pool("list-early", 4)
         _early[(os.getpid(), self.key)] = (time.monotonic(), pool.submit(self.bucket.list, f"{self.rel}/"))
         if day is not None:
@@ -192,8 +186,7 @@ class Bucket:
             early[0].release()
 
     def survey(self) -> tuple[dict[str, list[str]], set[str]]:
-        """Every folder's entries, and the folders whose lease another holds (one listing): a turn this build
-        took with its lease is not another's."""
+        """Every folder's entries, and the folders whose lease another holds (one listing)."""
         names: dict[str, list[str]] = {}
         busy = set()
         when, early = _early.pop((os.getpid(), self.key), (0.0, None))
@@ -224,8 +217,7 @@ class Bucket:
         return BucketTurn(self.bucket, self.lane(day), settings.s3().lease_seconds)
 
     def lane(self, day: str) -> str:
-        """The key of the folder's turn, and the lane of its requests nothing waits for (``s3lease.later``):
-        an entry is stored, then the turn deleted, then the entry removed once both partitions had it."""
+        """The key of the folder's turn, and the lane of its requests nothing waits for (``s3lease.later``)."""
         return f"{self.rel}/{day}.lease"
 
     def _read(self, day: str, name: str) -> bytes | None:
@@ -282,9 +274,7 @@ class Bucket:
         except BaseException:
             self.drop(sink)
             raise
-        # the last one started kept for this process's next build (the folder's other partition): no GET of it
-        # back; stored on threads of their own, a build's two entries may be stored in either order
-        with _keeping:
+        with _keeping:  # the last one started kept for the next build; two may be stored in either order
             kept = nextdate.kept(STORED)
             if kept is None or kept[4] < sink.order:
                 nextdate.keep(STORED, (rel, os.getpid(), etag, sink.getbuffer(), sink.order))

@@ -1,7 +1,5 @@
-"""Turns at checking a raw folder, so the second process or host to need it reads the first one's entry
-instead of checking it too: an ``flock`` on ``<folder date>.lock`` on a disk, a lease ``<folder date>.lease``
-in a bucket. A turn only saves work: a stuck holder is waited for :data:`CHECK_WAIT_S` at most, and a turn
-that cannot be taken (a read-only data root) is no turn."""
+"""Turns at checking a raw folder (an ``flock`` on a disk, a lease in a bucket), so the second to need it reads
+the first one's entry. A turn only saves work: one that cannot be taken is no turn."""
 
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ class BucketTurn:
         self.held: contextlib.ExitStack | None = None
 
     def try_take(self) -> bool:
-        """Take the lease if nobody holds it; True also when the store cannot be asked (its error comes out
-        at the entry's lookup)."""
+        """Take the lease if nobody holds it; True also when the store cannot be asked (the lookup says why)."""
         from tasks.storage.s3 import StoreError
         from tasks.storage.s3lease import released
 
@@ -73,9 +70,12 @@ class BucketTurn:
                 return False
         except StoreError:
             return True
-        self.held = contextlib.ExitStack()
-        self.held.enter_context(lease.renewing())
+        self._hold()
         return True
+
+    def _hold(self) -> None:
+        self.held = contextlib.ExitStack()
+        self.held.enter_context(self.lease.renewing())
 
     def take(self) -> None:
         """Take the lease, waiting at most :data:`CHECK_WAIT_S`; then go on without it."""
@@ -85,8 +85,7 @@ class BucketTurn:
         while time.monotonic() < deadline:
             try:
                 if self.lease.try_take() is None:
-                    self.held = contextlib.ExitStack()
-                    self.held.enter_context(self.lease.renewing())
+                    self._hold()
                     return
             except StoreError:
                 return
