@@ -1,7 +1,5 @@
-"""The one storage interface a data root offers to :class:`~tasks.storage.store.PartitionStore` and
-:class:`~tasks.storage.roots.Root`: a folder (:mod:`~tasks.storage.localbackend`) or a bucket prefix
-(:mod:`~tasks.storage.s3backend`). Keys are paths relative to the data root
-(``staging/qsr_pos/business_date=D/data.parquet``); names, manifests and freshness live in the store."""
+"""The storage interface of a data root, a folder or a bucket prefix, for :class:`~tasks.storage.store.PartitionStore`
+and :class:`~tasks.storage.roots.Root`; keys are paths relative to the data root."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ class Commit(Protocol):
     """The objects of one partition's commit, handed over in order: data first, the manifest last."""
 
     def put(self, key: str, content: bytes | pa.Table, label: str, manifest: dict | None = None) -> dict:
-        """Write ``content`` (a table as Parquet); return what a manifest records of it (size, sha256, a
-        file's ``mtime_ns`` or an object's ``etag``)."""
+        """Write ``content`` (a table as Parquet); what a manifest records of it (size, sha256, mtime or etag)."""
 
     def put_all(self, named: list[tuple[str, bytes | pa.Table, str]]) -> list[dict]:
         """:meth:`put` of each (key, content, label), in that order on a disk, all at once on a bucket."""

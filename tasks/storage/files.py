@@ -53,9 +53,7 @@ def _replace(path: Path, write) -> str:
     return digest
 
 
-# High-cardinality columns give up their dictionary early and are written plain (zstd packs them better);
-# decimals are stored as integers. Why: docs/performance.md, "Parquet".
-DICTIONARY_PAGE_LIMIT = 64 << 10
+DICTIONARY_PAGE_LIMIT = 64 << 10  # high-cardinality columns written plain (docs/performance.md, "Parquet")
 
 
 def write_parquet_fsynced(path: Path, table: pa.Table) -> str:
@@ -121,8 +119,8 @@ class PartitionBusy(RuntimeError):
 
 @contextmanager
 def exclusive(path: Path, what: str = "", wait_s: float | None = None) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` for the block; released by the kernel when its holder dies. A
-    live holder is waited for ``wait_s`` seconds (None: for ever), then :class:`PartitionBusy` names it."""
+    """An exclusive ``flock`` on ``path`` for the block; a live holder is waited for ``wait_s`` seconds (None:
+    for ever), then :class:`PartitionBusy` names it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b", buffering=0) as fh:  # an empty file: taking the lock writes nothing (a full disk)
         if not flock_within(fh, 0):

@@ -64,8 +64,7 @@ def differing_file(f: dict) -> str:
 
 
 def same_files(in_place: dict, extras: dict[str, bytes], rejected) -> bool:
-    """Whether ``in_place`` lists, beside its data file, exactly the files a write of ``extras`` and the
-    quarantine ``rejected`` would make."""
+    """Whether ``in_place`` lists exactly the files a write of ``extras`` and quarantine ``rejected`` would make."""
     recorded = {f["name"]: f.get("sha256") for f in in_place.get("data_files", [])}
     if set(recorded) != {DATA_FILE, *extras}:
         return False
@@ -93,8 +92,7 @@ def manifest_bytes(manifest: dict) -> bytes:
 
 
 def resolve_futures(manifest: dict) -> dict:
-    """``manifest`` with every :class:`~concurrent.futures.Future` in it (nested too) replaced by its result,
-    in place: a build hashes its rows' versions while its files are written."""
+    """``manifest`` with every :class:`~concurrent.futures.Future` in it (nested too) replaced by its result."""
     for name, value in manifest.items():
         if isinstance(value, Future):
             manifest[name] = value.result()
@@ -127,8 +125,14 @@ class PartitionWriteError(RuntimeError):
     """A partition (or its quarantine) could not be written: disk full, permissions. Names the partition."""
 
 
-# Called when a freshness pass begins: a backend forgets the listings of the last pass.
-PASS_HOOKS: list = []
+def kept_note(replaced: str | None) -> str:
+    """What a failed commit left: ``replaced`` names what it may have replaced already (None: nothing)."""
+    if replaced:
+        return f"Some {replaced} may be replaced already: the partition counts as stale until a run rebuilds it."
+    return "Nothing was replaced: the previous partition, if any, is kept."
+
+
+PASS_HOOKS: list = []  # called when a freshness pass begins: a backend forgets the last pass's listings
 
 
 def new_pass() -> None:

@@ -128,8 +128,7 @@ class LocalBackend:
 
     # -- reading -------------------------------------------------------------------------------------
     def stamp(self, dataset: str, key: str, fresh: bool = False) -> tuple | None:
-        """(device, inode, size, mtime_ns, ctime_ns), or None; the ctime, unlike the mtime, cannot be set back
-        (a restore, a reused inode), and a rename sets it."""
+        """(device, inode, size, mtime_ns, ctime_ns), or None; the ctime cannot be set back, and a rename sets it."""
         try:
             st = os.stat(self.path(key))
         except (FileNotFoundError, NotADirectoryError):
@@ -138,7 +137,7 @@ class LocalBackend:
 
     def read_stamped(self, dataset: str, key: str, known: tuple | None, parse: Callable) -> tuple:
         """(stamp, parsed content), ``known`` when its stamp still holds, (None, None) when absent; the stamp
-        is taken from the open file, so it is the stamp of the content read."""
+        of the open file, so of the content read."""
         try:
             fh = open(self.path(key), "rb")
         except (FileNotFoundError, NotADirectoryError):

@@ -1,10 +1,6 @@
-"""How a partition is replaced whole on a local disk, so a reader never sees a mix.
-
-Every file is written under a temporary name and fsynced, then renamed into place in the order handed
-over: data, quarantine, the manifest last (it records the others' digests, so a crash between renames
-leaves a stale partition, never a wrong one). A new partition is assembled in ``_state/staging/``
-(outside every dataset: DuckDB's ``<dataset>/*/*.parquet`` glob matches hidden folders) and renamed
-whole. A full disk fails before anything is renamed."""
+"""How a partition is replaced whole on a local disk (docs/run-semantics.md, "Replace, never append"): files
+fsynced under temporary names, renamed in order, the manifest last; a new partition is assembled in
+``_state/staging/`` (outside every dataset, which a reader's glob would match) and renamed whole."""
 
 from __future__ import annotations
 
@@ -17,7 +13,7 @@ from pathlib import Path
 
 from tasks.storage import tempnames
 from tasks.storage.files import fsync_dir, write_bytes_fsynced, write_parquet_fsynced
-from tasks.storage.layout import MANIFEST, PartitionWriteError, listed_names
+from tasks.storage.layout import MANIFEST, PartitionWriteError, kept_note, listed_names
 
 logger = logging.getLogger("luigi-interface")
 
@@ -66,8 +62,7 @@ class LocalCommit:
         os.link(source.path(key), self._pending(key, f"while linking {label}"))
 
     def clear(self, key: str, empty) -> None:
-        """The old quarantine ``key``: removed just before the manifest, and its folder with it (``empty`` is
-        for a bucket)."""
+        """The old quarantine ``key``: removed just before the manifest (``empty`` is for a bucket)."""
         path = self.data_root / key
         tempnames.sweep(path.parent)
         self.drop = path
@@ -138,8 +133,7 @@ def _into(data_root: Path, rel: str, fill) -> dict:
 
 
 def _refuse_links(data_root: Path, rel: str) -> None:
-    """A partition's own folder (``business_date=D``, ``hotel_id=H``) that is a symbolic link is refused: a
-    commit through it would write, and remove strays, wherever it points (another day, outside the data root)."""
+    """Refuse a partition's own folder that is a symbolic link: a commit would write wherever it points."""
     path = data_root
     for part in rel.split("/"):
         path = path / part
@@ -151,15 +145,13 @@ def _refuse_links(data_root: Path, rel: str) -> None:
 
 
 def remove_empty_folder(folder: Path) -> None:
-    """Remove a partition's quarantine folder once it holds nothing: no empty folder for a reader's glob
-    (``quarantine/<dataset>/*/*.parquet``) to find; one that holds anything stays."""
+    """Remove a partition's quarantine folder once it holds nothing (no empty folder for a reader's glob)."""
     with contextlib.suppress(OSError):  # not there, or not empty
         folder.rmdir()
 
 
 def drop_strays(folder: Path, manifest: dict) -> dict:
-    """Remove what ``folder`` holds besides ``manifest``'s files, once it is in place, so a reader's glob sees
-    only the partition; one that cannot be removed is a warning (the partition stays stale)."""
+    """Remove what ``folder`` holds besides ``manifest``'s files, once it is in place (a failure warns)."""
     keep = listed_names(manifest)
     for entry in os.scandir(folder):
         if entry.name in keep or tempnames.is_temp_name(entry.name):
@@ -184,11 +176,7 @@ def write_error(data_root: Path, where: str, exc: OSError) -> str:
     full = exc.errno == errno.ENOSPC or "no space left on device" in str(exc).lower()
     reason = "no space left on device" if full else (exc.strerror or type(exc).__name__).lower()
     notes = getattr(exc, "__notes__", [])
-    kept = (
-        "Some files may be replaced already: the partition counts as stale until a run rebuilds it."
-        if any("renaming" in note for note in notes)
-        else "Nothing was replaced: the previous partition, if any, is kept."
-    )
+    kept = kept_note("files" if any("renaming" in note for note in notes) else None)
     return (
         f"{where}: could not write the partition: {reason} ({'; '.join([str(exc), *notes])}). {kept} "
         f"Free space under {data_root} (or fix the cause) and rerun."

@@ -1,10 +1,6 @@
-"""An S3-compatible object store (AWS S3, radosgw, MinIO): the only module that imports boto3.
-
-A :class:`Bucket` is ``s3://BUCKET/PREFIX`` with the ``[s3]`` settings; credentials come from the AWS
-chain, never from luigi.cfg. Keys are relative to the prefix, so the layout is the local one. Every write
-is one ``PutObject``, conditional (``If-None-Match: *`` or ``If-Match``) where it must be, and only on a
-store known to honour conditions (:mod:`tasks.storage.s3fence`). Errors name endpoint, bucket, key and the
-store's code; credentials only when the store says they are wrong."""
+"""An S3-compatible object store (AWS S3, radosgw, MinIO), the only module that imports boto3: a
+:class:`Bucket` is ``s3://BUCKET/PREFIX``, keys relative to the prefix; every write one ``PutObject``,
+conditional where it must be; errors name endpoint, bucket, key and the store's code."""
 
 from __future__ import annotations
 
@@ -95,8 +91,7 @@ def _client_key(endpoint: str | None, region: str) -> tuple:
 
 
 def _signer(endpoint: str | None, region: str, bucket: str) -> s3get.Signer:
-    """This process's :class:`s3get.Signer` of ``bucket``, with its client's credentials. Under an endpoint, keys
-    are addressed path-style, as the client does, and no client is made (65 ms of CPU a command)."""
+    """This process's :class:`s3get.Signer` of ``bucket``; under an endpoint, path-style and without a client."""
     key = _client_key(endpoint, region)
     with _lock:
         signer = _signers.get((key, bucket))
@@ -114,12 +109,12 @@ def _signer(endpoint: str | None, region: str, bucket: str) -> s3get.Signer:
     return signer
 
 
+def _no_such_key(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
+
+
 def _etag(value: str | None) -> str:
     return (value or "").strip('"')
-
-
-def _ns(when: dt.datetime) -> int:
-    return int(when.timestamp() * 1_000_000) * 1000
 
 
 class Bucket:
@@ -168,9 +163,8 @@ class Bucket:
 
     # -- reading ---------------------------------------------------------------------------------
     def check(self, quick: bool = False) -> None:
-        """A request to the bucket (credentials, endpoint, bucket name): :class:`StoreError` if it fails. Asked
-        once per process: a bucket that answered once is not asked again. ``quick``: one HEAD, and nothing more
-        when it fails (a later check says why)."""
+        """A request to the bucket, once per process: :class:`StoreError` if it fails. ``quick``: one HEAD, and
+        nothing more when it fails (a later check says why)."""
         answered = (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
         if answered in _answered:
             return
@@ -209,8 +203,8 @@ class Bucket:
             raise error from None
 
     def _pages(self, rel_prefix: str, delimiter: str | None = None) -> list[tuple[list[tuple[str, Obj]], list[str]]]:
-        """Every page of the listing under ``rel_prefix``: ([(key, Obj)], [common prefixes]), each one request;
-        read by :mod:`s3get`, or by botocore's paginator from the first page where a page cannot be."""
+        """Every page of the listing under ``rel_prefix``: ([(key, Obj)], [common prefixes]), by :mod:`s3get`,
+        else by botocore's paginator."""
         pages, token = [], None
         while (page := s3get.list_page(self.signer, self.prefix + rel_prefix, token, delimiter)) is not None:
             pages.append(([(key, Obj(size, etag, when)) for key, size, etag, when in page[0]], page[2]))
@@ -223,7 +217,7 @@ class Bucket:
             return [
                 (
                     [
-                        (i["Key"], Obj(i["Size"], _etag(i.get("ETag")), _ns(i["LastModified"])))
+                        (i["Key"], Obj(i["Size"], _etag(i.get("ETag")), s3get.ns_of(i["LastModified"])))
                         for i in page.get("Contents", [])
                     ],
                     [p["Prefix"] for p in page.get("CommonPrefixes", ())],
@@ -260,12 +254,12 @@ class Bucket:
         try:
             got = self.client.head_object(Bucket=self.bucket, Key=self.prefix + rel)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            if _no_such_key(exc):
                 return None
             raise self.store_error(exc, "HEAD", rel) from None
         except BotoCoreError as exc:
             raise self.store_error(exc, "HEAD", rel) from None
-        return Obj(got["ContentLength"], _etag(got.get("ETag")), _ns(got["LastModified"]))
+        return Obj(got["ContentLength"], _etag(got.get("ETag")), s3get.ns_of(got["LastModified"]))
 
     def get(self, rel: str) -> tuple[bytes, Obj]:
         """The object's bytes and what they are (ETag, size, time); FileNotFoundError when there is none."""
@@ -276,7 +270,7 @@ class Bucket:
         if fast is not None:
             return fast[0], Obj(len(fast[0]), fast[1], fast[2])
         data, got = self._get_object(rel)
-        return data, Obj(len(data), _etag(got.get("ETag")), _ns(got["LastModified"]))
+        return data, Obj(len(data), _etag(got.get("ETag")), s3get.ns_of(got["LastModified"]))
 
     def _get_object(self, rel: str) -> tuple[bytes, dict]:
         """(the body, botocore's answer) of a GetObject; FileNotFoundError when there is no such key."""
@@ -284,7 +278,7 @@ class Bucket:
             got = self.client.get_object(Bucket=self.bucket, Key=self.prefix + rel)
             return got["Body"].read(), got
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            if _no_such_key(exc):
                 raise FileNotFoundError(self.describe(rel)) from None
             raise self.store_error(exc, "GET", rel) from None
         except BotoCoreError as exc:
@@ -294,19 +288,16 @@ class Bucket:
         return self.get(rel)[0]
 
     def get_with_date(self, rel: str) -> tuple[bytes, Obj, float]:
-        """:meth:`get`, and the store's own time of the answer (its ``Date`` header, epoch seconds): a lease's
-        age is the store's clock minus its ``Last-Modified``, whatever this host's clock says."""
+        """:meth:`get`, and the store's own time of the answer (its ``Date``, epoch seconds), for a lease's age."""
         data, got = self._get_object(rel)
         date = got.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
         now = email.utils.parsedate_to_datetime(date).timestamp() if date else dt.datetime.now(dt.UTC).timestamp()
-        return data, Obj(len(data), _etag(got.get("ETag")), _ns(got["LastModified"])), now
+        return data, Obj(len(data), _etag(got.get("ETag")), s3get.ns_of(got["LastModified"])), now
 
     # -- writing ---------------------------------------------------------------------------------
     def put(self, rel: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        """One PutObject of ``data``; its ETag. :class:`PreconditionFailed` when a condition fails.
-
-        AWS compares ``If-Match`` with the quoted ETag, radosgw with the bare one: the bare one is sent, and
-        on a 412 while the key still has that ETag, again quoted (the store still checks, atomically)."""
+        """One PutObject of ``data``; its ETag. :class:`PreconditionFailed` when a condition fails. ``If-Match``
+        is sent bare (radosgw), then quoted (AWS) on a 412 while the key still has that ETag."""
         if if_none_match or if_match is not None:
             from tasks.storage.s3fence import ensure
 
@@ -337,8 +328,7 @@ class Bucket:
             raise self.store_error(exc, "PUT", rel) from None
 
     def _put_object(self, args: dict) -> dict:
-        """PutObject, sent again while Amazon S3 answers a conditional write 409 ConditionalRequestConflict (another
-        write of the key under way; botocore does not retry it): then it succeeds, or its condition fails (412)."""
+        """PutObject, sent again while Amazon S3 answers 409 ConditionalRequestConflict (botocore does not retry)."""
         for attempt in range(4):
             try:
                 return self.client.put_object(**args)

@@ -1,7 +1,6 @@
-"""A data root in a bucket (``s3://BUCKET/PREFIX``): one listing per dataset prefix per freshness pass (no
-request per partition), kept up to date by this process's writes and forgotten by a new pass. An object's
-identity is its ETag and size; a partition's lock is a lease, under which its objects are listed once:
-the commit's conditions. Shared documents are compare-and-swapped."""
+"""A data root in a bucket (``s3://BUCKET/PREFIX``): one listing per dataset prefix per pass, kept up to date by
+this process's writes; an object's identity is its ETag and size; a partition's lock is a lease, under which
+its objects are listed once: the commit's conditions."""
 
 from __future__ import annotations
 
@@ -177,8 +176,7 @@ class S3Backend:
         return self.stamp(dataset, f"{folder}/{MANIFEST}") is not None
 
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
-        """List the partition's objects again (another host may have committed it); under the lease, the
-        listing taken with it."""
+        """List the partition's objects again (under the lease, the listing taken with it)."""
         now = self._at_lease(folder) or self.objects_now(folder, quarantine)
         for rel in [r for r in self.listing(f"{dataset}/") if r.startswith(f"{folder}/")]:
             self.known(rel, None)
@@ -250,19 +248,17 @@ class S3Backend:
         from tasks import settings
 
         lease = Lease(self.bucket, f"_state/leases/{record_name}", settings.s3().lease_seconds)
-        # Listed while the lease is taken: another host's commit cannot fall in between (it held the lease
-        # until after its manifest; if it did, the commit's conditions fail). A lease waited for is listed again.
+        # listed while the lease is taken (a commit in between fails its conditions); again after a wait
         listed = process_pool("s3-at-lease", 1).submit(self.objects_now, folder, quarantine)
         if not lease.acquire(what, wait_s):
             listed = process_pool("s3-at-lease", 1).submit(self.objects_now, folder, quarantine)
         self.listed_at_lease_of[folder] = listed
-        try:
-            with lease.renewing():
+        with lease.holding():
+            try:
                 yield
-        finally:
-            self.etags_at_lease.pop(folder, None)
-            self.listed_at_lease_of.pop(folder, None)
-            lease.release()
+            finally:
+                self.etags_at_lease.pop(folder, None)
+                self.listed_at_lease_of.pop(folder, None)
         dataset = record_name.split("=", 1)[0].rpartition("/")[0]  # <dataset>/<levels>.json
         if "=" in record_name and dataset not in self.swept:  # once a pass: what runs killed after a commit left
             self.swept.add(dataset)
@@ -277,7 +273,7 @@ class S3Backend:
         seen = self.listed_at_lease_of.get(folder)
         if isinstance(seen, Future):
             seen = self.listed_at_lease_of[folder] = seen.result()
-            self.etags_at_lease[folder] = {rel: obj.etag for rel, obj in seen.items() if obj is not None}
+            self.etags_at_lease[folder] = _etags(seen)
         return seen
 
     def put_record(self, key: str, data: bytes) -> None:
@@ -317,7 +313,7 @@ class S3Backend:
 
     # -- commits -------------------------------------------------------------------------------------
     def etags_now(self, folder: str, quarantine: str) -> dict[str, str]:
-        return {rel: obj.etag for rel, obj in self.objects_now(folder, quarantine).items() if obj is not None}
+        return _etags(self.objects_now(folder, quarantine))
 
     def _base(self, folder: str, quarantine: str) -> dict[str, str]:
         """A commit's conditions: the ETags found under the lease, or as they are now."""
@@ -329,7 +325,7 @@ class S3Backend:
         """Commit what ``fill(commit)`` hands over (:mod:`tasks.storage.s3commit`), then delete the keys its
         manifest does not list; the manifest."""
         manifest = s3commit.commit(self, where, label, self._base(folder, quarantine), fill)
-        s3commit.drop_strays(self, folder, self.listed_at_lease(folder, quarantine), manifest)
+        self.drop_strays(folder, quarantine, manifest)
         return manifest
 
     def commit_one(self, where: str, label: str, folder: str, quarantine: str, key: str, data: bytes, manifest: dict):
@@ -351,7 +347,7 @@ class S3Backend:
     def tree_exists(self, rel: str) -> bool:
         if rel and self.bucket.head(rel) is not None:
             return True
-        return bool(self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""))
+        return bool(self.bucket.list(_under(rel)))
 
     def make_root(self) -> None:
         """Nothing: a prefix exists once it holds an object."""
@@ -360,12 +356,12 @@ class S3Backend:
         return sorted(self.bucket.folders(""))
 
     def sizes(self, rel: str) -> dict[str, int]:
-        return {key: obj.size for key, obj in self.bucket.list(f"{rel.rstrip('/')}/" if rel else "").items()}
+        return {key: obj.size for key, obj in self.bucket.list(_under(rel)).items()}
 
     def remove_tree(self, rel: str) -> None:
         if rel and self.bucket.head(rel) is not None:
             self.bucket.delete(rel)
-        for key in self.bucket.list(f"{rel.rstrip('/')}/" if rel else ""):
+        for key in self.bucket.list(_under(rel)):
             self.bucket.delete(key)
 
     @contextmanager
@@ -374,8 +370,14 @@ class S3Backend:
 
         lease = Lease(self.bucket, rel, settings.s3().lease_seconds)
         lease.acquire(what, wait_s)
-        try:
-            with lease.renewing():
-                yield
-        finally:
-            lease.release()
+        with lease.holding():
+            yield
+
+
+def _etags(objects: dict[str, Obj | None]) -> dict[str, str]:
+    return {rel: obj.etag for rel, obj in objects.items() if obj is not None}
+
+
+def _under(rel: str) -> str:
+    """The listing prefix of everything under ``rel`` ('' for the whole prefix)."""
+    return f"{rel.rstrip('/')}/" if rel else ""

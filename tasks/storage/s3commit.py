@@ -1,9 +1,5 @@
-"""How a partition is committed to a bucket, safely across hosts (docs/scale-out.md).
-
-Every object is one PUT conditional on what the key held when the build started (``If-None-Match: *`` or
-``If-Match`` on its ETag), data first, the manifest last; it records every ETag, so it counts only while
-the listing still shows them. A writer whose condition fails stops (:class:`OtherWriterCommitted`). No
-delete is part of a commit. The lease only saves building twice: correctness rests on the conditions."""
+"""How a partition is committed to a bucket: one PUT per object, conditional on what the key held when the
+build started, the manifest last (docs/scale-out.md, "How a partition is committed in a bucket")."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from tasks.storage.files import parquet_bytes
-from tasks.storage.layout import PartitionWriteError, listed_names, parse_manifest
+from tasks.storage.layout import PartitionWriteError, kept_note, listed_names, parse_manifest
 from tasks.storage.s3 import Obj, PreconditionFailed, StoreError
 from tasks.storage.tempnames import is_temp_name
 
@@ -88,18 +84,12 @@ def commit(backend, where: str, label: str, base: dict[str, str], fill: Callable
         return fill(objects)
     except StoreError as exc:
         raise PartitionWriteError(
-            f"{where}: could not write the partition: {exc}. "
-            + (
-                "Some objects may be replaced already: the partition counts as stale until a run rebuilds it."
-                if objects.done
-                else "Nothing was replaced: the previous partition, if any, is kept."
-            )
+            f"{where}: could not write the partition: {exc}. {kept_note('objects' if objects.done else None)}"
         ) from None
 
 
 def drop_strays(backend, folder: str, listed: dict, manifest: dict) -> None:
-    """Delete the keys of ``listed`` under ``folder`` that the committed manifest does not list; one that
-    fails is a warning (the partition stays stale)."""
+    """Delete the keys of ``listed`` under ``folder`` that the committed manifest does not list (a failure warns)."""
     keep = {f"{folder}/{name}" for name in listed_names(manifest)}
     bucket, uri = backend.bucket, backend.uri(folder)
     for rel in sorted(listed):

@@ -10,10 +10,8 @@ from tasks.storage.s3 import Bucket, StoreError
 
 
 def ask_at_once(uris: list[str]) -> None:
-    """Ask the buckets of ``uris`` whether they answer at once: one round trip, not one each. :func:`check`
-    then finds each one that did; one that did not is asked again, to say why. Their signers are made here, in
-    this thread: making one may import modules, which a thread must not do while ``tasks`` is being imported
-    (it would wait for that import, which waits for it)."""
+    """Ask the buckets of ``uris`` at once whether they answer; :func:`check` asks one that did not again. The
+    signers are made in this thread: a thread must not import while ``tasks`` is being imported."""
     buckets = list({(bucket.endpoint, bucket.bucket): bucket for bucket in map(Bucket, uris)}.values())
     for bucket in buckets:
         s3get.warm(bucket.signer)  # the signer made in this thread

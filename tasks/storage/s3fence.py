@@ -1,10 +1,5 @@
-"""Whether a store honours conditional writes, asked before anything is written to it.
-
-A store that accepts a conditional PUT whatever the key holds (older S3 servers) would let a frozen host
-overwrite a newer commit silently, so it is refused. The probe, under ``_state/probes/``: a put-if-absent,
-a second one and an ``If-Match`` on a wrong ETag (both must fail with 412), then a delete. A store that
-passed is remembered in this process and, for :data:`REMEMBER_S`, on this host; one that failed is asked
-again next time."""
+"""Whether a store honours conditional writes, asked by a probe under ``_state/probes/`` before anything is
+written to it (docs/scale-out.md, "A store must honour conditional writes")."""
 
 from __future__ import annotations
 

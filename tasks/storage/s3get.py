@@ -1,9 +1,6 @@
-"""GETs, HEADs and listings without botocore's per-request machinery, for a raw zone's many small objects: the
-URL is made as the client makes it (path-style under an endpoint, else read from one URL it presigned), signed
-in its headers with SigV4 as botocore signs it (tests/test_s3get.py checks the two agree), and sent on a kept
-``http.client`` connection (docs/performance.md, "S3 requests"). Only a plain 200, or a 404 for no such key,
-is taken here; anything else returns None, and the caller asks botocore, with its retries and its errors.
-"""
+"""GETs, HEADs and listings without botocore's per-request machinery (docs/performance.md, "S3 requests"):
+signed with SigV4 as botocore signs them, sent on kept connections. Only a plain 200, or a 404 for no such
+key, is taken here; anything else returns None, and the caller asks botocore."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 
 
 def _verify(client) -> object:
-    """What the client verifies TLS with (True, a CA bundle's path, or False), as botocore resolved it; None if
-    it cannot be told (then no GET is made here)."""
+    """What the client verifies TLS with (True, a CA bundle's path, or False); None if it cannot be told."""
     session = getattr(getattr(client, "_endpoint", None), "http_session", None)
     return getattr(session, "_verify", None)
 
@@ -85,9 +81,7 @@ _warmed: set[tuple] = set()
 
 def warm(signer: Signer, count: int = WARM) -> None:
     """Open ``count`` connections to the store on threads of their own (once a process and endpoint), kept for
-    the requests to come: each new connection costs a round trip more, paid here while the command starts
-    rather than by its first requests at once. A connection that cannot be made is let go (the requests say
-    why)."""
+    the requests to come; one that cannot be made is let go (the requests say why)."""
     where = (os.getpid(), signer.scheme, signer.host, signer.port)
     with _lock:
         if where in _warmed or not signer.usable:
@@ -111,9 +105,8 @@ def warm(signer: Signer, count: int = WARM) -> None:
 
 
 class Signer:
-    """GETs of one bucket, each signed with SigV4 with the client's credentials,
-    without resolving the endpoint again for each request. ``origin`` and ``base``: where the bucket's keys are
-    (``http://host:port`` and ``/bucket/`` path-style, or ``https://bucket.s3...`` and ``/``)."""
+    """Requests of one bucket signed with SigV4 with the client's credentials; ``origin`` and ``base``: where its
+    keys are (``http://host:port`` and ``/bucket/`` path-style, or ``https://bucket.s3...`` and ``/``)."""
 
     def __init__(self, origin: str, base: str, region: str, credentials, verify: object):
         self.origin, self.base, self.region, self.credentials, self.verify = origin, base, region, credentials, verify
@@ -131,8 +124,7 @@ class Signer:
 
     @classmethod
     def of_client(cls, client, credentials, bucket: str) -> Signer:
-        """A signer whose URLs are the client's own (read from one URL it presigned): any addressing. Without
-        credentials nothing can be signed: an unusable signer (botocore's requests say why, before sending)."""
+        """A signer whose URLs are the client's own (read from one URL it presigned); unusable without credentials."""
         if credentials is None:
             return cls(f"https://{bucket}.s3.amazonaws.com", "/", client.meta.region_name, None, True)
         template = urlsplit(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}))
@@ -143,9 +135,8 @@ class Signer:
         return signer
 
     def signed(self, key: str | None, query: dict[str, str] | None = None, method: str = "GET"):
-        """(path and query, headers) of a request with no body for ``key``, or for the bucket itself (``key``
-        None), signed in its headers with SigV4 as botocore's ``S3SigV4Auth`` signs it (the same headers; the
-        store checks their time against its clock, 15 minutes), its signing key kept for the day."""
+        """(path and query, headers) of a request with no body for ``key`` (None: the bucket), signed as
+        botocore's ``S3SigV4Auth`` signs it."""
         path = self.base + quote(key, safe="/~") if key is not None else self.base.rstrip("/") or "/"
         encoded = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted((query or {}).items()))
         credentials = self.credentials.get_frozen_credentials()
@@ -189,8 +180,7 @@ class Signer:
         return self._signing[2]
 
     def send(self, key: str | None, query: dict[str, str] | None = None, method: str = "GET"):
-        """(status, body, response) of the signed GET (or HEAD), on a kept connection; None where botocore must
-        send it (and from then on, for this bucket, after an answer that says the URL was not the right one)."""
+        """(status, body, response) of the signed request on a kept connection; None where botocore must send it."""
         if not self.usable:
             return None
         where = (os.getpid(), self.scheme, self.host, self.port)
@@ -221,15 +211,14 @@ class Signer:
 
 
 def answers(signer: Signer) -> bool:
-    """Whether the bucket answers a HEAD (it exists, and the credentials may use it); False also where botocore
-    must ask (it says why)."""
+    """Whether the bucket answers a HEAD; False also where botocore must ask (it says why)."""
     answer = signer.send(None, method="HEAD")
     return answer is not None and answer[0] == 200
 
 
 def get(signer: Signer, key: str) -> tuple[bytes, str, int] | None:
-    """(body, ETag without quotes, Last-Modified in ns) of ``key``; FileNotFoundError when the store says there
-    is no such key; None where the request must go through botocore instead (the module's docstring)."""
+    """(body, ETag without quotes, Last-Modified in ns) of ``key``; FileNotFoundError for no such key; None where
+    botocore must ask."""
     answer = signer.send(key)
     if answer is None:
         return None
@@ -239,13 +228,16 @@ def get(signer: Signer, key: str) -> tuple[bytes, str, int] | None:
     modified = response.getheader("Last-Modified")
     if status != 200 or modified is None:
         return None
-    when = email.utils.parsedate_to_datetime(modified)
-    return body, (response.getheader("ETag") or "").strip('"'), int(when.timestamp() * 1_000_000) * 1000
+    return body, (response.getheader("ETag") or "").strip('"'), ns_of(email.utils.parsedate_to_datetime(modified))
+
+
+def ns_of(when: dt.datetime) -> int:
+    """A store's time in nanoseconds, to the microsecond."""
+    return int(when.timestamp() * 1_000_000) * 1000
 
 
 def read_timestamp(value) -> dt.datetime:
-    """A timestamp of a response, as botocore's own parser gives it (an aware datetime): ISO 8601 (listings)
-    by ``datetime.fromisoformat``, an HTTP date (headers) by ``email.utils``, anything else by botocore's."""
+    """A timestamp of a response as botocore's own parser gives it (an aware datetime), without dateutil."""
     if isinstance(value, str):
         try:
             when = dt.datetime.fromisoformat(value)
@@ -260,8 +252,7 @@ def read_timestamp(value) -> dt.datetime:
 
 def list_page(signer: Signer, prefix: str, token: str | None = None, delimiter: str | None = None):
     """One page of ``ListObjectsV2`` under ``prefix``: ([(key, size, ETag, LastModified in ns)], the next page's
-    token or None, [common prefixes] when ``delimiter`` is given), or None where the request must go through
-    botocore instead (as :func:`get`)."""
+    token or None, [common prefixes]), or None where botocore must ask."""
     query = {"list-type": "2", "prefix": prefix, "max-keys": "1000", "encoding-type": "url"}
     if token is not None:
         query["continuation-token"] = token
@@ -272,8 +263,7 @@ def list_page(signer: Signer, prefix: str, token: str | None = None, delimiter: 
 
 
 def read_list_page(body: bytes):
-    """What :func:`list_page` returns, from a ``ListBucketResult``; None for anything else, or a page that lacks
-    what a listing needs (an object's key, size, ETag or time; the next page's token)."""
+    """What :func:`list_page` returns, from a ``ListBucketResult``; None for anything else or a page lacking a field."""
     try:
         root = ElementTree.fromstring(body)
     except ElementTree.ParseError:
@@ -288,10 +278,8 @@ def read_list_page(body: bytes):
         size, etag, modified = (item.findtext(f"{ns}{field}") for field in ("Size", "ETag", "LastModified"))
         if key is None or size is None or etag is None or modified is None:
             return None
-        when = read_timestamp(modified)
-        items.append(
-            (unquote_plus(key) if encoded else key, int(size), etag.strip('"'), int(when.timestamp() * 1e6) * 1000)
-        )
+        path = unquote_plus(key) if encoded else key
+        items.append((path, int(size), etag.strip('"'), ns_of(read_timestamp(modified))))
     prefixes = [root_prefix.text or "" for root_prefix in root.iterfind(f"{ns}CommonPrefixes/{ns}Prefix")]
     more = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
     token = root.findtext(f"{ns}NextContinuationToken") if more else None

@@ -1,9 +1,6 @@
 """A lease object in a bucket: who builds a partition (or publishes a preview), until when by the store's
-clock. Taken with a put-if-absent; renewed, taken over once expired and released by compare-and-swap.
-
-A lease never blocks for longer than this host's ``[s3] lease_seconds``: an unreadable body counts as
-expired, and a holder's ``seconds`` counts for at most this host's. Commits are fenced by their own
-conditions, not by the lease (docs/scale-out.md)."""
+clock; taken with a put-if-absent, renewed, taken over and released by compare-and-swap. Commits are fenced
+by their own conditions, not by the lease (docs/scale-out.md)."""
 
 from __future__ import annotations
 
@@ -102,8 +99,8 @@ class Lease:
         return str(held.get("owner", "another host"))
 
     def _judge(self, data: bytes, obj, now: float) -> tuple[dict, bool]:
-        """(the lease object's body, whether it is free: released, expired by the store's clock, unreadable, or
-        held by a process of this host that is gone)."""
+        """(the lease object's body, whether it is free: released, expired by the store's clock (at most this
+        host's ``lease_seconds``), unreadable, or held by a process of this host that is gone)."""
         try:
             held = json.loads(data)
         except ValueError:  # not JSON (UnicodeDecodeError is one)
@@ -121,8 +118,8 @@ class Lease:
         return held, held.get("released") is True or expired
 
     def sweep(self) -> bool:
-        """Delete the lease object if it is free (a run killed between its commit and its lease's delete left
-        it): marked released by compare-and-swap first, so a host that took it over meanwhile keeps it."""
+        """Delete the lease object if it is free, marked released by compare-and-swap first (a host that took it
+        over meanwhile keeps it)."""
         try:
             data, obj, now = self.bucket.get_with_date(self.rel)
         except FileNotFoundError:
@@ -164,6 +161,15 @@ class Lease:
             stop.set()
             thread.join()
 
+    @contextmanager
+    def holding(self):
+        """Renew the lease while the block runs, then release it."""
+        try:
+            with self.renewing():
+                yield self
+        finally:
+            self.release()
+
     def release(self) -> None:
         """Mark the lease released (if still this host's), then delete it, on a thread nothing waits for."""
         if self.etag is None or self.lost:
@@ -186,8 +192,8 @@ _on_wait = threading.local()
 
 @contextmanager
 def while_waiting(callback):
-    """For the block: ``callback()`` in this thread if the first lease it acquires is held by another (what the
-    holder may need, let go before waiting for it); forgotten once that lease is taken at once."""
+    """For the block: ``callback()`` if the first lease this thread acquires is held by another (let go what the
+    holder may need before waiting)."""
     callbacks = _on_wait.__dict__.setdefault("callbacks", [])
     callbacks.append(callback)
     try:
@@ -207,8 +213,7 @@ def _first_answer(waiting: bool) -> None:
 
 def sweep_later(bucket: Bucket, prefix: str, seconds: float, after: str | None = None) -> None:
     """Delete the free lease objects under ``prefix`` (:meth:`Lease.sweep`), on the releases' threads, after
-    the release of lease ``after`` (this build's own): one listing, and a GET of each lease object it finds
-    (builds under way on other hosts)."""
+    the release of lease ``after``."""
 
     def sweep() -> None:
         try:
@@ -220,10 +225,8 @@ def sweep_later(bucket: Bucket, prefix: str, seconds: float, after: str | None =
     later(prefix, sweep, lane=after)
 
 
-# per process (a fork has none of its parent's threads): lease key -> its release under way, and lane -> the
-# last request queued in it
-_releasing_by_pid: dict[int, dict[str, Future]] = {}
-_lanes_by_pid: dict[int, dict[str, Future]] = {}
+_releasing_by_pid: dict[int, dict[str, Future]] = {}  # per process: lease key -> its release under way
+_lanes_by_pid: dict[int, dict[str, Future]] = {}  # per process: lane -> the last request queued in it
 _releasing_lock = threading.Lock()
 LATER_THREADS = 8  # requests nothing waits for, sent at once unless queued in the same lane
 
@@ -233,9 +236,8 @@ def _releasing() -> dict[str, Future]:
 
 
 def later(rel: str, request, *args, lane: str | None = None) -> None:
-    """``request(*args)`` (a DELETE nothing waits for) on the releases' threads, after the requests queued before
-    it in the same ``lane`` (by default ``rel``), at once beside the others; errors only logged. ``rel`` names it
-    for :func:`released`."""
+    """``request(*args)``, which nothing waits for, on the releases' threads after those queued in the same
+    ``lane`` (by default ``rel``); errors only logged. ``rel`` names it for :func:`released`."""
 
     def send(before: Future | None) -> None:
         if before is not None:
@@ -243,8 +245,7 @@ def later(rel: str, request, *args, lane: str | None = None) -> None:
         try:
             request(*args)
         except Exception as exc:  # noqa: BLE001 - nothing waits for it; what is left expires by itself
-            # a store that stopped answering is named once by the run's summary, not per object left
-            level = logging.INFO if isinstance(exc, StorageUnavailable) else logging.WARNING
+            level = logging.INFO if isinstance(exc, StorageUnavailable) else logging.WARNING  # the summary says it
             logger.log(level, "could not remove %s: %s", rel, exc)
 
     with _releasing_lock:
@@ -276,8 +277,7 @@ def releasing() -> None:
 
 
 def _gone_from_this_host(held: dict, host: str) -> bool:
-    """Whether a lease's holder was a process of this host (``host``, its ``[daybreak] host_name``: two
-    containers of one image have pid namespaces of their own) that is no longer running (pid and start time)."""
+    """Whether a lease's holder was a process of this host (``[daybreak] host_name``) no longer running."""
     pid, start = held.get("pid"), held.get("start")
     if held.get("host") != host or not isinstance(pid, int) or not isinstance(start, int):
         return False

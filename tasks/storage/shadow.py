@@ -30,9 +30,7 @@ def shadowed(production: str | os.PathLike, shadow: str | os.PathLike) -> Iterat
 
 
 class ShadowStore(PartitionStore):
-    """A dataset's partitions as a preview sees them: the ``shadow`` root over production. Every write goes to
-    the shadow; a manifest-only update of a partition the shadow does not hold yet copies production's
-    files there in the same commit."""
+    """A dataset's partitions as a preview sees them: the ``shadow`` root over production; writes go to the shadow."""
 
     def __init__(
         self, data_root: str | os.PathLike, shadow: str | os.PathLike, dataset: str, subpartition: str | None = None

@@ -1,7 +1,6 @@
-"""One dataset's partitions under a data root, written once for every backend: names and keys, manifests,
-whether a partition's files are the ones its manifest describes, strays, failure records and summaries.
-The backend (:mod:`~tasks.storage.backend`) lists, reads, and commits in the order handed over: data
-first, the quarantine, the manifest last. Layout of one dataset::
+"""One dataset's partitions under a data root, for every backend (:mod:`~tasks.storage.backend`): names and
+keys, manifests, whether a partition's files are the ones its manifest describes, strays, failure records,
+summaries, and commits handed over in order (data, quarantine, manifest last). Layout of one dataset::
 
     <data_root>/<dataset>/business_date=YYYY-MM-DD/data.parquet
     <data_root>/<dataset>/business_date=YYYY-MM-DD/_manifest.json
@@ -46,7 +45,7 @@ _LOCAL: dict[str, Backend] = {}  # a local data root -> its backend
 
 
 def open_backend(data_root: str | os.PathLike) -> Backend:
-    """The backend of ``data_root``, one per process, so what a bucket's listed in a pass serves every store."""
+    """The backend of ``data_root``, one per process (a bucket's listings serve every store)."""
     module = remote(data_root)
     if module is not None:
         return module.backend_for(os.fspath(data_root))
@@ -107,8 +106,7 @@ class PartitionStore:
 
     # -- reading -------------------------------------------------------------------------------------
     def relist(self) -> bool:
-        """Drop this pass's listings of the dataset (another process may have committed partitions since), for
-        :meth:`listed_dates` to list it anew: True on a bucket, where that stands for a look per partition;
+        """Drop this pass's listings of the dataset for :meth:`listed_dates` to list it anew: True on a bucket;
         False on a disk, where each look is a stat anyway."""
         return self.backend.forget_listings([f"{self.dataset}/", f"quarantine/{self.dataset}/", "_state/failures/"])
 
@@ -118,9 +116,8 @@ class PartitionStore:
         return {d for d in map(parse_partition_name, self.backend.folders(self.dataset)) if d is not None}
 
     def strays(self, levels: Sequence[Callable[[str], bool]]) -> list[str]:
-        """Keys under the dataset's folder that are no partition's: a folder whose name its level's test
-        refuses (``levels``: one per level of partition folders, ``business_date=...``, ``hotel_id=H1``), or
-        a file where those levels of folders are."""
+        """Keys under the dataset's folder that are no partition's: a folder its level's test in ``levels``
+        refuses, or a file where the partition folders are."""
         return self.backend.dataset_strays(self.dataset, levels)
 
     def refresh(self, date: dt.date | None) -> None:
@@ -157,9 +154,8 @@ class PartitionStore:
         return "" if manifest.get("data_files") else "its manifest lists no data file"
 
     def stamped_now(self, date: dt.date | None, manifest: dict) -> dict | None:
-        """``manifest`` with each file it lists stamped as the store holds it now (size and time, or ETag), when
-        one differs; None when none does. Only for files whose content was checked since (verify: a copy
-        without its times), as this pass listed them before."""
+        """``manifest`` with each file it lists stamped as the store holds it now, when one differs; None when
+        none does. Only for files whose content was checked since (verify)."""
         backend, changed = self.backend, {}
         for f, found in self._listed(date, manifest):
             if found is not None and not backend.same(found, f):
@@ -249,9 +245,8 @@ class PartitionStore:
         extras: dict[str, bytes] | None = None,
         rejected: pa.Table | None = None,
     ) -> dict:
-        """Replace partition ``date`` with ``table`` and ``extras`` in one commit; the manifest as written.
-        ``rejected`` (not None) replaces the quarantine in the same commit (no rows: the old one goes).
-        :class:`PartitionWriteError` names the partition when the backend fails."""
+        """Replace partition ``date`` with ``table`` and ``extras`` (and the quarantine with ``rejected``, when
+        not None) in one commit; the manifest as written."""
         check_extra_names(extras)
         folder, quarantine = self.rel(date), self.quarantine_rel(date)
 
@@ -287,8 +282,7 @@ class PartitionStore:
         rejected: pa.Table | None = None,
         in_place: dict | None = None,
     ) -> dict:
-        """Replace partition ``date`` with a build; the manifest as written. When the partition in place already
-        holds exactly these rows and files, only its manifest is replaced; else :meth:`write`."""
+        """Replace partition ``date`` with a build; only its manifest when the files in place already hold it."""
         extras = extras or {}
         if in_place and not in_place.get("verify_mismatch"):  # a data file verify found damaged is rewritten
             if isinstance(manifest.get("data_version"), Future):
@@ -305,8 +299,7 @@ class PartitionStore:
         return self.write(date, table, manifest, extras, rejected=rejected)
 
     def copy_partition_from(self, date: dt.date | None, source: PartitionStore) -> dict:
-        """Replace partition ``date`` with ``source``'s (a preview's shadow), byte for byte, in one commit
-        (hard links on a disk, so an interrupted copy is simply done again); the manifest copied."""
+        """Replace partition ``date`` with ``source``'s (a preview's shadow), byte for byte, in one commit."""
         manifest = source.read_manifest(date)
         if not manifest or manifest.get("_corrupt"):
             raise ValueError(f"{source.uri(date)}: no readable manifest to adopt")
@@ -322,8 +315,7 @@ class PartitionStore:
         return self._commit(date, fill)
 
     def update_manifest(self, date: dt.date | None, manifest: dict, files_from: PartitionStore | None = None) -> None:
-        """Replace the manifest alone, keeping its data files; ``files_from``: a store holding them while this
-        one does not yet (a preview), copied in the same commit."""
+        """Replace the manifest alone; ``files_from``: a store whose files are copied in the same commit."""
         folder, quarantine, key = self.rel(date), self.quarantine_rel(date), f"{self.rel(date)}/{MANIFEST}"
         if files_from is None:
             self.backend.commit_one(

@@ -1,11 +1,5 @@
-"""Temporary names for atomic writes, and the sweep of those left behind by a dead writer.
-
-Every temporary entry is named ``.<target>.tmp-<host>-<pid>-<start>-<random>`` (start: the process's start
-time, so a reused pid does not keep a dead writer alive). :func:`sweep` removes a dead writer's entry at the
-next write to that folder: on this host once no live process has that pid and start; from another host
-(a shared data root) once untouched for :data:`FOREIGN_MAX_AGE_S`. The leading ``.`` and a name not ending
-in ``.parquet`` hide it from pyarrow's discovery and DuckDB's ``*/*.parquet`` glob.
-"""
+"""Temporary names ``.<target>.tmp-<host>-<pid>-<start>-<random>`` for atomic writes, and the sweep of those a
+dead writer left (docs/run-semantics.md, "Replace, never append")."""
 
 from __future__ import annotations
 
@@ -25,8 +19,7 @@ _TEMP = re.compile(r"^\..+\.tmp-(?P<host>[A-Za-z0-9._-]+)-(?P<pid>\d+)-(?P<start
 
 
 def host() -> str:
-    """This host's name in temporary names: ``[daybreak] host_name`` when set (containers of one image share a
-    machine name, each with its own processes), else the machine's."""
+    """This host's name in temporary names: ``[daybreak] host_name`` when set, else the machine's."""
     from tasks import settings
 
     return _safe(settings.host_name())
@@ -48,8 +41,7 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 @functools.cache
 def start_of(pid: int) -> int:
-    """When process ``pid`` started (clock ticks since boot; 0 where /proc cannot say): with the pid, names a
-    process across pid reuse."""
+    """When process ``pid`` started (clock ticks since boot; 0 where /proc cannot say), to tell pids reused."""
     fields = _stat_fields(pid)
     return int(fields[19]) if fields else 0
 
