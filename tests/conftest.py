@@ -177,7 +177,11 @@ class Lab:
     # -- running Luigi ------------------------------------------------------------------------------
     def luigi(self, *args: str) -> int:
         """Run ``luigi --module tasks <args> --local-scheduler`` in this process; return its exit code.
-        The engine keeps what it learned as the ``luigi`` command does when it exits (its summaries)."""
+        The engine keeps what it learned as the ``luigi`` command does when it exits (its summaries); Luigi's
+        task instances are forgotten, as by a new command (a RangeDaily keeps the requirements it computed)."""
+        from luigi.task_register import Register
+
+        Register.clear_instance_cache()
         try:
             luigi.retcodes.run_with_retcodes(["--module", "tasks", *args, "--local-scheduler", "--no-lock"])
         except SystemExit as exc:
