@@ -70,14 +70,14 @@ class PartitionTarget(luigi.Target):
 _warned_future: set[str] = set()
 
 
-def newest_raw_date(zone: RawZone, source: str) -> dt.date | None:
-    """The newest folder date of a raw source that has arrived, at most tomorrow (a stray later folder is
-    ignored with a warning)."""
+def newest_raw_date(zone: RawZone, source: str, arrived: bool = True) -> dt.date | None:
+    """The newest folder date of a raw source that has arrived (``arrived=False``: that is there, arrived or
+    not), at most tomorrow (a stray later folder is ignored with a warning)."""
     limit = settings.business_today() + dt.timedelta(days=1)
     dates = sorted(folder_dates(zone.source_listing(source)[1]), reverse=True)
     later = [d for d in dates if d > limit]
     engine = luigi_engine()
-    newest = next((d for d in dates if d <= limit and engine.arrived(zone, source, d)), None)
+    newest = next((d for d in dates if d <= limit and (not arrived or engine.arrived(zone, source, d))), None)
     folder = f"{zone.describe()}/{zone.folder_relpath(source, later[0])}" if later else ""
     if later and folder not in _warned_future:
         _warned_future.add(folder)

@@ -393,6 +393,12 @@ def test_a_folder_without_the_extract_of_a_listed_hotel_that_sent_before_waits_f
     assert main(["plan", "stg_hotel_bookings_daily", *span]) == 20  # only waiting: as the run
     plan = capsys.readouterr().out
     assert any(line.startswith(f"  wait  {day}") and "without H2.csv" in line for line in plan.splitlines()), plan
+    # by default too: status and plan run to the newest folder there, arrived or not (the late drop shows)
+    assert main(["status", "--dataset", "stg_hotel_bookings_daily"]) == 0
+    shown = capsys.readouterr().out
+    assert any(line.startswith(f"  {day} waiting: ") and "without H2.csv" in line for line in shown.splitlines()), shown
+    assert main(["plan", "stg_hotel_bookings_daily"]) == 20
+    assert "without H2.csv" in capsys.readouterr().out
     write(hotel_lab, day, "H2", [])  # no booking event at H2 that day: its header only
     assert hotel_lab.range(FIRST, day + DAY, of="StgHotelBookingsDaily") == 0
     assert hotel_lab.luigi("OtbByStayDate") == 0

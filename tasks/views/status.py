@@ -238,12 +238,13 @@ def default_start(datasets: list[str] | None = None) -> dt.date:
 
 
 def default_stop() -> dt.date:
-    """The day after the newest raw folder of any source: one stop for every dataset."""
+    """The day after the newest raw folder of any source, arrived or not (a late file shows as waiting): one stop
+    for every dataset."""
     from tasks.catalogue import SOURCES
     from tasks.storage.rawzone import RawZone
 
     zone = RawZone.from_uri(settings.raw_root())
-    newest = [d for d in (newest_raw_date(zone, source) for source in SOURCES) if d is not None]
+    newest = [d for d in (newest_raw_date(zone, source, arrived=False) for source in SOURCES) if d is not None]
     return (max(newest) if newest else settings.daybreak().start_date) + dt.timedelta(days=1)
 
 
