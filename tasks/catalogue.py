@@ -173,7 +173,7 @@ HOTEL_OTB_EXPORT = Dataset(
     grain="one stay date of hotel H",
     key=("hotel_id", "stay_date"),
     version=versions.HOTEL_OTB_EXPORT_VERSION,
-    reads="otb_by_stay_date",
+    reads="hotel H's slice of otb_by_stay_date",
     measure="rooms_on_books",
 )
 STORE_DAILY_SALES = Dataset(

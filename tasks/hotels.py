@@ -141,7 +141,7 @@ class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
         return _chain_version(manifest)
 
     def build(self, inputs: list[RawFile]) -> Built:
-        from tasks.transforms.hotels import latest_per_booking, on_the_books_from_state
+        from tasks.transforms.hotels import latest_per_booking, on_the_books_from_state, slice_digests
 
         (link,) = [u for u in self.upstream() if isinstance(u, HotelBookingState)]  # dates() is never empty
         store = link.store()
@@ -150,6 +150,7 @@ class OtbByStayDate(SnapshotTask, entry=catalogue.OTB_BY_STAY_DATE):
         state = latest_per_booking(pa_concat([store.read_table(link.date), *finished]))
         table = on_the_books_from_state(state)
         stats = {"state_read": link.date.isoformat(), "bookings": state.num_rows}
+        stats["hotel_versions"] = slice_digests(table, "hotel_id")  # what each hotel's HotelOtbExport depends on
         return Built(table, None, stats)
 
 
@@ -162,13 +163,23 @@ class _PerHotel:
 
 
 class HotelOtbExport(_PerHotel, SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
-    """exports/otb/hotel_id=H: one hotel's on-the-books, as ``data.parquet`` and ``otb.csv``."""
+    """exports/otb/hotel_id=H: one hotel's on-the-books, as ``data.parquet`` and ``otb.csv``; stale when the
+    hotel's rows of on-the-books changed, not another hotel's."""
+
+    reads_a_slice = True
 
     def dataset_path(self) -> str:
         return f"{self.dataset}/hotel_id={self.hotel}"
 
     def upstream(self) -> list[OtbByStayDate]:
         return [OtbByStayDate()]
+
+    def upstream_version(self, manifest: dict | None) -> str | None:
+        manifest = manifest or {}
+        versions = manifest.get("stats", {}).get("hotel_versions")
+        if versions is None:  # built before on-the-books recorded its hotels' versions: the whole version
+            return manifest.get("data_version")
+        return versions.get(self.hotel, "no rows")
 
     def build(self, inputs: list[RawFile]) -> Built:
         from tasks.transforms.hotels import hotel_rows, to_csv

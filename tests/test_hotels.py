@@ -197,6 +197,39 @@ def test_a_hotel_export_as_parquet_and_csv_follows_on_the_books(hotel_lab):
     assert list(csv.DictReader((folder / "otb.csv").open()))[0]["rooms_on_books"] == "9"
 
 
+def test_one_hotels_resent_extract_rebuilds_that_hotels_export_only(hotel_lab, capsys):
+    """An export reads its own hotel's rows of on-the-books: H1's re-sent extract changes H1's rows only, so
+    H2's export is up to date (before: every hotel's export ran and rewrote its manifest)."""
+    from tasks.cli import main
+
+    for hotel in ("H1", "H2"):
+        assert hotel_lab.luigi("HotelOtbExport", "--hotel", hotel) == 0
+    exports = hotel_lab.data / "exports/otb"
+    before = {h: (exports / f"hotel_id={h}/_manifest.json").read_text() for h in ("H1", "H2")}
+    day = FIRST + DAY  # H1's extract of 09-11 re-sent with one more booking
+    write(
+        hotel_lab,
+        day,
+        "H1",
+        [
+            f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct",
+            f"T8,H1,{day}T13:00:00-04:00,CREATED,2026-10-04,2026-10-05,1,90.00,direct",
+        ],
+    )
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    capsys.readouterr()
+    assert main(["status", "--dataset", "hotel_otb_export"]) == 0
+    shown = capsys.readouterr().out
+    stale = shown.split("stale: hotel ", 1)[1].split(":", 1)[0]  # the hotels named stale
+    assert stale == "H1", shown
+    for hotel in ("H1", "H2"):
+        assert hotel_lab.luigi("HotelOtbExport", "--hotel", hotel) == 0
+    after = {h: (exports / f"hotel_id={h}/_manifest.json").read_text() for h in ("H1", "H2")}
+    assert after["H1"] != before["H1"] and after["H2"] == before["H2"]
+    rows = duckdb.execute(f"select stay_date from '{exports}/hotel_id=H1/data.parquet' order by 1").fetchall()
+    assert (dt.date(2026, 10, 4),) in rows
+
+
 @pytest.mark.parametrize("hotel", ["H9", "../../etc", "H1/../H2"])
 def test_an_export_for_an_unknown_or_escaping_hotel_is_refused(hotel_lab, hotel):
     """Refused when the task is made (a usage error, exit 2: tests/test_usage_errors.py), so no path is
