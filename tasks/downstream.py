@@ -50,7 +50,51 @@ def _a_link(task) -> bool:
 
 def changed_keys(task, engine: Engine) -> frozenset[str] | None:
     """The keys (stores, hotels) whose rows a rebuild of ``task`` may change: those of its changed raw
-    files when each holds one key's rows; None: any key's."""
+    files when each holds one key's rows, or, for one that may rebuild once its upstream is, the keys of
+    that upstream's; None: any key's."""
+    if engine.state(task).may_rebuild:
+        return upstream_keys(task, engine)
+    return _raw_keys(task, engine)
+
+
+def upstream_keys(task, engine: Engine) -> frozenset[str] | None:
+    """The keys whose rows may change once the upstream of ``task`` that is not ok is rebuilt, through every
+    partition between that may rebuild too; None: any key's. An explicit stack: a chain is deeper than
+    Python's recursion limit."""
+    memo = engine.once_per_pass(("keys upstream",), dict)  # task id -> keys, or None
+    stack = [(task, None)]
+    while stack:
+        node, ups = stack[-1]
+        if node.task_id in memo:
+            stack.pop()
+            continue
+        if ups is None:  # first visit: its upstream not ok (built by newer code counts as ok: it is kept)
+            ups = [up for up in node.upstream() if engine.state(up).state not in ("ok", "newer")]
+            stack[-1] = (node, ups)
+        todo = [up for up in ups if engine.state(up).may_rebuild and up.task_id not in memo]
+        if todo:
+            stack.extend((up, None) for up in todo)
+            continue
+        keys: frozenset[str] | None = frozenset()
+        for up in ups:
+            theirs = memo[up.task_id] if engine.state(up).may_rebuild else _raw_keys(up, engine)
+            keys = None if keys is None or theirs is None else keys | theirs
+        memo[node.task_id] = keys
+        stack.pop()
+    return memo[task.task_id]
+
+
+def not_its_keys(task, engine: Engine) -> bool:
+    """Whether ``task`` reads one key's slice of an upstream that may rebuild, and that rebuild can change
+    other keys' rows only: then it is up to date whatever the upstream's rebuild gives."""
+    if not task.reads_a_slice or not engine.state(task).may_rebuild:
+        return False
+    keys = upstream_keys(task, engine)
+    return keys is not None and getattr(task, type(task).entry.key_param) not in keys
+
+
+def _raw_keys(task, engine: Engine) -> frozenset[str] | None:
+    """:func:`changed_keys` of a partition stale by its own rules, raw files or folder."""
     state = engine.state(task)
     if state.state != "stale" or state.may_rebuild or not task.reads_raw():
         return None

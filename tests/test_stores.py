@@ -224,9 +224,9 @@ def test_the_sensor_lists_only_folders_it_has_not_seen(lab, setting, monkeypatch
     assert store_marts.read_registry()["S004"] == old_day
 
 
-def test_plan_and_status_say_the_stores_may_rebuild_when_staging_is_stale_and_the_run_rebuilds_one(
-    lab, setting, capsys
-):
+def test_plan_and_status_say_the_one_store_whose_file_changed_may_rebuild_and_the_run_rebuilds_it(lab, setting, capsys):
+    """S007's file re-sent: the stale staging dates can change S007's rows only, so plan and status name S007
+    alone as pending (before: every store, though the plan of stg_qsr_pos named S007 only)."""
     from tasks.cli import main
 
     setting("daybreak", "start_date", START)
@@ -240,15 +240,17 @@ def test_plan_and_status_say_the_stores_may_rebuild_when_staging_is_stale_and_th
     args = ["--start", str(START), "--stop", str(START + dt.timedelta(days=4))]
     assert main(["plan", "store_daily_sales", *args]) == 1
     plan = capsys.readouterr().out
-    head = "store_daily_sales: 0 partitions would run, 11 may run once their upstream is rebuilt, 0 wait for raw data"
+    head = "store_daily_sales: 0 partitions would run, 1 may run once their upstream is rebuilt, 0 wait for raw data"
     assert plan.splitlines()[0] == head, plan
     upstream = f"staging/qsr_pos {late - dt.timedelta(days=1)} (stale: input content changed: qsr_pos/{late}/S007.csv)"
     root = f"may rebuild once its upstream is rebuilt: {upstream}"
-    may = f"  may   S001 .. S011 (11 partitions): {root}"
-    assert may in plan and "  run:  luigi --module tasks AllStores --local-scheduler" in plan, plan
+    assert [line for line in plan.splitlines() if line.startswith("  may ")] == [f"  may   S007: {root}"], plan
+    assert "  run:  luigi --module tasks AllStores --local-scheduler" in plan, plan
+    assert main(["plan", "stg_qsr_pos", *args]) == 1  # the upstream's plan names the same store
+    assert "  then may go stale downstream: store_daily_sales S007\n" in capsys.readouterr().out
     assert main(["status", "--dataset", "store_daily_sales"]) == 0
     shown = capsys.readouterr().out
-    assert f"store_daily_sales  (unpartitioned)  pending: store_id S001 .. S011 (11 of 11): {root}" in shown, shown
+    assert f"store_daily_sales  (unpartitioned)  pending: store_id S007: {root}\n" in shown, shown
     assert lab.luigi("AllStores") == 0
     after = store_parts(lab)
     assert {s for s in after if after[s] != before[s]} == {"S007"}
@@ -381,7 +383,8 @@ def test_plan_and_status_name_a_new_store_whose_file_landed_with_its_folders_tim
     capsys.readouterr()
     assert main(["plan", "store_daily_sales", "--start", str(START), "--stop", str(START + dt.timedelta(days=4))]) == 1
     plan = capsys.readouterr().out
-    assert plan.startswith("store_daily_sales: 1 partition would run, 3 may run") and "  run   S009  missing" in plan
+    # S009's file holds S009's rows only: the other stores' rows cannot change
+    assert plan.startswith("store_daily_sales: 1 partition would run, 0 wait") and "  run   S009  missing" in plan
     assert main(["status", "--dataset", "store_daily_sales", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["state"] == "missing" and row["reason"].startswith("store_id S009: no partition, not registered yet")
@@ -666,9 +669,9 @@ def test_status_before_the_first_all_stores_says_what_registers_the_stores(lab, 
     )
 
 
-def test_status_names_a_new_stores_missing_partition_while_the_others_are_pending(lab, setting, capsys):
-    """A new store's first file makes the staging date stale (the registered stores may rebuild) and the new store
-    a partition the next run builds: status names it missing, as plan names it a run."""
+def test_status_names_a_new_stores_missing_partition_and_the_others_up_to_date(lab, setting, capsys):
+    """A new store's first file makes the staging date stale (S009's rows only can change) and the new store
+    a partition the next run builds: status names it missing, as plan names it a run, and no other store."""
     from tasks.cli import main
 
     setting("daybreak", "start_date", START)
@@ -680,9 +683,9 @@ def test_status_names_a_new_stores_missing_partition_while_the_others_are_pendin
     assert main(["status", "--dataset", "store_daily_sales", "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
     new = "store_id S009: no partition, not registered yet: AllStores registers and builds it"
-    assert row["state"] == "missing" and row["reason"].startswith(f"{new}; S001, S002, S003 pending: "), row
+    assert row["state"] == "missing" and row["reason"] == new, row
     assert main(["status", "--dataset", "store_daily_sales"]) == 0
-    assert f"  (unpartitioned)  missing: {new}; S001, S002, S003 pending: " in capsys.readouterr().out
+    assert f"  (unpartitioned)  missing: {new}\n" in capsys.readouterr().out
     assert store_marts.read_registry().keys() == {"S001", "S002", "S003"}  # status registers nothing
 
 
