@@ -1117,6 +1117,30 @@ def test_a_later_start_date_makes_the_chain_start_there_and_the_books_forget_wha
     ]
 
 
+def test_start_date_moved_back_names_the_partitions_the_chain_and_the_books_were_built_without(hotel_lab, setting):
+    """start_date moves from 09-10 to 09-12 and back: the state of 09-12 and on-the-books, built meanwhile
+    without the days before 09-12, read them again. Their stale reason names what they were built without
+    (before: `upstream ... 2026-09-11 changed`, though the state of 09-11 and the staging of 09-10 were kept
+    as they were)."""
+    from tasks.views import status
+
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    later = FIRST + 2 * DAY
+    setting("daybreak", "start_date", later)
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    kept = hotel_lab.built_at(STATE)[later - DAY]
+    setting("daybreak", "start_date", FIRST)
+    rows = {r.date: r for r in status.collect(FIRST, FIRST + 4 * DAY, ["hotel_booking_state"])}
+    assert rows[later].state == "stale" and "changed" not in rows[later].reason, rows[later]
+    assert f"{STATE} {later - DAY}" in rows[later].reason, rows[later]
+    (books,) = status.collect(FIRST, FIRST + 4 * DAY, ["otb_by_stay_date"])
+    assert books.state == "stale" and "changed" not in books.reason, books
+    assert f"staging/hotel_bookings_daily {FIRST}" in books.reason and "2 upstream partitions" in books.reason, books
+    assert hotel_lab.built_at(STATE)[later - DAY] == kept  # what it reads again was not rebuilt
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    assert ("H1", dt.date(2026, 10, 1), 4, "400.00", 4) in otb(hotel_lab)  # every booking since 09-10 again
+
+
 def test_an_extract_taken_away_waits_and_a_late_first_extract_is_named_as_an_input_change_not_a_rules_change(
     hotel_lab,
 ):

@@ -144,6 +144,7 @@ class Engine(Memo):
         dropped = len(set(recorded) - {up.task_id for up in upstream})
         if dropped:  # e.g. a later start_date: the first day of a chain no longer reads the day before
             return State("stale", f"it read {dropped} upstream partition{'s' if dropped > 1 else ''} it reads no more")
+        added = [up for up in upstream if up.task_id not in recorded]  # e.g. an earlier start_date again
         first_not_ok = None  # a rebuilt upstream may come out as the version this node read (early cutoff)
         for up in upstream:
             up_state = yield up
@@ -153,6 +154,8 @@ class Engine(Memo):
                 # rebuilt since with other rows may come back to the rows this node read (a change undone)
                 first_not_ok = first_not_ok or up_state.cause or _cause(up, up_state)
                 continue
+            if up.task_id not in recorded:  # not changed: it was built without it
+                return State("stale", _built_without(added))
             up_manifest = self._summary(self.store(up), up.key)[1]
             version = None if up_manifest is None or up_manifest.get("_corrupt") else node.upstream_version(up_manifest)
             if recorded.get(up.task_id) != version:  # rebuilt since with other rows, and no run rebuilds it again
@@ -293,6 +296,13 @@ class Engine(Memo):
         held = [entry[0] for entry in entries] + [f"{name} ({why})" for name, why in unread]
         shown = ", ".join(sorted(held)[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
         return f"there, without {awaited_file(source)} yet" + (f"; it holds {shown}" if held else "")
+
+
+def _built_without(added: list[Node]) -> str:
+    """``built without 2 upstream partitions it reads now: staging/x 2026-09-01, staging/x 2026-09-02``."""
+    n = len(added)
+    shown = ", ".join(label(up) for up in added[:3]) + (f" and {n - 3} more" if n > 3 else "")
+    return f"built without {n} upstream partition{'s' if n > 1 else ''} it reads now: {shown}"
 
 
 def _cause(node: Node, state: State) -> str:
