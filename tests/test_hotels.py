@@ -112,6 +112,22 @@ def test_on_the_books_and_a_resent_old_extract(hotel_lab):
     ]
 
 
+def test_the_books_after_a_new_extract_date_name_the_partitions_of_that_date(hotel_lab):
+    """The morning's extracts land: the books read that date's staging and state in place of the day before's,
+    and status names them, not only that an upstream partition is read no more."""
+    from tasks.views import status
+
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    new = FIRST + 4 * DAY
+    write(hotel_lab, new, "H1", [])
+    write(hotel_lab, new, "H2", [])
+    (books,) = status.collect(FIRST, new + DAY, ["otb_by_stay_date"])
+    assert books.state == "stale", books
+    assert f"staging/hotel_bookings_daily {new}" in books.reason and f"{STATE} {new}" in books.reason, books.reason
+    assert hotel_lab.luigi("OtbByStayDate") == 0
+    assert [r.state for r in status.collect(FIRST, new + DAY, ["otb_by_stay_date"])] == ["ok"]
+
+
 def test_a_missing_date_inside_the_range_blocks_on_the_books(hotel_lab):
     shutil.rmtree(hotel_lab.raw / "hotel_bookings" / "2026-09-11")
     assert hotel_lab.luigi("OtbByStayDate") == 20  # missing data, never skipped silently

@@ -142,9 +142,10 @@ class Engine(Memo):
         recorded = manifest.get("upstream", {})
         upstream = node.upstream()
         dropped = len(set(recorded) - {up.task_id for up in upstream})
-        if dropped:  # e.g. a later start_date: the first day of a chain no longer reads the day before
-            return State("stale", f"it read {dropped} upstream partition{'s' if dropped > 1 else ''} it reads no more")
         added = [up for up in upstream if up.task_id not in recorded]  # e.g. an earlier start_date again
+        if dropped:  # a later start_date: a chain's first day reads the day before no more; the books, a new day
+            gone = f"it read {dropped} upstream partition{'s' if dropped > 1 else ''} it reads no more"
+            return State("stale", f"{_built_without(added)}; {gone}" if added else gone)
         first_not_ok = None  # a rebuilt upstream may come out as the version this node read (early cutoff)
         for up in upstream:
             up_state = yield up
