@@ -177,8 +177,10 @@ class Lab:
     # -- running Luigi ------------------------------------------------------------------------------
     def luigi(self, *args: str) -> int:
         """Run ``luigi --module tasks <args> --local-scheduler`` in this process; return its exit code.
-        The engine keeps what it learned as the ``luigi`` command does when it exits (its summaries); Luigi's
-        task instances are forgotten, as by a new command (a RangeDaily keeps the requirements it computed)."""
+        The engine keeps what it learned as the ``luigi`` command does when it exits (its summaries). Each run
+        makes its tasks anew, as a new ``luigi`` command does: a RangeDaily made by an earlier run of the same
+        range would keep the requirements that run computed (``_cached_requires``), so that a range found
+        complete once would be complete for good."""
         from luigi.task_register import Register
 
         Register.clear_instance_cache()
@@ -245,6 +247,38 @@ def lab(tmp_path, monkeypatch):
     yield lab
     reload_config()
     shutil.rmtree(tmp_path / "data", ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory):
+    """``built_once(lab, name, build)``: ``lab`` with the raw zone and data root that ``build(lab)`` leaves, for
+    tests that start from the same build: the module's first test that asks for ``name`` builds it in a lab of its
+    own, and every test gets a copy (copy2: sizes and mtimes kept, so the partitions match their manifests), as
+    a run of an earlier process left it. Copying is cheaper than building. ``build`` writes its raw files and runs
+    on the settings the test set before; it must depend on nothing else the test did."""
+    from luigi.task_register import Register
+
+    kept: dict[str, Path] = {}
+
+    def use(lab: Lab, name: str, build) -> Lab:
+        if name not in kept:
+            kept[name] = tmp_path_factory.mktemp(f"built-{name}")
+            cfg = luigi.configuration.get_config()
+            cfg.set("daybreak", "raw_root", str(kept[name] / "raw"))
+            cfg.set("daybreak", "data_root", str(kept[name] / "data"))
+            try:
+                build(Lab(kept[name]))
+            finally:
+                cfg.set("daybreak", "raw_root", str(lab.raw))
+                cfg.set("daybreak", "data_root", str(lab.data))
+                Register.clear_instance_cache()  # the build's tasks (a RangeDaily's requirements) are not the test's
+        shutil.rmtree(lab.raw)
+        shutil.copytree(kept[name] / "raw", lab.raw, symlinks=True)
+        if (kept[name] / "data").exists():
+            shutil.copytree(kept[name] / "data", lab.data, symlinks=True)
+        return lab
+
+    return use
 
 
 @pytest.fixture
