@@ -192,6 +192,39 @@ class Lab:
             freshness.process_engine().flush()
         return 0
 
+    @contextlib.contextmanager
+    def host(self, cfg: Path, cwd: Path):
+        """A block in which this process is a host of its own (:meth:`luigi`, ``tasks.cli.main``): one started
+        in ``cwd`` with ``LUIGI_CONFIG_PATH=cfg``, so its settings, and their age (settings_changed_at), are
+        the files Luigi reads there. Afterwards the test's settings are back."""
+        from luigi.task_register import Register
+
+        from tasks.configfiles import LUIGI_FILES
+
+        cfg_parser = luigi.configuration.get_config()
+        kind, kept = type(cfg_parser), {s: dict(cfg_parser.items(s, raw=True)) for s in cfg_parser.sections()}
+        paths, named = kind._config_paths, os.environ.get("LUIGI_CONFIG_PATH")
+
+        def load(sections: dict | None) -> None:
+            for section in cfg_parser.sections():
+                cfg_parser.remove_section(section)
+            cfg_parser.reload() if sections is None else cfg_parser.read_dict(sections)
+            apply_luigi_defaults()
+            Register.clear_instance_cache()
+
+        try:
+            with contextlib.chdir(cwd):
+                kind._config_paths, os.environ["LUIGI_CONFIG_PATH"] = [*LUIGI_FILES, str(cfg)], str(cfg)
+                load(None)
+                yield self
+        finally:
+            kind._config_paths = paths
+            if named is None:
+                os.environ.pop("LUIGI_CONFIG_PATH", None)
+            else:
+                os.environ["LUIGI_CONFIG_PATH"] = named
+            load(kept)
+
     def range(self, start: dt.date, stop: dt.date, *extra: str, of: str = "StgQsrPos") -> int:
         return self.luigi("RangeDaily", "--of", of, "--start", str(start), "--stop", str(stop), *extra)
 

@@ -96,15 +96,17 @@ def test_a_partition_built_by_a_newer_version_is_never_replaced_by_an_older_one(
     assert f"StgQsrPos {START}: 1 superseded" in out
 
 
-def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_newer_ones(lab, tmp_path):
+def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_newer_ones(
+    lab, tmp_path, caplog, capsys
+):
     """Before, a host left on an old luigi.cfg rebuilt, exit 0 and without a word, every partition a host on the
     new settings had built: two hosts on a daily timer flipped the partitions back and forth. The newest
     settings any partition of the dataset was built under decide, so a rollback holds for the partitions the
     rolling-back host did not rebuild too; a setting on the command line makes no host's settings newer."""
     import os
-    import subprocess
-    import sys
     import time
+
+    from tasks.cli import main
 
     lab.qsr_days(START, DATES + 1)
     folder = tmp_path / "hosts"
@@ -116,43 +118,41 @@ def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_
     os.utime(new, (now - 1800, now - 1800))
     middle = ("--start", str(START + DAY), "--stop", str(START + 3 * DAY))
 
-    def host(cfg, *args):
+    def host(cfg, *args) -> tuple[int, str]:
+        """(exit code, log) of the range run by a host on ``cfg``."""
         args = args if "--start" in args else ("--start", str(START), "--stop", str(START + DATES * DAY), *args)
-        env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
-        return lab.cli("RangeDaily", "--of", "StgQsrPos", *args, "--local-scheduler", cwd=folder, env=env)
+        caplog.clear()
+        with lab.host(cfg, folder), caplog.at_level("INFO", logger="luigi-interface"):
+            return lab.luigi("RangeDaily", "--of", "StgQsrPos", *args), caplog.text
 
     def thresholds():
         return [m["rules"]["suspicious_qty_threshold"] for _, m in sorted(_manifests(lab).items())]
 
-    assert host(old).returncode == 0 and thresholds() == [20] * DATES
-    assert host(new, *middle).returncode == 0 and thresholds() == [20, 2, 2, 20]  # the rollout, begun
+    assert host(old)[0] == 0 and thresholds() == [20] * DATES
+    assert host(new, *middle)[0] == 0 and thresholds() == [20, 2, 2, 20]  # the rollout, begun
     before = _manifests(lab)
-    late = host(old, "--daybreak-lock-wait-s", "5")  # a setting on the command line changes nothing
-    assert late.returncode == 10, late.stderr[-3000:]
-    assert f"staging/qsr_pos {START + DAY}: built under other rules; " in late.stderr
-    assert "here -> there: suspicious_qty_threshold 20 -> 2): update them. Not replaced" in late.stderr
-    assert f"StgQsrPos {START} .. {START + (DATES - 1) * DAY}: 2 superseded, 2 up to date" in late.stderr
+    code, late = host(old, "--daybreak-lock-wait-s", "5")  # a setting on the command line changes nothing
+    assert code == 10, late[-3000:]
+    assert f"staging/qsr_pos {START + DAY}: built under other rules; " in late
+    assert "here -> there: suspicious_qty_threshold 20 -> 2): update them. Not replaced" in late
+    assert f"StgQsrPos {START} .. {START + (DATES - 1) * DAY}: 2 superseded, 2 up to date" in late
     assert _manifests(lab) == before
-    span = ("--start", str(START), "--stop", str(START + DATES * DAY))
-    env = {**os.environ, "LUIGI_CONFIG_PATH": str(old), "PYTHONPATH": str(REPO)}
-    shown = subprocess.run(
-        [sys.executable, "-m", "tasks.cli", "status", "--dataset", "stg_qsr_pos", *span],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert "2 ok, 2 newer" in shown.stdout, shown.stdout + shown.stderr
-    assert "20 -> 2): update them; a run does not replace it" in shown.stdout, shown.stdout
-    planned = subprocess.run(
-        [sys.executable, "-m", "tasks.cli", "plan", "stg_qsr_pos", *span],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert planned.returncode == 0, planned.stdout + planned.stderr
-    assert "0 partitions would run, 0 wait for raw data, 2 built by a newer version or settings" in planned.stdout
+    span = ["--start", str(START), "--stop", str(START + DATES * DAY)]
+    capsys.readouterr()
+    with lab.host(old, folder):
+        assert main(["status", "--dataset", "stg_qsr_pos", *span]) == 0
+        shown = capsys.readouterr().out
+        assert main(["plan", "stg_qsr_pos", *span]) == 0
+        planned = capsys.readouterr().out
+    assert "2 ok, 2 newer" in shown, shown
+    assert "20 -> 2): update them; a run does not replace it" in shown, shown
+    assert "0 partitions would run, 0 wait for raw data, 2 built by a newer version or settings" in planned, planned
     # a deliberate rollback: the old settings written again (now the newest) replace the rollout's...
     os.utime(old)
-    assert host(old).returncode == 0 and thresholds() == [20] * DATES
+    assert host(old)[0] == 0 and thresholds() == [20] * DATES
     # ... and hold for every partition of the dataset, those the rollback did not rebuild as well
     before = _manifests(lab)
-    assert host(new).returncode == 10
+    assert host(new)[0] == 10
     assert _manifests(lab) == before
 
 
@@ -217,7 +217,7 @@ def test_what_reads_a_partition_built_by_a_newer_version_as_it_is_is_up_to_date(
     assert lab.luigi("AllStores") == 0
 
 
-def test_a_late_hotel_extract_is_built_by_a_host_whose_settings_file_is_older_but_the_same(lab, tmp_path, setting):
+def test_a_late_hotel_extract_is_built_by_a_host_whose_settings_file_is_older_but_the_same(lab, tmp_path, caplog):
     """Which hotels a date reads is part of its rules (each hotel's timezone), so a late extract changes them:
     that is new input, not a rollout. A host whose luigi.cfg is older, with the same settings, builds it."""
     import os
@@ -238,18 +238,20 @@ def test_a_late_hotel_extract_is_built_by_a_host_whose_settings_file_is_older_bu
     os.utime(older, (now - 3600, now - 3600))
     os.utime(newer, (now - 1800, now - 1800))
 
-    def host(cfg):
-        env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
+    def host(cfg) -> tuple[int, str]:
+        """(exit code, log) of the range run by a host on ``cfg``."""
         span = ("--start", str(FIRST), "--stop", str(FIRST + 3 * DAY))
-        return lab.cli("RangeDaily", "--of", "StgHotelBookingsDaily", *span, "--local-scheduler", cwd=folder, env=env)
+        caplog.clear()
+        with lab.host(cfg, folder), caplog.at_level("INFO", logger="luigi-interface"):
+            return lab.luigi("RangeDaily", "--of", "StgHotelBookingsDaily", *span), caplog.text
 
-    first = host(newer)
-    assert first.returncode == 0, first.stderr[-3000:]
+    code, out = host(newer)
+    assert code == 0, out[-3000:]
     day = FIRST + 2 * DAY  # H2's first extract, late (once a hotel sent one, a later folder waits for its own)
     write(lab, day, "H2", [f"V1,H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])
-    late = host(older)
-    assert late.returncode == 0, late.stderr[-3000:]
-    assert f"StgHotelBookingsDaily {FIRST} .. {FIRST + 2 * DAY}: 1 ran, 2 up to date" in late.stderr, late.stderr
+    code, late = host(older)
+    assert code == 0, late[-3000:]
+    assert f"StgHotelBookingsDaily {FIRST} .. {FIRST + 2 * DAY}: 1 ran, 2 up to date" in late, late
 
 
 @pytest.mark.system  # a real luigid and two luigi processes
