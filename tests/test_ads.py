@@ -184,7 +184,7 @@ def test_a_row_over_two_lines_is_one_reject_of_its_own_date_alone(ads_lab, setti
     assert [r[0] for r in day_rows(ads_lab, "staging/ads_daily", "campaign_id", dt.date(2026, 10, 3))] == ["C2"]
 
 
-def test_a_date_the_newest_export_got_wrong_fails_and_is_never_taken_from_an_older_export(ads_lab, setting):
+def test_a_date_the_newest_export_got_wrong_fails_and_is_never_taken_from_an_older_export(ads_lab, setting, caplog):
     """The newest export holding 09-30 (10-04) has C2's row of 09-30 mistyped: the date fails (exit 30), naming
     the file, row and reason, and keeps its previous partition, rather than lose C2 or go back to 10-03's
     numbers without a word. Allowed by ``[ads] max_reject_share``, the date is 10-04's valid rows."""
@@ -193,13 +193,11 @@ def test_a_date_the_newest_export_got_wrong_fails_and_is_never_taken_from_an_old
     rows = [r.replace(",0.00,4,", ",0.00,four,") if r.startswith("2026-09-30,C2,") else r for r in ads_rows(
         dt.date(2026, 10, 4), FIRST)]  # fmt: skip
     ads_lab.ads_export(dt.date(2026, 10, 4), FIRST, rows)
-    sections = {"daybreak": {"raw_root": ads_lab.raw, "data_root": ads_lab.data, "start_date": FIRST}}
-    cfg = write_config(ads_lab.root / "ads.cfg", sections)
-    proc = ads_lab.cli("AdsDaily", "--date", "2026-09-30", "--local-scheduler", env={"LUIGI_CONFIG_PATH": str(cfg)})
-    assert proc.returncode == 30, proc.stderr[-3000:]
-    assert "staging/ads_daily 2026-09-30: 1 of 2 rows rejected (50.0% > max_reject_share 5.0%)" in proc.stderr
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert ads_lab.luigi("AdsDaily", "--date", "2026-09-30") == 30, caplog.text[-3000:]
+    assert "staging/ads_daily 2026-09-30: 1 of 2 rows rejected (50.0% > max_reject_share 5.0%)" in caplog.text
     rejects = ads_lab.data / "_state/failures/staging/ads_daily/business_date=2026-09-30.rejected.parquet"
-    assert f"the previous partition is kept. All rejected rows: {rejects}" in proc.stderr, proc.stderr[-3000:]
+    assert f"the previous partition is kept. All rejected rows: {rejects}" in caplog.text, caplog.text[-3000:]
     failure = json.loads(rejects.with_name("business_date=2026-09-30.json").read_text())
     assert "ads/2026-10-04/ads.csv row 9: conversions is not an integer >= 0" in failure["error"]
     assert ads_daily(ads_lab, dt.date(2026, 9, 30)) == before

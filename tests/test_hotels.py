@@ -26,14 +26,29 @@ def write(lab, day: dt.date, hotel: str, rows: list[str]):
     return path
 
 
-@pytest.fixture
-def hotel_lab(lab, setting):
-    setting("daybreak", "start_date", FIRST)
+def extracts(lab) -> None:
     for k in range(4):  # extracts 09-10 .. 09-13; H1 Toronto, H2 Vancouver
         day = FIRST + dt.timedelta(days=k)
         write(lab, day, "H1", [f"T{k},H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,100.00,direct"])
         write(lab, day, "H2", [f"V{k},H2,{day}T23:30:00-07:00,CREATED,2026-10-02,2026-10-03,2,50.00,ota"])
+
+
+@pytest.fixture
+def hotel_lab(lab, setting):
+    setting("daybreak", "start_date", FIRST)
+    extracts(lab)
     return lab
+
+
+def build_pickups(lab) -> None:
+    extracts(lab)
+    assert lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(FIRST + 4 * DAY)) == 0
+
+
+@pytest.fixture
+def pickups_built(hotel_lab, built_once):
+    """hotel_lab with every hotel's pickups built 09-10 .. 09-13 (and the chain they read), by a run before the test."""
+    return built_once(hotel_lab, "pickups", build_pickups)
 
 
 def otb(lab) -> list[tuple]:
@@ -314,14 +329,13 @@ def test_pickup_adds_up_to_the_books_and_a_resent_extract_rebuilds_one_hotel(hot
     assert {d for d, t in hotel_lab.built_at(STATE).items() if states.get(d) != t} == {last}  # and its state
 
 
-def test_a_resent_old_extract_rebuilds_the_states_from_its_date_and_only_its_hotels_pickups(hotel_lab):
+def test_a_resent_old_extract_rebuilds_the_states_from_its_date_and_only_its_hotels_pickups(pickups_built):
     stop = FIRST + dt.timedelta(days=4)
-    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
-    assert set(hotel_lab.built_at(STATE)) == {FIRST + dt.timedelta(days=k) for k in range(4)}
-    before, states = pickups(hotel_lab), hotel_lab.built_at(STATE)
+    assert set(pickups_built.built_at(STATE)) == {FIRST + dt.timedelta(days=k) for k in range(4)}
+    before, states = pickups(pickups_built), pickups_built.built_at(STATE)
     day = FIRST + dt.timedelta(days=1)  # H1's extract of 09-11 re-sent: T0 (booked 09-10) cancelled, one more booking
     write(
-        hotel_lab,
+        pickups_built,
         day,
         "H1",
         [
@@ -330,21 +344,21 @@ def test_a_resent_old_extract_rebuilds_the_states_from_its_date_and_only_its_hot
             f"T9,H1,{day}T14:00:00-04:00,CREATED,2026-10-05,2026-10-06,3,90.00,direct",
         ],
     )
-    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
-    after = pickups(hotel_lab)
+    assert pickups_built.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    after = pickups(pickups_built)
     rebuilt = {k for k in after if after[k] != before.get(k)}
     assert rebuilt == {(FIRST + dt.timedelta(days=k), "H1") for k in range(1, 4)}  # H2's slices did not change
-    assert {d for d, t in hotel_lab.built_at(STATE).items() if states.get(d) != t} == {
+    assert {d for d, t in pickups_built.built_at(STATE).items() if states.get(d) != t} == {
         FIRST + dt.timedelta(days=k) for k in range(1, 4)
     }
-    assert hotel_lab.luigi("OtbByStayDate") == 0
-    glob = f"{hotel_lab.data}/marts/hotel_pickup/*/*/*.parquet"
+    assert pickups_built.luigi("OtbByStayDate") == 0
+    glob = f"{pickups_built.data}/marts/hotel_pickup/*/*/*.parquet"
     summed = duckdb.execute(
         f"select hotel_id, stay_date, sum(rooms_picked_up), sum(revenue_picked_up)::varchar from "
         f"read_parquet('{glob}', hive_partitioning=true) group by all having sum(rooms_picked_up) <> 0 order by 1, 2"
     ).fetchall()
-    assert summed == [row[:4] for row in otb(hotel_lab)]
-    assert ("H1", dt.date(2026, 10, 5), 3, "270.00", 1) in otb(hotel_lab)
+    assert summed == [row[:4] for row in otb(pickups_built)]
+    assert ("H1", dt.date(2026, 10, 5), 3, "270.00", 1) in otb(pickups_built)
     day_rows = duckdb.execute(
         f"select stay_date, rooms_picked_up, revenue_picked_up::varchar from read_parquet('{glob}', "
         f"hive_partitioning=true) where business_date = ? and hotel_id = 'H1' order by 1",
@@ -832,17 +846,15 @@ def test_the_hotels_list_beside_the_users_luigi_cfg_is_read_and_named(hotel_lab)
     assert proc.stderr.startswith(f"daybreak: error: [hotels] reference_file = 'nowhere.csv' in {cfg}: no such file")
 
 
-def test_plan_names_every_partition_that_would_go_stale_downstream_through_the_chain(hotel_lab, capsys):
+def test_plan_names_every_partition_that_would_go_stale_downstream_through_the_chain(pickups_built, capsys):
     from tasks.cli import main
     from tasks.downstream import stale_downstream
     from tasks.hotels import StgHotelBookingsDaily
 
-    stop = FIRST + dt.timedelta(days=4)
-    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
-    assert hotel_lab.luigi("HotelOtbExport", "--hotel", "H1") == 0
+    assert pickups_built.luigi("HotelOtbExport", "--hotel", "H1") == 0
     day = FIRST + dt.timedelta(days=2)  # the extract of 09-12 is re-sent with one more booking
     write(
-        hotel_lab,
+        pickups_built,
         day,
         "H1",
         [
@@ -876,15 +888,14 @@ def test_plan_names_every_partition_that_would_go_stale_downstream_through_the_c
     )
 
 
-def test_plan_and_status_of_the_pickups_say_which_may_rebuild_and_the_run_rebuilds_one_hotels(hotel_lab, capsys):
+def test_plan_and_status_of_the_pickups_say_which_may_rebuild_and_the_run_rebuilds_one_hotels(pickups_built, capsys):
     """H1's extract re-sent: only H1's pickups may rebuild, in the plans of the pickups and of the booking
     states, and in status (before: every hotel's, though the plan of the staging named H1's only)."""
     from tasks.cli import main
 
     stop = FIRST + 4 * DAY
-    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
     day = FIRST + DAY  # one rate of H1's extract of 09-11 changed: only H1's rows of 09-11 on can change
-    write(hotel_lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
+    write(pickups_built, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
     capsys.readouterr()
     assert main(["plan", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 1  # the upstream runs
     plan = capsys.readouterr().out
@@ -908,9 +919,9 @@ def test_plan_and_status_of_the_pickups_say_which_may_rebuild_and_the_run_rebuil
     downstream = [line for line in plan.splitlines() if " downstream: hotel_pickup " in line]
     h1 = f"{day} H1, {day + DAY} H1, {stop - DAY} H1"  # not the other hotels' pickups
     assert downstream == [f"  then may go stale downstream: hotel_pickup {h1}"], plan
-    before = pickups(hotel_lab)
-    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
-    after = pickups(hotel_lab)
+    before = pickups(pickups_built)
+    assert pickups_built.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    after = pickups(pickups_built)
     assert {k for k in after if after[k] != before[k]} == {(day + k * DAY, "H1") for k in range(3)}
     assert main(["plan", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data"
@@ -1004,7 +1015,7 @@ def test_the_partitions_of_a_hotel_taken_off_the_list_are_left_over_in_status_an
 
 
 def test_a_hotel_put_back_with_its_extracts_has_pickups_that_may_rebuild_and_the_run_finds_them_up_to_date(
-    hotel_lab, setting, capsys
+    pickups_built, setting, capsys
 ):
     """H2 taken off the list and its extracts out of the raw zone, the hotel datasets rebuilt without it, then
     both put back: the staging dates are stale (a new file each) and come back as H2's pickups read them. So
@@ -1016,23 +1027,22 @@ def test_a_hotel_put_back_with_its_extracts_has_pickups_that_may_rebuild_and_the
 
     stop = FIRST + 4 * DAY
     span = ["--start", str(FIRST), "--stop", str(stop)]
-    assert hotel_lab.luigi("AllHotelsPickup", *span) == 0
-    built = pickups(hotel_lab)
-    listed = hotel_lab.root / "hotels.csv"
+    built = pickups(pickups_built)
+    listed = pickups_built.root / "hotels.csv"
     full = (CONFIG_DIR / "hotels.csv").read_text()
     listed.write_text("".join(line for line in full.splitlines(keepends=True) if not line.startswith("H2,")))
     setting("hotels", "reference_file", listed)
     reference.hotels.cache_clear()
     try:
-        moved = hotel_lab.root / "moved"
+        moved = pickups_built.root / "moved"
         moved.mkdir()
         for k in range(4):
-            (hotel_lab.raw / "hotel_bookings" / str(FIRST + k * DAY) / "H2.csv").rename(moved / f"{k}.csv")
-        assert hotel_lab.luigi("AllHotelsPickup", *span) == 0  # H2's pickups are left over, not rebuilt
+            (pickups_built.raw / "hotel_bookings" / str(FIRST + k * DAY) / "H2.csv").rename(moved / f"{k}.csv")
+        assert pickups_built.luigi("AllHotelsPickup", *span) == 0  # H2's pickups are left over, not rebuilt
         listed.write_text(full)  # H2 was taken off by mistake: back, with its extracts
         reference.hotels.cache_clear()
         for k in range(4):
-            (moved / f"{k}.csv").rename(hotel_lab.raw / "hotel_bookings" / str(FIRST + k * DAY) / "H2.csv")
+            (moved / f"{k}.csv").rename(pickups_built.raw / "hotel_bookings" / str(FIRST + k * DAY) / "H2.csv")
         capsys.readouterr()
         assert main(["status", "--dataset", "hotel_pickup", *span]) == 0
         shown = capsys.readouterr().out
@@ -1043,25 +1053,24 @@ def test_a_hotel_put_back_with_its_extracts_has_pickups_that_may_rebuild_and_the
         plan = capsys.readouterr().out
         head = "hotel_pickup: 0 partitions would run, 20 may run once their upstream is rebuilt, 0 wait for raw data"
         assert plan.splitlines()[0] == head, plan
-        assert hotel_lab.luigi("AllHotelsPickup", *span) == 0
-        assert pickups(hotel_lab) == built  # H2's too: up to date, not rebuilt
+        assert pickups_built.luigi("AllHotelsPickup", *span) == 0
+        assert pickups(pickups_built) == built  # H2's too: up to date, not rebuilt
         assert main(["plan", "hotel_pickup", *span]) == 0
         assert capsys.readouterr().out.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data"
-        assert hotel_lab.luigi("OtbByStayDate") == 0
-        summed = summed_pickups(hotel_lab)
-        assert summed == [row[:4] for row in otb(hotel_lab)] and ("H2",) in {row[:1] for row in summed}, summed
+        assert pickups_built.luigi("OtbByStayDate") == 0
+        summed = summed_pickups(pickups_built)
+        assert summed == [row[:4] for row in otb(pickups_built)] and ("H2",) in {row[:1] for row in summed}, summed
     finally:
         reference.hotels.cache_clear()
 
 
-def test_a_deleted_day_of_the_chain_is_the_one_partition_plan_and_status_say_would_run(hotel_lab, capsys):
+def test_a_deleted_day_of_the_chain_is_the_one_partition_plan_and_status_say_would_run(pickups_built, capsys):
     """docs/run-semantics.md: deleting a partition's folder rebuilds that date and nothing else. The days after it
     read it unchanged once it is rebuilt to the same rows: plan and status say they may run, not that they will."""
     from tasks.cli import main
 
     stop = FIRST + 4 * DAY
-    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
-    shutil.rmtree(hotel_lab.partition(FIRST + DAY, STATE))
+    shutil.rmtree(pickups_built.partition(FIRST + DAY, STATE))
     capsys.readouterr()
     assert main(["plan", "hotel_booking_state", "--start", str(FIRST), "--stop", str(stop)]) == 1
     plan = capsys.readouterr().out
@@ -1078,23 +1087,22 @@ def test_a_deleted_day_of_the_chain_is_the_one_partition_plan_and_status_say_wou
     shown = capsys.readouterr().out
     assert "\n  #.??\n  1 ok, 2 pending, 1 missing\n" in shown, shown
     assert f"  {FIRST + 2 * DAY} .. {stop - DAY} (2 days) pending: {root}" in shown, shown
-    rebuilt = hotel_lab.rebuilt_by(lambda: hotel_lab.range(FIRST, stop, of="HotelBookingState"), STATE)
+    rebuilt = pickups_built.rebuilt_by(lambda: pickups_built.range(FIRST, stop, of="HotelBookingState"), STATE)
     assert rebuilt == {FIRST + DAY}  # as the plan said: the rest read it unchanged
 
 
-def test_a_day_of_the_chain_whose_upstream_was_rebuilt_to_other_rows_is_stale_until_that_is_stale_again(hotel_lab):
+def test_a_day_of_the_chain_whose_upstream_was_rebuilt_to_other_rows_is_stale_until_that_is_stale_again(pickups_built):
     """A partition whose upstream in place is not the one it read is stale while that upstream is ok: a run
     rebuilds it. Once the upstream is stale again, the run rebuilds the upstream first, and it may come back to
     the rows the partition read (the change undone): pending, and the run finds it up to date."""
     from tasks.views import status
 
     stop = FIRST + 4 * DAY
-    assert hotel_lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
     day = FIRST + DAY
-    path = hotel_lab.raw / "hotel_bookings" / str(day) / "H1.csv"
+    path = pickups_built.raw / "hotel_bookings" / str(day) / "H1.csv"
     read = path.read_bytes()  # what the chain was built from
-    write(hotel_lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
-    assert hotel_lab.luigi("StgHotelBookingsDaily", "--date", str(day)) == 0  # other rows: the chain is not rebuilt
+    write(pickups_built, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
+    assert pickups_built.luigi("StgHotelBookingsDaily", "--date", str(day)) == 0  # other rows: the chain is not rebuilt
     rows = status.collect(FIRST, stop, ["hotel_booking_state"])
     assert [(r.state, r.reason) for r in rows[:2]] == [
         ("ok", ""),
@@ -1108,10 +1116,10 @@ def test_a_day_of_the_chain_whose_upstream_was_rebuilt_to_other_rows_is_stale_un
         ("ok", ""),
         *[("pending", f"may rebuild once its upstream is rebuilt: {root}")] * 3,
     ]
-    staged = hotel_lab.built_at("staging/hotel_bookings_daily")
-    rebuilt = hotel_lab.rebuilt_by(lambda: hotel_lab.range(FIRST, stop, of="HotelBookingState"), STATE)
+    staged = pickups_built.built_at("staging/hotel_bookings_daily")
+    rebuilt = pickups_built.rebuilt_by(lambda: pickups_built.range(FIRST, stop, of="HotelBookingState"), STATE)
     assert rebuilt == set()  # the staging day came back to the rows they read
-    assert {d for d, t in hotel_lab.built_at("staging/hotel_bookings_daily").items() if staged[d] != t} == {day}
+    assert {d for d, t in pickups_built.built_at("staging/hotel_bookings_daily").items() if staged[d] != t} == {day}
 
 
 def test_a_later_start_date_makes_the_chain_start_there_and_the_books_forget_what_came_before(hotel_lab, setting):
