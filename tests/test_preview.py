@@ -72,10 +72,15 @@ def tables(root, dataset: str = "staging/qsr_pos") -> dict[str, list]:
     }
 
 
-@pytest.fixture
-def threshold_lab(lab, qsr_setting):
+def built_at_20(lab) -> None:
     qsr_lab(lab)
     assert lab.range(D1, STOP) == 0  # threshold 20
+
+
+@pytest.fixture
+def threshold_lab(lab, qsr_setting, built_once):
+    """qsr_lab built at threshold 20 (by a run before the test), the threshold now 15."""
+    built_once(lab, "threshold-20", built_at_20)
     qsr_setting("suspicious_qty_threshold", 15)
     return lab
 
@@ -189,19 +194,25 @@ def test_a_half_published_preview_that_can_no_longer_be_published_can_be_discard
     assert not (lab.data / "_state" / "preview" / report["id"]).exists()
 
 
-def ads_history(lab, setting) -> tuple[dt.date, dt.date]:
+def ads_history(lab, setting, built_once, window_days: int = 7) -> tuple[dt.date, dt.date]:
     """(first, stop): exports 09-21 .. 10-04, each restating from 09-20 ([daybreak] start_date), and
-    ads_rolling_7d built over ``[first, stop)``."""
+    ads_rolling_7d built over ``[first, stop)`` with windows of ``window_days`` ([ads] rolling_window_days), by a
+    run before the test."""
     first, stop = dt.date(2026, 9, 20), dt.date(2026, 10, 4)
     setting("daybreak", "start_date", first)
-    for k in range(1, 15):
-        lab.ads_export(first + k * DAY, first)
-    assert lab.range(first, stop, of="AdsRolling7d") == 0
+    setting("ads", "rolling_window_days", window_days)
+
+    def build(lab) -> None:
+        for k in range(1, 15):
+            lab.ads_export(first + k * DAY, first)
+        assert lab.range(first, stop, of="AdsRolling7d") == 0
+
+    built_once(lab, f"ads-windows-{window_days}", build)
     return first, stop
 
 
-def test_a_resent_ads_export_shows_the_rolling_windows_it_changes(lab, capsys, setting):
-    first, stop = ads_history(lab, setting)
+def test_a_resent_ads_export_shows_the_rolling_windows_it_changes(lab, capsys, setting, built_once):
+    first, stop = ads_history(lab, setting, built_once)
     # 09-25's newest export is 10-02 (d+7): re-sent with C1 spending 25.00 instead of 10.00 that day
     rows = [
         r.replace("2026-09-25,C1,google,1000,50,10.00", "2026-09-25,C1,google,1000,50,25.00")
@@ -402,14 +413,15 @@ def test_a_preview_of_days_of_a_chain_builds_the_days_after_them_and_publishes(l
 
 
 @pytest.mark.parametrize("window_days", [7, 10])
-def test_a_preview_of_windows_builds_the_later_windows_its_upstream_changes(lab, capsys, setting, window_days):
+def test_a_preview_of_windows_builds_the_later_windows_its_upstream_changes(
+    lab, capsys, setting, built_once, window_days
+):
     """C1's spend of 09-24 changes in export 10-01, the newest that holds it: a preview of the windows 09-22 ..
     09-25 rebuilds ads_daily 09-24 first, so it builds, and shows changed, the windows after the range that
     read that day too (as many as [ads] rolling_window_days), and publishing it leaves nothing stale. (The
     days after the range that read the export are brought up to date first: a window that reads one of them
     stale is held, not built.)"""
-    setting("ads", "rolling_window_days", window_days)
-    first, stop = ads_history(lab, setting)
+    first, stop = ads_history(lab, setting, built_once, window_days)
     day = dt.date(2026, 9, 24)
     path = lab.raw / "ads" / "2026-10-01" / "ads.csv"
     path.write_text(path.read_text().replace(f"{day},C1,google,1000,50,10.00,", f"{day},C1,google,1000,50,99.00,"))
@@ -443,7 +455,7 @@ def test_a_preview_of_a_dataset_not_one_partition_per_date_is_one_line_and_exit_
 
 
 def test_a_preview_of_windows_holds_the_later_windows_that_read_stale_days_outside_it_as_the_plan_says(
-    lab, capsys, setting
+    lab, capsys, setting, built_once
 ):
     """Export 10-01 re-sent with every spend one more: ads_daily 09-24 .. 09-30 are stale. A preview of the
     windows 09-22 .. 09-25 builds, as the plan's `first` says, ads_daily 09-24 and 09-25 only, not the days
@@ -452,7 +464,7 @@ def test_a_preview_of_windows_holds_the_later_windows_that_read_stale_days_outsi
     builds the later windows and can be published."""
     from tasks.views.plan import make_plan
 
-    first, stop = ads_history(lab, setting)
+    first, stop = ads_history(lab, setting, built_once)
     export = dt.date(2026, 10, 1)
     rows = [r.replace(",10.00,", ",11.00,") for r in ads_rows(export, first)]
     lab.ads_export(export, first, rows)
