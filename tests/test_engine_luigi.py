@@ -67,8 +67,9 @@ def test_one_luigi_run_is_one_pass_and_the_next_run_another(lab, setting, seen):
 def test_a_pickup_backfill_checks_each_link_of_its_chain_a_bounded_number_of_times(lab, setting, monkeypatch):
     """Luigi asks complete() of every task, again before running what requires it, and again after
     its run; each answer needs the booking-state chain below it. With one pass per run, each link is
-    evaluated a few times in all (6 here), not about once per later question (up to 120 before)."""
-    days = 40
+    evaluated a few times in all (6 here), not about once per later question (before: up to 3 a later link, 60
+    here)."""
+    days = 20
     setting("daybreak", "start_date", FIRST)
     extracts(lab, days)
     calls = []
