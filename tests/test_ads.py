@@ -46,6 +46,18 @@ def ads_built(ads_lab, built_once):
     return built_once(ads_lab, "ads-rolling", build_windows)
 
 
+def build_windows_to_10_05(lab) -> None:
+    exports(lab)
+    lab.ads_export(dt.date(2026, 10, 5), FIRST)
+    assert lab.range(FIRST, dt.date(2026, 10, 5), of="AdsRolling7d") == 0
+
+
+@pytest.fixture
+def ads_to_10_05(ads_lab, built_once):
+    """ads_built one export later: export 10-05 too, and the look-back built 09-20 .. 10-04 (10-04 needs it)."""
+    return built_once(ads_lab, "ads-rolling-10-05", build_windows_to_10_05)
+
+
 def snapshot(lab) -> dict:
     return {ds: lab.built_at(ds) for ds in ("staging/ads_daily", "marts/ads_rolling_7d")}
 
@@ -98,20 +110,18 @@ def test_restatement_takes_the_newest_export_and_knows_when_it_is_final(ads_lab)
     assert {d for d, f in final.items() if f} == days(FIRST, dt.date(2026, 9, 27))  # export d+7 is in
 
 
-def test_a_new_export_rebuilds_its_7_dates_then_the_windows_that_read_them(ads_lab):
+def test_a_new_export_rebuilds_its_7_dates_then_the_windows_that_read_them(ads_to_10_05):
     stop = dt.date(2026, 10, 5)  # rolling built for 09-20 .. 10-04 (needs export 10-05 for 10-04)
-    ads_lab.ads_export(dt.date(2026, 10, 5), FIRST)
-    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
-    before = snapshot(ads_lab)
-    ads_lab.ads_export(dt.date(2026, 10, 6), FIRST)  # restates 09-29 .. 10-05 with more conversions
-    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
-    assert changed(before, snapshot(ads_lab)) == {
+    before = snapshot(ads_to_10_05)
+    ads_to_10_05.ads_export(dt.date(2026, 10, 6), FIRST)  # restates 09-29 .. 10-05 with more conversions
+    assert ads_to_10_05.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert changed(before, snapshot(ads_to_10_05)) == {
         "staging/ads_daily": days(dt.date(2026, 9, 29), dt.date(2026, 10, 4)),  # 10-05 was never built
         "marts/ads_rolling_7d": days(dt.date(2026, 9, 29), dt.date(2026, 10, 4)),
     }
-    before = snapshot(ads_lab)
-    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
-    assert changed(before, snapshot(ads_lab)) == {"staging/ads_daily": set(), "marts/ads_rolling_7d": set()}
+    before = snapshot(ads_to_10_05)
+    assert ads_to_10_05.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert changed(before, snapshot(ads_to_10_05)) == {"staging/ads_daily": set(), "marts/ads_rolling_7d": set()}
 
 
 def test_a_resent_export_with_the_same_numbers_rebuilds_nothing(ads_built):
@@ -301,16 +311,14 @@ def test_plan_exits_20_when_nothing_would_run_but_a_date_waits_for_its_export(ad
     assert capsys.readouterr().out.startswith("ads_daily: 1 partition would run, 1 waits for raw data\n")
 
 
-def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_lab, capsys):
+def test_plan_says_what_a_new_export_would_rebuild_and_what_it_makes_stale(ads_to_10_05, capsys):
     from tasks.cli import DATASET_NAMES, main
     from tasks.views import status
 
     assert set(status.DATASETS) <= set(DATASET_NAMES)
     stop = dt.date(2026, 10, 5)
-    ads_lab.ads_export(dt.date(2026, 10, 5), FIRST)
-    assert ads_lab.range(FIRST, stop, of="AdsRolling7d") == 0
     assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop)]) == 0  # nothing to do
-    ads_lab.ads_export(dt.date(2026, 10, 6), FIRST)
+    ads_to_10_05.ads_export(dt.date(2026, 10, 6), FIRST)
     capsys.readouterr()
     assert main(["plan", "ads_daily", "--start", str(FIRST), "--stop", str(stop), "--workers", "2"]) == 1
     out = capsys.readouterr().out
