@@ -208,7 +208,10 @@ class Lab:
         def load(sections: dict | None) -> None:
             for section in cfg_parser.sections():
                 cfg_parser.remove_section(section)
-            cfg_parser.reload() if sections is None else cfg_parser.read_dict(sections)
+            if sections is None:
+                cfg_parser.reload()
+            else:
+                cfg_parser.read_dict(sections)
             apply_luigi_defaults()
             Register.clear_instance_cache()
 
@@ -295,16 +298,17 @@ def built_once(tmp_path_factory):
 
     def use(lab: Lab, name: str, build) -> Lab:
         if name not in kept:
-            kept[name] = tmp_path_factory.mktemp(f"built-{name}")
+            root = tmp_path_factory.mktemp(f"built-{name}")
             cfg = luigi.configuration.get_config()
-            cfg.set("daybreak", "raw_root", str(kept[name] / "raw"))
-            cfg.set("daybreak", "data_root", str(kept[name] / "data"))
+            cfg.set("daybreak", "raw_root", str(root / "raw"))
+            cfg.set("daybreak", "data_root", str(root / "data"))
             try:
-                build(Lab(kept[name]))
+                build(Lab(root))
             finally:
                 cfg.set("daybreak", "raw_root", str(lab.raw))
                 cfg.set("daybreak", "data_root", str(lab.data))
                 Register.clear_instance_cache()  # the build's tasks (a RangeDaily's requirements) are not the test's
+            kept[name] = root  # built: a build that failed fails each test that asks for it
         shutil.rmtree(lab.raw)
         shutil.copytree(kept[name] / "raw", lab.raw, symlinks=True)
         if (kept[name] / "data").exists():
