@@ -265,8 +265,9 @@ def _progress_success(task: MaterializedTask) -> None:
 
 @MaterializedTask.event_handler(luigi.Event.DEPENDENCY_MISSING)
 def _declined(task: MaterializedTask) -> None:
-    """A partition this host leaves to another: said once, and counted superseded (exit 10)."""
-    if task.declined:
+    """A partition this host leaves to another: said once a run (Luigi adds a range again whose requirements
+    luigid counted done for its cooldown), and counted superseded (exit 10)."""
+    if task.declined and not runlog.superseded_in_run(task.task_id):
         logger.warning("%s", task.declined)
         runlog.failed(task, NotReplaced(task.declined))
 

@@ -444,6 +444,24 @@ def test_a_host_that_luigid_keeps_from_a_partition_for_its_cooldown_is_told_so(s
     assert "a partition it reads failed or waits" not in out
 
 
+def test_a_host_on_older_settings_warns_once_per_partition_within_luigids_cooldown(site):
+    """Host B (newer settings) builds two dates on luigid; host A (settings an hour older) runs three at once.
+    luigid counts B's partitions done for its cooldown and hands A its range, which finds them missing and is
+    scheduled again: each partition's "Not replaced" warning is still said once."""
+    site.land(3)
+    server = site.scheduler(stable_done_cooldown_secs=600)
+    try:
+        assert wait([site.host("b", *site.range_args(2), suspicious_qty_threshold=2)]) == [0], log(site, "b")
+        a = site.host("a", *site.range_args(3), age=3600)
+        assert wait([a]) == [10], log(site, "a")  # superseded: two left to the host on newer settings
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    out = log(site, "a")
+    warned = [line for line in out.splitlines() if line.startswith("WARNING:") and "Not replaced" in line]
+    assert sorted(line.split(": ")[1] for line in warned) == [f"staging/qsr_pos {START + i * DAY}" for i in range(2)]
+
+
 def test_a_host_on_old_rules_frozen_past_its_lease_cannot_undo_a_rollout_on_luigid(site):
     """Host A (old rules) and host B (new rules) on one luigid with its own settings; A freezes in the
     middle of its first commit, past its lease, until B has built the rest of the range. A's run exits 10,

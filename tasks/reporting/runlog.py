@@ -129,8 +129,17 @@ def done_in_run(task_id: str) -> bool:
     """Whether this run found the partition up to date or wrote it: one not complete later changed meanwhile."""
     if task_id in _watched and _watched[task_id][1]:
         return True
+    return _in_records("wrote", task_id)
+
+
+def superseded_in_run(task_id: str) -> bool:
+    """Whether this run recorded the partition superseded already (:func:`failed`): its warning is said."""
+    return _in_records("superseded", task_id)
+
+
+def _in_records(kind: str, task_id: str) -> bool:
     with contextlib.suppress(OSError, ValueError), open(_records or os.devnull, encoding="utf-8") as fh:
-        return any(json.loads(line).get("wrote") == task_id for line in fh if line.strip())
+        return any(json.loads(line).get(kind) == task_id for line in fh if line.strip())
     return False
 
 
