@@ -80,9 +80,10 @@ def take_back(worker) -> bool:
         taken.add(task_id)
         task = worker._scheduled_tasks.get(task_id)
         name = f"{task.task_family} {task.key}" if hasattr(task, "key") else info.get("display_name", task_id)
-        logger.warning(  # said before its lease: the lost host's task process, if alive, may commit first
+        logger.warning(  # said before its lease: the lost host's task process, if alive, or another host
+            # waiting for it (luigid hands the task back to one of them) may commit first
             "%s: the host building it disconnected from luigid (killed or frozen mid-build); this host runs it "
-            "again (and builds it unless a build the lost host started commits first)",
+            "again (and builds it unless another build commits first)",
             name,
         )
         worker._scheduler.add_task(worker=worker._id, task_id=task_id, status=scheduler.PENDING, runnable=True)
