@@ -114,6 +114,20 @@ def test_a_data_object_without_its_manifest_and_a_manifest_without_its_data_obje
     assert rows_by_date(lab) == [(str(START + i * DAY), 38) for i in range(3)]
 
 
+def test_a_data_object_replaced_by_a_plain_put_is_stale_and_named_so_not_as_a_copy_without_times(s3lab, capsys):  # noqa: F811
+    """An object's identity in a bucket is its ETag, not a time a copy could lose: the reason status gives
+    for a data object replaced by hand says so, and the next run rebuilds the partition."""
+    lab = s3lab
+    raw_lab(lab, days=3)
+    assert lab.range(START, STOP) == 0
+    put(lab, f"{PREFIX}/business_date={START}/data.parquet", data(lab, START + DAY))
+    state, reason = (status(capsys)[str(START)][k] for k in ("state", "reason"))
+    assert (state, reason.split(" (")[0]) == ("stale", "data file does not match its manifest"), reason
+    assert "replaced by hand" in reason and "times" not in reason, reason
+    assert lab.range(START, STOP) == 0
+    assert {r["state"] for r in status(capsys).values()} == {"ok"}
+
+
 def test_a_hotel_taken_off_the_list_leaves_prefixes_named_until_deleted_as_status_says(s3lab, setting, capsys):  # noqa: F811
     """tests/test_hotels.py for a local data root: in a bucket, status names each left-over partition
     prefix once (not each object), and the command it gives deletes those and nothing else."""

@@ -29,6 +29,7 @@ class Commit(Protocol):
 
 class Backend(Protocol):
     data_root: Any  # as the user gave it: a Path, or ``s3://BUCKET/PREFIX``
+    differs_by: str  # how a file may come to differ from its manifest, as a reason names it
 
     # -- names
     def at(self, rel: str) -> Any: ...  # the data root of a folder below this one (a Path or a URI)

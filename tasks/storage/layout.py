@@ -57,10 +57,11 @@ def missing_file(f: dict) -> str:
     return "data file missing" if f["name"] == DATA_FILE else f"file missing: {f['name']}"
 
 
-def differing_file(f: dict) -> str:
-    """The reason for a file a manifest lists that is there but is not the one it describes."""
+def differing_file(f: dict, how: str) -> str:
+    """The reason for a file a manifest lists that is there but is not the one it describes; ``how`` it may
+    have come to differ on its backend (:attr:`~tasks.storage.backend.Backend.differs_by`)."""
     what = "quarantine file" if "path" in f else "data file" if f["name"] == DATA_FILE else f["name"]
-    return f"{what} does not match its manifest (an interrupted write, or a copy without its times: daybreak verify)"
+    return f"{what} does not match its manifest ({how}: daybreak verify)"
 
 
 def same_files(in_place: dict, extras: dict[str, bytes], rejected) -> bool:

@@ -37,6 +37,8 @@ class _Stats:
 class LocalBackend:
     """Keys under a local folder (``data_root``)."""
 
+    differs_by = "an interrupted write, or a copy without its times"  # a file's identity: its size and mtime
+
     def __init__(self, data_root: str | os.PathLike):
         self.data_root = Path(data_root)
         top = os.fspath(self.data_root)

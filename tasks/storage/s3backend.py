@@ -62,6 +62,8 @@ def folder_of(rel: str, prefix: str, levels: int) -> str | None:
 class S3Backend:
     """Keys under ``s3://BUCKET/PREFIX``, and what this process has seen of them."""
 
+    differs_by = "an interrupted write, or an object replaced by hand"  # an object's identity: its ETag and size
+
     def __init__(self, data_root: str, bucket: Bucket):
         self.data_root = data_root.rstrip("/")
         self.bucket = bucket

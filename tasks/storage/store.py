@@ -150,7 +150,7 @@ class PartitionStore:
             if found is None:
                 return missing_file(f)
             if not self.backend.same(found, f):
-                return differing_file(f)
+                return differing_file(f, self.backend.differs_by)
         return "" if manifest.get("data_files") else "its manifest lists no data file"
 
     def stamped_now(self, date: dt.date | None, manifest: dict) -> dict | None:
