@@ -7,6 +7,7 @@ import errno
 import logging
 import re
 import sys
+from collections.abc import Iterable
 from typing import NamedTuple, NoReturn
 
 from tasks.guard import Exit
@@ -46,6 +47,8 @@ class Gone(NamedTuple):
     line: str
     who: str
     at_start: bool = False  # it never answered this run: down before the command started
+    buckets: tuple[str, ...] = ()  # the object store's (``what`` is its endpoint): those whose requests failed
+    code: str = ""  # the object store's error code
 
 
 RAW_SERVER = "the raw zone's SFTP server"
@@ -63,21 +66,42 @@ def went_away(exc: BaseException) -> Gone | None:
         exc = exc.__cause__ or exc.__context__
     if not isinstance(exc, StorageUnavailable):
         return None
-    after = (
-        "the partitions it failed are kept as they were, or stale where it stopped mid-commit; rerun the same "
-        "command once it answers"
-    )
     where, code = getattr(exc, "where", ""), getattr(exc, "code", "") or type(exc).__name__
     if where:  # one line per endpoint: its buckets (a landing bucket, the data root's) go down together
-        line = f"{OBJECT_STORE} ({where}) failed during the run ({code}): {after}"
-        return Gone(where.split(",")[0], line, OBJECT_STORE)
+        endpoint, _, bucket = where.partition(", bucket ")
+        return Gone(endpoint, _store_line(endpoint, [bucket], code), OBJECT_STORE, buckets=(bucket,), code=code)
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # "sftp://u@host:22/x: server not ..."
     first = first.removesuffix("; not tried again in this run")
     who = RAW_SERVER if isinstance(exc, RawZoneUnavailable) else STORAGE
     if getattr(exc, "at_start", False):  # down before the command started: the line any command gives
         return Gone(first.split(": ", 1)[0], first, who, at_start=True)
-    line = f"{who} failed during the run: {first}: {after}" if who == RAW_SERVER else f"{first}: {after}"
+    line = f"{who} failed during the run: {first}: {_AFTER}" if who == RAW_SERVER else f"{first}: {_AFTER}"
     return Gone(first.split(": ", 1)[0], line, who)
+
+
+_AFTER = (
+    "the partitions it failed are kept as they were, or stale where it stopped mid-commit; rerun the same command "
+    "once it answers"
+)
+
+
+def _store_line(endpoint: str, buckets: list[str], code: str) -> str:
+    named = f"bucket {buckets[0]}" if len(buckets) == 1 else f"buckets {', '.join(buckets[:-1])} and {buckets[-1]}"
+    return f"{OBJECT_STORE} ({endpoint}, {named}) failed during the run ({code}): {_AFTER}"
+
+
+def gone_lines(gones: Iterable[Gone]) -> dict[str, str]:
+    """The line of each store or server gone (:attr:`Gone.what`), in the order they failed: the first one
+    said of it, an object store's naming every bucket of its endpoint whose requests failed."""
+    first: dict[str, Gone] = {}
+    buckets: dict[str, dict[str, None]] = {}
+    for gone in gones:
+        first.setdefault(gone.what, gone)
+        buckets.setdefault(gone.what, {}).update(dict.fromkeys(gone.buckets))
+    return {
+        what: _store_line(what, list(buckets[what]), gone.code) if gone.buckets else gone.line
+        for what, gone in first.items()
+    }
 
 
 def fault_exit(line: str) -> NoReturn:

@@ -487,6 +487,33 @@ def test_a_server_down_when_a_command_starts_is_one_line_and_exit_30(lab, sshd):
     assert len(list((lab.data / "staging" / "qsr_pos").glob("*/_manifest.json"))) == 2
 
 
+def test_an_object_store_gone_from_the_raw_buckets_and_the_data_roots_is_one_line_naming_both(lab, monkeypatch):
+    """Raw files in one bucket, the data root in another, on one endpoint that stops answering: most
+    partitions fail listing the raw bucket, one the data root's. The run's one line for the endpoint names
+    both buckets, not only the one whose request failed first."""
+    from tasks.qsr import StgQsrPos
+    from tasks.reporting import runlog
+    from tasks.storage.s3 import Bucket, StoreError
+    from tests.sshd import free_port
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "daybreak")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "daybreak")
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    failures = []
+    for uri in ("s3://lake2/d", "s3://landing2/pos", "s3://landing2/pos"):
+        with pytest.raises(StoreError) as caught:
+            Bucket(uri, endpoint=endpoint, region="default").list("qsr_pos/")
+        failures.append(caught.value)
+    runlog.report()  # what earlier runs of this process left unreported
+    tasks = [StgQsrPos(date=START + i * DAY) for i in range(3)]
+    runlog.watch([(task, False) for task in tasks])
+    for task, failure in zip(tasks, failures, strict=True):
+        runlog.failed(task, failure)
+    errors, _ = runlog.report()
+    assert len(errors) == 1, errors
+    assert endpoint in errors[0] and "lake2" in errors[0] and "landing2" in errors[0], errors
+
+
 @pytest.mark.system
 def test_a_server_down_while_luigi_checks_a_range_is_one_line_the_summary_and_exit_30(lab, sshd):
     """The range built, then the SFTP server stops: RangeDaily's check (StgQsrPos.bulk_complete) lists the

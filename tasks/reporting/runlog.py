@@ -58,8 +58,8 @@ def failed(task, exception: BaseException) -> None:
 
 
 def _gone(gone) -> dict:
-    """The record of a store or server gone (:class:`tasks.faults.Gone`): what, its line, which side."""
-    return {"gone": gone.what, "line": gone.line, "who": gone.who} | ({"at_start": True} if gone.at_start else {})
+    """The record of a store or server gone (:class:`tasks.faults.Gone`): its fields, and what it is."""
+    return {"gone": gone.what, **gone._asdict()}
 
 
 def unchecked(task_id: str, name: str, gone) -> None:
@@ -127,9 +127,7 @@ def store_went_away() -> bool:
 
 def done_in_run(task_id: str) -> bool:
     """Whether this run found the partition up to date or wrote it: one not complete later changed meanwhile."""
-    if task_id in _watched and _watched[task_id][1]:
-        return True
-    return _in_records("wrote", task_id)
+    return bool(task_id in _watched and _watched[task_id][1]) or _in_records("wrote", task_id)
 
 
 def superseded_in_run(task_id: str) -> bool:
@@ -216,6 +214,7 @@ class _Run:
     """What this run recorded of itself (:func:`wrote`, :func:`failed`) and the errors that ended it."""
 
     def __init__(self, records: list[dict]):
+        from tasks.faults import Gone
         from tasks.luigi_shortcuts.remote import lost
 
         self.written = {r["wrote"]: r.get("warnings") or [] for r in records if "wrote" in r}
@@ -225,11 +224,17 @@ class _Run:
         self.unfulfilled = [(r["unfulfilled"], r["error"]) for r in records if "unfulfilled" in r]
 
         self.unchecked = {r["unchecked"]: r["name"] for r in records if "unchecked" in r}  # the store went
-        self.errors: dict[str, str] = {r["gone"]: r["line"] for r in reversed(records) if "gone" in r}
+        self.gone = [Gone(*(r[f] for f in Gone._fields)) for r in records if "gone" in r]  # in order
         self.sides = dict.fromkeys(r.get("who", "") for r in records if "gone" in r)  # which failed, in order
         self.starts = [bool(r.get("at_start")) for r in records if "gone" in r]  # down before the run started
         self.luigid = lost()
-        self.store_gone = bool(self.errors)  # the store is not asked again: the summary comes from the records
+        self.store_gone = bool(self.gone)  # the store is not asked again: the summary comes from the records
+
+    @property
+    def errors(self) -> dict[str, str]:  # the line of each store or server gone (tasks.faults.gone_lines)
+        from tasks.faults import gone_lines
+
+        return gone_lines(self.gone)
 
     def unreachable(self, exc: Exception) -> bool:
         """A store or server that failed while the summary asked it: named once; nothing more is asked."""
@@ -238,7 +243,7 @@ class _Run:
         if fault_line(exc) is None:
             return False
         gone = went_away(exc) or Gone("", fault_line(exc), STORAGE)
-        self.errors.setdefault(gone.what, gone.line)
+        self.gone.append(gone)
         self.sides.setdefault(gone.who)
         self.starts.append(gone.at_start)
         self.store_gone = True
