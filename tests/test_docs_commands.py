@@ -38,6 +38,7 @@ How each is checked:
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import re
 import shlex
@@ -493,13 +494,20 @@ def test_the_scale_out_trial_runs_as_written_on_one_machine(docs_lab, tmp_path):
         'trap \'kill $luigid 2>/dev/null || true; [ ! -e "$TRY/s3/local-s3.json" ] || bin/local-s3 stop --folder'
         ' "$TRY/s3"\' EXIT\n'
     )
-    script = "set -e\n" + cleanup + trial.text + "echo '--- pasted'\n" + paste + stop.text
+    # which host built each partition, as the trial left them (before the paste builds more)
+    built_by = (
+        'daybreak status --json --dataset stg_qsr_pos --start 2026-09-01 --stop 2026-09-11 > "$TRY/built_by.json"\n'
+    )
+    script = "set -e\n" + cleanup + trial.text + built_by + "echo '--- pasted'\n" + paste + stop.text
     proc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
     logs = "".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(try_dir.glob("*.log")))
     assert proc.returncode == 0, f"{trial.where}\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}\n{logs}"
     assert "stg_qsr_pos  2026-09-01 .. 2026-09-10\n  ##########\n  10 ok" in proc.stdout, proc.stdout
     for host in ("host1", "host2"):
         assert "summary of this run:" in (try_dir / f"{host}.log").read_text(), logs
+    # two "hosts" on one machine, each with its own host_name, as the page asks
+    hosts = {row["built_by"]["host"] for row in json.loads((try_dir / "built_by.json").read_text())}
+    assert hosts and hosts <= {"host1", "host2"}, hosts
     assert "Traceback" not in logs
     assert "13 ok" in (try_dir / "pasted.log").read_text(), logs  # the trial's 10 and the 3 built by the paste
     assert not (try_dir / "s3" / "local-s3.json").exists()  # the stop block stopped the server
