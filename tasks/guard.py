@@ -183,6 +183,11 @@ def range_made_here() -> Iterator[None]:
         _made_here.on = False
 
 
+def flag(name: str) -> str:
+    """How the user gave a task's parameter ``name``: ``--hotel``, or ``--of-params hotel`` to a range."""
+    return f"--of-params {name}" if getattr(_made_here, "of_params", False) else f"--{name.replace('_', '-')}"
+
+
 def check_of(range_family: str, of: type, of_params, start, stop) -> None:
     """Exit 2 when a range is given ``--of`` a family that is not one partition per date, naming the
     command that builds it instead."""
@@ -199,9 +204,14 @@ def check_of(range_family: str, of: type, of_params, start, stop) -> None:
             dated = ", ".join(d.task.get_task_family() for d in DATASETS if d.partition == "date")
             fail(f"{range_family}: {family} has no --date, so no range of dates: --of takes one of {dated}")
         return
-    if entry.partition == "date" or (
-        entry.key_param and entry.key_param in (of_params or {}) and "date" in entry.partition
-    ):
+    keyed = bool(entry.key_param) and entry.key_param in (of_params or {})
+    if keyed:  # refused now, named as given (a range makes its tasks later)
+        _made_here.of_params = True
+        try:
+            dict(of.get_params())[entry.key_param].normalize(of_params[entry.key_param])
+        finally:
+            _made_here.of_params = False
+    if entry.partition == "date" or (keyed and "date" in entry.partition):
         return
     why = _NOT_BY_DATE[entry.partition].format(start=start, stop=stop, family=family)
     fail(f"{range_family}: {family} ({entry.name}) {why}")

@@ -13,7 +13,7 @@ from tasks.calendar import date_range, day_offset
 from tasks.contract import is_store_file
 from tasks.freshness import engine as freshness
 from tasks.freshness.rules import OFFSETS
-from tasks.guard import check_range, fail, nearest
+from tasks.guard import check_range, fail, flag, nearest
 from tasks.hotel_chain import FINISHED, before_events, chain_versions, pa_concat, read_finished
 from tasks.parameters import DateParameter
 from tasks.reference import hotels, hotels_source
@@ -36,7 +36,7 @@ class HotelParameter(luigi.Parameter):
         known = hotels()
         if x not in known:
             listed = ", ".join(known)
-            fail(f"--hotel {x!r}: not a hotel of {hotels_source()}{nearest(str(x), known)} (hotels: {listed})")
+            fail(f"{flag('hotel')} {x!r}: not a hotel of {hotels_source()}{nearest(str(x), known)} (hotels: {listed})")
         return x
 
 

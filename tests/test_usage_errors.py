@@ -468,7 +468,7 @@ STORE_ID = "a store id matches ^[A-Z0-9][A-Z0-9_-]{0,31}$ (e.g. S001)"  # the co
         (
             ("RangeDaily", "--of", "HotelPickup", "--of-params", '{"hotel": "H1/../H9"}')
             + ("--start", str(START), "--stop", str(START + DAY)),
-            f"--hotel 'H1/../H9': not a hotel of {PACKAGED} {HOTELS}",
+            f"--of-params hotel 'H1/../H9': not a hotel of {PACKAGED} {HOTELS}",  # as the user gave it
         ),
         (("StoreDailySales", "--store-id", "../../x"), f"--store-id '../../x': not a store id; {STORE_ID}"),
         (("StoreDailySales", "--store-id", "s001"), f"--store-id 's001': not a store id; {STORE_ID}"),
