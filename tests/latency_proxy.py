@@ -14,6 +14,9 @@ whether it opened its connection), as the server got it, whichever library made 
 them as S3 operations.
 ``proxy.cut_when = lambda seen: ...``: the first request it holds true of never reaches the server; the proxy
 closes there (every connection, and its port), as a store that stops answering at that very question.
+``proxy.freeze_when = lambda seen: ...``: from the first request it holds true of, nothing more is sent on either
+way, but connections are still accepted: a store frozen (``kill -STOP``) at that very question, whose TCP
+connections stay open while nothing answers. ``proxy.thaw()`` sends on what it held, as the store resumed.
 ``proxy.before = lambda seen: ...``: called with each request as it comes in, before the server gets it (a
 test's own request to the server in between, as another client's landing just then).
 """
@@ -50,6 +53,10 @@ class LatencyProxy:
         self.seen: list[Seen] = []
         self.cut_when: Callable[[Seen], bool] | None = None  # the request at which the server goes away
         self.before: Callable[[Seen], None] | None = None  # called with each request before it is sent on
+        self.freeze_when: Callable[[Seen], bool] | None = None  # the request at which the server freezes
+        self.frozen_at: float | None = None  # time.monotonic() of that request
+        self._thawed = threading.Event()
+        self._thawed.set()
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, name="latency-proxy", daemon=True)
@@ -58,8 +65,13 @@ class LatencyProxy:
         self._thread.start()
         return self
 
+    def thaw(self) -> None:
+        """Send on what a freeze held, and everything after it."""
+        self._thawed.set()
+
     def close(self) -> None:
         self._stop.set()
+        self._thawed.set()  # held bytes go nowhere: their sockets are closed below
         with contextlib.suppress(OSError):
             self.server.close()
         for s in list(self._socks):
@@ -111,6 +123,9 @@ class LatencyProxy:
                 if self.cut_when is not None and any(self.cut_when(request) for request in new):
                     self.close()  # this request is not sent on: the server is gone from here on
                     return
+                if self.freeze_when is not None and any(self.freeze_when(request) for request in new):
+                    self.freeze_when, self.frozen_at = None, time.monotonic()
+                    self._thawed.clear()  # this request and every byte after it are held until thaw()
             if self._stop.is_set():
                 return
             pending.put((time.monotonic() + self.delay_s, data))
@@ -120,6 +135,7 @@ class LatencyProxy:
     def _write(self, dst: socket.socket, pending: queue.Queue) -> None:
         while True:
             due, data = pending.get()
+            self._thawed.wait()
             wait = due - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
