@@ -67,6 +67,10 @@ def went_away(exc: BaseException) -> Gone | None:
     if not isinstance(exc, StorageUnavailable):
         return None
     where, code = getattr(exc, "where", ""), getattr(exc, "code", "") or type(exc).__name__
+    seconds = getattr(exc, "seconds", None)  # a store that did not answer in time (tasks/storage/s3gone.py)
+    if where and seconds:
+        line = f"{OBJECT_STORE} ({where}) did not answer within {seconds:g} s, not asked again in this run: {after}"
+        return Gone(where.split(",")[0], line, OBJECT_STORE)
     if where:  # one line per endpoint: its buckets (a landing bucket, the data root's) go down together
         endpoint, _, bucket = where.partition(", bucket ")
         return Gone(endpoint, _store_line(endpoint, [bucket], code), OBJECT_STORE, buckets=(bucket,), code=code)

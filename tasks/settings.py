@@ -130,6 +130,11 @@ class s3(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
         description="A partition being built is leased for this long, renewed while its build runs; a "
         "host that stops renewing (dead, frozen) is taken over once it expires",
     )
+    timeout = luigi.FloatParameter(
+        default=20.0,
+        description="Seconds the store may take to send each part of an answer (a read, not a whole object); a "
+        "request it does not answer is tried up to 3 times, then the store is given up for the rest of the command",
+    )
 
 
 # Luigi settings Daybreak needs (non-zero exit codes, no silently cut range), where no config file sets them
@@ -278,6 +283,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("sftp", "timeout"): (0.001, None),
     ("sftp", "retries"): (0, 100),
     ("s3", "lease_seconds"): (1, 3600),  # tasks/storage/s3lease.py MAX_SECONDS
+    ("s3", "timeout"): (0.1, 3600),
 }
 # What a text setting holds (docs/operations.md's table); the checks are in _value_error.
 FORMS: dict[tuple[str, str], str] = {

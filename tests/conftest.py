@@ -384,13 +384,16 @@ def _own_temporary_folder_for_commands(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _sftp_server_taken_for_alive():
-    """A server given up on by one test's run (tasks/storage/sftp.py, known_dead) is not by the next's:
-    each test stands for a new command."""
+def _servers_taken_for_alive():
+    """A server or a store given up on by one test's run (tasks/storage/sftp.py, known_dead; s3gone.py) is
+    not by the next's: each test stands for a new command."""
     yield
     sftp = sys.modules.get("tasks.storage.sftp")
     if sftp is not None:
         sftp.forget_dead()
+    s3gone = sys.modules.get("tasks.storage.s3gone")
+    if s3gone is not None:
+        s3gone.forget()
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,15 @@ one question of the run: the store goes away at that very request."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import subprocess
 import sys
+import time
 import uuid
 from urllib.parse import parse_qs, unquote
 
+import pyarrow.parquet as pq
 import pytest
 
 from tasks.settings import write_config
@@ -44,19 +47,26 @@ class Buckets:
                 body = HEADER + "\n".join(qsr_rows(store, d)) + "\n"
                 self.s3.put_object(Bucket=self.raw, Key=f"pos/qsr_pos/{d}/{store}.csv", Body=body.encode())
 
-    def run(self, endpoint: str, family: str = "RangeDaily") -> subprocess.CompletedProcess:
-        daybreak = {"raw_root": f"s3://{self.raw}/pos", "data_root": f"s3://{self.data}/d", "cache_dir": self.root}
-        cfg = write_config(
-            self.root / "luigi.cfg", {"daybreak": daybreak, "s3": {"endpoint_url": endpoint, "region": self.rgw.region}}
-        )
+    def run(
+        self,
+        endpoint: str,
+        family: str = "RangeDaily",
+        *args: str,
+        s3: dict | None = None,
+        data: str = "d",
+        timeout: float = 300,
+    ) -> subprocess.CompletedProcess:
+        daybreak = {"raw_root": f"s3://{self.raw}/pos", "data_root": f"s3://{self.data}/{data}", "cache_dir": self.root}
+        s3 = {"endpoint_url": endpoint, "region": self.rgw.region, **(s3 or {})}
+        cfg = write_config(self.root / "luigi.cfg", {"daybreak": daybreak, "s3": s3})
         env = {
             **os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO),
             "AWS_ACCESS_KEY_ID": self.rgw.access_key, "AWS_SECRET_ACCESS_KEY": self.rgw.secret_key,
         }  # fmt: skip
         stop = str(START + DATES * DAY)
         cmd = [sys.executable, "-m", "luigi", "--module", "tasks", family, "--of", "StgQsrPos"]
-        cmd += ["--start", str(START), "--stop", stop, "--local-scheduler"]
-        return subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True, timeout=300)
+        cmd += ["--start", str(START), "--stop", stop, "--local-scheduler", *args]
+        return subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
 
     def delete_partition(self, date: dt.date) -> None:
         listed = self.s3.list_objects_v2(Bucket=self.data, Prefix=f"d/staging/qsr_pos/business_date={date}/")
@@ -158,3 +168,49 @@ def test_a_store_that_stops_answering_while_a_single_run_builds_is_one_line_and_
     assert summary[0].startswith("INFO: summary of this run: "), err
     assert any(line.startswith(f"  failed   StgQsrPos {cut}") for line in summary), err
     assert b.run(b.rgw.endpoint_url, "RangeSingleRun").returncode == 0
+
+
+TIMEOUT_S = 2  # [s3] timeout of the runs against a frozen store
+
+
+def test_a_store_that_freezes_mid_run_is_given_up_after_its_timeout_and_a_rerun_builds_the_rest(buckets):
+    """A store that keeps its connections open but answers nothing (radosgw stopped with ``kill -STOP``) as a
+    partition is written, under two workers. Before: each request waited 60 s a read, tried 4 times, and
+    every date after it did the same: a run of minutes per date, no line for minutes. Now the request that
+    gets no answer within [s3] timeout, past its retries, gives the store up for the run and its workers:
+    the dates left fail at once, one line names the store and the timeout, exit 30; once the store answers
+    again the same command builds the rest, as a run that never saw the freeze builds it."""
+    b = buckets
+    frozen = START + 2 * DAY
+    setting = {"timeout": TIMEOUT_S}
+    with running("127.0.0.1", b.rgw.port, 0.0) as proxy:
+        endpoint = f"http://127.0.0.1:{proxy.port}"
+        proxy.freeze_when = _put(b.data, f"d/staging/qsr_pos/business_date={frozen}/data.parquet")
+        run = b.run(endpoint, "RangeDaily", "--workers", "2", s3=setting, timeout=120)
+        ended = time.monotonic()
+        assert proxy.frozen_at is not None, "the run never wrote that partition"
+        proxy.thaw()  # the store answers again, and what it held goes through now
+        again = b.run(endpoint, s3=setting)
+    err = run.stderr
+    assert run.returncode == 30, err
+    assert ended - proxy.frozen_at < 40, err  # its timeouts and retries, then nothing more is waited for
+    assert "Traceback" not in err and "Luigi Execution Summary" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("daybreak: error:")]
+    assert len(errors) == 1, err
+    assert f"endpoint {endpoint}" in errors[0] and f"within {TIMEOUT_S} s" in errors[0], err
+    assert any(f"bucket {bucket}" in errors[0] for bucket in (b.raw, b.data)), err
+    summary = err[err.index(errors[0]) :].splitlines()[1:]
+    assert summary[0].startswith("INFO: summary of this run: "), err
+    assert any(line.startswith(f"  failed   StgQsrPos {frozen}") for line in summary), err
+    assert again.returncode == 0, again.stderr
+    assert b.run(b.rgw.endpoint_url, data="ref").returncode == 0  # what a run that never saw the freeze builds
+    assert _tables(b, "d") == _tables(b, "ref")
+
+
+def _tables(b: Buckets, data: str) -> dict[str, list]:
+    """The rows of every partition of staging/qsr_pos under the data root ``data``, by date."""
+    prefix = f"{data}/staging/qsr_pos/"
+    listed = b.s3.list_objects_v2(Bucket=b.data, Prefix=prefix)
+    keys = [o["Key"] for o in listed.get("Contents", ()) if o["Key"].endswith("/data.parquet")]
+    body = lambda key: io.BytesIO(b.s3.get_object(Bucket=b.data, Key=key)["Body"].read())  # noqa: E731
+    return {key.removeprefix(prefix): pq.read_table(body(key)).to_pylist() for key in sorted(keys)}

@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 import boto3
 import botocore.session
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
 from botocore.handlers import add_expect_header
 
-from tasks.storage import s3get
-from tasks.storage.s3errors import PreconditionFailed, StoreError, precondition_failed  # noqa: F401 - where callers find them
+from tasks.storage import s3get, s3gone
+from tasks.storage.s3errors import PreconditionFailed, StoreError, clock_skew, precondition_failed  # noqa: F401 - where callers find them
 
 SCHEME = "s3://"
 
@@ -70,9 +70,9 @@ def _client(endpoint: str | None, region: str):
                 region_name=region,
                 signature_version="s3v4",
                 s3={"addressing_style": "path" if endpoint else "auto"},
-                retries={"max_attempts": 3, "mode": "standard"},
-                connect_timeout=5,
-                read_timeout=60,
+                retries={"max_attempts": ATTEMPTS, "mode": "standard"},
+                connect_timeout=s3get.CONNECT_S,
+                read_timeout=_timeout(),  # of each read of an answer, not of a whole object
                 # radosgw refuses aws-chunked bodies with trailing checksums (botocore's default over HTTPS)
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
@@ -83,6 +83,15 @@ def _client(endpoint: str | None, region: str):
             client.meta.events.unregister("before-call.s3", add_expect_header)
             _clients[key] = client
         return _clients[key]
+
+
+ATTEMPTS = 3  # of a request botocore sends; then a store that did not answer is given up (tasks/storage/s3gone.py)
+
+
+def _timeout() -> float:
+    from tasks import settings
+
+    return float(settings.s3().timeout)
 
 
 def _client_key(endpoint: str | None, region: str) -> tuple:
@@ -101,9 +110,9 @@ def _signer(endpoint: str | None, region: str, bucket: str) -> s3get.Signer:
             url = urlsplit(endpoint)
             verify = core.get_config_variable("ca_bundle") or os.environ.get("REQUESTS_CA_BUNDLE", True)
             origin, base = f"{url.scheme}://{url.netloc}", f"{url.path.rstrip('/')}/{bucket}/"
-            signer = s3get.Signer(origin, base, region, core.get_credentials(), verify)
+            signer = s3get.Signer(origin, base, region, core.get_credentials(), verify, _timeout())
         else:
-            signer = s3get.Signer.of_client(_client(endpoint, region), core.get_credentials(), bucket)
+            signer = s3get.Signer.of_client(_client(endpoint, region), core.get_credentials(), bucket, _timeout())
         with _lock:
             signer = _signers.setdefault((key, bucket), signer)
     return signer
@@ -147,19 +156,33 @@ class Bucket:
         return f"endpoint {self.endpoint or 'AWS'}, bucket {self.bucket}"
 
     def store_error(self, exc: Exception, action: str, rel: str = "") -> StoreError:
-        """One line: what was asked, of which key, the endpoint, the bucket and the store's error code."""
+        """One line: what was asked, of which key, the endpoint, the bucket and the store's error code. A store
+        that did not answer within its timeout, past the retries, is given up for the run (:meth:`_asking`)."""
+        key = f" {self.describe(rel)}" if rel else ""
+        if isinstance(exc, ReadTimeoutError | ConnectTimeoutError | s3get.NoAnswer):
+            seconds = getattr(exc, "seconds", None) or (
+                s3get.CONNECT_S if isinstance(exc, ConnectTimeoutError) else self.client.meta.config.read_timeout
+            )
+            return s3gone.not_answered(self._store(), self._where(), f"{action}{key}", type(exc).__name__, seconds)
         if isinstance(exc, ClientError):
             error = exc.response.get("Error", {})
             code = str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?"))
             why = f"{code}: {error.get('Message') or code}"
             if code == "RequestTimeTooSkewed":
-                skew, side = _skew(exc)
+                skew, side = clock_skew(exc)
                 return StoreError(f"object store: {skew} ({side}{self._where()}; {code}): fix the clock (NTP)", code)
         else:
             code = type(exc).__name__
             why = f"{code}: {exc}"
-        key = f" {self.describe(rel)}" if rel else ""
         return StoreError(f"object store: {action}{key} failed ({self._where()}): {why}", code, self._where())
+
+    def _store(self) -> str:
+        """What a store that does not answer is: its endpoint (every bucket there), or a bucket of AWS."""
+        return self.endpoint or f"AWS bucket {self.bucket}"
+
+    def _asking(self, action: str, rel: str = "") -> None:
+        """``StoreNotAnswering`` at once when this run gave up on the store (in any of its processes)."""
+        s3gone.refuse(self._store(), self._where(), f"{action} {self.describe(rel)}" if rel else action)
 
     # -- reading ---------------------------------------------------------------------------------
     def check(self, quick: bool = False) -> None:
@@ -168,7 +191,14 @@ class Bucket:
         answered = (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
         if answered in _answered:
             return
-        if not s3get.answers(self.signer):
+        self._asking("HEAD bucket")
+        try:
+            answers = s3get.answers(self.signer)
+        except s3get.NoAnswer as exc:
+            if quick:
+                return
+            raise self.store_error(exc, "HEAD bucket") from None
+        if not answers:
             if quick:
                 return
             self._check()  # through botocore: what went wrong, said in one line
@@ -205,8 +235,9 @@ class Bucket:
     def _pages(self, rel_prefix: str, delimiter: str | None = None) -> list[tuple[list[tuple[str, Obj]], list[str]]]:
         """Every page of the listing under ``rel_prefix``: ([(key, Obj)], [common prefixes]), by :mod:`s3get`,
         else by botocore's paginator."""
+        self._asking("LIST", rel_prefix)
         pages, token = [], None
-        while (page := s3get.list_page(self.signer, self.prefix + rel_prefix, token, delimiter)) is not None:
+        while (page := self._list_page(rel_prefix, token, delimiter)) is not None:
             pages.append(([(key, Obj(size, etag, when)) for key, size, etag, when in page[0]], page[2]))
             if (token := page[1]) is None:
                 return pages
@@ -227,6 +258,12 @@ class Bucket:
         except (ClientError, BotoCoreError) as exc:
             raise self.store_error(exc, "LIST", rel_prefix) from None
 
+    def _list_page(self, rel_prefix: str, token: str | None, delimiter: str | None):
+        try:
+            return s3get.list_page(self.signer, self.prefix + rel_prefix, token, delimiter)
+        except s3get.NoAnswer as exc:
+            raise self.store_error(exc, "LIST", rel_prefix) from None
+
     def list(self, rel_prefix: str = "") -> dict[str, Obj]:
         """Every object under ``rel_prefix`` (relative keys)."""
         start = len(self.prefix)
@@ -240,6 +277,7 @@ class Bucket:
 
     def any_key(self) -> bool:
         """Whether any object is under the prefix: one listing of at most one key."""
+        self._asking("LIST")
         try:
             return bool(self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1).get("Contents"))
         except (ClientError, BotoCoreError) as exc:
@@ -251,6 +289,7 @@ class Bucket:
         return folders + objects
 
     def head(self, rel: str) -> Obj | None:
+        self._asking("HEAD", rel)
         try:
             got = self.client.head_object(Bucket=self.bucket, Key=self.prefix + rel)
         except ClientError as exc:
@@ -263,10 +302,13 @@ class Bucket:
 
     def get(self, rel: str) -> tuple[bytes, Obj]:
         """The object's bytes and what they are (ETag, size, time); FileNotFoundError when there is none."""
+        self._asking("GET", rel)
         try:
             fast = s3get.get(self.signer, self.prefix + rel)
         except FileNotFoundError:
             raise FileNotFoundError(self.describe(rel)) from None
+        except s3get.NoAnswer as exc:
+            raise self.store_error(exc, "GET", rel) from None
         if fast is not None:
             return fast[0], Obj(len(fast[0]), fast[1], fast[2])
         data, got = self._get_object(rel)
@@ -274,6 +316,7 @@ class Bucket:
 
     def _get_object(self, rel: str) -> tuple[bytes, dict]:
         """(the body, botocore's answer) of a GetObject; FileNotFoundError when there is no such key."""
+        self._asking("GET", rel)
         try:
             got = self.client.get_object(Bucket=self.bucket, Key=self.prefix + rel)
             return got["Body"].read(), got
@@ -298,6 +341,7 @@ class Bucket:
     def put(self, rel: str, data: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         """One PutObject of ``data``; its ETag. :class:`PreconditionFailed` when a condition fails. ``If-Match``
         is sent bare (radosgw), then quoted (AWS) on a 412 while the key still has that ETag."""
+        self._asking("PUT", rel)
         if if_none_match or if_match is not None:
             from tasks.storage.s3fence import ensure
 
@@ -344,6 +388,7 @@ class Bucket:
 
     def delete(self, rel: str) -> None:
         """Remove a key (never part of a commit: failure records, leases released, swept previews)."""
+        self._asking("DELETE", rel)
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.prefix + rel)
         except (ClientError, BotoCoreError) as exc:
@@ -351,26 +396,3 @@ class Bucket:
 
 
 CREDENTIAL_CODES = ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken")
-
-
-def _skew(exc: ClientError) -> tuple[str, str]:
-    """How far this host's clock is from the store's: ServerTime against RequestTime (AWS), else ``Date``."""
-    from botocore.auth import get_current_datetime
-
-    error = exc.response.get("Error", {})
-    try:
-        server = dt.datetime.fromisoformat(str(error["ServerTime"]).replace("Z", "+00:00"))
-        local = dt.datetime.fromisoformat(str(error["RequestTime"]).replace("Z", "+00:00"))
-    except (KeyError, ValueError):
-        date = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-        if not date:
-            return "this host's clock is too far off from the store's", ""
-        server = email.utils.parsedate_to_datetime(date)
-        local = get_current_datetime()
-    if local.tzinfo is None:
-        local = local.replace(tzinfo=dt.UTC)
-    if server.tzinfo is None:
-        server = server.replace(tzinfo=dt.UTC)
-    minutes = (local - server).total_seconds() / 60
-    side = "ahead of it; " if minutes > 0 else "behind it; "
-    return f"this host's clock is off by {abs(minutes):.0f} minutes from the store's", side

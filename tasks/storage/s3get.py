@@ -1,6 +1,7 @@
 """GETs, HEADs and listings without botocore's per-request machinery (docs/performance.md, "S3 requests"):
 signed with SigV4 as botocore signs them, sent on kept connections. Only a plain 200, or a 404 for no such
-key, is taken here; anything else returns None, and the caller asks botocore."""
+key, is taken here; anything else returns None, and the caller asks botocore, but a store that does not
+answer within the timeout, twice (a kept connection, then a new one): :class:`NoAnswer`."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def _after_fork() -> None:
 
 os.register_at_fork(after_in_child=_after_fork)
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # (pid, scheme, host, port) -> connections not in use
+CONNECT_S = 5.0  # seconds to connect, as botocore's connect_timeout (tasks/storage/s3.py)
 _IDLE_MAX = 32  # as many as the client's pool (tasks/storage/s3.py)
 _contexts: dict[object, ssl.SSLContext] = {}
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -55,15 +57,23 @@ def _context(verify: object) -> ssl.SSLContext:
         return _contexts[verify]
 
 
-def _connection(scheme: str, host: str, port: int | None, verify: object, fresh: bool = False):
-    """(a connection to the store, whether it was kept from an earlier request)."""
+class NoAnswer(TimeoutError):
+    """The store did not answer a request within ``seconds``, on a kept connection nor on a new one."""
+
+    def __init__(self, message: str, seconds: float):
+        super().__init__(message)
+        self.seconds = seconds
+
+
+def _connection(scheme: str, host: str, port: int | None, verify: object, timeout: float, fresh: bool = False):
+    """(a connection to the store, whether it was kept from an earlier request); ``timeout``: of each read."""
     with _lock:
         idle = _idle.get((os.getpid(), scheme, host, port))
         if idle and not fresh:
             return idle.pop(), True
     if scheme == "https":
-        return http.client.HTTPSConnection(host, port, timeout=60, context=_context(verify)), False
-    return http.client.HTTPConnection(host, port, timeout=60), False
+        return http.client.HTTPSConnection(host, port, timeout=timeout, context=_context(verify)), False
+    return http.client.HTTPConnection(host, port, timeout=timeout), False
 
 
 def _keep(key: tuple, conn: http.client.HTTPConnection) -> None:
@@ -89,15 +99,15 @@ def warm(signer: Signer, count: int = WARM) -> None:
         _warmed.add(where)
 
     def connect() -> None:
-        conn, _ = _connection(signer.scheme, signer.host, signer.port, signer.verify, fresh=True)
-        conn.timeout = 5  # as botocore's connect_timeout; nothing waits for it
+        conn, _ = _connection(signer.scheme, signer.host, signer.port, signer.verify, signer.timeout, fresh=True)
+        conn.timeout = CONNECT_S  # nothing waits for it
         try:
             conn.connect()
-            conn.sock.settimeout(60)
+            conn.sock.settimeout(signer.timeout)
         except OSError:
             conn.close()
             return
-        conn.timeout = 60
+        conn.timeout = signer.timeout
         _keep(where, conn)
 
     for _ in range(count):
@@ -106,10 +116,12 @@ def warm(signer: Signer, count: int = WARM) -> None:
 
 class Signer:
     """Requests of one bucket signed with SigV4 with the client's credentials; ``origin`` and ``base``: where its
-    keys are (``http://host:port`` and ``/bucket/`` path-style, or ``https://bucket.s3...`` and ``/``)."""
+    keys are (``http://host:port`` and ``/bucket/`` path-style, or ``https://bucket.s3...`` and ``/``);
+    ``timeout``: seconds the store may take for each read of an answer (``[s3] timeout``)."""
 
-    def __init__(self, origin: str, base: str, region: str, credentials, verify: object):
+    def __init__(self, origin: str, base: str, region: str, credentials, verify: object, timeout: float = 60.0):
         self.origin, self.base, self.region, self.credentials, self.verify = origin, base, region, credentials, verify
+        self.timeout = timeout
         url = urlsplit(origin)
         self.scheme, self.host, self.port = url.scheme, url.hostname or "", url.port
         default = {"http": 80, "https": 443}.get(url.scheme)
@@ -123,14 +135,14 @@ class Signer:
         )
 
     @classmethod
-    def of_client(cls, client, credentials, bucket: str) -> Signer:
+    def of_client(cls, client, credentials, bucket: str, timeout: float = 60.0) -> Signer:
         """A signer whose URLs are the client's own (read from one URL it presigned); unusable without credentials."""
         if credentials is None:
-            return cls(f"https://{bucket}.s3.amazonaws.com", "/", client.meta.region_name, None, True)
+            return cls(f"https://{bucket}.s3.amazonaws.com", "/", client.meta.region_name, None, True, timeout)
         template = urlsplit(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"}))
         verify = _verify(client) if template.scheme == "https" else True
         origin = f"{template.scheme}://{template.netloc}"
-        signer = cls(origin, template.path[:-1], client.meta.region_name, credentials, verify)
+        signer = cls(origin, template.path[:-1], client.meta.region_name, credentials, verify, timeout)
         signer.usable = signer.usable and template.path.endswith("/k")
         return signer
 
@@ -180,18 +192,25 @@ class Signer:
         return self._signing[2]
 
     def send(self, key: str | None, query: dict[str, str] | None = None, method: str = "GET"):
-        """(status, body, response) of the signed request on a kept connection; None where botocore must send it."""
+        """(status, body, response) of the signed request on a kept connection; None where botocore must send it;
+        :class:`NoAnswer` when the store answers nothing within the timeout, on that connection nor a new one."""
         if not self.usable:
             return None
         where = (os.getpid(), self.scheme, self.host, self.port)
         path, headers = self.signed(key, query, method)
         for fresh in (False, True):
-            conn, kept = _connection(self.scheme, self.host, self.port, self.verify, fresh)
+            conn, kept = _connection(self.scheme, self.host, self.port, self.verify, self.timeout, fresh)
             try:
                 conn.request(method, path, headers=headers)
                 response = conn.getresponse()
                 body = response.read()
                 break
+            except TimeoutError as exc:
+                conn.close()  # nothing within the timeout: once more on a new connection, then the store is gone
+                if fresh:
+                    raise NoAnswer(
+                        f"{method} {path.split('?')[0]}: no answer within {self.timeout:g} s", self.timeout
+                    ) from exc
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
                 conn.close()  # a kept connection the store has closed since: once more on a new one
                 if not kept:

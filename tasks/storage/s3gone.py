@@ -1,0 +1,69 @@
+"""The object stores this run gave up on: a store that did not answer a request within ``[s3] timeout``,
+past its retries, is not asked again by this process nor by any process forked from it (a shared mapping),
+so the partitions left fail at once instead of each waiting out its timeouts (as the SFTP raw zone's server,
+tasks/storage/sftp.py). A store that refuses connections is not given up here: it fails fast anyway."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import multiprocessing
+import time
+
+from tasks.storage.s3errors import StoreNotAnswering
+
+# Byte 0: 1 once a store was given up; then {store: why} as JSON, NUL-terminated.
+_GONE = mmap.mmap(-1, 16384)
+_LOCK = multiprocessing.get_context("fork").Lock()  # shared with the forked workers, as the mapping is
+_WHY_MAX = 400  # characters of a reason kept
+
+
+def _read() -> dict[str, list]:
+    text = _GONE[1:].split(b"\0", 1)[0]
+    return json.loads(text) if text else {}
+
+
+def give_up(store: str, why: str, seconds: float) -> None:
+    """Take ``store`` (an endpoint, or AWS and a bucket) for gone for the rest of the run: it did not answer
+    within ``seconds``, ``why`` says what was asked."""
+    with _LOCK:
+        gone = _read()
+        if store in gone:
+            return
+        gone[store] = [why[:_WHY_MAX], seconds]
+        data = json.dumps(gone).encode()
+        if len(data) < len(_GONE) - 1:  # else this one is not remembered: its own request still failed
+            _GONE[1 : 2 + len(data)] = data + b"\0"
+            _GONE[0] = 1
+
+
+def known(store: str) -> tuple[str, float] | None:
+    """(what it did not answer, within how many seconds) when this run gave up on ``store``, else None."""
+    if not _GONE[0]:
+        return None
+    with _LOCK:
+        found = _read().get(store)
+    return None if found is None else (str(found[0]), float(found[1]))
+
+
+def forget() -> None:
+    """Take every store for alive again (a new run in the same process: tests)."""
+    with _LOCK:
+        _GONE[0:2] = b"\0\0"
+
+
+def not_answered(store: str, where: str, asked: str, code: str, seconds: float) -> StoreNotAnswering:
+    """Give ``store`` up: it did not answer ``asked`` (``GET s3://...``) within ``seconds``, past the
+    retries; the error of that request (``where``: its endpoint and bucket, ``code``: the timeout's kind)."""
+    give_up(store, f"{asked} at {time.strftime('%H:%M:%S')}", seconds)
+    why = f"no answer within {seconds:g} s ({code}); given up for the rest of the run"
+    return StoreNotAnswering(f"object store: {asked} failed ({where}): {why}", code, where, seconds)
+
+
+def refuse(store: str, where: str, asked: str) -> None:
+    """:class:`StoreNotAnswering` when this run gave up on ``store``: ``asked`` is not sent."""
+    gone = known(store)
+    if gone is not None:
+        first, seconds = gone
+        why = f"not tried again in this run: no answer within {seconds:g} s to {first}"
+        raise StoreNotAnswering(f"object store: {asked} failed ({where}): {why}", "NoAnswer", where, seconds)
