@@ -81,6 +81,8 @@ def _client(endpoint: str | None, region: str):
             client = boto3.session.Session(botocore_session=core).client("s3", endpoint_url=endpoint, config=config)
             # no "Expect: 100-continue": a round trip more per PUT, for bodies that are small
             client.meta.events.unregister("before-call.s3", add_expect_header)
+            if endpoint:  # an attempt under way when the store was given up is its last (on AWS: its bucket's)
+                client.meta.events.register("before-send.s3", s3gone.before_send(endpoint))
             _clients[key] = client
         return _clients[key]
 
@@ -111,6 +113,7 @@ def _signer(endpoint: str | None, region: str, bucket: str) -> s3get.Signer:
             verify = core.get_config_variable("ca_bundle") or os.environ.get("REQUESTS_CA_BUNDLE", True)
             origin, base = f"{url.scheme}://{url.netloc}", f"{url.path.rstrip('/')}/{bucket}/"
             signer = s3get.Signer(origin, base, region, core.get_credentials(), verify, _timeout())
+            signer.store = endpoint  # given up (tasks/storage/s3gone.py): its next attempt is not sent
         else:
             signer = s3get.Signer.of_client(_client(endpoint, region), core.get_credentials(), bucket, _timeout())
         with _lock:
@@ -139,6 +142,7 @@ class Bucket:
             endpoint = (configured.endpoint_url or None) if endpoint is None else endpoint
             region = configured.region if region is None else region
         self.endpoint, self.region = endpoint, region
+        self.store = endpoint or f"AWS bucket {self.bucket}"  # what is given up when it does not answer (s3gone)
 
     @property
     def client(self):
@@ -159,11 +163,13 @@ class Bucket:
         """One line: what was asked, of which key, the endpoint, the bucket and the store's error code. A store
         that did not answer within its timeout, past the retries, is given up for the run (:meth:`_asking`)."""
         key = f" {self.describe(rel)}" if rel else ""
+        if isinstance(exc, s3gone.GivenUp):
+            return s3gone.refusal(self.store, self._where(), f"{action}{key}") or StoreError(str(exc), "NoAnswer")
         if isinstance(exc, ReadTimeoutError | ConnectTimeoutError | s3get.NoAnswer):
             seconds = getattr(exc, "seconds", None) or (
                 s3get.CONNECT_S if isinstance(exc, ConnectTimeoutError) else self.client.meta.config.read_timeout
             )
-            return s3gone.not_answered(self._store(), self._where(), f"{action}{key}", type(exc).__name__, seconds)
+            return s3gone.not_answered(self.store, self._where(), f"{action}{key}", type(exc).__name__, seconds)
         if isinstance(exc, ClientError):
             error = exc.response.get("Error", {})
             code = str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?"))
@@ -176,13 +182,11 @@ class Bucket:
             why = f"{code}: {exc}"
         return StoreError(f"object store: {action}{key} failed ({self._where()}): {why}", code, self._where())
 
-    def _store(self) -> str:
-        """What a store that does not answer is: its endpoint (every bucket there), or a bucket of AWS."""
-        return self.endpoint or f"AWS bucket {self.bucket}"
-
     def _asking(self, action: str, rel: str = "") -> None:
         """``StoreNotAnswering`` at once when this run gave up on the store (in any of its processes)."""
-        s3gone.refuse(self._store(), self._where(), f"{action} {self.describe(rel)}" if rel else action)
+        refused = s3gone.refusal(self.store, self._where(), f"{action} {self.describe(rel)}" if rel else action)
+        if refused is not None:
+            raise refused
 
     # -- reading ---------------------------------------------------------------------------------
     def check(self, quick: bool = False) -> None:
@@ -195,9 +199,10 @@ class Bucket:
         try:
             answers = s3get.answers(self.signer)
         except s3get.NoAnswer as exc:
+            error = self.store_error(exc, "HEAD bucket")  # the store given up, quick or not
             if quick:
                 return
-            raise self.store_error(exc, "HEAD bucket") from None
+            raise error from None
         if not answers:
             if quick:
                 return
@@ -237,10 +242,13 @@ class Bucket:
         else by botocore's paginator."""
         self._asking("LIST", rel_prefix)
         pages, token = [], None
-        while (page := self._list_page(rel_prefix, token, delimiter)) is not None:
-            pages.append(([(key, Obj(size, etag, when)) for key, size, etag, when in page[0]], page[2]))
-            if (token := page[1]) is None:
-                return pages
+        try:
+            while (page := s3get.list_page(self.signer, self.prefix + rel_prefix, token, delimiter)) is not None:
+                pages.append(([(key, Obj(size, etag, when)) for key, size, etag, when in page[0]], page[2]))
+                if (token := page[1]) is None:
+                    return pages
+        except s3get.NoAnswer as exc:
+            raise self.store_error(exc, "LIST", rel_prefix) from None
         asked = {"Bucket": self.bucket, "Prefix": self.prefix + rel_prefix}
         if delimiter:
             asked["Delimiter"] = delimiter
@@ -256,12 +264,6 @@ class Bucket:
                 for page in self.client.get_paginator("list_objects_v2").paginate(**asked)
             ]
         except (ClientError, BotoCoreError) as exc:
-            raise self.store_error(exc, "LIST", rel_prefix) from None
-
-    def _list_page(self, rel_prefix: str, token: str | None, delimiter: str | None):
-        try:
-            return s3get.list_page(self.signer, self.prefix + rel_prefix, token, delimiter)
-        except s3get.NoAnswer as exc:
             raise self.store_error(exc, "LIST", rel_prefix) from None
 
     def list(self, rel_prefix: str = "") -> dict[str, Obj]:

@@ -21,6 +21,8 @@ import botocore.auth
 from botocore.auth import EMPTY_SHA256_HASH
 from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
 
+from tasks.storage import s3gone
+
 _lock = threading.Lock()
 
 
@@ -122,6 +124,7 @@ class Signer:
     def __init__(self, origin: str, base: str, region: str, credentials, verify: object, timeout: float = 60.0):
         self.origin, self.base, self.region, self.credentials, self.verify = origin, base, region, credentials, verify
         self.timeout = timeout
+        self.store: str | None = None  # its endpoint, as tasks/storage/s3gone.py names a store it gave up
         url = urlsplit(origin)
         self.scheme, self.host, self.port = url.scheme, url.hostname or "", url.port
         default = {"http": 80, "https": 443}.get(url.scheme)
@@ -207,7 +210,7 @@ class Signer:
                 break
             except TimeoutError as exc:
                 conn.close()  # nothing within the timeout: once more on a new connection, then the store is gone
-                if fresh:
+                if fresh or (self.store is not None and s3gone.known(self.store) is not None):
                     raise NoAnswer(
                         f"{method} {path.split('?')[0]}: no answer within {self.timeout:g} s", self.timeout
                     ) from exc

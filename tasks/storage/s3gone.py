@@ -10,6 +10,8 @@ import mmap
 import multiprocessing
 import time
 
+from botocore.exceptions import BotoCoreError
+
 from tasks.storage.s3errors import StoreNotAnswering
 
 # Byte 0: 1 once a store was given up; then {store: why} as JSON, NUL-terminated.
@@ -60,10 +62,28 @@ def not_answered(store: str, where: str, asked: str, code: str, seconds: float) 
     return StoreNotAnswering(f"object store: {asked} failed ({where}): {why}", code, where, seconds)
 
 
-def refuse(store: str, where: str, asked: str) -> None:
-    """:class:`StoreNotAnswering` when this run gave up on ``store``: ``asked`` is not sent."""
+def refusal(store: str, where: str, asked: str) -> StoreNotAnswering | None:
+    """The error of ``asked``, not sent, when this run gave up on ``store``; else None."""
     gone = known(store)
-    if gone is not None:
-        first, seconds = gone
-        why = f"not tried again in this run: no answer within {seconds:g} s to {first}"
-        raise StoreNotAnswering(f"object store: {asked} failed ({where}): {why}", "NoAnswer", where, seconds)
+    if gone is None:
+        return None
+    first, seconds = gone
+    why = f"not tried again in this run: no answer within {seconds:g} s to {first}"
+    return StoreNotAnswering(f"object store: {asked} failed ({where}): {why}", "NoAnswer", where, seconds)
+
+
+class GivenUp(BotoCoreError):
+    """A request botocore was about to send (again) to a store this run gave up on meanwhile."""
+
+    fmt = "the store was given up meanwhile"
+
+
+def before_send(store: str):
+    """A ``before-send`` handler of a client of ``store``: its next attempt of a request is not sent once
+    the store is given up (a request under way when it froze stops at its current attempt)."""
+
+    def check(**_) -> None:
+        if known(store) is not None:
+            raise GivenUp()
+
+    return check

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from tasks import settings
 from tasks.cores import process_pool
-from tasks.storage import tempnames
+from tasks.storage import s3gone, tempnames
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.files import PartitionBusy
 from tasks.storage.s3 import Bucket, PreconditionFailed, StoreError
@@ -159,7 +159,10 @@ class Lease:
             yield self
         finally:
             stop.set()
-            thread.join()
+            # a renewal under way waits out its timeouts, unless the store was given up meanwhile: nothing can
+            # come of it then (a PUT the store applies later is conditional, and this lease expires by itself)
+            while thread.is_alive() and s3gone.known(self.bucket.store) is None:
+                thread.join(1.0)
 
     @contextmanager
     def holding(self):
