@@ -69,7 +69,7 @@ def went_away(exc: BaseException) -> Gone | None:
     where, code = getattr(exc, "where", ""), getattr(exc, "code", "") or type(exc).__name__
     seconds = getattr(exc, "seconds", None)  # a store that did not answer in time (tasks/storage/s3gone.py)
     if where and seconds:
-        line = f"{OBJECT_STORE} ({where}) did not answer within {seconds:g} s, not asked again in this run: {after}"
+        line = f"{OBJECT_STORE} ({where}) did not answer within {seconds:g} s, not asked again in this run: {_AFTER}"
         return Gone(where.split(",")[0], line, OBJECT_STORE)
     if where:  # one line per endpoint: its buckets (a landing bucket, the data root's) go down together
         endpoint, _, bucket = where.partition(", bucket ")
