@@ -96,6 +96,8 @@ def test_a_port_an_ended_servers_connections_wait_on_is_free_and_one_listened_on
     try:
         assert started.returncode == 0, started.stderr
         assert f"export S3_ENDPOINT=http://127.0.0.1:{port}" in started.stdout
+        # the stop command it prints stops this server, as printed
+        assert started.stderr.split("stop it with: ")[1].split() == ["bin/local-s3", "stop", "--folder", str(folder)]
         assert listening(port)
         again = local_s3("start", "--folder", str(tmp_path / "other"), "--port", str(port))
         assert again.returncode == 2 and again.stderr.count("\n") == 1 and str(port) in again.stderr, again.stderr

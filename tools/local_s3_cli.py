@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import sys
@@ -101,9 +102,9 @@ def start(folder: Path, port: int, buckets: list[str]) -> None:
     print(f"export AWS_ACCESS_KEY_ID={server.access_key}")
     print(f"export AWS_SECRET_ACCESS_KEY={server.secret_key}")
     made = f", buckets {', '.join(buckets)}" if buckets else ""
+    stop = f"bin/local-s3 stop --folder {shlex.quote(str(folder))}"
     print(
-        f"local-s3: radosgw on {server.endpoint_url}{made} (files in {folder}); stop it with: bin/local-s3 stop",
-        file=sys.stderr,
+        f"local-s3: radosgw on {server.endpoint_url}{made} (files in {folder}); stop it with: {stop}", file=sys.stderr
     )
 
 
