@@ -57,31 +57,49 @@ def changed_keys(task, engine: Engine) -> frozenset[str] | None:
     return _raw_keys(task, engine)
 
 
-def upstream_keys(task, engine: Engine) -> frozenset[str] | None:
-    """The keys whose rows may change once the upstream of ``task`` that is not ok is rebuilt, through every
-    partition between that may rebuild too; None: any key's. An explicit stack: a chain is deeper than
-    Python's recursion limit."""
-    memo = engine.once_per_pass(("keys upstream",), dict)  # task id -> keys, or None
+def fold_upstream(task, engine: Engine, name: str, ups_of, through, fold):
+    """``fold(ups, values)`` of ``task``: ``ups_of(node)`` gives a partition's (upstream partition, what is known
+    of it) pairs, and the value of each pair ``through`` says the walk goes through is folded first (``values``:
+    task id -> value), once per pass (memo ``name``). An explicit stack: a chain is deeper than Python's
+    recursion limit."""
+    values = engine.once_per_pass((name,), dict)
     stack = [(task, None)]
     while stack:
         node, ups = stack[-1]
-        if node.task_id in memo:
+        if node.task_id in values:
             stack.pop()
             continue
-        if ups is None:  # first visit: its upstream not ok (built by newer code counts as ok: it is kept)
-            ups = [up for up in node.upstream() if engine.state(up).state not in ("ok", "newer")]
+        if ups is None:  # first visit
+            ups = ups_of(node)
             stack[-1] = (node, ups)
-        todo = [up for up in ups if engine.state(up).may_rebuild and up.task_id not in memo]
+        todo = [pair[0] for pair in ups if through(pair) and pair[0].task_id not in values]
         if todo:
-            stack.extend((up, None) for up in todo)
+            stack.extend((up, None) for up in reversed(todo))
             continue
-        keys: frozenset[str] | None = frozenset()
-        for up in ups:
-            theirs = memo[up.task_id] if engine.state(up).may_rebuild else _raw_keys(up, engine)
-            keys = None if keys is None or theirs is None else keys | theirs
-        memo[node.task_id] = keys
+        values[node.task_id] = fold(ups, values)
         stack.pop()
-    return memo[task.task_id]
+    return values[task.task_id]
+
+
+def upstream_keys(task, engine: Engine) -> frozenset[str] | None:
+    """The keys whose rows may change once the upstream of ``task`` that is not ok is rebuilt, through every
+    partition between that may rebuild too; None: any key's."""
+
+    def ups_of(node) -> list:  # its upstream not ok (built by newer code counts as ok: it is kept)
+        return [
+            (up, engine.state(up).may_rebuild)
+            for up in node.upstream()
+            if engine.state(up).state not in ("ok", "newer")
+        ]
+
+    def fold(ups, values) -> frozenset[str] | None:
+        keys: frozenset[str] | None = frozenset()
+        for up, may_rebuild in ups:
+            theirs = values[up.task_id] if may_rebuild else _raw_keys(up, engine)
+            keys = None if keys is None or theirs is None else keys | theirs
+        return keys
+
+    return fold_upstream(task, engine, "keys upstream", ups_of, lambda pair: pair[1], fold)
 
 
 def not_its_keys(task, engine: Engine) -> bool:

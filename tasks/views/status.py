@@ -13,7 +13,7 @@ from tasks import catalogue, settings
 from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask
 from tasks.calendar import date_range
 from tasks.contract import printable
-from tasks.downstream import not_its_keys
+from tasks.downstream import fold_upstream, not_its_keys
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine
@@ -89,32 +89,27 @@ def _failure(task: MaterializedTask, cache: Engine) -> str:
 
 def failed_upstream(task: MaterializedTask, cache: Engine) -> str:
     """``<partition> (failed: <error's first line>)`` of the nearest upstream partition whose failure still
-    applies, or ''; an explicit stack, as a chain is deeper than Python's recursion limit."""
-    memo = cache.once_per_pass(("failed upstream",), dict)  # task id -> (links away, text), or None
-    stack = [(task, None)]
-    while stack:
-        node, ups = stack[-1]
-        if node.task_id in memo:
-            stack.pop()
-            continue
-        if ups is None:  # first visit: its not-ok upstream, and what its own failure is
-            ups = [(up, failure(up, cache)) for up in node.upstream() if not cache.state(up).ok]
-            stack[-1] = (node, ups)
-        through = {up.task_id for up, error in ups if not error and cache.state(up).may_rebuild}
-        todo = [up for up, _ in ups if up.task_id in through and up.task_id not in memo]
-        if todo:
-            stack.extend((up, None) for up in reversed(todo))
-            continue
+    applies, or ''."""
+
+    def ups_of(node) -> list:  # its not-ok upstream, and what its own failure is
+        return [(up, failure(up, cache)) for up in node.upstream() if not cache.state(up).ok]
+
+    def through(pair) -> bool:
+        up, error = pair
+        return not error and cache.state(up).may_rebuild
+
+    def fold(ups, values) -> tuple[int, str] | None:  # (links away, text) of the first of the nearest
         found = [
             (1, f"{freshness.label(up)} (failed: {error.splitlines()[0]})")
             if error
-            else (memo[up.task_id][0] + 1, memo[up.task_id][1])
+            else (values[up.task_id][0] + 1, values[up.task_id][1])
             for up, error in ups
-            if error or (up.task_id in through and memo[up.task_id])
+            if error or (through((up, error)) and values[up.task_id])
         ]
-        memo[node.task_id] = min(found, key=lambda f: f[0]) if found else None  # the first of the nearest
-        stack.pop()
-    return memo[task.task_id][1] if memo[task.task_id] else ""
+        return min(found, key=lambda f: f[0]) if found else None
+
+    nearest = fold_upstream(task, cache, "failed upstream", ups_of, through, fold)
+    return nearest[1] if nearest else ""
 
 
 def _day_status(task: MaterializedTask, cache: Engine, name: str) -> DayStatus:
