@@ -218,6 +218,19 @@ def test_a_folder_made_before_its_store_files_has_not_arrived_the_day_before_wai
     assert {f"S001-{START + 2 * DAY}-A", f"S002-{START + 2 * DAY}-A"} <= orders  # its small hours
 
 
+def test_the_run_summary_tells_a_folder_there_without_its_files_from_one_not_there(lab, caplog):
+    """Of the folders a run waits for, one is there without its store files and the next is not there at all:
+    the summary's line names the one that is there as such, not both as "not there yet"."""
+    lab.qsr_days(START, 2)  # folders START .. START+2
+    empty = lab.raw / "qsr_pos" / str(START + 2 * DAY)
+    shutil.rmtree(empty)
+    empty.mkdir()
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert lab.range(START, START + 3 * DAY) == 20  # [retcode] missing_data
+    line = next(x for x in caplog.text.splitlines() if "for raw folders" in x)
+    assert f"(not there yet; {START + 2 * DAY}/ there, without any <store_id>.csv yet): StgQsrPos" in line, line
+
+
 def test_a_partition_built_from_a_folder_without_store_files_is_stale_once_they_land(lab, monkeypatch, capsys):
     """A partition built, as Daybreak used to, while folder d+1 held no store file (its small hours absent)
     waits while it still holds none, is stale once d+1's files land, and the next run rebuilds it whole."""

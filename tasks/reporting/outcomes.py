@@ -84,6 +84,9 @@ def waiting_line(cache, zone, source: str, waits: list[tuple[dt.date, str, objec
     notes = "; ".join(dict.fromkeys(f"{printable(r.name)} is {r.reason}" for r in why.values() if r))
     state = "not there yet" if not notes else f"not read: {notes}" if all(why.values()) else f"not there yet; {notes}"
     state = cache.empty_root(zone) or state  # the whole raw root holds nothing: a typo, or nothing sent yet
-    if all(cache.without_file(zone, source, d) for d in folders):  # an export's folder made before its file
-        state = cache.without_file(zone, source, folders[0])
+    there = {d: note for d in folders if (note := cache.without_file(zone, source, d))}  # made before its files
+    if len(there) == len(folders):
+        state = there[folders[0]]
+    elif there:
+        state += "".join(f"; {d}/ {note}" for d, note in there.items())
     return f"for raw {where} ({state}): {partition_names([(f, k) for _, f, k in waits])}"
