@@ -214,3 +214,21 @@ def _tables(b: Buckets, data: str) -> dict[str, list]:
     keys = [o["Key"] for o in listed.get("Contents", ()) if o["Key"].endswith("/data.parquet")]
     body = lambda key: io.BytesIO(b.s3.get_object(Bucket=b.data, Key=key)["Body"].read())  # noqa: E731
     return {key.removeprefix(prefix): pq.read_table(body(key)).to_pylist() for key in sorted(keys)}
+
+
+def test_a_store_frozen_before_the_run_starts_is_one_line_and_exit_2_naming_the_timeout(buckets):
+    """Frozen from the command's first request on: one line and exit 2 as for a store that cannot be reached
+    (docs/operations.md), naming the endpoint and the timeout; nothing in it of a run that was under way."""
+    b = buckets
+    with running("127.0.0.1", b.rgw.port, 0.0) as proxy:
+        endpoint = f"http://127.0.0.1:{proxy.port}"
+        proxy.freeze_when = lambda seen: True
+        run = b.run(endpoint, s3={"timeout": TIMEOUT_S}, timeout=120)
+        proxy.thaw()
+    err = run.stderr
+    assert run.returncode == 2, err
+    errors = [line for line in err.splitlines() if line.startswith("daybreak: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert f"endpoint {endpoint}" in errors[0] and f"no answer within {TIMEOUT_S} s" in errors[0], err
+    assert "rest of the run" not in errors[0] and "not tried again" not in errors[0], err
+    assert not list(b.rgw.client().list_objects_v2(Bucket=b.data).get("Contents", ()))  # nothing written

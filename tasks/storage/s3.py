@@ -19,7 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from botocore.handlers import add_expect_header
 
 from tasks.storage import s3get, s3gone
-from tasks.storage.s3errors import PreconditionFailed, StoreError, clock_skew, precondition_failed  # noqa: F401 - where callers find them
+from tasks.storage.s3errors import PreconditionFailed, StoreError, StoreNotAnswering, clock_skew, precondition_failed
 
 SCHEME = "s3://"
 
@@ -195,14 +195,14 @@ class Bucket:
         answered = (os.getpid(), self.endpoint, self.region, self.bucket, os.environ.get("AWS_ACCESS_KEY_ID"))
         if answered in _answered:
             return
-        self._asking("HEAD bucket")
         try:
+            self._asking("HEAD bucket")
             answers = s3get.answers(self.signer)
-        except s3get.NoAnswer as exc:
-            error = self.store_error(exc, "HEAD bucket")  # the store given up, quick or not
+        except (s3get.NoAnswer, StoreNotAnswering) as exc:
+            self.store_error(exc, "HEAD bucket")  # the store given up, quick or not (if this request went unanswered)
             if quick:
                 return
-            raise error from None
+            raise s3gone.at_start(self._where(), exc.seconds) from None
         if not answers:
             if quick:
                 return

@@ -62,6 +62,12 @@ def not_answered(store: str, where: str, asked: str, code: str, seconds: float) 
     return StoreNotAnswering(f"object store: {asked} failed ({where}): {why}", code, where, seconds)
 
 
+def at_start(where: str, seconds: float) -> StoreNotAnswering:
+    """The error of a store that did not answer a process's first request (its bucket's check)."""
+    why = f"no answer within {seconds:g} s ([s3] timeout): is the store up, and is [s3] endpoint_url its address?"
+    return StoreNotAnswering(f"object store: HEAD bucket failed ({where}): {why}", "NoAnswer", where, seconds)
+
+
 def refusal(store: str, where: str, asked: str) -> StoreNotAnswering | None:
     """The error of ``asked``, not sent, when this run gave up on ``store``; else None."""
     gone = known(store)
