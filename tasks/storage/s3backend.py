@@ -179,7 +179,7 @@ class S3Backend:
 
     def refresh(self, dataset: str, folder: str, quarantine: str) -> None:
         """List the partition's objects again (under the lease, the listing taken with it)."""
-        now = self._at_lease(folder) or self.objects_now(folder, quarantine)
+        now = self.listed_at_lease(folder, quarantine)
         for rel in [r for r in self.listing(f"{dataset}/") if r.startswith(f"{folder}/")]:
             self.known(rel, None)
         for rel, obj in now.items():
