@@ -232,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "plan",
-        help="dry run of a backfill: what would run and why; exit 0 nothing to do, 1 work to do, 20 only waiting",
+        help="dry run of a backfill: what would run and why; exit 0 nothing to do, 1 work to do, 20 only waiting, "
+        "10 only newer builds",
     )
     p.add_argument("dataset", type=guard.dataset_argument(DATASET_NAMES), choices=DATASET_NAMES)
     p.add_argument("--start", type=_date, help="first date, inclusive (default: as for status)")

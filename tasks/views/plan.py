@@ -22,6 +22,7 @@ from tasks.views.rows import LEFT_OVER
 from tasks.views.status import DATASETS, day_status, failure, shorten
 
 EXIT_WORK = 1  # a partition would run or may run, or a hotel's partitions are left over (docs/operations.md)
+EXIT_NEWER = 10  # nothing to do here but partitions built by a newer version or settings: the run exits 10
 EXIT_WAITING = 20  # nothing to do but partitions that wait for raw data: Luigi's missing_data, as the run would exit
 
 
@@ -54,10 +55,11 @@ class Plan:
 
     @property
     def exit_code(self) -> int:
-        """0 nothing to do, 1 work to do (whatever waits), 20 nothing to do but partitions waiting for raw data."""
+        """0 nothing to do, 1 work to do (whatever waits), 20 nothing to do but partitions waiting for raw data,
+        10 nothing to do here but partitions built by newer code or settings (the run's exit: superseded)."""
         if self.runs or self.maybe or self.left_over:
             return EXIT_WORK
-        return EXIT_WAITING if self.blocked else 0
+        return EXIT_WAITING if self.blocked else EXIT_NEWER if self.newer else 0
 
     @property
     def kind(self) -> str:
