@@ -74,6 +74,7 @@ def build(node: Node, engine: Engine) -> dict | None:
         "inputs_listed_ns": listed_ns,
         "refused_inputs": window.refused,
         "upstream": plan.upstream,
+        **({"upstream_keys": plan.upstream_keys} if plan.upstream_keys else {}),  # which keys' rows it read
         "row_count": built.table.num_rows,
         "rejected_count": 0 if built.rejected is None else built.rejected.num_rows,
         "stats": built.stats,

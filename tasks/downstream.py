@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from tasks import catalogue, settings
+from tasks.freshness.dataversions import key_versions
 from tasks.freshness.engine import Engine, view_pass
 from tasks.freshness.inputs import changed_paths
 from tasks.settings import business_today
@@ -54,7 +55,7 @@ def changed_keys(task, engine: Engine) -> frozenset[str] | None:
     that upstream's; None: any key's."""
     if engine.state(task).may_rebuild:
         return upstream_keys(task, engine)
-    return _raw_keys(task, engine)
+    return _own_keys(task, engine)
 
 
 def fold_upstream(task, engine: Engine, name: str, ups_of, through, fold):
@@ -95,7 +96,7 @@ def upstream_keys(task, engine: Engine) -> frozenset[str] | None:
     def fold(ups, values) -> frozenset[str] | None:
         keys: frozenset[str] | None = frozenset()
         for up, may_rebuild in ups:
-            theirs = values[up.task_id] if may_rebuild else _raw_keys(up, engine)
+            theirs = values[up.task_id] if may_rebuild else _own_keys(up, engine)
             keys = None if keys is None or theirs is None else keys | theirs
         return keys
 
@@ -111,25 +112,48 @@ def not_its_keys(task, engine: Engine) -> bool:
     return keys is not None and getattr(task, type(task).entry.key_param) not in keys
 
 
-def _raw_keys(task, engine: Engine) -> frozenset[str] | None:
-    """:func:`changed_keys` of a partition stale by its own rules, raw files or folder."""
+def _own_keys(task, engine: Engine) -> frozenset[str] | None:
+    """:func:`changed_keys` of a partition stale by itself: by its raw files, or by an upstream rebuilt since
+    it read it (not by its rules, nor its folder)."""
     state = engine.state(task)
-    if state.state != "stale" or state.may_rebuild or not task.reads_raw():
+    if state.state != "stale" or state.may_rebuild:
         return None
     store = engine.store(task)
-    manifest, window = engine.manifest(store, task.key), engine.window(task)
+    manifest = engine.manifest(store, task.key)
     if (
         not manifest
-        or window is None
         or manifest.get("_corrupt")
         or (manifest.get("verify_mismatch") and not manifest.get("verify_changed_raw"))
         or manifest.get("rules_fingerprint") != task.rules_fingerprint()
         or engine.folder_problem(store, task.key, manifest)
     ):
         return None
+    if not task.reads_raw():
+        return _read_keys(task, manifest, engine)
+    window = engine.window(task)
+    if window is None:
+        return None
     paths = changed_paths(manifest, window.read, engine.zone(task).mtime_resolution_ns)
     keys = {task.input_slice(p) for p in [*paths, *(manifest.get("verify_changed_raw") or [])]}
     return None if not keys or None in keys else frozenset(keys)
+
+
+def _read_keys(task, manifest: dict, engine: Engine) -> frozenset[str] | None:
+    """The keys whose rows changed in the upstream partitions rebuilt since ``task`` read them: those whose
+    version there differs from the one its manifest recorded; None: unknown (one recorded none)."""
+    recorded, versions = manifest.get("upstream") or {}, manifest.get("upstream_keys") or {}
+    keys: set[str] = set()
+    for up in task.upstream():
+        now = engine.manifest(engine.store(up), up.key)
+        if up.task_id not in recorded:  # built without it: any key's rows may change
+            return None
+        if recorded[up.task_id] == task.upstream_version(now):
+            continue  # read as it is
+        was, new = versions.get(up.task_id), key_versions(now)
+        if was is None or new is None:
+            return None
+        keys |= {key for key in was.keys() | new.keys() if was.get(key) != new.get(key)}
+    return frozenset(keys) or None
 
 
 def _reading(

@@ -927,6 +927,32 @@ def test_plan_and_status_of_the_pickups_say_which_may_rebuild_and_the_run_rebuil
     assert capsys.readouterr().out.splitlines()[0] == "hotel_pickup: 0 partitions would run, 0 wait for raw data"
 
 
+def test_once_the_staging_is_rebuilt_first_plan_and_status_still_name_the_one_hotel_whose_pickups_may_rebuild(
+    pickups_built, capsys
+):
+    """H1's extract re-sent and the staging date rebuilt on its own first: the booking states are stale, and the
+    pickups that may rebuild are still H1's only (before: every hotel's, as a booking state's rebuild could
+    change any hotel's rows), as the run then rebuilds."""
+    from tasks.cli import main
+
+    lab, stop, day = pickups_built, FIRST + 4 * DAY, FIRST + DAY
+    write(lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
+    assert lab.range(FIRST, stop, of="StgHotelBookingsDaily") == 0
+    capsys.readouterr()
+    assert main(["plan", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 1
+    plan = capsys.readouterr().out
+    head = "hotel_pickup: 1 partition would run, 2 may run once their upstream is rebuilt, 0 wait for raw data"
+    assert plan.splitlines()[0] == head, plan  # H1's of the day read the staging's H1 rows too: they changed
+    assert f"  run   {day} H1  stale: upstream staging/hotel_bookings_daily {day} changed" in plan, plan
+    assert f"  may   {day + DAY} H1 .. {stop - DAY} H1 (2 partitions): " in plan, plan
+    assert main(["status", "--dataset", "hotel_pickup", "--start", str(FIRST), "--stop", str(stop)]) == 0
+    assert "\n  1 ok, 1 stale, 2 pending\n" in capsys.readouterr().out
+    before = pickups(lab)
+    assert lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(stop)) == 0
+    after = pickups(lab)
+    assert {k for k in after if after[k] != before[k]} == {(day + k * DAY, "H1") for k in range(3)}
+
+
 def test_the_partitions_of_a_hotel_taken_off_the_list_are_left_over_in_status_and_plan(hotel_lab, setting, capsys):
     """A hotel taken off the hotels list keeps its partitions (a typo in the list must not wipe a hotel),
     and readers of the datasets' globs still get its rows: status and plan name them as left over, with

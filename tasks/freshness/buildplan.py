@@ -39,6 +39,7 @@ class BuildPlan:
     up_to_date: bool  # another process built it, or its upstream was rebuilt to the same rows
     window: Window | None = None
     upstream: dict = field(default_factory=dict)  # each upstream partition's version now
+    upstream_keys: dict = field(default_factory=dict)  # of each upstream with a version per key, those versions
     in_place: dict | None = None  # the manifest in place: its files may hold this build already
     list_again: bool = False  # the raw zone does not check reads against its listing
 
@@ -141,7 +142,8 @@ def plan_build(node: Node, engine: Engine, where: str) -> BuildPlan:
         raise RuntimeError("a raw folder of its dependency window disappeared; rerun later")
     upstream = engine.upstream_versions(node)
     engine.fetch_next(node, window)
-    return BuildPlan(False, window, upstream, in_place, list_again=not node.zone().reads_checked)
+    keys = engine.upstream_key_versions(node)
+    return BuildPlan(False, window, upstream, keys, in_place, list_again=not node.zone().reads_checked)
 
 
 def check_replaceable(node: Node, engine: Engine, manifest: dict | None, where: str) -> None:

@@ -81,6 +81,17 @@ def _exact(array) -> bool:
     return False
 
 
+KEY_VERSIONS = ("hotel_versions", "store_versions")  # a partition's version of each key's rows (its stats)
+
+
+def key_versions(manifest: dict | None) -> dict[str, str] | None:
+    """A partition's version of each key's rows (a hotel's, a store's), shortened to 16 hex digits: what a
+    reader of the whole partition records of it; None where it keeps none."""
+    stats = (manifest or {}).get("stats") or {}
+    found = next((stats[k] for k in KEY_VERSIONS if isinstance(stats.get(k), dict)), None)
+    return None if found is None else {key: str(version)[:16] for key, version in found.items()}
+
+
 def slice_versions(table: pa.Table, column: str, keys: set[str]) -> dict[str, str]:
     """The :func:`logical_version` of each key's rows (``column == key``; no rows: an empty slice's), copied
     out an eighth of the rows at a time, each batch serialised between the stream's fixed head and tail."""

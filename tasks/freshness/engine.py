@@ -17,6 +17,7 @@ from collections.abc import Generator, Iterator
 from tasks import forks, nextdate
 from tasks.contract import arrives_with, awaited_file
 from tasks.freshness import identity
+from tasks.freshness.dataversions import key_versions
 from tasks.freshness.inputs import Window, parse_inputs
 from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import RAW_GONE, Blocked, Node, State, raw_folders
@@ -240,6 +241,14 @@ class Engine(Memo):
 
     def upstream_versions(self, node: Node) -> dict[str, str | None]:
         return {up.task_id: node.upstream_version(self.manifest(self.store(up), up.key)) for up in node.upstream()}
+
+    def upstream_key_versions(self, node: Node) -> dict[str, dict[str, str]]:
+        """Of each upstream that keeps a version of each key's rows, those versions; none for a node that reads
+        one key's slice (its upstream version is that key's already). A plan compares them after a rebuild."""
+        if getattr(node, "reads_a_slice", False):
+            return {}
+        found = {up.task_id: key_versions(self.manifest(self.store(up), up.key)) for up in node.upstream()}
+        return {task_id: versions for task_id, versions in found.items() if versions is not None}
 
     # -- what a partition waits for ------------------------------------------------------------------
     def blocked(self, node: Node) -> Blocked:
