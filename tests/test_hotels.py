@@ -261,6 +261,26 @@ def test_one_hotels_resent_extract_rebuilds_that_hotels_export_only(hotel_lab, c
     assert (dt.date(2026, 10, 4),) in rows
 
 
+def test_once_the_staging_is_rebuilt_first_the_plan_of_the_exports_names_the_one_hotel_whose_rows_may_change(
+    hotel_lab, capsys
+):
+    """H1's extract re-sent and its staging date rebuilt first: on-the-books may change for H1's rows only, so the
+    plan of the exports says H1's may run, not H2's (H3 .. H5's were never built: they run)."""
+    from tasks.cli import main
+
+    for hotel in ("H1", "H2"):
+        assert hotel_lab.luigi("HotelOtbExport", "--hotel", hotel) == 0
+    day = FIRST + DAY
+    write(hotel_lab, day, "H1", [f"T1,H1,{day}T12:00:00-04:00,CREATED,2026-10-01,2026-10-03,1,120.00,direct"])
+    newest = max(dt.date.fromisoformat(p.name) for p in (hotel_lab.raw / "hotel_bookings").iterdir())
+    assert hotel_lab.range(FIRST, newest + DAY, of="StgHotelBookingsDaily") == 0
+    capsys.readouterr()
+    assert main(["plan", "hotel_otb_export"]) == 1
+    plan = capsys.readouterr().out
+    assert plan.splitlines()[0].startswith("hotel_otb_export: 3 partitions would run, 1 may run "), plan
+    assert [line[:11] for line in plan.splitlines() if line.startswith("  may ")] == ["  may   H1:"], plan
+
+
 @pytest.mark.parametrize("hotel", ["H9", "../../etc", "H1/../H2"])
 def test_an_export_for_an_unknown_or_escaping_hotel_is_refused(hotel_lab, hotel):
     """Refused when the task is made (a usage error, exit 2: tests/test_usage_errors.py), so no path is
