@@ -34,8 +34,8 @@ def _after_fork() -> None:
 
 os.register_at_fork(after_in_child=_after_fork)
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # (pid, scheme, host, port) -> connections not in use
-CONNECT_S = 5.0  # seconds to connect, as botocore's connect_timeout (tasks/storage/s3.py)
-_IDLE_MAX = 32  # as many as the client's pool (tasks/storage/s3.py)
+CONNECT_S = 5.0  # seconds to connect, as botocore's connect_timeout (tasks/storage/s3client.py)
+_IDLE_MAX = 32  # as many as the client's pool (tasks/storage/s3client.py)
 _contexts: dict[object, ssl.SSLContext] = {}
 ALGORITHM = "AWS4-HMAC-SHA256"
 
