@@ -103,14 +103,15 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
             "other_date_rows": result.other_date_rows,
         }
         stats["store_versions"] = start_on_side_thread(store_versions, inputs, result.table)
-        stats.update(self._emptied_stores(inputs, result.table))
+        stats.update(self._emptied_stores(inputs, result.table, result.file_rows))
         # what StoreDailySales reads, so that a store's mart never reads another store's lines
         extras = {STORE_TOTALS_FILE: to_ipc(store_totals(result.table, self.date, result.order_keys))}
         return Built(result.table, result.rejected, stats, extras, file_rows=result.file_rows)
 
-    def _emptied_stores(self, inputs: list[RawFile], table: pa.Table) -> dict:
-        """``store_rows`` of this build, and a warning for every store that had rows in the previous build
-        (under the same rules) and has none now."""
+    def _emptied_stores(self, inputs: list[RawFile], table: pa.Table, day_rows: dict[str, int]) -> dict:
+        """``store_rows`` and ``day_file_rows`` (a file of folder d: its rows of the date) of this build, and a
+        warning for every store that had rows in the previous build (under the same rules) and has none now,
+        or whose file of folder d gave rows then and none now (its small hours, in folder d+1, may remain)."""
         import pyarrow.compute as pc
 
         from tasks.reporting import names
@@ -126,7 +127,10 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         before = previous.get("store_rows") if same_rules else None
         if before is None and previous and same_rules:  # a manifest without store_rows: from its data file
             before = _store_rows_of(store, self.date)
-        emptied = {s: why for s, why in (previous.get("emptied_stores") or {}).items() if not now.get(s)}
+        files_before = (previous.get("day_file_rows") or {}) if same_rules else {}
+        kept = {s: why for s, why in (previous.get("emptied_stores") or {}).items()}  # a store's, or a file's
+        emptied = {k: why for k, why in kept.items() if not (day_rows if k.endswith(".csv") else now).get(k)}
+        read = {f.relpath for f in inputs}
         for s, rows in sorted((before or {}).items()):
             if rows and not now.get(s) and s not in emptied:
                 files = [f.relpath for f in inputs if file_stem(f.relpath) == s]
@@ -135,8 +139,22 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
                     if files
                     else "(no file of its window: removed from the raw zone?)"
                 )
-                logger.warning("%s: %s", names.label(self), emptied[s])
-        return {"store_rows": now, "emptied_stores": emptied, "warnings": list(emptied.values())}
+        for path, rows in sorted(files_before.items()):
+            s = file_stem(path)
+            if rows and not day_rows.get(path) and path not in emptied and s not in emptied:
+                emptied[path] = f"store {s}'s file {path} gave {rows} rows of {self.date} in an earlier build " + (
+                    "and gives none now (re-sent with its header only?)"
+                    if path in read
+                    else "and is gone now (removed from the raw zone?)"
+                )
+        for key in emptied.keys() - kept.keys():
+            logger.warning("%s: %s", names.label(self), emptied[key])
+        return {
+            "store_rows": now,
+            "day_file_rows": day_rows,
+            "emptied_stores": emptied,
+            "warnings": list(emptied.values()),
+        }
 
     def run_partition(self) -> None:
         if keeps_for_next_date():

@@ -327,6 +327,28 @@ def test_a_store_file_resent_header_only_is_named_in_the_summary_and_in_status(l
     assert "warning" not in capsys.readouterr().out
 
 
+def test_a_stores_day_file_resent_header_only_is_named_though_its_small_hours_remain(lab, setting, capsys, caplog):
+    """S001's file of folder d re-sent with its header only, its file of d+1 (d's small hours) as it was: the
+    store keeps 2 rows of d, so it is not emptied, yet it lost its day. Before: no warning at all."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 2)
+    assert lab.range(START, START + 2 * DAY) == 0
+    day = START + DAY
+    lab.qsr_file(str(day), "S001", [])  # header only
+    caplog.clear()
+    assert lab.range(START, START + 2 * DAY) == 0
+    summary = caplog.text[caplog.text.index("summary of this run:") :]
+    line = f"  warning  StgQsrPos {day}: store S001's file qsr_pos/{day}/S001.csv gave 2 rows of {day} in an earlier"
+    assert line in summary and "gives none now (re-sent with its header only?)" in summary, summary
+    capsys.readouterr()
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    assert f"  {day} warning: store S001's file qsr_pos/{day}/S001.csv gave 2 rows" in capsys.readouterr().out
+    lab.qsr_file(str(day), "S001", qsr_rows("S001", day))  # re-sent whole: the warning goes
+    assert lab.range(START, START + 2 * DAY) == 0
+    assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
 def test_a_rules_change_that_moves_a_stores_rows_to_another_date_is_no_emptied_store(lab, setting, capsys, caplog):
     """Before: ``store B01 had 1 rows in an earlier build of D and has none now (... one re-sent with its
     header only?)`` after ``day_start_hour = 4`` moved B01's one 04:30 line from D to D+1, kept in status for
