@@ -12,14 +12,18 @@ import tempfile
 from tasks.storage.partitions import PartitionStore
 
 DETAIL = frozenset({"inputs", "input_hashes"})  # read only when the raw files' metadata changed
+STATS_DETAIL = frozenset({"day_file_rows"})  # read by the partition's own next build only
 FORMAT = 1
 
 
 def summary(manifest: dict | None) -> dict | None:
-    """The manifest without its :data:`DETAIL` keys."""
+    """The manifest without its :data:`DETAIL` keys, nor :data:`STATS_DETAIL` of its stats."""
     if manifest is None:
         return None
-    return {k: v for k, v in manifest.items() if k not in DETAIL}
+    kept = {k: v for k, v in manifest.items() if k not in DETAIL}
+    if isinstance(kept.get("stats"), dict) and STATS_DETAIL & kept["stats"].keys():
+        kept["stats"] = {k: v for k, v in kept["stats"].items() if k not in STATS_DETAIL}
+    return kept
 
 
 class SummaryFiles:
