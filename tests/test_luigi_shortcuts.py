@@ -96,6 +96,29 @@ def test_a_section_in_a_snapshot_is_read_once_with_luigis_values(fresh_luigi):
     assert settings.qsr().suspicious_qty_threshold == 17  # seen once the block ends
 
 
+def test_a_section_read_on_another_thread_as_the_snapshot_ends_is_read(fresh_luigi):
+    """A release thread reads a section while the build's snapshot ends: before, it stored the section in a
+    snapshot that was gone meanwhile ('NoneType' object does not support item assignment)."""
+    import threading
+
+    reading, ended = threading.Event(), threading.Event()
+
+    class slow(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - a section's name
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            reading.set()
+            assert ended.wait(10)
+
+    got: list = []
+    with snapshot():
+        thread = threading.Thread(target=lambda: got.append(slow()))
+        thread.start()
+        assert reading.wait(10)
+    ended.set()
+    thread.join(10)
+    assert len(got) == 1 and isinstance(got[0], slow)
+
+
 def test_a_settings_default_is_what_luigi_gives_when_no_config_file_sets_it(fresh_luigi):
     cfg = luigi.configuration.get_config()
     for name, section in settings.SECTIONS.items():

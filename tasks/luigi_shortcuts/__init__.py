@@ -86,11 +86,12 @@ class SnapshotSections(Register):
     """Luigi's metaclass for the settings sections; inside :func:`snapshot`, one instance per section."""
 
     def __call__(cls, *args, **kwargs):
-        if _snapshot is None or args or kwargs:
+        taken = _snapshot  # once: another thread may end the snapshot meanwhile
+        if taken is None or args or kwargs:
             return super().__call__(*args, **kwargs)
-        if cls not in _snapshot:
-            _snapshot[cls] = super().__call__()
-        return _snapshot[cls]
+        if cls not in taken:
+            taken[cls] = super().__call__()
+        return taken[cls]
 
 
 def default_of(param):
