@@ -183,6 +183,18 @@ PREVIEW_INTERRUPTED = (
 
 # commands that commit nothing: the store is not asked whether it honours conditional writes
 READ_ONLY = (cmd_status, cmd_plan)
+SAMPLE_INTERRUPTED = (
+    "daybreak: interrupted: the raw files written so far are whole; run the same command again to write the rest"
+)
+
+
+def interrupted_line(func) -> str:
+    """What Ctrl-C of the command ``func`` runs says: what it leaves behind."""
+    if func is cmd_preview:
+        return PREVIEW_INTERRUPTED
+    if func is cmd_sample:
+        return SAMPLE_INTERRUPTED
+    return "daybreak: interrupted: nothing was changed" if func in READ_ONLY else guard.INTERRUPTED
 
 
 class _Parser(argparse.ArgumentParser):
@@ -345,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (guard.stop_on_sigterm): one line, not a traceback
-        print(PREVIEW_INTERRUPTED if args.func is cmd_preview else guard.INTERRUPTED, file=sys.stderr, flush=True)
+        print(interrupted_line(args.func), file=sys.stderr, flush=True)
         return guard.TERMINATED_EXIT if isinstance(exc, guard.Terminated) else guard.INTERRUPTED_EXIT
     except Exception as exc:  # a store or server error: one line, exit 30; any other error keeps its traceback
         line = fault_line(exc)
