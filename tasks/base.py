@@ -234,20 +234,20 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         if getattr(exception, "superseded", False):  # another writer committed it: not a failure
             logger.warning("%s", exception)
             return str(exception)
+        if went_away(exception):  # named once by the run's summary; no record: nothing of the partition failed,
+            return super().on_failure(exception)  # and status shows what it is (missing, stale) for the next run
         record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
-        # a store that stopped answering is named once by the run's summary, not per partition
-        quiet = logging.INFO if went_away(exception) else logging.WARNING
         try:  # what the attempt was made of: the record stops applying once any of it differs
             with settings.snapshot():
                 record.update(identity.attempt(luigi_engine(), self, getattr(exception, "decided_by", None)))
         except Exception as exc:  # noqa: BLE001 - the failure record must never hide the real error
             if not isinstance(exc, RawZoneUnavailable):  # the error itself says the raw zone is gone
-                logger.log(quiet, "could not record the identity of the failed %s: %r", self.task_id, exc)
+                logger.warning("could not record the identity of the failed %s: %r", self.task_id, exc)
         try:
             self.store().record_failure(self.key, record)
         except (OSError, RuntimeError) as exc:  # the failure record must never hide the real error
             first = (str(exception) or type(exception).__name__).splitlines()[0]
-            level = logging.INFO if went_away(exc) else quiet
+            level = logging.INFO if went_away(exc) else logging.WARNING
             logger.log(level, "%s failed: %s (could not record the failure: %s)", self.task_id, first, exc)
         return super().on_failure(exception)
 

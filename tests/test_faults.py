@@ -598,6 +598,13 @@ def test_a_server_frozen_mid_backfill_fails_the_remaining_dates_at_once(lab, ssh
     assert "server not answering" in err and "not tried again in this run" in err
     assert took < 4.5 + 2 * 4, f"{took:.1f} s after the freeze ({time.monotonic() - t0:.1f} s in all)"
     assert "Traceback" not in out + err
+    sshd.signal(signal.SIGCONT)  # the server back: the dates left are missing, not "failed" (nothing of theirs failed)
+    span = ["--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 8 * DAY)]
+    shown = subprocess.run(
+        [sys.executable, "-m", "tasks.cli", "status", *span], cwd=lab.root, env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"\n  {len(done)} ok, {8 - len(done)} missing\n" in shown.stdout, shown.stdout
 
 
 # -- previews of damaged, busy and half-published data -------------------------------------------------------
