@@ -10,6 +10,7 @@ from tasks.freshness.dataversions import key_versions
 from tasks.freshness.engine import Engine, view_pass
 from tasks.freshness.inputs import changed_paths
 from tasks.settings import business_today
+from tasks.storage.rawzone import RawFileChanged
 
 
 def stale_downstream(
@@ -133,7 +134,18 @@ def _own_keys(task, engine: Engine) -> frozenset[str] | None:
     window = engine.window(task)
     if window is None:
         return None
-    paths = changed_paths(manifest, window.read, engine.zone(task).mtime_resolution_ns)
+    zone, hashes = engine.zone(task), manifest.get("input_hashes") or {}
+    now = {f.relpath: f for f in window.read}
+
+    def _same_bytes(path: str) -> bool:  # touched, or re-sent with the bytes the build read: no key's rows change
+        if path not in hashes or path not in now:
+            return False
+        try:
+            return engine.digest(zone, now[path]) == hashes[path]
+        except RawFileChanged:
+            return False
+
+    paths = {p for p in changed_paths(manifest, window.read, zone.mtime_resolution_ns) if not _same_bytes(p)}
     keys = {task.input_slice(p) for p in [*paths, *(manifest.get("verify_changed_raw") or [])]}
     return None if not keys or None in keys else frozenset(keys)
 

@@ -258,6 +258,32 @@ def test_plan_and_status_say_the_one_store_whose_file_changed_may_rebuild_and_th
     assert capsys.readouterr().out.splitlines()[0] == "store_daily_sales: 0 partitions would run, 0 wait for raw data"
 
 
+def test_a_file_touched_with_the_same_bytes_is_no_store_that_may_rebuild_beside_another_stores_new_file(
+    lab, setting, capsys
+):
+    """S007's file written again with the same bytes, and a new store's file in the same window: only the new
+    store's rows may change (before: S007 was named pending too, as its file's time changed)."""
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4, stores=tuple(f"S{k:03}" for k in range(1, 12)))
+    assert build_all(lab) == 0
+    late = START + dt.timedelta(days=2)
+    path = lab.raw / "qsr_pos" / late.isoformat() / "S007.csv"
+    data = path.read_bytes()
+    path.unlink()
+    path.write_bytes(data)  # the same bytes, a new time
+    os.utime(path, ns=(path.stat().st_mtime_ns + 10**9,) * 2)
+    lab.qsr_file(late.isoformat(), "S051", qsr_rows("S051", late))  # a store's late file: new rows
+    capsys.readouterr()
+    assert main(["status", "--dataset", "store_daily_sales"]) == 0
+    shown = capsys.readouterr().out
+    assert "missing: store_id S051: " in shown and "S007" not in shown, shown  # S051: new; no store pending
+    assert main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + dt.timedelta(days=4))]) == 1
+    planned = capsys.readouterr().out
+    assert "2 partitions would run" in planned and "S007" not in planned, planned
+
+
 def test_a_deleted_staging_partition_is_rebuilt_for_the_stores_not_left_out_of_their_rows(lab, setting):
     """Deleting a partition forces its rerun: a store's daily sales read every staging date whose raw folder is
     there, so AllStores rebuilds the deleted date first and the stores keep its row."""
