@@ -21,6 +21,8 @@ from tasks.calendar import date_range
 from tasks.freshness.engine import Engine
 from tasks.freshness.node import raw_folders
 from tasks.guard import check_of, check_range, range_made_here
+from tasks.luigi_shortcuts import worker_id
+from tasks.luigi_shortcuts.hosts import LEFT_BY_THE_LIMIT
 from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
 from tasks.reporting import names, progress, runlog
@@ -68,26 +70,33 @@ def first_read(cls: type, day: dt.date) -> dt.date:
     return min([day, *(up.date for up in cls(date=day).upstream())])
 
 
-def left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> tuple[list[dt.date], str]:
+def left_out(
+    family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None, days_back: int | None = None
+) -> tuple[list[dt.date], str]:
     """The dates of ``[start, stop)`` a range run of ``family`` leaves out, and why: business days not over,
-    and for a RangeDaily, dates not before its ``now``."""
+    and for a RangeDaily, dates not before its ``now``, nor more than its ``days_back`` before it."""
     later = [d for d in date_range(start, stop) if settings.not_over(d)]
     reasons = [settings.not_over(later[0])] if later else []
     if family == "RangeSingleRun":
         return later, "; ".join(reasons)
     with warnings.catch_warnings(), range_made_here():  # Luigi's 'Parameter "param_name" with value "None"'
         warnings.simplefilter("ignore", UserWarning)
-        task = RangeDaily(of=of, start=start, stop=stop, now=now)
+        back = {} if days_back is None else {"days_back": days_back}
+        task = RangeDaily(of=of, start=start, stop=stop, now=now, **back)
     moment = dt.datetime.fromtimestamp(time.time() if now is None else now, tz=dt.UTC).replace(tzinfo=None)
-    limit = task.moving_stop(moment)
+    limit, first = task.moving_stop(moment), task.moving_start(moment)
     unbegun = [d for d in date_range(start, later[0] if later else stop) if task.parameter_to_datetime(d) >= limit]
+    behind = [d for d in date_range(start, stop) if task.parameter_to_datetime(d) < first and d not in unbegun]
     if unbegun:
         reasons.insert(
             0,
             f"RangeDaily builds only dates that have begun (before {limit:%Y-%m-%d %H:%M} UTC, [RangeDaily] "
             f"days_forward {task.days_forward}); their raw data cannot have arrived",
         )
-    return sorted(unbegun + later), "; ".join(reasons)
+    if behind:
+        why = f"RangeDaily checks no date before {first:%Y-%m-%d %H:%M} UTC ([RangeDaily] days_back {task.days_back})"
+        reasons.insert(0, why)
+    return sorted(behind + unbegun + later), "; ".join(reasons)
 
 
 def before_start(start: dt.date, stop: dt.date) -> tuple[list[dt.date], str]:
@@ -96,11 +105,13 @@ def before_start(start: dt.date, stop: dt.date) -> tuple[list[dt.date], str]:
     return list(date_range(start, min(stop, first))), before_start_reason(first)
 
 
-def report_left_out(family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None) -> None:
+def report_left_out(
+    family: str, of: type, start: dt.date, stop: dt.date, now: int | None = None, days_back: int | None = None
+) -> None:
     """Log (warning) how many dates a range run leaves out and why; an empty range is a line of the summary."""
     if start == stop:
         runlog.note(f"nothing to do: the range {start} .. {stop} (stop exclusive) of {of.__name__} is empty")
-    for dates, why in (before_start(start, stop), left_out(family, of, start, stop, now)):
+    for dates, why in (before_start(start, stop), left_out(family, of, start, stop, now, days_back)):
         if dates:
             logger.warning(f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}")
 
@@ -120,7 +131,16 @@ def _missing_datetimes(self: RangeDaily, finite_datetimes: list[dt.datetime]) ->
         return _luigis_missing(self, finite_datetimes)  # Luigi's own families (its tests)
     later = [d for d in finite_datetimes if settings.not_over(self.datetime_to_parameter(d))]
     runlog.not_over([self._instantiate_task_cls(self.datetime_to_parameter(d)) for d in later])
-    return _luigis_missing(self, [d for d in finite_datetimes if d not in later])
+    missing = sorted(_luigis_missing(self, [d for d in finite_datetimes if d not in later]))
+    left = missing[: -self.task_limit or None] if self.reverse else missing[self.task_limit :]
+    if left:  # Luigi requires task_limit of them only: the others are not run (exit 25), and said so
+        tasks = [self._instantiate_task_cls(self.datetime_to_parameter(d)) for d in left]
+        LEFT_BY_THE_LIMIT.update((t.task_id, (t, self.task_limit, worker_id())) for t in tasks)
+        logger.warning(
+            f"RangeDaily {self.of.__name__}: [RangeDaily] task_limit {self.task_limit} leaves {len(left)} of its "
+            f"{len(missing)} dates to build for the next run ({names.dates_span([t.date for t in tasks])})"
+        )
+    return set(missing)
 
 
 RangeDaily.missing_datetimes = _missing_datetimes
@@ -133,7 +153,7 @@ def _report_range(task: luigi.Task, *_) -> None:
     if task.task_id in _reported or not isinstance(task.of, type) or task.start is None or task.stop is None:
         return
     _reported.add(task.task_id)
-    report_left_out("RangeDaily", task.of, task.start, task.stop, task.now)
+    report_left_out("RangeDaily", task.of, task.start, task.stop, task.now, task.days_back)
     if issubclass(task.of, PartitionedTask):  # the summary counts them all, those Luigi drops itself (not begun) too
         later = [d for d in date_range(task.start, task.stop) if settings.not_over(d)]
         runlog.not_over([task._instantiate_task_cls(d) for d in later])

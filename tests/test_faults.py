@@ -295,6 +295,30 @@ def test_a_date_before_start_date_is_left_out_in_the_summary_not_up_to_date(lab,
 # -- a store file re-sent with its header only -----------------------------------------------------------
 
 
+def test_dates_left_by_rangedailys_task_limit_are_not_run_and_exit_25(lab, setting, caplog):
+    """Luigi's RangeDaily requires task_limit missing dates only: the others were counted as not handed to this
+    host by luigid (there is none) and the run exited 0. Now they are not run, with the limit as the reason."""
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 6)
+    caplog.set_level("INFO", logger="luigi-interface")
+    assert lab.range(START, START + 6 * DAY, "--task-limit", "2") == 25  # [retcode] not_run
+    text = caplog.text
+    assert f"[RangeDaily] task_limit 2 leaves 4 of its 6 dates to build for the next run ({START + 2 * DAY} .. " in text
+    assert f"  not run  StgQsrPos {START + 2 * DAY} (RangeDaily left it for the next run, its task_limit 2: " in text
+    assert "luigid gave it to another host" not in text, text
+    assert lab.range(START, START + 6 * DAY) == 0
+
+
+def test_dates_before_rangedailys_days_back_are_named_as_left_out(lab, setting, caplog):
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, 4)
+    back = (dt.datetime.now(dt.UTC).date() - (START + 2 * DAY)).days + 1  # START and the day after: further back
+    caplog.set_level("INFO", logger="luigi-interface")
+    assert lab.range(START, START + 4 * DAY, "--days-back", str(back)) == 0
+    assert f"2 of 4 dates left out ({START} .. {START + DAY}): RangeDaily checks no date before " in caplog.text
+    assert f"([RangeDaily] days_back {back})" in caplog.text
+
+
 def test_a_store_file_resent_header_only_is_named_in_the_summary_and_in_status(lab, setting, capsys, caplog):
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, 2)

@@ -105,6 +105,9 @@ DONE_IN_SCHEDULER: set[str] = set()
 # the tasks the last run's summary counted not run (exit 25)
 NOT_RUN: dict[str, object] = {}
 
+# task id -> (the task, the range's task_limit, the worker's id) of each date a range left for the next run
+LEFT_BY_THE_LIMIT: dict[str, tuple[object, int, str]] = {}
+
 # a pending task in one of these that is complete by the end of the run is done, not pending
 _DONE_ELSEWHERE = ("run_by_other_worker", "upstream_run_by_other_worker", "not_run")
 
@@ -176,6 +179,8 @@ def _hosts_summary(summary_dict):
                     if category != "run_by_other_worker" or not superseded(error_of(task)):
                         sets[category].discard(task)
                         sets["failed"].add(task)
+        left = [task for task, _, run in list(LEFT_BY_THE_LIMIT.values()) if run == worker._id]
+        sets["not_run"].update(task for task in left if not _complete(task))  # exit 25
         NOT_RUN.clear()
         NOT_RUN.update((task.task_id, task) for task in sets["not_run"])
         return sets

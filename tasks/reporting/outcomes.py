@@ -90,3 +90,23 @@ def waiting_line(cache, zone, source: str, waits: list[tuple[dt.date, str, objec
     elif there:
         state += "".join(f"; {d}/ {note}" for d, note in there.items())
     return f"for raw {where} ({state}): {partition_names([(f, k) for _, f, k in waits])}"
+
+
+_NOT_RUN_WHY = {
+    "unhanded": "this run did not get to build it, and it reads no partition: luigid gave it to another host (its "
+    "/history says how that run ended), or --log-level INFO says why; rerun",
+    "cooled": "luigid counts it done by a run less than [scheduler] stable_done_cooldown_secs ago, this host's or "
+    "another's, but this host finds it stale: deleted or changed since, or built under other rules? Rerun in a few "
+    "seconds",
+    "FAILED": "the host building it disconnected from luigid mid-build, and so did the host that took it over: rerun",
+    "DISABLED": "the host building it disconnected from luigid mid-build, and luigid disabled it: [scheduler] "
+    "retry_count; re-enable it in luigid's visualiser, then rerun",
+}
+
+
+def not_run_why(kind: str) -> str:
+    """Why the summary's partitions of ``kind`` were not run: not handed to this host (``unhanded``), done in
+    luigid seconds ago (``cooled``), left by lost hosts (luigid's ``FAILED``, ``DISABLED``), or left by a range's
+    ``its task_limit N``."""
+    why = _NOT_RUN_WHY.get(kind) or f"RangeDaily left it for the next run, {kind}: rerun the same command"
+    return f"({why})"

@@ -279,7 +279,7 @@ def report() -> tuple[list[str], str]:
         return errors, "\n".join([title, *notes]) if notes else ""
     from tasks import settings
     from tasks.freshness.engine import Engine
-    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER, LEFT_BY_A_LOST_HOST, NOT_RUN
+    from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER, LEFT_BY_A_LOST_HOST, LEFT_BY_THE_LIMIT, NOT_RUN
 
     cache = Engine()
     cache.snapshot = True  # a view of the run's end: it warns of nothing the run's own checks warned of
@@ -324,6 +324,8 @@ def report() -> tuple[list[str], str]:
                 counts[family][kind].append(key)
                 if kind == "not run" and task.task_id in LEFT_BY_A_LOST_HOST:
                     lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(label(task))
+                elif kind == "not run" and LEFT_BY_THE_LIMIT.get(task.task_id, (None, 0, ""))[2] == worker_id():
+                    lost[f"its task_limit {LEFT_BY_THE_LIMIT[task.task_id][1]}"].append(label(task))  # this run's
                 elif kind == "not run":
                     done = task.task_id in DONE_IN_SCHEDULER or single_run_done
                     reads = run.luigid or run.store_gone or task.upstream()  # else: not given to this host
@@ -369,30 +371,8 @@ def report() -> tuple[list[str], str]:
         else "(a partition it reads failed or waits; or see --log-level INFO)"
     )
     lines += capped("  not run  ", blocked, why)
-    lines += capped(
-        "  not run  ",
-        unhanded,
-        "(this run did not get to build it, and it reads no partition: luigid gave it to another host (its /history "
-        "says how that run ended), or --log-level INFO says why; rerun)",
-    )
-    lines += capped(
-        "  not run  ",
-        cooled,
-        "(luigid counts it done by a run less than [scheduler] stable_done_cooldown_secs ago, this host's or "
-        "another's, but this host finds it stale: deleted or changed since, or built under other rules? Rerun in a "
-        "few seconds)",
-    )
-    lines += capped(
-        "  not run  ",
-        lost["FAILED"],
-        "(the host building it disconnected from luigid mid-build, and so did the host that took it over: rerun)",
-    )
-    lines += capped(
-        "  not run  ",
-        lost["DISABLED"],
-        "(the host building it disconnected from luigid mid-build, and luigid disabled it: [scheduler] retry_count; "
-        "re-enable it in luigid's visualiser, then rerun)",
-    )
+    for name, keys in [("unhanded", unhanded), ("cooled", cooled), *lost.items()]:
+        lines += capped("  not run  ", keys, outcomes.not_run_why(name))
     lines += capped("  not run  ", changed)
     if failed or blocked or unhanded or waiting or cooled or changed or any(lost.values()):
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
