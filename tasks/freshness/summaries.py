@@ -11,7 +11,8 @@ import tempfile
 
 from tasks.storage.partitions import PartitionStore
 
-DETAIL = frozenset({"inputs", "input_hashes"})  # read only when the raw files' metadata changed
+# read only when the raw files' metadata changed, or by a plan (the upstream's version of each key's rows)
+DETAIL = frozenset({"inputs", "input_hashes", "upstream_keys"})
 STATS_DETAIL = frozenset({"day_file_rows"})  # read by the partition's own next build only
 FORMAT = 1
 
