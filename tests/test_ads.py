@@ -581,14 +581,14 @@ def test_a_later_start_date_rebuilds_only_the_windows_it_cuts(ads_built, setting
     from tasks.views import status
 
     reasons = {r.date: r.reason for r in status.collect(later, stop, ["ads_rolling_7d"])}
-    assert f"start_date now '{later}'" in reasons[dt.date(2026, 9, 27)], reasons
+    assert f"its window now cut by start_date '{later}'" in reasons[dt.date(2026, 9, 27)], reasons
     assert "(none)" not in reasons[dt.date(2026, 9, 27)], reasons
     assert ads_built.range(later, stop, of="AdsRolling7d") == 0
     assert changed(before, snapshot(ads_built))["marts/ads_rolling_7d"] == days(later, dt.date(2026, 9, 27))
     assert [r[-1] for r in rolling(ads_built, dt.date(2026, 9, 27))] == [6, 6]  # 09-22 .. 09-27
     setting("daybreak", "start_date", FIRST)  # back: 09-27's window is whole again
     reasons = {r.date: r.reason for r in status.collect(FIRST, stop, ["ads_rolling_7d"])}
-    assert f"start_date no longer '{later}'" in reasons[dt.date(2026, 9, 27)], reasons
+    assert f"its window no longer cut by start_date '{later}'" in reasons[dt.date(2026, 9, 27)], reasons
     assert "(none)" not in reasons[dt.date(2026, 9, 27)], reasons
 
 

@@ -112,6 +112,12 @@ def diff_rules(old: dict, new: dict, date: dt.date | None = None) -> str:
                 for e in sorted(set(was) | set(now))
                 if was.get(e) != now.get(e)
             ]
+        elif k == "start_date" and (was is None or now is None):  # recorded only where it cuts a window
+            changed.append(
+                f"its window now cut by start_date {now!r}"
+                if was is None
+                else f"its window no longer cut by start_date {was!r}"
+            )
         elif was is None:
             changed.append(f"{k} now {now!r}")
         elif now is None:
