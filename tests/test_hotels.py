@@ -1267,14 +1267,13 @@ def test_plan_says_the_dates_with_an_extract_of_a_hotel_taken_off_the_list_would
         capsys.readouterr()
         assert main(["plan", "stg_hotel_bookings_daily", *span]) == 1
         runs = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  run   ")]
+        days = f"{FIRST} .. {FIRST + 3 * DAY}"  # each day's own folder: one line for the four, as status
         assert runs == [
-            f"  run   {FIRST + k * DAY}  stale: rules changed: timezones[H2] 'America/Vancouver' -> (none); "
-            f"would fail: raw file hotel_bookings/{FIRST + k * DAY}/H2.csv is of hotel H2, not in {listed}"
-            for k in range(4)
+            f"  run   {days} (4 partitions)  stale: rules changed: timezones[H2] 'America/Vancouver' -> (none); "
+            f"would fail: raw file hotel_bookings/{days}/H2.csv is of hotel H2, not in {listed}"
         ], runs
         assert main(["status", "--dataset", "stg_hotel_bookings_daily", *span]) == 0  # status says it too
         shown = capsys.readouterr().out
-        days = f"{FIRST} .. {FIRST + 3 * DAY}"  # each day's own folder: one line for the four
         assert f"would fail: raw file hotel_bookings/{days}/H2.csv is of hotel H2, not in {listed}" in shown, shown
         assert hotel_lab.range(FIRST, FIRST + 4 * DAY, of="StgHotelBookingsDaily") == 30  # as the plan said
     finally:

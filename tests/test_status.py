@@ -570,6 +570,22 @@ def test_plan_runs_of_dates_in_a_row_with_the_same_reason_are_one_line_each():
     assert len(made.runs) == 737
 
 
+@pytest.mark.unit
+def test_plan_groups_days_whose_reasons_differ_by_a_date_that_moves_with_the_day_as_status_does():
+    """A source that stopped sending: each day waits for its next day's folder. Before: one wait line a day
+    (31 for a month), where status shows one line."""
+    from tasks.views import plan as views_plan
+
+    day = dt.date(2026, 10, 1)
+    blocked = [(str(day + k * DAY), f"raw folder missing: qsr_pos/{day + (k + 1) * DAY}") for k in range(31)]
+    made = views_plan.Plan("stg_qsr_pos", [], blocked, [], {}, None, 1, day, day + 31 * DAY)
+    shown = [line for line in views_plan.render(made).splitlines() if line.startswith("  wait  ")]
+    last = day + 30 * DAY
+    assert shown == [
+        f"  wait  {day} .. {last} (31 partitions)  raw folder missing: qsr_pos/{day + DAY} .. {last + DAY}"
+    ]
+
+
 def test_a_failed_day_whose_partition_is_kept_shows_its_rows(lab, capsys):
     """The previous build stays in place when a rebuild fails, and readers still get its rows: --json gives
     them (and its build time), as for a stale day; a day never built has none."""

@@ -18,7 +18,8 @@ from tasks.guard import check_range
 from tasks.reporting.names import dates_span
 from tasks.storage.rawzone import one_session
 from tasks.views.leftover import data_root_rows
-from tasks.views.rows import LEFT_OVER
+from tasks.views.rows import LEFT_OVER, DayStatus
+from tasks.views.spans import reason_runs, spanning
 from tasks.views.status import DATASETS, day_status, failure, shorten
 
 EXIT_WORK = 1  # a partition would run or may run, or a hotel's partitions are left over (docs/operations.md)
@@ -325,16 +326,29 @@ def _stretch(first, last, n: int) -> str:
     return str(first) if n == 1 else f"{first} .. {last} ({n} partitions)"
 
 
+def _date(label) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(str(label))
+    except ValueError:
+        return None
+
+
 def _next(last, label) -> bool:
     """Whether ``label`` follows ``last`` in a run: the next date (a date, or its text); any other label does."""
-    try:
-        return dt.date.fromisoformat(str(label)) - dt.date.fromisoformat(str(last)) == dt.timedelta(days=1)
-    except ValueError:
-        return True
+    before, after = _date(last), _date(label)
+    return before is None or after is None or after - before == dt.timedelta(days=1)
 
 
 def _grouped(rows: list[tuple]) -> list[tuple]:
-    """(first, last, count, reason) of each run of ``rows`` in a row with the same reason: one line each."""
+    """(first, last, count, reason) of each run of ``rows`` in a row with the same reason, or of days whose
+    reasons differ only by dates that move with the day (as status groups them): one line each."""
+    days = [(_date(label), reason) for label, reason in rows]
+    if days and all(day is not None for day, _ in days):
+        why = dict(days)
+        return [
+            (str(first), str(last), (last - first).days + 1, spanning(row.reason, why[last]))
+            for first, last, row in reason_runs([DayStatus("", day, "", reason) for day, reason in days])
+        ]
     out: list[list] = []
     for label, reason in rows:
         if out and out[-1][3] == reason and _next(out[-1][1], label):
