@@ -71,7 +71,8 @@ def dst_zone(tmp_path_factory) -> Path:
 def test_same_arguments_give_identical_bytes(zone, tmp_path):
     summary = _generate(tmp_path, include_late=True)
     assert _files(tmp_path) == _files(zone)
-    assert summary["qsr_files"] == STORES * (DAYS + 1)
+    assert summary["qsr_files"] == STORES * (DAYS + 1) and summary["late_file_written"] is True
+    assert _generate(tmp_path, include_late=True)["late_file_written"] is False  # there already: left alone
     assert summary["hotel_files"] == len(HOTELS) * DAYS and summary["ads_files"] == DAYS
     other = tmp_path / "other"
     _generate(other, seed=SEED + 1, include_late=True)

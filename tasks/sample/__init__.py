@@ -49,7 +49,7 @@ def generate(
     sink.commit()
     if sink.unchanged:
         summary["files_unchanged"] = sink.unchanged
-    return {**summary, "late_file": late, "late_file_written": include_late}
+    return {**summary, "late_file": late, "late_file_written": include_late and req.root / late in sink.written}
 
 
 def _refuse(root: Path, sink: Sink) -> None:

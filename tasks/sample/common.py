@@ -38,6 +38,7 @@ class Sink:
         self.pending: dict[Path, bytes] = {}
         self.differ: list[Path] = []
         self.unchanged = 0
+        self.written: set[Path] = set()
 
     def put(self, path: Path, data: bytes) -> None:
         try:
@@ -47,6 +48,7 @@ class Sink:
                 self.pending[path] = data
             else:
                 _exclusive(path, data)
+                self.written.add(path)
             return
         if same:
             self.unchanged += 1
@@ -56,6 +58,7 @@ class Sink:
     def commit(self) -> None:
         for path, data in self.pending.items():
             _exclusive(path, data)
+        self.written.update(self.pending)
         self.pending.clear()
 
 
