@@ -132,7 +132,8 @@ def _missing_datetimes(self: RangeDaily, finite_datetimes: list[dt.datetime]) ->
     later = [d for d in finite_datetimes if settings.not_over(self.datetime_to_parameter(d))]
     runlog.not_over([self._instantiate_task_cls(self.datetime_to_parameter(d)) for d in later])
     missing = sorted(_luigis_missing(self, [d for d in finite_datetimes if d not in later]))
-    left = missing[: -self.task_limit or None] if self.reverse else missing[self.task_limit :]
+    required = set(missing[-self.task_limit :] if self.reverse else missing[: self.task_limit])  # as Luigi's
+    left = [d for d in missing if d not in required]
     if left:  # Luigi requires task_limit of them only: the others are not run (exit 25), and said so
         tasks = [self._instantiate_task_cls(self.datetime_to_parameter(d)) for d in left]
         LEFT_BY_THE_LIMIT.update((t.task_id, (t, self.task_limit, worker_id())) for t in tasks)
