@@ -128,7 +128,7 @@ class StgQsrPos(PartitionedTask, entry=catalogue.STG_QSR_POS):
         if before is None and previous and same_rules:  # a manifest without store_rows: from its data file
             before = _store_rows_of(store, self.date)
         files_before = (previous.get("day_file_rows") or {}) if same_rules else {}
-        kept = {s: why for s, why in (previous.get("emptied_stores") or {}).items()}  # a store's, or a file's
+        kept = dict(previous.get("emptied_stores") or {})  # a store's warnings, or a file's
         emptied = {k: why for k, why in kept.items() if not (day_rows if k.endswith(".csv") else now).get(k)}
         read = {f.relpath for f in inputs}
         for s, rows in sorted((before or {}).items()):
