@@ -76,6 +76,11 @@ def _verify_partition(engine, zone: RawZone, task: MaterializedTask, raw: dict, 
         path = f"{store.data_root}/{rel}"
         if digest != f.get("sha256"):
             found.append(f"{kind} {path}: " + (why or "content differs from its manifest"))
+    if not found and any(f.get("name") == DATA_FILE for f in manifest.get("data_files", [])):
+        rows = store.read_table(task.key, columns=[]).num_rows  # its data file is the one it lists: its count
+        if rows != manifest.get("row_count"):
+            why = f"row_count {manifest.get('row_count')}, but its data file holds {rows} rows (the manifest edited?)"
+            found.append(f"manifest {store.uri(task.key)}/{MANIFEST}: {why}")
     for rel in store.strays_in(task.key, manifest):
         found.append(f"stray {store.data_root}/{rel}: a file its manifest does not list (readers see it)")
     hashes = manifest.get("input_hashes")

@@ -139,6 +139,26 @@ def test_verify_finds_an_empty_or_truncated_manifest(lab, setting, capsys, damag
     assert verify(*SPAN) == 0
 
 
+def test_verify_finds_a_manifest_whose_row_count_was_edited(lab, setting, capsys):
+    """Before: a manifest edited by hand (row_count 8 -> 7, its times kept) passed verify, and status --json
+    gave the edited count."""
+    built(lab, setting)
+    manifest = lab.partition(START) / "_manifest.json"
+    times = manifest.stat()
+    edited = json.loads(manifest.read_text())
+    edited["row_count"] = 7
+    manifest.write_text(json.dumps(edited))
+    os.utime(manifest, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert verify(*SPAN) == 1
+    out = capsys.readouterr().out
+    assert (
+        f"MISMATCH manifest {lab.partition(START)}/_manifest.json: row_count 7, but its data file holds 8 rows" in out
+    )
+    assert lab.range(START, START + 2 * DAY) == 0
+    assert json.loads(manifest.read_text())["row_count"] == 8  # rebuilt
+    assert verify(*SPAN) == 0
+
+
 @pytest.mark.parametrize("replacement", ["folder", "symlink"])
 def test_verify_reports_a_raw_file_replaced_by_a_folder_or_a_link_as_a_mismatch(lab, setting, capsys, replacement):
     built(lab, setting)
