@@ -128,6 +128,34 @@ def test_a_partition_rebuilt_after_the_preview_makes_publish_refuse_and_change_n
     assert production(lab) == before
 
 
+def test_a_publish_a_run_beats_to_its_first_partition_changes_nothing_and_the_preview_stays_open(threshold_lab, capsys):
+    """A run commits the first partition between publish's checks and its lock. Before: the preview was listed as
+    `half published (0 of 3 in production)`, and discard said the partitions it put in production stay."""
+    import threading
+    import time
+
+    from tasks.qsr import StgQsrPos
+
+    pid = preview_json(capsys, "stg_qsr_pos", D1, STOP)["id"]
+    record = threshold_lab.data / "_state" / "preview" / pid / "preview.json"
+    first = json.loads(record.read_text())["partitions"][0]["folder"]
+    day = dt.date.fromisoformat(first.rpartition("=")[2])
+    store, codes = StgQsrPos(date=day).store(), []
+    manifest = threshold_lab.data / first / "_manifest.json"
+    with store.locked(day, 60):  # as a run holds it to commit
+        publishing = threading.Thread(target=lambda: codes.append(cli.main(["publish", pid])))
+        publishing.start()
+        deadline = time.monotonic() + 60
+        while json.loads(record.read_text()).get("state") != "publishing" and time.monotonic() < deadline:
+            time.sleep(0.01)  # publish has passed its checks and waits for the lock
+        manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "committed_by": "a run"}))
+    publishing.join(60)
+    err = capsys.readouterr().err
+    assert codes == [1] and f"preview {pid}: refused, nothing was changed:\n  {first} changed" in err, err
+    code, out = daybreak(capsys, "previews")
+    assert " open " in next(line for line in out.splitlines() if line.startswith(pid)), out
+
+
 def test_publish_refuses_when_the_rules_no_longer_match(threshold_lab, capsys, qsr_setting):
     report = preview_json(capsys, "stg_qsr_pos", D1, STOP)
     qsr_setting("suspicious_qty_threshold", 16)  # the rules changed again since the preview

@@ -104,16 +104,21 @@ def _publish(folder, t0: float) -> tuple[int, str]:
         return 1, f"preview {pid}: refused, nothing was changed:\n  {shown}"
     checked = time.perf_counter()
     wait = settings.daybreak().lock_wait_s
-    if todo and record.get("state") != "publishing":  # from here on production holds part of it until done
+    fresh = record.get("state") != "publishing"  # none of it in production yet
+    if todo and fresh:  # from here on production holds part of it until done
         record.update(state="publishing", publishing_at=dt.datetime.now(dt.UTC).isoformat())
         write_record(folder, record)
-    for rel in todo:
+    for i, rel in enumerate(todo):
         production = store_at(rel, data_root)
         date = partition_date(rel)
         with production.locked(date, wait):
             if manifest_sha(production, date) != next(
                 p["replaces"] for p in record["partitions"] if p["folder"] == rel
             ):
+                if fresh and i == 0:  # a run got there first: nothing of it is in production, it stays open
+                    record.update(state="open", publishing_at=None)
+                    write_record(folder, record)
+                    return 1, f"preview {pid}: refused, nothing was changed:\n  {rel} changed in production meanwhile"
                 return 1, f"preview {pid}: {rel} changed in production while publishing; published before it: kept"
             with freshness.process_engine().replacing(production, date):
                 production.copy_partition_from(date, plain_store(folder.uri, production.dataset, production.sub))
