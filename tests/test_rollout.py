@@ -156,6 +156,41 @@ def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_
     assert _manifests(lab) == before
 
 
+def test_two_hosts_whose_settings_changed_at_the_same_time_do_not_replace_each_others_partitions(lab, tmp_path, caplog):
+    """Before: two hosts' luigi.cfg with the same time (one deploy loop, rsync -t, an image's fixed times) and
+    other thresholds each rebuilt the other's partitions on every run, exit 0: the data flipped back and forth.
+    Now neither replaces the other's: the second says why and exits 10, until one's settings are newer."""
+    import os
+
+    from tasks.settings import write_config
+
+    lab.qsr_days(START, DATES + 1)
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    roots = {"raw_root": lab.raw, "data_root": lab.data}
+    a = write_config(tmp_path / "a.cfg", {"daybreak": {**roots, "host_name": "host-a"}, "qsr": {}})
+    b = write_config(
+        tmp_path / "b.cfg", {"daybreak": {**roots, "host_name": "host-b"}, "qsr": {"suspicious_qty_threshold": 2}}
+    )
+    for cfg in (a, b):
+        os.utime(cfg, ns=(1_796_000_000_000_000_000,) * 2)  # the same time to the nanosecond
+
+    def host(cfg) -> tuple[int, str]:
+        caplog.clear()
+        with lab.host(cfg, folder), caplog.at_level("INFO", logger="luigi-interface"):
+            return lab.range(START, START + DATES * DAY), caplog.text
+
+    assert host(a)[0] == 0
+    before = _manifests(lab)
+    code, log = host(b)
+    assert code == 10, log[-3000:]
+    assert "host-a builds staging/qsr_pos under settings changed at the same time as this host's" in log, log
+    assert _manifests(lab) == before  # nothing replaced
+    assert host(a)[0] == 0 and _manifests(lab) == before  # and nothing flips back
+    os.utime(b)  # b's settings now the newer: its rollout goes ahead
+    assert host(b)[0] == 0 and _manifests(lab) != before
+
+
 def test_status_and_plan_show_a_partition_built_by_a_newer_version_as_newer_not_as_stale(lab, setting, capsys, caplog):
     """After a rollback (this host built store_daily_sales/2, then went back to /1) every run refuses to replace
     what /2 built: status and plan say so, not 'stale' and 'would run', and the run's lines name the store."""

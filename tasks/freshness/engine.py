@@ -14,7 +14,7 @@ import multiprocessing
 import weakref
 from collections.abc import Generator, Iterator
 
-from tasks import forks, nextdate
+from tasks import forks, nextdate, settings
 from tasks.contract import arrives_with, awaited_file
 from tasks.freshness import identity
 from tasks.freshness.dataversions import key_versions
@@ -219,13 +219,16 @@ class Engine(Memo):
         newest = self.once_per_pass(key, self._summary_files.newest_settings, store, ours)
         own = (manifest.get("settings_at"), (manifest.get("built_by") or {}).get("host"))
         theirs_at, host = max((own, newest), key=lambda c: iso_time(c[0]))
-        if iso_time(theirs_at) <= ours_at + 0.001:  # the manifest keeps microseconds, a stat nanoseconds
+        gap = iso_time(theirs_at) - ours_at  # the manifest keeps microseconds, a stat nanoseconds
+        tie = abs(gap) <= 0.001 and host not in (None, "", settings.host_name())  # one deploy, two hosts
+        if gap <= 0.001 and not tie:
             return ""
-        mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="seconds")
-        return (
-            f"built under other rules; {host or 'another host'} builds {store.dataset} under settings changed at "
-            f"{theirs_at[:19]}Z, later than this host's ({mine[:19]}Z; here -> there: "
-            f"{diff_rules(rules, manifest.get('rules') or {}, node.key)}): update them"
+        mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="milliseconds")[:23]
+        when = "at the same time as this host's" if tie else f"at {theirs_at[:23]}Z, later than this host's"
+        fix = "make the settings to keep newer (touch that host's luigi.cfg), then rerun" if tie else "update them"
+        return (  # a tie: neither host replaces the other's partitions, back and forth
+            f"built under other rules; {host or 'another host'} builds {store.dataset} under settings changed {when} "
+            f"({mine}Z; here -> there: {diff_rules(rules, manifest.get('rules') or {}, node.key)}): {fix}"
         )
 
     @contextlib.contextmanager
