@@ -14,7 +14,7 @@ import multiprocessing
 import weakref
 from collections.abc import Generator, Iterator
 
-from tasks import forks, nextdate, settings
+from tasks import forks, nextdate
 from tasks.contract import arrives_with, awaited_file
 from tasks.freshness import identity
 from tasks.freshness.dataversions import key_versions
@@ -208,6 +208,8 @@ class Engine(Memo):
     def newer_settings(self, node: Node, manifest: dict) -> str:
         """Why a partition built under other rules is kept: its dataset's settings changed after this host's
         (docs/scale-out.md, "A rollout cannot be undone"); ''."""
+        from tasks.settings import host_name  # here: the engine imports no Luigi until a partition's settings
+
         rules = node.rules()
         if same_settings(manifest.get("rules") or {}, rules):  # other input (a hotel's extract), not a rollout
             return ""
@@ -220,7 +222,7 @@ class Engine(Memo):
         own = (manifest.get("settings_at"), (manifest.get("built_by") or {}).get("host"))
         theirs_at, host = max((own, newest), key=lambda c: iso_time(c[0]))
         gap = iso_time(theirs_at) - ours_at  # the manifest keeps microseconds, a stat nanoseconds
-        tie = abs(gap) <= 0.001 and host not in (None, "", settings.host_name())  # one deploy, two hosts
+        tie = abs(gap) <= 0.001 and host not in (None, "", host_name())  # one deploy, two hosts
         if gap <= 0.001 and not tie:
             return ""
         mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="milliseconds")[:23]
