@@ -200,10 +200,8 @@ class Engine(Memo):
 
     def settings_at_text(self, node: Node) -> str:
         """:func:`settings_at` of a build of ``node``, as its manifest records it."""
-        hotels = "timezones" in node.rules()
-        return dt.datetime.fromtimestamp(
-            self.once_per_pass(("settings_at", hotels), settings_at, hotels), dt.UTC
-        ).isoformat()
+        at = self.once_per_pass(("settings_at", "timezones" in node.rules()), settings_at, "timezones" in node.rules())
+        return dt.datetime.fromtimestamp(at, dt.UTC).isoformat()
 
     def newer_settings(self, node: Node, manifest: dict) -> str:
         """Why a partition built under other rules is kept: its dataset's settings changed after this host's
@@ -225,12 +223,14 @@ class Engine(Memo):
         tie = abs(gap) <= 0.001 and host not in (None, "", host_name())  # one deploy, two hosts
         if gap <= 0.001 and not tie:
             return ""
-        mine = dt.datetime.fromtimestamp(ours_at, dt.UTC).isoformat(timespec="milliseconds")[:23]
-        when = "at the same time as this host's" if tie else f"at {theirs_at[:23]}Z, later than this host's"
+        mine, theirs = (
+            dt.datetime.fromtimestamp(t, dt.UTC).isoformat("T", "milliseconds") for t in (ours_at, gap + ours_at)
+        )
+        when = "at the same time as this host's" if tie else f"at {theirs[:23]}Z, later than this host's"
         fix = "make the settings to keep newer (touch that host's luigi.cfg), then rerun" if tie else "update them"
         return (  # a tie: neither host replaces the other's partitions, back and forth
             f"built under other rules; {host or 'another host'} builds {store.dataset} under settings changed {when} "
-            f"({mine}Z; here -> there: {diff_rules(rules, manifest.get('rules') or {}, node.key)}): {fix}"
+            f"({mine[:23]}Z; here -> there: {diff_rules(rules, manifest.get('rules') or {}, node.key)}): {fix}"
         )
 
     @contextlib.contextmanager
