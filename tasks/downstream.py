@@ -8,7 +8,7 @@ import datetime as dt
 from tasks import catalogue, settings
 from tasks.freshness.dataversions import key_versions
 from tasks.freshness.engine import Engine, view_pass
-from tasks.freshness.inputs import changed_paths
+from tasks.freshness.inputs import changed_paths, parse_inputs
 from tasks.settings import business_today
 from tasks.storage.rawzone import RawFileChanged
 
@@ -135,11 +135,11 @@ def _own_keys(task, engine: Engine) -> frozenset[str] | None:
     if window is None:
         return None
     zone, hashes = engine.zone(task), manifest.get("input_hashes") or {}
-    now = {f.relpath: f for f in window.read}
+    now, sizes = {f.relpath: f for f in window.read}, parse_inputs(manifest.get("inputs", []))
 
     def _same_bytes(path: str) -> bool:  # touched, or re-sent with the bytes the build read: no key's rows change
-        if path not in hashes or path not in now:
-            return False
+        if path not in hashes or path not in now or sizes.get(path, (None,))[0] != now[path].size:
+            return False  # new, gone or of another size: no need to read it
         try:
             return engine.digest(zone, now[path]) == hashes[path]
         except RawFileChanged:
