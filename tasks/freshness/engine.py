@@ -200,7 +200,8 @@ class Engine(Memo):
 
     def settings_at_text(self, node: Node) -> str:
         """:func:`settings_at` of a build of ``node``, as its manifest records it."""
-        at = self.once_per_pass(("settings_at", "timezones" in node.rules()), settings_at, "timezones" in node.rules())
+        hotels = "timezones" in node.rules()
+        at = self.once_per_pass(("settings_at", hotels), settings_at, hotels)
         return dt.datetime.fromtimestamp(at, dt.UTC).isoformat()
 
     def newer_settings(self, node: Node, manifest: dict) -> str:

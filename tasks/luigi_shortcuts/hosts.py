@@ -179,7 +179,7 @@ def _hosts_summary(summary_dict):
                     if category != "run_by_other_worker" or not superseded(error_of(task)):
                         sets[category].discard(task)
                         sets["failed"].add(task)
-        left = [task for task, _, run in list(LEFT_BY_THE_LIMIT.values()) if run == worker._id]
+        left = [task for task, _, run in LEFT_BY_THE_LIMIT.values() if run == worker._id]
         sets["not_run"].update(task for task in left if not _complete(task))  # exit 25
         NOT_RUN.clear()
         NOT_RUN.update((task.task_id, task) for task in sets["not_run"])

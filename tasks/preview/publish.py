@@ -116,7 +116,8 @@ def _publish(folder, t0: float) -> tuple[int, str]:
                 p["replaces"] for p in record["partitions"] if p["folder"] == rel
             ):
                 if fresh and i == 0:  # a run got there first: nothing of it is in production, it stays open
-                    record.update(state="open", publishing_at=None)
+                    record.update(state="open")
+                    record.pop("publishing_at", None)
                     write_record(folder, record)
                     return 1, f"preview {pid}: refused, nothing was changed:\n  {rel} changed in production meanwhile"
                 return 1, f"preview {pid}: {rel} changed in production while publishing; published before it: kept"

@@ -287,6 +287,7 @@ def report() -> tuple[list[str], str]:
     failed, waiting, blocked, warned, others, fenced, cooled = [], defaultdict(list), [], [], [], [], []
     unhanded = []  # not run, reading no partition: the scheduler did not give it to this host
     lost = defaultdict(list)  # luigid's status -> partitions a host it lost left undone
+    limited = defaultdict(list)  # a RangeDaily's task_limit -> the partitions it left to the next run
     # a single run's partitions are no Luigi tasks: luigid keeps its one task, done, from this host
     single_run_done = any(t.startswith("SingleRunBuild_") for t in DONE_IN_SCHEDULER)
     with settings.snapshot():
@@ -322,17 +323,18 @@ def report() -> tuple[list[str], str]:
                         raise
                     kind = "not run"
                 counts[family][kind].append(key)
+                _, limit, by_worker = LEFT_BY_THE_LIMIT.get(task.task_id, (None, 0, None))
                 if kind == "not run" and task.task_id in LEFT_BY_A_LOST_HOST:
                     lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(label(task))
-                elif kind == "not run" and LEFT_BY_THE_LIMIT.get(task.task_id, (None, 0, ""))[2] == worker_id():
-                    lost[f"its task_limit {LEFT_BY_THE_LIMIT[task.task_id][1]}"].append(label(task))  # this run's
+                elif kind == "not run" and by_worker == worker_id():  # left by this run's RangeDaily's task_limit
+                    limited[limit].append(label(task))
                 elif kind == "not run":
                     done = task.task_id in DONE_IN_SCHEDULER or single_run_done
                     reads = run.luigid or run.store_gone or task.upstream()  # else: not given to this host
                     (cooled if done else blocked if reads else unhanded).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
         changed = [] if run.store_gone else outcomes.changed_lines(run, watched, cache)
-    if not (blocked or unhanded or cooled or changed or any(lost.values())):  # no partition explains a 25: nor a task
+    if not (blocked or unhanded or cooled or changed or limited or any(lost.values())):  # no partition explains a 25
         plain = [t for t in NOT_RUN.values() if t.task_id not in {w.task_id for w, _ in watched}]
         for task in sorted(plain, key=label):  # the store sensor, AllStores
             (cooled if task.task_id in DONE_IN_SCHEDULER else blocked).append(label(task))
@@ -371,9 +373,10 @@ def report() -> tuple[list[str], str]:
         else "(a partition it reads failed or waits; or see --log-level INFO)"
     )
     lines += capped("  not run  ", blocked, why)
-    for name, keys in [("unhanded", unhanded), ("cooled", cooled), *lost.items()]:
+    by_limit = [(f"its task_limit {limit}", keys) for limit, keys in limited.items()]
+    for name, keys in [("unhanded", unhanded), ("cooled", cooled), *lost.items(), *by_limit]:
         lines += capped("  not run  ", keys, outcomes.not_run_why(name))
     lines += capped("  not run  ", changed)
-    if failed or blocked or unhanded or waiting or cooled or changed or any(lost.values()):
+    if failed or blocked or unhanded or waiting or cooled or changed or limited or any(lost.values()):
         lines.append("  daybreak status shows every partition's state and reason; --log-level DEBUG shows everything")
     return [*run.errors.values(), *([run.luigid] if run.luigid else [])], "\n".join(lines)
