@@ -43,8 +43,9 @@ class daybreak(luigi.Config, metaclass=SnapshotSections):  # noqa: N801 - the cl
     )
     cache_dir = luigi.Parameter(
         default="",
-        description="This host's own state when data_root is in an object store (luigid's state, this "
-        "host's caches); empty: $XDG_CACHE_HOME/daybreak or ~/.cache/daybreak",
+        description="This host's own state: when it first saw each setting's value (settings_seen.json), "
+        "and for a data_root in an object store luigid's state and this host's caches; empty: "
+        "$XDG_CACHE_HOME/daybreak or ~/.cache/daybreak",
     )
     host_name = luigi.Parameter(
         default="",

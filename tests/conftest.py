@@ -196,7 +196,8 @@ class Lab:
     def host(self, cfg: Path, cwd: Path):
         """A block in which this process is a host of its own (:meth:`luigi`, ``tasks.cli.main``): one started
         in ``cwd`` with ``LUIGI_CONFIG_PATH=cfg``, so its settings, and their age (settings_changed_at), are
-        the files Luigi reads there. Afterwards the test's settings are back."""
+        the files Luigi reads there, and its own state (``XDG_CACHE_HOME``: ``cwd/<cfg's stem>.cache``).
+        Afterwards the test's settings are back."""
         from luigi.task_register import Register
 
         from tasks.configfiles import LUIGI_FILES
@@ -204,6 +205,7 @@ class Lab:
         cfg_parser = luigi.configuration.get_config()
         kind, kept = type(cfg_parser), {s: dict(cfg_parser.items(s, raw=True)) for s in cfg_parser.sections()}
         paths, named = kind._config_paths, os.environ.get("LUIGI_CONFIG_PATH")
+        cache_home = os.environ.get("XDG_CACHE_HOME")  # the lab's
 
         def load(sections: dict | None) -> None:
             for section in cfg_parser.sections():
@@ -218,10 +220,15 @@ class Lab:
         try:
             with contextlib.chdir(cwd):
                 kind._config_paths, os.environ["LUIGI_CONFIG_PATH"] = [*LUIGI_FILES, str(cfg)], str(cfg)
+                os.environ["XDG_CACHE_HOME"] = str(cwd / f"{cfg.stem}.cache")
                 load(None)
                 yield self
         finally:
             kind._config_paths = paths
+            if cache_home is None:
+                os.environ.pop("XDG_CACHE_HOME", None)
+            else:
+                os.environ["XDG_CACHE_HOME"] = cache_home
             if named is None:
                 os.environ.pop("LUIGI_CONFIG_PATH", None)
             else:
@@ -272,6 +279,7 @@ def lab(tmp_path, monkeypatch):
 
     Register.clear_instance_cache()  # Daybreak's shortcut to the instances follows Luigi's cache
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))  # this host's own state: the test's
     lab = Lab(tmp_path)
     cfg = luigi.configuration.get_config()
     if str(REPO / "luigi.cfg") in type(cfg)._config_paths:

@@ -147,13 +147,53 @@ def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_
     assert "2 ok, 2 newer" in shown, shown
     assert "20 -> 2): update them; a run does not replace it" in shown, shown
     assert "0 partitions would run, 0 wait for raw data, 2 built by a newer version or settings" in planned, planned
-    # a deliberate rollback: the old settings written again (now the newest) replace the rollout's...
+    # a deliberate rollback, the old settings kept as they are: made the newest as the message says...
+    assert "to keep them as they are, touch its luigi.cfg and delete settings_seen.json from its cache_dir" in late
     os.utime(old)
+    assert host(old)[0] == 10  # a touch alone: the settings were first seen an hour ago, as before
+    (folder / "host-old.cache" / "daybreak" / "settings_seen.json").unlink()
     assert host(old)[0] == 0 and thresholds() == [20] * DATES
     # ... and hold for every partition of the dataset, those the rollback did not rebuild as well
     before = _manifests(lab)
     assert host(new)[0] == 10
     assert _manifests(lab) == before
+
+
+def test_an_edit_of_other_settings_leaves_a_host_behind_a_rollout_behind(lab, tmp_path, caplog):
+    """Before, an edit of any section of the luigi.cfg of a host left behind (here [ads], which staging does not
+    read) made all its settings the newest: its next run replaced every partition of the rollout with the old
+    rules, exit 0. A dataset's settings are now as new as the newest of its own."""
+    import os
+    import time
+
+    lab.qsr_days(START, DATES + 1)
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    old = lab.write_cfg(tmp_path / "host-old.cfg")  # the default threshold, 20
+    new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
+    now = time.time()
+    os.utime(old, (now - 3600, now - 3600))
+    os.utime(new, (now - 1800, now - 1800))
+
+    def host(cfg) -> tuple[int, str]:
+        caplog.clear()
+        with lab.host(cfg, folder), caplog.at_level("INFO", logger="luigi-interface"):
+            return lab.range(START, START + DATES * DAY), caplog.text
+
+    assert host(old)[0] == 0
+    assert host(new)[0] == 0  # the rollout
+    before = _manifests(lab)
+    assert {m["rules"]["suspicious_qty_threshold"] for m in before.values()} == {2}
+    with old.open("a") as cfg:  # now, on the host left behind: a setting of another dataset
+        cfg.write("[ads]\nrolling_window_days = 8\n")
+    code, out = host(old)
+    assert code == 10, out[-3000:]
+    assert "here -> there: suspicious_qty_threshold 20 -> 2): update them. Not replaced" in out, out
+    assert _manifests(lab) == before
+    lab.write_cfg(old, suspicious_qty_threshold=21)  # a setting staging reads, changed there: now the newest
+    assert host(old)[0] == 0
+    assert {m["rules"]["suspicious_qty_threshold"] for m in _manifests(lab).values()} == {21}
+    assert host(new)[0] == 10  # and the rolled-out host is the one behind
 
 
 def test_two_hosts_whose_settings_changed_at_the_same_time_do_not_replace_each_others_partitions(lab, tmp_path, caplog):
@@ -187,7 +227,9 @@ def test_two_hosts_whose_settings_changed_at_the_same_time_do_not_replace_each_o
     assert "host-a builds staging/qsr_pos under settings changed at the same time as this host's" in log, log
     assert _manifests(lab) == before  # nothing replaced
     assert host(a)[0] == 0 and _manifests(lab) == before  # and nothing flips back
-    os.utime(b)  # b's settings now the newer: its rollout goes ahead
+    assert "on that host: touch its luigi.cfg and delete settings_seen.json from its cache_dir" in log, log
+    os.utime(b)  # b's settings now the newer, as the message says: its rollout goes ahead
+    (folder / "b.cache" / "daybreak" / "settings_seen.json").unlink()
     assert host(b)[0] == 0 and _manifests(lab) != before
 
 
@@ -398,3 +440,35 @@ def test_a_partition_not_run_that_reads_no_partition_is_never_said_to_wait_for_o
         f"not run  StgQsrPos {START} (this run did not get to build it, and it reads no partition: luigid gave it "
         "to another host (its /history says how that run ended), or --log-level INFO says why; rerun)" in text
     ), text
+
+
+def test_a_setting_counts_from_when_its_value_was_first_seen_not_from_later_edits_of_the_file(setting, tmp_path):
+    from tasks import settings_seen
+
+    setting("daybreak", "cache_dir", tmp_path / "cache")
+    first = {"staging/qsr_pos suspicious_qty_threshold": "20", "staging/qsr_pos timezone": '"America/Toronto"'}
+    assert settings_seen.changed_at(first, lambda: 100.0) == 100.0  # first seen: the files' time
+    assert settings_seen.changed_at(first, lambda: 200.0) == 100.0  # the file edited elsewhere: as it was
+    changed = {**first, "staging/qsr_pos suspicious_qty_threshold": "2"}
+    assert settings_seen.changed_at(changed, lambda: 300.0) == 300.0  # its own value changed: the newest
+    assert settings_seen.changed_at({"staging/qsr_pos timezone": '"America/Toronto"'}, lambda: 400.0) == 100.0
+    settings_seen.path().write_text("{not json")  # damaged: every value is seen again, from the files' time
+    assert settings_seen.changed_at(first, lambda: 500.0) == 500.0
+    assert settings_seen.changed_at(first, lambda: 600.0) == 500.0
+
+
+def test_the_settings_a_partition_reads_are_its_own_not_its_version_offsets_or_what_it_does_not_read():
+    from tasks.freshness.rules import OFFSETS, setting_entries
+
+    rules = {
+        "version": "stg_hotel_bookings_daily/3",
+        "timezones": {"H1": "America/Toronto", "H9": None},  # H9 not in the list: nothing of it is a setting
+        OFFSETS: {"America/Toronto": {"0": "-04:00"}},
+        "max_rate": 5000.0,
+    }
+    assert setting_entries("staging/hotel_bookings", rules) == {
+        "staging/hotel_bookings timezones[H1]": '"America/Toronto"',
+        "staging/hotel_bookings max_rate": "5000.0",
+    }
+    window = {"version": "ads_rolling_7d/1", "window_days": 7, "start_date": None}  # a window start_date does not cut
+    assert setting_entries("marts/ads_rolling_7d", window) == {"marts/ads_rolling_7d window_days": "7"}

@@ -23,6 +23,7 @@ from tasks.freshness.memo import Memo, partition_id
 from tasks.freshness.node import RAW_GONE, Blocked, Node, State, raw_folders
 from tasks.freshness.rawfolders import lacking_note
 from tasks.freshness.rules import (
+    TIE_FIX,
     built_by_newer,
     diff_rules,
     iso_time,
@@ -198,11 +199,11 @@ class Engine(Memo):
         newest = max((f.newest for f in window.folders), default=0)
         return newest + self.zone(node).mtime_resolution_ns > listed
 
-    def settings_at_text(self, node: Node) -> str:
-        """:func:`settings_at` of a build of ``node``, as its manifest records it."""
-        hotels = "timezones" in node.rules()
-        at = self.once_per_pass(("settings_at", hotels), settings_at, hotels)
-        return dt.datetime.fromtimestamp(at, dt.UTC).isoformat()
+    def settings_at_text(self, node: Node) -> str:  # settings_at of a build of node, as its manifest records it
+        return dt.datetime.fromtimestamp(self._settings_at(node), dt.UTC).isoformat()
+
+    def _settings_at(self, node: Node) -> float:
+        return self.once_per_pass(("settings_at", node.rules_key()), lambda: settings_at(node.dataset, node.rules()))
 
     def newer_settings(self, node: Node, manifest: dict) -> str:
         """Why a partition built under other rules is kept: its dataset's settings changed after this host's
@@ -212,8 +213,7 @@ class Engine(Memo):
         rules = node.rules()
         if same_settings(manifest.get("rules") or {}, rules):  # other input (a hotel's extract), not a rollout
             return ""
-        hotels = "timezones" in rules
-        ours_at = self.once_per_pass(("settings_at", hotels), settings_at, hotels)
+        ours_at = self._settings_at(node)
         store = self.store(node)
         ours = node.rules_fingerprint()  # the newest settings under these rules are no reason to stop
         key = ("newest settings", str(store.data_root), store.dataset, store.sub, ours)
@@ -225,10 +225,10 @@ class Engine(Memo):
         if gap <= 0.001 and not tie:
             return ""
         mine, theirs = (
-            dt.datetime.fromtimestamp(t, dt.UTC).isoformat("T", "milliseconds") for t in (ours_at, gap + ours_at)
+            dt.datetime.fromtimestamp(t, dt.UTC).isoformat("T", "milliseconds")[:23] for t in (ours_at, gap + ours_at)
         )
         when = "at the same time as this host's" if tie else f"at {theirs[:23]}Z, later than this host's"
-        fix = "make the settings to keep newer (touch that host's luigi.cfg), then rerun" if tie else "update them"
+        fix = TIE_FIX if tie else "update them"
         return (  # a tie: neither host replaces the other's partitions, back and forth
             f"built under other rules; {host or 'another host'} builds {store.dataset} under settings changed {when} "
             f"({mine[:23]}Z; here -> there: {diff_rules(rules, manifest.get('rules') or {}, node.key)}): {fix}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 OFFSETS = "utc_offsets"  # {zone: {days from the date ("0", "-1"): tasks.calendar.day_offset}}: time-zone data
 
@@ -34,11 +35,32 @@ def built_by_newer(theirs, ours) -> str:
     return f"built by a newer version {theirs} than this host's {ours}: upgrade this host; a run does not replace it"
 
 
-def settings_at(hotels: bool = False) -> float:
-    """:func:`tasks.settings.settings_changed_at`, with the hotels list for ``hotels``."""
-    from tasks import reference, settings
+def settings_at(dataset: str, rules: dict) -> float:
+    """When this host's settings of ``rules`` (a partition's) last changed: the newest time it first saw one of
+    them as it is now (:mod:`tasks.settings_seen`), so an edit of other settings leaves it as it was. Rules of
+    no setting (the version alone): the config files' modification time, with the hotels list's for hotels."""
+    from tasks import reference, settings, settings_seen
 
-    return settings.settings_changed_at((reference.hotels_file(),) if hotels else ())
+    extra = (reference.hotels_file(),) if "timezones" in rules else ()
+    entries = setting_entries(dataset, rules)
+    if not entries:
+        return settings.settings_changed_at(extra)
+    return settings_seen.changed_at(entries, lambda: settings.settings_changed_at(extra))
+
+
+def setting_entries(dataset: str, rules: dict) -> dict[str, str]:
+    """Each setting of ``rules`` as ``{"<dataset> <name>[<key>]": value}``: not the version (a newer one is never
+    replaced), the time zones' offsets (input), nor a setting a partition does not read (None: a window
+    ``start_date`` does not cut, a hotel not in the list)."""
+    out = {}
+    for name, value in _settings(rules).items():
+        if name == "version":
+            continue
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, v in items:
+            if v is not None:
+                out[f"{dataset} {name}" + (f"[{key}]" if key is not None else "")] = json.dumps(v, default=str)
+    return out
 
 
 def iso_time(text) -> float:
@@ -48,7 +70,9 @@ def iso_time(text) -> float:
         return 0.0
 
 
-ROLL_BACK = "change this host's settings again (or touch its luigi.cfg) and rerun"
+MAKE_NEWEST = "touch its luigi.cfg and delete settings_seen.json from its cache_dir"  # the settings as they are
+TIE_FIX = f"make the settings to keep the newest (on that host: {MAKE_NEWEST}), then rerun"
+ROLL_BACK = f"change this host's settings again (or, to keep them as they are, {MAKE_NEWEST}) and rerun"
 
 
 def _settings(rules: dict) -> dict:
