@@ -152,8 +152,10 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return []
 
     def requires(self) -> list[luigi.Task]:
+        """The raw folders and the upstream partitions, but those built by newer code or settings: no run here
+        replaces them, so they are read as they are (as status and plan judge a reader of one)."""
         with settings.snapshot():  # each settings section read once, not once per link
-            return [*self.raw_folders(), *self.upstream()]
+            return [*self.raw_folders(), *(up for up in self.upstream() if not up.kept_as_newer())]
 
     def optional_raw_window(self) -> list[tuple[str, dt.date]]:
         """Raw folders read when present: their arrival makes the partition stale, their absence blocks nothing."""

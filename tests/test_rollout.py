@@ -472,3 +472,39 @@ def test_the_settings_a_partition_reads_are_its_own_not_its_version_offsets_or_w
     }
     window = {"version": "ads_rolling_7d/1", "window_days": 7, "start_date": None}  # a window start_date does not cut
     assert setting_entries("marts/ads_rolling_7d", window) == {"marts/ads_rolling_7d window_days": "7"}
+
+
+def test_a_host_left_behind_builds_what_reads_a_rollout_as_it_is_as_its_plan_says(lab, setting, tmp_path, capsys):
+    """Before, a host left behind on a rollout said its store totals (which read the rolled-out staging) would
+    run, then its run built nothing and exited 10: each staging partition it reads was left to the newer host,
+    so Luigi held back what reads it. No run here replaces that staging, so its readers read it as it is."""
+    import os
+    import time
+
+    from tasks.cli import main
+
+    setting("daybreak", "start_date", START)
+    lab.qsr_days(START, DATES + 1)
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    old = lab.write_cfg(tmp_path / "host-old.cfg")
+    new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
+    now = time.time()
+    os.utime(old, (now - 3600, now - 3600))
+    os.utime(new, (now - 1800, now - 1800))
+    span = ("--start", str(START), "--stop", str(START + DATES * DAY))
+    with lab.host(old, folder):
+        assert lab.range(START, START + DATES * DAY) == 0 and lab.luigi("AllStores") == 0
+    with lab.host(new, folder):
+        assert lab.range(START + DAY, START + 3 * DAY) == 0  # the rollout, begun: two days
+    before = json.loads((lab.data / "marts" / "store_daily_sales" / "store_id=S001" / "_manifest.json").read_text())
+    capsys.readouterr()
+    with lab.host(old, folder):
+        assert main(["plan", "store_daily_sales", *span]) == 1
+        assert "store_daily_sales: 2 partitions would run" in capsys.readouterr().out
+        assert lab.luigi("AllStores") == 0
+        assert main(["plan", "store_daily_sales", *span]) == 0
+    after = json.loads((lab.data / "marts" / "store_daily_sales" / "store_id=S001" / "_manifest.json").read_text())
+    assert after["finished_at"] > before["finished_at"]
+    thresholds = [m["rules"]["suspicious_qty_threshold"] for _, m in sorted(_manifests(lab).items())]
+    assert thresholds[:DATES] == [20, 2, 2, 20]  # the rollout's staging as it was

@@ -100,9 +100,10 @@ def note(line: str) -> None:
 
 
 def _set_mode() -> None:
-    """Turn the default mode on once Luigi has set up its handler with the level NOTSET."""
+    """Turn the default mode on once Luigi has set up its handler with the level NOTSET (again, should the level
+    have been put back since: a run whose INFO summary were dropped would never report)."""
     global _default_mode
-    if not _default_mode and logger.level == logging.NOTSET and logger.handlers:
+    if logger.level == logging.NOTSET and logger.handlers:
         logger.setLevel(logging.INFO)  # records of INFO are made, and filtered below
         _default_mode = True
 
