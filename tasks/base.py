@@ -21,7 +21,7 @@ from tasks.freshness import identity
 from tasks.freshness.buildplan import NotReplaced, left_to_newer
 from tasks.freshness.engine import Engine, State, fingerprint, label
 from tasks.luigi_shortcuts import CachedInstances, FixedParams
-from tasks.luigi_shortcuts.messages import DIED
+from tasks.luigi_shortcuts.messages import DIED, unfulfilled
 from tasks.parameters import DateParameter
 from tasks.reporting import names, progress, runlog
 from tasks.storage import partitions
@@ -236,8 +236,8 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         if getattr(exception, "superseded", False):  # another writer committed it: not a failure
             logger.warning("%s", exception)
             return str(exception)
-        if went_away(exception):  # named once by the run's summary; no record: nothing of the partition failed,
-            return super().on_failure(exception)  # and status shows what it is (missing, stale) for the next run
+        if went_away(exception) or unfulfilled(str(exception)):  # named once by the run's summary; no record:
+            return super().on_failure(exception)  # nothing of it failed; status shows what it is (missing, stale)
         record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
         try:  # what the attempt was made of: the record stops applying once any of it differs
             with settings.snapshot():

@@ -149,6 +149,9 @@ def _hosts_summary(summary_dict):
                 done = _done_in_scheduler(worker) if done is None else done
                 if _built_elsewhere(task, done | {t.task_id for t in sets["run_by_other_worker"]}):
                     run_by_other_worker(task)
+                else:  # not run (exit 25): what it reads is not up to date here
+                    sets["failed"].discard(task)
+                    sets["not_run"].add(task)
         if done is None:
             done = _done_in_scheduler(worker) if any(sets[c] for c in _DONE_ELSEWHERE) else set()
         DONE_IN_SCHEDULER.clear()

@@ -9,17 +9,20 @@ from tasks.contract import printable
 from tasks.reporting.names import first_line, key_of, label, partition_name, partition_names
 
 
-def changed_lines(run, watched: list, cache) -> list[str]:
-    """A line for each task Luigi did not run because a partition it reads changed meanwhile, with its state."""
+def changed_lines(run, watched: list, cache, built_elsewhere: set[str]) -> list[str]:
+    """A line for each task Luigi did not run because a partition it reads changed meanwhile, with its state;
+    or was built by another host (``built_elsewhere``, luigid's done) and is not up to date here."""
     out: dict[str, None] = {}
     for family, error in run.unfulfilled:
         for task, ok in watched:
-            if task.task_id not in error or not (ok or task.task_id in run.written):
+            elsewhere = task.task_id in built_elsewhere and task.task_id not in run.written
+            if task.task_id not in error or not (ok or task.task_id in run.written or elsewhere):
                 continue
             state = task.state(cache)
             if state.state not in ("ok", "newer"):  # newer: superseded by another host (its warning says so)
                 done = "found it up to date" if ok else "built it"
-                line = f"{family}: {partition_name(task.task_family, key_of(task))} changed after this run {done}, now "
+                how = "was built by another host in this run" if elsewhere else f"changed after this run {done}"
+                line = f"{family}: {partition_name(task.task_family, key_of(task))} {how}, now "
                 out[line + state.state + (f": {state.reason}" if state.reason else "") + "; rerun"] = None
     return list(out)
 

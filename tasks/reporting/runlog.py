@@ -52,6 +52,10 @@ def failed(task, exception: BaseException) -> None:
     if getattr(exception, "superseded", False):  # another host's commit is kept: not a failure of this run
         _record({"superseded": task.task_id})
         return
+    from tasks.luigi_shortcuts.messages import unfulfilled
+
+    if unfulfilled(str(exception)):  # Luigi's check before the build: not run, the summary says what changed
+        return
     gone = went_away(exception)
     entry = {"failed": task.task_id, "error": first_line(str(exception) or type(exception).__name__)}
     _record(entry | (_gone(gone) if gone else {}))
@@ -193,7 +197,14 @@ class _RunLog(logging.Filter):
             error = str(record.exc_info[1] if record.exc_info else "")
             unfulfilled = messages.unfulfilled(error)
             if unfulfilled:  # the summary names what it requires that is not up to date (:func:`_changed`)
-                _record({"unfulfilled": getattr(record.args[2], "task_family", str(record.args[2])), "error": error})
+                task = record.args[2]
+                _record(
+                    {
+                        "unfulfilled": getattr(task, "task_family", str(task)),
+                        "error": error,
+                        "task_id": getattr(task, "task_id", ""),
+                    }
+                )
             return not gone and not _summarised(record.args[2]) and not unfulfilled
         if msg.startswith(messages.WILL_NOT_RUN) and messages.DUE_TO_ERROR in msg:  # complete() or requires()
             from tasks.faults import fault_in_traceback
@@ -223,6 +234,7 @@ class _Run:
         self.superseded = {r["superseded"] for r in records if "superseded" in r}
         # a task whose requirements were done yet not complete when it was to run: (its family, Luigi's error)
         self.unfulfilled = [(r["unfulfilled"], r["error"]) for r in records if "unfulfilled" in r]
+        self.unfulfilled_ids = {r.get("task_id") for r in records if "unfulfilled" in r}
 
         self.unchecked = {r["unchecked"]: r["name"] for r in records if "unchecked" in r}  # the store went
         self.gone = [Gone(*(r[f] for f in Gone._fields)) for r in records if "gone" in r]  # in order
@@ -292,6 +304,7 @@ def report() -> tuple[list[str], str]:
     # a single run's partitions are no Luigi tasks: luigid keeps its one task, done, from this host
     single_run_done = any(t.startswith("SingleRunBuild_") for t in DONE_IN_SCHEDULER)
     with settings.snapshot():
+        changed = [] if run.store_gone else outcomes.changed_lines(run, watched, cache, DONE_IN_SCHEDULER)
         for task, ok_at_check in watched:
             family, key = task.task_family, key_of(task)
             if ok_at_check:  # a date before [daybreak] start_date is left out, as a range leaves it out
@@ -329,12 +342,13 @@ def report() -> tuple[list[str], str]:
                     lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(label(task))
                 elif kind == "not run" and by_worker == worker_id():  # left by this run's RangeDaily's task_limit
                     limited[limit].append(label(task))
+                elif kind == "not run" and task.task_id in run.unfulfilled_ids and changed:
+                    pass  # the line of what changed says why
                 elif kind == "not run":
                     done = task.task_id in DONE_IN_SCHEDULER or single_run_done
                     reads = run.luigid or run.store_gone or task.upstream()  # else: not given to this host
                     (cooled if done else blocked if reads else unhanded).append(label(task))
         zone = None if run.store_gone or not waiting else cache.zone(watched[0][0])
-        changed = [] if run.store_gone else outcomes.changed_lines(run, watched, cache)
     if not (blocked or unhanded or cooled or changed or limited or any(lost.values())):  # no partition explains a 25
         plain = [t for t in NOT_RUN.values() if t.task_id not in {w.task_id for w, _ in watched}]
         for task in sorted(plain, key=label):  # the store sensor, AllStores
