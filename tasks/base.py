@@ -19,7 +19,8 @@ from tasks.building import Built
 from tasks.faults import went_away
 from tasks.freshness import identity
 from tasks.freshness.buildplan import NotReplaced, left_to_newer
-from tasks.freshness.engine import Engine, State, fingerprint, label
+from tasks.freshness.engine import Engine, State, label
+from tasks.freshness.rules import fingerprint
 from tasks.luigi_shortcuts import CachedInstances, FixedParams
 from tasks.luigi_shortcuts.messages import DIED, unfulfilled
 from tasks.parameters import DateParameter

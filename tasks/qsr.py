@@ -17,9 +17,8 @@ from tasks.building import Built
 from tasks.calendar import day_offset, qsr_dependency_window
 from tasks.contract import is_store_file
 from tasks.cores import side_thread, start_on_side_thread, task_threads
-from tasks.freshness.engine import fingerprint
 from tasks.freshness.inputs import input_line
-from tasks.freshness.rules import OFFSETS
+from tasks.freshness.rules import OFFSETS, fingerprint
 from tasks.nextdate import keeps_for_next_date, kept_for_next_date, read_by_others
 from tasks.storage.rawzone import RawFile
 from tasks.transforms.qsr_rules import QsrRules

@@ -263,6 +263,18 @@ def _ipv6(host: str) -> bool:
 URL_FORMS = {"s3": "s3://BUCKET/PREFIX", "sftp": "sftp://USER@HOST:PORT/PATH"}
 
 
+def given_on_command_line() -> bool:
+    """Whether any Daybreak setting was given on the ``luigi`` command line (``--qsr-day-start-hour 6``)."""
+    from luigi.cmdline_parser import CmdlineParser
+
+    cmdline = CmdlineParser.get_instance()
+    return cmdline is not None and any(
+        getattr(cmdline.known_args, f"{name}_{key}", None) is not None
+        for name, section in SECTIONS.items()
+        for key, _ in section.get_params()
+    )
+
+
 def command_line_errors() -> list[str]:
     """Each bad Daybreak setting given on the ``luigi`` command line (``--qsr-day-start-hour 30``)."""
     from luigi.cmdline_parser import CmdlineParser

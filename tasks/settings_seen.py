@@ -24,24 +24,40 @@ def path() -> Path:
     return cache_dir() / FILE
 
 
-def changed_at(entries: dict[str, str], files_at: Callable[[], float]) -> float:
-    """The newest time this host first saw each of ``entries`` (name -> value) as it is now; a value not seen
-    before, or other than the one seen, counts from ``files_at()`` (the config files' modification time) and
-    is recorded. Nothing recorded (a folder that cannot be written): as if each were new."""
+def changed_at(entries: dict[str, str], files_at: Callable[[], float], group: str) -> float:
+    """The newest time this host first saw each of ``entries`` (name -> value, each name starting with ``group``,
+    a dataset) as it is now, recorded as first seen:
+
+    - a value other than the one recorded: ``files_at()``, the config files' modification time (an edit);
+    - a name not recorded, of a group with names recorded (a hotel's first extract adds its timezone): the
+      newest time of those, for new input is no new settings; of a group without any: ``files_at()``;
+    - with a setting given on the command line (:func:`tasks.settings_check.given_on_command_line`), a value
+      other than the one recorded or not recorded is as old as any (0.0) and not recorded: for one run.
+
+    Nothing recorded (a folder that cannot be written): each counts from ``files_at()``."""
+    from tasks.settings_check import given_on_command_line
+
     where = path()
     seen = _read(where)
     if all(seen.get(k, {}).get("value") == v for k, v in entries.items()):
         return max((seen[k]["at"] for k in entries), default=0.0)
-    at = files_at()
+    if given_on_command_line():
+        return max((seen[k]["at"] for k, v in entries.items() if seen.get(k, {}).get("value") == v), default=0.0)
     try:
         with _locked(where):
             seen = dict(_read(where))  # again under the lock: another process may have recorded it
-            new = {k: {"value": v, "at": at} for k, v in entries.items() if seen.get(k, {}).get("value") != v}
+            known = [e["at"] for k, e in seen.items() if k.startswith(group + " ")]
+            new = {}
+            for k, v in entries.items():
+                if k not in seen:
+                    new[k] = {"value": v, "at": max(known) if known else files_at()}
+                elif seen[k].get("value") != v:
+                    new[k] = {"value": v, "at": files_at()}
             seen.update(new)
             if new:
                 _write(where, seen)
     except OSError:
-        return at
+        return files_at()
     return max((seen[k]["at"] for k in entries), default=0.0)
 
 

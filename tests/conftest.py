@@ -391,6 +391,19 @@ def _own_temporary_folder_for_commands(tmp_path_factory):
         os.environ["TMPDIR"] = before
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_folder(tmp_path_factory):
+    """This host's own state (``[daybreak] cache_dir``'s default: when it first saw each setting, a bucket's
+    probes) in a folder of this pytest process's, not in the user's ``~/.cache``; a lab has its own."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache-home"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME")
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture(autouse=True)
 def _servers_taken_for_alive():
     """A server or a store given up on by one test's run (tasks/storage/sftp.py, known_dead; s3gone.py) is

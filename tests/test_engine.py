@@ -20,8 +20,9 @@ import pytest
 
 from tasks.freshness import engine as freshness
 from tasks.freshness.dataversions import LOGICAL, logical_version
-from tasks.freshness.engine import Engine, fingerprint
+from tasks.freshness.engine import Engine
 from tasks.freshness.inputs import input_line
+from tasks.freshness.rules import fingerprint
 from tasks.storage import store as partition_store
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import RawZone

@@ -11,7 +11,7 @@ import json
 import luigi
 import pytest
 
-from tasks.freshness.engine import fingerprint
+from tasks.freshness.rules import fingerprint
 from tasks.qsr import StgQsrPos
 from tasks.transforms.qsr_rules import VERSION
 from tests.conftest import REPO
@@ -194,6 +194,45 @@ def test_an_edit_of_other_settings_leaves_a_host_behind_a_rollout_behind(lab, tm
     assert host(old)[0] == 0
     assert {m["rules"]["suspicious_qty_threshold"] for m in _manifests(lab).values()} == {21}
     assert host(new)[0] == 10  # and the rolled-out host is the one behind
+
+
+def test_a_host_that_only_looked_or_ran_with_a_setting_on_its_command_line_stays_behind_a_rollout(
+    lab, tmp_path, caplog
+):
+    """Before, a host that had found the dataset up to date recorded nothing of its settings, so a `touch` of its
+    luigi.cfg after another host's rollout made them the newest; and a value given once on its command line was
+    recorded as changed then. Now a host records its settings whenever it looks at a partition, and a value given
+    on the command line is as old as any, for that run only."""
+    import os
+    import time
+
+    lab.qsr_days(START, DATES + 1)
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    old, new = lab.write_cfg(tmp_path / "host-old.cfg"), lab.write_cfg(tmp_path / "host-new.cfg")
+    now = time.time()
+    for cfg in (old, new):
+        os.utime(cfg, (now - 3600, now - 3600))
+
+    def host(cfg, *args) -> tuple[int, str]:
+        caplog.clear()
+        with lab.host(cfg, folder), caplog.at_level("INFO", logger="luigi-interface"):
+            return lab.range(START, START + DATES * DAY, *args), caplog.text
+
+    assert host(new)[0] == 0
+    assert host(old)[0] == 0  # up to date: it builds nothing, and looked at every partition
+    lab.write_cfg(new, suspicious_qty_threshold=2)
+    os.utime(new, (now - 1800, now - 1800))
+    assert host(new)[0] == 0  # the rollout
+    before = _manifests(lab)
+    os.utime(old)  # a touch of the host left behind
+    code, out = host(old)
+    assert code == 10, out[-3000:]
+    code, out = host(old, "--qsr-suspicious-qty-threshold", "7")  # a value given once on its command line
+    assert code == 10, out[-3000:]
+    assert "suspicious_qty_threshold 7 -> 2" in out, out
+    assert host(old)[0] == 10  # and back on its luigi.cfg, still behind
+    assert _manifests(lab) == before
 
 
 def test_two_hosts_whose_settings_changed_at_the_same_time_do_not_replace_each_others_partitions(lab, tmp_path, caplog):
@@ -446,15 +485,23 @@ def test_a_setting_counts_from_when_its_value_was_first_seen_not_from_later_edit
     from tasks import settings_seen
 
     setting("daybreak", "cache_dir", tmp_path / "cache")
-    first = {"staging/qsr_pos suspicious_qty_threshold": "20", "staging/qsr_pos timezone": '"America/Toronto"'}
-    assert settings_seen.changed_at(first, lambda: 100.0) == 100.0  # first seen: the files' time
-    assert settings_seen.changed_at(first, lambda: 200.0) == 100.0  # the file edited elsewhere: as it was
-    changed = {**first, "staging/qsr_pos suspicious_qty_threshold": "2"}
-    assert settings_seen.changed_at(changed, lambda: 300.0) == 300.0  # its own value changed: the newest
-    assert settings_seen.changed_at({"staging/qsr_pos timezone": '"America/Toronto"'}, lambda: 400.0) == 100.0
+    qsr = "staging/qsr_pos"
+    first = {f"{qsr} suspicious_qty_threshold": "20", f"{qsr} timezone": '"America/Toronto"'}
+
+    def at(entries, files_at, group=qsr):
+        return settings_seen.changed_at(entries, lambda: files_at, group)
+
+    assert at(first, 100.0) == 100.0  # first seen: the files' time
+    assert at(first, 200.0) == 100.0  # the file edited elsewhere: as it was
+    changed = {**first, f"{qsr} suspicious_qty_threshold": "2"}
+    assert at(changed, 300.0) == 300.0  # its own value changed: the newest
+    assert at({f"{qsr} timezone": '"America/Toronto"'}, 400.0) == 100.0
+    # a name not seen before in a dataset with names seen (a hotel's first extract): no newer than those
+    assert at({**changed, f"{qsr} timezones[H6]": '"America/Winnipeg"'}, 500.0) == 300.0
+    assert at({"marts/other window_days": "7"}, 600.0, "marts/other") == 600.0  # a dataset not seen before
     settings_seen.path().write_text("{not json")  # damaged: every value is seen again, from the files' time
-    assert settings_seen.changed_at(first, lambda: 500.0) == 500.0
-    assert settings_seen.changed_at(first, lambda: 600.0) == 500.0
+    assert at(first, 700.0) == 700.0
+    assert at(first, 800.0) == 700.0
 
 
 def test_the_settings_a_partition_reads_are_its_own_not_its_version_offsets_or_what_it_does_not_read():

@@ -515,7 +515,7 @@ def test_an_empty_newest_folder_is_not_the_newest_the_stores_build_through_the_l
 
 
 def test_all_stores_superseded_by_a_newer_version_exits_10_as_a_range_does(lab, all_stores):
-    from tasks.freshness.engine import fingerprint
+    from tasks.freshness.rules import fingerprint
 
     lab.qsr_days(START, 4, stores=("S001", "S002"))
     assert all_stores()[0] == 0

@@ -165,7 +165,7 @@ def test_time_zone_data_that_moves_a_day_makes_exactly_its_partitions_stale_nami
 @pytest.mark.luigi
 def test_a_partition_whose_recorded_offset_is_not_this_hosts_is_stale_saying_so_and_rebuilt(lab, setting):
     """As another host's tzdata records it: the date alone is stale, by the time-zone data, and a run rebuilds it."""
-    from tasks.freshness.engine import fingerprint
+    from tasks.freshness.rules import fingerprint
     from tasks.views import status
 
     setting("daybreak", "start_date", FIRST)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
-import hashlib
-import json
 import logging
 import multiprocessing
 import weakref
@@ -29,18 +27,14 @@ from tasks.freshness.rules import (
     iso_time,
     newer_version,
     rules_reason,
+    rules_seen,
     same_settings,
-    settings_at,
 )
 from tasks.storage.errors import StorageUnavailable
 from tasks.storage.partitions import PartitionStore
 from tasks.storage.rawzone import Refused
 
 logger = logging.getLogger("luigi-interface")
-
-
-def fingerprint(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 class Engine(Memo):
@@ -116,7 +110,7 @@ class Engine(Memo):
         gone = self.gone_folders(node, self._manifest(store, node.key)[1]) if window is None else []
         if gone:  # removed from the raw zone since (retention): no run can check or rebuild it
             return self._kept(node, manifest, gone)
-        if manifest.get("rules_fingerprint") != self.once_per_pass(("rules", node.rules_key()), node.rules_fingerprint):
+        if manifest.get("rules_fingerprint") != self._seen(node)[0]:
             theirs, ours = manifest.get("rules") or {}, node.rules()
             if newer_version(theirs.get("version"), ours.get("version")):  # a run refuses to replace it: not stale
                 return State("newer", built_by_newer(theirs.get("version"), ours.get("version")))
@@ -179,7 +173,7 @@ class Engine(Memo):
             return State("stale", "daybreak verify: " + manifest["verify_mismatch"])
         reason = f"{RAW_GONE}: {', '.join(gone)}: kept as built, no run checks or rebuilds it"
         theirs, ours = manifest.get("rules") or {}, node.rules()
-        if manifest.get("rules_fingerprint") != self.once_per_pass(("rules", node.rules_key()), node.rules_fingerprint):
+        if manifest.get("rules_fingerprint") != self._seen(node)[0]:
             reason += f"; built under other rules: {diff_rules(theirs, ours, node.key)}"
         return State("ok", reason)
 
@@ -200,10 +194,10 @@ class Engine(Memo):
         return newest + self.zone(node).mtime_resolution_ns > listed
 
     def settings_at_text(self, node: Node) -> str:  # settings_at of a build of node, as its manifest records it
-        return dt.datetime.fromtimestamp(self._settings_at(node), dt.UTC).isoformat()
+        return dt.datetime.fromtimestamp(self._seen(node)[1], dt.UTC).isoformat()
 
-    def _settings_at(self, node: Node) -> float:
-        return self.once_per_pass(("settings_at", node.rules_key()), lambda: settings_at(node.dataset, node.rules()))
+    def _seen(self, node: Node) -> tuple[str, float]:  # (its rules' fingerprint, settings_at): settings seen here
+        return self.once_per_pass(("rules", node.rules_key()), rules_seen, node)
 
     def newer_settings(self, node: Node, manifest: dict) -> str:
         """Why a partition built under other rules is kept: its dataset's settings changed after this host's
@@ -213,7 +207,7 @@ class Engine(Memo):
         rules = node.rules()
         if same_settings(manifest.get("rules") or {}, rules):  # other input (a hotel's extract), not a rollout
             return ""
-        ours_at = self._settings_at(node)
+        ours_at = self._seen(node)[1]
         store = self.store(node)
         ours = node.rules_fingerprint()  # the newest settings under these rules are no reason to stop
         key = ("newest settings", str(store.data_root), store.dataset, store.sub, ours)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 
 OFFSETS = "utc_offsets"  # {zone: {days from the date ("0", "-1"): tasks.calendar.day_offset}}: time-zone data
@@ -45,7 +46,16 @@ def settings_at(dataset: str, rules: dict) -> float:
     entries = setting_entries(dataset, rules)
     if not entries:
         return settings.settings_changed_at(extra)
-    return settings_seen.changed_at(entries, lambda: settings.settings_changed_at(extra))
+    return settings_seen.changed_at(entries, lambda: settings.settings_changed_at(extra), dataset)
+
+
+def fingerprint(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def rules_seen(node) -> tuple[str, float]:
+    """(the fingerprint of ``node``'s rules, :func:`settings_at` them): their settings recorded as seen here."""
+    return node.rules_fingerprint(), settings_at(node.dataset, node.rules())
 
 
 def setting_entries(dataset: str, rules: dict) -> dict[str, str]:
