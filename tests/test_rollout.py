@@ -555,3 +555,35 @@ def test_a_host_left_behind_builds_what_reads_a_rollout_as_it_is_as_its_plan_say
     assert after["finished_at"] > before["finished_at"]
     thresholds = [m["rules"]["suspicious_qty_threshold"] for _, m in sorted(_manifests(lab).items())]
     assert thresholds[:DATES] == [20, 2, 2, 20]  # the rollout's staging as it was
+
+
+def test_a_partition_another_host_built_meanwhile_under_newer_settings_is_superseded_in_the_summary(lab, tmp_path):
+    """A partition this run checked stale that luigid gave to another host, whose settings this host never
+    replaces (newer, or changed at the same time): before, the summary said luigid's cooldown kept it from
+    this host ("rerun in a few seconds", though a rerun changes nothing); now it is superseded, with why."""
+    import collections
+    import os
+    import time
+
+    from tasks.freshness.engine import Engine
+    from tasks.reporting import outcomes
+
+    lab.qsr_days(START, DATES + 1)
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    old = lab.write_cfg(tmp_path / "host-old.cfg")
+    new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
+    now = time.time()
+    os.utime(old, (now - 3600, now - 3600))
+    os.utime(new, (now - 1800, now - 1800))
+    with lab.host(old, folder):
+        assert lab.range(START, START + DATES * DAY) == 0
+    with lab.host(new, folder):
+        assert lab.range(START, START + DAY) == 0
+    with lab.host(old, folder):
+        kept, failed, waiting, others = [], [], collections.defaultdict(list), []
+        kind = outcomes.kind_now(StgQsrPos(date=START), Engine(), "", failed, waiting, others, kept)
+    assert kind == "superseded" and not failed, (kind, failed)
+    assert (
+        kept == [f"StgQsrPos {START}: " + kept[0].split(": ", 1)[1]] and "suspicious_qty_threshold 20 -> 2" in kept[0]
+    )

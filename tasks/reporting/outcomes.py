@@ -27,8 +27,9 @@ def changed_lines(run, watched: list, cache, built_elsewhere: set[str]) -> list[
     return list(out)
 
 
-def kind_now(task, cache, started: str, failed: list, waiting: dict, others: list) -> str:
-    """The kind of a partition this run neither wrote nor failed: failed elsewhere, up to date, waiting, not run."""
+def kind_now(task, cache, started: str, failed: list, waiting: dict, others: list, kept: list) -> str:
+    """The kind of a partition this run neither wrote nor failed: failed elsewhere, up to date, waiting,
+    superseded (built elsewhere meanwhile under settings this host never replaces: ``kept`` says why), not run."""
     family, key = task.task_family, key_of(task)
     record = task.store().read_failure(task.key)
     if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
@@ -44,6 +45,10 @@ def kind_now(task, cache, started: str, failed: list, waiting: dict, others: lis
         for source, date in folders:
             waiting[source].append((date, family, key))
         return "waiting"
+    state = task.state(cache)
+    if state.state == "newer":  # another host built it meanwhile, under settings this host never replaces
+        kept.append(f"{label(task)}: {state.reason}")
+        return "superseded"
     return "not run"
 
 

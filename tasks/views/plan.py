@@ -72,10 +72,10 @@ class Plan:
         """(Luigi family, why) of the run the plan recommends (docs/backfills.md)."""
         if self.kind != "date":
             return KEYED_RUNS[self.kind]
-        if one_session(settings.raw_root()):
-            return "RangeSingleRun", "the raw zone is SFTP: one connection, each raw folder read once"
         if luigid.central_scheduler():  # other hosts may take dates too: one task a date
             return "RangeDaily", "a central scheduler: the dates shared among its workers and hosts, one task each"
+        if one_session(settings.raw_root()):
+            return "RangeSingleRun", "the raw zone is SFTP: one connection, each raw folder read once"
         if self.workers == 1:
             return "RangeSingleRun", "one worker: one run reads each raw folder once for consecutive dates"
         cls, day = catalogue.BY_NAME[self.dataset].task, settings.daybreak().start_date + dt.timedelta(days=1)
