@@ -240,6 +240,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         if went_away(exception) or unfulfilled(str(exception)):  # named once by the run's summary; no record:
             return super().on_failure(exception)  # nothing of it failed; status shows what it is (missing, stale)
         record = {"failed_at": dt.datetime.now(dt.UTC).isoformat(), "error": str(exception), "task_id": self.task_id}
+        record["host"] = settings.host_name()  # another host's summary names it: its settings may not be these
         try:  # what the attempt was made of: the record stops applying once any of it differs
             with settings.snapshot():
                 record.update(identity.attempt(luigi_engine(), self, getattr(exception, "decided_by", None)))

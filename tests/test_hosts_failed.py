@@ -58,5 +58,9 @@ def test_a_partition_another_host_failed_fails_the_run_of_every_host_that_asked_
                 assert "1 failed" in summary and f"failed   StgQsrPos {BROKEN}" in summary, summary
                 assert "'status'" in summary, summary
             assert [p.returncode for p in hosts] == [30, 30], summaries
+            # a host that did not build it names the one that did: its settings, its hotels list may differ
+            names = [s.split(f"failed   StgQsrPos {BROKEN}")[1].split(":")[0] for s in summaries]
+            for k, name in zip((1, 2), names, strict=True):  # each its own failure, or one the other host built
+                assert name in ("", f" (on host etl-{3 - k}-{turn})"), names
     finally:
         server.stop()

@@ -33,7 +33,10 @@ def kind_now(task, cache, started: str, failed: list, waiting: dict, others: lis
     family, key = task.task_family, key_of(task)
     record = task.store().read_failure(task.key)
     if record and record.get("failed_at", "") >= started:  # another host's run failed it meanwhile
-        failed.append(f"{label(task)}: {first_line(record.get('error', ''))}")
+        from tasks.settings import host_name
+
+        on = f" (on host {record['host']})" if record.get("host") not in (None, host_name()) else ""
+        failed.append(f"{label(task)}{on}: {first_line(record.get('error', ''))}")
         return "failed"
     if _ran(task, cache, started):  # up to date, nothing written by this run
         manifest = cache.summary(cache.store(task), task.key) or {}
