@@ -351,7 +351,7 @@ def test_a_manifest_in_the_earlier_inputs_format_reads_as_stale_with_a_reason(la
     manifest["input_fingerprint"] = "from-an-earlier-format"
     path.write_text(json.dumps(manifest))
     state = StgQsrPos(date=START).state(Engine())
-    assert (state.state, state.reason) == ("stale", "input changed: changed qsr_pos/2026-09-10/S001.csv")
+    assert (state.state, state.reason) == ("stale", "input content changed: qsr_pos/2026-09-10/S001.csv")
 
 
 def test_a_raw_file_changing_while_read_fails_without_writing(lab, monkeypatch):

@@ -252,10 +252,10 @@ def test_a_reject_share_failure_stops_applying_once_the_share_is_raised(lab, qsr
     assert state == "failed" and "1 of 5 rows rejected (20.0% > max_reject_share 5.0%)" in reason
 
     qsr_setting("max_reject_share", 0.5)
-    changed = ("stale", f"input changed: changed qsr_pos/{START}/S001.csv")  # what the next run builds
+    changed = ("stale", f"input content changed: qsr_pos/{START}/S001.csv")  # what the next run builds
     assert status_json(capsys, START, START + DAY) == {START: changed}
     assert main(["plan", "stg_qsr_pos", "--start", str(START), "--stop", str(START + DAY)]) == 1
-    assert f"  run   {START}  stale: input changed: changed qsr_pos/{START}/S001.csv" in capsys.readouterr().out
+    assert f"  run   {START}  stale: input content changed: qsr_pos/{START}/S001.csv" in capsys.readouterr().out
     qsr_setting("max_reject_share", 0.05)  # the limit of the failed attempt: its record applies again
     assert status_json(capsys, START, START + DAY)[START][0] == "failed"
 
@@ -405,7 +405,7 @@ def test_days_in_a_row_waiting_each_for_its_own_folder_are_one_line():
 
 @pytest.mark.unit
 def test_days_whose_dates_do_not_move_with_the_day_are_not_one_span():
-    """Before: ``2026-09-01 .. 2026-09-03 (3 days) stale: input changed: changed qsr_pos/2026-09-02 ..
+    """Before: ``2026-09-01 .. 2026-09-03 (3 days) stale: input content changed: qsr_pos/2026-09-02 ..
     2026-09-04/S001.csv`` although qsr_pos/2026-09-03/S001.csv did not change, and ``waiting: raw folder
     missing: qsr_pos/2026-09-03 .. 2026-09-05`` although folder 2026-09-04 is there."""
     from tasks.views.rows import DayStatus
@@ -414,12 +414,12 @@ def test_days_whose_dates_do_not_move_with_the_day_are_not_one_span():
     first = dt.date(2026, 9, 1)
     changed = ["2026-09-02", "2026-09-02", "2026-09-04"]  # a day reads its own folder and the next one
     stale = [
-        DayStatus("stg_qsr_pos", first + k * DAY, "stale", f"input changed: changed qsr_pos/{c}/S001.csv")
+        DayStatus("stg_qsr_pos", first + k * DAY, "stale", f"input content changed: qsr_pos/{c}/S001.csv")
         for k, c in enumerate(changed)
     ]
     assert render_text(stale).splitlines()[4:] == [
-        "  2026-09-01 .. 2026-09-02 (2 days) stale: input changed: changed qsr_pos/2026-09-02/S001.csv",
-        "  2026-09-03 stale: input changed: changed qsr_pos/2026-09-04/S001.csv",
+        "  2026-09-01 .. 2026-09-02 (2 days) stale: input content changed: qsr_pos/2026-09-02/S001.csv",
+        "  2026-09-03 stale: input content changed: qsr_pos/2026-09-04/S001.csv",
     ]
     missing = ["2026-09-03", "2026-09-03", "2026-09-05"]
     waiting = [DayStatus("stg_qsr_pos", first, "ok", "")] + [
@@ -431,12 +431,12 @@ def test_days_whose_dates_do_not_move_with_the_day_are_not_one_span():
         "  2026-09-04 waiting: raw folder missing: qsr_pos/2026-09-05",
     ]
     moving = [  # each day its own file, then one date that stays: one span would name a file twice
-        DayStatus("stg_qsr_pos", first + k * DAY, "stale", f"input changed: changed qsr_pos/{d}/S001.csv")
+        DayStatus("stg_qsr_pos", first + k * DAY, "stale", f"input content changed: qsr_pos/{d}/S001.csv")
         for k, d in enumerate(["2026-09-01", "2026-09-02", "2026-09-02"])
     ]
     assert render_text(moving).splitlines()[4:] == [
-        "  2026-09-01 .. 2026-09-02 (2 days) stale: input changed: changed qsr_pos/2026-09-01 .. 2026-09-02/S001.csv",
-        "  2026-09-03 stale: input changed: changed qsr_pos/2026-09-02/S001.csv",
+        "  2026-09-01 .. 2026-09-02 (2 days) stale: input content changed: qsr_pos/2026-09-01 .. 2026-09-02/S001.csv",
+        "  2026-09-03 stale: input content changed: qsr_pos/2026-09-02/S001.csv",
     ]
 
 

@@ -71,11 +71,11 @@ def check_inputs(
             except RawFileChanged:  # what was read is not the version listed: its hash is not the listed one's
                 resent.add(f.relpath)
     retimed = {f.relpath for f in same_size if f.relpath not in hashes and known[f.relpath] != (f.size, f.mtime_ns)}
-    if added or removed or resized or retimed or resent:  # every file whose content changed, or cannot be compared
+    if added or removed or retimed or resent:  # every file whose content changed, or cannot be compared
         changes = describe_changes(added, removed, resized | content, retimed, resent)
         return False, "input changed: " + changes, None
-    if content:
-        return False, "input content changed: " + ", ".join(sorted(content)), None
+    if content or resized:  # the same files, other bytes: said alike whether the size tells or the hash
+        return False, "input content changed: " + ", ".join(sorted(content | resized)), None
     note = "" if metadata_same else SAME_CONTENT
     if newest_mtime(files) + resolution > checked_ns:  # re-sent in this instant: hashed again next time
         return True, note, None
