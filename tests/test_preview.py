@@ -603,3 +603,22 @@ def test_publish_says_what_it_keeps_of_the_preview_and_previews_says_when_it_was
     swept = (dt.datetime.fromisoformat(record["created_at"]) + dt.timedelta(days=7)).date()
     published = dt.datetime.fromisoformat(record["published_at"]).strftime("%Y-%m-%d %H:%M")
     assert row.endswith(f" published  no: published at {published} UTC; swept after {swept}"), row
+
+
+def test_the_previews_listing_keeps_its_columns_for_a_long_id_and_marks_a_cut_reason():
+    from tasks.preview.render import render_listing
+
+    row = {"start": "2026-09-01", "stop": "2026-09-05", "age_hours": 1.0, "size_bytes": 2e6, "state": "built"}
+    long_id = "stg_qsr_pos-2026-09-01-2026-09-05-" + "x" * 30
+    rows = [
+        {**row, "id": "short", "publishable": True, "why_not": []},
+        {
+            **row,
+            "id": long_id,
+            "publishable": False,
+            "why_not": [f"partition 2026-09-0{k} changed since" for k in range(9)],
+        },
+    ]
+    header, short, long = render_listing(rows).splitlines()
+    assert header.index("range") == short.index("2026-09-01..") == long.index("2026-09-01..")
+    assert long.endswith(" ...") and "publishable" in header

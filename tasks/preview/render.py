@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tasks.preview.records import previews_root
+from tasks.reporting.names import cut_at_word
 
 DETAIL_LINES = 8  # "not built" lines shown, then "... and N more" (--json lists them all), as a run's summary
 
@@ -59,11 +60,12 @@ def _capped(lines: list[str]) -> list[str]:
 def render_listing(rows: list[dict]) -> str:
     if not rows:
         return "no previews"
-    lines = [f"{'id':<44} {'range':<24} {'age':>7} {'size':>10} {'state':<10} publishable"]
+    wide = max(44, *(len(r["id"]) for r in rows))  # a long id keeps the columns in line
+    lines = [f"{'id':<{wide}} {'range':<24} {'age':>7} {'size':>10} {'state':<10} publishable"]
     for r in rows:
-        why = "yes" if r["publishable"] else "no: " + "; ".join(str(x) for x in r["why_not"])[:160]
+        why = "yes" if r["publishable"] else "no: " + cut_at_word("; ".join(str(x) for x in r["why_not"]), 160)
         lines.append(
-            f"{r['id']:<44} {r['start'] + '..' + r['stop']:<24} {r['age_hours']:>6.1f}h "
+            f"{r['id']:<{wide}} {r['start'] + '..' + r['stop']:<24} {r['age_hours']:>6.1f}h "
             f"{r['size_bytes'] / 1e6:>8.1f}MB {r['state']:<10} {why}"
         )
     return "\n".join(lines)
