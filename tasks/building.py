@@ -92,7 +92,8 @@ def build(node: Node, engine: Engine) -> dict | None:
         written = store.commit_build(
             node.key, built.table, manifest, built.extras, rejected=built.rejected, in_place=plan.in_place
         )
-    runlog.wrote(node.task_id, built.stats.get("warnings"))
+    said = set(((plan.in_place or {}).get("stats") or {}).get("warnings") or ())  # by the build it replaced
+    runlog.wrote(node.task_id, [w for w in built.stats.get("warnings") or () if w not in said])
     with contextlib.suppress(OSError, StorageUnavailable):  # committed: a failure record left counts for nothing
         store.clear_failure(node.key)
     logger.info(

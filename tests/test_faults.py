@@ -362,7 +362,10 @@ def test_a_store_file_resent_header_only_is_named_in_the_summary_and_in_status(l
     assert "2 ok; 1 warning(s)" in out
     assert f"  {day} warning: store S001 had 4 rows in an earlier build of {day} and has none now" in out
     lab.qsr_file(str(day), "S002", [*qsr_rows("S002", day)[:3]])  # another change: the warning is kept
+    caplog.clear()
     assert lab.range(START, START + 2 * DAY) == 0
+    again = caplog.text[caplog.text.index("summary of this run:") :]
+    assert "store S001 had 4 rows" not in again, again  # said by the run it happened in; status keeps it
     assert cli.main(["status", "--dataset", "stg_qsr_pos", "--start", str(START), "--stop", str(START + 2 * DAY)]) == 0
     assert f"  {day} warning: store S001 had 4 rows" in capsys.readouterr().out
     resent[0].write_text(resent[0].read_text() + "\n".join(qsr_rows("S001", day)) + "\n")  # re-sent whole
