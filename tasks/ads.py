@@ -89,6 +89,10 @@ class AdsRolling7d(PartitionedTask, entry=catalogue.ADS_ROLLING_7D):
     def rules_key(self) -> tuple:
         return (*super().rules_key(), self._cut())
 
+    def settings_read(self) -> dict:
+        """Its rules with ``start_date`` whether it cuts the window or not: moving it back is a change too."""
+        return {**self.rules(), "start_date": settings.daybreak().start_date.isoformat()}
+
     def rules(self) -> dict:
         """``start_date`` only for a window it cuts: moving it leaves the whole windows as they are."""
         cfg = settings.ads()

@@ -21,7 +21,7 @@ from tasks.freshness import identity
 from tasks.freshness.buildplan import NotReplaced, left_to_newer
 from tasks.freshness.engine import Engine, State, label
 from tasks.freshness.rules import fingerprint
-from tasks.luigi_shortcuts import CachedInstances, FixedParams
+from tasks.luigi_shortcuts import CachedInstances, FixedParams, summarising_now
 from tasks.luigi_shortcuts.messages import DIED, unfulfilled
 from tasks.parameters import DateParameter
 from tasks.reporting import names, progress, runlog
@@ -153,9 +153,12 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return []
 
     def requires(self) -> list[luigi.Task]:
-        """The raw folders and the upstream partitions, but those built by newer code or settings: no run here
-        replaces them, so they are read as they are (as status and plan judge a reader of one)."""
+        """The raw folders and the upstream partitions, but those this run found built by newer code or settings
+        (its check of this partition walked them): no run here replaces them, so they are read as they are, as
+        status and plan judge a reader of one."""
         with settings.snapshot():  # each settings section read once, not once per link
+            if summarising_now():  # what the run required, not asked of the engine again
+                return [*self.raw_folders(), *self.upstream()]
             return [*self.raw_folders(), *(up for up in self.upstream() if not up.kept_as_newer())]
 
     def optional_raw_window(self) -> list[tuple[str, dt.date]]:

@@ -83,6 +83,10 @@ class StgHotelBookingsDaily(PartitionedTask, entry=catalogue.STG_HOTEL_BOOKINGS_
             "max_rate": cfg.max_rate,
         }
 
+    def settings_read(self) -> dict:
+        """Its rules with every listed hotel's timezone, read or not: a hotel's zone changed back is a change."""
+        return {**self.rules(), "timezones": {h: hotel.timezone for h, hotel in hotels().items()}}
+
     def _offsets(self, timezones: dict[str, str | None]) -> dict[str, dict[str, str]]:
         """Each zone's UTC offset on the date (``"0"``): new time-zone data that moves the day makes it stale."""
         return {z: {"0": day_offset(z, self.date)} for z in sorted({z for z in timezones.values() if z})}

@@ -667,3 +667,38 @@ def test_no_quarantine_folder_is_left_for_a_date_without_rejects(ads_lab, settin
     ads_lab.ads_export(dt.date(2026, 10, 4), FIRST, rows)
     assert ads_lab.range(dt.date(2026, 10, 3), dt.date(2026, 10, 4), of="AdsDaily") == 0
     assert list(quarantine.iterdir()) == []  # rewritten without rejects
+
+
+def test_a_start_date_moved_back_in_luigi_cfg_rebuilds_the_windows_it_had_cut(ads_built, tmp_path, capsys):
+    """start_date moved to 09-22 in luigi.cfg, then back to 09-20: before, the windows it had cut were called
+    'built by a newer version or settings' and kept cut (a window's rules name start_date only where it cuts
+    it, so moving it back was not seen as a change of this host's settings). Now they are rebuilt whole."""
+    import os
+    import time
+
+    from tasks.cli import main
+    from tasks.settings import write_config
+
+    stop, later, now = dt.date(2026, 10, 4), FIRST + 2 * DAY, time.time()
+    cfg, folder = tmp_path / "host.cfg", tmp_path / "host"
+    folder.mkdir()
+
+    def start_date(day: dt.date, age_s: float) -> None:
+        write_config(cfg, {"daybreak": {"raw_root": ads_built.raw, "data_root": ads_built.data, "start_date": day}})
+        os.utime(cfg, (now - age_s, now - age_s))
+
+    start_date(FIRST, 300)  # as built: this host sees its settings
+    with ads_built.host(cfg, folder):
+        assert ads_built.range(FIRST, stop, of="AdsRolling7d") == 0
+    start_date(later, 200)
+    with ads_built.host(cfg, folder):
+        assert ads_built.range(later, stop, of="AdsRolling7d") == 0
+    assert [r[-1] for r in rolling(ads_built, dt.date(2026, 9, 27))] == [6, 6]
+    start_date(FIRST, 100)  # back
+    capsys.readouterr()
+    with ads_built.host(cfg, folder):
+        assert main(["plan", "ads_rolling_7d", "--start", str(FIRST), "--stop", str(stop)]) == 1
+        plan = capsys.readouterr().out
+        assert f"its window no longer cut by start_date '{later}'" in plan, plan
+        assert ads_built.range(FIRST, stop, of="AdsRolling7d") == 0
+    assert [r[-1] for r in rolling(ads_built, dt.date(2026, 9, 27))] == [7, 7]

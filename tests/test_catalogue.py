@@ -186,7 +186,7 @@ def test_plan_covers_the_store_the_unpartitioned_and_the_per_hotel_datasets(lab,
     lab.qsr_file(str(stop), "S001", [rows[0], *rows[2:]])  # re-sent without a line of business date 09-02
     assert main(["plan", "stg_qsr_pos", "--start", str(start), "--stop", str(stop)]) == 1
     out = capsys.readouterr().out
-    assert "run   2026-09-02  stale: input changed" in out
+    assert "run   2026-09-02  stale: input content changed" in out
     assert "  then may go stale downstream: store_daily_sales S001\n" in out, out  # S001's file holds S001's rows
     assert lab.range(start, stop) == 0
     capsys.readouterr()

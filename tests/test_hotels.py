@@ -114,7 +114,7 @@ def test_on_the_books_and_a_resent_old_extract(hotel_lab):
 
     (snapshot,) = status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])
     assert (snapshot.date, snapshot.state) == (None, "pending")  # rebuilt if the staging date's rows change
-    assert f"upstream is rebuilt: staging/hotel_bookings_daily {day} (stale: input changed" in snapshot.reason
+    assert f"upstream is rebuilt: staging/hotel_bookings_daily {day} (stale: input content changed" in snapshot.reason
     assert "otb_by_stay_date  (unpartitioned)  pending: may rebuild once" in status.render_text([snapshot])
     assert hotel_lab.luigi("OtbByStayDate") == 0
     assert [r.state for r in status.collect(FIRST, FIRST + dt.timedelta(days=4), ["otb_by_stay_date"])] == ["ok"]

@@ -37,16 +37,18 @@ def built_by_newer(theirs, ours) -> str:
 
 
 def settings_at(dataset: str, rules: dict) -> float:
-    """When this host's settings of ``rules`` (a partition's) last changed: the newest time it first saw one of
-    them as it is now (:mod:`tasks.settings_seen`), so an edit of other settings leaves it as it was. Rules of
-    no setting (the version alone): the config files' modification time, with the hotels list's for hotels."""
+    """When this host's settings that ``rules`` read (a partition's, or :meth:`settings_read`'s) last changed:
+    the newest time it first saw one of them as it is now (:mod:`tasks.settings_seen`), so an edit of other
+    settings leaves it as it was. Rules of no setting (the version alone): the config files' modification
+    time, with the hotels list's for hotels. Kept per data root: another root's settings are another's."""
     from tasks import reference, settings, settings_seen
 
     extra = (reference.hotels_file(),) if "timezones" in rules else ()
-    entries = setting_entries(dataset, rules)
+    group = f"{settings.data_uri()} {dataset}"
+    entries = setting_entries(group, rules)
     if not entries:
         return settings.settings_changed_at(extra)
-    return settings_seen.changed_at(entries, lambda: settings.settings_changed_at(extra), dataset)
+    return settings_seen.changed_at(entries, lambda: settings.settings_changed_at(extra), group)
 
 
 def fingerprint(obj) -> str:
@@ -55,13 +57,13 @@ def fingerprint(obj) -> str:
 
 def rules_seen(node) -> tuple[str, float]:
     """(the fingerprint of ``node``'s rules, :func:`settings_at` them): their settings recorded as seen here."""
-    return node.rules_fingerprint(), settings_at(node.dataset, node.rules())
+    read = getattr(node, "settings_read", node.rules)  # every setting its rules may read, cutting or not
+    return node.rules_fingerprint(), settings_at(node.dataset, read())
 
 
-def setting_entries(dataset: str, rules: dict) -> dict[str, str]:
-    """Each setting of ``rules`` as ``{"<dataset> <name>[<key>]": value}``: not the version (a newer one is never
-    replaced), the time zones' offsets (input), nor a setting a partition does not read (None: a window
-    ``start_date`` does not cut, a hotel not in the list)."""
+def setting_entries(group: str, rules: dict) -> dict[str, str]:
+    """Each setting of ``rules`` as ``{"<group> <name>[<key>]": value}``: not the version (a newer one is never
+    replaced), the time zones' offsets (input), nor a setting that is not set (None: a hotel not in the list)."""
     out = {}
     for name, value in _settings(rules).items():
         if name == "version":
@@ -69,7 +71,7 @@ def setting_entries(dataset: str, rules: dict) -> dict[str, str]:
         items = value.items() if isinstance(value, dict) else [(None, value)]
         for key, v in items:
             if v is not None:
-                out[f"{dataset} {name}" + (f"[{key}]" if key is not None else "")] = json.dumps(v, default=str)
+                out[f"{group} {name}" + (f"[{key}]" if key is not None else "")] = json.dumps(v, default=str)
     return out
 
 

@@ -116,6 +116,11 @@ def run_in_progress() -> bool:
 _SUMMARISED: list[object] = []  # workers whose run's summary is being made
 
 
+def summarising_now() -> bool:
+    """Whether this process is making a run's summary (its questions are the run's, asked again)."""
+    return bool(_SUMMARISED)
+
+
 @contextmanager
 def summarising(worker: object):
     """The block belongs to ``worker``'s ended run, so that the summary's completeness questions share one

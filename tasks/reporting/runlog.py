@@ -298,7 +298,7 @@ def report() -> tuple[list[str], str]:
     cache.snapshot = True  # a view of the run's end: it warns of nothing the run's own checks warned of
     counts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     failed, waiting, blocked, warned, others, fenced, cooled = [], defaultdict(list), [], [], [], [], []
-    kept = []  # superseded by another host's build meanwhile, with why
+    newer_elsewhere = []  # superseded by another host's build meanwhile, with why
     unhanded = []  # not run, reading no partition: the scheduler did not give it to this host
     lost = defaultdict(list)  # luigid's status -> partitions a host it lost left undone
     limited = defaultdict(list)  # a RangeDaily's task_limit -> the partitions it left to the next run
@@ -331,7 +331,7 @@ def report() -> tuple[list[str], str]:
                     kind = (
                         "not run"
                         if run.store_gone
-                        else outcomes.kind_now(task, cache, started, failed, waiting, others, kept)
+                        else outcomes.kind_now(task, cache, started, failed, waiting, others, newer_elsewhere)
                     )
                 except Exception as exc:
                     if not run.unreachable(exc):
@@ -364,7 +364,7 @@ def report() -> tuple[list[str], str]:
     if fenced:
         kept = "not replaced, a newer build is kept (its warning above says why)"
         lines.append(f"  superseded {partition_names(fenced)}: {kept}")
-    lines += capped("  superseded ", kept)
+    lines += capped("  superseded ", newer_elsewhere)
     lines += capped("  failed   ", failed)
     why = f"before [daybreak] start_date {settings.daybreak().start_date}: a run builds no date before it"
     lines += [
