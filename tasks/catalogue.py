@@ -19,7 +19,7 @@ KEY_PARAMS = {"date x hotel": "hotel", "hotel": "hotel", "store": "store_id"}  #
 REFRESH = ("", "yesterday", "restated")
 # (Luigi family, why) of the run that builds a dataset that is not one partition per date (RangeDaily does)
 KEYED_RUNS = {
-    "date x hotel": ("AllHotelsPickup", "every hotel of config/hotels.csv over the range, one task per date and hotel"),
+    "date x hotel": ("AllHotelsPickup", "every hotel of the hotels list over the range, one task per date and hotel"),
     "hotel": ("HotelOtbExport", "one task per hotel"),
     "store": ("AllStores", "the store sensor, then one task per registered store"),
     "none": ("OtbByStayDate", "one partition for every date"),

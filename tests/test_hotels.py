@@ -1343,3 +1343,21 @@ def test_a_state_whose_staging_changed_before_it_ran_is_not_run_not_failed(lab, 
     shown = capsys.readouterr().out
     assert f"{FIRST} missing: no partition" in shown and "Unfulfilled" not in shown, shown
     assert lab.luigi("RangeDaily", "--of", "HotelBookingState", "--start", str(FIRST), "--stop", str(FIRST + DAY)) == 0
+
+
+def test_the_plan_of_the_pickups_names_the_hotels_list_this_host_reads(lab, setting, tmp_path, capsys):
+    from tasks.cli import main
+    from tasks.reference import hotels
+
+    mine = tmp_path / "my-hotels.csv"
+    mine.write_text("hotel_id,name,timezone,rooms\nH1,One,America/Toronto,10\n")
+    setting("hotels", "reference_file", mine)
+    setting("daybreak", "start_date", FIRST)
+    hotels.cache_clear()
+    try:
+        extracts(lab)
+        capsys.readouterr()
+        main(["plan", "hotel_pickup", "--start", str(FIRST), "--stop", str(FIRST + DAY)])
+    finally:
+        hotels.cache_clear()
+    assert f"(AllHotelsPickup): every hotel of the hotels list {mine} over the range" in capsys.readouterr().out

@@ -70,6 +70,11 @@ class Plan:
     @property
     def mode(self) -> tuple[str, str]:
         """(Luigi family, why) of the run the plan recommends (docs/backfills.md)."""
+        if self.kind == "date x hotel":  # the list this host reads, by its path
+            from tasks.reference import hotels_source
+
+            family, why = KEYED_RUNS[self.kind]
+            return family, why.replace("the hotels list", f"the hotels list {hotels_source()}")
         if self.kind != "date":
             return KEYED_RUNS[self.kind]
         if luigid.central_scheduler():  # other hosts may take dates too: one task a date
