@@ -7,6 +7,7 @@ import json
 import shutil
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from tasks.settings import write_config
@@ -702,3 +703,22 @@ def test_a_start_date_moved_back_in_luigi_cfg_rebuilds_the_windows_it_had_cut(ad
         assert f"its window no longer cut by start_date '{later}'" in plan, plan
         assert ads_built.range(FIRST, stop, of="AdsRolling7d") == 0
     assert [r[-1] for r in rolling(ads_built, dt.date(2026, 9, 27))] == [7, 7]
+
+
+def test_an_exports_rejects_are_in_file_order_and_its_failure_names_the_first(ads_lab, setting):
+    """A row the reader takes out (a line break in a quoted field) above a row a rule rejects: before, the
+    failure named the lower row as its first reject and the quarantine held it first."""
+    export = dt.date(2026, 10, 4)
+    rows = ads_rows(export, FIRST)
+    first = rows.index(next(r for r in rows if r.startswith("2026-09-30,C1,")))
+    rows[first] = rows[first].replace(",google,", ',"goo\ngle",')
+    rows.append("2026-09-30,C3,google,-5,1,1.00,1,1.00")
+    ads_lab.ads_export(export, FIRST, rows)
+    assert ads_lab.range(dt.date(2026, 9, 30), dt.date(2026, 10, 1), of="AdsDaily") == 30
+    failure = json.loads((ads_lab.data / "_state/failures/staging/ads_daily/business_date=2026-09-30.json").read_text())
+    row = first + 2  # the header is row 1
+    assert f"ads/2026-10-04/ads.csv row {row}: channel" in failure["error"], failure["error"]
+    setting("ads", "max_reject_share", 1)
+    assert ads_lab.range(dt.date(2026, 9, 30), dt.date(2026, 10, 1), of="AdsDaily") == 0
+    q = ads_lab.data / "quarantine/staging/ads_daily/business_date=2026-09-30/rejected.parquet"
+    assert [r["row_number"] for r in pq.read_table(q).to_pylist()] == [row, len(rows) + 2]

@@ -167,7 +167,7 @@ def _export_rows(
     # rows the parser took out: one it could split is its date's like any other; one it could not has no date
     taken_out = malformed_rejects(parsed, RAW_COLUMNS, REJECT_SCHEMA)
     theirs = _owned(parse_dates(taken_out["date"]), restated, date)
-    rejected = pa.concat_tables([rejected, taken_out.filter(theirs)])
+    rejected = pa.concat_tables([rejected, taken_out.filter(theirs)]).sort_by("row_number")  # in file order
     return rows, rejected, count(mine) + count(theirs)
 
 

@@ -267,8 +267,8 @@ def file_rejects(
     cols.update({c: pc.filter(parsed.table[c], bad) for c in raw_columns})
     cols[RAW_LINE] = pa.nulls(n, pa.string())
     rejected = pa.table(cols, schema=schema)
-    if parsed.malformed and malformed:
-        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, raw_columns, schema)])
+    if parsed.malformed and malformed:  # in file order, the rows the parser took out among the others
+        rejected = pa.concat_tables([rejected, malformed_rejects(parsed, raw_columns, schema)]).sort_by("row_number")
     return rejected
 
 
