@@ -328,11 +328,11 @@ def report() -> tuple[list[str], str]:
                 failed.append(f"{label(task)}: {run.failed[task.task_id]}")
             else:
                 try:
-                    kind = (
-                        "not run"
-                        if run.store_gone
-                        else outcomes.kind_now(task, cache, started, failed, waiting, others, newer_elsewhere)
-                    )
+                    if run.store_gone:  # the store not asked: what luigid counts done another host built
+                        kind = "written by another run" if task.task_id in DONE_IN_SCHEDULER else "not run"
+                        others += [(family, key)] if kind != "not run" else []
+                    else:
+                        kind = outcomes.kind_now(task, cache, started, failed, waiting, others, newer_elsewhere)
                 except Exception as exc:
                     if not run.unreachable(exc):
                         raise
