@@ -153,9 +153,8 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
         return []
 
     def requires(self) -> list[luigi.Task]:
-        """The raw folders and the upstream partitions, but those this run found built by newer code or settings
-        (its check of this partition walked them): no run here replaces them, so they are read as they are, as
-        status and plan judge a reader of one."""
+        """The raw folders and the upstream partitions, but those built by newer code or settings: no run here
+        replaces them, so they are read as they are, as status and plan judge a reader of one."""
         with settings.snapshot():  # each settings section read once, not once per link
             if summarising_now():  # what the run required, not asked of the engine again
                 return [*self.raw_folders(), *self.upstream()]
