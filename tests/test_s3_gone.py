@@ -232,3 +232,49 @@ def test_a_store_frozen_before_the_run_starts_is_one_line_and_exit_2_naming_the_
     assert f"endpoint {endpoint}" in errors[0] and f"no answer within {TIMEOUT_S} s" in errors[0], err
     assert "rest of the run" not in errors[0] and "not tried again" not in errors[0], err
     assert not list(b.rgw.client().list_objects_v2(Bucket=b.data).get("Contents", ()))  # nothing written
+
+
+def test_a_host_whose_store_went_away_says_what_another_host_built_was_written_by_another_run(buckets, tmp_path):
+    """Two hosts on one luigid: host B built every date but the last under other settings; host A's store goes
+    away as it writes the last. Before, A's summary said of each date B had built `luigid counts it done ...
+    but this host finds it stale: deleted or changed since ...? Rerun in a few seconds`, though the store was
+    never asked: they are `written by another run`, as luigid says."""
+    from tests.luigid import Luigid
+
+    b, last = buckets, START + (DATES - 1) * DAY
+    server = Luigid(tmp_path / "luigid").start()
+
+    def host(name: str, endpoint: str, stop: dt.date, **qsr) -> subprocess.CompletedProcess:
+        home = tmp_path / name
+        home.mkdir()
+        daybreak = {"raw_root": f"s3://{b.raw}/pos", "data_root": f"s3://{b.data}/d", "cache_dir": home}
+        cfg = write_config(
+            home / "luigi.cfg",
+            {
+                "daybreak": {**daybreak, "host_name": name},
+                "s3": {"endpoint_url": endpoint, "region": b.rgw.region},
+                "qsr": qsr,
+                "core": {"scheduler_host": "127.0.0.1", "scheduler_port": server.port},
+            },
+        )
+        env = {
+            **os.environ, "LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO), "TMPDIR": str(home),
+            "AWS_ACCESS_KEY_ID": b.rgw.access_key, "AWS_SECRET_ACCESS_KEY": b.rgw.secret_key,
+        }  # fmt: skip
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", "RangeDaily", "--of", "StgQsrPos"]
+        cmd += ["--start", str(START), "--stop", str(stop)]
+        return subprocess.run(cmd, cwd=home, env=env, capture_output=True, text=True, timeout=300)
+
+    try:
+        assert host("host-b", b.rgw.endpoint_url, last).returncode == 0
+        with running("127.0.0.1", b.rgw.port, 0.0) as proxy:  # at once: luigid counts B's dates done (cooldown)
+            proxy.cut_when = _put(b.data, f"d/staging/qsr_pos/business_date={last}/data.parquet")
+            run = host("host-a", f"http://127.0.0.1:{proxy.port}", last + DAY, suspicious_qty_threshold=2)
+            assert proxy._stop.is_set(), "host A never wrote the last date"
+    finally:
+        server.stop()
+    err = run.stderr
+    assert run.returncode == 30, err
+    summary = err[err.index("summary of this run:") :]
+    assert f"StgQsrPos {START} .. {last}: {DATES - 1} written by another run, 1 failed" in summary, summary
+    assert "finds it stale" not in summary, summary
