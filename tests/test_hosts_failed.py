@@ -54,6 +54,8 @@ def test_a_partition_another_host_failed_fails_the_run_of_every_host_that_asked_
             hosts = [host(lab, f"etl-{k}-{turn}", server.port) for k in (1, 2)]
             outs = [p.communicate(timeout=240)[0] for p in hosts]
             summaries = [out[out.index("summary of this run") :] for out in outs]
+            for out in outs:  # nothing disconnected: a failure is not a lost host's task to take back
+                assert "disconnected from luigid" not in out, out
             for summary in summaries:  # the same answer on each host: the broken partition failed
                 assert "1 failed" in summary and f"failed   StgQsrPos {BROKEN}" in summary, summary
                 assert "'status'" in summary, summary
