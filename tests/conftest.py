@@ -382,26 +382,18 @@ def _own_temporary_folder_for_commands(tmp_path_factory):
     lock (one identical command at a time on a machine) lives in ``$TMPDIR/luigi``, and the same
     command run at the same moment by a test in the other pytest process is not "already running"."""
     tempfile.gettempdir()  # this process keeps its own
-    before = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("commands-tmp"))
-    yield
-    if before is None:
-        os.environ.pop("TMPDIR")
-    else:
-        os.environ["TMPDIR"] = before
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TMPDIR", str(tmp_path_factory.mktemp("commands-tmp")))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _own_cache_folder(tmp_path_factory):
     """This host's own state (``[daybreak] cache_dir``'s default: when it first saw each setting, a bucket's
     probes) in a folder of this pytest process's, not in the user's ``~/.cache``; a lab has its own."""
-    before = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache-home"))
-    yield
-    if before is None:
-        os.environ.pop("XDG_CACHE_HOME")
-    else:
-        os.environ["XDG_CACHE_HOME"] = before
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache-home")))
+        yield
 
 
 @pytest.fixture(autouse=True)

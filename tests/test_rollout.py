@@ -32,6 +32,23 @@ def _manifests(lab) -> dict[dt.date, dict]:
 
 
 @pytest.fixture
+def old_and_new(lab, tmp_path):
+    """(folder, old, new): the hosts' folder, and the luigi.cfg of a host on the default threshold (20), set an
+    hour ago, and of a host that rolled out threshold 2 half an hour ago."""
+    import os
+    import time
+
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    old = lab.write_cfg(tmp_path / "host-old.cfg")
+    new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
+    now = time.time()
+    os.utime(old, (now - 3600, now - 3600))
+    os.utime(new, (now - 1800, now - 1800))
+    return folder, old, new
+
+
+@pytest.fixture
 def other_host_builds_first(lab, tmp_path):
     """When this process starts its first StgQsrPos build, another host (a ``luigi`` process of its own, on
     new rules: suspicious_qty_threshold 2) builds the whole range first."""
@@ -159,21 +176,13 @@ def test_a_host_whose_settings_are_older_never_replaces_a_partition_built_under_
     assert _manifests(lab) == before
 
 
-def test_an_edit_of_other_settings_leaves_a_host_behind_a_rollout_behind(lab, tmp_path, caplog):
+def test_an_edit_of_other_settings_leaves_a_host_behind_a_rollout_behind(lab, old_and_new, caplog):
     """Before, an edit of any section of the luigi.cfg of a host left behind (here [ads], which staging does not
     read) made all its settings the newest: its next run replaced every partition of the rollout with the old
     rules, exit 0. A dataset's settings are now as new as the newest of its own."""
-    import os
-    import time
 
     lab.qsr_days(START, DATES + 1)
-    folder = tmp_path / "hosts"
-    folder.mkdir()
-    old = lab.write_cfg(tmp_path / "host-old.cfg")  # the default threshold, 20
-    new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
-    now = time.time()
-    os.utime(old, (now - 3600, now - 3600))
-    os.utime(new, (now - 1800, now - 1800))
+    folder, old, new = old_and_new
 
     def host(cfg) -> tuple[int, str]:
         caplog.clear()
@@ -521,24 +530,16 @@ def test_the_settings_a_partition_reads_are_its_own_not_its_version_offsets_or_w
     assert setting_entries("marts/ads_rolling_7d", window) == {"marts/ads_rolling_7d window_days": "7"}
 
 
-def test_a_host_left_behind_builds_what_reads_a_rollout_as_it_is_as_its_plan_says(lab, setting, tmp_path, capsys):
+def test_a_host_left_behind_builds_what_reads_a_rollout_as_it_is_as_its_plan_says(lab, setting, old_and_new, capsys):
     """Before, a host left behind on a rollout said its store totals (which read the rolled-out staging) would
     run, then its run built nothing and exited 10: each staging partition it reads was left to the newer host,
     so Luigi held back what reads it. No run here replaces that staging, so its readers read it as it is."""
-    import os
-    import time
 
     from tasks.cli import main
 
     setting("daybreak", "start_date", START)
     lab.qsr_days(START, DATES + 1)
-    folder = tmp_path / "hosts"
-    folder.mkdir()
-    old = lab.write_cfg(tmp_path / "host-old.cfg")
-    new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
-    now = time.time()
-    os.utime(old, (now - 3600, now - 3600))
-    os.utime(new, (now - 1800, now - 1800))
+    folder, old, new = old_and_new
     span = ("--start", str(START), "--stop", str(START + DATES * DAY))
     with lab.host(old, folder):
         assert lab.range(START, START + DATES * DAY) == 0 and lab.luigi("AllStores") == 0
@@ -557,25 +558,17 @@ def test_a_host_left_behind_builds_what_reads_a_rollout_as_it_is_as_its_plan_say
     assert thresholds[:DATES] == [20, 2, 2, 20]  # the rollout's staging as it was
 
 
-def test_a_partition_another_host_built_meanwhile_under_newer_settings_is_superseded_in_the_summary(lab, tmp_path):
+def test_a_partition_another_host_built_meanwhile_under_newer_settings_is_superseded_in_the_summary(lab, old_and_new):
     """A partition this run checked stale that luigid gave to another host, whose settings this host never
     replaces (newer, or changed at the same time): before, the summary said luigid's cooldown kept it from
     this host ("rerun in a few seconds", though a rerun changes nothing); now it is superseded, with why."""
     import collections
-    import os
-    import time
 
     from tasks.freshness.engine import Engine
     from tasks.reporting import outcomes
 
     lab.qsr_days(START, DATES + 1)
-    folder = tmp_path / "hosts"
-    folder.mkdir()
-    old = lab.write_cfg(tmp_path / "host-old.cfg")
-    new = lab.write_cfg(tmp_path / "host-new.cfg", suspicious_qty_threshold=2)
-    now = time.time()
-    os.utime(old, (now - 3600, now - 3600))
-    os.utime(new, (now - 1800, now - 1800))
+    folder, old, new = old_and_new
     with lab.host(old, folder):
         assert lab.range(START, START + DATES * DAY) == 0
     with lab.host(new, folder):

@@ -15,7 +15,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import luigi.configuration
 import pyarrow.parquet as pq
 import pytest
 
@@ -456,7 +455,7 @@ def test_two_worker_processes_on_one_luigid_share_the_cap_and_build_each_date_on
     assert peaks["scheduling"] == {pid: 1 for pid in mains}, peaks
 
 
-def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(over_sftp, sshd, monkeypatch):
+def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(over_sftp, sshd, monkeypatch, setting):
     from tasks.storage import sftp as sftp_module
     from tasks.storage.sftp import SftpRaw
     from tests.test_identity import backdate
@@ -483,8 +482,6 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
     from tasks.views.plan import make_plan
 
     assert make_plan("stg_qsr_pos", START, stop, workers=4).mode[0] == "RangeSingleRun"  # what plan says
-    with _on_a_central_scheduler():  # other hosts may take dates too: one task a date, as docs/backfills.md says
-        assert make_plan("stg_qsr_pos", START, stop, workers=4).mode[0] == "RangeDaily"
     mark = len(log.read_text())
     assert lab.luigi("RangeSingleRun", "--of", "StgQsrPos", "--start", str(START), "--stop", str(stop)) == 0
     assert len(lab.built_at()) == 6
@@ -504,6 +501,9 @@ def test_a_single_run_range_uses_one_connection_and_reads_each_raw_file_once(ove
     mark = len(log.read_text())
     assert lab.range(START, stop, "--workers", "2") == 0
     assert log.read_text()[mark:].count("Accepted publickey") >= 6
+    setting("core", "scheduler_host", "127.0.0.1")  # a host that shares a luigid: other hosts may take dates
+    setting("core", "scheduler_port", "18999")
+    assert make_plan("stg_qsr_pos", START, stop, workers=4).mode[0] == "RangeDaily"  # as docs/backfills.md says
 
 
 def test_verify_over_sftp_finds_a_change_behind_kept_metadata_in_one_connection(over_sftp, sshd, capsys):
@@ -678,16 +678,3 @@ def test_files_read_several_at_a_time_are_each_file_whole_and_a_link_is_named(ss
     reader.join(timeout=20)
     assert not reader.is_alive() and failed, "a FIFO in the raw zone hung the read"
     assert "qsr_pos/2026-09-10/C.csv: no longer a regular file" in str(failed[0].value)
-
-
-@contextlib.contextmanager
-def _on_a_central_scheduler():
-    """``[core] scheduler_host`` and ``scheduler_port`` set, as on a host that shares a luigid."""
-    cfg = luigi.configuration.get_config()
-    cfg.set("core", "scheduler_host", "127.0.0.1")
-    cfg.set("core", "scheduler_port", "18999")
-    try:
-        yield
-    finally:
-        cfg.remove_option("core", "scheduler_host")
-        cfg.remove_option("core", "scheduler_port")
