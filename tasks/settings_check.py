@@ -263,32 +263,32 @@ def _ipv6(host: str) -> bool:
 URL_FORMS = {"s3": "s3://BUCKET/PREFIX", "sftp": "sftp://USER@HOST:PORT/PATH"}
 
 
-def given_on_command_line() -> bool:
-    """Whether any Daybreak setting was given on the ``luigi`` command line (``--qsr-day-start-hour 6``)."""
-    from luigi.cmdline_parser import CmdlineParser
-
-    cmdline = CmdlineParser.get_instance()
-    return cmdline is not None and any(
-        getattr(cmdline.known_args, f"{name}_{key}", None) is not None
-        for name, section in SECTIONS.items()
-        for key, _ in section.get_params()
-    )
-
-
-def command_line_errors() -> list[str]:
-    """Each bad Daybreak setting given on the ``luigi`` command line (``--qsr-day-start-hour 30``)."""
+def _command_line_settings():
+    """(section, key, its parameter, the text given) of each Daybreak setting on the ``luigi`` command line."""
     from luigi.cmdline_parser import CmdlineParser
 
     cmdline = CmdlineParser.get_instance()
     if cmdline is None:
-        return []
-    errors = []
+        return
     for name, section in SECTIONS.items():
         for key, param in section.get_params():
             text = getattr(cmdline.known_args, f"{name}_{key}", None)
-            error = _value_error(name, key, param, text) if isinstance(text, str) else None
-            if error:
-                errors.append(f"--{name}-{key.replace('_', '-')} {text!r}: {error}")
+            if text is not None:
+                yield name, key, param, text
+
+
+def given_on_command_line() -> bool:
+    """Whether any Daybreak setting was given on the ``luigi`` command line (``--qsr-day-start-hour 6``)."""
+    return any(True for _ in _command_line_settings())
+
+
+def command_line_errors() -> list[str]:
+    """Each bad Daybreak setting given on the ``luigi`` command line (``--qsr-day-start-hour 30``)."""
+    errors = []
+    for name, key, param, text in _command_line_settings():
+        error = _value_error(name, key, param, text) if isinstance(text, str) else None
+        if error:
+            errors.append(f"--{name}-{key.replace('_', '-')} {text!r}: {error}")
     return errors
 
 
