@@ -19,6 +19,7 @@ from tasks import catalogue, cores, settings
 from tasks.base import PartitionedTask, before_start_reason, process_died, sftp_slot
 from tasks.calendar import date_range
 from tasks.freshness.engine import Engine
+from tasks.freshness.keys import up_to_date
 from tasks.freshness.node import raw_folders
 from tasks.guard import check_of, check_range, range_made_here
 from tasks.luigi_shortcuts import worker_id
@@ -199,7 +200,7 @@ class RangeSingleRun(luigi.WrapperTask):
         with settings.snapshot():
             parts = build.partitions()
             engine.check_many(parts)
-            missing = sorted({f for t in parts if not engine.state(t).ok for f in engine.blocked(t).missing})
+            missing = sorted({f for t in parts if not up_to_date(t, engine) for f in engine.blocked(t).missing})
         return [build, *(RawFolder(source=source, date=date) for source, date in missing)]
 
     def complete(self) -> bool:
@@ -214,8 +215,8 @@ class RangeSingleRun(luigi.WrapperTask):
                 ups += builds[0].partitions()
                 builds = builds[1:] + builds[0].upstream_builds()
             engine.check_many([*parts, *ups])
-            states = [(t, engine.state(t).ok) for t in parts]
-            upstream = [(t, engine.state(t).ok) for t in ups]
+            states = [(t, up_to_date(t, engine)) for t in parts]
+            upstream = [(t, up_to_date(t, engine)) for t in ups]
         runlog.watch(states + upstream)  # the summary counts them even when nothing runs
         return all(ok for _, ok in states)
 

@@ -20,6 +20,7 @@ from tasks.faults import went_away
 from tasks.freshness import identity
 from tasks.freshness.buildplan import NotReplaced, left_to_newer
 from tasks.freshness.engine import Engine, State, label
+from tasks.freshness.keys import up_to_date
 from tasks.freshness.rules import fingerprint
 from tasks.luigi_shortcuts import CachedInstances, FixedParams, summarising_now
 from tasks.luigi_shortcuts.messages import DIED, unfulfilled
@@ -175,7 +176,7 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
     def complete(self) -> bool:
         engine, self.declined = luigi_engine(), ""  # not kept from an earlier check, should this one raise
         with settings.snapshot():
-            done = bool(self.before_start()) or engine.state(self).ok
+            done = bool(self.before_start()) or up_to_date(self, engine)
             self.declined = "" if done else self.leave_to_newer(engine)
         runlog.watch([(self, done)])
         if not done and not self.declined:
@@ -338,7 +339,7 @@ class PartitionedTask(MaterializedTask):
                     continue
                 if not engine.listed:
                     engine.list_dataset(engine.store(task))
-                if engine.state(task).ok:
+                if up_to_date(task, engine):
                     done.append(task)
                 else:
                     incomplete.append(task)

@@ -16,6 +16,7 @@ from tasks.building import Built
 from tasks.contract import is_store_file
 from tasks.freshness.engine import Engine
 from tasks.freshness.inputs import parse_inputs
+from tasks.freshness.keys import up_to_date
 from tasks.guard import fail, nearest
 from tasks.luigi_shortcuts import luigi_run, worker_id
 from tasks.qsr import STORE_TOTALS_FILE, StgQsrPos
@@ -312,6 +313,13 @@ def _staging_read() -> list[StgQsrPos]:
     return [StgQsrPos(date=d) for d in sorted(dates) if not settings.not_over(d)]
 
 
+def _staging_to_build() -> list[StgQsrPos]:
+    """The staging dates a run rebuilds, whichever stores' rows they change: one may reveal a new store (one
+    built by newer code or settings is kept as it is)."""
+    engine = luigi_engine()
+    return [t for t in _staging_read() if engine.state(t).state not in ("ok", "newer")]
+
+
 def _folder_dates(engine, zone: RawZone, start: dt.date) -> list[dt.date]:
     """The dates of the qsr_pos folders from ``start`` to tomorrow, up to the newest that has arrived."""
     limit = settings.business_today() + dt.timedelta(days=1)
@@ -334,7 +342,7 @@ class AllStores(luigi.Task):
         if run is not None and self._of_run is not None and self._of_run[0] == run:
             return self._of_run[1]
         stores = sorted({*read_registry(), *sensed_stores(), *staged_stores()})
-        required = [sensor(), *(StoreDailySales(store_id=s) for s in stores)]
+        required = [sensor(), *(StoreDailySales(store_id=s) for s in stores), *_staging_to_build()]
         if not stores:  # the summary says so, not Luigi's own (a run with no partition has no other line)
             zone = required[0].zone()
             runlog.note(f"AllStores: no store known yet (no store's file under {zone.describe()}/{SOURCE})")
@@ -347,12 +355,13 @@ class AllStores(luigi.Task):
         first, *stores = self.requires()
         if not first.complete():
             return False
-        states = [(t, engine.state(t).ok) for t in stores]
+        states = [(t, up_to_date(t, engine)) for t in stores if isinstance(t, StoreDailySales)]
         runlog.watch(states)  # the summary counts them even when nothing runs
-        return all(ok for _, ok in states) and not staged_stores()
+        return all(ok for _, ok in states) and not staged_stores() and not _staging_to_build()
 
     def run(self):
-        sensing, *stores = self.requires()
+        sensing, *required = self.requires()
+        stores = [t for t in required if isinstance(t, StoreDailySales)]
         sensing.run()  # again: a store whose first file landed while this run built the others
         register(staged_stores())
         required = {t.store_id for t in stores}

@@ -780,3 +780,26 @@ def test_a_store_changed_after_this_run_built_it_is_named_and_the_run_exits_25_n
     assert line in summary.splitlines(), summary
     assert lab.luigi("AllStores") == 0
     assert lab.luigi("AllStores") == 0
+
+
+def test_a_store_whose_rows_a_failed_staging_rebuild_cannot_change_is_up_to_date_in_the_run(lab, all_stores, capsys):
+    """S001's file re-sent without a column: the staging dates that read it fail. S002's rows cannot change
+    whatever their rebuild gives, so status says S002 is ok and the run agrees: up to date, not "not run"."""
+    from tasks.cli import main
+
+    lab.qsr_days(START, 4, stores=("S001", "S002"))
+    assert all_stores()[0] == 0
+    before = store_parts(lab)
+    late = (START + dt.timedelta(days=2)).isoformat()
+    path = lab.raw / "qsr_pos" / late / "S001.csv"
+    path.write_text(path.read_text().replace(",discount,", ",rebate,"))  # no discount column: the file fails
+    capsys.readouterr()
+    assert main(["status", "--dataset", "store_daily_sales"]) == 0
+    shown = capsys.readouterr().out
+    assert "pending: store_id S001: " in shown and "S002" not in shown, shown
+    code, out = all_stores()
+    summary = out[out.index("summary of this run:") :]
+    assert code == 30, summary
+    assert "StoreDailySales S001, S002: 1 up to date, 1 not run" in summary, summary
+    assert "not run  StoreDailySales S001 " in summary and "not run  StoreDailySales S002" not in summary, summary
+    assert store_parts(lab) == before

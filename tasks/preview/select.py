@@ -8,6 +8,7 @@ import datetime as dt
 from tasks import catalogue
 from tasks.calendar import date_range
 from tasks.freshness import engine as freshness
+from tasks.freshness.keys import up_to_date
 
 
 def tasks_to_build(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, list[tuple[dt.date, str]]]:
@@ -23,7 +24,7 @@ def tasks_to_build(dataset: str, start: dt.date, stop: dt.date) -> tuple[list, l
         if day in later or day in earlier:
             continue
         task = cls(date=day)
-        if engine.state(task).ok:
+        if up_to_date(task, engine):
             continue
         why = engine.waiting_for(task)
         if why:

@@ -13,11 +13,11 @@ from tasks import catalogue, settings
 from tasks.base import BEFORE_START, MaterializedTask, PartitionedTask
 from tasks.calendar import date_range
 from tasks.contract import printable
-from tasks.downstream import fold_upstream, not_its_keys
 from tasks.freshness import engine as freshness
 from tasks.freshness import identity
 from tasks.freshness.engine import Engine
 from tasks.freshness.identity import SAME_CONTENT
+from tasks.freshness.keys import fold_upstream, not_its_keys
 from tasks.freshness.node import RAW_GONE
 from tasks.freshness.rawfolders import quiet
 from tasks.guard import check_range
