@@ -678,3 +678,34 @@ def test_files_read_several_at_a_time_are_each_file_whole_and_a_link_is_named(ss
     reader.join(timeout=20)
     assert not reader.is_alive() and failed, "a FIFO in the raw zone hung the read"
     assert "qsr_pos/2026-09-10/C.csv: no longer a regular file" in str(failed[0].value)
+
+
+def test_a_run_right_after_another_on_one_luigid_gets_the_sftp_slots_the_ended_run_no_longer_needs(
+    lab, sshd, scheduler
+):
+    """Two hosts run the hotel chain while one extract had not landed; both end (exit 20) with the chain from
+    that date pending. It lands, and both run a longer range at once. Before, luigid kept the capped slots for
+    the ended runs' workers for [scheduler] worker_disconnect_delay (60 s): the new runs got no task, exit 25."""
+    lab.hotel_days(START, 24)
+    late = lab.raw / "hotel_bookings" / str(START + dt.timedelta(days=4)) / "H2.csv"
+    held = lab.root / "held.csv"
+    shutil.move(late, held)
+    cfg = capped_config(lab, sshd, scheduler, start_date=START)
+    env = {**os.environ, "LUIGI_CONFIG_PATH": str(cfg)}
+
+    def both_hosts(days: int) -> tuple[list[int], list[str]]:
+        stop = str(START + dt.timedelta(days=days))
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", "AllHotelsPickup", "--start", str(START)]
+        cmd += ["--stop", stop, "--workers", "3", "--no-lock"]
+        procs = [
+            subprocess.Popen(cmd + ["--daybreak-host-name", f"h{k}"], cwd=lab.root, env=env, stderr=subprocess.PIPE)
+            for k in (1, 2)
+        ]
+        errors = [p.communicate(timeout=300)[1].decode() for p in procs]
+        return [p.returncode for p in procs], errors
+
+    codes, errors = both_hosts(10)
+    assert codes == [20, 20], [e[-2500:] for e in errors]
+    shutil.move(held, late)
+    codes, errors = both_hosts(23)
+    assert codes == [0, 0], [e[-2500:] for e in errors]

@@ -3,12 +3,14 @@ exit 2 when it never answered, and once *lost* mid-run (:func:`lost`), the tasks
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
 from urllib.error import HTTPError, URLError
 
 from luigi import interface, rpc
+from luigi import worker as luigi_worker
 from luigi.worker import WORKER_STATE_DISABLED
 
 from tasks.guard import fail
@@ -129,11 +131,31 @@ class CheckedScheduler(rpc.RemoteScheduler):
         )
 
 
+def leave(worker) -> None:
+    """Tell luigid that ``worker`` has ended, so that its tasks no longer count it. Else luigid keeps, for
+    ``[scheduler] worker_disconnect_delay`` (60 s), a share of each resource (``[resources] sftp``) for it
+    to take the pending tasks it had added, and a run started meanwhile gets no task that needs one."""
+    found = getattr(worker, "_scheduler", None)
+    if isinstance(found, CheckedScheduler) and found.answered and not found.lost:
+        with contextlib.suppress(Exception):
+            found._request("/api/disable_worker", {"worker": worker._id}, attempts=1)
+
+
 def checked_remote_scheduler() -> None:
-    """Make every Luigi run of this process with a central scheduler use :class:`CheckedScheduler`."""
+    """Make every Luigi run of this process with a central scheduler use :class:`CheckedScheduler`, and its
+    worker :func:`leave` luigid as it ends."""
     factory = interface._WorkerSchedulerFactory
     if getattr(factory.create_remote_scheduler, "checked", False):
         return
+    ended = luigi_worker.Worker.__exit__
+
+    def __exit__(self, *exc):
+        try:
+            return ended(self, *exc)
+        finally:
+            leave(self)
+
+    luigi_worker.Worker.__exit__ = __exit__
 
     def create_remote_scheduler(self, url):
         global _lost

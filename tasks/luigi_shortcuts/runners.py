@@ -227,7 +227,7 @@ def _terminate_tree(process) -> None:
 
 
 _LUIGI_CREATE = luigi_worker.Worker._create_task_process
-_LUIGI_EXIT = luigi_worker.Worker.__exit__
+_LUIGI_EXIT = luigi_worker.Worker.__exit__  # the one in place when the runners are installed
 
 
 def _create_task_process(self, task):
@@ -250,6 +250,8 @@ def long_lived_task_processes() -> None:
     """Install the runners in Luigi's worker (idempotent). Only on systems that fork."""
     if getattr(luigi_worker.Worker._create_task_process, "runners", False) or not hasattr(os, "fork"):
         return
+    global _LUIGI_EXIT
     _create_task_process.runners = True
+    _LUIGI_EXIT = luigi_worker.Worker.__exit__
     luigi_worker.Worker._create_task_process = _create_task_process
     luigi_worker.Worker.__exit__ = _exit
