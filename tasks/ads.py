@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 from tasks import catalogue, settings
 from tasks.base import PartitionedTask
@@ -13,6 +14,7 @@ from tasks.nextdate import kept_for_next_date
 from tasks.storage.rawzone import RawFile
 
 DAY = dt.timedelta(days=1)
+logger = logging.getLogger("luigi-interface")
 
 
 class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
@@ -65,7 +67,34 @@ class AdsDaily(PartitionedTask, entry=catalogue.ADS_DAILY):
             "superseded_rows": result.superseded_rows,
             "duplicates_dropped": result.duplicates_dropped,
         }
+        stats.update(self._emptied_exports(inputs, result.source_export_date))
         return Built(result.table, result.rejected, stats)
+
+    def _emptied_exports(self, inputs: list[RawFile], source: dt.date | None) -> dict:
+        """A warning for the export that gave the date's rows in the previous build (same rules) and gives none
+        now, while no export as new holds the date: the date went back to an older export's rows, or to none."""
+        from tasks.reporting import names
+        from tasks.targets import luigi_engine
+
+        manifest = luigi_engine().manifest(self.store(), self.date) or {}
+        previous = (
+            (manifest.get("stats") or {}) if manifest.get("rules_fingerprint") == self.rules_fingerprint() else {}
+        )
+        now = source.isoformat() if source else ""
+        emptied = {e: why for e, why in (previous.get("emptied_exports") or {}).items() if now < e}
+        was, rows = previous.get("source_export_date"), previous.get("attributed_rows")
+        if was and rows and now < was and was not in emptied:
+            files = [f.relpath for f in inputs if f.folder_date.isoformat() == was]
+            then = f"{self.date} is export {now}'s now" if now else f"{self.date} has no rows now"
+            emptied[was] = (
+                f"export {files[0]} gave {rows} rows of {self.date} in an earlier build and gives none now "
+                f"(re-sent with its header only?); {then}"
+                if files
+                else f"export {was} gave {rows} rows of {self.date} in an earlier build and is gone now "
+                f"(removed from the raw zone?); {then}"
+            )
+            logger.warning("%s: %s", names.label(self), emptied[was])
+        return {"emptied_exports": emptied, "warnings": list(emptied.values())} if emptied else {}
 
 
 class AdsRolling7d(PartitionedTask, entry=catalogue.ADS_ROLLING_7D):

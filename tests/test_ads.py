@@ -218,6 +218,32 @@ def test_a_date_the_newest_export_got_wrong_fails_and_is_never_taken_from_an_old
     assert [(r[0], r[-1]) for r in after] == [("C1", dt.date(2026, 10, 4))], after  # C2 is in the quarantine
 
 
+def test_an_export_re_sent_with_its_header_only_is_warned_of_for_each_date_it_gave_rows(ads_lab, caplog, capsys):
+    """Export 10-04 re-sent with its header only: 10-03 has no rows now and 09-27 .. 10-02 go back to export
+    10-03's numbers, as the rules say (the newest export holding a date), and the run says so for each date,
+    as status does until the export holds the dates again."""
+    from tasks.cli import main
+
+    start, stop, export = dt.date(2026, 9, 27), dt.date(2026, 10, 4), dt.date(2026, 10, 4)
+    assert ads_lab.range(start, stop, of="AdsDaily") == 0
+    path = ads_lab.ads_export(export, FIRST, rows=[])
+    with caplog.at_level("INFO", logger="luigi-interface"):
+        assert ads_lab.range(start, stop, of="AdsDaily") == 0
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "gives none now" in r.getMessage()]
+    assert len(said) == 7, caplog.text[-3000:]
+    assert any("2026-10-03" in w and f"{path.relative_to(ads_lab.raw)}" in w and "no rows now" in w for w in said), said
+    assert any("2026-09-30" in w and "export 2026-10-03's now" in w for w in said), said
+    assert ads_daily(ads_lab, dt.date(2026, 10, 3)) == []
+    capsys.readouterr()
+    assert main(["status", "--dataset", "ads_daily", "--json"]) == 0
+    rows = {r["date"]: r for r in json.loads(capsys.readouterr().out)}
+    assert all(any("gives none now" in w for w in rows[str(start + k * DAY)]["warnings"]) for k in range(7)), rows
+    ads_lab.ads_export(export, FIRST)  # re-sent again, whole
+    assert ads_lab.range(start, stop, of="AdsDaily") == 0
+    assert main(["status", "--dataset", "ads_daily", "--json"]) == 0
+    assert not any(r["warnings"] for r in json.loads(capsys.readouterr().out)), "the warnings stay once it is whole"
+
+
 def _manifest(lab, dataset: str, date: dt.date) -> dict:
     return json.loads((lab.partition(date, dataset) / "_manifest.json").read_text())
 
