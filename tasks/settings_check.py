@@ -277,9 +277,10 @@ def _command_line_settings():
                 yield name, key, param, text
 
 
-def given_on_command_line() -> bool:
-    """Whether any Daybreak setting was given on the ``luigi`` command line (``--qsr-day-start-hour 6``)."""
-    return any(True for _ in _command_line_settings())
+def given_on_command_line() -> set[str]:
+    """The keys of the Daybreak settings given on the ``luigi`` command line (``--qsr-day-start-hour 6``:
+    ``day_start_hour``)."""
+    return {key for _, key, _, _ in _command_line_settings()}
 
 
 def command_line_errors() -> list[str]:

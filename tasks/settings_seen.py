@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 FILE = "settings_seen.json"  # {entry: {"value": text, "at": seconds}}
+SETTING_OF_RULE = {"window_days": "rolling_window_days", "timezones": "reference_file"}  # where not the same name
 
 _read_at: dict[Path, tuple[tuple[int, int], dict]] = {}  # path -> (its stat, its entries): read once per change
 
@@ -31,8 +32,8 @@ def changed_at(entries: dict[str, str], files_at: Callable[[], float], group: st
     - a value other than the one recorded: ``files_at()``, the config files' modification time (an edit);
     - a name not recorded, of a group with names recorded (a hotel's first extract adds its timezone): the
       newest time of those, for new input is no new settings; of a group without any: ``files_at()``;
-    - with a setting given on the command line (:func:`tasks.settings_check.given_on_command_line`), a value
-      other than the one recorded or not recorded is as old as any (0.0) and not recorded: for one run.
+    - a setting given on the command line (:func:`tasks.settings_check.given_on_command_line`), of a value
+      other than the one recorded or not recorded, is as old as any (0.0) and not recorded: for one run.
 
     Nothing recorded (a folder that cannot be written): each counts from ``files_at()``."""
     from tasks.settings_check import given_on_command_line
@@ -41,8 +42,10 @@ def changed_at(entries: dict[str, str], files_at: Callable[[], float], group: st
     seen = _read(where)
     if all(seen.get(k, {}).get("value") == v for k, v in entries.items()):
         return max((seen[k]["at"] for k in entries), default=0.0)
-    if given_on_command_line():
-        return max((seen[k]["at"] for k, v in entries.items() if seen.get(k, {}).get("value") == v), default=0.0)
+    given = given_on_command_line()
+    entries = {  # left out: a value given on the command line, other than the one recorded (for this run only)
+        k: v for k, v in entries.items() if seen.get(k, {}).get("value") == v or _setting(k, group) not in given
+    }
     try:
         with _locked(where):
             seen = dict(_read(where))  # again under the lock: another process may have recorded it
@@ -59,6 +62,12 @@ def changed_at(entries: dict[str, str], files_at: Callable[[], float], group: st
     except OSError:
         return files_at()
     return max((seen[k]["at"] for k in entries), default=0.0)
+
+
+def _setting(entry: str, group: str) -> str:
+    """The key of the setting an entry's value comes from (``window_days``: ``rolling_window_days``)."""
+    rule = entry.removeprefix(group + " ").split("[")[0]
+    return SETTING_OF_RULE.get(rule, rule)
 
 
 def _read(where: Path) -> dict:

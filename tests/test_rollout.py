@@ -244,6 +244,40 @@ def test_a_host_that_only_looked_or_ran_with_a_setting_on_its_command_line_stays
     assert _manifests(lab) == before
 
 
+def test_a_host_named_on_its_command_line_rolls_out_each_change_of_its_luigi_cfg(lab, tmp_path, caplog):
+    """Before, any Daybreak setting on the command line (``--daybreak-host-name``, as two hosts on one machine
+    are told to) made every change of the host's rules settings "as old as any": a change of its threshold in
+    luigi.cfg after one its ``daybreak status`` had seen was never built (exit 10, superseded by that one)."""
+    import os
+    import time
+
+    from tasks.cli import main
+
+    lab.qsr_days(START, DATES + 1)
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    cfg = lab.write_cfg(tmp_path / "host.cfg")
+    now = time.time()
+
+    def run(threshold: int, age: float, look: bool) -> tuple[int, str]:
+        lab.write_cfg(cfg, suspicious_qty_threshold=threshold)
+        os.utime(cfg, (now - age, now - age))
+        caplog.clear()
+        with lab.host(cfg, folder), caplog.at_level("INFO", logger="luigi-interface"):
+            if look:  # a look at the dataset before the run and after it, which records the settings it sees
+                assert main(["status", "--dataset", "stg_qsr_pos"]) in (0, 1)
+            code = lab.range(START, START + DATES * DAY, "--daybreak-host-name", "h1")
+            if look:
+                assert main(["status", "--dataset", "stg_qsr_pos"]) in (0, 1)
+            return code, caplog.text
+
+    for threshold, age, look in ((20, 3600, True), (25, 1800, True), (22, 900, False)):
+        code, out = run(threshold, age, look)
+        assert code == 0, out[-3000:]
+        thresholds = {m["rules"]["suspicious_qty_threshold"] for m in _manifests(lab).values()}
+        assert thresholds == {threshold}, (threshold, out[-3000:])
+
+
 def test_two_hosts_whose_settings_changed_at_the_same_time_do_not_replace_each_others_partitions(lab, tmp_path, caplog):
     """Before: two hosts' luigi.cfg with the same time (one deploy loop, rsync -t, an image's fixed times) and
     other thresholds each rebuilt the other's partitions on every run, exit 0: the data flipped back and forth.
