@@ -134,9 +134,10 @@ def test_the_store_sensor_lists_a_bucket_folder_once_though_it_changed_in_the_se
 
 
 @pytest.mark.system
-def test_a_folder_marker_key_is_no_file_and_alone_is_no_folder(rgw, lab, monkeypatch, setting):
+def test_a_folder_marker_key_is_no_file_and_alone_is_an_empty_folder(rgw, lab, monkeypatch, setting):
     """A console's "create folder" writes a zero-byte key ``qsr_pos/D/``. Before, it was a file not read (warned
-    on every run) and, alone, a folder that had arrived: date D-1 was built without D's small hours."""
+    on every run) and, alone, a folder that had arrived: date D-1 was built without D's small hours. Alone, it
+    is an empty folder, as ``mkdir`` makes one: there, holding no file."""
     from tasks.storage.rawzone import RawZone
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", rgw.access_key)
@@ -154,8 +155,9 @@ def test_a_folder_marker_key_is_no_file_and_alone_is_no_folder(rgw, lab, monkeyp
     files, unread = zone.scan_folder_all("qsr_pos", FIRST)
     assert sorted(name for name, _, _ in files) == sorted(p.name for p in (lab.raw / "qsr_pos" / str(FIRST)).iterdir())
     assert unread == []
-    assert zone.scan_folder_all("qsr_pos", FIRST + 2 * DAY) is None
-    assert not zone.folder_exists("qsr_pos", FIRST + 2 * DAY)
+    assert zone.scan_folder_all("qsr_pos", FIRST + 2 * DAY) == ([], [])
+    assert zone.folder_exists("qsr_pos", FIRST + 2 * DAY)
+    assert zone.scan_folder_all("qsr_pos", FIRST + 3 * DAY) is None
 
 
 @pytest.mark.system
@@ -178,8 +180,8 @@ def test_a_bucket_folder_holding_no_store_file_has_not_arrived_as_a_local_one(rg
     setting("daybreak", "raw_root", f"s3://{bucket}/landing")
     status = ["status", "--dataset", "stg_qsr_pos", "--start", str(FIRST), "--stop", str(last)]
     marker, part = f"qsr_pos/{last}/", f"qsr_pos/{last}/S001.csv.part"  # a console's folder, an upload under way
-    held = " (there, without any <store_id>.csv yet; it holds S001.csv.part)\n"
-    for key, why in ((marker, "\n"), (part, held)):  # the marker alone is no folder
+    there = " (there, without any <store_id>.csv yet"
+    for key, why in ((marker, f"{there})\n"), (part, f"{there}; it holds S001.csv.part)\n")):  # as an empty folder
         client.put_object(Bucket=bucket, Key=f"landing/{key}", Body=b"" if key == marker else b"order_id\n")
         assert lab.range(FIRST, last) == 20
         assert set(lab.built_at()) == {FIRST}

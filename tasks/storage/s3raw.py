@@ -73,12 +73,13 @@ class S3Raw(RawBackend):
 
     def folder(self, source: str, name: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, str]]] | None:
         """Each object of ``<source>/<name>/`` with its version stamp, and each name holding keys one level too
-        deep (a FOLDER, never read); None when the folder holds nothing but, maybe, its marker key."""
+        deep (a FOLDER, never read); None when the folder holds nothing, an empty folder when only its marker."""
         folder = f"{source}/{name}/"
         # the folder's own key (``qsr_pos/D/``, a console's "create folder"): a marker, neither a file nor data
-        listed = {rel[len(folder) :]: obj for rel, obj in self.bucket.list(folder).items() if rel != folder}
+        keys = self.bucket.list(folder)
+        listed = {rel[len(folder) :]: obj for rel, obj in keys.items() if rel != folder}
         if not listed:
-            return None
+            return ([], []) if keys else None
         deeper = [(key, FOLDER) for key in {key.split("/", 1)[0] for key in listed if "/" in key}]
         return [(key, obj.size, version_stamp(obj)) for key, obj in listed.items() if "/" not in key], deeper
 
