@@ -4,7 +4,9 @@ field count, a control character, a long field) instead of failing."""
 from __future__ import annotations
 
 import bisect
+import csv
 import functools
+import io
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -199,7 +201,7 @@ def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
             reason = (
                 f"{too_long} is {size:,} bytes long; the contract allows at most {MAX_FIELD:,} bytes (1 MiB) in a field"
             )
-            text = ",".join(_cut(escape_control(table[c][i].as_py())) for c in table.column_names)
+            text = csv_line(_cut(escape_control(table[c][i].as_py())) for c in table.column_names)
             flagged.append((parsed.row_numbers[i].as_py(), reason, text))
             continue
         name = next(n for n, mask in masks.items() if mask[i].as_py())
@@ -209,7 +211,7 @@ def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
             f"{name} holds a control character (U+{ord(at.group()):04X} at character {at.start() + 1}); "
             "the contract forbids U+0000..U+001F and U+007F in any field"
         )
-        text = ",".join(escape_control(table[c][i].as_py()) for c in table.column_names)
+        text = csv_line(escape_control(table[c][i].as_py()) for c in table.column_names)
         flagged.append((parsed.row_numbers[i].as_py(), reason, text))
     keep = pc.invert(bad)
     return ParsedCsv(
@@ -219,6 +221,13 @@ def _without_control(parsed: ParsedCsv, columns: list[str]) -> ParsedCsv:
         sorted(parsed.malformed + flagged),
         split,
     )
+
+
+def csv_line(values) -> str:
+    """``values`` as one CSV line, a field quoted where it holds a comma or a quote: it splits as it was read."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(values)
+    return out.getvalue()
 
 
 def _long_mask(col: pa.ChunkedArray) -> pa.Array | None:

@@ -82,6 +82,16 @@ def test_a_row_with_a_control_character_is_set_aside_naming_its_column(parse, bo
     assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text)  # escaped: the quarantine holds none either
 
 
+def test_the_text_of_a_row_set_aside_splits_into_the_fields_the_parser_read():
+    """A quoted field holding a comma and a control character: the quarantine's text keeps the quotes, so it
+    splits into the same fields (before, ``1,TE,\\x07A,3``: four fields of a three-column header)."""
+    import csv
+
+    p = parse_csv(b'a,b,c\n1,"TE,\x07A",3\n4,"say ""hi""\x07",6\n', "f.csv", COLS)
+    texts = [text for _, _, text in p.malformed]
+    assert [next(csv.reader([t])) for t in texts] == [["1", "TE,\\x07A", "3"], ["4", 'say "hi"\\x07', "6"]], texts
+
+
 def test_a_control_character_in_an_extra_column_sets_the_row_aside_too():
     p = parse_csv(b"a,b,c,note\n1,2,3,ok\n4,5,6,b\x00d\n", "f.csv", COLS)
     assert p.table.column_names == COLS and p.table.num_rows == 1
