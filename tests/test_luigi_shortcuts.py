@@ -650,3 +650,27 @@ def test_a_task_this_host_leaves_to_another_stays_pending_and_is_handed_only_to_
         assert list(sched.task_list(PENDING, "")) == [Declined().task_id]
         assert sched.get_work(worker="old", current_tasks=[])["task_id"] is None
         assert sched.get_work(worker="new", current_tasks=[])["task_id"] == Declined().task_id
+
+
+NOT_ANSWERING = "sftp://etl@files:22/pos: server not answering (connection refused) after 4 attempts"
+
+
+class _Fails(luigi.Task):
+    def run(self):
+        raise RuntimeError(NOT_ANSWERING)
+
+
+def test_the_message_of_a_failure_luigid_keeps_is_the_exceptions_own():
+    """What another host's summary says of a partition luigid counts failed: Luigi keeps "Runtime error:" and
+    the whole traceback; the summary names the exception's message alone."""
+    from luigi import scheduler, worker
+
+    from tasks.luigi_shortcuts.hosts import luigid_error_message
+
+    sched = scheduler.Scheduler()
+    with worker.Worker(scheduler=sched, no_install_shutdown_handler=True, keep_alive=False) as w:
+        w.add(_Fails())
+        w.run()
+    kept = sched.fetch_error(_Fails().task_id)["error"]
+    assert "Traceback" in kept
+    assert luigid_error_message(kept) == NOT_ANSWERING

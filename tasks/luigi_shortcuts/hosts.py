@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import weakref
 from collections.abc import Callable
@@ -102,6 +103,9 @@ FAILED_CHECKS: dict[str, str] = {}
 # ids of the tasks the scheduler had DONE when the last run's summary was made
 DONE_IN_SCHEDULER: set[str] = set()
 
+# id -> error of each task the last run asked for that another host ran and failed, as luigid says
+FAILED_ELSEWHERE: dict[str, str] = {}
+
 # the tasks the last run's summary counted not run (exit 25)
 NOT_RUN: dict[str, object] = {}
 
@@ -193,6 +197,7 @@ def _hosts_summary(summary_dict):
 
 def failed_elsewhere(worker, sets: dict, error_of: Callable[[object], str]) -> None:
     """A task this run asked for that another host ran and failed is failed here too (exit 30)."""
+    FAILED_ELSEWHERE.clear()
     waited = [t for c in _DONE_ELSEWHERE for t in sets[c] if t.task_id not in LEFT_BY_A_LOST_HOST]
     if not waited or not isinstance(worker._scheduler, rpc.RemoteScheduler):
         return
@@ -207,6 +212,19 @@ def failed_elsewhere(worker, sets: dict, error_of: Callable[[object], str]) -> N
                 sets[category].discard(task)
             sets["still_pending_not_ext"].discard(task)
             sets["failed"].add(task)
+            FAILED_ELSEWHERE[task.task_id] = luigid_error_message(error)
+
+
+def luigid_error_message(error: str) -> str:
+    """The exception's message of an error luigid keeps (a JSON string of Luigi's "Runtime error:" and its
+    traceback, whose last line is ``module.ExceptionType: message``)."""
+    try:
+        text = json.loads(error)
+    except ValueError:
+        text = error
+    last = ([line for line in str(text).splitlines() if line.strip()] or [""])[-1]
+    kind, found, message = last.partition(": ")
+    return message if found and " " not in kind else last
 
 
 def _built_elsewhere(task, done: set[str]) -> bool:

@@ -45,8 +45,7 @@ def _record(entry: dict) -> None:
 
 
 def failed(task, exception: BaseException) -> None:
-    """A task failed: the summary names its error from this record, not from the store (a data root that
-    is full or gone cannot keep a failure record)."""
+    """A task failed: the summary names its error from this record, not from the store (it may be full or gone)."""
     from tasks.faults import went_away
 
     if getattr(exception, "superseded", False):  # another host's commit is kept: not a failure of this run
@@ -67,8 +66,7 @@ def _gone(gone) -> dict:
 
 
 def unchecked(task_id: str, name: str, gone) -> None:
-    """A task whose check failed because a store or server stopped answering: the summary names ``gone``
-    once and the task as not run."""
+    """A task whose check failed as a store or server stopped answering: named ``gone`` once, not run."""
     watch([])
     _record(_gone(gone) | {"unchecked": task_id, "name": name})
 
@@ -104,8 +102,7 @@ def note(line: str) -> None:
 
 
 def _set_mode() -> None:
-    """Turn the default mode on once Luigi has set up its handler with the level NOTSET (again, should the level
-    have been put back since: a run whose INFO summary were dropped would never report)."""
+    """Turn the default mode on once Luigi set up its handler with the level NOTSET (again should it be reset)."""
     global _default_mode
     if logger.level == logging.NOTSET and logger.handlers:
         logger.setLevel(logging.INFO)  # records of INFO are made, and filtered below
@@ -293,6 +290,7 @@ def report() -> tuple[list[str], str]:
     from tasks import settings
     from tasks.freshness.engine import Engine
     from tasks.luigi_shortcuts.hosts import DONE_IN_SCHEDULER, LEFT_BY_A_LOST_HOST, LEFT_BY_THE_LIMIT, NOT_RUN
+    from tasks.luigi_shortcuts.hosts import FAILED_ELSEWHERE as FAILED_ON
 
     cache = Engine()
     cache.snapshot = True  # a view of the run's end: it warns of nothing the run's own checks warned of
@@ -328,7 +326,10 @@ def report() -> tuple[list[str], str]:
                 failed.append(f"{label(task)}: {run.failed[task.task_id]}")
             else:
                 try:
-                    if run.store_gone:  # the store not asked: what luigid counts done another host built
+                    if run.store_gone and task.task_id in FAILED_ON:  # the store not asked: luigid says
+                        kind = "failed"
+                        failed.append(f"{label(task)} (on another host): {FAILED_ON[task.task_id]}")
+                    elif run.store_gone:  # the store not asked: what luigid counts done another host built
                         kind = "written by another run" if task.task_id in DONE_IN_SCHEDULER else "not run"
                         others += [(family, key)] if kind != "not run" else []
                     else:
