@@ -192,6 +192,8 @@ def _value_error(section: str, key: str, param: luigi.Parameter, text: str, disk
         return "expected a host name: letters, digits, '.', '_' and '-', at most 253"
     if (section, key) in LOCATIONS and "://" in value:
         return location_error(value, LOCATIONS[section, key])
+    if (section, key) == ("daybreak", "data_root") and disk and value and Path(value).exists():
+        return None if Path(value).is_dir() else "not a folder"
     if (section, key) == ("s3", "endpoint_url") and value:
         return endpoint_error(value)
     if (section, key) == ("hotels", "reference_file") and disk and value and not Path(value).is_file():

@@ -162,6 +162,7 @@ def test_every_command_refuses_the_same_bad_dates_and_counts(lab):
             "[s3] lease_seconds = '1e300' in {cfg}: out of range: expected from 1 to 3600",
         ),
         # a store's location: each was a traceback and exit 1 from both commands
+        ("[daybreak]\ndata_root = {cfg}", "[daybreak] data_root = '{cfg}' in {cfg}: not a folder"),
         ("[daybreak]\ndata_root = s3://", "[daybreak] data_root = 's3://' in {cfg}: no bucket: expected s3://BUCKET/"),
         (
             "[daybreak]\ndata_root = s3://lake/a/../b",
@@ -204,7 +205,7 @@ def test_a_setting_no_run_can_use_is_refused_by_both_commands(lab, line, expecte
     one was a traceback (exit 1); a comment after a value was read as part of it."""
     lab.qsr_days(START, 2)
     other = lab.root / "other.cfg"
-    other.write_text(line + "\n")
+    other.write_text(line.format(cfg=other) + "\n")
     cron = folder_cfg(lab)
     env = {"LUIGI_CONFIG_PATH": str(other)}
     message = expected.format(cfg=other)
