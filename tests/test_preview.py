@@ -622,3 +622,36 @@ def test_the_previews_listing_keeps_its_columns_for_a_long_id_and_marks_a_cut_re
     header, short, long = render_listing(rows).splitlines()
     assert header.index("range") == short.index("2026-09-01..") == long.index("2026-09-01..")
     assert long.endswith(" ...") and "publishable" in header
+
+
+def test_a_preview_while_another_run_rebuilds_production_says_it_is_no_comparison(threshold_lab, capsys, tmp_path):
+    """A backfill of the same range on the new rules runs while the preview builds. Before, the preview found
+    the dates that backfill had rebuilt up to date, built none of them and reported no change, exit 0. Each
+    partition production changed under it is named not built (exit 25), and publish refuses the preview."""
+    import luigi
+
+    from tasks.qsr import StgQsrPos
+
+    lab = threshold_lab
+    cfg = lab.write_cfg(tmp_path / "backfill.cfg", suspicious_qty_threshold=15)
+    env = {"LUIGI_CONFIG_PATH": str(cfg), "PYTHONPATH": str(REPO)}
+    ran = []
+
+    @StgQsrPos.event_handler(luigi.Event.START)
+    def _backfill_meanwhile(task):
+        if not ran:
+            args = ("RangeDaily", "--of", "StgQsrPos", "--start", str(D1), "--stop", str(STOP), "--local-scheduler")
+            ran.append(lab.cli(*args, env=env))
+
+    try:
+        code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP), "--json")
+    finally:
+        StgQsrPos.remove_event_handler(luigi.Event.START, _backfill_meanwhile)
+    assert ran and ran[0].returncode == 0, ran[0].stderr[-2000:]
+    report = json.loads(out)
+    assert code == 25, out
+    named = {n["partition"]: n["reason"] for n in report["not_run"]}
+    for day in (D2, D3):
+        assert "production changed while the preview ran" in named[f"staging/qsr_pos/business_date={day}"], named
+    capsys.readouterr()
+    assert cli.main(["publish", report["id"]]) == 1

@@ -77,6 +77,12 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
             with settings.snapshot():
                 not_run = _not_run([*roots, *later], data_root)
         freshness.new_pass()  # what this process remembers of the shadow view is not production's
+        named = {n["partition"] for n in not_run}
+        not_run += [  # another run wrote it meanwhile: the preview found it up to date, or compares with it
+            {"partition": rel, "reason": "production changed while the preview ran (another run wrote it)"}
+            for rel, sha in before.items()
+            if rel not in named and manifest_sha_at(rel, data_root) != sha
+        ]
     built_s = time.perf_counter() - t0
     built = shadow_partitions(shadow)
     with settings.snapshot():
