@@ -655,3 +655,29 @@ def test_a_preview_while_another_run_rebuilds_production_says_it_is_no_compariso
         assert "production changed while the preview ran" in named[f"staging/qsr_pos/business_date={day}"], named
     capsys.readouterr()
     assert cli.main(["publish", report["id"]]) == 1
+
+
+def test_a_partition_the_preview_built_from_a_file_changed_since_is_named_built_but_now_stale(threshold_lab, capsys):
+    """A raw file the preview's first partition read is re-sent while the preview builds its last: that one
+    was built, from the file as it was; before, it was said "not run"."""
+    import luigi
+
+    from tasks.qsr import StgQsrPos
+
+    lab, started = threshold_lab, []
+
+    @StgQsrPos.event_handler(luigi.Event.START)
+    def _resend_meanwhile(task):
+        started.append(task.date)
+        if len(started) == 3:
+            path = lab.raw / "qsr_pos" / str(started[0]) / "S001.csv"
+            path.write_text(path.read_text().replace(",BURGER,1,", ",BURGER,2,"))
+
+    try:
+        code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP), "--json")
+    finally:
+        StgQsrPos.remove_event_handler(luigi.Event.START, _resend_meanwhile)
+    assert code == 25, out
+    named = {n["partition"]: n["reason"] for n in json.loads(out)["not_run"]}
+    first = f"staging/qsr_pos/business_date={started[0]}"
+    assert named[first].startswith("built, but now (stale: input"), named

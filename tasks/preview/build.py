@@ -75,7 +75,7 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
             freshness.new_pass()
             luigi.build([*roots, *later], workers=workers, local_scheduler=True, detailed_summary=True)
             with settings.snapshot():
-                not_run = _not_run([*roots, *later], data_root)
+                not_run = _not_run([*roots, *later], data_root, set(shadow_partitions(shadow)))
         freshness.new_pass()  # what this process remembers of the shadow view is not production's
         named = {n["partition"] for n in not_run}
         not_run += [  # another run wrote it meanwhile: the preview found it up to date, or compares with it
@@ -121,16 +121,19 @@ def _held_why(up, held: set[str], start: dt.date, stop: dt.date, data_root: str)
     return f"also reads {rel}, {where} and not up to date"
 
 
-def _not_run(tasks: list, data_root: str) -> list[dict]:
-    """The partitions the preview was to build that Luigi left "not run" in the shadow view."""
+def _not_run(tasks: list, data_root: str, built: set[str]) -> list[dict]:
+    """The partitions the preview was to build that Luigi left "not run" in the shadow view, or that it
+    ``built`` from raw files changed since."""
     engine = freshness.new_pass()
     out = []
     for task in tasks:
         state = engine.state(task)
         if state.ok or task.store().read_failure(task.key) is not None:
             continue
-        why = engine.waiting_for(task) or f"not run ({state.state}: {state.reason or 'no partition'})"
-        out.append({"partition": partition_rel(task.store(), task.key, data_root), "reason": why})
+        rel = partition_rel(task.store(), task.key, data_root)
+        how = "built, but now" if rel in built else "not run"
+        why = engine.waiting_for(task) or f"{how} ({state.state}: {state.reason or 'no partition'})"
+        out.append({"partition": rel, "reason": why})
     return out
 
 
