@@ -348,3 +348,64 @@ def test_sigterm_stops_the_run_as_ctrl_c_does_and_its_worker_processes_with_it(t
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         run.wait()
+
+
+@pytest.mark.system
+def test_a_run_stopped_mid_build_on_luigid_leaves_no_task_running_there_and_its_rerun_takes_them_at_once(tmp_path):
+    """SIGTERM mid-build on a central scheduler: before, luigid kept the run's two tasks RUNNING until it counted
+    the worker gone ([scheduler] worker_disconnect_delay, 60 s, then a prune), and a rerun waited for them. Now
+    they are put back in the pool, their history saying why, and the rerun is given them at once."""
+    import json
+    import urllib.parse
+    import urllib.request
+
+    from tasks.luigi_shortcuts.remote import STOPPED
+    from tests.luigid import Luigid
+
+    server = Luigid(tmp_path / "luigid").start()
+    folder = tmp_path / "probes"
+    folder.mkdir()
+    command = [sys.executable, "-m", "luigi", "--module", "tests.test_task_processes", "_Probes", "--no-lock"]
+    command += ["--folder", str(folder), "--count", "4", "--sleep", "60", "--workers", "2"]
+    command += ["--scheduler-host", "127.0.0.1", "--scheduler-port", str(server.port)]
+
+    def tasks_of(status: str) -> dict:
+        query = urllib.parse.quote(json.dumps({"status": status, "upstream_status": ""}))
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/api/task_list?data={query}") as answer:
+            return json.loads(answer.read())["response"]
+
+    def started_two() -> subprocess.Popen:
+        run = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while len(_started(folder)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_started(folder)) == 2, run.stderr.read() if run.poll() is not None else "not started"
+        return run
+
+    def fetch_error(task_id: str) -> str:
+        query = urllib.parse.quote(json.dumps({"task_id": task_id}))
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/api/fetch_error?data={query}") as answer:
+            return json.dumps(json.loads(answer.read())["response"])
+
+    runs = []
+    try:
+        runs.append(started_two())
+        os.kill(runs[0].pid, signal.SIGTERM)
+        _, err = runs[0].communicate(timeout=30)
+        assert runs[0].returncode == 143, err[-2000:]
+        assert tasks_of("RUNNING") == {}
+        pending = tasks_of("PENDING")
+        assert len(pending) == 4 + 1, pending  # the probes, put back or never started, and their wrapper
+        back = [t for t in pending if STOPPED in fetch_error(t)]
+        assert len(back) == 2, pending
+        for marker in folder.glob("started-*"):
+            marker.unlink()
+        runs.append(started_two())  # its first two tasks at once, not a minute later
+        assert len(tasks_of("RUNNING")) == 2
+    finally:
+        for run in runs:
+            for pid in [run.pid, *_in_session(run.pid)]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            run.wait()
+        server.stop()

@@ -4,6 +4,7 @@ exit 2 when it never answered, and once *lost* mid-run (:func:`lost`), the tasks
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
 import threading
@@ -131,14 +132,25 @@ class CheckedScheduler(rpc.RemoteScheduler):
         )
 
 
+STOPPED = "stopped mid-build (Ctrl-C or SIGTERM): put back for another host or the next run"
+
+
 def leave(worker) -> None:
     """Tell luigid that ``worker`` has ended, so that its tasks no longer count it. Else luigid keeps, for
     ``[scheduler] worker_disconnect_delay`` (60 s), a share of each resource (``[resources] sftp``) for it
-    to take the pending tasks it had added, and a run started meanwhile gets no task that needs one."""
+    to take the pending tasks it had added, and a run started meanwhile gets no task that needs one. A task
+    it was running (the run stopped mid-build) is put back in the pool (failed first, saying why, as luigid
+    takes RUNNING back only from its worker), not left RUNNING for that time: a host waiting for it, or a
+    rerun, takes it at once."""
     found = getattr(worker, "_scheduler", None)
-    if isinstance(found, CheckedScheduler) and found.answered and not found.lost:
-        with contextlib.suppress(Exception):
-            found._request("/api/disable_worker", {"worker": worker._id}, attempts=1)
+    if not isinstance(found, CheckedScheduler) or not found.answered or found.lost:
+        return
+    with contextlib.suppress(Exception):
+        for task_id in list(getattr(worker, "_running_tasks", None) or ()):
+            for status, expl in (("FAILED", json.dumps(STOPPED)), ("PENDING", None)):
+                asked = {"worker": worker._id, "task_id": task_id, "status": status, "expl": expl}
+                found._request("/api/add_task", asked, attempts=1)
+        found._request("/api/disable_worker", {"worker": worker._id}, attempts=1)
 
 
 def checked_remote_scheduler() -> None:
