@@ -681,3 +681,14 @@ def test_a_partition_the_preview_built_from_a_file_changed_since_is_named_built_
     named = {n["partition"]: n["reason"] for n in json.loads(out)["not_run"]}
     first = f"staging/qsr_pos/business_date={started[0]}"
     assert named[first].startswith("built, but now (stale: input"), named
+
+
+def test_a_preview_with_nothing_to_rebuild_is_not_kept(lab, capsys):
+    """Before, it was recorded open and publishable, listed by ``previews`` and named by ``plan``."""
+    built_at_20(lab)
+    code, out = daybreak(capsys, "preview", "stg_qsr_pos", "--start", str(D1), "--stop", str(STOP))
+    assert code == 0, out
+    assert "nothing to rebuild" in out and "nothing to publish" in out and "daybreak publish" not in out, out
+    code, out = daybreak(capsys, "previews")
+    assert code == 0 and "stg_qsr_pos-" not in out, out
+    assert not any((lab.data / "_state" / "preview").glob("stg_qsr_pos-*"))

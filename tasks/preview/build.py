@@ -47,7 +47,11 @@ def make(dataset: str, start: dt.date, stop: dt.date, workers: int = 1) -> tuple
     shadow.mkdir()
     try:  # held while it builds: `previews` never sweeps, nor `discard` deletes, a preview being built
         with shadow.exclusive(PUBLISH_LOCK, f"preview {pid}", wait_s=0):
-            return _make(dataset, start, stop, workers, data_root, pid, shadow)
+            record, code = _make(dataset, start, stop, workers, data_root, pid, shadow)
+        if not any(record.get(k) for k in ("partitions", "failed", "not_run", "not_built")):
+            shadow.remove()  # nothing to publish: no preview is kept, listed, or named by plan
+            record["state"] = "not kept"
+        return record, code
     except BaseException:  # a crash, a full or read-only disk: no preview is left "building" to be swept later
         with contextlib.suppress(Exception):
             shadow.remove()

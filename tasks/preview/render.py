@@ -45,7 +45,9 @@ def render(record: dict) -> str:
                 row += f" {'' if change is None else f'{change:+.2f}':>22}"
             cols = ", ".join(f"{c} {n}" for c, n in p.get("changed_columns", {}).items())
             lines.append(row + ("  " + cols if cols else "") + (f"  ({p['note']})" if p.get("note") else ""))
-    if record.get("failed") or record.get("not_run") or record.get("not_built"):
+    if record.get("state") == "not kept":
+        lines.append("nothing to publish: the preview is not kept")
+    elif record.get("failed") or record.get("not_run") or record.get("not_built"):
         lines.append(f"not publishable: a partition above failed or was not built    discard: daybreak discard {pid}")
     else:
         lines.append(f"publish: daybreak publish {pid}    discard: daybreak discard {pid}")
