@@ -150,7 +150,11 @@ def _raw_digest(zone: RawZone, relpath: str, report: Report) -> tuple[str | None
 
 
 def render(report: Report) -> str:
-    lines = [f"MISMATCH {what}\n  stale now: {', '.join(parts)}" for what, parts in report.mismatches.items()]
+    lines = [
+        f"MISMATCH {what}\n  {'stale now' if set(parts) - set(report.unmarked) else 'not marked stale'}: "
+        + ", ".join(parts)
+        for what, parts in report.mismatches.items()
+    ]
     mb = report.bytes_hashed / 1e6
     rate = mb / report.seconds if report.seconds else 0.0
     lines.append(

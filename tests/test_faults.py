@@ -477,6 +477,8 @@ def test_a_read_only_data_root_is_named_by_every_command(lab, setting):
     assert checked.returncode == 1, checked.stderr
     assert f"MISMATCH data {data}: content differs from its manifest" in checked.stdout
     assert "1 partition(s) could not be marked stale" in checked.stdout and "read-only file system" in checked.stdout
+    assert "Free space" not in checked.stdout and f"Make {lab.data} writable" in checked.stdout, checked.stdout
+    assert "not marked stale: staging/qsr_pos" in checked.stdout and "stale now" not in checked.stdout
     preview = read_only(lab, *DAYBREAK, "preview", "stg_qsr_pos", *SPAN)
     assert preview.returncode == 30
     assert preview.stderr.strip() == (

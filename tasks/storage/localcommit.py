@@ -177,7 +177,11 @@ def write_error(data_root: Path, where: str, exc: OSError) -> str:
     reason = "no space left on device" if full else (exc.strerror or type(exc).__name__).lower()
     notes = getattr(exc, "__notes__", [])
     kept = kept_note("files" if any("renaming" in note for note in notes) else None)
-    return (
-        f"{where}: could not write the partition: {reason} ({'; '.join([str(exc), *notes])}). {kept} "
-        f"Free space under {data_root} (or fix the cause) and rerun."
-    )
+    if full:
+        fix = f"Free space under {data_root} (or fix the cause)"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        fix = f"Make {data_root} writable"
+    else:
+        fix = "Fix the cause"
+    detail = "; ".join([str(exc), *notes])
+    return f"{where}: could not write the partition: {reason} ({detail}). {kept} {fix} and rerun."
