@@ -10,7 +10,7 @@ import socket
 import threading
 from urllib.error import HTTPError, URLError
 
-from luigi import interface, rpc
+from luigi import interface, rpc, scheduler
 from luigi import worker as luigi_worker
 from luigi.worker import WORKER_STATE_DISABLED
 
@@ -147,10 +147,9 @@ def leave(worker) -> None:
         return
     with contextlib.suppress(Exception):
         for task_id in list(getattr(worker, "_running_tasks", None) or ()):
-            for status, expl in (("FAILED", json.dumps(STOPPED)), ("PENDING", None)):
-                asked = {"worker": worker._id, "task_id": task_id, "status": status, "expl": expl}
-                found._request("/api/add_task", asked, attempts=1)
-        found._request("/api/disable_worker", {"worker": worker._id}, attempts=1)
+            found.add_task(worker=worker._id, task_id=task_id, status=scheduler.FAILED, expl=json.dumps(STOPPED))
+            found.add_task(worker=worker._id, task_id=task_id, status=scheduler.PENDING)
+        found.disable_worker(worker=worker._id)
 
 
 def checked_remote_scheduler() -> None:
