@@ -74,12 +74,14 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
         held = [(t, _held_why(up, {h.task_id for h, _ in held}, start, stop, data_root)) for t, up in held]
         before = {partition_rel(t.store(), t.key, data_root): manifest_sha(t.store(), t.key) for t in [*roots, *later]}
     not_run: list[dict] = []
+    built: list[str] = []
     if roots:
         with partitions.shadowed(data_root, shadow.uri), contextlib.redirect_stdout(sys.stderr):
             freshness.new_pass()
             luigi.build([*roots, *later], workers=workers, local_scheduler=True, detailed_summary=True)
+            built = shadow_partitions(shadow)
             with settings.snapshot():
-                not_run = _not_run([*roots, *later], data_root, set(shadow_partitions(shadow)))
+                not_run = _not_run([*roots, *later], data_root, set(built))
         freshness.new_pass()  # what this process remembers of the shadow view is not production's
         named = {n["partition"] for n in not_run}
         not_run += [  # another run wrote it meanwhile: the preview found it up to date, or compares with it
@@ -88,7 +90,6 @@ def _make(dataset: str, start: dt.date, stop: dt.date, workers: int, data_root: 
             if rel not in named and manifest_sha_at(rel, data_root) != sha
         ]
     built_s = time.perf_counter() - t0
-    built = shadow_partitions(shadow)
     with settings.snapshot():
         diffs = _diffs(built, data_root, shadow, workers)
     record.update(
