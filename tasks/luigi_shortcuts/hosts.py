@@ -106,6 +106,10 @@ DONE_IN_SCHEDULER: set[str] = set()
 # id -> error of each task the last run asked for that another host ran and failed, as luigid says
 FAILED_ELSEWHERE: dict[str, str] = {}
 
+# id -> (family, Luigi's error) of each task the last run asked for that another host could not run, as a
+# partition it reads changed after it was built ("Unfulfilled dependencies at run time")
+UNFULFILLED_ELSEWHERE: dict[str, tuple[str, str]] = {}
+
 # the tasks the last run's summary counted not run (exit 25)
 NOT_RUN: dict[str, object] = {}
 
@@ -125,8 +129,8 @@ def _hosts_summary(summary_dict):
 
     def _hosts_summary_dict(worker) -> dict:
         sets = summary_dict(worker)
-        done = None
         errors = {task: _error_of(worker, task) for task in sets["failed"]}
+        ran_here = set(errors)  # luigid keeps one error a task: of this host's run of it, or another's
 
         def error_of(task) -> str:  # one question to the scheduler a task
             if task not in errors:
@@ -146,18 +150,14 @@ def _hosts_summary(summary_dict):
             if superseded(error):
                 run_by_other_worker(task)
         for task, error in list(errors.items()):
-            if task in sets["failed"] and unfulfilled(error) and _changed_meanwhile(worker, task):
-                sets["failed"].discard(task)  # not run (exit 25): the summary names what changed
-                sets["not_run"].add(task)
-            elif task in sets["failed"] and unfulfilled(error):
-                done = _done_in_scheduler(worker) if done is None else done
-                if _built_elsewhere(task, done | {t.task_id for t in sets["run_by_other_worker"]}):
+            if task in sets["failed"] and unfulfilled(error):  # Luigi found what it reads not complete
+                if _left_to_newer(worker, task):
                     run_by_other_worker(task)
-                else:  # not run (exit 25): what it reads is not up to date here
+                else:  # not run (exit 25): what it reads changed since it was built, here or elsewhere
                     sets["failed"].discard(task)
                     sets["not_run"].add(task)
-        if done is None:
-            done = _done_in_scheduler(worker) if any(sets[c] for c in _DONE_ELSEWHERE) else set()
+        asks = any(sets[c] for c in _DONE_ELSEWHERE) or any(unfulfilled(e) for e in errors.values())
+        done = _done_in_scheduler(worker) if asks else set()  # what another host built: the summary's lines
         DONE_IN_SCHEDULER.clear()
         DONE_IN_SCHEDULER.update(done)
         for category in _DONE_ELSEWHERE:
@@ -176,7 +176,7 @@ def _hosts_summary(summary_dict):
             if task.task_id in LEFT_BY_A_LOST_HOST:
                 sets["run_by_other_worker"].discard(task)
                 sets["not_run"].add(task)
-        failed_elsewhere(worker, sets, error_of)
+        failed_elsewhere(worker, sets, lambda task: "" if task in ran_here else error_of(task))
         for task in [t for t in sets["scheduling_error"] if FAILED_CHECKS.get(t.task_id) == worker._id]:
             sets["scheduling_error"].discard(task)
             sets["failed"].add(task)
@@ -196,8 +196,10 @@ def _hosts_summary(summary_dict):
 
 
 def failed_elsewhere(worker, sets: dict, error_of: Callable[[object], str]) -> None:
-    """A task this run asked for that another host ran and failed is failed here too (exit 30)."""
+    """A task this run asked for that another host ran and failed is failed here too (exit 30); one Luigi did
+    not run there, as what it reads changed, is not run here either (exit 25)."""
     FAILED_ELSEWHERE.clear()
+    UNFULFILLED_ELSEWHERE.clear()
     waited = [t for c in _DONE_ELSEWHERE for t in sets[c] if t.task_id not in LEFT_BY_A_LOST_HOST]
     if not waited or not isinstance(worker._scheduler, rpc.RemoteScheduler):
         return
@@ -207,12 +209,16 @@ def failed_elsewhere(worker, sets: dict, error_of: Callable[[object], str]) -> N
         return
     for task in waited:
         error = error_of(task) if task.task_id in failed else ""
-        if error and not superseded(error) and not unfulfilled(error):
+        changed = bool(error) and unfulfilled(error) and not _left_to_newer(worker, task)  # not run there
+        if changed or (error and not superseded(error) and not unfulfilled(error)):
             for category in _DONE_ELSEWHERE:
                 sets[category].discard(task)
             sets["still_pending_not_ext"].discard(task)
-            sets["failed"].add(task)
-            FAILED_ELSEWHERE[task.task_id] = luigid_error_message(error)
+            sets["not_run" if changed else "failed"].add(task)
+            if changed:
+                UNFULFILLED_ELSEWHERE[task.task_id] = (task.task_family, error)
+            else:
+                FAILED_ELSEWHERE[task.task_id] = luigid_error_message(error)
 
 
 def luigid_error_message(error: str) -> str:
@@ -227,13 +233,21 @@ def luigid_error_message(error: str) -> str:
     return message if found and " " not in kind else last
 
 
-def _built_elsewhere(task, done: set[str]) -> bool:
-    """Whether every dependency of ``task`` (a RangeDaily) not complete here was built by another host with
-    other rules: in ``done``, or its output there."""
-    try:
-        return all(dep.task_id in done or _complete(dep) or _exists(dep) for dep in task.deps())
-    except Exception:  # noqa: BLE001 - requirements that cannot be listed: the task stays failed
-        return False
+def _left_to_newer(worker, task) -> bool:
+    """Whether what ``task`` requires and is not complete here was built by newer code or settings, which this
+    host never replaces (superseded, exit 10); else it changed since it was built (not run, exit 25). Decided
+    once a run: the exit code comes after the summary."""
+    known = _NEWER.setdefault(worker, {})
+    if task.task_id not in known:
+        try:
+            left = [dep for dep in task.deps() if not _complete(dep)]
+        except Exception:  # noqa: BLE001 - requirements that cannot be listed: not known to be superseded
+            left = []
+        known[task.task_id] = bool(left) and all(_kept_as_newer(dep) for dep in left)
+    return known[task.task_id]
+
+
+_NEWER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # worker -> {task id: left to newer}
 
 
 def _done_in_scheduler(worker) -> set[str]:
@@ -250,30 +264,6 @@ def _error_of(worker, task) -> str:
     except Exception:  # noqa: BLE001 - a scheduler that cannot say: the task keeps its category
         return ""
     return str((found or {}).get("error") or "")
-
-
-def _changed_meanwhile(worker, task) -> bool:
-    """Whether a requirement of ``task`` that this run built or found up to date changed since, no other
-    host explaining it; decided once a run (the exit code comes after the summary)."""
-    known = _CHANGED.setdefault(worker, {})
-    if task.task_id not in known:
-        try:
-            known[task.task_id] = any(
-                getattr(d, "done_in_run", bool)() and not _complete(d) and not _kept_as_newer(d) for d in task.deps()
-            )
-        except Exception:  # noqa: BLE001 - requirements that cannot be listed: the task keeps its category
-            known[task.task_id] = False
-    return known[task.task_id]
-
-
-_CHANGED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # worker -> {task id: changed meanwhile}
-
-
-def _exists(task) -> bool:
-    try:
-        return bool(task.output().exists())
-    except Exception:  # noqa: BLE001 - no output, or a check that fails here: not known to be built
-        return False
 
 
 def _kept_as_newer(task) -> bool:

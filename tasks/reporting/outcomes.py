@@ -10,8 +10,9 @@ from tasks.reporting.names import first_line, key_of, label, partition_name, par
 
 
 def changed_lines(run, watched: list, cache, built_elsewhere: set[str]) -> list[str]:
-    """A line for each task Luigi did not run because a partition it reads changed meanwhile, with its state;
-    or was built by another host (``built_elsewhere``, luigid's done) and is not up to date here."""
+    """A line for each task Luigi did not run, here or on another host, because a partition it reads changed
+    meanwhile, with its state; or was built by another host (``built_elsewhere``, luigid's done) and is not up to
+    date here."""
     out: dict[str, None] = {}
     for family, error in run.unfulfilled:
         for task, ok in watched:

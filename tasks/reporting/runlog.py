@@ -224,14 +224,15 @@ class _Run:
 
     def __init__(self, records: list[dict]):
         from tasks.faults import Gone
+        from tasks.luigi_shortcuts.hosts import UNFULFILLED_ELSEWHERE as OTHERS
         from tasks.luigi_shortcuts.remote import lost
 
         self.written = {r["wrote"]: r.get("warnings") or [] for r in records if "wrote" in r}
         self.failed = {r["failed"]: r.get("error", "") for r in records if "failed" in r}
         self.superseded = {r["superseded"] for r in records if "superseded" in r}
-        # a task whose requirements were done yet not complete when it was to run: (its family, Luigi's error)
-        self.unfulfilled = [(r["unfulfilled"], r["error"]) for r in records if "unfulfilled" in r]
-        self.unfulfilled_ids = {r.get("task_id") for r in records if "unfulfilled" in r}
+        # a task whose requirements were done, not complete when it was to run, here or on another host: (family, error)
+        self.unfulfilled = [(r["unfulfilled"], r["error"]) for r in records if "unfulfilled" in r] + [*OTHERS.values()]
+        self.unfulfilled_and_deps = repr([*(r.get("task_id") for r in records), *OTHERS, *self.unfulfilled])  # ids
 
         self.unchecked = {r["unchecked"]: r["name"] for r in records if "unchecked" in r}  # the store went
         self.gone = [Gone(*(r[f] for f in Gone._fields)) for r in records if "gone" in r]  # in order
@@ -274,9 +275,8 @@ def report() -> tuple[list[str], str]:
     watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
     watched = [(t, ok) for t, ok in watched if ok or not run.unchecked.get(t.task_id)]  # else said as unchecked
     notes, not_over_ids = [f"  {line}" for line in _notes], set(_not_over)
-    _watched.clear()
-    _notes.clear()
-    _not_over.clear()
+    for kept in (_watched, _notes, _not_over):
+        kept.clear()
     _started_at, _went_away = None, run.store_gone
     FAILED_CHECKS.update(dict.fromkeys(run.unchecked, worker_id()))  # whichever process of the run checked it
     seen = {task.task_id for task, _ in watched}  # a partition watched is on the summary's lines already
@@ -344,7 +344,7 @@ def report() -> tuple[list[str], str]:
                     lost[LEFT_BY_A_LOST_HOST[task.task_id]].append(label(task))
                 elif kind == "not run" and by_worker == worker_id():  # left by this run's RangeDaily's task_limit
                     limited[limit].append(label(task))
-                elif kind == "not run" and task.task_id in run.unfulfilled_ids and changed:
+                elif kind == "not run" and task.task_id in run.unfulfilled_and_deps and changed:
                     pass  # the line of what changed says why
                 elif kind == "not run":
                     done = task.task_id in DONE_IN_SCHEDULER or single_run_done
