@@ -219,60 +219,13 @@ def _summarised(task) -> bool:
 logger.addFilter(_RunLog())
 
 
-class _Run:
-    """What this run recorded of itself (:func:`wrote`, :func:`failed`) and the errors that ended it."""
-
-    def __init__(self, records: list[dict]):
-        from tasks.faults import Gone
-        from tasks.luigi_shortcuts.hosts import UNFULFILLED_ELSEWHERE as OTHERS
-        from tasks.luigi_shortcuts.remote import lost
-
-        self.written = {r["wrote"]: r.get("warnings") or [] for r in records if "wrote" in r}
-        self.failed = {r["failed"]: r.get("error", "") for r in records if "failed" in r}
-        self.superseded = {r["superseded"] for r in records if "superseded" in r}
-        # a task whose requirements were done, not complete when it was to run, here or on another host: (family, error)
-        self.unfulfilled = [(r["unfulfilled"], r["error"]) for r in records if "unfulfilled" in r] + [*OTHERS.values()]
-        self.unfulfilled_and_deps = repr([*(r.get("task_id") for r in records), *OTHERS, *self.unfulfilled])  # ids
-
-        self.unchecked = {r["unchecked"]: r["name"] for r in records if "unchecked" in r}  # the store went
-        self.gone = [Gone(*(r[f] for f in Gone._fields)) for r in records if "gone" in r]  # in order
-        self.sides = dict.fromkeys(r.get("who", "") for r in records if "gone" in r)  # which failed, in order
-        self.starts = [bool(r.get("at_start")) for r in records if "gone" in r]  # down before the run started
-        self.luigid = lost()
-        self.store_gone = bool(self.gone)  # the store is not asked again: the summary comes from the records
-
-    @property
-    def errors(self) -> dict[str, str]:  # the line of each store or server gone (tasks.faults.gone_lines)
-        from tasks.faults import gone_lines
-
-        return gone_lines(self.gone)
-
-    def unreachable(self, exc: Exception) -> bool:
-        """A store or server that failed while the summary asked it: named once; nothing more is asked."""
-        from tasks.faults import STORAGE, Gone, fault_line, went_away
-
-        if fault_line(exc) is None:
-            return False
-        gone = went_away(exc) or Gone("", fault_line(exc), STORAGE)
-        self.gone.append(gone)
-        self.sides.setdefault(gone.who)
-        self.starts.append(gone.at_start)
-        self.store_gone = True
-        return True
-
-    def stopped(self, when: str = "") -> str:
-        """The side that stopped answering (``<when>``) or never answered this run, as the summary says it."""
-        side = " and ".join(side for side in self.sides if side) or "the storage"
-        return f"{side} {'was not answering when the run started' if all(self.starts) else 'stopped answering' + when}"
-
-
 def report() -> tuple[list[str], str]:
     """(the error lines, the summary) of the partitions watched since the last one, then forget them."""
     global _started_at, _went_away
     from tasks.luigi_shortcuts import worker_id
     from tasks.luigi_shortcuts.hosts import FAILED_CHECKS
 
-    watched, started, run = list(_watched.values()), _started_at or "", _Run(_recorded())
+    watched, started, run = list(_watched.values()), _started_at or "", outcomes.Run(_recorded())
     watched = [(t, ok) for t, ok in watched if ok or not run.unchecked.get(t.task_id)]  # else said as unchecked
     notes, not_over_ids = [f"  {line}" for line in _notes], set(_not_over)
     for kept in (_watched, _notes, _not_over):
