@@ -184,9 +184,6 @@ class MaterializedTask(FixedParams, luigi.Task, metaclass=CachedInstances):
             progress.expect([self.task_id])
         return done
 
-    def done_in_run(self) -> bool:
-        return runlog.done_in_run(self.task_id)
-
     def leave_to_newer(self, engine: Engine) -> str:
         """Why this host must not build the partition: newer code or newer settings built the one in place
         (docs/scale-out.md); Luigi then adds it as external data, for luigid to hand to another host."""

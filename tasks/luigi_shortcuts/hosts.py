@@ -129,7 +129,7 @@ def _hosts_summary(summary_dict):
 
     def _hosts_summary_dict(worker) -> dict:
         sets = summary_dict(worker)
-        errors = {task: _error_of(worker, task) for task in sets["failed"]}
+        errors = {task: _error_here(worker, task) for task in sets["failed"]}
         ran_here = set(errors)  # luigid keeps one error a task: of this host's run of it, or another's
 
         def error_of(task) -> str:  # one question to the scheduler a task
@@ -248,6 +248,25 @@ def _left_to_newer(worker, task) -> bool:
 
 
 _NEWER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # worker -> {task id: left to newer}
+
+
+def own_unfulfilled(task_id: str) -> str:
+    """Luigi's error of a task this run did not run as a requirement was not complete, from this host's own
+    records ('' for any other; tasks.reporting.runlog replaces this): luigid may hold another host's error of
+    it since, or none."""
+    return ""
+
+
+def _error_here(worker, task) -> str:
+    """The error of a task this host ran and failed: its own record of an unfulfilled requirement, else
+    luigid's. Decided once a run: the exit code comes after the summary, which consumes the records."""
+    known = _ERRORS.setdefault(worker, {})
+    if task.task_id not in known:
+        known[task.task_id] = own_unfulfilled(task.task_id) or _error_of(worker, task)
+    return known[task.task_id]
+
+
+_ERRORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # worker -> {task id: its error here}
 
 
 def _done_in_scheduler(worker) -> set[str]:

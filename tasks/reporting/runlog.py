@@ -15,6 +15,7 @@ import tempfile
 import warnings
 from collections import defaultdict
 
+from tasks.luigi_shortcuts import hosts
 from tasks.reporting import outcomes
 from tasks.reporting.names import capped, dates_span, first_line, key_of, label, partition_name, partition_names, when
 
@@ -127,20 +128,22 @@ def store_went_away() -> bool:
         return False
 
 
-def done_in_run(task_id: str) -> bool:
-    """Whether this run found the partition up to date or wrote it: one not complete later changed meanwhile."""
-    return bool(task_id in _watched and _watched[task_id][1]) or _in_records("wrote", task_id)
+def unfulfilled_error(task_id: str) -> str:
+    """Luigi's error of a task of this run that Luigi did not run, as a requirement was not complete when it was
+    to run; '' for any other."""
+    return (_in_records("task_id", task_id) or {}).get("error", "")
 
 
 def superseded_in_run(task_id: str) -> bool:
     """Whether this run recorded the partition superseded already (:func:`failed`): its warning is said."""
-    return _in_records("superseded", task_id)
+    return _in_records("superseded", task_id) is not None
 
 
-def _in_records(kind: str, task_id: str) -> bool:
+def _in_records(kind: str, task_id: str) -> dict | None:
+    """The first record of this run whose ``kind`` is ``task_id``."""
     with contextlib.suppress(OSError, ValueError), open(_records or os.devnull, encoding="utf-8") as fh:
-        return any(json.loads(line).get(kind) == task_id for line in fh if line.strip())
-    return False
+        return next((r for r in map(json.loads, filter(str.strip, fh)) if r.get(kind) == task_id), None)
+    return None
 
 
 def _recorded() -> list[dict]:
@@ -217,6 +220,7 @@ def _summarised(task) -> bool:
 
 
 logger.addFilter(_RunLog())
+hosts.own_unfulfilled = unfulfilled_error  # luigid keeps one error a task: another host's may replace this one's
 
 
 def report() -> tuple[list[str], str]:
