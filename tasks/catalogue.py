@@ -138,7 +138,7 @@ HOTEL_BOOKING_STATE = Dataset(
     name="hotel_booking_state",
     path="marts/hotel_booking_state",
     partition="date",
-    grain="one open booking's latest event as of D (finished ones: finished.arrow)",
+    grain="one open booking's latest event as of D (finished ones: _finished.arrow)",
     key=("business_date", "hotel_id", "booking_id"),
     version=versions.BOOKING_STATE_VERSION,
     reads="hotel_booking_state D-1 (and, for a finished booking D reopens, its finished row) and "
@@ -162,7 +162,7 @@ OTB_BY_STAY_DATE = Dataset(
     grain="one hotel and stay date",
     key=("hotel_id", "stay_date"),
     version=versions.OTB_VERSION,
-    reads="the newest hotel_booking_state and every date's finished.arrow (stale after a change to any "
+    reads="the newest hotel_booking_state and every date's _finished.arrow (stale after a change to any "
     "stg_hotel_bookings_daily partition)",
     measure="rooms_on_books",
 )

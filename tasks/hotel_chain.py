@@ -1,5 +1,5 @@
 """hotel_booking_state's chain, beside its tasks in :mod:`tasks.hotels`: the bookings finished on each
-date (``finished.arrow``), the state before a day's events, and the versions the chain's readers depend on."""
+date (``_finished.arrow``), the state before a day's events, and the versions the chain's readers depend on."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ if TYPE_CHECKING:
     from tasks.base import PartitionedTask
 
 
-FINISHED = "finished.arrow"  # a hotel_booking_state partition's bookings finished that day (Arrow IPC)
+# a hotel_booking_state partition's bookings finished that day (Arrow IPC); "_" keeps it out of a reader's
+# dataset (pyarrow, Spark and Hive skip such names)
+FINISHED = "_finished.arrow"
 
 
 def read_finished(store: PartitionStore, date: dt.date):
-    """The rows that left the open state on ``date`` (hotel_booking_state's ``finished.arrow``)."""
+    """The rows that left the open state on ``date`` (hotel_booking_state's ``_finished.arrow``)."""
     import pyarrow as pa
 
     try:

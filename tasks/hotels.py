@@ -195,7 +195,7 @@ class HotelOtbExport(_PerHotel, SnapshotTask, entry=catalogue.HOTEL_OTB_EXPORT):
 
 class HotelBookingState(PartitionedTask, entry=catalogue.HOTEL_BOOKING_STATE):
     """hotel_booking_state: each open booking's latest event at the end of ``date`` (finished ones in
-    ``finished.arrow``), a chain from state ``d-1`` and the events of ``d``."""
+    ``_finished.arrow``), a chain from state ``d-1`` and the events of ``d``."""
 
     def upstream(self) -> list[PartitionedTask]:
         return [*_state_before(self.date), StgHotelBookingsDaily(date=self.date)]

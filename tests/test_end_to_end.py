@@ -94,3 +94,17 @@ def _subclasses(cls: type) -> list[type]:
     for sub in cls.__subclasses__():
         out.extend([sub, *_subclasses(sub)])
     return out
+
+
+def test_every_dated_dataset_reads_with_the_documented_pyarrow_recipe(lab, setting):
+    """docs/raw-zone.md, "Outputs": ``ds.dataset(path, partitioning=...)`` over a dataset's folder reads its rows.
+    A file beside data.parquet that pyarrow would take for data (no ``_`` or ``.`` prefix) breaks it."""
+    setting("daybreak", "start_date", START)  # the state's chain starts there
+    sample.generate(lab.raw, START, 3, stores=2, seed=3, mean_lines_per_store=20)
+    days = [START + dt.timedelta(days=i) for i in range(2)]
+    for family in ("StgQsrPos", "HotelBookingState", "AdsDaily"):
+        assert lab.range(days[0], days[-1] + dt.timedelta(days=1), of=family) == 0, family
+    partitioning = ds.partitioning(pa.schema([("business_date", pa.date32())]), flavor="hive")
+    for path in ("staging/qsr_pos", "marts/hotel_booking_state", "staging/hotel_bookings_daily", "staging/ads_daily"):
+        table = ds.dataset(lab.data / path, partitioning=partitioning).to_table()
+        assert sorted(set(table["business_date"].to_pylist())) == days, path

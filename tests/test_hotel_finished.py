@@ -1,4 +1,4 @@
-"""hotel_booking_state keeps open bookings only (finished ones move to each date's finished.arrow):
+"""hotel_booking_state keeps open bookings only (finished ones move to each date's _finished.arrow):
 hotel_pickup and otb_by_stay_date, built through Luigi, against a replay of the raw extracts written
 here with pandas, independently of tasks/transforms/hotels.py (which the old, every-booking state
 was checked against in tests/transforms/test_hotel_state.py)."""
@@ -165,14 +165,14 @@ def test_pickup_and_books_from_open_bookings_equal_a_replay_of_every_event(lab, 
     assert books == expected_books(events)
     assert books[0][1] <= d(1)  # the past stay dates are reported too
 
-    # the state itself: open bookings only; what finished on a date is in that date's finished.arrow
+    # the state itself: open bookings only; what finished on a date is in that date's _finished.arrow
     state = lab.data / "marts/hotel_booking_state"
     newest = d(DAYS - 1)
     open_rows = pq.read_table(state / f"business_date={newest}" / "data.parquet")
     ended = [r for r in open_rows.to_pylist() if r["event"] == "CANCELLED" or r["departure_date"] <= newest]
     assert all(r["event_business_date"] == newest for r in ended)  # only what was touched on that date
     assert open_rows.num_rows < len(latest(events))
-    finished = sum(pa.ipc.open_file(pa.memory_map(str(p))).read_all().num_rows for p in state.glob("*/finished.arrow"))
+    finished = sum(pa.ipc.open_file(pa.memory_map(str(p))).read_all().num_rows for p in state.glob("*/_finished.arrow"))
     assert finished >= len(latest(events)) - open_rows.num_rows
     manifest = json.loads((state / f"business_date={newest}" / "_manifest.json").read_text())
-    assert "finished.arrow" in [f["name"] for f in manifest["data_files"]]
+    assert "_finished.arrow" in [f["name"] for f in manifest["data_files"]]

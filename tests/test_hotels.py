@@ -518,7 +518,7 @@ def test_the_completeness_check_walks_a_three_year_chain_at_the_default_recursio
         for day in days[2:]:
             folder = lab.partition(day, dataset)
             folder.mkdir()
-            for name in os.listdir(model):  # data.parquet, and the state's finished.arrow
+            for name in os.listdir(model):  # data.parquet, and the state's _finished.arrow
                 if name != "_manifest.json":
                     os.link(model / name, folder / name)
             twin = type(task)(date=day)
