@@ -22,7 +22,7 @@ from tasks.freshness.engine import Engine
 from tasks.freshness.keys import up_to_date
 from tasks.freshness.node import raw_folders
 from tasks.guard import check_of, check_range, range_made_here
-from tasks.luigi_shortcuts import worker_id
+from tasks.luigi_shortcuts import luigi_run, worker_id
 from tasks.luigi_shortcuts.hosts import LEFT_BY_THE_LIMIT
 from tasks.nextdate import keeping_for_next_date
 from tasks.parameters import DateParameter
@@ -113,15 +113,17 @@ def report_left_out(
     if start == stop:
         runlog.note(f"nothing to do: the range {start} .. {stop} (stop exclusive) of {of.__name__} is empty")
     for dates, why in (before_start(start, stop), left_out(family, of, start, stop, now, days_back)):
-        if dates:
-            logger.warning(f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}")
+        line = f"{family} {of.__name__}: {describe_left_out(dates, why, (stop - start).days)}"
+        if dates and (luigi_run(), line) not in _said:  # once a run: AllHotelsPickup's ranges, one a hotel,
+            _said.add((luigi_run(), line))  # leave out the same dates
+            logger.warning(line)
 
 
 def describe_left_out(dates: list[dt.date], why: str, total: int) -> str:
     return f"{len(dates)} of {total} dates left out ({names.dates_span(dates)}): {why}"
 
 
-_reported: set[str] = set()
+_said: set[tuple] = set()  # (run, range task id or line): what a run said of the dates it leaves out
 RangeDailyBase.resources = property(lambda self: sftp_slot())  # Luigi's range wrappers, as Daybreak's
 _luigis_missing = RangeDaily.missing_datetimes
 
@@ -152,9 +154,9 @@ RangeDaily.missing_datetimes = _missing_datetimes
 @RangeDailyBase.event_handler(luigi.Event.DEPENDENCY_DISCOVERED)
 def _report_range(task: luigi.Task, *_) -> None:
     """Once per RangeDaily, when Luigi has worked out its dates: the dates it left out, and why."""
-    if task.task_id in _reported or not isinstance(task.of, type) or task.start is None or task.stop is None:
+    if (luigi_run(), task.task_id) in _said or not isinstance(task.of, type) or task.start is None or task.stop is None:
         return
-    _reported.add(task.task_id)
+    _said.add((luigi_run(), task.task_id))
     report_left_out("RangeDaily", task.of, task.start, task.stop, task.now, task.days_back)
     if issubclass(task.of, PartitionedTask):  # the summary counts them all, those Luigi drops itself (not begun) too
         later = [d for d in date_range(task.start, task.stop) if settings.not_over(d)]
@@ -187,8 +189,8 @@ class RangeSingleRun(luigi.WrapperTask):
 
     def _report(self) -> None:
         """Once: the dates it leaves out, and why."""
-        if self.task_id not in _reported:
-            _reported.add(self.task_id)
+        if (luigi_run(), self.task_id) not in _said:
+            _said.add((luigi_run(), self.task_id))
             report_left_out("RangeSingleRun", self.of, self.start, self.stop)
 
     def requires(self) -> list[luigi.Task]:

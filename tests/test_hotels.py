@@ -1361,3 +1361,15 @@ def test_the_plan_of_the_pickups_names_the_hotels_list_this_host_reads(lab, sett
     finally:
         hotels.cache_clear()
     assert f"(AllHotelsPickup): every hotel of the hotels list {mine} over the range" in capsys.readouterr().out
+
+
+def test_a_range_of_every_hotel_says_each_reason_it_leaves_dates_out_once(lab, setting, caplog):
+    """AllHotelsPickup runs one RangeDaily per hotel over the same dates: the dates before start_date it leaves
+    out are one warning, not one per hotel (docs/backfills.md: "one warning per reason")."""
+    setting("daybreak", "start_date", FIRST + DAY)
+    extracts(lab)
+    with caplog.at_level("WARNING", logger="luigi-interface"):
+        assert lab.luigi("AllHotelsPickup", "--start", str(FIRST), "--stop", str(FIRST + 4 * DAY)) == 0
+    said = [r.getMessage() for r in caplog.records if "dates left out" in r.getMessage()]
+    pickups = [m for m in said if m.startswith("RangeDaily HotelPickup")]
+    assert len(pickups) == 1 and f"before [daybreak] start_date {FIRST + DAY}" in pickups[0], said
