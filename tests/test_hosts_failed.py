@@ -133,6 +133,7 @@ def test_a_partition_whose_staging_changed_before_it_ran_is_not_run_on_every_hos
     server = Luigid(tmp_path / "luigid").start()
     flag = tmp_path / "a"
     store = ("StoreDailySales", "--store-id", "S001")
+    a = b = None
     try:
         a = host(lab, "etl-a", server.port, *store, hold={"date": str(last), "flag": str(flag)})
         _wait_for(Path(f"{flag}.start"), a)  # A builds the last date
@@ -148,6 +149,9 @@ def test_a_partition_whose_staging_changed_before_it_ran_is_not_run_on_every_hos
         Path(f"{flag}.success.go").touch()
         outs = [p.communicate(timeout=240)[0] for p in (a, b)]
     finally:
+        for proc in (a, b):  # a host held or waiting when the test failed
+            if proc is not None and proc.poll() is None:
+                proc.kill()
         server.stop()
     for name, proc, out in zip("ab", (a, b), outs, strict=True):
         summary = out[out.index("summary of this run") :]
