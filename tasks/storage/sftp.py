@@ -31,6 +31,7 @@ from tasks.storage.rawbackend import (
     RawZoneUnavailable,
     mode_kind,
 )
+from tasks.storage.sftp_hosts import KnownHosts
 from tasks.storage.sftp_read import BYTES_PER_CALL, FILES_PER_CALL, read_pipelined
 
 logger = logging.getLogger("luigi-interface")
@@ -265,14 +266,7 @@ class SftpRaw(RawBackend):
 
     def _connect(self) -> tuple[paramiko.SSHClient, paramiko.SFTPClient]:
         client = paramiko.SSHClient()
-        try:
-            client.load_host_keys(self.known_hosts)
-        except FileNotFoundError:
-            _refused(
-                f"raw_root {self.describe()}: [sftp] known_hosts file {self.known_hosts} not found; "
-                f"no host key to verify {self.host}:{self.port} against"
-            )
-        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        self._known_hosts().trust(client)
         try:
             self._login(client)
             sftp = client.open_sftp()
@@ -300,47 +294,33 @@ class SftpRaw(RawBackend):
                 f"(mode {mode & 0o777:o}): chmod 600 it, as ssh requires; not retried"
             )
 
+    def _known_hosts(self) -> KnownHosts:
+        return KnownHosts(self.known_hosts, self.host, self.port, f"raw_root {self.describe()}")
+
     def _login(self, client: paramiko.SSHClient) -> None:
         self._check_key()
         try:
-            client.connect(
-                self.host,
-                self.port,
-                username=self.user,
-                key_filename=self.key_filename,
-                timeout=self.timeout,
-                banner_timeout=self.timeout,
-                auth_timeout=self.timeout,
-                allow_agent=False,
-                look_for_keys=False,
-                # a 64 MiB window instead of paramiko's 2 MiB (docs/performance.md, "SFTP")
-                transport_factory=functools.partial(_transport, default_window_size=WINDOW_BYTES),
-            )
-        except paramiko.BadHostKeyException:
-            _refused(
-                f"raw_root {self.describe()}: host key of {self.host}:{self.port} changed (it is not the one in "
-                f"[sftp] known_hosts {self.known_hosts}): refusing to connect. Check with the server's owner that "
-                f"it changed, then replace its line ({self._keyscan()})"
-            )
+            with self._known_hosts().checked():
+                client.connect(
+                    self.host,
+                    self.port,
+                    username=self.user,
+                    key_filename=self.key_filename,
+                    timeout=self.timeout,
+                    banner_timeout=self.timeout,
+                    auth_timeout=self.timeout,
+                    allow_agent=False,
+                    look_for_keys=False,
+                    # a 64 MiB window instead of paramiko's 2 MiB (docs/performance.md, "SFTP")
+                    transport_factory=functools.partial(_transport, default_window_size=WINDOW_BYTES),
+                )
         except paramiko.AuthenticationException as exc:
             _refused(
                 f"raw_root {self.describe()}: authentication failed for user {self.user!r} with [sftp] key_filename "
                 f"{self.key_filename} ({exc}); not retried: give the key the server knows for {self.user!r}"
             )
-        except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc):
-                _refused(
-                    f"raw_root {self.describe()}: unknown host key for {self.host}:{self.port}: it is not in "
-                    f"[sftp] known_hosts {self.known_hosts}, and host keys are never accepted automatically. Get "
-                    f"it ({self._keyscan()}), compare its fingerprint with the one the server's owner gives you, "
-                    f"then add the line to {self.known_hosts}"
-                )
-            raise
         except TimeoutError as exc:
             raise OSError(f"timeout connecting to {self.host}:{self.port}") from exc
-
-    def _keyscan(self) -> str:
-        return f"ssh-keyscan -p {self.port} {self.host}"
 
     def close(self) -> None:
         """End this process's connection, if it has one (a parent's is left alone)."""
