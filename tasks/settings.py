@@ -112,7 +112,8 @@ class sftp(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
         default="~/.ssh/known_hosts", description="Host keys to trust; an unknown or changed key is refused"
     )
     timeout = luigi.FloatParameter(
-        default=15.0, description="Seconds allowed to connect, to authenticate and for each operation"
+        default=15.0,
+        description="Seconds allowed to connect, to authenticate, to open the sftp session and for each operation",
     )
     retries = luigi.IntParameter(
         default=3,

@@ -29,7 +29,8 @@ def keygen(path: Path) -> Path:
 class Sshd:
     """sshd -D on 127.0.0.1 with a temporary host key and one authorized client key."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, subsystem: str = "internal-sftp", extra: str = ""):
+        """``subsystem``: what runs the sftp subsystem; ``extra``: lines added to sshd_config."""
         if not os.path.exists(SSHD):
             raise RuntimeError("sshd not found: install Debian's openssh-server (.ci/run does)")
         self.folder = folder
@@ -47,8 +48,8 @@ class Sshd:
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.host_key}\n"
             f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"
-            f"StrictModes no\nUsePAM no\nPidFile {folder / 'sshd.pid'}\nSubsystem sftp internal-sftp\n"
-            "MaxStartups 100\nMaxSessions 100\nLogLevel VERBOSE\n"
+            f"StrictModes no\nUsePAM no\nPidFile {folder / 'sshd.pid'}\nSubsystem sftp {subsystem}\n"
+            f"MaxStartups 100\nMaxSessions 100\nLogLevel VERBOSE\n{extra}"
         )
         self.proc: subprocess.Popen | None = None
 

@@ -14,6 +14,7 @@ import mmap
 import os
 import socket
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from typing import NoReturn
@@ -269,13 +270,31 @@ class SftpRaw(RawBackend):
         self._known_hosts().trust(client)
         try:
             self._login(client)
-            sftp = client.open_sftp()
-            sftp.get_channel().settimeout(self.timeout)
+            sftp = self._open_sftp(client.get_transport())
             self._check_base(sftp)
         except BaseException:  # closed now, not at exit: a retry would hold one connection more
             _end(client)
             raise
         return client, sftp
+
+    def _open_sftp(self, transport: paramiko.Transport) -> paramiko.SFTPClient:
+        """The sftp session, each step within [sftp] timeout (paramiko's open_sftp waits for the subsystem's
+        answer without a limit): past it, the connection is shut, which wakes the wait, and it is a timeout."""
+        channel = transport.open_session(timeout=self.timeout)
+        channel.settimeout(self.timeout)  # the SFTP version, then each request
+        expired = threading.Event()
+        timer = threading.Timer(self.timeout, lambda: (expired.set(), _shut(transport)))
+        timer.daemon = True
+        timer.start()
+        try:
+            channel.invoke_subsystem("sftp")
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            if expired.is_set():
+                raise TimeoutError("timed out opening the sftp subsystem") from exc
+            raise
+        finally:
+            timer.cancel()
+        return paramiko.SFTPClient(channel)
 
     def _check_key(self) -> None:
         """One line, not retried, for a private key that is not there or that other users can read (OpenSSH
@@ -334,12 +353,17 @@ def _end(client: paramiko.SSHClient) -> None:
     would see the session end after Luigi handed this task's sftp slot on (one connection over the cap)."""
     transport = client.get_transport()
     if transport is not None:
-        with contextlib.suppress(OSError):
-            transport.sock.shutdown(socket.SHUT_RDWR)
+        _shut(transport)
     try:
         client.close()
     except Exception:  # noqa: BLE001 - closing a broken connection must not hide the real error
         pass
+
+
+def _shut(transport: paramiko.Transport) -> None:
+    """Shut ``transport``'s socket: its reader thread sees the end, and every wait on the connection ends."""
+    with contextlib.suppress(OSError):
+        transport.sock.shutdown(socket.SHUT_RDWR)
 
 
 def _transport(sock, *args, **kwargs) -> paramiko.Transport:
@@ -355,10 +379,10 @@ def _transport(sock, *args, **kwargs) -> paramiko.Transport:
 
 def _cause(exc: BaseException) -> str:
     """What failed, in a few words (``connection refused``, ``timed out``)."""
-    text = str(exc) or type(exc).__name__
+    text = str(exc) or ("timed out" if isinstance(exc, TimeoutError) else type(exc).__name__)
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror
-    return text.splitlines()[0].lower() if text else type(exc).__name__
+    return text.splitlines()[0].lower().rstrip(".")
 
 
 def _listdir_attr(sftp: paramiko.SFTPClient, path: str):
