@@ -78,3 +78,19 @@ def test_an_sftp_server_process_that_never_answers_is_given_up_within_its_timeou
             not_answering(*run(lab, server, command), server)
     finally:
         server.stop()
+
+
+def test_a_server_frozen_during_login_is_retried_then_not_answering_not_a_wrong_key(lab, tmp_path):
+    """A real sshd that never answers the key the client offers: the key is checked by an
+    AuthorizedKeysCommand that never ends (the login frozen, as when the server's user lookup hangs)."""
+    lab.qsr_days(START, 3)
+    extra = "AuthorizedKeysCommand /usr/bin/sleep 3600\nAuthorizedKeysCommandUser nobody\n"
+    server = Sshd(tmp_path / "sshd", extra=extra)
+    (server.folder / "authorized_keys").write_text("")  # the key is for the command alone to answer
+    server.start()
+    try:
+        proc, took = run(lab, server, "status")
+        not_answering(proc, took, server)
+        assert took > 2 * 2, f"{took:.1f} s: two attempts of 2 s each"  # retried, not refused at once
+    finally:
+        server.stop()

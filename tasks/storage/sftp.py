@@ -334,6 +334,8 @@ class SftpRaw(RawBackend):
                     transport_factory=functools.partial(_transport, default_window_size=WINDOW_BYTES),
                 )
         except paramiko.AuthenticationException as exc:
+            if str(exc) == "Authentication timeout.":  # paramiko's: no answer within auth_timeout, not a refusal
+                raise TimeoutError("timed out authenticating") from exc
             _refused(
                 f"raw_root {self.describe()}: authentication failed for user {self.user!r} with [sftp] key_filename "
                 f"{self.key_filename} ({exc}); not retried: give the key the server knows for {self.user!r}"
