@@ -109,7 +109,7 @@ class hotels(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
 class sftp(luigi.Config, metaclass=SnapshotSections):  # noqa: N801
     key_filename = luigi.Parameter(default="", description="Private key for SFTP; keep it out of the repository")
     known_hosts = luigi.Parameter(
-        default="~/.ssh/known_hosts", description="Host keys to trust; an unknown or changed key is refused"
+        default="~/.ssh/known_hosts", description="Host keys to trust; an unknown, changed or revoked key is refused"
     )
     timeout = luigi.FloatParameter(
         default=15.0,

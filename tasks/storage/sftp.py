@@ -267,9 +267,10 @@ class SftpRaw(RawBackend):
 
     def _connect(self) -> tuple[paramiko.SSHClient, paramiko.SFTPClient]:
         client = paramiko.SSHClient()
-        self._known_hosts().trust(client)
+        known = KnownHosts(self.known_hosts, self.host, self.port, f"raw_root {self.describe()}")
+        known.trust(client)
         try:
-            self._login(client)
+            self._login(client, known)
             sftp = self._open_sftp(client.get_transport())
             self._check_base(sftp)
         except BaseException:  # closed now, not at exit: a retry would hold one connection more
@@ -313,13 +314,10 @@ class SftpRaw(RawBackend):
                 f"(mode {mode & 0o777:o}): chmod 600 it, as ssh requires; not retried"
             )
 
-    def _known_hosts(self) -> KnownHosts:
-        return KnownHosts(self.known_hosts, self.host, self.port, f"raw_root {self.describe()}")
-
-    def _login(self, client: paramiko.SSHClient) -> None:
+    def _login(self, client: paramiko.SSHClient, known: KnownHosts) -> None:
         self._check_key()
         try:
-            with self._known_hosts().checked():
+            with known.checked():
                 client.connect(
                     self.host,
                     self.port,
