@@ -709,3 +709,53 @@ def test_a_run_right_after_another_on_one_luigid_gets_the_sftp_slots_the_ended_r
     shutil.move(held, late)
     codes, errors = both_hosts(23)
     assert codes == [0, 0], [e[-2500:] for e in errors]
+
+
+def test_two_hosts_whose_sftp_server_freezes_mid_run_each_end_with_their_summary(lab, sshd, scheduler):
+    """Two hosts on one luigid build the ads windows over SFTP; the server freezes (SIGSTOP) mid-run. Each
+    host's summary walks the requirements of the partitions it waited for, which asked the frozen server:
+    before, both ended with the one error line and no summary; now each says what failed or was not run. A host
+    whose own reads did not fail names the other host's failures as luigid gives them (exit 30 with them)."""
+    import signal
+
+    from tasks import sample
+    from tests.conftest import REPO
+
+    sample.generate(lab.raw, START, 12, stores=3, seed=3, mean_lines_per_store=20)
+    stop, hosts = START + dt.timedelta(days=11), []
+    for name in ("h1", "h2"):
+        home = lab.root / name
+        (home / "tmp").mkdir(parents=True)
+        cfg = write_config(
+            home / "luigi.cfg",
+            {
+                "daybreak": {"raw_root": sshd.uri(lab.raw), "data_root": lab.data, "host_name": name},
+                "sftp": {"key_filename": sshd.client_key, "known_hosts": sshd.known_hosts, "timeout": 2, "retries": 1},
+                "core": {"scheduler_host": "127.0.0.1", "scheduler_port": scheduler.port},
+            },
+        )  # fmt: skip
+        env = {**os.environ, "HOME": str(home), "TMPDIR": str(home / "tmp"), "LUIGI_CONFIG_PATH": str(cfg)}
+        args = ["RangeDaily", "--of", "AdsRolling7d", "--start", str(START), "--stop", str(stop), "--workers", "2"]
+        cmd = [sys.executable, "-m", "luigi", "--module", "tasks", *args]
+        out = open(home / "out.txt", "w")  # noqa: SIM115 - the host's, closed with it
+        hosts.append(
+            (subprocess.Popen(cmd, cwd=home, env={**env, "PYTHONPATH": str(REPO)}, stdout=out, stderr=out), home)
+        )
+    deadline = time.monotonic() + 120
+    while not any("progress: " in (home / "out.txt").read_text() for _, home in hosts):
+        assert time.monotonic() < deadline, [(home / "out.txt").read_text()[-2000:] for _, home in hosts]
+        time.sleep(0.1)
+    sshd.signal(signal.SIGSTOP)
+    try:
+        codes = [proc.wait(timeout=240) for proc, _ in hosts]
+    finally:
+        sshd.signal(signal.SIGCONT)
+        for proc, _ in hosts:
+            proc.kill()
+    for code, (_, home) in zip(codes, hosts, strict=True):
+        text = (home / "out.txt").read_text()
+        summary = text.split("summary of this run")[-1]
+        assert code == 30 and "summary of this run" in text and "AdsRolling7d" in summary, text[-3000:]
+        # the server failed this host's reads, or the other host's: luigid's error of them, as a failure
+        here = "the raw zone's SFTP server failed during the run" in text
+        assert here or ("(on another host): " in summary and "server not answering" in summary), text[-3000:]

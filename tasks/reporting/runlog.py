@@ -283,10 +283,7 @@ def report() -> tuple[list[str], str]:
                 failed.append(f"{label(task)}: {run.failed[task.task_id]}")
             else:
                 try:
-                    if run.store_gone and task.task_id in FAILED_ON:  # the store not asked: luigid says
-                        kind = "failed"
-                        failed.append(f"{label(task)} (on another host): {FAILED_ON[task.task_id]}")
-                    elif run.store_gone:  # the store not asked: what luigid counts done another host built
+                    if run.store_gone:  # the store not asked: what luigid counts done another host built, or failed
                         kind = "written by another run" if task.task_id in DONE_IN_SCHEDULER else "not run"
                         others += [(family, key)] if kind != "not run" else []
                     else:
@@ -295,6 +292,9 @@ def report() -> tuple[list[str], str]:
                     if not run.unreachable(exc):
                         raise
                     kind = "not run"
+                if kind == "not run" and task.task_id in FAILED_ON:  # no record of it: its store or server went
+                    kind = "failed"
+                    failed.append(f"{label(task)} (on another host): {FAILED_ON[task.task_id]}")
                 counts[family][kind].append(key)
                 _, limit, by_worker = LEFT_BY_THE_LIMIT.get(task.task_id, (None, 0, None))
                 if kind == "not run" and task.task_id in LEFT_BY_A_LOST_HOST:
