@@ -89,3 +89,15 @@ def test_a_revoked_host_key_is_refused_naming_the_file_and_line(lab, sshd, liste
         for wrong in ("Traceback", "not answering", "retrying"):
             assert wrong not in proc.stderr, proc.stderr[-3000:]
     assert not lab.partition(START).exists()
+
+
+def test_a_known_hosts_setting_naming_a_folder_is_a_setting_to_fix_not_a_server_down(lab, sshd):
+    """[sftp] known_hosts naming a folder (or a file this user cannot read): one line naming it, exit 2; not
+    retried and reported as the server not answering (exit 30)."""
+    lab.qsr_days(START, 2)
+    folder = lab.root / "ssh"
+    folder.mkdir()
+    proc = command(lab, sshd, folder, "status", "--dataset", "stg_qsr_pos")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("daybreak: error: ")]
+    assert proc.returncode == 2 and len(errors) == 1 and str(folder) in errors[0], proc.stderr[-3000:]
+    assert "not answering" not in proc.stderr and "retrying" not in proc.stderr, proc.stderr[-3000:]

@@ -58,6 +58,8 @@ class KnownHosts:
             self._refused(
                 f"[sftp] known_hosts file {self.path} not found; no host key to verify {self.host}:{self.port} against"
             )
+        except OSError as exc:  # a folder, a file this user cannot read: a setting to fix, not a server down
+            self._refused(f"[sftp] known_hosts {self.path}: cannot be read ({exc.strerror or exc})")
         trusted, self.revoked, skipped = read_known_hosts(lines)
         for number, why in skipped:
             if (self.path, number) not in _WARNED:
