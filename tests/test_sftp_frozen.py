@@ -95,3 +95,24 @@ def test_a_server_frozen_during_login_is_retried_then_not_answering_not_a_wrong_
         assert took > 2 * 2, f"{took:.1f} s: two attempts of 2 s each"  # retried, not refused at once
     finally:
         server.stop()
+
+
+def test_a_server_that_drops_the_connection_during_login_is_retried_then_gone_not_a_wrong_key(lab, tmp_path):
+    """A real sshd whose per-connection process dies while it checks the key (its AuthorizedKeysCommand kills
+    it, as an sshd restarted or out of memory would): paramiko says "Authentication failed: transport shut down
+    or saw EOF". That is the server going away (retried, exit 30), not a key to change (exit 2)."""
+    lab.qsr_days(START, 3)
+    extra = "AuthorizedKeysCommand /bin/sh -c 'kill -9 $PPID'\nAuthorizedKeysCommandUser root\n"
+    server = Sshd(tmp_path / "sshd", extra=extra)
+    (server.folder / "authorized_keys").write_text("")
+    server.start()
+    try:
+        proc, _ = run(lab, server, "status")
+    finally:
+        server.stop()
+    out = proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("daybreak: error: ")]
+    assert proc.returncode == 30 and len(errors) == 1 and "after 2 attempts" in errors[0], out[-3000:]
+    assert "connection closed during the login" in errors[0], errors
+    for wrong in ("Traceback", "authentication failed", "key_filename"):
+        assert wrong not in out, out[-3000:]

@@ -8,6 +8,7 @@ are settings to fix, one line and exit 2 (:func:`_refused`), not a server to wai
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import mmap
@@ -334,6 +335,8 @@ class SftpRaw(RawBackend):
         except paramiko.AuthenticationException as exc:
             if str(exc) == "Authentication timeout.":  # paramiko's: no answer within auth_timeout, not a refusal
                 raise TimeoutError("timed out authenticating") from exc
+            if "transport shut down or saw EOF" in str(exc):  # paramiko's: the connection ended mid-login
+                raise ConnectionResetError(errno.ECONNRESET, "connection closed during the login") from exc
             _refused(
                 f"raw_root {self.describe()}: authentication failed for user {self.user!r} with [sftp] key_filename "
                 f"{self.key_filename} ({exc}); not retried: give the key the server knows for {self.user!r}"
