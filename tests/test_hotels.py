@@ -1373,3 +1373,17 @@ def test_a_range_of_every_hotel_says_each_reason_it_leaves_dates_out_once(lab, s
     said = [r.getMessage() for r in caplog.records if "dates left out" in r.getMessage()]
     pickups = [m for m in said if m.startswith("RangeDaily HotelPickup")]
     assert len(pickups) == 1 and f"before [daybreak] start_date {FIRST + DAY}" in pickups[0], said
+
+
+def test_a_plan_names_a_day_that_several_hotels_pickups_read_once(pickups_built, capsys):
+    """Both hotels' extracts of one day re-sent: the pickups of both hotels may go stale, each day named once
+    (``D H1, H2; D+1 H1, H2``, not ``D H1, D H2, D+1 H1, D+1 H2``)."""
+    from tasks.cli import main
+
+    day = FIRST + 2 * DAY
+    write(pickups_built, day, "H1", [f"T9,H1,{day}T13:00:00-04:00,CREATED,2026-10-04,2026-10-05,1,90.00,direct"])
+    write(pickups_built, day, "H2", [f"V9,H2,{day}T13:00:00-07:00,CREATED,2026-10-04,2026-10-05,1,90.00,ota"])
+    capsys.readouterr()
+    assert main(["plan", "stg_hotel_bookings_daily", "--start", str(day), "--stop", str(day + DAY)]) == 1
+    plan = capsys.readouterr().out
+    assert f"  then may go stale downstream: hotel_pickup {day} H1, H2; {day + DAY} H1, H2\n" in plan, plan

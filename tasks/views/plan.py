@@ -311,9 +311,16 @@ def render(plan: Plan) -> str:
 
 
 def _listed(keys: list[str]) -> str:
-    """Partitions named one by one up to 10; more, as at most 10 spans of days with their keys."""
+    """Partitions named one by one up to 10, a day with several keys once (``2026-09-21 H1, H2``); more, as at
+    most 10 spans of days with their keys."""
     if len(keys) <= 10:
-        return ", ".join(keys)
+        by_day: dict[str, list[str]] = {}  # a day -> the keys after it, in order
+        for label in keys:
+            day, _, key = label.partition(" ")
+            by_day.setdefault(day, []).append(key)
+        if all(len(ks) == 1 for ks in by_day.values()):
+            return ", ".join(keys)
+        return "; ".join(f"{day} {', '.join(ks)}" for day, ks in by_day.items())
     days: dict[str, list[str]] = {}  # the key after the date ('' for none) -> its dates, in order
     for label in keys:
         day, _, key = label.partition(" ")
