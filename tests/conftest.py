@@ -339,6 +339,16 @@ def setting():
 
 
 @pytest.fixture
+def sshd(tmp_path):
+    """A real OpenSSH server on 127.0.0.1, on a port of its own (tests/sshd.py)."""
+    from tests.sshd import Sshd
+
+    server = Sshd(tmp_path / "sshd").start()
+    yield server
+    server.stop()  # continues a frozen server's processes first
+
+
+@pytest.fixture
 def qsr_setting(setting):
     """Change a [qsr] setting for one test."""
     return lambda key, value: setting("qsr", key, value)

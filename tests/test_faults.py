@@ -493,15 +493,6 @@ def test_a_read_only_data_root_is_named_by_every_command(lab, setting):
 # -- an SFTP server down or frozen ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def sshd(tmp_path):
-    from tests.sshd import Sshd
-
-    server = Sshd(tmp_path / "sshd").start()
-    yield server
-    server.stop()  # continues a frozen server's processes first
-
-
 def sftp_cfg(lab, sshd, threshold: int = 20) -> dict:
     from tasks.settings import write_config
 

@@ -54,18 +54,22 @@ def not_answering(proc: subprocess.CompletedProcess, took: float, server) -> Non
         assert wrong not in out, out[-3000:]
 
 
+def every_command_gives_up(lab, server) -> None:
+    """Each of :data:`COMMANDS` against ``server`` is :func:`not_answering`; then the server is stopped."""
+    try:
+        for command in COMMANDS:
+            not_answering(*run(lab, server, command), server)
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("step", ["open", "subsystem"])
 def test_a_server_that_freezes_right_after_login_is_given_up_within_its_timeout(lab, tmp_path, step):
     """A stub server (tests/frozen_sshd.py), not a real sshd: a real one cannot be stopped deterministically
     between the login and the channel open, or the channel open and the subsystem request, of a connection
     a subprocess makes. The other freezes below are a real sshd's."""
     lab.qsr_days(START, 3)
-    server = FrozenSshd(tmp_path / "frozen", step).start()
-    try:
-        for command in COMMANDS:
-            not_answering(*run(lab, server, command), server)
-    finally:
-        server.stop()
+    every_command_gives_up(lab, FrozenSshd(tmp_path / "frozen", step).start())
 
 
 def test_an_sftp_server_process_that_never_answers_is_given_up_within_its_timeout(lab, tmp_path):
@@ -73,12 +77,7 @@ def test_an_sftp_server_process_that_never_answers_is_given_up_within_its_timeou
     login and the subsystem request are answered, the SFTP version never is. It reads what it is sent, so
     it ends with its session."""
     lab.qsr_days(START, 3)
-    server = Sshd(tmp_path / "sshd", subsystem="/usr/bin/cat >/dev/null").start()
-    try:
-        for command in COMMANDS:
-            not_answering(*run(lab, server, command), server)
-    finally:
-        server.stop()
+    every_command_gives_up(lab, Sshd(tmp_path / "sshd", subsystem="/usr/bin/cat >/dev/null").start())
 
 
 def test_a_server_frozen_during_login_is_retried_then_not_answering_not_a_wrong_key(lab, tmp_path):

@@ -11,18 +11,11 @@ import sys
 import pytest
 
 from tasks.settings import write_config
-from tests.sshd import Sshd, keygen
+from tests.sshd import keygen
 
 pytestmark = pytest.mark.system
 
 START = dt.date(2026, 9, 10)
-
-
-@pytest.fixture
-def sshd(tmp_path):
-    server = Sshd(tmp_path / "sshd").start()
-    yield server
-    server.stop()
 
 
 def public(path) -> str:
